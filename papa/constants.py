@@ -1,0 +1,202 @@
+"""Constant attention matrices: averaging (paper Sec. 3.1) and the data-free kinds (Table 1).
+
+``C[l,h,i,j] = sum_e A_e[l,h,i,j] valid_e(i,j) / #{e : valid_e(i,j)}`` with
+``valid_e(i,j)`` = both i and j are real tokens of example e; 0 where no example had
+(i, j) valid. Sums are accumulated in float64, so memory does not grow with the corpus;
+rows are not renormalised here (that happens per example at use time).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from .models import model_shape
+
+log = logging.getLogger(__name__)
+
+KINDS = ("average", "effective", "identity", "toeplitz", "zeros", "uniform")
+
+
+@dataclass
+class ConstantAttention:
+    """Constant matrices for every (layer, head).
+
+    Attributes:
+        mean: float32 [layers, heads, N, N].
+        count: float64 [N, N], how many examples had (i, j) valid (ones for data-free kinds).
+        metadata: model, corpus, n_examples, N, layout, kind, ...
+    """
+
+    mean: torch.Tensor
+    count: torch.Tensor
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def shape(self):
+        return tuple(self.mean.shape)
+
+    @property
+    def max_length(self) -> int:
+        return int(self.mean.shape[-1])
+
+    def save(self, path: str | Path) -> None:
+        """Write safetensors (atomically) with the metadata as JSON under the key ``papa``."""
+        from safetensors.torch import save_file
+
+        from .io import atomic_path
+
+        meta = {"papa": json.dumps(self.metadata, sort_keys=True, default=str)}
+        with atomic_path(path) as tmp:
+            save_file(
+                {"mean": self.mean.detach().float().contiguous().cpu(), "count": self.count.double().contiguous().cpu()},
+                str(tmp),
+                metadata=meta,
+            )
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ConstantAttention":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads((f.metadata() or {}).get("papa", "{}"))
+            return cls(f.get_tensor("mean"), f.get_tensor("count"), meta)
+
+
+class _Recorder:
+    """Streaming masked sums of attention maps, fed by the patched attention."""
+
+    def __init__(self, layers, heads, n, device, effective=False):
+        self.sums = torch.zeros(layers, heads, n, n, dtype=torch.float64, device=device)
+        self.effective = effective
+        self.n = n
+
+    def add(self, layer, probs, valid, value):
+        if probs.shape[-1] != self.n:
+            from .patching import _check_length
+
+            _check_length(self.n, probs.shape[-1])
+        if self.effective:
+            if value is None:
+                raise ValueError("Effective attention needs the values: supported for registry families only")
+            probs = effective_attention(probs, value)
+        probs = probs.detach().float()
+        if valid is None:
+            self.sums[layer] += probs.sum(0).double()
+        else:
+            w = valid.to(probs.dtype)
+            pair = w[:, :, None] * w[:, None, :]  # [B, N, N]
+            self.sums[layer] += torch.einsum("bhij,bij->hij", probs, pair).double()
+
+
+def effective_attention(probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
+    """Effective attention ``A U_r U_r^T`` (Sun & Marasovic 2021).
+
+    Args:
+        probs: [B, H, N, N] attention; value: [B, H, N, d] values.
+    Removes from each row of A the part in the left null space of V (which never reaches
+    the output). Equals A when V has full row rank (N <= d and V generic).
+    """
+    v = value.detach().double()
+    U, S, _ = torch.linalg.svd(v, full_matrices=False)  # U [B, H, N, k], k = min(N, d)
+    if rtol is None:
+        rtol = max(v.shape[-2:]) * torch.finfo(v.dtype).eps
+    keep = (S > rtol * S[..., :1]).to(v.dtype)  # [B, H, k]
+    Ur = U * keep[..., None, :]
+    proj = Ur @ Ur.transpose(-1, -2)  # [B, H, N, N]
+    return (probs.double() @ proj).to(probs.dtype)
+
+
+def average_attention(
+    model,
+    batches: Iterable[dict],
+    kind: str = "average",
+    total: int | None = None,
+    metadata: dict | None = None,
+    log_every: float = 10.0,
+) -> ConstantAttention:
+    """Average every head's attention matrix over ``batches`` (masked, streaming).
+
+    Args:
+        model: a supported encoder (frozen, eval mode).
+        batches: dicts of model inputs (``input_ids``, ``attention_mask``, ...), all of one length N.
+        kind: ``"average"`` (the method) or ``"effective"`` (average of effective attention).
+        total: number of examples, for the progress ETA.
+        metadata: extra metadata stored with the result.
+    """
+    from .patching import PatchHandle
+
+    if kind not in ("average", "effective"):
+        raise ValueError(f"average_attention kind must be 'average' or 'effective', got {kind!r}")
+    L, H = model_shape(model)
+    device = next(model.parameters()).device
+    recorder = None
+    count = None
+    n_examples = 0
+    t0 = last = time.monotonic()
+    handle = None
+    try:
+        with torch.inference_mode():
+            for batch in batches:
+                ids = batch["input_ids"]
+                n = ids.shape[-1]
+                if recorder is None:
+                    recorder = _Recorder(L, H, n, device, effective=(kind == "effective"))
+                    count = torch.zeros(n, n, dtype=torch.float64, device=device)
+                    handle = PatchHandle(model, None, _record=recorder)
+                batch = {k: v.to(device) for k, v in batch.items() if k != "labels"}
+                model(**batch)
+                mask = batch.get("attention_mask")
+                if mask is None:
+                    count += ids.shape[0]
+                else:
+                    w = mask.double()
+                    count += w.T @ w
+                n_examples += ids.shape[0]
+                now = time.monotonic()
+                if now - last >= log_every:
+                    last = now
+                    rate = n_examples / (now - t0)
+                    eta = f", ETA {(total - n_examples) / rate:.0f} s" if total else ""
+                    log.info("averaged %d%s examples, %.1f examples/s%s", n_examples,
+                             f"/{total}" if total else "", rate, eta)
+    finally:
+        if handle is not None:
+            handle.remove()
+    if recorder is None:
+        raise ValueError("average_attention got no batches: the corpus is empty")
+    mean = torch.where(count > 0, recorder.sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device))
+    elapsed = time.monotonic() - t0
+    log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, elapsed, n_examples / max(elapsed, 1e-9))
+    meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H}
+    meta.update(metadata or {})
+    return ConstantAttention(mean.float().cpu(), count.cpu(), meta)
+
+
+def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None = None) -> ConstantAttention:
+    """Data-free constant matrices (paper Table 1).
+
+    ``identity``: each token attends to itself; ``toeplitz``: weight ``1 / (1 + |i - j|)``
+    (harmonic series around the diagonal); ``zeros``: pruning (every head outputs 0);
+    ``uniform``: all ones (uniform over the valid tokens after masking).
+    """
+    i = torch.arange(n)
+    if kind == "identity":
+        m = torch.eye(n)
+    elif kind == "toeplitz":
+        m = 1.0 / (1.0 + (i[:, None] - i[None, :]).abs().float())
+    elif kind == "zeros":
+        m = torch.zeros(n, n)
+    elif kind == "uniform":
+        m = torch.ones(n, n)
+    else:
+        raise ValueError(f"Unknown data-free constant kind {kind!r}; choose from identity, toeplitz, zeros, uniform")
+    meta = {"kind": kind, "N": n, "layers": layers, "heads": heads, "n_examples": 0}
+    meta.update(metadata or {})
+    return ConstantAttention(m.expand(layers, heads, n, n).clone(), torch.ones(n, n, dtype=torch.float64), meta)

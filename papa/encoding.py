@@ -1,0 +1,276 @@
+"""Input layout (paper App. A).
+
+``layout="papa"``: every input is padded to exactly ``max_length`` N and the final
+separator sits at N-1, after the padding, so one N x N constant matrix fits every
+example. Pairs: the middle separator block starts at N/2 with sentence B right after it,
+each side truncated to its half; ``token_type_ids`` mark sentence B (and its separators)
+as segment 1 wherever the tokenizer's own template does (the authors' code left most of
+sentence B at segment 0). ``layout="standard"`` is ordinary right padding.
+
+Token-level tasks pass lists of words and per-word integer labels: the label goes to the
+first sub-word of each word, -100 everywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+IGNORE = -100
+
+
+@dataclass
+class Encoded:
+    """Tokenized inputs of one split, all of length ``max_length``."""
+
+    input_ids: np.ndarray  # int64 [n, N]
+    attention_mask: np.ndarray  # int64 [n, N], 1 = real token
+    token_type_ids: np.ndarray | None  # int64 [n, N] or None when the model has no segments
+    labels: np.ndarray | None  # int64 [n] (sequence) or [n, N] (token, -100 = ignored)
+    layout: str
+    max_length: int
+    n_truncated: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def token_level(self) -> bool:
+        return self.labels is not None and self.labels.ndim == 2
+
+    def model_inputs(self, idx=slice(None), device=None) -> dict[str, torch.Tensor]:
+        """Tensors for ``model(**inputs)`` for the rows ``idx``."""
+        out = {
+            "input_ids": torch.as_tensor(self.input_ids[idx], device=device),
+            "attention_mask": torch.as_tensor(self.attention_mask[idx], device=device),
+        }
+        if self.token_type_ids is not None:
+            out["token_type_ids"] = torch.as_tensor(self.token_type_ids[idx], device=device)
+        return out
+
+    def batches(self, batch_size: int, device=None, order: Sequence[int] | None = None) -> Iterator[dict]:
+        """Yield model-input dicts of ``batch_size`` rows (in ``order`` if given)."""
+        order = np.arange(len(self)) if order is None else np.asarray(order)
+        for start in range(0, len(order), batch_size):
+            yield self.model_inputs(order[start : start + batch_size], device=device)
+
+    def subset(self, idx) -> "Encoded":
+        idx = np.asarray(idx)
+        return Encoded(
+            self.input_ids[idx],
+            self.attention_mask[idx],
+            None if self.token_type_ids is None else self.token_type_ids[idx],
+            None if self.labels is None else self.labels[idx],
+            self.layout,
+            self.max_length,
+            meta=dict(self.meta),
+        )
+
+    # -- Parquet round trip (one row per example, list columns)
+    def to_frame(self):
+        import pandas as pd
+
+        cols = {"input_ids": list(self.input_ids), "attention_mask": list(self.attention_mask.astype(np.int8))}
+        if self.token_type_ids is not None:
+            cols["token_type_ids"] = list(self.token_type_ids.astype(np.int8))
+        if self.labels is not None:
+            cols["labels"] = list(self.labels) if self.token_level else self.labels
+        return pd.DataFrame(cols)
+
+    @classmethod
+    def from_frame(cls, df, layout: str, max_length: int, meta: dict | None = None) -> "Encoded":
+        def stack(col, dtype=np.int64):
+            return np.stack([np.asarray(x, dtype=dtype) for x in df[col]]) if len(df) else np.zeros((0, max_length), dtype)
+
+        ids = stack("input_ids")
+        if ids.shape[1] != max_length:
+            raise ValueError(f"Tokenized inputs have length {ids.shape[1]}, expected max_length={max_length}")
+        labels = None
+        if "labels" in df:
+            first = df["labels"].iloc[0] if len(df) else 0
+            labels = stack("labels") if np.ndim(first) == 1 else df["labels"].to_numpy(np.int64)
+        return cls(
+            ids,
+            stack("attention_mask"),
+            stack("token_type_ids") if "token_type_ids" in df else None,
+            labels,
+            layout,
+            max_length,
+            n_truncated=int((meta or {}).get("n_truncated", 0)),
+            meta=dict(meta or {}),
+        )
+
+
+@dataclass(frozen=True)
+class _Template:
+    prefix: list[int]
+    mid: list[int]
+    suffix: list[int]
+    prefix_types: list[int]
+    mid_types: list[int]
+    suffix_types: list[int]
+    type_a: int
+    type_b: int
+
+
+def special_template(tokenizer, pair: bool) -> _Template:
+    """The special tokens the tokenizer puts around one text or a pair, read off a probe encoding."""
+    enc = tokenizer("a", "b" if pair else None, return_special_tokens_mask=True, return_token_type_ids=True)
+    ids, special = enc["input_ids"], enc["special_tokens_mask"]
+    types = enc.get("token_type_ids") or [0] * len(ids)
+    runs: list[tuple[bool, list[int]]] = []
+    for i, s in enumerate(special):
+        if runs and runs[-1][0] == bool(s):
+            runs[-1][1].append(i)
+        else:
+            runs.append((bool(s), [i]))
+    spec = [r for s, r in runs if s]
+    text = [r for s, r in runs if not s]
+    expected = 2 if not pair else 3
+    if len(text) != (2 if pair else 1) or len(spec) != expected or not runs[0][0]:
+        raise ValueError(
+            f"Cannot read the special-token template of {type(tokenizer).__name__}: got {ids!r}. "
+            "PAPA's layout needs a tokenizer that puts special tokens before, between and after texts."
+        )
+    pick = lambda idx: [ids[i] for i in idx]  # noqa: E731
+    ptypes = lambda idx: [types[i] for i in idx]  # noqa: E731
+    mid = spec[1] if pair else []
+    return _Template(
+        prefix=pick(spec[0]),
+        mid=pick(mid),
+        suffix=pick(spec[-1]),
+        prefix_types=ptypes(spec[0]),
+        mid_types=ptypes(mid),
+        suffix_types=ptypes(spec[-1]),
+        type_a=types[text[0][0]],
+        type_b=types[text[1][0]] if pair else 0,
+    )
+
+
+def _tokenize(tokenizer, texts, words: bool):
+    if words:
+        enc = tokenizer([list(w) for w in texts], is_split_into_words=True, add_special_tokens=False)
+        return enc["input_ids"], [enc.word_ids(i) for i in range(len(texts))]
+    enc = tokenizer(list(texts), add_special_tokens=False)
+    return enc["input_ids"], None
+
+
+def encode(
+    tokenizer,
+    texts: Sequence[str] | Sequence[Sequence[str]],
+    pairs: Sequence[str] | None = None,
+    max_length: int = 128,
+    layout: str = "papa",
+    labels: Sequence | None = None,
+) -> Encoded:
+    """Tokenize ``texts`` (and ``pairs``) to exactly ``max_length`` tokens.
+
+    Args:
+        texts: strings, or lists of words for token-level tasks (then ``labels`` are per word).
+        pairs: second sentences for pair tasks.
+        layout: ``"papa"`` (final separator at N-1, middle separator at N/2) or ``"standard"``.
+        labels: one int per text (sequence tasks) or one list of ints per text (token tasks).
+    Returns:
+        `Encoded`; ``n_truncated`` counts inputs that lost tokens.
+    """
+    if layout not in ("papa", "standard"):
+        raise ValueError(f"layout must be 'papa' or 'standard', got {layout!r}")
+    n = len(texts)
+    if n == 0:
+        raise ValueError("encode() got no texts: the split is empty")
+    if pairs is not None and len(pairs) != n:
+        raise ValueError(f"{n} texts but {len(pairs)} pairs")
+    words = n > 0 and not isinstance(texts[0], str)
+    if words and pairs is not None:
+        raise ValueError("Token-level (word list) inputs cannot be pairs")
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{n} texts but {len(labels)} labels")
+    N = int(max_length)
+    tpl = special_template(tokenizer, pairs is not None)
+    n_special = len(tpl.prefix) + len(tpl.mid) + len(tpl.suffix)
+    if N < n_special + 2 or (pairs is not None and N % 2):
+        raise ValueError(f"max_length={N} is too small or odd for this layout")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    has_types = "token_type_ids" in tokenizer.model_input_names
+
+    ids_a, word_ids = _tokenize(tokenizer, texts, words)
+    ids_b = _tokenize(tokenizer, pairs, False)[0] if pairs is not None else None
+
+    input_ids = np.full((n, N), pad, dtype=np.int64)
+    mask = np.zeros((n, N), dtype=np.int64)
+    types = np.zeros((n, N), dtype=np.int64)
+    tok_labels = np.full((n, N), IGNORE, dtype=np.int64) if words and labels is not None else None
+    truncated = 0
+    P, M, S = len(tpl.prefix), len(tpl.mid), len(tpl.suffix)
+
+    def put(row, start, toks, ttype):
+        input_ids[row, start : start + len(toks)] = toks
+        mask[row, start : start + len(toks)] = 1
+        types[row, start : start + len(toks)] = ttype
+
+    for r in range(n):
+        a = ids_a[r]
+        if pairs is None:
+            room = N - P - S
+            ta = a[:room]
+            truncated += len(a) > room
+            put(r, 0, tpl.prefix, tpl.prefix_types)
+            put(r, P, ta, tpl.type_a)
+            if layout == "papa":
+                put(r, N - S, tpl.suffix, tpl.suffix_types)
+            else:
+                put(r, P + len(ta), tpl.suffix, tpl.suffix_types)
+            if tok_labels is not None:
+                wid = word_ids[r][: len(ta)]
+                lab = labels[r]
+                prev = None
+                for j, w in enumerate(wid):
+                    if w is not None and w != prev:
+                        tok_labels[r, P + j] = lab[w]
+                    prev = w
+            continue
+        b = ids_b[r]
+        if layout == "papa":
+            half = N // 2
+            room_a, room_b = half - P, N - half - M - S
+            ta, tb = a[:room_a], b[:room_b]
+            truncated += len(a) > room_a or len(b) > room_b
+            put(r, 0, tpl.prefix, tpl.prefix_types)
+            put(r, P, ta, tpl.type_a)
+            types[r, P + len(ta) : half] = tpl.type_a
+            put(r, half, tpl.mid, tpl.mid_types)
+            put(r, half + M, tb, tpl.type_b)
+            types[r, half + M + len(tb) : N - S] = tpl.type_b
+            put(r, N - S, tpl.suffix, tpl.suffix_types)
+        else:
+            room = N - n_special
+            ta, tb = list(a), list(b)
+            while len(ta) + len(tb) > room:  # longest-first truncation
+                (ta if len(ta) > len(tb) else tb).pop()
+            truncated += len(ta) < len(a) or len(tb) < len(b)
+            pos = 0
+            for toks, tt in ((tpl.prefix, tpl.prefix_types), (ta, tpl.type_a), (tpl.mid, tpl.mid_types),
+                             (tb, tpl.type_b), (tpl.suffix, tpl.suffix_types)):
+                put(r, pos, toks, tt)
+                pos += len(toks)
+
+    if labels is None:
+        lab_arr = None
+    elif tok_labels is not None:
+        lab_arr = tok_labels
+    else:
+        lab_arr = np.asarray(labels, dtype=np.int64)
+    return Encoded(
+        input_ids=input_ids,
+        attention_mask=mask,
+        token_type_ids=types if has_types else None,
+        labels=lab_arr,
+        layout=layout,
+        max_length=N,
+        n_truncated=int(truncated),
+        meta={"n_truncated": int(truncated), "n": n, "pair": pairs is not None, "token_level": bool(words)},
+    )

@@ -1,0 +1,79 @@
+"""Atomic writes and provenance records."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path):
+    """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
+
+    An interrupted job therefore never leaves a file that looks finished.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(obj, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_parquet(df, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def environment() -> dict:
+    """Versions of the things that decide a result, recorded next to it."""
+    import numpy
+    import torch
+    import transformers
+
+    env = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": numpy.__version__,
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "threads": torch.get_num_threads(),
+    }
+    try:
+        from importlib.metadata import version
+
+        env["papa"] = version("papa")
+    except Exception:  # pragma: no cover - not installed as a package
+        env["papa"] = None
+    return env
+
+
+def seed_everything(seed: int, deterministic: bool = True) -> None:
+    """Seed python, numpy and torch; deterministic kernels where torch has them."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)

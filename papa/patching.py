@@ -1,0 +1,377 @@
+"""Replacing attention matrices with constant ones.
+
+Two routes, one semantics:
+
+* **registry** (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT): PAPA registers an
+  attention function named ``"papa"`` in transformers' ``AttentionInterface`` (and the
+  sdpa mask function under the same name in ``AttentionMaskInterface``, so the padding
+  mask still arrives) and switches the model to it while patched. Static heads never
+  compute queries or keys: their query/key projections are replaced by projections of
+  the input-dependent heads only, and their output is ``C_masked @ V`` computed as
+  ``(C @ (m * V)) / (C @ m)`` without materialising a per-example N x N matrix.
+  Input-dependent heads run through ``torch``'s scaled-dot-product attention, like
+  stock ``sdpa``.
+* **dropout** (DeBERTa-v2/v3, MPNet): these compute their own softmax; the attention
+  probabilities pass through the module's dropout, where a forward hook replaces them.
+
+A constant matrix ``C`` [N, N] is used, per example, restricted to the valid (non-pad)
+key and query positions and row-normalised (L1); rows of pad queries are zero.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .models import attention_modules, family_of, num_heads
+
+ATTN_NAME = "papa"
+_registered = False
+_lock = threading.Lock()
+
+
+class SequenceLengthMismatch(ValueError):
+    """Constant matrices and inputs disagree on the sequence length N."""
+
+
+def _check_length(n_const: int, n_input: int) -> None:
+    if n_const != n_input:
+        raise SequenceLengthMismatch(
+            f"The constant matrices are {n_const}x{n_const} but the input has sequence length {n_input}. "
+            f"Tokenize with papa.encode(..., max_length={n_const}) (papa layout pads every input to N), or "
+            f"average attention again at max_length={n_input}."
+        )
+
+
+# ----------------------------------------------------------------------------- shared state
+
+
+@dataclass
+class _Context:
+    """Per-patch state shared by all attention modules of one model."""
+
+    mask2d: torch.Tensor | None = None  # [B, N] bool, valid (non-pad) tokens of the current batch
+    recorder: object | None = None  # papa.constants._Recorder while averaging
+    calls: int = 0
+
+
+@dataclass
+class _ModuleState:
+    ctx: _Context
+    layer: int
+    mode: str  # "static" | "mix" | "record"
+    static_idx: torch.Tensor | None = None  # heads using the constant
+    dyn_idx: torch.Tensor | None = None  # heads computing attention
+    n_heads: int = 0
+    pruned: bool = False  # query/key projections hold input-dependent heads only
+    const: object = None  # callable -> [heads_of_interest, N, N]
+    lam_logit: object = None  # callable -> [H]
+    extra: dict = field(default_factory=dict)
+
+
+def constant_output(C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Output of heads using constant matrices, masked and row-normalised per example.
+
+    Args:
+        C: [h, N, N] constant matrices.
+        v: [B, h, N, d] values of those heads.
+        valid: [B, N] bool (non-pad tokens) or None (all valid).
+    Returns:
+        [B, h, N, d] equal to ``normalise(C * valid_q valid_k^T) @ v`` with pad-query rows zero.
+    """
+    if valid is None:
+        num = torch.matmul(C, v)
+        den = C.sum(-1, keepdim=True)
+        return num / den.clamp_min(torch.finfo(den.dtype).tiny)
+    m = valid.to(v.dtype)
+    num = torch.matmul(C, v * m[:, None, :, None])
+    den = torch.matmul(C, m[:, None, :, None])
+    out = num / den.clamp_min(torch.finfo(den.dtype).tiny)
+    return out * m[:, None, :, None]
+
+
+def masked_constant(C: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """The per-example matrices [B, h, N, N] that `constant_output` applies implicitly."""
+    if valid is None:
+        return (C / C.sum(-1, keepdim=True).clamp_min(torch.finfo(C.dtype).tiny))[None]
+    m = valid.to(C.dtype)
+    Cm = C[None] * m[:, None, None, :]
+    Cm = Cm / Cm.sum(-1, keepdim=True).clamp_min(torch.finfo(C.dtype).tiny)
+    return Cm * m[:, None, :, None]
+
+
+def _bool_mask(attention_mask):
+    if attention_mask is None or attention_mask.dtype == torch.bool:
+        return attention_mask
+    return attention_mask > torch.finfo(attention_mask.dtype).min / 2  # additive float mask -> keep
+
+
+def _papa_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The attention function PAPA registers in transformers' AttentionInterface."""
+    st: _ModuleState | None = getattr(module, "_papa", None)
+    if scaling is None:
+        scaling = value.size(-1) ** -0.5
+    mask = _bool_mask(attention_mask)
+    if st is None:  # not a patched module: stock sdpa behaviour
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling)
+        return out.transpose(1, 2).contiguous(), None
+    valid = st.ctx.mask2d
+    n = value.shape[-2]
+
+    if st.mode == "record":
+        scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+        if mask is not None:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        st.ctx.recorder.add(st.layer, probs, valid, value)
+        out = torch.matmul(probs, value)
+        return out.transpose(1, 2).contiguous(), None
+
+    if st.mode == "mix":
+        C = st.const()
+        _check_length(C.shape[-1], n)
+        dyn = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling)
+        lam = torch.sigmoid(st.lam_logit())[None, :, None, None]
+        # 0 * C is exact, so lambda = 1 reproduces the original; skip the constant path then
+        const = constant_output(C, value, valid)
+        out = lam * dyn + (1 - lam) * const
+        if st.static_idx is not None and st.static_idx.numel():
+            out[:, st.static_idx] = const[:, st.static_idx]
+        return out.transpose(1, 2).contiguous(), None
+
+    # static mode
+    C = st.const()  # [n_static, N, N]
+    _check_length(C.shape[-1], n)
+    n_dyn = st.dyn_idx.numel()
+    if n_dyn == 0:
+        out = constant_output(C, value, valid)
+        return out.transpose(1, 2).contiguous(), None
+    out = value.new_empty(value.shape)
+    v_dyn = value.index_select(1, st.dyn_idx)
+    q, k = (query, key) if st.pruned else (query.index_select(1, st.dyn_idx), key.index_select(1, st.dyn_idx))
+    out[:, st.dyn_idx] = F.scaled_dot_product_attention(q, k, v_dyn, attn_mask=mask, dropout_p=dropout, scale=scaling)
+    out[:, st.static_idx] = constant_output(C, value.index_select(1, st.static_idx), valid)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _ensure_registered() -> None:
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(ATTN_NAME, _papa_attention)
+        # without a mask function under the same name the padding mask silently arrives as None
+        AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+        _registered = True
+
+
+class _HeadSubsetLinear(nn.Module):
+    """A query/key projection computing only the given heads (the input-dependent ones)."""
+
+    def __init__(self, linear: nn.Linear, heads: torch.Tensor, head_dim: int):
+        super().__init__()
+        w = linear.weight.detach().view(-1, head_dim, linear.in_features)[heads].reshape(-1, linear.in_features)
+        self.register_buffer("weight", w.clone(), persistent=False)
+        if linear.bias is not None:
+            b = linear.bias.detach().view(-1, head_dim)[heads].reshape(-1)
+            self.register_buffer("bias", b.clone(), persistent=False)
+        else:
+            self.bias = None
+        self.head_dim = head_dim
+        self.empty = heads.numel() == 0
+
+    def forward(self, x):
+        if self.empty:  # a zero-cost stand-in of one head: the attention function never reads it
+            return x.new_zeros(()).expand(*x.shape[:-1], self.head_dim)
+        return F.linear(x, self.weight, self.bias)
+
+
+# ----------------------------------------------------------------------------- public handle
+
+
+class PatchHandle:
+    """A patched model. Use as a context manager, or call `remove()`.
+
+    Attributes:
+        lambda_logits: [layers, heads] trainable logits ``w`` (``mix=True`` only);
+            ``lambda = sigmoid(w)``.
+        constants: [layers, heads, N, N] constant matrices in use (a Parameter when trainable).
+    """
+
+    def __init__(self, model, constants, static=None, mix=False, trainable_constants=False, _record=None):
+        self.model = model
+        self.family = family_of(model)
+        self.modules = attention_modules(model)
+        L, H = len(self.modules), num_heads(model)
+        self.shape = (L, H)
+        for m in self.modules:
+            if getattr(m, "_papa", None) is not None:
+                raise RuntimeError("This model is already patched by PAPA; remove() the other patch first.")
+        device = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        self.ctx = _Context(recorder=_record)
+        self._hooks = []
+        self._swapped = []  # (module, attribute, original)
+        self._orig_impl = None
+
+        mode = "record" if _record is not None else ("mix" if mix else "static")
+        if mode != "record":
+            C = constants.mean if hasattr(constants, "mean") else constants
+            C = torch.as_tensor(C)
+            if C.dim() != 4 or tuple(C.shape[:2]) != (L, H) or C.shape[-1] != C.shape[-2]:
+                raise ValueError(
+                    f"Constant matrices have shape {tuple(C.shape)}; this model needs [layers={L}, heads={H}, N, N]. "
+                    f"Were they averaged on another model?"
+                )
+            C = C.to(device=device, dtype=dtype)
+            self.constants = nn.Parameter(C.clone(), requires_grad=True) if trainable_constants else C
+        else:
+            self.constants = None
+        if static is None:
+            static = torch.zeros(L, H, dtype=torch.bool)
+        static = torch.as_tensor(static, dtype=torch.bool)
+        if tuple(static.shape) != (L, H):
+            raise ValueError(f"static must be a bool mask of shape [layers={L}, heads={H}], got {tuple(static.shape)}")
+        self.static = static.cpu()
+        self.lambda_logits = nn.Parameter(torch.zeros(L, H, device=device, dtype=dtype)) if mode == "mix" else None
+
+        try:
+            self._install(mode, device)
+        except Exception:
+            self.remove()
+            raise
+
+    # -- installation
+    def _install(self, mode, device):
+        fam = self.family
+        base = getattr(self.model, "base_model", self.model)
+        sig = inspect.signature(base.forward)
+
+        def capture_mask(mod, args, kwargs):
+            bound = sig.bind_partial(*args, **kwargs).arguments
+            mask = bound.get("attention_mask")
+            self.ctx.mask2d = None if mask is None else mask.to(torch.bool)
+
+        self._hooks.append(base.register_forward_pre_hook(capture_mask, with_kwargs=True))
+        H = self.shape[1]
+        for layer, mod in enumerate(self.modules):
+            st = _ModuleState(ctx=self.ctx, layer=layer, mode=mode, n_heads=H)
+            s_mask = self.static[layer]
+            st.static_idx = torch.nonzero(s_mask).flatten().to(device)
+            st.dyn_idx = torch.nonzero(~s_mask).flatten().to(device)
+            if mode == "static":
+                st.const = self._const_getter(layer, st.static_idx)
+            elif mode == "mix":
+                st.const = self._const_getter(layer, None)
+                st.lam_logit = (lambda layer=layer: self.lambda_logits[layer])
+            if mode == "static" and fam.route == "registry" and fam.prunable and st.static_idx.numel():
+                head_dim = getattr(mod, "attention_head_size", None) or mod.dim // mod.n_heads
+                for attr in (fam.query, fam.key):
+                    orig = getattr(mod, attr)
+                    setattr(mod, attr, _HeadSubsetLinear(orig, st.dyn_idx, head_dim))
+                    self._swapped.append((mod, attr, orig))
+                st.pruned = True
+            mod._papa = st
+            if fam.route == "dropout":
+                self._hooks.append(getattr(mod, fam.dropout).register_forward_hook(self._dropout_hook(st)))
+        if fam.route == "registry":
+            _ensure_registered()
+            self._orig_impl = self.model.config._attn_implementation
+            self.model.set_attn_implementation(ATTN_NAME)
+
+    def _const_getter(self, layer, idx):
+        if isinstance(self.constants, nn.Parameter):
+            if idx is None:
+                return lambda: self.constants[layer]
+            return lambda: self.constants[layer].index_select(0, idx)
+        C = self.constants[layer] if idx is None else self.constants[layer].index_select(0, idx).contiguous()
+        return lambda: C
+
+    def _dropout_hook(self, st: _ModuleState):
+        def hook(mod, inputs, probs):
+            valid = st.ctx.mask2d
+            if st.mode == "record":
+                st.ctx.recorder.add(st.layer, probs, valid, None)
+                return probs
+            if st.mode == "static" and st.static_idx.numel() == 0:
+                return probs
+            if probs.dim() != 4:
+                raise RuntimeError(f"Expected attention probabilities [B, H, N, N], got {tuple(probs.shape)}")
+            C = st.const()
+            _check_length(C.shape[-1], probs.shape[-1])
+            Cm = masked_constant(C, valid).to(probs.dtype)
+            if st.mode == "mix":
+                lam = torch.sigmoid(st.lam_logit())[None, :, None, None]
+                out = lam * probs + (1 - lam) * Cm
+                if st.static_idx.numel():
+                    out[:, st.static_idx] = Cm[:, st.static_idx]
+                return out
+            out = probs.clone()
+            out[:, st.static_idx] = Cm
+            return out
+
+        return hook
+
+    # -- public
+    def lambdas(self) -> torch.Tensor:
+        """[layers, heads] current lambda = sigmoid(w) (mix mode)."""
+        if self.lambda_logits is None:
+            raise RuntimeError("lambdas() needs patch(..., mix=True)")
+        return torch.sigmoid(self.lambda_logits.detach()).cpu()
+
+    def set_lambdas(self, lam) -> None:
+        """Set every lambda (values in [0, 1]; 1 is exactly the original attention)."""
+        lam = torch.as_tensor(lam, dtype=self.lambda_logits.dtype, device=self.lambda_logits.device)
+        with torch.no_grad():
+            self.lambda_logits.copy_(torch.logit(lam.expand(self.shape)))
+
+    def parameters(self) -> list[nn.Parameter]:
+        """Trainable tensors the patch adds (lambda logits, trainable constants)."""
+        return [p for p in (self.lambda_logits, self.constants) if isinstance(p, nn.Parameter)]
+
+    def remove(self) -> None:
+        """Undo the patch: the model is exactly as before."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+        for mod, attr, orig in reversed(self._swapped):
+            setattr(mod, attr, orig)
+        self._swapped.clear()
+        for mod in self.modules:
+            if hasattr(mod, "_papa"):
+                del mod._papa
+        if self._orig_impl is not None:
+            self.model.set_attn_implementation(self._orig_impl)
+            self._orig_impl = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+def patch(model, constants, static=None, mix: bool = False, trainable_constants: bool = False) -> PatchHandle:
+    """Make heads of ``model`` use constant attention matrices.
+
+    Args:
+        model: a supported encoder (see ``papa.models.FAMILIES``).
+        constants: `papa.ConstantAttention` or a tensor [layers, heads, N, N].
+        static: bool [layers, heads]; True = that head uses its constant matrix. None = no head.
+        mix: every non-static head uses ``sigmoid(w) * A + (1 - sigmoid(w)) * C_masked`` with a
+            trainable logit ``w`` initialised at 0 (lambda = 0.5).
+        trainable_constants: the constant matrices become trainable parameters (the paper's
+            "labeled" matrices, Table 1).
+    Returns:
+        A `PatchHandle` (context manager); ``remove()`` restores the model exactly.
+    """
+    return PatchHandle(model, constants, static=static, mix=mix, trainable_constants=trainable_constants)
