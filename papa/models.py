@@ -115,6 +115,7 @@ def load_encoder(
         ``(model, tokenizer)``; every parameter has ``requires_grad=False``.
     """
     from transformers import (
+        AutoConfig,
         AutoModel,
         AutoModelForMaskedLM,
         AutoModelForSequenceClassification,
@@ -131,10 +132,14 @@ def load_encoder(
     }
     if task_head not in classes:
         raise ValueError(f"task_head must be one of {list(classes)}, got {task_head!r}")
-    kwargs = dict(trust_remote_code=False, use_safetensors=None, attn_implementation="sdpa", dtype=dtype)
+    kwargs = dict(trust_remote_code=False, use_safetensors=None, dtype=dtype)
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
     try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+        fam = FAMILIES.get(config.model_type)
+        if fam is not None and fam.route == "registry":
+            kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         model = classes[task_head].from_pretrained(path, **kwargs)
     except OSError as err:

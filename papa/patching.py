@@ -224,7 +224,7 @@ class PatchHandle:
 
         mode = "record" if _record is not None else ("mix" if mix else "static")
         if mode != "record":
-            C = constants.mean if hasattr(constants, "mean") else constants
+            C = constants if isinstance(constants, torch.Tensor) else constants.mean
             C = torch.as_tensor(C)
             if C.dim() != 4 or tuple(C.shape[:2]) != (L, H) or C.shape[-1] != C.shape[-2]:
                 raise ValueError(

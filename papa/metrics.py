@@ -1,0 +1,54 @@
+"""Task metrics (paper Sec. 4.1), computed with scikit-learn and seqeval.
+
+* ``accuracy`` (SST-2, MNLI), ``f1`` (binary, positive class = label 1; MRPC),
+  ``mcc`` (Matthews correlation; CoLA), ``macro_f1``;
+* ``entity_f1``: entity-level F1 with seqeval's CoNLL semantics (NER, BIO tags);
+* ``pos_f1``: token-level micro F1 over the first sub-word of every word (POS).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SEQUENCE_METRICS = ("accuracy", "f1", "mcc", "macro_f1")
+TOKEN_METRICS = ("entity_f1", "pos_f1", "token_accuracy")
+
+
+def _flat_tokens(y_true, y_pred):
+    """Keep positions whose gold label is not -100 (sub-words, padding)."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    keep = y_true != -100
+    return y_true[keep], y_pred[keep]
+
+
+def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -> float:
+    """One metric on integer labels. Token metrics take [n, N] arrays with -100 = ignore."""
+    from sklearn import metrics as skm
+
+    if metric == "accuracy":
+        return float(skm.accuracy_score(y_true, y_pred))
+    if metric == "f1":
+        return float(skm.f1_score(y_true, y_pred, average="binary", pos_label=1, zero_division=0))
+    if metric == "macro_f1":
+        return float(skm.f1_score(y_true, y_pred, average="macro", zero_division=0))
+    if metric == "mcc":
+        return float(skm.matthews_corrcoef(y_true, y_pred))
+    if metric in ("pos_f1", "token_accuracy"):
+        t, p = _flat_tokens(y_true, y_pred)
+        return float(skm.f1_score(t, p, average="micro", zero_division=0))
+    if metric == "entity_f1":
+        from seqeval.metrics import f1_score
+
+        if label_names is None:
+            raise ValueError("entity_f1 needs label_names (BIO tags)")
+        true_seqs, pred_seqs = [], []
+        for t_row, p_row in zip(np.asarray(y_true), np.asarray(y_pred)):
+            keep = t_row != -100
+            true_seqs.append([label_names[i] for i in t_row[keep]])
+            pred_seqs.append([label_names[i] for i in p_row[keep]])
+        return float(f1_score(true_seqs, pred_seqs, zero_division=0))
+    raise ValueError(f"Unknown metric {metric!r}; choose from {SEQUENCE_METRICS + TOKEN_METRICS}")
+
+
+def compute_all(metrics, y_true, y_pred, label_names=None) -> dict[str, float]:
+    return {m: compute(m, y_true, y_pred, label_names) for m in metrics}

@@ -1,0 +1,63 @@
+"""Which heads to replace (paper Sec. 3.2 and Fig. 5).
+
+A *ranking* is a 1-D int tensor of flat head indices ``layer * heads + head`` in the
+order heads are replaced (first = replaced first).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+ORDERS = ("lambda", "reversed", "first_to_last", "last_to_first", "random")
+
+
+def rank_heads(lambdas: torch.Tensor) -> torch.Tensor:
+    """Heads by lambda ascending (smallest lambda replaced first); ties by layer, then head."""
+    flat = torch.as_tensor(lambdas, dtype=torch.float64).flatten()
+    return torch.sort(flat, stable=True).indices
+
+
+def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None = None, seed: int = 0) -> torch.Tensor:
+    """A ranking for one of `ORDERS`: ``lambda`` (the method), ``reversed`` (largest lambda
+    first), ``first_to_last`` / ``last_to_first`` (by layer, heads in their internal order),
+    ``random`` (seeded permutation)."""
+    L, H = shape
+    total = L * H
+    if order in ("lambda", "reversed"):
+        if lambdas is None:
+            raise ValueError(f"head order {order!r} needs the learned lambdas")
+        if tuple(lambdas.shape) != (L, H):
+            raise ValueError(f"lambdas have shape {tuple(lambdas.shape)}, model has {(L, H)}")
+        r = rank_heads(lambdas)
+        return r if order == "lambda" else rank_heads(-torch.as_tensor(lambdas, dtype=torch.float64))
+    if order == "first_to_last":
+        return torch.arange(total)
+    if order == "last_to_first":
+        return torch.arange(total).view(L, H).flip(0).flatten()
+    if order == "random":
+        g = torch.Generator().manual_seed(seed)
+        return torch.randperm(total, generator=g)
+    raise ValueError(f"Unknown head order {order!r}; choose from {ORDERS}")
+
+
+def n_dynamic(fraction_dynamic: float, total: int) -> int:
+    """round(f x heads), halves rounded up (BERT-base: 1/16 -> 9 of 144)."""
+    if not 0.0 <= float(fraction_dynamic) <= 1.0:
+        raise ValueError(f"fraction_dynamic must be in [0, 1], got {fraction_dynamic}")
+    return int(math.floor(float(fraction_dynamic) * total + 0.5))
+
+
+def select_static(ranking: torch.Tensor, fraction_dynamic: float, shape: tuple[int, int] | None = None) -> torch.Tensor:
+    """Bool [layers, heads] mask, True = static: all heads but the last round(f x heads) of ``ranking``."""
+    ranking = torch.as_tensor(ranking).flatten()
+    total = ranking.numel()
+    if shape is None:
+        raise ValueError("select_static needs shape=(layers, heads)")
+    if shape[0] * shape[1] != total:
+        raise ValueError(f"ranking has {total} heads, shape {shape} has {shape[0] * shape[1]}")
+    keep = n_dynamic(fraction_dynamic, total)
+    static = torch.zeros(total, dtype=torch.bool)
+    static[ranking[: total - keep]] = True
+    return static.view(shape)

@@ -1,0 +1,49 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    import papa
+
+    return papa.load_encoder("minilm", device="cpu")
+
+
+TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=80)
+
+
+def tiny_model(family: str):
+    """A tiny randomly initialised encoder of ``family`` (code paths only, not science)."""
+    import transformers as tf
+
+    import papa.models
+
+    torch.manual_seed(0)
+    if family == "bert":
+        cfg = tf.BertConfig(**TINY)
+    elif family == "roberta":
+        cfg = tf.RobertaConfig(**TINY, pad_token_id=1)
+    elif family == "electra":
+        cfg = tf.ElectraConfig(**TINY, embedding_size=16)
+    elif family == "xlm-roberta":
+        cfg = tf.XLMRobertaConfig(**TINY, pad_token_id=1)
+    elif family == "distilbert":
+        cfg = tf.DistilBertConfig(vocab_size=120, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                  max_position_embeddings=80)
+    elif family == "deberta-v2":
+        cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=16, max_relative_positions=32,
+                                 pos_att_type=["p2c", "c2p"], type_vocab_size=2)
+    elif family == "mpnet":
+        cfg = tf.MPNetConfig(**TINY, pad_token_id=1)
+    else:
+        raise ValueError(family)
+    model = tf.AutoModel.from_config(cfg, attn_implementation="sdpa") if family not in ("deberta-v2", "mpnet") \
+        else tf.AutoModel.from_config(cfg)
+    return papa.models.prepare(model, "cpu")

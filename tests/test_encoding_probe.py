@@ -1,0 +1,203 @@
+"""Input layout per tokenizer family, metrics against scikit-learn/seqeval, probes and the feature cache."""
+
+import numpy as np
+import pytest
+import torch
+
+import papa
+from papa.encoding import IGNORE
+
+WORDS = ["hello", "world", "this", "is", "a", "test", "movie", "good", "bad", "very"]
+
+
+def bert_tok(minilm):
+    return minilm[1]
+
+
+def mpnet_tok():
+    from transformers import MPNetTokenizer
+
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "[UNK]", "<mask>"] + WORDS)}
+    return MPNetTokenizer(vocab=vocab)
+
+
+def roberta_tok():
+    from transformers import RobertaTokenizer
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    chars = sorted(ByteLevel.alphabet())
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", "<mask>"] + chars)}
+    return RobertaTokenizer(vocab=vocab, merges=[])
+
+
+def deberta_tok():
+    from transformers import DebertaV2Tokenizer
+
+    vocab = [("[PAD]", 0.0), ("[UNK]", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[MASK]", 0.0)]
+    vocab += [("\u2581" + w, -1.0) for w in WORDS] + [(c, -5.0) for c in "abcdefghijklmnopqrstuvwxyz"]
+    return DebertaV2Tokenizer(vocab=vocab)
+
+
+TOKENIZERS = {"bert": None, "mpnet": mpnet_tok, "roberta": roberta_tok, "deberta-v2": deberta_tok}
+
+
+@pytest.fixture(params=list(TOKENIZERS))
+def tokenizer(request, minilm):
+    return minilm[1] if request.param == "bert" else TOKENIZERS[request.param]()
+
+
+def test_single_layout_final_separator_last(tokenizer):
+    e = papa.encode(tokenizer, ["hello world", "a very good movie this is"], max_length=16)
+    sep = tokenizer.sep_token_id
+    assert e.input_ids.shape == (2, 16)
+    assert (e.input_ids[:, -1] == sep).all() and (e.input_ids[:, 0] == tokenizer.cls_token_id).all()
+    assert (e.attention_mask[:, -1] == 1).all()
+    n_real = e.attention_mask[0].sum()
+    # [CLS] tokens ... pad ... [SEP]
+    assert (e.attention_mask[0, : n_real - 1] == 1).all() and (e.attention_mask[0, n_real - 1 : -1] == 0).all()
+    assert (e.input_ids[0][e.attention_mask[0] == 0] == tokenizer.pad_token_id).all()
+    std = papa.encode(tokenizer, ["hello world"], max_length=16, layout="standard")
+    k = std.attention_mask[0].sum()
+    assert std.input_ids[0, k - 1] == sep and (std.attention_mask[0, k:] == 0).all()
+
+
+def test_pair_layout_separators_and_segments(tokenizer):
+    N = 40
+    e = papa.encode(tokenizer, ["hello world"], ["this is a test"], max_length=N)
+    ids, mask = e.input_ids[0], e.attention_mask[0]
+    sep = tokenizer.sep_token_id
+    assert ids[N // 2] == sep and ids[N - 1] == sep
+    b_ids = tokenizer("this is a test", add_special_tokens=False)["input_ids"]
+    mid = int((ids[N // 2 :] == sep).sum()) - 1  # separators of the middle block
+    start_b = N // 2 + mid
+    assert list(ids[start_b : start_b + len(b_ids)]) == b_ids
+    assert mask[start_b : start_b + len(b_ids)].all() and e.n_truncated == 0
+    ref = tokenizer("hello world", "this is a test", return_token_type_ids=True)
+    if "token_type_ids" in tokenizer.model_input_names and max(ref["token_type_ids"]) == 1:
+        tt = e.token_type_ids[0]
+        assert (tt[1 : N // 2] == 0).all() and tt[N // 2] == ref["token_type_ids"][len(ref["input_ids"]) - len(b_ids) - 2]
+        assert (tt[start_b : start_b + len(b_ids)] == 1).all() and tt[N - 1] == 1
+    else:
+        assert e.token_type_ids is None or (e.token_type_ids == 0).all()
+
+
+def test_truncation_is_counted(minilm):
+    tok = minilm[1]
+    long = " ".join(["word"] * 40)
+    e = papa.encode(tok, [long, "short"], max_length=16)
+    assert e.n_truncated == 1 and e.input_ids[0, -1] == tok.sep_token_id
+    p = papa.encode(tok, ["short", "short"], [long, "short"], max_length=16)
+    assert p.n_truncated == 1
+
+
+def test_word_alignment_first_subword(minilm):
+    tok = minilm[1]
+    words = [["Johanson", "lives", "in", "Paris"]]
+    e = papa.encode(tok, words, labels=[[1, 0, 0, 2]], max_length=16)
+    pieces = tok(words[0], is_split_into_words=True, add_special_tokens=False)
+    wid = pieces.word_ids()
+    lab = e.labels[0]
+    assert lab[0] == IGNORE and lab[-1] == IGNORE
+    firsts = [j for j, w in enumerate(wid) if w is not None and (j == 0 or wid[j - 1] != w)]
+    assert [lab[1 + j] for j in firsts] == [1, 0, 0, 2]
+    assert (lab != IGNORE).sum() == 4
+
+
+def test_bad_inputs_fail_clearly(minilm):
+    tok = minilm[1]
+    with pytest.raises(ValueError, match="empty"):
+        papa.encode(tok, [], max_length=16)
+    with pytest.raises(ValueError, match="layout"):
+        papa.encode(tok, ["x"], max_length=16, layout="left")
+
+
+def test_encoded_frame_round_trip(minilm):
+    tok = minilm[1]
+    e = papa.encode(tok, [["a", "b"], ["c"]], labels=[[1, 2], [0]], max_length=8)
+    back = papa.Encoded.from_frame(e.to_frame(), "papa", 8)
+    assert np.array_equal(back.input_ids, e.input_ids) and np.array_equal(back.labels, e.labels)
+    with pytest.raises(ValueError, match="max_length=16"):
+        papa.Encoded.from_frame(e.to_frame(), "papa", 16)
+
+
+def test_metrics_match_sklearn_and_seqeval():
+    from seqeval.metrics import f1_score as seq_f1
+    from sklearn import metrics as skm
+
+    from papa.metrics import compute
+
+    rng = np.random.default_rng(0)
+    y, p = rng.integers(0, 2, 50), rng.integers(0, 2, 50)
+    assert compute("accuracy", y, p) == skm.accuracy_score(y, p)
+    assert compute("f1", y, p) == skm.f1_score(y, p)
+    assert compute("mcc", y, p) == skm.matthews_corrcoef(y, p)
+    # a hand-checked case: tp=2, fp=1, fn=1 -> F1 = 2/3; MCC of a perfect inverse is -1
+    assert compute("f1", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == pytest.approx(2 / 3)
+    assert compute("mcc", [0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1)
+    names = ["O", "B-PER", "I-PER", "B-LOC"]
+    gold = np.array([[1, 2, 0, 3, IGNORE], [3, 0, IGNORE, IGNORE, IGNORE]])
+    pred = np.array([[1, 0, 0, 3, 0], [3, 0, 1, 1, 1]])
+    expect = seq_f1([["B-PER", "I-PER", "O", "B-LOC"], ["B-LOC", "O"]], [["B-PER", "O", "O", "B-LOC"], ["B-LOC", "O"]])
+    assert compute("entity_f1", gold, pred, names) == pytest.approx(expect)
+    assert compute("entity_f1", gold, pred, names) == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
+    assert compute("pos_f1", gold, pred) == pytest.approx(5 / 6)  # 5 of 6 scored tokens right
+
+
+def _toy(tok, n=48):
+    texts = ["a great film", "awful acting", "i loved it", "boring and dull"] * (n // 4)
+    return papa.encode(tok, texts, labels=[1, 0, 1, 0] * (n // 4), max_length=16)
+
+
+def test_cached_and_live_probes_agree(minilm):
+    from papa.probe import TrainConfig, extract_features, run_probe
+
+    model, tok = minilm
+    enc = _toy(tok)
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3)
+    live = run_probe(model, enc, enc, "sequence", 2, ["accuracy", "mcc"], cfg)
+    cache = extract_features(model, enc, dtype="float32")
+    cached = run_probe(model, enc, enc, "sequence", 2, ["accuracy", "mcc"], cfg, features=(cache, cache))
+    assert [r["metric"] for r in live] == [r["metric"] for r in cached]
+    for a, b in zip(live, cached):
+        assert a["score"] == pytest.approx(b["score"], abs=1e-6)
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+
+
+def test_probe_is_seeded_and_learns(minilm):
+    from papa.probe import TrainConfig, extract_features, run_probe
+
+    model, tok = minilm
+    enc = _toy(tok)
+    cache = extract_features(model, enc)
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=3, seed=1)
+    a = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
+    b = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
+    assert a == b
+    assert a[-1]["score"] == 1.0 and a[-1]["train_loss"] < a[0]["train_loss"]
+
+
+def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):
+    from papa.probe import extract_features
+
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    mem = extract_features(model, enc, dtype="float32")
+    disk = extract_features(model, enc, dtype="float32", budget_mb=0.001, scratch=str(tmp_path))
+    assert isinstance(disk.data, np.memmap) and not isinstance(mem.data, np.memmap)
+    (x1, _), y1 = mem.batch([3, 1])
+    (x2, _), y2 = disk.batch([3, 1])
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+
+
+def test_token_probe_trains_on_first_subwords(minilm):
+    from papa.probe import TrainConfig, extract_features, run_probe
+
+    model, tok = minilm
+    words = [["John", "lives", "in", "Paris"], ["Mary", "likes", "Berlin"]] * 6
+    tags = [[1, 0, 0, 2], [1, 0, 2]] * 6
+    enc = papa.encode(tok, words, labels=tags, max_length=16)
+    cache = extract_features(model, enc)
+    assert cache.data.shape[0] == 42  # one row per word, sub-words and specials dropped
+    rows = run_probe(model, enc, enc, "token", 3, ["entity_f1", "pos_f1"], TrainConfig(lr=1e-3, batch_size=4, epochs=3),
+                     label_names=["O", "B-PER", "B-LOC"], features=(cache, cache))
+    assert rows[-1]["score"] == 1.0

@@ -1,0 +1,226 @@
+"""Invariants of constant-attention substitution, per model family and on the real MiniLM."""
+
+import numpy as np
+import pytest
+import torch
+
+import papa
+from papa.patching import SequenceLengthMismatch
+
+from .conftest import tiny_model
+
+FAMILIES = ["bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "mpnet"]
+N = 16
+
+
+def papa_batch(model, lengths, seed=0):
+    """Inputs in the papa layout: real tokens, padding, final token at N-1."""
+    g = torch.Generator().manual_seed(seed)
+    pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    ids = torch.full((len(lengths), N), pad, dtype=torch.long)
+    mask = torch.zeros(len(lengths), N, dtype=torch.long)
+    for r, n in enumerate(lengths):
+        ids[r, : n - 1] = torch.randint(5, 100, (n - 1,), generator=g)
+        ids[r, N - 1] = 4
+        mask[r, : n - 1] = 1
+        mask[r, N - 1] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def hidden(model, batch):
+    with torch.no_grad():
+        return torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)  # [B, L+1, N, H]
+
+
+def single(batch, r):
+    return {k: v[r : r + 1] for k, v in batch.items()}
+
+
+@pytest.fixture(params=FAMILIES + ["minilm"])
+def family_model(request, minilm):
+    if request.param == "minilm":
+        return minilm[0]
+    return tiny_model(request.param)
+
+
+def test_constants_from_one_input_reproduce_it(family_model):
+    model = family_model
+    batch = papa_batch(model, [9])
+    C = papa.average_attention(model, [batch])
+    L, H = papa.model_shape(model)
+    ref = hidden(model, batch)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        out = hidden(model, batch)
+    valid = batch["attention_mask"][0].bool()
+    err = (ref[0][:, valid] - out[0][:, valid]).abs().max().item()
+    assert err < 1e-5, err
+    # and the constants really are used: another input's hidden states change
+    other = papa_batch(model, [12], seed=1)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        changed = hidden(model, other)
+    assert (changed - hidden(model, other)).abs().max() > 1e-3
+
+
+def test_mix_with_lambda_one_is_the_original(family_model):
+    model = family_model
+    batch = papa_batch(model, [7, 12])
+    C = papa.average_attention(model, [papa_batch(model, [10, 5], seed=3)])
+    ref = hidden(model, batch)
+    with papa.patch(model, C, mix=True) as h:
+        assert torch.allclose(h.lambdas(), torch.full(papa.model_shape(model), 0.5))
+        h.set_lambdas(1.0)
+        out = hidden(model, batch)
+        h.set_lambdas(0.5)
+        half = hidden(model, batch)
+    valid = batch["attention_mask"].bool()
+    assert (ref - out).abs().max().item() < 1e-5
+    assert (ref[:, :, valid[0]] - half[:, :, valid[0]]).abs().max() > 1e-4
+
+
+def test_remove_restores_exactly(family_model):
+    model = family_model
+    batch = papa_batch(model, [6, 11])
+    before = hidden(model, batch)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    impl = model.config._attn_implementation
+    L, H = papa.model_shape(model)
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, ::2] = True
+    C = papa.average_attention(model, [batch])
+    h = papa.patch(model, C, static=static)
+    hidden(model, batch)
+    h.remove()
+    assert torch.equal(hidden(model, batch), before)
+    assert model.config._attn_implementation == impl
+    after = model.state_dict()
+    assert state.keys() == after.keys() and all(torch.equal(state[k], after[k]) for k in state)
+
+
+@pytest.mark.parametrize("mode", ["static", "mix"])
+def test_padding_in_a_batch_changes_nothing(family_model, mode):
+    model = family_model
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [4, 13, 9])
+    C = papa.average_attention(model, [papa_batch(model, [16, 8], seed=5)])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[0, 1:] = True
+    static[-1, :2] = True
+    kw = dict(static=static) if mode == "static" else dict(mix=True)
+    with papa.patch(model, C, **kw):
+        together = hidden(model, batch)
+        for r in range(3):
+            alone = hidden(model, single(batch, r))
+            valid = batch["attention_mask"][r].bool()
+            assert (together[r][:, valid] - alone[0][:, valid]).abs().max().item() < 1e-5
+
+
+def test_static_heads_skip_queries_and_keys(minilm):
+    model = minilm[0]
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [10])
+    C = papa.average_attention(model, [batch])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, :9] = True
+    with papa.patch(model, C, static=static):
+        q = model.encoder.layer[0].attention.self.query
+        assert q.weight.shape[0] == 3 * 32  # three input-dependent heads of 32 dims
+        hidden(model, batch)
+    assert model.encoder.layer[0].attention.self.query.weight.shape[0] == 384
+
+
+def test_average_matches_naive_reference(minilm):
+    model = minilm[0]
+    batches = [papa_batch(model, [16, 5, 9], seed=1), papa_batch(model, [3, 12], seed=2)]
+    C = papa.average_attention(model, batches)
+    model.set_attn_implementation("eager")
+    try:
+        maps, masks = [], []
+        with torch.no_grad():
+            for b in batches:
+                att = model(**b, output_attentions=True).attentions
+                maps.append(torch.stack(att, 1).double())  # [B, L, H, N, N]
+                masks.append(b["attention_mask"].double())
+    finally:
+        model.set_attn_implementation("sdpa")
+    A, m = torch.cat(maps), torch.cat(masks)
+    pair = m[:, :, None] * m[:, None, :]
+    naive = (A * pair[:, None, None]).sum(0) / pair.sum(0).clamp_min(1)
+    assert C.mean.dtype == torch.float32 and C.mean.shape == (6, 12, N, N)
+    assert torch.equal(C.count, pair.sum(0))
+    assert (C.mean.double() - naive).abs().max().item() < 1e-6
+    # entries never valid (count 0) are 0
+    assert C.count.min() > 0 or (C.mean[..., C.count == 0] == 0).all()
+
+
+def test_constant_attention_save_load(tmp_path, minilm):
+    model = minilm[0]
+    C = papa.average_attention(model, [papa_batch(model, [8, 16])], metadata={"model": "minilm", "corpus": "toy",
+                                                                              "layout": "papa"})
+    C.save(tmp_path / "c.safetensors")
+    D = papa.ConstantAttention.load(tmp_path / "c.safetensors")
+    assert torch.equal(C.mean, D.mean) and torch.equal(C.count, D.count)
+    assert D.metadata["n_examples"] == 2 and D.metadata["N"] == N and D.metadata["corpus"] == "toy"
+
+
+def test_mismatched_length_fails_clearly(minilm):
+    model = minilm[0]
+    C = papa.average_attention(model, [papa_batch(model, [8])])
+    L, H = papa.model_shape(model)
+    longer = {k: torch.cat([v, v], 1) for k, v in papa_batch(model, [8]).items()}
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        with pytest.raises(SequenceLengthMismatch, match=r"max_length=16"):
+            hidden(model, longer)
+    with pytest.raises(ValueError, match="layers=6, heads=12"):
+        papa.patch(model, C.mean[:2], static=None)
+
+
+def test_unsupported_model_fails_clearly():
+    import transformers as tf
+
+    gpt = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=50))
+    with pytest.raises(papa.UnsupportedModelError, match="Supported families: .*bert.*mpnet"):
+        papa.patch(gpt, torch.zeros(1, 2, 4, 4))
+
+
+def test_lambda_training_moves_lambdas(minilm):
+    from papa.probe import TrainConfig, learn_lambdas
+
+    model, tok = minilm
+    texts = ["a great film", "awful acting", "loved it", "boring and dull"] * 8
+    enc = papa.encode(tok, texts, labels=[1, 0, 1, 0] * 8, max_length=16)
+    C = papa.average_attention(model, enc.batches(16))
+    lam, rows = learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-2, epochs=1,
+                                                                                            batch_size=8))
+    assert lam.shape == (6, 12) and ((lam - 0.5).abs() > 1e-4).any()
+    assert rows[0]["metric"] == "accuracy" and 0 <= rows[0]["score"] <= 1
+    assert not hasattr(model.encoder.layer[0].attention.self, "_papa")
+
+
+def test_selection_orders():
+    from papa.selection import head_order, n_dynamic, select_static
+
+    lam = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
+    r = head_order("lambda", (2, 3), lam)
+    assert r.tolist() == [1, 3, 5, 2, 4, 0]
+    assert head_order("reversed", (2, 3), lam).tolist() == [0, 4, 2, 5, 3, 1]
+    assert head_order("last_to_first", (2, 3)).tolist() == [3, 4, 5, 0, 1, 2]
+    assert torch.equal(head_order("random", (2, 3), seed=4), head_order("random", (2, 3), seed=4))
+    s = select_static(r, 0.5, (2, 3))
+    assert s.sum() == 3 and s.flatten()[[1, 3, 5]].all()
+    assert select_static(r, 1.0, (2, 3)).sum() == 0 and select_static(r, 0.0, (2, 3)).all()
+    assert [144 - n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [0, 72, 126, 135, 144]
+
+
+def test_data_free_kinds_rows_sum_to_one_after_masking():
+    from papa.patching import masked_constant
+
+    valid = torch.tensor([[1] * 5 + [0] * 2 + [1], [1] * 8]).bool()
+    for kind in ("identity", "toeplitz", "uniform", "average"):
+        C = papa.data_free(kind if kind != "average" else "uniform", 2, 3, 8)
+        Cm = masked_constant(C.mean[0], valid)
+        rows = Cm.sum(-1)
+        assert torch.allclose(rows[0, :, valid[0]], torch.ones(1)) and (rows[0, :, ~valid[0]] == 0).all()
+    T = papa.data_free("toeplitz", 1, 1, 4).mean[0, 0]
+    assert torch.allclose(T[0], torch.tensor([1, 1 / 2, 1 / 3, 1 / 4]))
+    assert torch.equal(papa.data_free("identity", 1, 1, 4).mean[0, 0], torch.eye(4))
+    assert masked_constant(papa.data_free("zeros", 1, 1, 4).mean[0], valid[:, :4]).abs().sum() == 0
