@@ -7,24 +7,36 @@ Public API (usable from a notebook, no Snakemake needed)::
     C = papa.average_attention(model, enc.batches(32))       # ConstantAttention
     with papa.patch(model, C, static=mask):                  # heads use constants
         out = model(**enc.model_inputs())
+
+Submodules: `papa.data` (datasets), `papa.probe` (probes, training, feature cache),
+`papa.selection` (head orders), `papa.metrics`, `papa.tables`, `papa.plots`,
+`papa.pipeline` (the workflow's stages). Names are imported lazily, so table and plot
+code does not pay for importing torch.
 """
 
-from .constants import ConstantAttention, average_attention, data_free, effective_attention
-from .encoding import Encoded, encode
-from .models import UnsupportedModelError, load_encoder, model_shape
-from .patching import PatchHandle, SequenceLengthMismatch, patch
+import importlib
 
-__all__ = [
-    "ConstantAttention",
-    "Encoded",
-    "PatchHandle",
-    "SequenceLengthMismatch",
-    "UnsupportedModelError",
-    "average_attention",
-    "data_free",
-    "effective_attention",
-    "encode",
-    "load_encoder",
-    "model_shape",
-    "patch",
-]
+_EXPORTS = {
+    "ConstantAttention": "constants",
+    "average_attention": "constants",
+    "data_free": "constants",
+    "effective_attention": "constants",
+    "Encoded": "encoding",
+    "encode": "encoding",
+    "UnsupportedModelError": "models",
+    "load_encoder": "models",
+    "model_shape": "models",
+    "PatchHandle": "patching",
+    "SequenceLengthMismatch": "patching",
+    "patch": "patching",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'papa' has no attribute {name!r}")

@@ -1,0 +1,27 @@
+# PAPA: tokenize -> average attention -> learn lambda -> probe with k% of heads replaced
+# -> aggregate into Parquet tables -> plot.   `snakemake --cores all`
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# the default config applies only when no --configfile is given (configs are not merged)
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/papa.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        rules.aggregate.output,
+        rules.plot.output,
+    default_target: True

@@ -1,0 +1,244 @@
+"""The pipeline's stages as plain functions (the Snakemake scripts are thin adapters).
+
+Each function reads files, calls the library, and writes its outputs atomically, so an
+interrupted job never leaves a file that looks finished. Usable without Snakemake.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import io
+from .constants import ConstantAttention, average_attention, data_free
+from .encoding import Encoded, encode
+from .models import load_encoder, model_shape, resolve_model_path
+from .patching import patch
+from .probe import TrainConfig, extract_features, learn_lambdas, train_probe, build_probe, LiveFeatures
+from .selection import head_order, n_dynamic, select_static
+
+log = logging.getLogger("papa")
+
+DATA_FREE = ("identity", "toeplitz", "zeros", "uniform")
+TRAINED = ("average_trained", "toeplitz_trained")
+
+
+def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0) -> None:
+    """Log to ``log_path`` (and stderr), set torch threads, seed everything."""
+    handlers = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        handlers=handlers, force=True)
+    def excepthook(kind, value, tb):  # failures land in the job's log too
+        log.error("stage failed", exc_info=(kind, value, tb))
+
+    sys.excepthook = excepthook
+    if threads:
+        torch.set_num_threads(int(threads))
+    io.seed_everything(seed)
+
+
+# ----------------------------------------------------------------------------- tokens
+
+
+def load_tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model_path(model), trust_remote_code=False)
+
+
+def write_tokens(enc: Encoded, path, meta: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    meta = {**enc.meta, **meta, "layout": enc.layout, "max_length": enc.max_length, "n_truncated": enc.n_truncated}
+    table = pa.Table.from_pandas(enc.to_frame(), preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": json.dumps(meta, default=str)})
+    with io.atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_tokens(path) -> Encoded:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    meta = json.loads((table.schema.metadata or {}).get(b"papa", b"{}"))
+    return Encoded.from_frame(table.to_pandas(), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+
+
+def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out) -> Encoded:
+    """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder)."""
+    from .data import read_task
+
+    task = read_task(data_dir)
+    if split not in task.splits:
+        raise ValueError(f"Dataset {task.name!r} has no split {split!r}; it has {sorted(task.splits)}")
+    df = task.splits[split]
+    if len(df) == 0:
+        raise ValueError(f"Split {split!r} of dataset {task.name!r} is empty: check its source or max_* settings")
+    tok = load_tokenizer(model)
+    if task.kind == "token":
+        enc = encode(tok, [list(t) for t in df["tokens"]], max_length=max_length, layout=layout,
+                     labels=[list(t) for t in df["tags"]])
+    else:
+        pairs = None
+        if "text_b" in df and df["text_b"].notna().any():
+            pairs = df["text_b"].fillna("").tolist()
+        labels = df["label"].tolist() if "label" in df and (df["label"] >= 0).any() else None
+        enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=max_length, layout=layout, labels=labels)
+    log.info("tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)", task.name, split, len(enc), max_length,
+             enc.n_truncated, 100 * enc.n_truncated / len(enc))
+    write_tokens(enc, out, {"model": model, "dataset": task.name, "split": split, "kind": task.kind,
+                            "label_names": task.label_names})
+    return enc
+
+
+# ----------------------------------------------------------------------------- constants
+
+
+def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32,
+                   max_examples: int | None = None, corpus: str = "") -> ConstantAttention:
+    """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind."""
+    base_kind = kind.replace("_trained", "")
+    enc = read_tokens(tokens_path)
+    if base_kind in DATA_FREE:
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.from_pretrained(resolve_model_path(model))
+        L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
+        C = data_free(base_kind, L, int(cfg.num_attention_heads), enc.max_length,
+                      metadata={"model": model, "corpus": None})
+    else:
+        m, _ = load_encoder(model)
+        if max_examples and len(enc) > max_examples:
+            enc = enc.subset(np.random.default_rng(0).permutation(len(enc))[:max_examples])
+        C = average_attention(m, enc.batches(batch_size), kind=base_kind, total=len(enc),
+                              metadata={"model": model, "corpus": corpus, "layout": enc.layout})
+    C.metadata.update({"environment": io.environment(), "tokens": str(tokens_path), "requested_kind": kind})
+    C.save(out)
+    return C
+
+
+# ----------------------------------------------------------------------------- lambda
+
+
+def task_info(tokens: Encoded, task_cfg: dict) -> dict:
+    names = tokens.meta.get("label_names") or []
+    if not names:
+        raise ValueError(f"Task tokens have no label names (dataset {tokens.meta.get('dataset')!r} is unlabeled)")
+    return {"kind": "token" if tokens.token_level else "sequence", "n_labels": len(names), "label_names": names,
+            "metrics": list(task_cfg["metrics"])}
+
+
+def _train_cfg(hp: dict, seed: int) -> TrainConfig:
+    return TrainConfig(lr=float(hp["lr"]), batch_size=int(hp["batch_size"]), epochs=int(hp["epochs"]), seed=seed,
+                       weight_decay=float(hp.get("weight_decay", 0.0)), dropout=float(hp.get("dropout", 0.1)),
+                       extra_lr=hp.get("extra_lr"))
+
+
+def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: dict, hp: dict, out_lambdas,
+               out_metrics, labels: dict) -> pd.DataFrame:
+    """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
+    m, _ = load_encoder(model)
+    C = ConstantAttention.load(constants_path)
+    train, val = read_tokens(train_tokens), read_tokens(val_tokens)
+    max_train = hp.get("max_train")
+    if max_train and len(train) > max_train:
+        train = train.subset(np.sort(np.random.default_rng(hp.get("seed", 0)).permutation(len(train))[:max_train]))
+    info = task_info(train, task_cfg)
+    lam, rows = learn_lambdas(m, C, train, val, info["kind"], info["n_labels"], info["metrics"],
+                              _train_cfg(hp, int(hp.get("seed", 0))), info["label_names"])
+    L, H = lam.shape
+    rank = torch.empty(L * H, dtype=torch.long)
+    rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
+    df = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
+                       "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
+    for k, v in labels.items():
+        df.insert(0, k, v)
+    io.write_parquet(df, out_lambdas)
+    mdf = pd.DataFrame(rows)
+    for k, v in labels.items():
+        mdf.insert(0, k, v)
+    io.write_parquet(mdf, out_metrics)
+    return df
+
+
+# ----------------------------------------------------------------------------- probe
+
+
+def static_mask(model, lambdas_path, selection: str, fraction: float, seed: int = 0) -> torch.Tensor:
+    L, H = model_shape(model)
+    lam = None
+    keep = n_dynamic(fraction, L * H)
+    if keep in (0, L * H):  # every order gives the same mask
+        return torch.full((L, H), keep == 0, dtype=torch.bool)
+    if selection in ("lambda", "reversed"):
+        if lambdas_path is None:
+            raise ValueError(f"Head order {selection!r} needs learned lambdas")
+        df = pd.read_parquet(lambdas_path).sort_values(["layer", "head"])
+        lam = torch.tensor(df["lambda"].to_numpy()).view(L, H)
+    return select_static(head_order(selection, (L, H), lam, seed=seed), fraction, (L, H))
+
+
+def run_probes(model: str, constants_path, lambdas_path, selection: str, fraction: float, seeds: list[int],
+               train_tokens, val_tokens, task_cfg: dict, hp: dict, cache: dict, outs: list, labels: dict,
+               trained_constants: bool = False) -> list[pd.DataFrame]:
+    """Train a fresh probe per seed with (1 - fraction) of the heads static; one Parquet per seed.
+
+    The frozen encoder runs once: every seed trains from the cached hidden states
+    (unless the constants are trained, which needs the encoder in the loop).
+    """
+    if len(outs) != len(seeds):
+        raise ValueError("one output per seed")
+    m, _ = load_encoder(model)
+    C = ConstantAttention.load(constants_path)
+    train, val = read_tokens(train_tokens), read_tokens(val_tokens)
+    info = task_info(train, task_cfg)
+    L, H = model_shape(m)
+    static = static_mask(m, lambdas_path, selection, fraction, seed=int(hp.get("order_seed", 0)))
+    n_dyn = n_dynamic(fraction, L * H)
+    log.info("%s: %d of %d heads input-dependent (fraction %g, order %s)", labels.get("task"), n_dyn, L * H,
+             fraction, selection)
+    frames = []
+    t0 = time.monotonic()
+    if trained_constants:
+        for seed, out in zip(seeds, outs):
+            torch.manual_seed(seed)
+            probe = build_probe(info["kind"], m, train.max_length, info["n_labels"], hp.get("dropout", 0.1))
+            with patch(m, C, static=static, trainable_constants=True) as h:
+                rows = train_probe(probe, LiveFeatures(m, train), LiveFeatures(m, val), _train_cfg(hp, seed),
+                                   info["metrics"], info["label_names"], extra_params=h.parameters(), live=True)
+            frames.append(_write_rows(rows, out, labels, fraction, n_dyn, seed))
+    else:
+        with patch(m, C, static=static):
+            kw = dict(batch_size=int(cache.get("batch_size", 64)), dtype=cache.get("dtype", "float16"),
+                      budget_mb=cache.get("budget_mb"), scratch=cache.get("scratch"))
+            feats = (extract_features(m, train, **kw), extract_features(m, val, **kw))
+        log.info("encoded once in %.1f s; training %d seeds from the cache", time.monotonic() - t0, len(seeds))
+        for seed, out in zip(seeds, outs):
+            torch.manual_seed(seed)
+            probe = build_probe(info["kind"], m, train.max_length, info["n_labels"], hp.get("dropout", 0.1))
+            rows = train_probe(probe, *feats, _train_cfg(hp, seed), info["metrics"], info["label_names"])
+            frames.append(_write_rows(rows, out, labels, fraction, n_dyn, seed))
+    log.info("probes done in %.1f s", time.monotonic() - t0)
+    return frames
+
+
+def _write_rows(rows, out, labels, fraction, n_dyn, seed) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    df.insert(0, "seed", seed)
+    df.insert(0, "n_dynamic", n_dyn)
+    df.insert(0, "fraction_dynamic", float(fraction))
+    for k in reversed(["model", "task", "constants", "selection"]):
+        df.insert(0, k, labels[k])
+    io.write_parquet(df, out)
+    return df

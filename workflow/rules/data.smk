@@ -1,0 +1,46 @@
+rule prepare_data:
+    """Load a dataset (package corpus, hub, or local files) into one Parquet per split."""
+    output:
+        train=f"{R}/data/{{dataset}}/train.parquet",
+        validation=f"{R}/data/{{dataset}}/validation.parquet",
+        meta=f"{R}/data/{{dataset}}/meta.json",
+    params:
+        spec=lambda wc: {"name": wc.dataset, **config["datasets"][wc.dataset]},
+        seed=SEED,
+        cache=os.environ.get("PAPA_CACHE", os.path.join(R, "downloads")),
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/prepare_data/{{dataset}}.log",
+    benchmark:
+        f"{R}/benchmarks/prepare_data/{{dataset}}.tsv"
+    threads: res("prepare_data")["threads"]
+    resources:
+        mem_mb=res("prepare_data")["mem_mb"],
+        runtime=res("prepare_data")["runtime"],
+    script:
+        "../scripts/prepare_data.py"
+
+
+rule tokenize:
+    """Tokenize one split in the PAPA layout (final separator at N-1)."""
+    input:
+        meta=f"{R}/data/{{dataset}}/meta.json",
+        split=f"{R}/data/{{dataset}}/{{split}}.parquet",
+    output:
+        f"{R}/tokens/{{model}}/{{dataset}}/N{{n}}/{{split}}.parquet",
+    params:
+        model=lambda wc: model_path(wc.model),
+        layout=LAYOUT,
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/tokenize/{{model}}/{{dataset}}/N{{n}}/{{split}}.log",
+    benchmark:
+        f"{R}/benchmarks/tokenize/{{model}}/{{dataset}}/N{{n}}/{{split}}.tsv"
+    threads: res("tokenize")["threads"]
+    resources:
+        mem_mb=res("tokenize")["mem_mb"],
+        runtime=res("tokenize")["runtime"],
+    script:
+        "../scripts/tokenize.py"

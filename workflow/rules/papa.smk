@@ -1,0 +1,90 @@
+rule average_attention:
+    """Constant matrices per (model, corpus, N): the masked mean attention (or a data-free kind)."""
+    input:
+        tokens=tokens("{model}", "{dataset}", "{n}", "train"),
+    output:
+        f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.safetensors",
+    params:
+        model=lambda wc: model_path(wc.model),
+        batch_size=AVERAGING.get("batch_size", 32),
+        max_examples=AVERAGING.get("max_examples"),
+        seed=SEED,
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/average_attention/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
+    benchmark:
+        f"{R}/benchmarks/average_attention/{{model}}/{{dataset}}/N{{n}}/{{kind}}.tsv"
+    threads: res("average_attention")["threads"]
+    resources:
+        mem_mb=res("average_attention")["mem_mb"],
+        runtime=res("average_attention")["runtime"],
+        gpu=res("average_attention")["gpu"],
+    script:
+        "../scripts/average_attention.py"
+
+
+rule learn_lambda:
+    """One lambda per head, trained with a probe; heads ranked by lambda ascending."""
+    input:
+        constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
+        train=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"], "train"),
+        validation=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"],
+                                     "validation"),
+    output:
+        lambdas=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/lambdas.parquet",
+        metrics=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/metrics.parquet",
+    params:
+        model=lambda wc: model_path(wc.model),
+        hp=lambda wc: lambda_hp(wc.task),
+        metrics=lambda wc: task_cfg(wc.task)["metrics"],
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/learn_lambda/{{model}}/{{task}}/{{constants}}.log",
+    benchmark:
+        f"{R}/benchmarks/learn_lambda/{{model}}/{{task}}/{{constants}}.tsv"
+    threads: res("learn_lambda")["threads"]
+    resources:
+        mem_mb=res("learn_lambda")["mem_mb"],
+        runtime=res("learn_lambda")["runtime"],
+        gpu=res("learn_lambda")["gpu"],
+    script:
+        "../scripts/learn_lambda.py"
+
+
+rule probe:
+    """Encode once with (1 - fraction) of the heads static, then train one probe per seed."""
+    input:
+        constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
+        lambdas=lambda wc: (
+            f"{R}/lambda/{wc.model}/{wc.task}/{wc.constants}/lambdas.parquet"
+            if needs_lambdas(wc.selection, wc.fraction)
+            else []
+        ),
+        train=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"], "train"),
+        validation=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"],
+                                     "validation"),
+    output:
+        [f"{R}/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}/seed{s}.parquet"
+         for s in SWEEP["seeds"]],
+    params:
+        model=lambda wc: model_path(wc.model),
+        hp=lambda wc: task_cfg(wc.task)["probe"],
+        metrics=lambda wc: task_cfg(wc.task)["metrics"],
+        seeds=SWEEP["seeds"],
+        cache_dtype=CACHE.get("dtype", "float16"),
+        order_seed=SEED,
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}.log",
+    benchmark:
+        f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}.tsv"
+    threads: res("probe")["threads"]
+    resources:
+        mem_mb=res("probe")["mem_mb"],
+        runtime=res("probe")["runtime"],
+        gpu=res("probe")["gpu"],
+    script:
+        "../scripts/probe.py"
