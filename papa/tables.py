@@ -30,6 +30,7 @@ __all__ = [
     "PROBE_COLUMNS",
     "SUMMARY_COLUMNS",
     "LAMBDAS_COLUMNS",
+    "LAMBDA_COLUMNS",
     "probe_table",
     "summary_table",
     "lambdas_table",
@@ -80,6 +81,7 @@ LAMBDAS_COLUMNS: dict[str, str] = {
     "lambda": "float64",
     "rank": "int64",
 }
+LAMBDA_COLUMNS = LAMBDAS_COLUMNS  # alias (workflow/scripts/aggregate.py uses this name)
 LAMBDAS_KEY = ["model", "task", "constants", "layer", "head"]
 
 # Two-sided 95% critical values t_{0.975, df} for df = 1..30 (fallback without scipy).
@@ -153,7 +155,7 @@ def _cast(df: pd.DataFrame, dtypes: Mapping[str, str], what: str) -> pd.DataFram
             if num.isna().any():
                 raise ValueError(f"{what}: column {col!r} has missing or non-numeric values")
             arr = num.to_numpy(dtype="float64")
-            if not np.all(np.equal(np.round(arr), arr)):
+            if not (np.all(np.isfinite(arr)) and np.all(np.equal(np.round(arr), arr))):
                 raise ValueError(f"{what}: column {col!r} has non-integer values")
             df[col] = arr.astype("int64")
         elif dtype == "float64":

@@ -7,7 +7,6 @@ rule prepare_data:
     params:
         spec=lambda wc: {"name": wc.dataset, **config["datasets"][wc.dataset]},
         seed=SEED,
-        cache=os.environ.get("PAPA_CACHE", os.path.join(R, "downloads")),
     conda:
         CONDA_ENV
     log:

@@ -1,0 +1,156 @@
+"""The Snakemake pipeline end to end on the smoke config (real MiniLM, tiny data).
+
+One smoke run in a copy of the repository; dry runs then check what a change reruns.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+SMOKE = "config/smoke.yaml"
+
+
+def copy_repo(dst: Path) -> Path:
+    """The files git would ship (tracked + untracked, not ignored)."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                         check=True).stdout.decode().split("\0")
+    for rel in filter(None, out):
+        src = ROOT / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    return dst
+
+
+def smk(cwd, *args, check=True, timeout=900):
+    p = subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    return p
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Parse the 'Job stats' table of a dry run."""
+    counts = {}
+    m = re.search(r"Job stats:\n(.*?)\n\n", output + "\n\n", re.S)
+    if not m:
+        return counts
+    for line in m.group(1).splitlines()[2:]:
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def write_config(repo: Path, name: str, edit) -> str:
+    cfg = yaml.safe_load((repo / SMOKE).read_text())
+    edit(cfg)
+    (repo / "config" / name).write_text(yaml.safe_dump(cfg))
+    return f"config/{name}"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    repo = copy_repo(tmp_path_factory.mktemp("repo"))
+    t0 = time.monotonic()
+    p = smk(repo, "--cores", "2", "--configfile", SMOKE)
+    return repo, time.monotonic() - t0, p
+
+
+def test_smoke_run_writes_the_tables(smoke):
+    repo, seconds, _ = smoke
+    res = repo / "results-smoke"
+    probe = pd.read_parquet(res / "tables/probe.parquet")
+    assert {"model", "task", "constants", "selection", "fraction_dynamic", "n_dynamic", "seed", "epoch", "metric",
+            "score"} <= set(probe.columns)
+    assert set(probe.task) == {"rt_sentiment", "wsj_pos"} and set(probe.seed) == {0, 1}
+    assert sorted(probe.fraction_dynamic.unique()) == [0.0, 0.5, 1.0]
+    assert set(probe.query("fraction_dynamic == 0.5").n_dynamic) == {36}  # of MiniLM's 72 heads
+    assert probe.score.between(-1, 1).all()
+    summary = pd.read_parquet(res / "tables/summary.parquet")
+    for col in ("mean", "ci95", "relative_drop", "fraction_dynamic", "n_seeds"):
+        assert col in summary.columns
+    base = summary.query("fraction_dynamic == 1.0")
+    assert (base.relative_drop.abs() < 1e-12).all()
+    lam = pd.read_parquet(res / "tables/lambdas.parquet")
+    assert len(lam) == 2 * 72 and set(lam.columns) >= {"model", "task", "layer", "head", "lambda", "rank"}
+    assert sorted(lam.query("task == 'wsj_pos'")["rank"]) == list(range(72))
+    for f in ("plots/fraction_curves.png", "plots/fraction_curves.svg"):
+        assert (res / f).stat().st_size > 1000
+    assert any((res / "plots/heads").glob("lambdas_*.png")) and any((res / "plots/heads").glob("constants_*.png"))
+    # every rule wrote its log and benchmark
+    assert (res / "logs/probe/minilm/rt_sentiment/average/lambda/f0.5.log").read_text().count("epoch") >= 2
+    assert any((res / "benchmarks/average_attention").rglob("*.tsv"))
+    print(f"smoke workflow: {seconds:.0f} s")
+
+
+def test_second_run_does_nothing(smoke):
+    repo = smoke[0]
+    p = smk(repo, "-n", "--configfile", SMOKE)
+    assert "Nothing to be done" in p.stdout + p.stderr, p.stdout[-2000:]
+
+
+def test_probe_setting_reruns_only_probe_aggregate_plot(smoke):
+    repo = smoke[0]
+    cfg = write_config(repo, "lr.yaml", lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=5e-4))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    assert counts == {"probe": 3, "aggregate": 1, "plot": 1, "all": 1}, counts
+
+
+def test_averaging_setting_reruns_from_averaging_on(smoke):
+    repo = smoke[0]
+    cfg = write_config(repo, "avg.yaml", lambda c: c["averaging"].update(max_examples=64))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    assert counts == {"average_attention": 2, "learn_lambda": 2, "probe": 6, "aggregate": 1, "plot": 1,
+                      "all": 1}, counts
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lrr=1e-3), "lrr"),
+        (lambda c: c.update(sweeps={}), "sweeps"),
+        (lambda c: c["sweep"].update(fractions=[1.5]), "1.5"),
+        (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
+        (lambda c: c["sweep"].update(constants=["averge"]), "averge"),
+    ],
+)
+def test_invalid_config_fails_before_any_job(smoke, edit, needle):
+    repo = smoke[0]
+    cfg = write_config(repo, "bad.yaml", edit)
+    p = smk(repo, "-n", "--configfile", cfg, check=False)
+    assert p.returncode != 0
+    assert needle in p.stdout + p.stderr
+    assert "Job stats" not in p.stdout
+
+
+def test_killed_job_leaves_no_finished_output(smoke):
+    repo = smoke[0]
+    cfg = write_config(repo, "kill.yaml", lambda c: c["tasks"]["wsj_pos"]["probe"].update(lr=2e-3, epochs=50))
+    target = "results-smoke/probe/minilm/wsj_pos/average/lambda/f0/seed0.parquet"
+    log = repo / "results-smoke/logs/probe/minilm/wsj_pos/average/lambda/f0.log"
+    proc = subprocess.Popen([SNAKEMAKE, "--cores", "1", "--configfile", cfg, target], cwd=repo,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "epoch 1/50" not in (log.read_text() if log.exists() else ""):
+            time.sleep(0.5)
+        assert "epoch 1/50" in log.read_text(), "the probe job never started training"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    out_dir = repo / "results-smoke/probe/minilm/wsj_pos/average/lambda/f0"
+    assert not list(out_dir.glob("seed*.parquet")), "a killed job left outputs that look finished"
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg, target).stdout)
+    assert counts.get("probe") == 1
