@@ -26,6 +26,15 @@ for _c in CONSTANTS:
         _fail(f"sweep.constants entry {_c!r} names a corpus that is not a key of 'datasets'")
 
 
+def canon(obj):
+    """Dicts with sorted keys, recursively: params then compare equal however the config orders its keys."""
+    if isinstance(obj, dict):
+        return {k: canon(obj[k]) for k in sorted(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [canon(v) for v in obj]
+    return obj
+
+
 def frac(f):
     """Fraction as it appears in paths: 1, 0.5, 0.125, 0.0625, 0."""
     return f"{float(f):g}"
@@ -52,7 +61,7 @@ def lambda_hp(task):
     hp = dict(task_cfg(task)["probe"])
     hp.update(task_cfg(task).get("lambda", {}))
     hp.setdefault("seed", SEED)
-    return hp
+    return canon(hp)
 
 
 def split_constants(task, spec):

@@ -5,7 +5,7 @@ rule prepare_data:
         validation=f"{R}/data/{{dataset}}/validation.parquet",
         meta=f"{R}/data/{{dataset}}/meta.json",
     params:
-        spec=lambda wc: {"name": wc.dataset, **config["datasets"][wc.dataset]},
+        spec=lambda wc: canon({"name": wc.dataset, **config["datasets"][wc.dataset]}),
         seed=SEED,
     conda:
         CONDA_ENV

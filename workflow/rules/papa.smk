@@ -70,7 +70,7 @@ rule probe:
          for s in SWEEP["seeds"]],
     params:
         model=lambda wc: model_path(wc.model),
-        hp=lambda wc: task_cfg(wc.task)["probe"],
+        hp=lambda wc: canon(task_cfg(wc.task)["probe"]),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         seeds=SWEEP["seeds"],
         cache_dtype=CACHE.get("dtype", "float16"),

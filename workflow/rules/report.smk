@@ -13,7 +13,7 @@ rule aggregate:
         summary=f"{R}/tables/summary.parquet",
         lambdas=f"{R}/tables/lambdas.parquet",
     params:
-        main_metric={t: tc.get("main_metric", tc["metrics"][0]) for t, tc in config["tasks"].items()},
+        main_metric=canon({t: tc.get("main_metric", tc["metrics"][0]) for t, tc in config["tasks"].items()}),
     conda:
         CONDA_ENV
     log:
