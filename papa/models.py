@@ -45,6 +45,7 @@ FAMILIES: dict[str, Family] = {
     "xlm-roberta": Family("registry", "XLMRobertaSelfAttention", "query", "key"),
     "electra": Family("registry", "ElectraSelfAttention", "query", "key"),
     "distilbert": Family("registry", "DistilBertSelfAttention", "q_lin", "k_lin"),
+    "deberta": Family("dropout", "DisentangledSelfAttention", "in_proj", "in_proj", prunable=False),
     "deberta-v2": Family("dropout", "DisentangledSelfAttention", "query_proj", "key_proj", prunable=False),
     "mpnet": Family("dropout", "MPNetSelfAttention", "q", "k", prunable=False),
 }

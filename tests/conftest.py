@@ -40,10 +40,13 @@ def tiny_model(family: str):
     elif family == "deberta-v2":
         cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=16, max_relative_positions=32,
                                  pos_att_type=["p2c", "c2p"], type_vocab_size=2)
+    elif family == "deberta":
+        cfg = tf.DebertaConfig(**TINY, relative_attention=True, max_relative_positions=32,
+                               pos_att_type=["p2c", "c2p"], type_vocab_size=2)
     elif family == "mpnet":
         cfg = tf.MPNetConfig(**TINY, pad_token_id=1)
     else:
         raise ValueError(family)
-    model = tf.AutoModel.from_config(cfg, attn_implementation="sdpa") if family not in ("deberta-v2", "mpnet") \
+    model = tf.AutoModel.from_config(cfg, attn_implementation="sdpa") if family not in ("deberta", "deberta-v2", "mpnet") \
         else tf.AutoModel.from_config(cfg)
     return papa.models.prepare(model, "cpu")
