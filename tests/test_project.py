@@ -37,3 +37,10 @@ def test_snakemake_lint_is_clean():
     snakemake = str(Path(sys.executable).with_name("snakemake"))
     p = subprocess.run([snakemake, "--lint"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "Congratulations" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_schema_dataset_keys_are_the_ones_papa_data_reads():
+    from papa.data import SPEC_KEYS
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    assert set(schema["properties"]["datasets"]["additionalProperties"]["properties"]) == SPEC_KEYS

@@ -121,6 +121,7 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
     [
         (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lrr=1e-3), "lrr"),
         (lambda c: c.update(sweeps={}), "sweeps"),
+        (lambda c: c["datasets"]["rt_sentiment"].update(max_trian=10), "max_trian"),
         (lambda c: c["sweep"].update(fractions=[1.5]), "1.5"),
         (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
         (lambda c: c["sweep"].update(constants=["averge"]), "averge"),
