@@ -41,6 +41,18 @@ PAPER_HPARAMS = {
 }
 
 
+@dataclass
+class Ragged:
+    """The valid tokens of a batch: ``x`` [T, L+1, H], their positions ``pos`` [T] and example
+    index ``seg`` [T] in a batch of ``n`` examples. Pad positions carry zero pooling weight, so
+    pooling over these equals pooling over the padded [B, L+1, N, H] tensor with its mask."""
+
+    x: torch.Tensor
+    pos: torch.Tensor
+    seg: torch.Tensor
+    n: int
+
+
 class SequenceProbe(nn.Module):
     def __init__(self, n_layers: int, max_length: int, hidden: int, n_labels: int, dropout: float = 0.1):
         super().__init__()
@@ -49,11 +61,16 @@ class SequenceProbe(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden, n_labels)
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """hidden [B, L+1, N, H], mask [B, N] -> logits [B, labels]."""
-        w = self.pos_weight[None] * mask[:, None, :].to(hidden.dtype)  # [B, L+1, N]
-        pooled = torch.einsum("blnh,bln->blh", hidden, w).flatten(1)
-        return self.out(self.dropout(torch.tanh(self.dense(pooled))))
+    def forward(self, hidden, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """hidden [B, L+1, N, H] with mask [B, N], or the valid tokens only as `Ragged` -> logits [B, labels]."""
+        if isinstance(hidden, Ragged):
+            r = hidden
+            w = self.pos_weight[:, r.pos].T  # [T, L+1]: each token's weight, per layer
+            pooled = r.x.new_zeros(r.n, *r.x.shape[1:]).index_add_(0, r.seg, r.x * w[..., None])
+        else:
+            w = self.pos_weight[None] * mask[:, None, :].to(hidden.dtype)  # [B, L+1, N]
+            pooled = torch.einsum("blnh,bln->blh", hidden, w)
+        return self.out(self.dropout(torch.tanh(self.dense(pooled.flatten(1)))))
 
 
 class TokenProbe(nn.Module):
@@ -100,36 +117,39 @@ class LiveFeatures:
 class FeatureCache:
     """Hidden states computed once (float16 by default), in memory or memory-mapped on disk.
 
-    Sequence tasks keep [n, L+1, N, H]; token tasks keep only the scored tokens
-    [tokens, L+1, H] with per-example offsets.
+    Only the tokens the probe reads are kept, as rows [tokens, L+1, H] with per-example
+    ``offsets``: every valid token for sequence tasks (with its ``positions``), the scored
+    first sub-words for token tasks (with their ``labels``).
     """
 
-    def __init__(self, data: np.ndarray, labels: np.ndarray, mask: np.ndarray | None, offsets: np.ndarray | None,
-                 device=None):
-        self.data, self.labels, self.mask, self.offsets = data, labels, mask, offsets
-        self.token_level = offsets is not None
+    def __init__(self, data: np.ndarray, labels: np.ndarray, offsets: np.ndarray, positions: np.ndarray | None,
+                 token_level: bool, device=None):
+        self.data, self.labels, self.offsets, self.positions = data, labels, offsets, positions
+        self.token_level = token_level
         self.device = device or "cpu"
 
     def __len__(self):
-        return len(self.offsets) - 1 if self.token_level else len(self.labels)
+        return len(self.offsets) - 1
 
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
 
+    def _rows(self, idx):
+        starts, ends = self.offsets[idx], self.offsets[idx + 1]
+        counts = ends - starts
+        rows = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        return rows, counts
+
     def batch(self, idx, grad: bool = False):
         idx = np.asarray(idx)
+        rows, counts = self._rows(idx)
+        x = torch.from_numpy(np.ascontiguousarray(self.data[rows])).to(self.device, torch.float32)
         if self.token_level:
-            rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in idx])
-            x = torch.from_numpy(np.ascontiguousarray(self.data[rows])).to(self.device, torch.float32)
             return x, torch.from_numpy(self.labels[rows]).to(self.device)
-        # sorted reads are faster on a memory map; restore the requested order after
-        order = np.argsort(idx, kind="stable")
-        x = np.empty((len(idx),) + self.data.shape[1:], dtype=self.data.dtype)
-        x[order] = self.data[idx[order]]
-        h = torch.from_numpy(x).to(self.device, torch.float32)
-        m = torch.from_numpy(self.mask[idx]).to(self.device)
-        return (h, m), torch.from_numpy(self.labels[idx]).to(self.device)
+        seg = torch.from_numpy(np.repeat(np.arange(len(idx)), counts)).to(self.device)
+        pos = torch.from_numpy(self.positions[rows]).to(self.device)
+        return Ragged(x, pos, seg, len(idx)), torch.from_numpy(self.labels[idx]).to(self.device)
 
 
 def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str = "float16",
@@ -150,18 +170,14 @@ def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str =
     cfg = model.config
     n_layers = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0))) + 1
     hidden = int(getattr(cfg, "hidden_size", getattr(cfg, "dim", 0)))
-    N = encoded.max_length
+    keep_np = (encoded.labels != IGNORE) if encoded.token_level else encoded.attention_mask.astype(bool)
+    offsets = np.concatenate([[0], np.cumsum(keep_np.sum(1))]).astype(np.int64)
+    shape = (int(offsets[-1]), n_layers, hidden)
+    positions = None if encoded.token_level else np.nonzero(keep_np)[1].astype(np.int64)
     if encoded.token_level:
-        per_ex = (encoded.labels != IGNORE).sum(1)
-        offsets = np.concatenate([[0], np.cumsum(per_ex)]).astype(np.int64)
-        shape = (int(offsets[-1]), n_layers, hidden)
-        labels = encoded.labels[encoded.labels != IGNORE].astype(np.int64)
-        mask = None
+        labels = encoded.labels[keep_np].astype(np.int64)
     else:
-        offsets = None
-        shape = (n, n_layers, N, hidden)
         labels = np.asarray(encoded.labels if encoded.labels is not None else np.full(n, -1), dtype=np.int64)
-        mask = encoded.attention_mask.astype(np.int64)
     nbytes = math.prod(shape) * np_dtype.itemsize
     if budget_mb is None or nbytes <= budget_mb * 2**20:
         data = np.empty(shape, dtype=np_dtype)
@@ -177,13 +193,10 @@ def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str =
         for start in range(0, n, batch_size):
             idx = np.arange(start, min(n, start + batch_size))
             h = _hidden(model, encoded.model_inputs(idx, device=device))
-            if encoded.token_level:
-                keep = torch.as_tensor(encoded.labels[idx] != IGNORE, device=h.device)
-                tok = h.permute(0, 2, 1, 3)[keep]
-                data[pos : pos + tok.shape[0]] = tok.to("cpu", torch.float32).numpy().astype(np_dtype)
-                pos += tok.shape[0]
-            else:
-                data[start : start + len(idx)] = h.to("cpu", torch.float32).numpy().astype(np_dtype)
+            keep = torch.as_tensor(keep_np[idx], device=h.device)
+            tok = h.permute(0, 2, 1, 3)[keep]  # [tokens, L+1, H]
+            data[pos : pos + tok.shape[0]] = tok.to("cpu", torch.float32).numpy().astype(np_dtype)
+            pos += tok.shape[0]
             now = time.monotonic()
             if now - last >= log_every:
                 last = now
@@ -191,7 +204,7 @@ def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str =
                 rate = done / (now - t0)
                 log.info("encoded %d/%d examples, %.1f examples/s, ETA %.0f s", done, n, rate, (n - done) / rate)
     log.info("encoded %d examples in %.1f s", n, time.monotonic() - t0)
-    return FeatureCache(data, labels, mask, offsets)
+    return FeatureCache(data, labels, offsets, positions, encoded.token_level)
 
 
 # ----------------------------------------------------------------------------- training

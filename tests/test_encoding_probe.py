@@ -184,9 +184,12 @@ def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):
     mem = extract_features(model, enc, dtype="float32")
     disk = extract_features(model, enc, dtype="float32", budget_mb=0.001, scratch=str(tmp_path))
     assert isinstance(disk.data, np.memmap) and not isinstance(mem.data, np.memmap)
-    (x1, _), y1 = mem.batch([3, 1])
-    (x2, _), y2 = disk.batch([3, 1])
-    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    r1, y1 = mem.batch([3, 1])
+    r2, y2 = disk.batch([3, 1])
+    assert torch.equal(r1.x, r2.x) and torch.equal(r1.pos, r2.pos) and torch.equal(y1, y2)
+    # only valid tokens are kept, in example order
+    assert r1.x.shape[0] == enc.attention_mask[[3, 1]].sum() and mem.data.shape[0] == enc.attention_mask.sum()
+    assert r1.pos.tolist() == list(np.nonzero(enc.attention_mask[3])[0]) + list(np.nonzero(enc.attention_mask[1])[0])
 
 
 def test_token_probe_trains_on_first_subwords(minilm):
