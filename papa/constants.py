@@ -77,7 +77,12 @@ class _Recorder:
         self.effective = effective
         self.n = n
 
-    def add(self, layer, probs, valid, value):
+    def add(self, layer, probs, valid, value, keys_masked: bool = False):
+        """Add a batch of attention maps [B, H, N, N]; ``valid`` [B, N] marks real tokens.
+
+        ``keys_masked``: pad-key columns are already exactly 0 (softmax over a masked row);
+        then only pad-query rows need zeroing, done in place on ``probs``.
+        """
         if probs.shape[-1] != self.n:
             from .patching import _check_length
 
@@ -85,14 +90,15 @@ class _Recorder:
         if self.effective:
             if value is None:
                 raise ValueError("Effective attention needs the values: supported for registry families only")
-            probs = effective_attention(probs, value)
-        probs = probs.detach().float()
-        if valid is None:
-            self.sums[layer] += probs.sum(0).double()
-        else:
-            w = valid.to(probs.dtype)
-            pair = w[:, :, None] * w[:, None, :]  # [B, N, N]
-            self.sums[layer] += torch.einsum("bhij,bij->hij", probs, pair).double()
+            probs, keys_masked = effective_attention(probs, value), False
+        probs = probs.detach()
+        if valid is not None:
+            if keys_masked:
+                probs = probs.masked_fill_(~valid[:, None, :, None], 0.0)
+            else:
+                pair = valid[:, :, None] & valid[:, None, :]  # [B, N, N]
+                probs = probs.masked_fill(~pair[:, None], 0.0)
+        self.sums[layer] += probs.float().sum(0).double()
 
 
 def effective_attention(probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None) -> torch.Tensor:

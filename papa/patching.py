@@ -128,8 +128,9 @@ def _papa_attention(module, query, key, value, attention_mask, scaling=None, dro
         if mask is not None:
             scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
         probs = torch.softmax(scores, dim=-1)
-        st.ctx.recorder.add(st.layer, probs, valid, value)
         out = torch.matmul(probs, value)
+        # after the output is computed: the recorder may zero pad-query rows of probs in place
+        st.ctx.recorder.add(st.layer, probs, valid, value, keys_masked=mask is not None)
         return out.transpose(1, 2).contiguous(), None
 
     if st.mode == "mix":

@@ -1,0 +1,237 @@
+"""PAPA benchmarks, measured side by side in one run.
+
+    python benchmarks/run.py            # or: make bench
+    python benchmarks/run.py --quick    # smaller sizes, same figures
+
+Writes ``benchmarks/results/figures.json`` (every figure, plus machine and versions) and
+``benchmarks/results/forward.parquet`` (the forward-time curve over fractions).
+
+Figures:
+1. ``encode_once``: a sweep (5 fractions x 3 seeds x E epochs) of probes trained from hidden
+   states encoded once per fraction vs re-encoded every epoch; speedup and the largest score
+   difference between the two paths.
+2. ``averaging``: `papa.average_attention` throughput vs a plain eager forward with
+   ``output_attentions=True`` on the same batches; peak memory for a small vs a 10x larger
+   corpus (each in a fresh process).
+3. ``forward``: forward time with k% of heads static vs stock eager and stock sdpa at N=128,
+   next to the paper's per-head FLOP formula (2n^2d' + 3nd'^2 dynamic, n^2d' + nd'^2 constant).
+4. ``noop_dry_run``: seconds of ``snakemake -n`` on a finished default run (when ``results/``
+   holds one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import papa  # noqa: E402
+from papa.probe import TrainConfig, extract_features, run_probe  # noqa: E402
+from papa.selection import head_order, n_dynamic, select_static  # noqa: E402
+
+FRACTIONS = [1.0, 0.5, 0.125, 0.0625, 0.0]
+
+
+def texts(n: int, seed: int = 0) -> list[str]:
+    from papa.data import load_task
+
+    df = load_task({"name": "rt_sentiment", "source": "package"}, seed=seed).splits["train"]
+    return df.text.tolist()[:n], df.label.tolist()[:n]
+
+
+def timed(fn, reps: int) -> float:
+    fn()  # warm-up
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def bench_forward(model, tok, n_tokens: int, batch: int, reps: int) -> tuple[list[dict], dict]:
+    sents, _ = texts(batch)
+    enc = papa.encode(tok, sents, max_length=n_tokens)
+    inputs = enc.model_inputs()
+    L, H = papa.model_shape(model)
+    C = papa.average_attention(model, enc.batches(batch))
+    d = model.config.hidden_size // H
+    n = n_tokens
+
+    def run():
+        with torch.inference_mode():
+            model(**inputs)
+
+    rows = []
+    for impl in ("eager", "sdpa"):
+        model.set_attn_implementation(impl)
+        rows.append({"variant": f"stock {impl}", "fraction_dynamic": 1.0, "seconds": timed(run, reps)})
+    model.set_attn_implementation("sdpa")
+    order = head_order("random", (L, H), seed=0)
+    for f in FRACTIONS:
+        static = select_static(order, f, (L, H))
+        with papa.patch(model, C, static=static):
+            sec = timed(run, reps)
+        k = n_dynamic(f, L * H)
+        flops = k * (2 * n * n * d + 3 * n * d * d) + (L * H - k) * (n * n * d + n * d * d)
+        rows.append({"variant": "papa", "fraction_dynamic": f, "n_dynamic": k, "seconds": sec,
+                     "attention_flops_rel": flops / (L * H * (2 * n * n * d + 3 * n * d * d))})
+    eager = rows[0]["seconds"]
+    sdpa = rows[1]["seconds"]
+    for r in rows:
+        r["vs_eager"] = r["seconds"] / eager
+        r["vs_sdpa"] = r["seconds"] / sdpa
+    papa_rows = {r["fraction_dynamic"]: r for r in rows if r["variant"] == "papa"}
+    summary = {
+        "N": n_tokens, "batch": batch,
+        "all_static_vs_eager": papa_rows[0.0]["vs_eager"],
+        "all_dynamic_vs_sdpa": papa_rows[1.0]["vs_sdpa"],
+        "target_all_static_vs_eager": 0.8, "target_all_dynamic_vs_sdpa": 1.05,
+    }
+    return rows, summary
+
+
+def bench_averaging(model, tok, n: int, batch: int) -> dict:
+    sents, _ = texts(n)
+    enc = papa.encode(tok, sents, max_length=64)
+    batches = list(enc.batches(batch))
+
+    def average():
+        papa.average_attention(model, batches, log_every=1e9)
+
+    def eager_forward():
+        with torch.inference_mode():
+            for b in batches:
+                model(**b, output_attentions=True)
+
+    t_avg = timed(average, 2)
+    model.set_attn_implementation("eager")
+    try:
+        t_eager = timed(eager_forward, 2)
+    finally:
+        model.set_attn_implementation("sdpa")
+    return {"examples": n, "averaging_ex_per_s": n / t_avg, "eager_forward_ex_per_s": n / t_eager,
+            "throughput_ratio": t_eager / t_avg, "target_ratio": 0.95}
+
+
+def peak_memory_child(n: int) -> None:
+    """Child process: average attention over n examples, print peak RSS (MB)."""
+    torch.set_num_threads(2)
+    model, tok = papa.load_encoder("minilm", device="cpu")
+    sents, _ = texts(n)
+    enc = papa.encode(tok, sents, max_length=64)
+    papa.average_attention(model, enc.batches(32), log_every=1e9)
+    print(json.dumps({"n": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def bench_memory(small: int, large: int) -> dict:
+    out = {}
+    for n in (small, large):
+        p = subprocess.run([sys.executable, __file__, "--memory-child", str(n)], capture_output=True, text=True,
+                           check=True)
+        out[n] = json.loads(p.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+    return {"small_examples": small, "large_examples": large, "peak_rss_mb_small": out[small],
+            "peak_rss_mb_large": out[large], "ratio": out[large] / out[small], "target_ratio_max": 1.10}
+
+
+def bench_encode_once(model, tok, n_train: int, n_val: int, epochs: int, seeds: list[int]) -> dict:
+    sents, labels = texts(n_train + n_val, seed=1)
+    enc = papa.encode(tok, sents, labels=labels, max_length=64)
+    train, val = enc.subset(np.arange(n_train)), enc.subset(np.arange(n_train, n_train + n_val))
+    C = papa.average_attention(model, train.batches(32))
+    L, H = papa.model_shape(model)
+    order = head_order("random", (L, H), seed=0)
+    metrics = ["accuracy", "f1"]
+    times = {"cached": 0.0, "reencode": 0.0}
+    max_diff = 0.0
+    for f in FRACTIONS:
+        with papa.patch(model, C, static=select_static(order, f, (L, H))):
+            t0 = time.perf_counter()
+            feats = (extract_features(model, train, dtype="float32"), extract_features(model, val, dtype="float32"))
+            cached = [run_probe(model, train, val, "sequence", 2, metrics, TrainConfig(lr=1e-3, epochs=epochs, seed=s),
+                                features=feats) for s in seeds]
+            times["cached"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            live = [run_probe(model, train, val, "sequence", 2, metrics, TrainConfig(lr=1e-3, epochs=epochs, seed=s))
+                    for s in seeds]
+            times["reencode"] += time.perf_counter() - t0
+        for a_rows, b_rows in zip(cached, live):
+            for a, b in zip(a_rows, b_rows):
+                max_diff = max(max_diff, abs(a["score"] - b["score"]))
+    return {"fractions": len(FRACTIONS), "seeds": len(seeds), "epochs": epochs, "train": n_train,
+            "validation": n_val, "cached_s": times["cached"], "reencode_s": times["reencode"],
+            "speedup": times["reencode"] / times["cached"], "max_score_diff": max_diff, "target_speedup": 5.0}
+
+
+def bench_noop_dry_run() -> dict | None:
+    if not (ROOT / "results/tables/summary.parquet").exists():
+        return None
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    ts = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        p = subprocess.run([snakemake, "-n"], cwd=ROOT, capture_output=True, text=True)
+        ts.append(time.perf_counter() - t0)
+    nothing = "Nothing to be done" in p.stdout + p.stderr
+    return {"seconds_median": statistics.median(ts), "nothing_to_do": nothing, "target_seconds": 5.0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    ap.add_argument("--only", nargs="*", default=None, help="forward averaging memory encode_once noop")
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_child:
+        return peak_memory_child(args.memory_child)
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    import transformers
+
+    model, tok = papa.load_encoder("minilm", device="cpu")
+    q = args.quick
+    only = set(args.only or ["forward", "averaging", "memory", "encode_once", "noop"])
+    figures = {
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+                    "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
+                    "torch": torch.__version__, "transformers": transformers.__version__},
+        "model": "all-MiniLM-L6-v2 (6 layers x 12 heads, d'=32)",
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if "forward" in only:
+        rows, figures["forward"] = bench_forward(model, tok, 128, 16 if q else 32, 3 if q else 7)
+        import pandas as pd
+
+        pd.DataFrame(rows).to_parquet(out / "forward.parquet", index=False)
+        figures["forward"]["curve"] = rows
+    if "averaging" in only:
+        figures["averaging"] = bench_averaging(model, tok, 256 if q else 1024, 32)
+    if "memory" in only:
+        figures["averaging_memory"] = bench_memory(500 if q else 1000, 5000 if q else 10000)
+    if "encode_once" in only:
+        figures["encode_once"] = bench_encode_once(model, tok, 200 if q else 400, 100 if q else 200, 2 if q else 4,
+                                                   [0, 1, 2])
+    if "noop" in only:
+        figures["noop_dry_run"] = bench_noop_dry_run()
+    (out / "figures.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    print(json.dumps({k: v for k, v in figures.items() if k != "forward"} | {
+        "forward": {k: v for k, v in figures.get("forward", {}).items() if k != "curve"}}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
