@@ -1,0 +1,475 @@
+"""Run the workflow through a real (single-node) Slurm cluster.
+
+The cluster is started with ``scripts/slurm-cluster.sh start`` (Debian/Ubuntu
+packages slurmctld, slurmd, slurm-client, munge; needs root) and every daemon
+this session started is stopped again at the end, also when a test fails.
+
+Without root, a cluster that is already up is used (CI: ``sudo
+scripts/slurm-cluster.sh start`` first); with neither, or without apt-get and
+no Slurm installed, the cluster tests are skipped; with ``REQUIRE_SLURM=1``
+they fail instead.
+
+The test cluster has no GPUs, so every run here sets ``PAPA_SLURM_GPUS=0``,
+the switch of the ``slurm`` profile that drops the GPU requests of the model
+rules; the command itself stays the user-facing ``snakemake --profile slurm``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER_SCRIPT = REPO / "scripts" / "slurm-cluster.sh"
+TOY_SNAKEFILE = REPO / "tests" / "slurm_toy" / "Snakefile"
+PROFILE_DIR = REPO / "slurm"
+PIPELINE_SNAKEFILE = REPO / "Snakefile"
+SMOKE_CONFIG = REPO / "config" / "smoke.yaml"
+# <results>/tables/..., <results> being `results:` of the config (default results)
+PIPELINE_TABLES = ("probe.parquet", "summary.parquet", "lambdas.parquet")
+# rules the profile asks a GPU for
+GPU_RULES = ("average_attention", "learn_lambda", "probe")
+# rules that must run in the snakemake process, not as Slurm jobs
+LOCAL_RULES = ("aggregate", "plot")
+# columns that legitimately differ between two runs of the same pipeline,
+# matched as whole words of the column name ("run_seconds", "host", ...)
+VOLATILE_WORDS = {
+    "time", "times", "timing", "seconds", "secs", "duration", "elapsed", "date",
+    "timestamp", "host", "hostname", "node", "pid", "jobid", "slurm", "path", "device",
+}
+
+TOY_TIMEOUT_S = 300
+FAIL_TIMEOUT_S = 180
+PIPELINE_TIMEOUT_S = int(os.environ.get("PAPA_SLURM_PIPELINE_TIMEOUT", "1800"))
+
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
+RULE_HEADER = re.compile(r"^(local)?rule (\w+):\s*$")
+JOBID_LINE = re.compile(r"^\s+jobid: (\d+)\s*$")
+RUN_ID = re.compile(r"SLURM run ID: (\S+)")
+
+
+# ----------------------------------------------------------------- helpers
+def _unavailable(reason: str):
+    if os.environ.get("REQUIRE_SLURM") == "1":
+        pytest.fail(f"REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _snakemake_exe() -> str:
+    exe = Path(sys.executable).with_name("snakemake")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("snakemake")
+    if found is None:
+        _unavailable("the snakemake command is not installed")
+    return found
+
+
+def _check_plugin():
+    try:
+        import snakemake_executor_plugin_slurm  # noqa: F401
+    except ImportError:
+        _unavailable("snakemake-executor-plugin-slurm is not installed")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    # a user profile or Slurm job context must not leak into the runs
+    for key in list(env):
+        if key.startswith("SLURM_") or key == "SNAKEMAKE_PROFILE":
+            del env[key]
+    env["PAPA_SLURM_GPUS"] = "0"  # the test cluster has no GPUs
+    # the venv's bin first, so jobs find the same snakemake/python
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+class Run:
+    def __init__(self, args, returncode, output, seconds, workdir):
+        self.args, self.returncode, self.output = args, returncode, output
+        self.seconds, self.workdir = seconds, workdir
+
+    def tail(self, n: int = 80) -> str:
+        return "\n".join(self.output.splitlines()[-n:])
+
+
+def run_snakemake(workdir: Path, *args: str, timeout: int, env=None) -> Run:
+    """Run snakemake in workdir; on timeout interrupt it (it cancels its Slurm
+    jobs), then kill it and scancel what is left of its run."""
+    cmd = [_snakemake_exe(), *args]
+    log = workdir / f"snakemake-{int(time.time() * 1000)}.out"
+    start = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=workdir,
+            env=env or _env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            output = log.read_text()
+            m = RUN_ID.search(output)
+            if m and shutil.which("scancel"):
+                subprocess.run(["scancel", "--name", m.group(1)], check=False)
+            pytest.fail(
+                f"{' '.join(cmd)} did not finish within {timeout} s\n"
+                + "\n".join(output.splitlines()[-80:])
+            )
+    return Run(cmd, returncode, log.read_text(), time.monotonic() - start, workdir)
+
+
+def slurm_jobs_of(run: Run) -> dict[str, tuple[str, str]]:
+    """Map Slurm job id -> (rule, snakemake job id) for every job that run
+    submitted, from its main log; assert every non-local job was submitted."""
+    rule_of_job: dict[str, tuple[str, bool]] = {}
+    current = None
+    for line in run.output.splitlines():
+        header = RULE_HEADER.match(line)
+        if header:
+            current = (header.group(2), header.group(1) is not None)
+            continue
+        jobid = JOBID_LINE.match(line)
+        if jobid and current is not None:
+            rule_of_job.setdefault(jobid.group(1), current)
+            current = None
+    submitted = {}
+    for sm_jobid, slurm_jobid in SUBMITTED.findall(run.output):
+        rule, local = rule_of_job[sm_jobid]
+        assert not local, f"local rule {rule} was submitted to Slurm"
+        submitted[slurm_jobid] = (rule, sm_jobid)
+    remote = {j: r for j, (r, local) in rule_of_job.items() if not local}
+    assert remote, "the run executed no Slurm job at all:\n" + run.tail()
+    not_submitted = {
+        j: r for j, r in remote.items() if j not in {s for _, s in submitted.values()}
+    }
+    assert not not_submitted, (
+        f"jobs ran without a Slurm submission: {not_submitted}\n" + run.tail()
+    )
+    return submitted
+
+
+def squeue_states() -> dict[str, tuple[str, str, str]]:
+    """Slurm job id -> (state, partition, comment) of the jobs slurmctld knows
+    (finished ones stay for MinJobAge = 300 s)."""
+    out = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%i|%T|%P|%k"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    states = {}
+    for line in out.splitlines():
+        jobid, state, partition, comment = line.strip().split("|", 3)
+        states[jobid] = (state, partition, comment)
+    return states
+
+
+def copy_toy(dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    shutil.copy(TOY_SNAKEFILE, dst / "Snakefile")
+    shutil.copytree(PROFILE_DIR, dst / "slurm")
+    return dst
+
+
+def copy_repo(dst: Path) -> Path:
+    """Copy the repository's tracked and untracked-but-not-ignored files."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        files = [f for f in listed.split("\0") if f]
+    except (OSError, subprocess.CalledProcessError):
+        files = None
+    if files is None:
+        shutil.copytree(
+            REPO,
+            dst,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv", ".snakemake", "results", "logs", "__pycache__", ".pytest_cache"
+            ),
+        )
+        return dst
+    for rel in files:
+        src = REPO / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the working tree
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            target.symlink_to(os.readlink(src))
+        elif src.is_file():
+            shutil.copy2(src, target)
+    return dst
+
+
+# ----------------------------------------------------------------- fixtures
+def _cluster_is_up() -> bool:
+    """A reachable Slurm controller with a usable node (e.g. started beforehand
+    with `sudo scripts/slurm-cluster.sh start`)."""
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(
+            ["sinfo", "--noheader", "--Node", "--format=%T"],
+            capture_output=True, text=True, timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    states = out.stdout.split()
+    return out.returncode == 0 and any(
+        s in ("idle", "mixed", "allocated", "completing") for s in states
+    )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A running single-node cluster. As root: started with
+    scripts/slurm-cluster.sh, and the daemons this session started are stopped
+    at the end (also when a test or the start itself fails). Not root: a
+    cluster that is already up is used as it is."""
+    if not sys.platform.startswith("linux"):
+        _unavailable("the Slurm test cluster needs Linux")
+    _check_plugin()
+    if os.geteuid() != 0:
+        if _cluster_is_up():
+            yield None
+            return
+        _unavailable(
+            "starting a Slurm test cluster needs root "
+            "(or start one first: sudo scripts/slurm-cluster.sh start)"
+        )
+    installed = all(
+        shutil.which(b) or Path("/usr/sbin", b).exists()
+        for b in ("slurmctld", "slurmd", "sinfo")
+    )
+    if not installed and shutil.which("apt-get") is None:
+        _unavailable("Slurm is not installed and apt-get is not available")
+
+    # pid records of this session only: `stop` then stops what this session
+    # started and leaves daemons that were already running alone
+    run_dir = tmp_path_factory.mktemp("slurm-run")
+    env = dict(os.environ, PAPA_SLURM_RUN_DIR=str(run_dir))
+    try:
+        started = subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "start"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if started.returncode != 0:
+            pytest.fail(
+                "scripts/slurm-cluster.sh start failed:\n" + started.stdout + started.stderr
+            )
+        yield run_dir
+    finally:
+        if (run_dir / "slurmctld.pid").exists() and shutil.which("scancel"):
+            # our own controller: no job of this session may outlive it
+            subprocess.run(["scancel", "--user", "root"], check=False, timeout=30)
+        subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "stop"], env=env, check=False, timeout=120
+        )
+
+
+# ----------------------------------------------------------------- profile
+def test_profile_gpu_switch_dry_run(tmp_path):
+    """GPU rules request a GPU by default; PAPA_SLURM_GPUS=0 drops that.
+    (Dry run: needs no cluster.)"""
+    _check_plugin()
+    wd = copy_toy(tmp_path / "toy")
+    gpu = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120, env=_env(PAPA_SLURM_GPUS="1"))
+    assert gpu.returncode == 0, gpu.tail()
+    cpu = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120)
+    assert cpu.returncode == 0, cpu.tail()
+
+    def probe_resources(run):
+        lines = run.output.splitlines()
+        found = []
+        for i, line in enumerate(lines):
+            if line.strip() == "rule probe:":
+                block = "\n".join(lines[i : i + 12])
+                found.append(re.search(r"resources: (.*)", block).group(1))
+        assert found, run.tail()
+        return found
+
+    assert all("gpu=1" in r for r in probe_resources(gpu))
+    assert all("gpu=0" in r for r in probe_resources(cpu))
+    # prepare is no GPU rule
+    assert "gpu=" not in gpu.output.split("rule probe:")[0]
+
+
+# ----------------------------------------------------------------- cluster
+def test_toy_workflow_runs_through_slurm(slurm_cluster, tmp_path):
+    wd = copy_toy(tmp_path / "toy")
+    # the partition switch of the profile (the test cluster's only partition
+    # is "main"; the other tests use the cluster default)
+    run = run_snakemake(
+        wd, "--profile", "slurm", timeout=TOY_TIMEOUT_S, env=_env(PAPA_SLURM_PARTITION="main")
+    )
+    print(f"toy workflow through Slurm: {run.seconds:.1f} s end to end")
+    assert run.returncode == 0, run.tail()
+
+    submitted = slurm_jobs_of(run)
+    assert sorted(r for r, _ in submitted.values()) == ["prepare", "prepare", "probe", "probe"]
+
+    # slurmctld really ran them (finished jobs stay visible for MinJobAge)
+    states = squeue_states()
+    for slurm_jobid, (rule, _) in submitted.items():
+        state, partition, comment = states[slurm_jobid]
+        assert state == "COMPLETED", (slurm_jobid, state)
+        assert partition == "main", (slurm_jobid, partition)
+        assert comment.startswith(f"rule_{rule}"), (slurm_jobid, comment)
+
+    # each job recorded the Slurm job id it ran under; aggregate ran locally
+    rows = [
+        line.split("\t")
+        for line in (wd / "toy_results" / "summary.tsv").read_text().splitlines()
+    ]
+    seen = {}
+    for step, sample, slurm_jobid, _host in rows:
+        seen[(step, sample)] = slurm_jobid
+    assert set(seen) == {
+        ("prepare", "a"), ("prepare", "b"), ("probe", "a"), ("probe", "b"), ("aggregate", "all")
+    }
+    assert seen.pop(("aggregate", "all")) == "", "aggregate must be a local rule"
+    assert set(seen.values()) == set(submitted), (seen, submitted)
+
+
+def test_gpu_request_reaches_sbatch(slurm_cluster, tmp_path):
+    """Without the switch the profile asks sbatch for a GPU (--gpus=1), which
+    this GPU-less cluster rejects: the run fails promptly, naming the gres."""
+    wd = copy_toy(tmp_path / "toy")
+    run = run_snakemake(
+        wd,
+        "--profile", "slurm", "toy_results/probe/a.tsv",
+        timeout=FAIL_TIMEOUT_S,
+        env=_env(PAPA_SLURM_GPUS="1"),
+    )
+    assert run.returncode != 0, run.tail()
+    assert "--gpus=1" in run.output, run.tail()
+    assert re.search(r"gres|generic resource", run.output, re.IGNORECASE), run.tail()
+
+
+def test_failing_job_fails_workflow_promptly(slurm_cluster, tmp_path):
+    wd = copy_toy(tmp_path / "toy")
+    run = run_snakemake(
+        wd, "--profile", "slurm", "--config", "fail=probe", timeout=FAIL_TIMEOUT_S
+    )
+    print(f"failing toy workflow through Slurm: exit {run.returncode} after {run.seconds:.1f} s")
+    assert run.returncode != 0, run.tail()
+    assert run.seconds < FAIL_TIMEOUT_S
+    assert "Error in rule probe" in run.output, run.tail()
+    assert re.search(r"SLURM-job '\d+' failed, SLURM status is: 'FAILED'", run.output), run.tail()
+    # show-failed-logs: the job's own error message reaches the console
+    assert "toy probe failing on purpose" in run.output, run.tail()
+    assert not (wd / "toy_results" / "summary.tsv").exists()
+    # nothing of this run is left queued or running
+    states = squeue_states()
+    for slurm_jobid in SUBMITTED.findall(run.output):
+        state = states.get(slurm_jobid[1], ("GONE",))[0]
+        assert state not in ("PENDING", "RUNNING", "CONFIGURING"), (slurm_jobid, state)
+
+
+# ----------------------------------------------------------------- pipeline
+def _sorted_frame(df):
+    import pandas as pd
+
+    drop = [
+        c for c in df.columns
+        if VOLATILE_WORDS & set(re.split(r"[^a-z0-9]+", str(c).lower()))
+    ]
+    df = df.drop(columns=drop)
+    floats = [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
+    keys = [c for c in df.columns if c not in floats]
+    order = df[keys].astype(str) if keys else pd.DataFrame(index=df.index)
+    for c in floats:  # rounded, so float noise cannot reorder rows
+        order[c] = df[c].round(6)
+    if len(order.columns):
+        df = df.loc[order.sort_values(list(order.columns), kind="stable").index]
+    return df.reset_index(drop=True)[sorted(df.columns, key=str)]
+
+
+def _results_dir(configfile: Path) -> str:
+    """The pipeline's output folder: `results:` of the config (default results)."""
+    import yaml
+
+    return str((yaml.safe_load(configfile.read_text()) or {}).get("results") or "results")
+
+
+def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
+    if not (PIPELINE_SNAKEFILE.exists() and SMOKE_CONFIG.exists()):
+        pytest.skip("pipeline not present (Snakefile / config/smoke.yaml)")
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+
+    results = _results_dir(SMOKE_CONFIG)
+    slurm_wd = copy_repo(tmp_path / "slurm-run")
+    local_wd = copy_repo(tmp_path / "local-run")
+    for wd in (slurm_wd, local_wd):  # outputs of earlier runs must not count
+        shutil.rmtree(wd / results, ignore_errors=True)
+
+    run = run_snakemake(
+        slurm_wd,
+        "--profile", "slurm", "--configfile", "config/smoke.yaml",
+        "--slurm-keep-successful-logs",
+        timeout=PIPELINE_TIMEOUT_S,
+    )
+    print(f"smoke pipeline through Slurm: {run.seconds:.1f} s end to end")
+    assert run.returncode == 0, run.tail(150)
+    submitted = slurm_jobs_of(run)
+    # every Slurm job left its log (kept with --slurm-keep-successful-logs)
+    logs = {p.stem for p in (slurm_wd / ".snakemake" / "slurm_logs").rglob("*.log")}
+    assert set(submitted) <= logs, (sorted(submitted), sorted(logs))
+    ran_remote = {rule for rule, _ in submitted.values()}
+    assert not ran_remote & set(LOCAL_RULES), (
+        f"{sorted(ran_remote & set(LOCAL_RULES))} ran as Slurm jobs: "
+        "declare `localrules: aggregate, plot` in the Snakefile"
+    )
+
+    local = run_snakemake(
+        local_wd, "--cores", "2", "--configfile", "config/smoke.yaml",
+        timeout=PIPELINE_TIMEOUT_S,
+        env=_env(),
+    )
+    print(f"smoke pipeline locally: {local.seconds:.1f} s")
+    assert local.returncode == 0, local.tail(150)
+
+    for name in PIPELINE_TABLES:
+        a = slurm_wd / results / "tables" / name
+        b = local_wd / results / "tables" / name
+        assert a.exists(), f"Slurm run wrote no {a}"
+        assert b.exists(), f"local run wrote no {b}"
+        pd.testing.assert_frame_equal(
+            _sorted_frame(pd.read_parquet(a)),
+            _sorted_frame(pd.read_parquet(b)),
+            check_exact=False,
+            rtol=1e-5,
+            atol=1e-6,
+            obj=name,
+        )
