@@ -493,3 +493,37 @@ def plot_models_compared(
                  fontsize=7, color="0.35", ha="left", va="bottom")
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         return _save(fig, out)
+
+
+def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
+    """Table 1 analogue: score with all heads replaced, per constants kind (bars with 95% CI),
+    one panel per (model, task); the dashed line is the original model.
+
+    Args:
+        table: a :func:`papa.tables.constant_kinds_table` frame (main metrics are used).
+        out: path stem.
+    """
+    _require(table, ["model", "task", "constants", "metric", "mean", "ci95", "original", "is_main"],
+             "plot_constant_kinds")
+    df = table[table["is_main"].astype(bool)]
+    if df.empty:
+        raise ValueError("plot_constant_kinds: nothing to plot")
+    groups = list(df.groupby(["model", "task"], sort=True))
+    ncols = min(3, len(groups))
+    nrows = math.ceil(len(groups) / ncols)
+    fig = _new_figure((4.2 * ncols, 3.4 * nrows), layout="constrained")
+    kinds = list(dict.fromkeys(df["constants"]))
+    palette = dict(zip(kinds, sns.color_palette("deep", len(kinds))))
+    for i, ((model, task), g) in enumerate(groups):
+        ax = fig.add_subplot(nrows, ncols, i + 1)
+        x = np.arange(len(g))
+        ax.bar(x, g["mean"], yerr=g["ci95"].fillna(0), color=[palette[k] for k in g["constants"]], capsize=3)
+        ax.axhline(float(g["original"].iloc[0]), color="black", linestyle="--", linewidth=1, label="original")
+        ax.set_xticks(x, g["constants"], rotation=35, ha="right")
+        ax.set_title(f"{task} ({model})")
+        ax.set_ylabel(str(g["metric"].iloc[0]))
+        lo = min(float(g["mean"].min()), float(g["original"].iloc[0]))
+        ax.set_ylim(max(0.0, lo - 0.1) if lo >= 0 else lo - 0.1, None)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.suptitle("All heads replaced: constant matrix kinds")
+    return _save(fig, out)

@@ -352,3 +352,23 @@ def lambdas_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
             )
     df = df.sort_values(LAMBDAS_KEY, kind="mergesort").reset_index(drop=True)
     return df
+
+
+def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFrame:
+    """Paper Table 1/2 analogue: the score with *all* heads replaced, per constants kind.
+
+    Rows of ``summary`` at ``fraction_dynamic == 0`` whose ``constants`` is in ``kinds``
+    (e.g. ``average``, ``identity``, ``average@wiki``), with ``original`` = the fully
+    input-dependent model's score (the summary's ``baseline``). The head order does not
+    matter with every head replaced, so one row per (model, task, constants, metric).
+    """
+    _require_columns(summary, ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean",
+                               "ci95", "baseline", "relative_drop", "is_main"], "constant_kinds_table")
+    df = summary[np.isclose(summary["fraction_dynamic"].astype("float64"), 0.0) & summary["constants"].isin(kinds)]
+    df = df.sort_values(["model", "task", "constants", "metric", "selection"], kind="mergesort")
+    df = df.drop_duplicates(["model", "task", "constants", "metric"])
+    out = df[["model", "task", "constants", "metric", "n_seeds", "mean", "ci95", "baseline", "relative_drop",
+              "is_main"]].rename(columns={"baseline": "original"})
+    order = {k: i for i, k in enumerate(kinds)}
+    out = out.assign(_o=out["constants"].map(order)).sort_values(["model", "task", "_o", "metric"], kind="mergesort")
+    return out.drop(columns="_o").reset_index(drop=True)

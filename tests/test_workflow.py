@@ -89,6 +89,15 @@ def test_smoke_run_writes_the_tables(smoke):
     for f in ("plots/fraction_curves.png", "plots/fraction_curves.svg"):
         assert (res / f).stat().st_size > 1000
     assert any((res / "plots/heads").glob("lambdas_*.png")) and any((res / "plots/heads").glob("constants_*.png"))
+    for f in ("constant_kinds", "head_orders", "models_compared"):
+        assert (res / f"plots/{f}.png").stat().st_size > 1000
+    kinds = pd.read_parquet(res / "tables/constant_kinds.parquet").query("is_main and task == 'rt_sentiment'")
+    assert kinds.constants.tolist() == ["average", "identity", "effective"]
+    assert (kinds.original == summary.query("task == 'rt_sentiment' and fraction_dynamic == 1 and "
+                                            "metric == 'accuracy'")["mean"].iloc[0]).all()
+    pat = pd.read_parquet(res / "tables/patterns.parquet")
+    assert set(pat.attention) == {"raw", "effective"} and len(pat) == 2 * 2 * 72
+    assert pat.diag_mass.between(0, 1).all() and pat.entropy.ge(0).all()
     # every rule wrote its log and benchmark
     assert (res / "logs/probe/minilm/rt_sentiment/average/lambda/f0.5.log").read_text().count("epoch") >= 2
     assert any((res / "benchmarks/average_attention").rglob("*.tsv"))
@@ -105,15 +114,18 @@ def test_probe_setting_reruns_only_probe_aggregate_plot(smoke):
     repo = smoke[0]
     cfg = write_config(repo, "lr.yaml", lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=5e-4))
     counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
-    assert counts == {"probe": 3, "aggregate": 1, "plot": 1, "all": 1}, counts
+    # the sweep's 3 fractions, plus the analyses on rt_sentiment: identity and effective with all
+    # heads replaced, the random head order at 0.5
+    assert counts == {"probe": 6, "aggregate": 1, "plot": 1, "all": 1}, counts
 
 
 def test_averaging_setting_reruns_from_averaging_on(smoke):
     repo = smoke[0]
     cfg = write_config(repo, "avg.yaml", lambda c: c["averaging"].update(max_examples=64))
     counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
-    assert counts == {"average_attention": 2, "learn_lambda": 2, "probe": 6, "aggregate": 1, "plot": 1,
-                      "all": 1}, counts
+    # average and effective matrices of both tasks (not the data-free identity), then everything after
+    assert counts == {"average_attention": 4, "learn_lambda": 2, "patterns": 2, "probe": 8, "aggregate": 1,
+                      "plot": 1, "all": 1}, counts
 
 
 @pytest.mark.parametrize(
@@ -141,11 +153,12 @@ def test_killed_job_leaves_no_finished_output(smoke):
     cfg = write_config(repo, "kill.yaml", lambda c: c["tasks"]["wsj_pos"]["probe"].update(lr=2e-3, epochs=50))
     target = "results-smoke/probe/minilm/wsj_pos/average/lambda/f0/seed0.parquet"
     log = repo / "results-smoke/logs/probe/minilm/wsj_pos/average/lambda/f0.log"
-    proc = subprocess.Popen([SNAKEMAKE, "--cores", "1", "--configfile", cfg, target], cwd=repo,
+    proc = subprocess.Popen([SNAKEMAKE, target, "--cores", "1", "--configfile", cfg], cwd=repo,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and "epoch 1/50" not in (log.read_text() if log.exists() else ""):
+            assert proc.poll() is None, "snakemake exited before the job trained"
             time.sleep(0.5)
         assert "epoch 1/50" in log.read_text(), "the probe job never started training"
     finally:
@@ -153,5 +166,5 @@ def test_killed_job_leaves_no_finished_output(smoke):
         proc.wait()
     out_dir = repo / "results-smoke/probe/minilm/wsj_pos/average/lambda/f0"
     assert not list(out_dir.glob("seed*.parquet")), "a killed job left outputs that look finished"
-    counts = job_counts(smk(repo, "-n", "--configfile", cfg, target).stdout)
+    counts = job_counts(smk(repo, target, "-n", "--configfile", cfg).stdout)
     assert counts.get("probe") == 1

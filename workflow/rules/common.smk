@@ -10,6 +10,8 @@ CONSTANTS = SWEEP.get("constants", ["average"])
 SELECTIONS = SWEEP.get("selections", ["lambda"])
 CACHE = config.get("cache", {})
 AVERAGING = config.get("averaging", {})
+ANALYSES = config.get("analyses", {})
+DATA_FREE = ("identity", "toeplitz", "zeros", "uniform")
 
 
 def _fail(msg):
@@ -21,6 +23,12 @@ for _t, _tc in config["tasks"].items():
         _fail(f"tasks.{_t}.dataset = {_tc['dataset']!r} is not a key of 'datasets' ({', '.join(config['datasets'])})")
     if _tc.get("main_metric", _tc["metrics"][0]) not in _tc["metrics"]:
         _fail(f"tasks.{_t}.main_metric = {_tc['main_metric']!r} is not one of tasks.{_t}.metrics")
+for _t in ANALYSES.get("tasks") or []:
+    if _t not in config["tasks"]:
+        _fail(f"analyses.tasks entry {_t!r} is not a key of 'tasks'")
+for _c in ANALYSES.get("cross_corpus", []):
+    if _c not in config["datasets"]:
+        _fail(f"analyses.cross_corpus entry {_c!r} is not a key of 'datasets'")
 for _c in CONSTANTS:
     if "@" in _c and _c.split("@", 1)[1] not in config["datasets"]:
         _fail(f"sweep.constants entry {_c!r} names a corpus that is not a key of 'datasets'")
@@ -88,23 +96,37 @@ def probe_outputs(model, task, spec, selection, fraction):
     return [f"{R}/probe/{model}/{task}/{spec}/{selection}/f{fraction}/seed{s}.parquet" for s in SWEEP["seeds"]]
 
 
+def runs():
+    """Every probe run (model, task, constants, selection, fraction): the main sweep, then the
+    analyses of paper Sec. 5 (constant kinds and cross-corpus matrices with all heads replaced,
+    other head orders at every fraction), without duplicates."""
+    out = []
+    for m in config["models"]:
+        for t in config["tasks"]:
+            out += [(m, t, c, s, frac(f)) for c in CONSTANTS for s in SELECTIONS for f in SWEEP["fractions"]]
+        for t in ANALYSES.get("tasks") or config["tasks"]:
+            out += [(m, t, k, "lambda", "0") for k in ANALYSES.get("constant_kinds", [])]
+            out += [(m, t, f"average@{c}", "lambda", "0") for c in ANALYSES.get("cross_corpus", [])]
+            out += [(m, t, "average", o, frac(f)) for o in ANALYSES.get("head_orders", []) for f in SWEEP["fractions"]
+                    if 0 < float(f) < 1]
+    return list(dict.fromkeys(out))
+
+
 def all_probe_files():
-    return [
-        f
-        for m in config["models"]
-        for t in config["tasks"]
-        for c in CONSTANTS
-        for s in SELECTIONS
-        for f in SWEEP["fractions"]
-        for f in probe_outputs(m, t, c, s, frac(f))
-    ]
+    return [p for run in runs() for p in probe_outputs(*run)]
 
 
 def all_lambda_files():
-    if not any(needs_lambdas(s, f) for s in SELECTIONS for f in SWEEP["fractions"]):
+    need = dict.fromkeys((m, t, c) for m, t, c, s, f in runs() if needs_lambdas(s, f))
+    return [f"{R}/lambda/{m}/{t}/{c}/lambdas.parquet" for m, t, c in need]
+
+
+def pattern_files():
+    """Matrix-pattern tables (paper Sec. 5.1) for every task's own averaging corpus."""
+    if not ANALYSES.get("patterns"):
         return []
-    return [f"{R}/lambda/{m}/{t}/{c}/lambdas.parquet" for m in config["models"] for t in config["tasks"]
-            for c in CONSTANTS]
+    return sorted({f"{R}/patterns/{m}/{task_cfg(t)['dataset']}/N{task_cfg(t)['max_length']}.parquet"
+                   for m in config["models"] for t in config["tasks"]})
 
 
 wildcard_constraints:

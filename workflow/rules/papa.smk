@@ -6,8 +6,9 @@ rule average_attention:
         f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.safetensors",
     params:
         model=lambda wc: model_path(wc.model),
-        batch_size=AVERAGING.get("batch_size", 32),
-        max_examples=AVERAGING.get("max_examples"),
+        # data-free kinds do not depend on the averaging settings: no rerun when those change
+        batch_size=lambda wc: None if wc.kind in DATA_FREE else AVERAGING.get("batch_size", 32),
+        max_examples=lambda wc: None if wc.kind in DATA_FREE else AVERAGING.get("max_examples"),
         seed=SEED,
     conda:
         CONDA_ENV
@@ -88,3 +89,26 @@ rule probe:
         gpu=res("probe")["gpu"],
     script:
         "../scripts/probe.py"
+
+
+rule patterns:
+    """Per-head pattern statistics of raw and effective average attention (paper Sec. 5.1)."""
+    input:
+        average=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/average.safetensors",
+        effective=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/effective.safetensors",
+    output:
+        f"{R}/patterns/{{model}}/{{dataset}}/N{{n}}.parquet",
+    params:
+        patterns=canon(ANALYSES.get("patterns") or {}),
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/patterns/{{model}}/{{dataset}}/N{{n}}.log",
+    benchmark:
+        f"{R}/benchmarks/patterns/{{model}}/{{dataset}}/N{{n}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=res("patterns")["mem_mb"],
+        runtime=res("patterns")["runtime"],
+    script:
+        "../scripts/patterns.py"

@@ -8,11 +8,16 @@ rule aggregate:
     input:
         probes=all_probe_files(),
         lambdas=all_lambda_files(),
+        patterns=pattern_files(),
     output:
         probe=f"{R}/tables/probe.parquet",
         summary=f"{R}/tables/summary.parquet",
         lambdas=f"{R}/tables/lambdas.parquet",
+        constant_kinds=f"{R}/tables/constant_kinds.parquet",
+        patterns=f"{R}/tables/patterns.parquet",
     params:
+        kinds=["average"] + [k for k in ANALYSES.get("constant_kinds", []) if k != "average"]
+        + [f"average@{c}" for c in ANALYSES.get("cross_corpus", [])],
         main_metric=canon({t: tc.get("main_metric", tc["metrics"][0]) for t, tc in config["tasks"].items()}),
     conda:
         CONDA_ENV
@@ -33,13 +38,29 @@ rule plot:
     input:
         summary=rules.aggregate.output.summary,
         lambdas=rules.aggregate.output.lambdas,
-        constants=lambda wc: sorted({constants_file(m, t, c) for m in config["models"] for t in config["tasks"]
-                                     for c in CONSTANTS}),
+        kinds=rules.aggregate.output.constant_kinds,
+        constants=lambda wc: sorted({constants_file(m, t, c) for m, t, c, _, _ in runs()
+                                     if not c.split("@")[0].endswith("_trained")}),
     output:
         fig2=report(
             multiext(f"{R}/plots/fraction_curves", ".png", ".svg"),
             category="Probing",
             caption="../report/fraction_curves.rst",
+        ),
+        kinds=report(
+            multiext(f"{R}/plots/constant_kinds", ".png", ".svg"),
+            category="Analyses",
+            caption="../report/constant_kinds.rst",
+        ),
+        orders=report(
+            multiext(f"{R}/plots/head_orders", ".png", ".svg"),
+            category="Analyses",
+            caption="../report/head_orders.rst",
+        ),
+        models=report(
+            multiext(f"{R}/plots/models_compared", ".png", ".svg"),
+            category="Analyses",
+            caption="../report/models_compared.rst",
         ),
         heatmaps=report(
             directory(f"{R}/plots/heads"),
@@ -49,6 +70,8 @@ rule plot:
         ),
     conda:
         CONDA_ENV
+    params:
+        sweep=canon({"constants": CONSTANTS, "selections": SELECTIONS}),
     log:
         f"{R}/logs/plot.log",
     benchmark:

@@ -1,0 +1,64 @@
+"""Patterns of constant matrices (paper Sec. 5.1, Fig. 4), for raw and effective attention.
+
+Per head, over the query rows that occurred in the averaging corpus (weighted by how often):
+``diag_mass`` (mass within ``band`` of the diagonal), ``cls_mass`` (column 0), ``sep_mass``
+(column N-1, the final separator in the papa layout), ``entropy`` (nats) and
+``entropy_norm`` (entropy / log of the number of valid keys), and ``dist_uniform`` (total
+variation distance from uniform over the valid keys).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+
+def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1) -> pd.DataFrame:
+    """One row per (layer, head) with the statistics above."""
+    C = torch.as_tensor(mean, dtype=torch.float64)
+    cnt = torch.as_tensor(count, dtype=torch.float64)
+    L, H, N, _ = C.shape
+    valid = cnt > 0  # [N, N]
+    row_w = torch.diagonal(cnt).clone()  # how often query i was a real token
+    rows = C * valid
+    rows = rows / rows.sum(-1, keepdim=True).clamp_min(1e-300)
+    use = (row_w > 0) & (rows.sum(-1) > 0).all(0).all(0)
+    w = torch.where(use, row_w, torch.zeros_like(row_w))
+    w = w / w.sum()
+    i = torch.arange(N)
+    band_mask = ((i[:, None] - i[None, :]).abs() <= band) & valid
+    n_valid = valid.sum(-1).clamp_min(1).double()
+    ent = -(rows * rows.clamp_min(1e-300).log()).sum(-1)  # [L, H, N]
+    uniform = valid / n_valid[:, None]
+    tv = 0.5 * (rows - uniform).abs().sum(-1)
+
+    def avg(x):  # [L, H, N] -> [L, H]
+        return (x * w).sum(-1)
+
+    out = pd.DataFrame({
+        "layer": np.repeat(np.arange(L), H),
+        "head": np.tile(np.arange(H), L),
+        "diag_mass": avg((rows * band_mask).sum(-1)).flatten().numpy(),
+        "cls_mass": avg(rows[..., 0]).flatten().numpy(),
+        "sep_mass": avg(rows[..., N - 1]).flatten().numpy(),
+        "entropy": avg(ent).flatten().numpy(),
+        "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)).flatten().numpy(),
+        "dist_uniform": avg(tv).flatten().numpy(),
+    })
+    return out
+
+
+def classify(df: pd.DataFrame, diag_threshold: float = 0.3, special_threshold: float = 0.5) -> pd.DataFrame:
+    """Add ``diagonal`` (diag_mass >= diag_threshold) and ``cls_sep`` (cls + sep mass >=
+    special_threshold, "most of the weight on [CLS]/[SEP]") columns."""
+    df = df.copy()
+    df["diagonal"] = df["diag_mass"] >= diag_threshold
+    df["cls_sep"] = (df["cls_mass"] + df["sep_mass"]) >= special_threshold
+    return df
+
+
+def summary_line(df: pd.DataFrame) -> str:
+    """A sentence like the paper's: share of diagonal heads and of [CLS]/[SEP] heads."""
+    return (f"diagonal pattern in {100 * df['diagonal'].mean():.0f}% of heads, most mass on [CLS]/[SEP] in "
+            f"{100 * df['cls_sep'].mean():.0f}% ({len(df)} heads)")

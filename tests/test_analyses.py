@@ -1,0 +1,73 @@
+"""Constant kinds, effective attention and matrix-pattern statistics (paper Sec. 5)."""
+
+import numpy as np
+import pytest
+import torch
+
+import papa
+from papa.patterns import classify, head_patterns, summary_line
+
+
+def _svd_reference(A, V):
+    """A_eff = A U_r U_r^T from numpy's SVD, one matrix at a time."""
+    out = np.zeros_like(A)
+    for idx in np.ndindex(A.shape[:2]):
+        U, S, _ = np.linalg.svd(V[idx], full_matrices=False)
+        r = int((S > S[0] * max(V[idx].shape) * np.finfo(np.float64).eps).sum())
+        out[idx] = A[idx] @ U[:, :r] @ U[:, :r].T
+    return out
+
+
+def test_effective_attention_equals_raw_when_n_le_head_dim():
+    g = torch.Generator().manual_seed(0)
+    A = torch.softmax(torch.randn(2, 3, 8, 8, generator=g, dtype=torch.float64), -1)
+    V = torch.randn(2, 3, 8, 16, generator=g, dtype=torch.float64)  # N = 8 <= d' = 16: V has full row rank
+    assert torch.allclose(papa.effective_attention(A, V), A, atol=1e-10)
+
+
+def test_effective_attention_projects_out_the_null_space_when_n_gt_head_dim():
+    g = torch.Generator().manual_seed(1)
+    A = torch.softmax(torch.randn(2, 3, 12, 12, generator=g, dtype=torch.float64), -1)
+    V = torch.randn(2, 3, 12, 4, generator=g, dtype=torch.float64)  # N = 12 > d' = 4
+    E = papa.effective_attention(A, V)
+    assert np.allclose(E.numpy(), _svd_reference(A.numpy(), V.numpy()), atol=1e-10)
+    assert not torch.allclose(E, A)
+    assert torch.allclose(E @ V, A @ V, atol=1e-10)  # the head's output is unchanged
+    assert torch.allclose((A - E) @ V, torch.zeros(()).double(), atol=1e-10)  # the removed part never reaches it
+
+
+def test_effective_average_on_minilm_differs_at_n_above_head_dim(minilm):
+    model, tok = minilm
+    enc = papa.encode(tok, ["a long enough sentence " * 12, "short one"], max_length=64)  # N = 64 > d' = 32
+    raw = papa.average_attention(model, enc.batches(2))
+    eff = papa.average_attention(model, enc.batches(2), kind="effective")
+    assert raw.mean.shape == eff.mean.shape and (raw.mean - eff.mean).abs().max() > 1e-3
+    small = papa.encode(tok, ["tiny"], max_length=16)  # N = 16 <= 32: identical
+    assert torch.allclose(papa.average_attention(model, small.batches(1)).mean,
+                          papa.average_attention(model, small.batches(1), kind="effective").mean, atol=1e-5)
+
+
+def test_pattern_statistics_on_known_matrices():
+    N = 8
+    eye = torch.eye(N)
+    cls = torch.zeros(N, N)
+    cls[:, 0] = 1
+    uni = torch.ones(N, N) / N
+    mean = torch.stack([eye, cls, uni])[None]  # 1 layer, 3 heads
+    df = classify(head_patterns(mean, torch.ones(N, N), band=0))
+    assert df.diag_mass.tolist() == pytest.approx([1, 1 / N, 1 / N])
+    assert df.cls_mass.tolist() == pytest.approx([1 / N, 1, 1 / N])
+    assert df.entropy.tolist() == pytest.approx([0, 0, np.log(N)])
+    assert df.dist_uniform.tolist() == pytest.approx([1 - 1 / N, 1 - 1 / N, 0], abs=1e-12)
+    assert df.diagonal.tolist() == [True, False, False] and df.cls_sep.tolist() == [False, True, False]
+    assert summary_line(df).startswith("diagonal pattern in 33% of heads, most mass on [CLS]/[SEP] in 33%")
+
+
+def test_patterns_ignore_positions_never_seen():
+    N = 6
+    count = torch.zeros(N, N)
+    count[:3, :3] = 2  # only positions 0..2 ever valid
+    mean = torch.zeros(1, 1, N, N)
+    mean[0, 0, :3, :3] = torch.eye(3)
+    df = head_patterns(mean, count, band=0)
+    assert df.diag_mass.item() == pytest.approx(1.0) and df.entropy.item() == pytest.approx(0.0)
