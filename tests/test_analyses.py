@@ -71,3 +71,22 @@ def test_patterns_ignore_positions_never_seen():
     mean[0, 0, :3, :3] = torch.eye(3)
     df = head_patterns(mean, count, band=0)
     assert df.diag_mass.item() == pytest.approx(1.0) and df.entropy.item() == pytest.approx(0.0)
+
+
+def test_trained_constants_are_updated_by_the_probe_and_dropped_after(minilm):
+    from papa.probe import LiveFeatures, TrainConfig, build_probe, train_probe
+
+    model, tok = minilm
+    enc = papa.encode(tok, ["a great film", "awful acting", "loved it", "dull"] * 4, labels=[1, 0, 1, 0] * 4,
+                      max_length=16)
+    C = papa.data_free("toeplitz", 6, 12, 16)
+    L, H = papa.model_shape(model)
+    probe = build_probe("sequence", model, 16, 2)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool), trainable_constants=True) as h:
+        (param,) = h.parameters()
+        before = param.detach().clone()
+        train_probe(probe, LiveFeatures(model, enc), LiveFeatures(model, enc), TrainConfig(lr=1e-2, epochs=1,
+                    batch_size=8), ["accuracy"], extra_params=h.parameters(), live=True)
+        assert (param.detach() - before).abs().max() > 1e-4
+    assert torch.equal(C.mean, papa.data_free("toeplitz", 6, 12, 16).mean)  # the input is not modified
+    assert not any(p.requires_grad for p in model.parameters())
