@@ -37,6 +37,7 @@ class Family:
     key: str
     dropout: str = "dropout"
     prunable: bool = True  # queries/keys of static heads can be skipped
+    shared: bool = False  # one attention module serves several layers (ALBERT)
 
 
 FAMILIES: dict[str, Family] = {
@@ -45,6 +46,8 @@ FAMILIES: dict[str, Family] = {
     "xlm-roberta": Family("registry", "XLMRobertaSelfAttention", "query", "key"),
     "electra": Family("registry", "ElectraSelfAttention", "query", "key"),
     "distilbert": Family("registry", "DistilBertSelfAttention", "q_lin", "k_lin"),
+    "albert": Family("registry", "AlbertAttention", "query", "key", prunable=False, shared=True),
+    "modernbert": Family("registry", "ModernBertAttention", "Wqkv", "Wqkv", prunable=False),
     "deberta": Family("dropout", "DisentangledSelfAttention", "in_proj", "in_proj", prunable=False),
     "deberta-v2": Family("dropout", "DisentangledSelfAttention", "query_proj", "key_proj", prunable=False),
     "mpnet": Family("dropout", "MPNetSelfAttention", "q", "k", prunable=False),
@@ -90,6 +93,10 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
             f"Found no {fam.attention_class} module in {type(model).__name__}; is this an encoder of type "
             f"{model.config.model_type!r}?"
         )
+    if fam.shared:  # ALBERT: layer i runs the module of its group
+        L = int(model.config.num_hidden_layers)
+        per_group = L // len(mods)
+        mods = [mods[min(i // per_group, len(mods) - 1)] for i in range(L)]
     return mods
 
 

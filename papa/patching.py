@@ -113,7 +113,10 @@ def _bool_mask(attention_mask):
 
 def _papa_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The attention function PAPA registers in transformers' AttentionInterface."""
-    st: _ModuleState | None = getattr(module, "_papa", None)
+    st = getattr(module, "_papa", None)
+    if isinstance(st, dict):  # a module shared by several layers: they run in order
+        ctx = next(iter(st.values())).ctx
+        st, ctx.calls = st[ctx.calls], ctx.calls + 1
     if scaling is None:
         scaling = value.size(-1) ** -0.5
     mask = _bool_mask(attention_mask)
@@ -213,7 +216,7 @@ class PatchHandle:
         self.modules = attention_modules(model)
         L, H = len(self.modules), num_heads(model)
         self.shape = (L, H)
-        for m in self.modules:
+        for m in set(self.modules):
             if getattr(m, "_papa", None) is not None:
                 raise RuntimeError("This model is already patched by PAPA; remove() the other patch first.")
         device = next(model.parameters()).device
@@ -260,6 +263,7 @@ class PatchHandle:
             bound = sig.bind_partial(*args, **kwargs).arguments
             mask = bound.get("attention_mask")
             self.ctx.mask2d = None if mask is None else mask.to(torch.bool)
+            self.ctx.calls = 0
 
         self._hooks.append(base.register_forward_pre_hook(capture_mask, with_kwargs=True))
         H = self.shape[1]
@@ -280,7 +284,12 @@ class PatchHandle:
                     setattr(mod, attr, _HeadSubsetLinear(orig, st.dyn_idx, head_dim))
                     self._swapped.append((mod, attr, orig))
                 st.pruned = True
-            mod._papa = st
+            if fam.shared:
+                if not isinstance(getattr(mod, "_papa", None), dict):
+                    mod._papa = {}
+                mod._papa[layer] = st
+            else:
+                mod._papa = st
             if fam.route == "dropout":
                 self._hooks.append(getattr(mod, fam.dropout).register_forward_hook(self._dropout_hook(st)))
         if fam.route == "registry":

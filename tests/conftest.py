@@ -40,6 +40,12 @@ def tiny_model(family: str):
     elif family == "deberta-v2":
         cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=16, max_relative_positions=32,
                                  pos_att_type=["p2c", "c2p"], type_vocab_size=2)
+    elif family == "albert":
+        cfg = tf.AlbertConfig(**TINY, embedding_size=16, num_hidden_groups=1)
+    elif family == "modernbert":
+        cfg = tf.ModernBertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=80, global_attn_every_n_layers=2,
+                                  local_attention=8, pad_token_id=0)
     elif family == "deberta":
         cfg = tf.DebertaConfig(**TINY, relative_attention=True, max_relative_positions=32,
                                pos_att_type=["p2c", "c2p"], type_vocab_size=2)

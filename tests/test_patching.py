@@ -9,7 +9,7 @@ from papa.patching import SequenceLengthMismatch
 
 from .conftest import tiny_model
 
-FAMILIES = ["bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta", "deberta-v2", "mpnet"]
+FAMILIES = ["bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "modernbert", "deberta", "deberta-v2", "mpnet"]
 N = 16
 
 
