@@ -90,3 +90,42 @@ def test_trained_constants_are_updated_by_the_probe_and_dropped_after(minilm):
         assert (param.detach() - before).abs().max() > 1e-4
     assert torch.equal(C.mean, papa.data_free("toeplitz", 6, 12, 16).mean)  # the input is not modified
     assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_mlm_negative_log_perplexity_code_path():
+    """Sec. 5.5 on a tiny random masked-LM (no real MLM checkpoint is reachable offline)."""
+    import transformers as tf
+
+    from papa.mlm import mask_tokens, negative_log_perplexity
+    from papa.models import prepare
+
+    torch.manual_seed(0)
+    model = prepare(tf.BertForMaskedLM(tf.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                                                     num_attention_heads=4, intermediate_size=64)), "cpu")
+    rng = np.random.default_rng(0)
+    ids = np.zeros((6, 16), dtype=np.int64)
+    mask = np.zeros((6, 16), dtype=np.int64)
+    for r in range(6):
+        n = rng.integers(5, 15)
+        ids[r, : n - 1] = rng.integers(5, 50, n - 1)
+        ids[r, 0], ids[r, -1] = 1, 2
+        mask[r, : n - 1] = 1
+        mask[r, -1] = 1
+    enc = papa.Encoded(ids, mask, np.zeros_like(ids), None, "papa", 16)
+    masked, labels = mask_tokens(enc, 3, {1, 2}, seed=4)
+    assert ((labels != -100) == (masked == 3)).all() and (labels[:, [0, -1]] == -100).all()
+    assert ((labels != -100).sum(1) >= 1).all()
+    base = negative_log_perplexity(model, enc, 3, {1, 2}, seed=4)
+    # reference: cross-entropy of the masked positions, by hand
+    with torch.no_grad():
+        logits = model(input_ids=torch.as_tensor(masked), attention_mask=torch.as_tensor(mask),
+                       token_type_ids=torch.zeros_like(torch.as_tensor(ids))).logits
+    logp = torch.log_softmax(logits, -1)
+    sel = torch.as_tensor(labels != -100)
+    ref = logp[sel].gather(1, torch.as_tensor(labels)[sel][:, None]).mean().item()
+    assert base == pytest.approx(ref, abs=1e-5)
+    C = papa.average_attention(model, enc.batches(3))
+    with papa.patch(model, C, static=torch.ones(2, 4, dtype=torch.bool)):
+        replaced = negative_log_perplexity(model, enc, 3, {1, 2}, seed=4)
+    assert np.isfinite(replaced) and replaced != base
+    assert negative_log_perplexity(model, enc, 3, {1, 2}, seed=4) == base
