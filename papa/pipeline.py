@@ -242,3 +242,47 @@ def _write_rows(rows, out, labels, fraction, n_dyn, seed) -> pd.DataFrame:
         df.insert(0, k, labels[k])
     io.write_parquet(df, out)
     return df
+
+
+# ----------------------------------------------------------------------------- masked LM (Sec. 5.5)
+
+
+def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, fractions, out_scores, out_lambdas,
+            labels: dict) -> pd.DataFrame:
+    """Lambdas learned with the masked-LM loss, then negative log-perplexity per fraction of
+    input-dependent heads on held-out text. Needs a checkpoint with its MLM head."""
+    from .mlm import learn_mlm_lambdas, mlm_curve
+
+    m, tok = load_encoder(model, task_head="mlm")
+    if tok.mask_token_id is None:
+        raise ValueError(f"the tokenizer of {model!r} has no mask token: it cannot be scored as a masked LM")
+    C = ConstantAttention.load(constants_path)
+    train, val = read_tokens(train_tokens), read_tokens(val_tokens)
+    seed = int(hp.get("seed", 0))
+    rng = np.random.default_rng(seed)
+    if hp.get("max_train") and len(train) > hp["max_train"]:
+        train = train.subset(np.sort(rng.permutation(len(train))[: hp["max_train"]]))
+    if hp.get("max_eval") and len(val) > hp["max_eval"]:
+        val = val.subset(np.sort(rng.permutation(len(val))[: hp["max_eval"]]))
+    if len(train) == 0 or len(val) == 0:
+        raise ValueError(f"MLM analysis: empty split (train {len(train)}, validation {len(val)} examples)")
+    special = set(tok.all_special_ids)
+    mask_prob = float(hp.get("mask_prob", 0.15))
+    lam = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lr=float(hp.get("lr", 5e-2)),
+                            epochs=int(hp.get("epochs", 1)), batch_size=int(hp.get("batch_size", 16)),
+                            mask_prob=mask_prob, seed=seed)
+    L, H = lam.shape
+    rank = torch.empty(L * H, dtype=torch.long)
+    rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
+    ldf = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
+                        "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
+    rows = mlm_curve(m, C, lam, val, fractions, tok.mask_token_id, special, mask_prob, seed,
+                     int(hp.get("batch_size", 16)))
+    df = pd.DataFrame(rows)
+    df.insert(0, "n_eval", len(val))
+    for k, v in reversed(list(labels.items())):
+        ldf.insert(0, k, v)
+        df.insert(0, k, v)
+    io.write_parquet(ldf, out_lambdas)
+    io.write_parquet(df, out_scores)
+    return df

@@ -38,6 +38,7 @@ __all__ = [
     "plot_lambda_heatmap",
     "plot_constant_heads",
     "plot_models_compared",
+    "plot_mlm",
     "representative_heads",
     "fraction_label",
 ]
@@ -527,3 +528,36 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
         ax.legend(loc="lower right", fontsize=8)
     fig.suptitle("All heads replaced: constant matrix kinds")
     return _save(fig, out)
+
+
+def plot_mlm(table: pd.DataFrame, out) -> list[str]:
+    """Fig. 6(a) analogue: negative log-perplexity vs fraction of input-dependent heads, one
+    line per model (and corpus).
+
+    Args:
+        table: a :func:`papa.tables.mlm_table` frame.
+        out: path stem.
+    """
+    _require(table, ["model", "dataset", "fraction_dynamic", "neg_log_ppl"], "plot_mlm")
+    if table.empty:
+        raise ValueError("plot_mlm: nothing to plot")
+    with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
+        fig = _new_figure((6.0, 4.2))
+        ax = fig.subplots()
+        groups = list(table.groupby(["model", "dataset"], sort=True))
+        colors = sns.color_palette("colorblind", len(groups))
+        for i, ((model, dataset), g) in enumerate(groups):
+            g = g.sort_values("fraction_dynamic")
+            label = model if table["dataset"].nunique() == 1 else f"{model} ({dataset})"
+            ax.plot(g["fraction_dynamic"], g["neg_log_ppl"], marker=_MARKERS[i % len(_MARKERS)],
+                    linestyle=_LINESTYLES[i % len(_LINESTYLES)], color=colors[i], label=label)
+        ax.set_xscale("symlog", linthresh=1 / 16)
+        ticks = sorted(table["fraction_dynamic"].unique())
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([fraction_label(t) for t in ticks])
+        ax.set_xlabel("fraction of input-dependent heads")
+        ax.set_ylabel("negative log-perplexity (nats, higher is better)")
+        ax.set_title("Masked LM with replaced heads")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return _save(fig, out)

@@ -304,6 +304,11 @@ def train_probe(probe: nn.Module, train, validation, cfg: TrainConfig, metrics, 
             opt.step()
             total += loss.item() * len(idx)
             seen += len(idx)
+        if not math.isfinite(total):
+            raise FloatingPointError(
+                f"seed {cfg.seed} epoch {epoch}: the training loss is not finite ({total}); the inputs to the "
+                f"probe contain NaN/inf (check the constant matrices) or the learning rate {cfg.lr} is too high"
+            )
         scores = evaluate(probe, validation, metrics, label_names, cfg.eval_batch_size)
         elapsed = time.monotonic() - t0
         log.info("seed %d epoch %d/%d: train loss %.4f, %s (%.1f examples/s, ETA %.0f s)", cfg.seed, epoch,

@@ -30,6 +30,8 @@ __all__ = [
     "PROBE_COLUMNS",
     "SUMMARY_COLUMNS",
     "LAMBDAS_COLUMNS",
+    "MLM_COLUMNS",
+    "mlm_table",
     "LAMBDA_COLUMNS",
     "probe_table",
     "summary_table",
@@ -83,6 +85,18 @@ LAMBDAS_COLUMNS: dict[str, str] = {
 }
 LAMBDA_COLUMNS = LAMBDAS_COLUMNS  # alias (workflow/scripts/aggregate.py uses this name)
 LAMBDAS_KEY = ["model", "task", "constants", "layer", "head"]
+
+#: Columns of ``mlm.parquet`` (paper Sec. 5.5): one row per model, corpus and fraction.
+MLM_COLUMNS: dict[str, str] = {
+    "model": "str",
+    "dataset": "str",
+    "n_eval": "int64",
+    "fraction_dynamic": "float64",
+    "n_dynamic": "int64",
+    "neg_log_ppl": "float64",
+    "perplexity": "float64",
+}
+MLM_KEY = ["model", "dataset", "fraction_dynamic"]
 
 # Two-sided 95% critical values t_{0.975, df} for df = 1..30 (fallback without scipy).
 _T975 = {
@@ -372,3 +386,19 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
     order = {k: i for i, k in enumerate(kinds)}
     out = out.assign(_o=out["constants"].map(order)).sort_values(["model", "task", "_o", "metric"], kind="mergesort")
     return out.drop(columns="_o").reset_index(drop=True)
+
+
+def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate per-model masked-LM curves (paper Sec. 5.5, Fig. 6a) and add
+    ``drop`` = score at fraction 1 minus score at each fraction (nats; higher = worse).
+
+    Raises:
+        ValueError: ``frames`` is empty, a column of :data:`MLM_COLUMNS` is missing, or a
+            (model, dataset, fraction_dynamic) appears twice.
+    """
+    df = _concat(frames, MLM_COLUMNS, "mlm_table")
+    _check_unique(df, MLM_KEY, "mlm_table")
+    df = df.sort_values(["model", "dataset", "fraction_dynamic"], ascending=[True, True, False], kind="mergesort")
+    full = df[np.isclose(df["fraction_dynamic"], 1.0)].set_index(["model", "dataset"])["neg_log_ppl"]
+    df["drop"] = [full.get((m, d), np.nan) - v for m, d, v in zip(df["model"], df["dataset"], df["neg_log_ppl"])]
+    return df.reset_index(drop=True)

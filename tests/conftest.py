@@ -15,6 +15,14 @@ def minilm():
     return papa.load_encoder("minilm", device="cpu")
 
 
+@pytest.fixture(scope="session")
+def mpnet():
+    """The real all-mpnet-base-v2, assembled from its five PyPI parts on first use (~400 MB)."""
+    import papa
+
+    return papa.load_encoder("mpnet", device="cpu")
+
+
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
             max_position_embeddings=80)
 

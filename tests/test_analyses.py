@@ -47,6 +47,29 @@ def test_effective_average_on_minilm_differs_at_n_above_head_dim(minilm):
                           papa.average_attention(model, small.batches(1), kind="effective").mean, atol=1e-5)
 
 
+def test_effective_constants_are_usable(minilm):
+    """Average effective attention has signed entries: no mass on pad keys, and applied with
+    L1 row normalisation every hidden state stays finite (a signed row sum can be ~0)."""
+    model, tok = minilm
+    enc = papa.encode(tok, ["a long enough sentence " * 12, "short one", "a medium length sentence here"],
+                      max_length=64)
+    eff = papa.average_attention(model, enc.batches(3), kind="effective")
+    assert (eff.mean < 0).any()  # N = 64 > d' = 32: really signed
+    one = enc.subset([1])  # a short example alone: its effective attention ignores pad keys
+    E1 = papa.average_attention(model, one.batches(1), kind="effective").mean
+    pad = ~torch.as_tensor(one.attention_mask[0]).bool()
+    assert E1[..., pad].abs().max() == 0 and E1[..., pad, :].abs().max() == 0
+    Cm = papa.patching.masked_constant(eff.mean[0], torch.as_tensor(enc.attention_mask).bool())
+    valid = torch.as_tensor(enc.attention_mask).bool()
+    rows = Cm.abs().sum(-1)  # [B, H, N]
+    assert torch.allclose(rows.permute(0, 2, 1)[valid], torch.ones(()), atol=1e-5)
+    L, H = papa.model_shape(model)
+    with papa.patch(model, eff, static=torch.ones(L, H, dtype=torch.bool)):
+        with torch.no_grad():
+            hs = torch.stack(model(**enc.model_inputs(), output_hidden_states=True).hidden_states)
+    assert torch.isfinite(hs).all()
+
+
 def test_pattern_statistics_on_known_matrices():
     N = 8
     eye = torch.eye(N)
@@ -129,3 +152,23 @@ def test_mlm_negative_log_perplexity_code_path():
         replaced = negative_log_perplexity(model, enc, 3, {1, 2}, seed=4)
     assert np.isfinite(replaced) and replaced != base
     assert negative_log_perplexity(model, enc, 3, {1, 2}, seed=4) == base
+
+    # lambdas learned with the MLM loss move, leave the model untouched, and rank the heads
+    from papa.mlm import learn_mlm_lambdas, mlm_curve
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    lam = learn_mlm_lambdas(model, C, enc, 3, {1, 2}, lr=0.1, epochs=2, batch_size=3, seed=0)
+    assert lam.shape == (2, 4) and (lam - 0.5).abs().max() > 1e-3
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert torch.equal(lam, learn_mlm_lambdas(model, C, enc, 3, {1, 2}, lr=0.1, epochs=2, batch_size=3, seed=0))
+    rows = mlm_curve(model, C, lam, enc, [1, 0.5, 0], 3, {1, 2}, seed=4, batch_size=4)
+    assert [r["n_dynamic"] for r in rows] == [8, 4, 0]
+    assert rows[0]["neg_log_ppl"] == pytest.approx(base, abs=1e-6)  # fraction 1 is the original model
+    assert rows[2]["neg_log_ppl"] == pytest.approx(replaced, abs=1e-6)  # fraction 0: every head constant
+    assert rows[0]["perplexity"] == pytest.approx(np.exp(-base))
+
+
+def test_mlm_needs_a_pretrained_mlm_head(minilm):
+    """MiniLM ships without its MLM head: the MLM analysis refuses it instead of scoring a random head."""
+    with pytest.raises(ValueError, match="no pretrained masked-LM head.*cls.predictions"):
+        papa.load_encoder("minilm", task_head="mlm", device="cpu")

@@ -190,7 +190,7 @@ def test_sha_mismatch_and_reextraction(cache_dir, rt, tmp_path, monkeypatch):
     assert t.sizes == rt.sizes and D._sha256(raw) == D.RAW_FILES["rt_sentiment"].sha256
     # a wrong pinned sum is refused with both sums in the message
     raw.unlink()
-    monkeypatch.setitem(D.ARCHIVES, "vaderSentiment", D._Archive(**{**a.__dict__, "sha256": "0" * 64}))
+    monkeypatch.setitem(D.ARCHIVES, "vaderSentiment", D.PinnedArchive(**{**a.__dict__, "sha256": "0" * 64}))
     with pytest.raises(D.DataIntegrityError, match="expected 0{64}"):
         D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path)
 
@@ -219,7 +219,7 @@ def test_label_files_match_code():
 # --------------------------------------------------------------------------- hub
 
 
-@pytest.mark.parametrize("name", ["sst2", "mnli", "conll2003_ner"])
+@pytest.mark.parametrize("name", ["sst2", "mnli", "conll2003_ner", "wikitext103"])
 def test_hub_unreachable_fails_fast(name, monkeypatch, tmp_path):
     import datasets.config
     import huggingface_hub.constants

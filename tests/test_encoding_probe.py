@@ -38,11 +38,13 @@ def deberta_tok():
     return DebertaV2Tokenizer(vocab=vocab)
 
 
-TOKENIZERS = {"bert": None, "mpnet": mpnet_tok, "roberta": roberta_tok, "deberta-v2": deberta_tok}
+TOKENIZERS = {"bert": None, "mpnet": mpnet_tok, "roberta": roberta_tok, "deberta-v2": deberta_tok, "mpnet-real": None}
 
 
 @pytest.fixture(params=list(TOKENIZERS))
 def tokenizer(request, minilm):
+    if request.param == "mpnet-real":
+        return request.getfixturevalue("mpnet")[1]
     return minilm[1] if request.param == "bert" else TOKENIZERS[request.param]()
 
 
@@ -174,6 +176,19 @@ def test_probe_is_seeded_and_learns(minilm):
     b = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
     assert a == b
     assert a[-1]["score"] == 1.0 and a[-1]["train_loss"] < a[0]["train_loss"]
+
+
+def test_probe_refuses_a_non_finite_loss(minilm):
+    """NaN hidden states (e.g. broken constant matrices) stop the run instead of scoring chance."""
+    from papa.probe import TrainConfig, run_probe
+
+    model, tok = minilm
+    enc = _toy(tok)
+    L, H = papa.model_shape(model)
+    bad = torch.full((L, H, enc.max_length, enc.max_length), float("nan"))
+    with papa.patch(model, bad, static=torch.ones(L, H, dtype=torch.bool)):
+        with pytest.raises(FloatingPointError, match="not finite"):
+            run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=1))
 
 
 def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):

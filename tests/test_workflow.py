@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -168,3 +169,41 @@ def test_killed_job_leaves_no_finished_output(smoke):
     assert not list(out_dir.glob("seed*.parquet")), "a killed job left outputs that look finished"
     counts = job_counts(smk(repo, target, "-n", "--configfile", cfg).stdout)
     assert counts.get("probe") == 1
+
+
+def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
+    """Sec. 5.5 through the workflow: a tiny random BertForMaskedLM saved as a local folder (with
+    MiniLM's tokenizer) goes through averaging, MLM lambdas and the per-fraction curve."""
+    import transformers as tf
+
+    import papa
+
+    repo = smoke[0]
+    folder = repo / "tiny-mlm"
+    tok = tf.AutoTokenizer.from_pretrained(papa.models.resolve_model_path("minilm"))
+    tf.set_seed(0)
+    tf.BertForMaskedLM(tf.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+    def edit(c):
+        c["results"] = "results-mlm"
+        c["models"]["tinymlm"] = str(folder)
+        c["datasets"]["wiki"] = {"source": "package", "max_train": 48, "max_validation": 24}
+        c["analyses"]["mlm"] = {"models": ["tinymlm"], "dataset": "wiki", "max_length": 32, "batch_size": 8,
+                                "lr": 0.05}
+
+    cfg = write_config(repo, "mlm.yaml", edit)
+    smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg)
+    table = pd.read_parquet(repo / "results-mlm/tables/mlm.parquet")
+    assert table.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and table.n_dynamic.tolist() == [8, 4, 0]
+    assert table.n_eval.eq(24).all() and np.isfinite(table.neg_log_ppl).all()
+    assert table["drop"].iloc[0] == 0.0 and (table.perplexity > 1).all()
+    assert (repo / "results-mlm/plots/mlm.png").stat().st_size > 1000
+    lam = pd.read_parquet(repo / "results-mlm/mlm/tinymlm/wiki/N32/lambdas.parquet")
+    assert sorted(lam["rank"]) == list(range(8))
+    # the MLM setting is part of the job: changing it reruns the MLM job and the table only
+    cfg2 = write_config(repo, "mlm2.yaml", lambda c: (edit(c), c["analyses"]["mlm"].update(mask_prob=0.2)))
+    counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
+    assert counts == {"mlm": 1, "mlm_table": 1}, counts

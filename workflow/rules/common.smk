@@ -29,6 +29,12 @@ for _t in ANALYSES.get("tasks") or []:
 for _c in ANALYSES.get("cross_corpus", []):
     if _c not in config["datasets"]:
         _fail(f"analyses.cross_corpus entry {_c!r} is not a key of 'datasets'")
+MLM = ANALYSES.get("mlm") or {}
+for _m in MLM.get("models", []):
+    if _m not in config["models"]:
+        _fail(f"analyses.mlm.models entry {_m!r} is not a key of 'models'")
+if MLM and MLM.get("dataset", "wiki") not in config["datasets"]:
+    _fail(f"analyses.mlm.dataset = {MLM.get('dataset', 'wiki')!r} is not a key of 'datasets'")
 for _c in CONSTANTS:
     if "@" in _c and _c.split("@", 1)[1] not in config["datasets"]:
         _fail(f"sweep.constants entry {_c!r} names a corpus that is not a key of 'datasets'")
@@ -127,6 +133,20 @@ def pattern_files():
         return []
     return sorted({f"{R}/patterns/{m}/{task_cfg(t)['dataset']}/N{task_cfg(t)['max_length']}.parquet"
                    for m in config["models"] for t in config["tasks"]})
+
+
+def mlm_hp():
+    """Settings of the MLM analysis that its results depend on (not which models run it)."""
+    hp = {k: v for k, v in MLM.items() if k not in ("models", "dataset", "max_length")}
+    hp.setdefault("seed", SEED)
+    return canon(hp)
+
+
+def mlm_files():
+    if not MLM.get("models"):
+        return []
+    d, n = MLM.get("dataset", "wiki"), MLM.get("max_length", 128)
+    return [f"{R}/mlm/{m}/{d}/N{n}/scores.parquet" for m in MLM["models"]]
 
 
 wildcard_constraints:

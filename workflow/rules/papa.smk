@@ -112,3 +112,31 @@ rule patterns:
         runtime=res("patterns")["runtime"],
     script:
         "../scripts/patterns.py"
+
+
+rule mlm:
+    """Masked-LM negative log-perplexity as heads are replaced (paper Sec. 5.5; needs an MLM head)."""
+    input:
+        constants=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/average.safetensors",
+        train=tokens("{model}", "{dataset}", "{n}", "train"),
+        validation=tokens("{model}", "{dataset}", "{n}", "validation"),
+    output:
+        scores=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/scores.parquet",
+        lambdas=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/lambdas.parquet",
+    params:
+        model=lambda wc: model_path(wc.model),
+        hp=mlm_hp(),
+        fractions=[float(f) for f in SWEEP["fractions"]],
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/mlm/{{model}}/{{dataset}}/N{{n}}.log",
+    benchmark:
+        f"{R}/benchmarks/mlm/{{model}}/{{dataset}}/N{{n}}.tsv"
+    threads: res("mlm")["threads"]
+    resources:
+        mem_mb=res("mlm")["mem_mb"],
+        runtime=res("mlm")["runtime"],
+        gpu=res("mlm")["gpu"],
+    script:
+        "../scripts/mlm.py"

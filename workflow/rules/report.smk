@@ -1,6 +1,7 @@
 localrules:
     aggregate,
     plot,
+    mlm_table,
 
 
 rule aggregate:
@@ -82,3 +83,28 @@ rule plot:
         runtime=res("plot")["runtime"],
     script:
         "../scripts/plot.py"
+
+
+rule mlm_table:
+    """Masked-LM curves of every model -> mlm.parquet and the Fig. 6(a) analogue."""
+    input:
+        mlm_files(),
+    output:
+        table=f"{R}/tables/mlm.parquet",
+        plot=report(
+            multiext(f"{R}/plots/mlm", ".png", ".svg"),
+            category="Analyses",
+            caption="../report/mlm.rst",
+        ),
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/mlm_table.log",
+    benchmark:
+        f"{R}/benchmarks/mlm_table.tsv"
+    threads: 1
+    resources:
+        mem_mb=res("aggregate")["mem_mb"],
+        runtime=res("aggregate")["runtime"],
+    script:
+        "../scripts/mlm_table.py"
