@@ -132,9 +132,9 @@ def _papa_attention(module, query, key, value, attention_mask, scaling=None, dro
     n = value.shape[-2]
 
     if st.mode == "record":
-        scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+        scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # as eager attention computes it
         if mask is not None:
-            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
         probs = torch.softmax(scores, dim=-1)
         out = torch.matmul(probs, value)
         # after the output is computed: the recorder may zero pad-query rows of probs in place
@@ -251,6 +251,8 @@ class PatchHandle:
             raise ValueError(f"static must be a bool mask of shape [layers={L}, heads={H}], got {tuple(static.shape)}")
         self.static = static.cpu()
         self.lambda_logits = nn.Parameter(torch.zeros(L, H, device=device, dtype=dtype)) if mode == "mix" else None
+        if mode == "static" and not self.static.any() and not trainable_constants:
+            return  # no head is static: leave the model untouched (fraction 1 is the stock model, at stock speed)
 
         try:
             self._install(mode, device)

@@ -96,6 +96,10 @@ def test_remove_restores_exactly(family_model):
     assert model.config._attn_implementation == impl
     after = model.state_dict()
     assert state.keys() == after.keys() and all(torch.equal(state[k], after[k]) for k in state)
+    # no static head: the model runs untouched (fraction 1 is bit-for-bit the stock model)
+    with papa.patch(model, C, static=torch.zeros(L, H, dtype=torch.bool)):
+        assert model.config._attn_implementation == impl
+        assert torch.equal(hidden(model, batch), before)
 
 
 @pytest.mark.parametrize("mode", ["static", "mix"])

@@ -1,0 +1,138 @@
+"""PAPA on a CUDA device: the invariants of tests/test_patching.py, then forward timings.
+
+    python benchmarks/gpu_check.py [--out DIR]
+
+Needs torch with CUDA and transformers; no model hub (randomly initialised models built from
+configs: code paths and timings, not science). Writes ``gpu_check.json`` to ``--out``.
+
+1. For tiny models of every family on ``cuda``: constant matrices averaged over one input
+   and applied (all heads static) reproduce its hidden states; ``mix=True`` with every lambda
+   at 1 is the original model; padding inside a batch changes no example's result.
+2. A BERT-base-shaped encoder (12 x 12 heads, d' = 64) at N = 128: forward time of stock
+   eager and sdpa attention vs PAPA with every fraction of heads static, and
+   `papa.average_attention` vs an eager forward with ``output_attentions=True``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import papa  # noqa: E402
+from papa.selection import head_order, select_static  # noqa: E402
+from tests.conftest import tiny_model  # noqa: E402
+from tests.test_patching import FAMILIES, hidden, papa_batch, single  # noqa: E402
+
+
+def to(batch, device):
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def invariants(device) -> dict:
+    out = {}
+    for fam in FAMILIES:
+        model = tiny_model(fam).to(device)
+        L, H = papa.model_shape(model)
+        batch = to(papa_batch(model, [9]), device)
+        C = papa.average_attention(model, [batch], log_every=1e9)
+        ref = hidden(model, batch)
+        with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+            rep = (hidden(model, batch) - ref)[0][:, batch["attention_mask"][0].bool()].abs().max().item()
+        with papa.patch(model, C, mix=True) as h:
+            h.set_lambdas(torch.ones(L, H))
+            mix = (hidden(model, batch) - ref).abs().max().item()
+        padded = to(papa_batch(model, [5, 9, 16], seed=3), device)
+        with papa.patch(model, C, static=select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))):
+            full = hidden(model, padded)
+            pad = max((full[r : r + 1] - hidden(model, single(padded, r)))[0][:, padded["attention_mask"][r].bool()]
+                      .abs().max().item() for r in range(3))
+        out[fam] = {"reproduce": rep, "mix_lambda_one": mix, "padding": pad,
+                    "ok": rep < 1e-4 and mix < 1e-4 and pad < 1e-4}  # TF32/cuBLAS tolerance on GPU
+        print(fam, out[fam], flush=True)
+    return out
+
+
+def timed(fn, reps=20):
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[len(ts) // 2]
+
+
+def timings(device, batch=64, n=128) -> dict:
+    import transformers as tf
+
+    torch.manual_seed(0)
+    model = papa.models.prepare(tf.AutoModel.from_config(tf.BertConfig(), attn_implementation="sdpa"), device)
+    ids = torch.randint(1000, 20000, (batch, n), device=device)
+    mask = torch.ones(batch, n, dtype=torch.long, device=device)
+    lengths = torch.randint(n // 4, n, (batch,), device=device)
+    mask[torch.arange(n, device=device)[None] >= lengths[:, None]] = 0
+    mask[:, -1] = 1
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    C = papa.average_attention(model, [inputs], log_every=1e9)
+    L, H = papa.model_shape(model)
+
+    def run():
+        with torch.inference_mode():
+            model(**inputs)
+
+    res = {}
+    for impl in ("eager", "sdpa"):
+        model.set_attn_implementation(impl)
+        res[f"stock_{impl}_ms"] = timed(run) * 1e3
+    model.set_attn_implementation("sdpa")
+    order = head_order("random", (L, H), seed=0)
+    for f in (1.0, 0.5, 0.125, 0.0625, 0.0):
+        with papa.patch(model, C, static=select_static(order, f, (L, H))):
+            res[f"papa_f{f:g}_ms"] = timed(run) * 1e3
+    res["all_static_vs_eager"] = res["papa_f0_ms"] / res["stock_eager_ms"]
+    res["all_dynamic_vs_sdpa"] = res["papa_f1_ms"] / res["stock_sdpa_ms"]
+    avg = timed(lambda: papa.average_attention(model, [inputs], log_every=1e9), 10)
+    model.set_attn_implementation("eager")
+
+    def eager_attn():
+        with torch.inference_mode():
+            model(**inputs, output_attentions=True)
+
+    res["averaging_vs_eager_output_attentions"] = timed(eager_attn, 10) / avg
+    model.set_attn_implementation("sdpa")
+    res.update(batch=batch, N=n, model="BERT-base shape, random init")
+    print(res, flush=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_check.py needs a CUDA device")
+    import transformers
+
+    device = torch.device("cuda")
+    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+              "transformers": transformers.__version__, "invariants": invariants(device),
+              "timings": timings(device)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.json").write_text(json.dumps(result, indent=2) + "\n")
+    if not all(v["ok"] for v in result["invariants"].values()):
+        sys.exit("some invariant failed on the GPU: see gpu_check.json")
+
+
+if __name__ == "__main__":
+    main()
