@@ -22,6 +22,7 @@ Figures:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -53,16 +54,6 @@ def texts(n: int, seed: int = 0) -> list[str]:
     return (df.text.tolist() * reps)[:n], (df.label.tolist() * reps)[:n]
 
 
-def timed(fn, reps: int) -> float:
-    fn()  # warm-up
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def bench_forward(model, tok, n_tokens: int, batch: int, reps: int) -> tuple[list[dict], dict]:
     sents, _ = texts(batch)
     enc = papa.encode(tok, sents, max_length=n_tokens)
@@ -76,20 +67,36 @@ def bench_forward(model, tok, n_tokens: int, batch: int, reps: int) -> tuple[lis
         with torch.inference_mode():
             model(**inputs)
 
-    rows = []
-    for impl in ("eager", "sdpa"):
+    @contextlib.contextmanager
+    def stock(impl):
         model.set_attn_implementation(impl)
-        rows.append({"variant": f"stock {impl}", "fraction_dynamic": 1.0, "seconds": timed(run, reps)})
-    model.set_attn_implementation("sdpa")
+        try:
+            yield
+        finally:
+            model.set_attn_implementation("sdpa")
+
     order = head_order("random", (L, H), seed=0)
-    for f in FRACTIONS:
-        static = select_static(order, f, (L, H))
-        with papa.patch(model, C, static=static):
-            sec = timed(run, reps)
-        k = n_dynamic(f, L * H)
-        flops = k * (2 * n * n * d + 3 * n * d * d) + (L * H - k) * (n * n * d + n * d * d)
-        rows.append({"variant": "papa", "fraction_dynamic": f, "n_dynamic": k, "seconds": sec,
-                     "attention_flops_rel": flops / (L * H * (2 * n * n * d + 3 * n * d * d))})
+    variants = [(f"stock {impl}", None, lambda impl=impl: stock(impl)) for impl in ("eager", "sdpa")]
+    variants += [("papa", f, lambda f=f: papa.patch(model, C, static=select_static(order, f, (L, H))))
+                 for f in FRACTIONS]
+    # interleaved rounds (every variant once per round, the first round a warm-up), so drifts of
+    # the machine's speed hit all variants alike; the median round per variant
+    times = [[] for _ in variants]
+    for r in range(reps + 1):
+        for i, (_, _, ctx) in enumerate(variants):
+            with ctx():
+                t0 = time.perf_counter()
+                run()
+                if r:
+                    times[i].append(time.perf_counter() - t0)
+    rows = []
+    for (name, f, _), ts in zip(variants, times):
+        row = {"variant": name, "fraction_dynamic": 1.0 if f is None else f, "seconds": statistics.median(ts)}
+        if f is not None:
+            k = n_dynamic(f, L * H)
+            flops = k * (2 * n * n * d + 3 * n * d * d) + (L * H - k) * (n * n * d + n * d * d)
+            row |= {"n_dynamic": k, "attention_flops_rel": flops / (L * H * (2 * n * n * d + 3 * n * d * d))}
+        rows.append(row)
     eager = rows[0]["seconds"]
     sdpa = rows[1]["seconds"]
     for r in rows:

@@ -87,16 +87,21 @@ def constant_output(C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None
         the usual non-negative matrices that is the paper's "rows sum to 1"; signed matrices
         (effective attention) stay well defined where a signed row sum would be near 0.
     """
+    B, h, N, d = v.shape
+    tiny = torch.finfo(v.dtype).tiny
     Cabs = C.abs()
-    if valid is None:
-        num = torch.matmul(C, v)
-        den = Cabs.sum(-1, keepdim=True)
-        return num / den.clamp_min(torch.finfo(den.dtype).tiny)
-    m = valid.to(v.dtype)
-    num = torch.matmul(C, v * m[:, None, :, None])
-    den = torch.matmul(Cabs, m[:, None, :, None])
-    out = num / den.clamp_min(torch.finfo(den.dtype).tiny)
-    return out * m[:, None, :, None]
+    m = None if valid is None else valid.to(v.dtype)  # [B, N]
+    if m is not None:
+        v = v * m[:, None, :, None]
+    # one [h, N, N] @ [h, N, B*d] product: broadcasting C over the batch would copy it B times
+    vt = v.permute(1, 2, 0, 3).reshape(h, N, B * d)
+    num = torch.bmm(C, vt).view(h, N, B, d).permute(2, 0, 1, 3)  # [B, h, N, d]
+    if m is None:
+        den = Cabs.sum(-1)[None, :, :, None]
+    else:
+        den = torch.matmul(Cabs, m.t()).permute(2, 0, 1)[..., None]  # [B, h, N, 1]
+    out = num / den.clamp_min(tiny)
+    return out if m is None else out * m[:, None, :, None]
 
 
 def masked_constant(C: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:

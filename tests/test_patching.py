@@ -217,6 +217,22 @@ def test_selection_orders():
     assert [144 - n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [0, 72, 126, 135, 144]
 
 
+def test_constant_output_equals_explicit_masked_matrices_times_values():
+    """The batched constant path equals building every example's masked, L1-normalised matrix."""
+    from papa.patching import constant_output, masked_constant
+
+    g = torch.Generator().manual_seed(0)
+    C = torch.randn(3, 6, 6, generator=g, dtype=torch.float64)  # signed, like effective attention
+    v = torch.randn(4, 3, 6, 5, generator=g, dtype=torch.float64)
+    valid = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 1], [1, 0, 0, 0, 0, 1], [1, 1, 1, 1, 0, 1]]).bool()
+    for mask in (valid, None):
+        ref = torch.matmul(masked_constant(C, mask), v)
+        out = constant_output(C, v, mask)
+        assert out.shape == v.shape
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    assert (constant_output(C, v, valid)[1, :, 3:5] == 0).all()  # pad-query rows are zero
+
+
 def test_data_free_kinds_rows_sum_to_one_after_masking():
     from papa.patching import masked_constant
 
