@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -246,8 +247,6 @@ def bench_noop_dry_run() -> dict | None:
     # snakemake-executor-plugin-slurm runs `scontrol show config` at every Snakemake start (for
     # its help text): instant without Slurm or with a reachable controller, up to its 10 s
     # timeout when the Slurm client is installed but the controller is down
-    import shutil
-
     if shutil.which("scontrol"):
         t0 = time.perf_counter()
         q = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30)
