@@ -11,8 +11,9 @@ Figures:
    states encoded once per fraction vs re-encoded every epoch; speedup and the largest score
    difference between the two paths.
 2. ``averaging``: `papa.average_attention` throughput vs a plain eager forward with
-   ``output_attentions=True`` on the same batches; peak memory for a small vs a 10x larger
-   corpus (each in a fresh process).
+   ``output_attentions=True`` on the same batches. ``averaging_memory``: whole-process peak RSS
+   of the pipeline's averaging job (streaming its token file) over a 1k vs a 10k corpus, each
+   run a fresh process.
 3. ``forward``: forward time with k% of heads static vs stock eager and stock sdpa at N=128,
    next to the paper's per-head FLOP formula (2n^2d' + 3nd'^2 dynamic, n^2d' + nd'^2 constant).
 4. ``noop_dry_run``: seconds of ``snakemake -n`` on a finished default run (when ``results/``
@@ -31,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,10 +49,14 @@ from papa.selection import head_order, n_dynamic, select_static  # noqa: E402
 FRACTIONS = [1.0, 0.5, 0.125, 0.0625, 0.0]
 
 
-def texts(n: int, seed: int = 0) -> list[str]:
+def texts(n: int, seed: int = 0, splits: str = "train") -> tuple[list[str], list[int]]:
+    """``n`` Rotten Tomatoes sentences and labels (``splits="all"``: every split, 10,568 sentences)."""
+    import pandas as pd
+
     from papa.data import load_task
 
-    df = load_task({"name": "rt_sentiment", "source": "package"}, seed=seed).splits["train"]
+    task = load_task({"name": "rt_sentiment", "source": "package"}, seed=seed)
+    df = task.splits["train"] if splits == "train" else pd.concat(list(task.splits.values()), ignore_index=True)
     reps = -(-n // len(df))  # the corpus repeated when more examples are asked for than it has
     return (df.text.tolist() * reps)[:n], (df.label.tolist() * reps)[:n]
 
@@ -149,58 +155,48 @@ def bench_averaging(model, tok, n: int, batch: int) -> dict:
             "throughput_ratio": t_eager / t_avg, "target_ratio": 0.95}
 
 
-def _proc_status_mb(key: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(key)
+def peak_memory_child(tokens: str, threads: int) -> None:
+    """Child process: the pipeline's averaging job (`papa.pipeline.make_constants`, which streams
+    the token file) over one corpus; prints the whole process's peak RSS (MB) and its time."""
+    from papa import pipeline
+
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        C = pipeline.make_constants("minilm", "average", tokens, Path(tmp) / "C.safetensors", batch_size=32)
+    print(json.dumps({"examples": C.metadata["n_examples"], "seconds": time.perf_counter() - t0,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def peak_memory_child(n: int) -> None:
-    """Child process: average attention over n examples, print its peak RSS (MB).
+def bench_memory(tok, small: int, large: int, repeats: int = 2) -> dict:
+    """Whole-process peak RSS of the averaging job over a small and a 10x larger corpus.
 
-    The peak is taken over the averaging alone: Linux's peak-RSS mark is reset after the model
-    is loaded and the corpus tokenized (``/proc/self/clear_refs``), so the figure is not just
-    the high-water mark of loading the model.
+    Each run is a fresh process (model loading included, nothing reset), ``repeats`` times per
+    size, interleaved; the ratio is the worst case, largest large-corpus peak over smallest
+    small-corpus peak.
     """
-    torch.set_num_threads(2)
-    model, tok = papa.load_encoder("minilm", device="cpu")
-    sents, _ = texts(n)
-    enc = papa.encode(tok, sents, max_length=64)
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        reset = True
-    except OSError:
-        reset = False
-    before = _proc_status_mb("VmRSS")
-    papa.average_attention(model, enc.batches(32), log_every=1e9)
-    peak = _proc_status_mb("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"n": n, "peak_rss_mb": peak, "rss_before_mb": before, "peak_reset": reset}))
+    from papa import pipeline
 
-
-def bench_memory(small: int, large: int) -> dict:
-    """Peak RSS of averaging over a small and a 10x larger corpus, each in a fresh process.
-
-    Run twice: with glibc's default allocator settings, whose dynamic mmap threshold lets the
-    heap fragment slowly over many batches (RSS creeps by tens of MB, more when the process
-    holds many small live objects), and with a fixed mmap threshold (``MALLOC_MMAP_THRESHOLD_``),
-    which isolates what the averaging itself needs.
-    """
-    res = {"small_examples": small, "large_examples": large, "target_ratio_max": 1.10}
-    for mode, extra_env in (("default_malloc", {}), ("fixed_mmap_threshold", {"MALLOC_MMAP_THRESHOLD_": "1048576"})):
-        out = {}
+    sents, labels = texts(large, splits="all")
+    runs = {small: [], large: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
         for n in (small, large):
-            p = subprocess.run([sys.executable, __file__, "--memory-child", str(n)], capture_output=True, text=True,
-                               check=True, env=os.environ | extra_env)
-            out[n] = json.loads(p.stdout.strip().splitlines()[-1])
-        peak = {n: out[n]["peak_rss_mb"] for n in out}
-        # growth of the process during averaging (working memory of the averaging itself)
-        growth = {n: out[n]["peak_rss_mb"] - out[n]["rss_before_mb"] for n in out}
-        res["peak_over_averaging_only"] = res.get("peak_over_averaging_only", True) and all(o["peak_reset"] for o in out.values())
-        res[mode] = {"peak_rss_mb_small": peak[small], "peak_rss_mb_large": peak[large],
-                     "growth_mb_small": growth[small], "growth_mb_large": growth[large],
-                     "ratio": peak[large] / peak[small], "growth_ratio": growth[large] / growth[small]}
-    return res
+            enc = papa.encode(tok, sents[:n], labels=labels[:n], max_length=64)
+            paths[n] = Path(tmp) / f"tokens{n}.parquet"
+            pipeline.write_tokens(enc, paths[n], {"model": "minilm", "dataset": "rt_sentiment", "split": "all",
+                                                  "kind": "sequence", "label_names": ["negative", "positive"]})
+        for _ in range(repeats):
+            for n in (small, large):
+                p = subprocess.run([sys.executable, __file__, "--memory-child", str(paths[n]),
+                                    "--threads", str(torch.get_num_threads())], capture_output=True,
+                                   text=True, check=True)
+                runs[n].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    peak = {n: [r["peak_rss_mb"] for r in runs[n]] for n in runs}
+    return {"small_examples": small, "large_examples": large, "threads": torch.get_num_threads(),
+            "peak_rss_mb_small": peak[small], "peak_rss_mb_large": peak[large],
+            "seconds_small": [r["seconds"] for r in runs[small]], "seconds_large": [r["seconds"] for r in runs[large]],
+            "ratio": max(peak[large]) / min(peak[small]), "target_ratio_max": 1.10}
 
 
 def bench_encode_once(model, tok, n_train: int, n_val: int, epochs: int, seeds: list[int]) -> dict:
@@ -260,11 +256,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     ap.add_argument("--only", nargs="*", default=None, help="forward averaging memory encode_once noop")
-    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-child", help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     args = ap.parse_args()
     if args.memory_child:
-        return peak_memory_child(args.memory_child)
-    torch.set_num_threads(2)
+        return peak_memory_child(args.memory_child, args.threads)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     import transformers
 
@@ -288,7 +285,7 @@ def main():
     if "averaging" in only:
         figures["averaging"] = bench_averaging(model, tok, 256 if q else 1024, 32)
     if "memory" in only:
-        figures["averaging_memory"] = bench_memory(500 if q else 1000, 5000 if q else 10000)
+        figures["averaging_memory"] = bench_memory(tok, 500 if q else 1000, 5000 if q else 10000)
     if "encode_once" in only:
         figures["encode_once"] = bench_encode_once(model, tok, 200 if q else 400, 100 if q else 200, 2 if q else 4,
                                                    [0, 1, 2])

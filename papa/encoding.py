@@ -71,6 +71,50 @@ class Encoded:
         )
 
     # -- Parquet round trip (one row per example, list columns)
+    def to_arrow(self):
+        """A pyarrow Table, one row per example (list columns), built without Python objects."""
+        import pyarrow as pa
+
+        n, N = self.input_ids.shape
+
+        def lists(a, dtype):
+            offsets = pa.array(np.arange(0, n * N + 1, N, dtype=np.int32))
+            return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(a, dtype=dtype).reshape(-1)))
+
+        cols = {"input_ids": lists(self.input_ids, np.int64), "attention_mask": lists(self.attention_mask, np.int8)}
+        if self.token_type_ids is not None:
+            cols["token_type_ids"] = lists(self.token_type_ids, np.int8)
+        if self.labels is not None:
+            cols["labels"] = lists(self.labels, np.int64) if self.token_level else pa.array(self.labels, pa.int64())
+        return pa.table(cols)
+
+    @classmethod
+    def from_arrow(cls, table, layout: str, max_length: int, meta: dict | None = None) -> "Encoded":
+        """Inverse of `to_arrow` (also reads any pyarrow Table/RecordBatch with these columns).
+
+        List columns become ``[n, max_length]`` int64 arrays in one vectorised copy each; a
+        row of another length fails with a message naming ``max_length``.
+        """
+        columns = dict(zip(table.schema.names, table.columns))
+
+        def matrix(name):
+            return _list_matrix(columns[name], max_length, name)
+
+        labels = None
+        if "labels" in columns:
+            col = columns["labels"]
+            labels = matrix("labels") if _is_list(col.type) else np.asarray(col.to_numpy(zero_copy_only=False), np.int64)
+        return cls(
+            matrix("input_ids"),
+            matrix("attention_mask"),
+            matrix("token_type_ids") if "token_type_ids" in columns else None,
+            labels,
+            layout,
+            max_length,
+            n_truncated=int((meta or {}).get("n_truncated", 0)),
+            meta=dict(meta or {}),
+        )
+
     def to_frame(self):
         import pandas as pd
 
@@ -103,6 +147,31 @@ class Encoded:
             n_truncated=int((meta or {}).get("n_truncated", 0)),
             meta=dict(meta or {}),
         )
+
+
+def _is_list(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _list_matrix(col, max_length: int, name: str) -> np.ndarray:
+    """A pyarrow list column (Array or ChunkedArray) of equal-length rows as int64 [n, max_length]."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    n = len(col)
+    if n == 0:
+        return np.zeros((0, max_length), np.int64)
+    lengths = pc.list_value_length(col)
+    lo, hi = pc.min_max(lengths).values()
+    if lo.as_py() != max_length or hi.as_py() != max_length:
+        got = lo.as_py() if lo.as_py() != max_length else hi.as_py()
+        raise ValueError(f"Tokenized inputs have length {got} in column {name!r}, expected max_length={max_length}: "
+                         f"tokenize again with this max_length")
+    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.int64).reshape(n, max_length)
 
 
 @dataclass(frozen=True)

@@ -57,22 +57,77 @@ def load_tokenizer(model: str):
 
 
 def write_tokens(enc: Encoded, path, meta: dict) -> None:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     meta = {**enc.meta, **meta, "layout": enc.layout, "max_length": enc.max_length, "n_truncated": enc.n_truncated}
-    table = pa.Table.from_pandas(enc.to_frame(), preserve_index=False)
+    table = enc.to_arrow()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": json.dumps(meta, default=str)})
     with io.atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
 
+def token_meta(path) -> dict:
+    """The metadata of a token file (``max_length``, ``layout``, ``n_rows``, dataset, ...), read
+    from its footer alone."""
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
+    if "max_length" not in meta:
+        raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.pipeline.write_tokens")
+    return {**meta, "n_rows": f.metadata.num_rows}
+
+
 def read_tokens(path) -> Encoded:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    meta = json.loads((table.schema.metadata or {}).get(b"papa", b"{}"))
-    return Encoded.from_frame(table.to_pandas(), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+    meta = token_meta(path)
+    return Encoded.from_arrow(pq.read_table(path), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+
+
+def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
+    """Yield `Encoded` batches of ``batch_size`` examples from a token file without reading it whole.
+
+    Args:
+        rows: optional sorted indices of the examples to keep (a subsample); None = all.
+        read_rows: examples read from the file at a time.
+    Memory stays at O(read_rows + batch_size) examples whatever the corpus size.
+    """
+    import pyarrow.parquet as pq
+
+    meta = token_meta(path)
+    N, layout = int(meta["max_length"]), meta.get("layout", "papa")
+    keep = None
+    if rows is not None:
+        keep = np.zeros(meta["n_rows"], dtype=bool)
+        keep[np.asarray(rows, dtype=np.int64)] = True
+    pending: list[Encoded] = []
+    n_pending = start = 0
+    f = pq.ParquetFile(path)
+    for rb in f.iter_batches(batch_size=max(int(read_rows), int(batch_size))):
+        chunk = Encoded.from_arrow(rb, layout, N, meta)
+        if keep is not None:
+            chunk = chunk.subset(np.flatnonzero(keep[start : start + len(chunk)]))
+        start += rb.num_rows
+        pending.append(chunk)
+        n_pending += len(chunk)
+        if n_pending >= batch_size:
+            buf = _concat(pending)
+            cut = n_pending - n_pending % batch_size
+            for b0 in range(0, cut, batch_size):
+                yield buf.subset(np.arange(b0, b0 + batch_size))
+            pending, n_pending = [buf.subset(np.arange(cut, n_pending))], n_pending - cut
+    if n_pending:
+        yield _concat(pending)
+
+
+def _concat(parts: list[Encoded]) -> Encoded:
+    if len(parts) == 1:
+        return parts[0]
+    cat = lambda name: None if getattr(parts[0], name) is None else np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+    p = parts[0]
+    return Encoded(cat("input_ids"), cat("attention_mask"), cat("token_type_ids"), cat("labels"), p.layout,
+                   p.max_length, meta=dict(p.meta))
 
 
 def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out) -> Encoded:
@@ -107,22 +162,31 @@ def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: st
 
 def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32,
                    max_examples: int | None = None, corpus: str = "") -> ConstantAttention:
-    """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind."""
+    """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind.
+
+    The corpus is streamed from ``tokens_path`` batch by batch, so peak memory does not grow
+    with its size. ``max_examples`` averages over a seeded random subset (seed 0), in file order.
+    """
     base_kind = kind.replace("_trained", "")
-    enc = read_tokens(tokens_path)
+    meta = token_meta(tokens_path)
+    n_rows, N = int(meta["n_rows"]), int(meta["max_length"])
+    if n_rows == 0:
+        raise ValueError(f"{tokens_path} holds no examples: the averaging corpus is empty")
     if base_kind in DATA_FREE:
         from transformers import AutoConfig
 
         cfg = AutoConfig.from_pretrained(resolve_model_path(model))
         L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
-        C = data_free(base_kind, L, int(cfg.num_attention_heads), enc.max_length,
-                      metadata={"model": model, "corpus": None})
+        C = data_free(base_kind, L, int(cfg.num_attention_heads), N, metadata={"model": model, "corpus": None})
     else:
         m, _ = load_encoder(model)
-        if max_examples and len(enc) > max_examples:
-            enc = enc.subset(np.random.default_rng(0).permutation(len(enc))[:max_examples])
-        C = average_attention(m, enc.batches(batch_size), kind=base_kind, total=len(enc),
-                              metadata={"model": model, "corpus": corpus, "layout": enc.layout})
+        rows = None
+        if max_examples and n_rows > max_examples:
+            rows = np.sort(np.random.default_rng(0).permutation(n_rows)[:max_examples])
+        total = n_rows if rows is None else len(rows)
+        batches = (b.model_inputs() for b in stream_tokens(tokens_path, batch_size, rows=rows))
+        C = average_attention(m, batches, kind=base_kind, total=total,
+                              metadata={"model": model, "corpus": corpus, "layout": meta.get("layout", "papa")})
     C.metadata.update({"environment": io.environment(), "tokens": str(tokens_path), "requested_kind": kind})
     C.save(out)
     return C

@@ -1,0 +1,98 @@
+"""Token files: Arrow round trip, streaming reads, and averaging streamed from disk."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import papa
+from papa import pipeline
+
+TEXTS = [f"sentence number {i} is {'good' if i % 3 else 'rather bad and long ' * (i % 5)}" for i in range(83)]
+
+
+@pytest.fixture(scope="module")
+def token_file(minilm, tmp_path_factory):
+    tok = minilm[1]
+    enc = papa.encode(tok, TEXTS, labels=[i % 2 for i in range(len(TEXTS))], max_length=24)
+    path = tmp_path_factory.mktemp("tokens") / "train.parquet"
+    pipeline.write_tokens(enc, path, {"model": "minilm", "dataset": "toy", "split": "train", "kind": "sequence",
+                                      "label_names": ["a", "b"]})
+    return enc, path
+
+
+def _same(a: papa.Encoded, b: papa.Encoded):
+    for name in ("input_ids", "attention_mask", "token_type_ids", "labels"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == y.dtype == np.int64 and np.array_equal(x, y), name
+
+
+def test_arrow_round_trip_sequence_and_token_labels(minilm):
+    tok = minilm[1]
+    seq = papa.encode(tok, ["a b c", "d"], labels=[1, 0], max_length=8)
+    words = papa.encode(tok, [["a", "b"], ["c"]], labels=[[1, 2], [0]], max_length=8)
+    for e in (seq, words):
+        back = papa.Encoded.from_arrow(e.to_arrow(), "papa", 8)
+        _same(back, e)
+        # the pandas route reads the same table
+        _same(papa.Encoded.from_frame(e.to_arrow().to_pandas(), "papa", 8), e)
+    with pytest.raises(ValueError, match="max_length=16"):
+        papa.Encoded.from_arrow(seq.to_arrow(), "papa", 16)
+
+
+def test_ragged_rows_are_rejected():
+    table = pa.table({"input_ids": pa.array([[1, 2, 3], [1, 2]]), "attention_mask": pa.array([[1, 1, 1], [1, 1]])})
+    with pytest.raises(ValueError, match="expected max_length=3"):
+        papa.Encoded.from_arrow(table, "papa", 3)
+
+
+def test_token_file_round_trip_and_footer_metadata(token_file):
+    enc, path = token_file
+    _same(pipeline.read_tokens(path), enc)
+    meta = pipeline.token_meta(path)
+    assert meta["n_rows"] == len(TEXTS) and meta["max_length"] == 24 and meta["dataset"] == "toy"
+
+
+def test_token_file_without_papa_metadata_fails_clearly(tmp_path):
+    path = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array([[1, 2]])}), path)
+    with pytest.raises(ValueError, match="not a papa token file"):
+        pipeline.token_meta(path)
+
+
+@pytest.mark.parametrize("batch_size,read_rows", [(8, 8), (8, 20), (32, 5), (100, 1024)])
+@pytest.mark.parametrize("subsample", [False, True])
+def test_stream_tokens_yields_the_file_in_order_in_full_batches(token_file, batch_size, read_rows, subsample):
+    enc, path = token_file
+    rows = np.sort(np.random.default_rng(1).permutation(len(enc))[:37]) if subsample else None
+    expected = enc if rows is None else enc.subset(rows)
+    got = list(pipeline.stream_tokens(path, batch_size, rows=rows, read_rows=read_rows))
+    sizes = [len(b) for b in got]
+    assert all(s == batch_size for s in sizes[:-1]) and 0 < sizes[-1] <= batch_size
+    assert sum(sizes) == len(expected)
+    _same(pipeline._concat(got), expected)
+
+
+def test_make_constants_streams_exactly_the_in_memory_average(minilm, token_file, tmp_path):
+    """Averaging streamed from the file (a subsample, in file order) equals averaging the
+    same examples held in memory, bit for bit."""
+    model = minilm[0]
+    enc, path = token_file
+    C = pipeline.make_constants("minilm", "average", path, tmp_path / "C.safetensors", batch_size=16, max_examples=50)
+    rows = np.sort(np.random.default_rng(0).permutation(len(enc))[:50])
+    ref = papa.average_attention(model, enc.subset(rows).batches(16))
+    assert C.metadata["n_examples"] == 50
+    assert torch.equal(C.mean, ref.mean) and torch.equal(C.count, ref.count)
+    assert torch.equal(papa.ConstantAttention.load(tmp_path / "C.safetensors").mean, ref.mean)
+
+
+def test_make_constants_rejects_an_empty_corpus(minilm, tmp_path):
+    empty = papa.Encoded(np.zeros((0, 8), np.int64), np.zeros((0, 8), np.int64), None, None, "papa", 8)
+    path = tmp_path / "empty.parquet"
+    pipeline.write_tokens(empty, path, {"dataset": "none"})
+    with pytest.raises(ValueError, match="no examples"):
+        pipeline.make_constants("minilm", "average", path, tmp_path / "C.safetensors")
+    assert not (tmp_path / "C.safetensors").exists()
