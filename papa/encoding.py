@@ -116,37 +116,15 @@ class Encoded:
         )
 
     def to_frame(self):
-        import pandas as pd
-
-        cols = {"input_ids": list(self.input_ids), "attention_mask": list(self.attention_mask.astype(np.int8))}
-        if self.token_type_ids is not None:
-            cols["token_type_ids"] = list(self.token_type_ids.astype(np.int8))
-        if self.labels is not None:
-            cols["labels"] = list(self.labels) if self.token_level else self.labels
-        return pd.DataFrame(cols)
+        """A pandas DataFrame, one row per example (list columns), as `to_arrow`."""
+        return self.to_arrow().to_pandas()
 
     @classmethod
     def from_frame(cls, df, layout: str, max_length: int, meta: dict | None = None) -> "Encoded":
-        def stack(col, dtype=np.int64):
-            return np.stack([np.asarray(x, dtype=dtype) for x in df[col]]) if len(df) else np.zeros((0, max_length), dtype)
+        """Inverse of `to_frame` (through Arrow, as `from_arrow`)."""
+        import pyarrow as pa
 
-        ids = stack("input_ids")
-        if ids.shape[1] != max_length:
-            raise ValueError(f"Tokenized inputs have length {ids.shape[1]}, expected max_length={max_length}")
-        labels = None
-        if "labels" in df:
-            first = df["labels"].iloc[0] if len(df) else 0
-            labels = stack("labels") if np.ndim(first) == 1 else df["labels"].to_numpy(np.int64)
-        return cls(
-            ids,
-            stack("attention_mask"),
-            stack("token_type_ids") if "token_type_ids" in df else None,
-            labels,
-            layout,
-            max_length,
-            n_truncated=int((meta or {}).get("n_truncated", 0)),
-            meta=dict(meta or {}),
-        )
+        return cls.from_arrow(pa.Table.from_pandas(df, preserve_index=False), layout, max_length, meta)
 
 
 def _is_list(t) -> bool:
