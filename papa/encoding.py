@@ -115,6 +115,19 @@ class Encoded:
             meta=dict(meta or {}),
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence["Encoded"]) -> "Encoded":
+        """The examples of ``parts`` (same layout and length) in order, as one `Encoded`."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+
+        def cat(name):
+            return None if getattr(first, name) is None else np.concatenate([getattr(p, name) for p in parts])
+
+        return cls(cat("input_ids"), cat("attention_mask"), cat("token_type_ids"), cat("labels"), first.layout,
+                   first.max_length, meta=dict(first.meta))
+
     def to_frame(self):
         """A pandas DataFrame, one row per example (list columns), as `to_arrow`."""
         return self.to_arrow().to_pandas()

@@ -89,7 +89,8 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
     """Yield `Encoded` batches of ``batch_size`` examples from a token file without reading it whole.
 
     Args:
-        rows: optional sorted indices of the examples to keep (a subsample); None = all.
+        rows: optional indices of the examples to keep (a subsample; they come in file order);
+            None = all.
         read_rows: examples read from the file at a time.
     Memory stays at O(read_rows + batch_size) examples whatever the corpus size.
     """
@@ -112,22 +113,13 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
         pending.append(chunk)
         n_pending += len(chunk)
         if n_pending >= batch_size:
-            buf = _concat(pending)
+            buf = Encoded.concat(pending)
             cut = n_pending - n_pending % batch_size
             for b0 in range(0, cut, batch_size):
                 yield buf.subset(np.arange(b0, b0 + batch_size))
             pending, n_pending = [buf.subset(np.arange(cut, n_pending))], n_pending - cut
     if n_pending:
-        yield _concat(pending)
-
-
-def _concat(parts: list[Encoded]) -> Encoded:
-    if len(parts) == 1:
-        return parts[0]
-    cat = lambda name: None if getattr(parts[0], name) is None else np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
-    p = parts[0]
-    return Encoded(cat("input_ids"), cat("attention_mask"), cat("token_type_ids"), cat("labels"), p.layout,
-                   p.max_length, meta=dict(p.meta))
+        yield Encoded.concat(pending)
 
 
 def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out) -> Encoded:
@@ -170,8 +162,6 @@ def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32
     base_kind = kind.replace("_trained", "")
     meta = token_meta(tokens_path)
     n_rows, N = int(meta["n_rows"]), int(meta["max_length"])
-    if n_rows == 0:
-        raise ValueError(f"{tokens_path} holds no examples: the averaging corpus is empty")
     if base_kind in DATA_FREE:
         from transformers import AutoConfig
 
@@ -179,6 +169,8 @@ def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32
         L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
         C = data_free(base_kind, L, int(cfg.num_attention_heads), N, metadata={"model": model, "corpus": None})
     else:
+        if n_rows == 0:
+            raise ValueError(f"{tokens_path} holds no examples: the averaging corpus is empty")
         m, _ = load_encoder(model)
         rows = None
         if max_examples and n_rows > max_examples:

@@ -73,7 +73,7 @@ def test_stream_tokens_yields_the_file_in_order_in_full_batches(token_file, batc
     sizes = [len(b) for b in got]
     assert all(s == batch_size for s in sizes[:-1]) and 0 < sizes[-1] <= batch_size
     assert sum(sizes) == len(expected)
-    _same(pipeline._concat(got), expected)
+    _same(papa.Encoded.concat(got), expected)
 
 
 def test_make_constants_streams_exactly_the_in_memory_average(minilm, token_file, tmp_path):
