@@ -152,7 +152,7 @@ def _list_matrix(col, max_length: int, name: str) -> np.ndarray:
     import pyarrow.compute as pc
 
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        col = col.combine_chunks()
     n = len(col)
     if n == 0:
         return np.zeros((0, max_length), np.int64)

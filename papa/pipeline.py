@@ -66,23 +66,26 @@ def write_tokens(enc: Encoded, path, meta: dict) -> None:
         pq.write_table(table, tmp)
 
 
-def token_meta(path) -> dict:
-    """The metadata of a token file (``max_length``, ``layout``, ``n_rows``, dataset, ...), read
-    from its footer alone."""
+def _open_tokens(path):
+    """The token file as a ``pyarrow.parquet.ParquetFile`` and its papa metadata (footer only)."""
     import pyarrow.parquet as pq
 
     f = pq.ParquetFile(path)
     meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
     if "max_length" not in meta:
         raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.pipeline.write_tokens")
-    return {**meta, "n_rows": f.metadata.num_rows}
+    return f, {**meta, "n_rows": f.metadata.num_rows}
+
+
+def token_meta(path) -> dict:
+    """The metadata of a token file (``max_length``, ``layout``, ``n_rows``, dataset, ...), read
+    from its footer alone."""
+    return _open_tokens(path)[1]
 
 
 def read_tokens(path) -> Encoded:
-    import pyarrow.parquet as pq
-
-    meta = token_meta(path)
-    return Encoded.from_arrow(pq.read_table(path), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+    f, meta = _open_tokens(path)
+    return Encoded.from_arrow(f.read(), meta.get("layout", "papa"), int(meta["max_length"]), meta)
 
 
 def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
@@ -94,32 +97,25 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
         read_rows: examples read from the file at a time.
     Memory stays at O(read_rows + batch_size) examples whatever the corpus size.
     """
-    import pyarrow.parquet as pq
-
-    meta = token_meta(path)
+    f, meta = _open_tokens(path)
     N, layout = int(meta["max_length"]), meta.get("layout", "papa")
     keep = None
     if rows is not None:
         keep = np.zeros(meta["n_rows"], dtype=bool)
         keep[np.asarray(rows, dtype=np.int64)] = True
-    pending: list[Encoded] = []
-    n_pending = start = 0
-    f = pq.ParquetFile(path)
+    start, rest = 0, None  # rest: examples read but not yet yielded (fewer than batch_size)
     for rb in f.iter_batches(batch_size=max(int(read_rows), int(batch_size))):
         chunk = Encoded.from_arrow(rb, layout, N, meta)
         if keep is not None:
             chunk = chunk.subset(np.flatnonzero(keep[start : start + len(chunk)]))
         start += rb.num_rows
-        pending.append(chunk)
-        n_pending += len(chunk)
-        if n_pending >= batch_size:
-            buf = Encoded.concat(pending)
-            cut = n_pending - n_pending % batch_size
-            for b0 in range(0, cut, batch_size):
-                yield buf.subset(np.arange(b0, b0 + batch_size))
-            pending, n_pending = [buf.subset(np.arange(cut, n_pending))], n_pending - cut
-    if n_pending:
-        yield Encoded.concat(pending)
+        buf = chunk if rest is None else Encoded.concat([rest, chunk])
+        cut = len(buf) - len(buf) % batch_size
+        for b0 in range(0, cut, batch_size):
+            yield buf.subset(np.arange(b0, b0 + batch_size))
+        rest = buf.subset(np.arange(cut, len(buf)))
+    if rest is not None and len(rest):
+        yield rest
 
 
 def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out) -> Encoded:
