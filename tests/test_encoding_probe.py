@@ -145,6 +145,25 @@ def test_metrics_match_sklearn_and_seqeval():
     assert compute("pos_f1", gold, pred) == pytest.approx(5 / 6)  # 5 of 6 scored tokens right
 
 
+def test_pos_seqeval_f1_is_seqeval_over_the_tag_strings():
+    """The authors' POS metric: seqeval's overall F1 over POS tag sequences (not token accuracy)."""
+    from seqeval.metrics import f1_score as seq_f1
+
+    from papa.metrics import compute
+
+    tags = ["NN", "NNS", "VBD", "DT", "JJ"]
+    gold = np.array([[0, 0, 2, 3, 4, IGNORE], [3, 0, 1, IGNORE, IGNORE, IGNORE]])
+    pred = np.array([[0, 1, 2, 3, 3, 0], [3, 0, 0, 4, 4, 4]])
+    g = [["NN", "NN", "VBD", "DT", "JJ"], ["DT", "NN", "NNS"]]
+    p = [["NN", "NNS", "VBD", "DT", "DT"], ["DT", "NN", "NN"]]
+    assert compute("pos_seqeval_f1", gold, pred, tags) == pytest.approx(seq_f1(g, p))
+    # seqeval reads "NN NN" as one chunk, so its F1 differs from token-level F1 (5 of 8 tokens right)
+    assert compute("pos_f1", gold, pred) == pytest.approx(5 / 8)
+    assert compute("pos_seqeval_f1", gold, pred, tags) != pytest.approx(5 / 8)
+    with pytest.raises(ValueError, match="label_names"):
+        compute("pos_seqeval_f1", gold, pred)
+
+
 def _toy(tok, n=48):
     texts = ["a great film", "awful acting", "i loved it", "boring and dull"] * (n // 4)
     return papa.encode(tok, texts, labels=[1, 0, 1, 0] * (n // 4), max_length=16)
