@@ -297,16 +297,10 @@ def _sha256(path: str | Path) -> str:
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from .io import atomic_path
+
+    with atomic_path(path) as tmp:
+        Path(tmp).write_bytes(data)
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
@@ -946,32 +940,77 @@ def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
     Token in ``token_column`` (default 0), tag in ``tag_column`` (default -1, the last
     column; CoNLL-2003: 1 = POS, 3 = NER). Columns are split on whitespace unless
     ``separator`` is given. Blank lines end sentences; ``-DOCSTART-`` lines are skipped.
+    Every token line must have the same number of columns (a short line would otherwise
+    take its tag from another column); at least two, so a token is never its own tag.
     """
+    return [(toks, tags) for toks, tags, _ in _read_conll(path, tag_column, token_column, separator)]
+
+
+def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None):
+    """`read_conll` with the line number each sentence starts at: [(tokens, tags, line)]."""
     path = Path(path)
-    sents: list[tuple[list[str], list[str]]] = []
+    sents: list[tuple[list[str], list[str], int]] = []
     toks: list[str] = []
     tags: list[str] = []
+    width = first = start = None
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip() or line.startswith("-DOCSTART-"):
-                if toks:
-                    sents.append((toks, tags))
-                    toks, tags = [], []
-                continue
-            parts = line.split(separator) if separator else line.split()
-            try:
-                tok, tag = parts[token_column], parts[tag_column]
-            except IndexError:
-                raise TaskSpecError(
-                    f"{path}:{lineno} has {len(parts)} columns but token_column={token_column}, "
-                    f"tag_column={tag_column}; set tag_column to a column that exists"
-                ) from None
-            toks.append(tok)
-            tags.append(tag)
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if not line.strip() or line.startswith("-DOCSTART-"):
+                    if toks:
+                        sents.append((toks, tags, start))
+                        toks, tags = [], []
+                    continue
+                parts = line.split(separator) if separator else line.split()
+                if width is None:
+                    width, first = len(parts), lineno
+                    if width < 2:
+                        raise TaskSpecError(
+                            f"{path}:{lineno} has 1 column: a CoNLL file needs a token and a tag column per line"
+                        )
+                if len(parts) != width:
+                    raise TaskSpecError(
+                        f"{path}:{lineno} has {len(parts)} columns but line {first} has {width}: every token line "
+                        f"of a CoNLL file needs the same columns (fix the line, or set separator if tokens hold spaces)"
+                    )
+                try:
+                    tok, tag = parts[token_column], parts[tag_column]
+                except IndexError:
+                    raise TaskSpecError(
+                        f"{path}:{lineno} has {len(parts)} columns but token_column={token_column}, "
+                        f"tag_column={tag_column}; set tag_column to a column that exists"
+                    ) from None
+                if not toks:
+                    start = lineno
+                toks.append(tok)
+                tags.append(tag)
+        except UnicodeDecodeError as e:
+            raise TaskSpecError(f"{path}:{lineno + 1} is not UTF-8 text ({e.reason}); re-save the file as UTF-8") from None
     if toks:
-        sents.append((toks, tags))
+        sents.append((toks, tags, start))
     return sents
+
+
+def _check_utf8(path: Path) -> None:
+    """Fail with the file, line and byte offset when a text file is not UTF-8."""
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    offset, line = 0, 1
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            try:
+                dec.decode(block)
+            except UnicodeDecodeError as e:
+                at = offset + e.start
+                line += block[: e.start].count(b"\n")
+                raise TaskSpecError(
+                    f"{path}:{line} is not UTF-8 text (byte {at}: {e.reason}); re-save the file as UTF-8"
+                ) from None
+            offset += len(block)
+            line += block.count(b"\n")
 
 
 def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Path) -> dict[str, list]:
@@ -980,9 +1019,10 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     if fmt == "conll":
         if kind != "token":
             raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
-        sents = read_conll(path, int(spec.get("tag_column", -1)), int(spec.get("token_column", 0)),
-                           spec.get("separator"))  # fmt: skip
-        return {"tokens": [s[0] for s in sents], "tags": [s[1] for s in sents], "_format": ["conll"]}
+        sents = _read_conll(path, int(spec.get("tag_column", -1)), int(spec.get("token_column", 0)),
+                            spec.get("separator"))  # fmt: skip
+        return {"tokens": [s[0] for s in sents], "tags": [s[1] for s in sents], "_format": ["conll"],
+                "_where": [f"line {s[2]}" for s in sents]}
     import datasets
 
     kw: dict = {}
@@ -999,6 +1039,8 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
             kw["column_names"] = list(spec["column_names"])
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
+    if fmt != "parquet":
+        _check_utf8(path)
     # One datasets cache per file content, so an edited file is never served from a stale cache.
     hf_cache = cache_dir / "hf_datasets" / _sha256(path)[:16]
     try:
@@ -1009,37 +1051,69 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
         raise TaskSpecError(f"could not read {path} as {fmt}: {type(e).__name__}: {e}") from e
     out = ds.to_dict()
     out["_format"] = [fmt]
+    first_line = {"csv": 1 if spec.get("header") is False else 2, "tsv": 1 if spec.get("header") is False else 2,
+                  "json": 1}.get(fmt)  # fmt: skip
+    n = ds.num_rows
+    out["_where"] = [f"row {i + 1}" + (f" (line {i + first_line})" if first_line else "") for i in range(n)]
     return out
 
 
-def _map_labels(values: list, labels: list[str], where: str) -> list[int]:
+def _is_missing(v) -> bool:
+    """An empty label cell: None, NaN, or a blank string (CSV cells are read as text)."""
+    return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
+def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | None = None,
+                listed: bool = True) -> list[int]:  # fmt: skip
     """Map raw label values to indices into ``labels``.
 
     A value matches a label by name (``str(value)``) first; an integer that names no label
-    is taken as an index if it is in range; anything else is an error that names the value.
+    is taken as an index if it is in range; anything else is an error that names the file,
+    the row (``rows[i]``) and the value. ``listed``: the labels come from the config or a
+    known task (else they were inferred from the train split, and the message says so).
     """
     index = {str(n): i for i, n in enumerate(labels)}
     out = []
-    for v in values:
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            raise TaskSpecError(f"a row in {where} has no label; fill it in or remove the row")
+    for i, v in enumerate(values):
+        at = f"{where}, {rows[i]}" if rows else where
+        if _is_missing(v):
+            raise TaskSpecError(f"{at} has no label (empty cell); fill it in or remove the row")
         if str(v) in index:
             out.append(index[str(v)])
-        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < len(labels):
+        elif listed and isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < len(labels):
             out.append(int(v))
+        elif listed:
+            raise TaskSpecError(
+                f"label {v!r} at {at} is not in labels {list(labels)}; add it to \"labels\" or fix the data"
+            )
         else:
             raise TaskSpecError(
-                f"label {v!r} in {where} is not in labels {list(labels)}; add it to \"labels\" or fix the data"
+                f"label {v!r} at {at} never occurs in the train split, whose labels are {list(labels)}: it would "
+                f"become a new class and shift the others. List every label in the dataset's config "
+                f"(\"labels\": [...]) or fix the data"
             )
     return out
 
 
-def _infer_label_names(all_values: list) -> list[str]:
-    """Label names when the spec gives none: ints 0..max as "0".."max", else sorted unique strings."""
-    vals = [v for v in all_values if v is not None and not (isinstance(v, float) and np.isnan(v))]
+def _infer_label_names(values: list, where: str = "the train split", rows: list[str] | None = None) -> list[str]:
+    """Label names when the spec gives none, from the train split's values: integers 0..max as
+    "0".."max" (a gap fails: those classes would never occur), else sorted unique strings."""
+    for i, v in enumerate(values):
+        if _is_missing(v):
+            raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has no label (empty cell); "
+                                f"fill it in or remove the row")  # fmt: skip
+    vals = list(values)
     if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
         uniq = sorted(set(int(v) for v in vals))
         if uniq[0] >= 0:
+            missing = sorted(set(range(uniq[-1] + 1)) - set(uniq))
+            if missing:
+                i = next(k for k, v in enumerate(vals) if int(v) > missing[0])
+                raise TaskSpecError(
+                    f"integer labels of {where} skip {missing} (e.g. {rows[i] if rows else f'row {i + 1}'} has "
+                    f"{int(vals[i])}): those classes would never occur. List the labels in the dataset's config "
+                    f"(\"labels\": [...]) or renumber them 0..{len(uniq) - 1}"
+                )
             return [str(i) for i in range(uniq[-1] + 1)]
         return [str(i) for i in uniq]
     uniq = sorted(set(str(v) for v in vals))
@@ -1070,12 +1144,15 @@ def _load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str],
             raise TaskSpecError(f"\"labels\" has duplicates: {labels}")
     elif known_labels:
         labels = list(known_labels)
+    listed = labels is not None
 
     raw: dict[str, dict] = {}
+    rows: dict[str, list[str]] = {}  # where each record sits in its file ("row 3 (line 4)", "line 17")
     prov_files = {}
     for split, p in files.items():
         rec = _local_records(spec, split, p, kind, cache_dir)
         fmt = rec.pop("_format")[0]
+        rows[split] = rec.pop("_where", None) or [f"row {i + 1}" for i in range(len(next(iter(rec.values()), [])))]
         raw[split] = rec
         prov_files[split] = {"path": str(p.resolve()), "sha256": _sha256(p), "format": fmt}
 
@@ -1097,8 +1174,9 @@ def _load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str],
             _require_columns([c for c in (text_col, text_b_col, label_col, id_col) if c], cols, where, keys)
             if not rec[text_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no rows")
-        if not unlabeled and labels is None:
-            labels = _infer_label_names([v for rec in raw.values() for v in rec[label_col]])
+        if not unlabeled and labels is None:  # from the train split only: a class must be trainable
+            labels = _infer_label_names(raw["train"][label_col], f"column {label_col!r} of the train file "
+                                        f"{prov_files['train']['path']}", rows["train"])  # fmt: skip
         n_dropped = 0
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
@@ -1111,7 +1189,8 @@ def _load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str],
             if unlabeled:
                 y = [-1] * len(keep)
             else:
-                y = _map_labels([rec[label_col][i] for i in keep], labels, f"column {label_col!r} of the {where}")
+                y = _map_labels([rec[label_col][i] for i in keep], labels, f"column {label_col!r} of the {where}",
+                                [rows[split][i] for i in keep], listed)
             tb = None
             if text_b_col:
                 tb = [None if rec[text_b_col][i] is None else str(rec[text_b_col][i]) for i in keep]
@@ -1126,8 +1205,9 @@ def _load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str],
             _require_columns([tok_col, tag_col], list(rec), where, {tag_col: "tags_column", tok_col: "tokens_column"})
             if not rec[tok_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no sentences")
-        if labels is None:
-            labels = _infer_label_names([t for rec in raw.values() for s in rec[tag_col] for t in s])
+        if labels is None:  # from the train split only: a tag must be trainable
+            labels = _infer_label_names([t for s in raw["train"][tag_col] for t in s],
+                                        f"the tags of the train file {prov_files['train']['path']}")
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
             toks, tags = [], []
@@ -1135,7 +1215,8 @@ def _load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str],
                 if len(tk) != len(tg):
                     raise TaskSpecError(f"sentence {k} of the {where} has {len(tk)} tokens but {len(tg)} tags")
                 toks.append([str(t) for t in tk])
-                tags.append(_map_labels(list(tg), labels, f"the tags of the {where}"))
+                tags.append(_map_labels(list(tg), labels, f"the tags of the {where}",
+                                        [f"sentence {k + 1} ({rows[split][k]})"] * len(tg), listed))
             ids = [f"{name}-{split}-{i}" for i in range(len(toks))]
             splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
@@ -1377,6 +1458,8 @@ def save_task(task: TaskData, out_dir: str | Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from .io import atomic_path
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     schema = _arrow_schema(task.kind)
@@ -1384,16 +1467,8 @@ def save_task(task: TaskData, out_dir: str | Path) -> Path:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", split):
             raise TaskSpecError(f"split name {split!r} cannot be a file name; use letters, digits, _ . -")
         table = pa.Table.from_pandas(normalize_frame(df, task.kind), schema=schema, preserve_index=False)
-        target = out_dir / f"{split}.parquet"
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=out_dir)
-        os.close(fd)
-        try:
+        with atomic_path(out_dir / f"{split}.parquet") as tmp:
             pq.write_table(table, tmp)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
     meta = {
         "format_version": META_VERSION,
         "name": task.name,

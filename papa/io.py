@@ -16,6 +16,8 @@ def atomic_path(path: str | Path):
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
 
     An interrupted job therefore never leaves a file that looks finished.
+    The file gets the permissions an ordinary ``open(path, "w")`` would give it (0666 less
+    the umask), not mkstemp's private 0600, so colleagues on a shared filesystem can read it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -23,11 +25,26 @@ def atomic_path(path: str | Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (Linux: /proc)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    mask = os.umask(0o022)  # pragma: no cover
+    os.umask(mask)  # pragma: no cover
+    return mask  # pragma: no cover
 
 
 def write_json(obj, path: str | Path) -> None:

