@@ -1484,7 +1484,7 @@ def save_task(task: TaskData, out_dir: str | Path) -> Path:
 
 def read_task(out_dir: str | Path) -> TaskData:
     """Read a folder written by :func:`save_task` back into an identical :class:`TaskData`."""
-    import pyarrow.parquet as pq
+    from .io import parquet_file
 
     out_dir = Path(out_dir)
     meta_path = out_dir / META_FILE
@@ -1495,7 +1495,7 @@ def read_task(out_dir: str | Path) -> TaskData:
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     splits = {}
     for split, n in meta["splits"].items():
-        table = pq.read_table(out_dir / f"{split}.parquet")
+        table = parquet_file(out_dir / f"{split}.parquet").read()
         df = normalize_frame(pd.DataFrame(table.to_pydict()), meta["kind"])
         if len(df) != n:
             raise DataIntegrityError(f"{out_dir / (split + '.parquet')} has {len(df)} rows, meta.json says {n}")

@@ -52,6 +52,35 @@ def write_json(obj, path: str | Path) -> None:
         Path(tmp).write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+class UnreadableFileError(ValueError):
+    """An input file exists but cannot be read (truncated, corrupt, or of another format)."""
+
+
+def _unreadable(path, what: str, err: Exception) -> UnreadableFileError:
+    return UnreadableFileError(
+        f"{path} is not a readable {what} file ({type(err).__name__}: {err}). It may be truncated or corrupt: "
+        f"delete it and run the workflow again (the job that writes it reruns)"
+    )
+
+
+def parquet_file(path: str | Path):
+    """``pyarrow.parquet.ParquetFile(path)``, or an `UnreadableFileError` that names ``path``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise _unreadable(path, "Parquet", e) from e
+
+
+def read_parquet(path: str | Path):
+    """A Parquet file as a pandas DataFrame; an unreadable file fails naming its path."""
+    return parquet_file(path).read().to_pandas()
+
+
 def write_parquet(df, path: str | Path) -> None:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)

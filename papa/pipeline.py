@@ -68,9 +68,7 @@ def write_tokens(enc: Encoded, path, meta: dict) -> None:
 
 def _open_tokens(path):
     """The token file as a ``pyarrow.parquet.ParquetFile`` and its papa metadata (footer only)."""
-    import pyarrow.parquet as pq
-
-    f = pq.ParquetFile(path)
+    f = io.parquet_file(path)
     meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
     if "max_length" not in meta:
         raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.pipeline.write_tokens")
@@ -236,7 +234,7 @@ def static_mask(model, lambdas_path, selection: str, fraction: float, seed: int 
     if selection in ("lambda", "reversed"):
         if lambdas_path is None:
             raise ValueError(f"Head order {selection!r} needs learned lambdas")
-        df = pd.read_parquet(lambdas_path).sort_values(["layer", "head"])
+        df = io.read_parquet(lambdas_path).sort_values(["layer", "head"])
         lam = torch.tensor(df["lambda"].to_numpy()).view(L, H)
     return select_static(head_order(selection, (L, H), lam, seed=seed), fraction, (L, H))
 
