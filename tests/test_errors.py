@@ -31,3 +31,34 @@ def test_corrupt_parquet_names_the_path(tmp_path):
 
     with pytest.raises(io.UnreadableFileError, match=r"tokens\.parquet"):
         token_meta(p)
+
+
+def _config(**edits):
+    import yaml
+
+    from tests.test_workflow import ROOT, SMOKE
+
+    cfg = yaml.safe_load((ROOT / SMOKE).read_text())
+    for k, v in edits.items():
+        cfg[k] = v
+    return cfg
+
+
+def test_check_config_names_every_problem():
+    from papa.checks import ConfigError, check_config, position_limit
+
+    check_config(_config())  # the smoke config is fine
+    assert position_limit("minilm") == 512
+    cfg = _config()
+    cfg["tasks"]["wsj_pos"]["metrics"] = ["entity_f1", "f1"]
+    cfg["tasks"]["rt_sentiment"]["max_length"] = 600
+    cfg["datasets"]["wik"] = {"source": "package"}
+    cfg["sweep"]["seeds"] = [0, 1, 0]
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    msg = str(e.value)
+    assert "tasks.wsj_pos.metrics: 'f1' does not fit dataset 'wsj_pos', a token task" in msg
+    assert "entity_f1" not in msg.split("'f1'")[0]  # a token metric on a token task is fine
+    assert "tasks.rt_sentiment.max_length = 600 exceeds the 512 positions of model 'minilm'" in msg
+    assert "datasets.wik: unknown package dataset 'wik'" in msg
+    assert "sweep.seeds lists 0 more than once" in msg

@@ -138,6 +138,11 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
         (lambda c: c["sweep"].update(fractions=[1.5]), "1.5"),
         (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
         (lambda c: c["sweep"].update(constants=["averge"]), "averge"),
+        # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
+        (lambda c: c["tasks"]["wsj_pos"].update(metrics=["f1"]), "tasks.wsj_pos.metrics: 'f1' does not fit"),
+        (lambda c: c["tasks"]["rt_sentiment"].update(max_length=600), "max_length = 600 exceeds the 512 positions"),
+        (lambda c: c["datasets"].update(rt_sentimnt={"source": "package"}), "unknown package dataset 'rt_sentimnt'"),
+        (lambda c: c["sweep"].update(seeds=[0, 0]), "sweep.seeds lists 0 more than once"),
     ],
 )
 def test_invalid_config_fails_before_any_job(smoke, edit, needle):

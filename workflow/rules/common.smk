@@ -1,5 +1,6 @@
 # Helpers shared by the rules: config lookups, path builders, cross-checks of the config.
 import os
+import sys
 
 R = config.get("results", "results")
 CONDA_ENV = "../../environment.yml"
@@ -12,6 +13,11 @@ CACHE = config.get("cache", {})
 AVERAGING = config.get("averaging", {})
 ANALYSES = config.get("analyses", {})
 DATA_FREE = ("identity", "toeplitz", "zeros", "uniform")
+
+sys.path.insert(0, workflow.basedir)  # papa from this checkout
+from papa.checks import check_config
+
+check_config(config)  # what the schema cannot say: metric vs task kind, N vs positions, duplicates
 
 
 def _fail(msg):
