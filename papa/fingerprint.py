@@ -1,0 +1,183 @@
+"""Fingerprints of the library code a workflow stage runs.
+
+Snakemake reruns a job when its script changes, but not when the ``papa`` code the script
+calls changes. `code_fingerprint` closes that gap: starting from a workflow script, it
+follows every name the script uses into ``papa`` (functions, classes, module-level
+constants; through imports, module aliases such as ``pipeline.run_probes`` and imports
+inside functions) and hashes the abstract syntax tree of each definition reached, with
+docstrings removed. The rules pass the hash as a param, so
+
+* a change to code a stage runs reruns that stage (and what depends on it);
+* a change to comments, docstrings or formatting, or to code the stage never reaches,
+  reruns nothing.
+
+Code reached only dynamically (``getattr`` by string, a method called on an object the
+stage's own code never names) is not followed; the definitions that construct such objects
+are, which covers the library's classes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = "papa"
+
+
+@dataclass
+class _Module:
+    name: str
+    is_package: bool
+    defs: dict[str, ast.AST] = field(default_factory=dict)  # top-level functions, classes, assignments
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # alias -> (module, attr|None)
+    dumps: dict[str, str] = field(default_factory=dict)
+    refs: dict[str, list] = field(default_factory=dict)  # definition -> (module, name) it uses
+
+    def dump(self, name: str) -> str:
+        """The definition's AST without docstrings, positions or comments (cached)."""
+        if name not in self.dumps:
+            node = self.defs[name]
+            self.dumps[name] = ast.dump(node, include_attributes=False)
+        return self.dumps[name]
+
+
+def _strip_docstrings(node: ast.AST) -> ast.AST:
+    for n in ast.walk(node):
+        body = getattr(n, "body", None)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                first.value.value, str
+            ):
+                n.body = body[1:] or [ast.Pass()]
+    return node
+
+
+def _resolve(module: str, level: int, target: str | None, is_package: bool) -> str | None:
+    """Absolute module name of ``from <level dots><target> import ...`` inside ``module``."""
+    if level == 0:
+        return target if target and (target == PACKAGE or target.startswith(PACKAGE + ".")) else None
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def _imports_of(nodes, module: str, is_package: bool, root: Path) -> dict[str, tuple[str, str | None]]:
+    out: dict[str, tuple[str, str | None]] = {}
+    for n in nodes:
+        if isinstance(n, ast.ImportFrom):
+            mod = _resolve(module, n.level, n.module, is_package)
+            if mod is None:
+                continue
+            for a in n.names:
+                # "from . import io" names a module; "from .io import atomic_path" a definition
+                sub = f"{mod}.{a.name}"
+                out[a.asname or a.name] = (sub, None) if _module_file(sub, root) else (mod, a.name)
+        elif isinstance(n, ast.Import):
+            for a in n.names:
+                if a.name == PACKAGE or a.name.startswith(PACKAGE + "."):
+                    out[a.asname or a.name.split(".")[0]] = (a.name if a.asname else PACKAGE, None)
+    return out
+
+
+def _module_file(name: str, root: Path) -> Path | None:
+    rel = Path(*name.split("."))
+    for p in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+@lru_cache(maxsize=64)
+def _load(name: str, root: Path, path: Path, text: str) -> _Module:
+    tree = _strip_docstrings(ast.parse(text, filename=str(path)))
+    mod = _Module(name, path.name == "__init__.py")
+    mod.imports = _imports_of(tree.body, name, mod.is_package, root)
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            mod.defs[n.name] = n
+        elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                for nm in ast.walk(t):
+                    if isinstance(nm, ast.Name):
+                        mod.defs[nm.id] = n
+    return mod
+
+
+def _module(name: str, root: Path) -> _Module | None:
+    path = _module_file(name, root)
+    return None if path is None else _load(name, root, path, path.read_text(encoding="utf-8"))
+
+
+def _references(node: ast.AST, mod: _Module, root: Path):
+    """(module, name) pairs that ``node`` uses: its module's definitions and papa imports."""
+    nodes = list(ast.walk(node))
+    local = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
+    imports = {**mod.imports, **_imports_of(local, mod.name, mod.is_package, root)}
+    for n in nodes:
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            target = imports.get(n.value.id)
+            if target is not None and target[1] is None:  # module alias: pipeline.run_probes
+                yield target[0], n.attr
+        elif isinstance(n, ast.Name):
+            if n.id in imports and imports[n.id][1] is not None:
+                yield imports[n.id]
+            elif n.id in mod.defs:
+                yield mod.name, n.id
+
+
+def _walk(script: str | Path, root: Path) -> dict[tuple[str, str], str]:
+    """Every (module, name) definition ``script`` reaches -> its normalised AST dump."""
+    if isinstance(script, str) and ":" in script and not Path(script).exists():
+        todo = [tuple(script.split(":", 1))]
+    else:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
+        entry = _Module("__script__", False, imports=_imports_of(tree.body, "__script__", False, root))
+        todo = list(_references(tree, entry, root))
+    seen: dict[tuple[str, str], str] = {}
+    while todo:
+        key = todo.pop()
+        if key in seen:
+            continue
+        seen[key] = ""
+        mod = _module(key[0], root)
+        if mod is None:
+            continue
+        if key[1] in mod.imports and key[1] not in mod.defs:  # a re-export (papa/__init__.py): follow it
+            target = mod.imports[key[1]]
+            todo.append(target if target[1] is not None else (target[0], key[1]))
+            continue
+        node = mod.defs.get(key[1])
+        if node is None:
+            continue
+        seen[key] = mod.dump(key[1])
+        if key[1] not in mod.refs:
+            mod.refs[key[1]] = list(dict.fromkeys(_references(node, mod, root)))
+        todo.extend(r for r in mod.refs[key[1]] if r not in seen)
+    return {k: v for k, v in seen.items() if v}
+
+
+def code_fingerprint(script: str | Path, root: str | Path | None = None) -> str:
+    """A 16-hex-digit hash of the ``papa`` code that ``script`` reaches (see the module docs).
+
+    Args:
+        script: a Python file (a workflow script) or a ``"papa.module:function"`` name.
+        root: the folder holding the ``papa`` package (default: the one this module is in).
+    """
+    h = hashlib.sha256()
+    for (m, n), dump in sorted(_walk(script, _root(root)).items()):
+        h.update(f"{m}:{n}\n{dump}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def reached(script: str | Path, root: str | Path | None = None) -> list[str]:
+    """The ``module:name`` definitions `code_fingerprint` hashes for ``script`` (what it covers)."""
+    return sorted(f"{m}:{n}" for m, n in _walk(script, _root(root)))
+
+
+def _root(root) -> Path:
+    return Path(root).resolve() if root is not None else Path(__file__).resolve().parent.parent
