@@ -120,6 +120,25 @@ def test_probe_setting_reruns_only_probe_aggregate_plot(smoke):
     assert counts == {"probe": 6, "aggregate": 1, "plot": 1, "all": 1}, counts
 
 
+def test_library_code_change_reruns_the_stages_that_run_it(smoke):
+    """papa/ is not a Snakemake script: its fingerprint (papa.fingerprint) is a param of each rule."""
+    repo = smoke[0]
+    probe_py = repo / "papa" / "probe.py"
+    original = probe_py.read_text()
+    try:
+        # a comment and a docstring change nothing
+        probe_py.write_text(original.replace('"""Train ``probe``', '"""Train the probe ``probe``', 1)
+                            .replace("        opt.step()\n", "        opt.step()  # a comment\n", 1))
+        assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
+        # a code change in train_probe reruns every stage that trains a probe, and nothing upstream
+        probe_py.write_text(original.replace("loss_fn = nn.CrossEntropyLoss()", "loss_fn = nn.CrossEntropyLoss(reduction='mean')", 1))
+        counts = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
+        assert set(counts) == {"learn_lambda", "probe", "aggregate", "plot", "all"}, counts
+    finally:
+        probe_py.write_text(original)
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
+
+
 def test_averaging_setting_reruns_from_averaging_on(smoke):
     repo = smoke[0]
     cfg = write_config(repo, "avg.yaml", lambda c: c["averaging"].update(max_examples=64))

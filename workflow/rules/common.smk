@@ -20,6 +20,14 @@ from papa.checks import check_config
 check_config(config)  # what the schema cannot say: metric vs task kind, N vs positions, duplicates
 
 
+def code(script):
+    """Fingerprint of the papa code a workflow script reaches (papa.fingerprint): as a param, a change to
+    that code reruns the rule; comments, docstrings, formatting and unreached code do not."""
+    from papa.fingerprint import code_fingerprint
+
+    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}")
+
+
 def _fail(msg):
     raise ValueError(f"Invalid config: {msg}")
 

@@ -5,6 +5,7 @@ rule prepare_data:
         validation=f"{R}/data/{{dataset}}/validation.parquet",
         meta=f"{R}/data/{{dataset}}/meta.json",
     params:
+        code=code("prepare_data.py"),  # the papa code the script reaches: a change reruns this rule
         spec=lambda wc: canon({"name": wc.dataset, **config["datasets"][wc.dataset]}),
         seed=SEED,
     conda:
@@ -29,6 +30,7 @@ rule tokenize:
     output:
         f"{R}/tokens/{{model}}/{{dataset}}/N{{n}}/{{split}}.parquet",
     params:
+        code=code("tokenize.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         layout=LAYOUT,
     conda:

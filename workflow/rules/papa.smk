@@ -5,6 +5,7 @@ rule average_attention:
     output:
         f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.safetensors",
     params:
+        code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         # data-free kinds do not depend on the averaging settings: no rerun when those change
         batch_size=lambda wc: None if wc.kind in DATA_FREE else AVERAGING.get("batch_size", 32),
@@ -36,6 +37,7 @@ rule learn_lambda:
         lambdas=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/lambdas.parquet",
         metrics=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/metrics.parquet",
     params:
+        code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         hp=lambda wc: lambda_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
@@ -70,6 +72,7 @@ rule probe:
         [f"{R}/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}/seed{s}.parquet"
          for s in SWEEP["seeds"]],
     params:
+        code=code("probe.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         hp=lambda wc: canon(task_cfg(wc.task)["probe"]),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
@@ -99,6 +102,7 @@ rule patterns:
     output:
         f"{R}/patterns/{{model}}/{{dataset}}/N{{n}}.parquet",
     params:
+        code=code("patterns.py"),  # the papa code the script reaches: a change reruns this rule
         patterns=canon(ANALYSES.get("patterns") or {}),
     conda:
         CONDA_ENV
@@ -124,6 +128,7 @@ rule mlm:
         scores=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/scores.parquet",
         lambdas=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/lambdas.parquet",
     params:
+        code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         hp=mlm_hp(),
         fractions=[float(f) for f in SWEEP["fractions"]],

@@ -17,6 +17,7 @@ rule aggregate:
         constant_kinds=f"{R}/tables/constant_kinds.parquet",
         patterns=f"{R}/tables/patterns.parquet",
     params:
+        code=code("aggregate.py"),  # the papa code the script reaches: a change reruns this rule
         kinds=["average"] + [k for k in ANALYSES.get("constant_kinds", []) if k != "average"]
         + [f"average@{c}" for c in ANALYSES.get("cross_corpus", [])],
         main_metric=canon({t: tc.get("main_metric", tc["metrics"][0]) for t, tc in config["tasks"].items()}),
@@ -72,6 +73,7 @@ rule plot:
     conda:
         CONDA_ENV
     params:
+        code=code("plot.py"),  # the papa code the script reaches: a change reruns this rule
         sweep=canon({"constants": CONSTANTS, "selections": SELECTIONS}),
     log:
         f"{R}/logs/plot.log",
@@ -96,6 +98,8 @@ rule mlm_table:
             category="Analyses",
             caption="../report/mlm.rst",
         ),
+    params:
+        code=code("mlm_table.py"),  # the papa code the script reaches: a change reruns this rule
     conda:
         CONDA_ENV
     log:
