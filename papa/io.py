@@ -6,9 +6,22 @@ import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 from pathlib import Path
+
+
+_TMP_TAG = ".papa-"  # temporary files: .<name>.papa-XXXXXXXX.tmp (mkstemp's 8 random characters)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    pattern = re.compile(rf"\.{re.escape(path.name)}{re.escape(_TMP_TAG)}[A-Za-z0-9_]{{8}}\.tmp")
+    with os.scandir(path.parent) as entries:
+        for e in entries:
+            if pattern.fullmatch(e.name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
 
 
 @contextlib.contextmanager
@@ -16,12 +29,15 @@ def atomic_path(path: str | Path):
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
 
     An interrupted job therefore never leaves a file that looks finished.
+    Temporary files of an earlier writer of ``path`` that was killed (SIGKILL, a node lost)
+    are removed first: one job writes one path, so they cannot belong to a live writer.
     The file gets the permissions an ordinary ``open(path, "w")`` would give it (0666 less
     the umask), not mkstemp's private 0600, so colleagues on a shared filesystem can read it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TMP_TAG}", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)

@@ -62,3 +62,23 @@ def test_check_config_names_every_problem():
     assert "tasks.rt_sentiment.max_length = 600 exceeds the 512 positions of model 'minilm'" in msg
     assert "datasets.wik: unknown package dataset 'wik'" in msg
     assert "sweep.seeds lists 0 more than once" in msg
+
+
+def test_atomic_path_clears_temp_files_of_a_killed_writer(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    target = tmp_path / "out.parquet"
+    code = ("import time, sys; from papa.io import atomic_path\n"
+            f"with atomic_path({str(target)!r}) as t:\n    t.write_text('partial'); print('in', flush=True); time.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "in"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    left = [f.name for f in tmp_path.iterdir()]
+    assert not target.exists() and len(left) == 1 and left[0].endswith(".tmp")  # nothing that looks finished
+    (tmp_path / ".out.parquet.bak.papa-abcdefgh.tmp").write_text("another file's temp")  # not ours: kept
+    with io.atomic_path(target) as t:
+        t.write_text("done")
+    assert sorted(f.name for f in tmp_path.iterdir()) == [".out.parquet.bak.papa-abcdefgh.tmp", "out.parquet"]
