@@ -66,7 +66,10 @@ def smoke(tmp_path_factory):
     repo = copy_repo(tmp_path_factory.mktemp("repo"))
     t0 = time.monotonic()
     p = smk(repo, "--cores", "2", "--configfile", SMOKE)
-    return repo, time.monotonic() - t0, p
+    seconds = time.monotonic() - t0
+    clean = tmp_path_factory.mktemp("clean") / "tables"  # the clean run's tables, before any test edits
+    shutil.copytree(repo / "results-smoke" / "tables", clean)
+    return repo, seconds, p, clean
 
 
 def test_smoke_run_writes_the_tables(smoke):
@@ -231,3 +234,34 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
     cfg2 = write_config(repo, "mlm2.yaml", lambda c: (edit(c), c["analyses"]["mlm"].update(mask_prob=0.2)))
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
+
+
+def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
+    """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
+    resume each time; the final tables equal the clean run's exactly, and no temporary file is left."""
+    import random
+
+    repo = copy_repo(tmp_path / "repo")
+    rng = random.Random(13)
+    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
+    killed = 0
+    for sig in kills:
+        proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete"], cwd=repo,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(4, 30))
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)  # the whole process group, as a terminal's Ctrl-C or a lost node does
+            killed += 1
+        proc.wait(timeout=300)
+        if sig == signal.SIGKILL:  # a killed Snakemake leaves its lock behind: users run --unlock
+            smk(repo, "--unlock", "--configfile", SMOKE)
+    assert killed >= 3, "the workflow finished before most kills: make the kill points earlier"
+    smk(repo, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
+    clean = smoke[3]
+    for table in sorted(clean.glob("*.parquet")):
+        pd.testing.assert_frame_equal(pd.read_parquet(repo / "results-smoke" / "tables" / table.name),
+                                      pd.read_parquet(table), check_exact=True, obj=table.name)
+    leftovers = [p for p in (repo / "results-smoke").rglob("*") if p.name.endswith(".tmp")
+                 or p.name.startswith("papa-features-")]
+    assert not leftovers, leftovers
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
