@@ -4,6 +4,11 @@
 ``valid_e(i,j)`` = both i and j are real tokens of example e; 0 where no example had
 (i, j) valid. Sums are accumulated in float64, so memory does not grow with the corpus;
 rows are not renormalised here (that happens per example at use time).
+
+``kind="effective"`` averages effective attention instead (`effective_attention`), on
+every supported family. It equals raw attention for an example with at most d' (head
+dim) real tokens; how many examples that was is logged and stored in the metadata
+(``n_examples_at_most_head_dim``, ``head_dim``).
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class _Recorder:
         self.sums = torch.zeros(layers, heads, n, n, dtype=torch.float64, device=device)
         self.effective = effective
         self.n = n
+        self.head_dim = None  # d' of the values seen (effective attention)
 
     def add(self, layer, probs, valid, value, keys_masked: bool = False):
         """Add a batch of attention maps [B, H, N, N]; ``valid`` [B, N] marks real tokens.
@@ -89,7 +95,9 @@ class _Recorder:
             _check_length(self.n, probs.shape[-1])
         if self.effective:
             if value is None:
-                raise ValueError("Effective attention needs the values: supported for registry families only")
+                raise ValueError(f"Effective attention needs the values, but layer {layer}'s value projection "
+                                 "did not run in this forward pass before its attention probabilities")
+            self.head_dim = int(value.shape[-1])
             # the values of pad tokens never reach a real token's output: project on the real ones
             probs, keys_masked = effective_attention(probs, value, valid=valid), False
         probs = probs.detach()
@@ -138,7 +146,8 @@ def average_attention(
     Args:
         model: a supported encoder (frozen, eval mode).
         batches: dicts of model inputs (``input_ids``, ``attention_mask``, ...), all of one length N.
-        kind: ``"average"`` (the method) or ``"effective"`` (average of effective attention).
+        kind: ``"average"`` (the method) or ``"effective"`` (average of effective attention; the
+            metadata then also holds ``head_dim`` and ``n_examples_at_most_head_dim``).
         total: number of examples, for the progress ETA.
         metadata: extra metadata stored with the result.
     """
@@ -151,6 +160,7 @@ def average_attention(
     recorder = None
     count = None
     n_examples = 0
+    n_short = 0  # examples with at most head_dim real tokens (effective attention equals raw there)
     t0 = last = time.monotonic()
     handle = None
     try:
@@ -170,6 +180,9 @@ def average_attention(
                 else:
                     w = mask.double()
                     count += w.T @ w
+                if recorder.effective:
+                    n_real = torch.full((ids.shape[0],), n) if mask is None else (mask != 0).sum(-1)
+                    n_short += int((n_real <= recorder.head_dim).sum())
                 n_examples += ids.shape[0]
                 now = time.monotonic()
                 if now - last >= log_every:
@@ -187,6 +200,10 @@ def average_attention(
     elapsed = time.monotonic() - t0
     log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, elapsed, n_examples / max(elapsed, 1e-9))
     meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H}
+    if recorder.effective:
+        log.info("effective attention equals raw attention on %d of %d examples (%.1f%%): those with at most "
+                 "d' = %d real tokens", n_short, n_examples, 100 * n_short / n_examples, recorder.head_dim)
+        meta.update(n_examples_at_most_head_dim=n_short, head_dim=recorder.head_dim)
     meta.update(metadata or {})
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta)
 

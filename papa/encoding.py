@@ -4,8 +4,19 @@
 separator sits at N-1, after the padding, so one N x N constant matrix fits every
 example. Pairs: the middle separator block starts at N/2 with sentence B right after it,
 each side truncated to its half; ``token_type_ids`` mark sentence B (and its separators)
-as segment 1 wherever the tokenizer's own template does (the authors' code left most of
-sentence B at segment 0). ``layout="standard"`` is ordinary right padding.
+as segment 1 wherever the tokenizer's own template does. A single text fills up to
+N - 2 tokens (App. A). ``layout="standard"`` is ordinary right padding.
+
+Two options of `encode` reproduce the authors' code (``run_papa_glue.py``,
+``add_preprocess_func``) instead, in the papa layout; the defaults follow the paper:
+
+* ``single_cap="authors"``: a single text keeps at most N/2 - 1 word pieces (N/2 minus the
+  leading special tokens), the rest of the row up to the final separator is padding. The
+  authors' code copied at most N/2 leading tokens of every input, pairs or not. Token-level
+  tasks are not capped (their code, ``run_papa_ner.py``, only moved the separator).
+* ``pair_segments="authors"``: ``token_type_ids`` stay where the tokenizer put them for the
+  ordinary (un-moved) pair, truncated longest-first to N: sentence B moved to N/2 but its
+  segment ids did not, so most of B is segment 0 and some of A's half is segment 1.
 
 Token-level tasks pass lists of words and per-word integer labels: the label goes to the
 first sub-word of each word, -100 everywhere else.
@@ -226,6 +237,8 @@ def encode(
     max_length: int = 128,
     layout: str = "papa",
     labels: Sequence | None = None,
+    single_cap: str = "paper",
+    pair_segments: str = "paper",
 ) -> Encoded:
     """Tokenize ``texts`` (and ``pairs``) to exactly ``max_length`` tokens.
 
@@ -234,11 +247,20 @@ def encode(
         pairs: second sentences for pair tasks.
         layout: ``"papa"`` (final separator at N-1, middle separator at N/2) or ``"standard"``.
         labels: one int per text (sequence tasks) or one list of ints per text (token tasks).
+        single_cap: ``"paper"`` (a single text fills the row) or ``"authors"`` (at most
+            N/2 - 1 word pieces, as the authors' code); papa layout only.
+        pair_segments: ``"paper"`` (sentence B is segment 1 where it sits) or ``"authors"``
+            (segment ids of the un-moved pair, as the authors' code); papa layout only.
     Returns:
-        `Encoded`; ``n_truncated`` counts inputs that lost tokens.
+        `Encoded`; ``n_truncated`` counts inputs that lost tokens; ``meta`` records the options.
     """
     if layout not in ("papa", "standard"):
         raise ValueError(f"layout must be 'papa' or 'standard', got {layout!r}")
+    for name, value in (("single_cap", single_cap), ("pair_segments", pair_segments)):
+        if value not in ("paper", "authors"):
+            raise ValueError(f"{name} must be 'paper' or 'authors', got {value!r}")
+        if value == "authors" and layout != "papa":
+            raise ValueError(f"{name}='authors' reproduces the authors' papa layout; it needs layout='papa'")
     n = len(texts)
     if n == 0:
         raise ValueError("encode() got no texts: the split is empty")
@@ -275,7 +297,7 @@ def encode(
     for r in range(n):
         a = ids_a[r]
         if pairs is None:
-            room = N - P - S
+            room = N - P - S if single_cap == "paper" or words else N // 2 - P
             ta = a[:room]
             truncated += len(a) > room
             put(r, 0, tpl.prefix, tpl.prefix_types)
@@ -318,6 +340,12 @@ def encode(
                 put(r, pos, toks, tt)
                 pos += len(toks)
 
+    if pairs is not None and has_types and pair_segments == "authors":
+        # the tokenizer's own segment ids of the ordinary pair, which the authors' code left in place
+        std = tokenizer(list(texts), list(pairs), truncation="longest_first", max_length=N, padding="max_length",
+                        return_token_type_ids=True)
+        types = np.asarray(std["token_type_ids"], dtype=np.int64)
+
     if labels is None:
         lab_arr = None
     elif tok_labels is not None:
@@ -332,5 +360,6 @@ def encode(
         layout=layout,
         max_length=N,
         n_truncated=int(truncated),
-        meta={"n_truncated": int(truncated), "n": n, "pair": pairs is not None, "token_level": bool(words)},
+        meta={"n_truncated": int(truncated), "n": n, "pair": pairs is not None, "token_level": bool(words),
+              "single_cap": single_cap, "pair_segments": pair_segments},
     )

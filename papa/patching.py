@@ -11,8 +11,10 @@ Two routes, one semantics:
   ``(C @ (m * V)) / (C @ m)`` without materialising a per-example N x N matrix.
   Input-dependent heads run through ``torch``'s scaled-dot-product attention, like
   stock ``sdpa``.
-* **dropout** (DeBERTa-v2/v3, MPNet): these compute their own softmax; the attention
-  probabilities pass through the module's dropout, where a forward hook replaces them.
+* **dropout** (DeBERTa v1, DeBERTa-v2/v3, MPNet): these compute their own softmax; the
+  attention probabilities pass through the module's dropout, where a forward hook replaces
+  them. When effective attention is recorded, a forward hook on the value projection
+  (``_VALUE_READERS``) hands the same forward pass's per-head values to the recorder.
 
 A constant matrix ``C`` [N, N] is used, per example, restricted to the valid (non-pad)
 key and query positions and row-normalised (L1); rows of pad queries are zero.
@@ -113,6 +115,30 @@ def masked_constant(C: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor
     Cm = C[None] * m[:, None, None, :]
     Cm = Cm / Cm.abs().sum(-1, keepdim=True).clamp_min(tiny)
     return Cm * m[:, None, :, None]
+
+
+def _split_heads(mod, out: torch.Tensor) -> torch.Tensor:
+    """A value projection's output [B, N, H * d] as per-head values [B, H, N, d]
+    (DeBERTa-v2/v3 ``value_proj``, MPNet ``v``; neither adds anything after the projection)."""
+    B, N, _ = out.shape
+    return out.view(B, N, mod.num_attention_heads, -1).transpose(1, 2)
+
+
+def _deberta_values(mod, out: torch.Tensor) -> torch.Tensor:
+    """DeBERTa v1: ``in_proj`` yields, per head, its query, key and value rows in turn
+    ([B, N, H * 3d]); the value is the last third, plus ``v_bias``."""
+    B, N, _ = out.shape
+    H = mod.num_attention_heads
+    v = out.view(B, N, H, 3, -1)[:, :, :, 2]  # [B, N, H, d]
+    return (v + mod.v_bias.view(H, -1).to(v.dtype)).transpose(1, 2)
+
+
+#: dropout-route model type -> (attribute of the value projection, reader of its output as [B, H, N, d])
+_VALUE_READERS = {
+    "deberta": ("in_proj", _deberta_values),
+    "deberta-v2": ("value_proj", _split_heads),
+    "mpnet": ("v", _split_heads),
+}
 
 
 def _bool_mask(attention_mask):
@@ -303,6 +329,8 @@ class PatchHandle:
             else:
                 mod._papa = st
             if fam.route == "dropout":
+                if mode == "record" and self.ctx.recorder.effective:
+                    self._hooks.append(self._value_hook(mod, st))
                 self._hooks.append(getattr(mod, fam.dropout).register_forward_hook(self._dropout_hook(st)))
         if fam.route == "registry":
             _ensure_registered()
@@ -317,11 +345,25 @@ class PatchHandle:
         C = self.constants[layer] if idx is None else self.constants[layer].index_select(0, idx).contiguous()
         return lambda: C
 
+    def _value_hook(self, mod, st: _ModuleState):
+        """Keep the per-head values of ``mod``'s current forward pass in ``st.extra["value"]``."""
+        model_type = self.model.config.model_type
+        if model_type not in _VALUE_READERS:
+            raise ValueError(f"Effective attention needs the values, and PAPA does not know where model type "
+                             f"{model_type!r} computes them; add it to papa.patching._VALUE_READERS")
+        attr, read = _VALUE_READERS[model_type]
+
+        def hook(proj, inputs, out):
+            st.extra["value"] = read(mod, out)
+
+        return getattr(mod, attr).register_forward_hook(hook)
+
     def _dropout_hook(self, st: _ModuleState):
         def hook(mod, inputs, probs):
             valid = st.ctx.mask2d
             if st.mode == "record":
-                st.ctx.recorder.add(st.layer, probs, valid, None)
+                # values of this forward pass (effective attention only); popped, so never reused
+                st.ctx.recorder.add(st.layer, probs, valid, st.extra.pop("value", None))
                 return probs
             if st.mode == "static" and st.static_idx.numel() == 0:
                 return probs

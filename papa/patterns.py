@@ -1,10 +1,24 @@
 """Patterns of constant matrices (paper Sec. 5.1, Fig. 4), for raw and effective attention.
 
+Every statistic is computed on the L1-renormalised absolute rows ``p_i = |C_i| / sum_j |C_ij|``
+over the valid keys j (those that occurred with query i in the averaging corpus): the same
+renormalisation `papa.patching.constant_output` applies when it uses a matrix. For raw
+attention (non-negative) that is the usual "row sums to 1"; effective attention has signed
+rows whose signed sum can be near 0, so normalising by it would give meaningless
+numbers (entropies of hundreds of negative nats). The sign is reported separately.
+
 Per head, over the query rows that occurred in the averaging corpus (weighted by how often):
-``diag_mass`` (mass within ``band`` of the diagonal), ``cls_mass`` (column 0), ``sep_mass``
-(column N-1, the final separator in the papa layout), ``entropy`` (nats) and
-``entropy_norm`` (entropy / log of the number of valid keys), and ``dist_uniform`` (total
-variation distance from uniform over the valid keys).
+
+=================  ==========================================================================
+``diag_mass``      mass of ``p`` within ``band`` of the diagonal
+``cls_mass``       mass of ``p`` on column 0 (the first special token)
+``sep_mass``       mass of ``p`` on column N-1 (the final separator in the papa layout)
+``entropy``        entropy of ``p`` in nats, in [0, log n_valid]
+``entropy_norm``   entropy / log of the number of valid keys n_valid, in [0, 1]
+``dist_uniform``   total variation distance of ``p`` from uniform over the valid keys, in [0, 1]
+``neg_mass``       share of the row's absolute mass on negative entries,
+                   ``sum_j max(-C_ij, 0) / sum_j |C_ij|``; 0 for raw attention
+=================  ==========================================================================
 """
 
 from __future__ import annotations
@@ -15,14 +29,22 @@ import torch
 
 
 def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1) -> pd.DataFrame:
-    """One row per (layer, head) with the statistics above."""
+    """One row per (layer, head) with the statistics above.
+
+    Args:
+        mean: [layers, heads, N, N] constant matrices (raw or effective, signed allowed).
+        count: [N, N] how many examples had (i, j) valid; 0 marks pairs never seen.
+        band: half-width of the diagonal band of ``diag_mass``.
+    """
     C = torch.as_tensor(mean, dtype=torch.float64)
     cnt = torch.as_tensor(count, dtype=torch.float64)
     L, H, N, _ = C.shape
     valid = cnt > 0  # [N, N]
     row_w = torch.diagonal(cnt).clone()  # how often query i was a real token
-    rows = C * valid
-    rows = rows / rows.sum(-1, keepdim=True).clamp_min(1e-300)
+    signed = C * valid
+    absmass = signed.abs().sum(-1)  # [L, H, N]
+    neg = (-signed).clamp_min(0).sum(-1) / absmass.clamp_min(1e-300)
+    rows = signed.abs() / absmass[..., None].clamp_min(1e-300)  # the L1 renormalisation of constant_output
     use = (row_w > 0) & (rows.sum(-1) > 0).all(0).all(0)
     w = torch.where(use, row_w, torch.zeros_like(row_w))
     w = w / w.sum()
@@ -45,6 +67,7 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1) -> pd.
         "entropy": avg(ent).flatten().numpy(),
         "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)).flatten().numpy(),
         "dist_uniform": avg(tv).flatten().numpy(),
+        "neg_mass": avg(neg).flatten().numpy(),
     })
     return out
 
