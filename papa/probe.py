@@ -10,15 +10,26 @@
 With the backbone frozen and in eval mode its hidden states do not depend on the probe's
 seed or epoch, so `extract_features` runs the encoder once and every seed trains from the
 cache (`FeatureCache`); `LiveFeatures` re-runs the encoder per batch (needed when lambdas
-or constants are trained, and kept as the reference path).
+or constants are trained, or the encoder's dropout is on). `prepare_features` sizes the cache
+before encoding and keeps it in memory, memory-mapped on disk, or re-encodes every epoch
+(`choose_strategy`). `run_probe` trains one probe per seed side by side on the same batches,
+so one pass over the features (or one encoder pass per epoch) feeds every seed, and the
+scores do not depend on where the features were kept.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import shutil
+import signal
+import tempfile
+import threading
 import time
-from dataclasses import dataclass
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -86,6 +97,67 @@ class TokenProbe(nn.Module):
 
 # ----------------------------------------------------------------------------- features
 
+MB = 2**20
+#: Where a probe job's hidden states live (`choose_strategy`).
+STRATEGIES = ("auto", "memory", "disk", "reencode")
+
+
+def model_dims(model) -> tuple[int, int]:
+    """(L+1 hidden-state layers, hidden size) of ``model``: the shape of one token's features."""
+    cfg = model.config
+    n_layers = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0))) + 1
+    return n_layers, int(getattr(cfg, "hidden_size", getattr(cfg, "dim", 0)))
+
+
+def kept_tokens(encoded: Encoded) -> np.ndarray:
+    """bool [examples, N]: the tokens a probe reads, every valid token for sequence tasks, the
+    scored first sub-words for token tasks."""
+    return (encoded.labels != IGNORE) if encoded.token_level else encoded.attention_mask.astype(bool)
+
+
+def features_nbytes(n_tokens: int, n_layers: int, hidden: int, dtype: str = "float16") -> int:
+    """Bytes of cached hidden states for ``n_tokens`` kept tokens: tokens x (L+1) x H x itemsize."""
+    return int(n_tokens) * int(n_layers) * int(hidden) * np.dtype(dtype).itemsize
+
+
+def cache_nbytes(model, encoded: Encoded, dtype: str = "float16") -> int:
+    """The exact size of the hidden states `extract_features` would cache for ``encoded``,
+    known before encoding (from the attention masks or labels alone)."""
+    return features_nbytes(int(kept_tokens(encoded).sum()), *model_dims(model), dtype)
+
+
+def choose_strategy(nbytes: int, strategy: str = "auto", budget_mb: float | None = None,
+                    disk_budget_mb: float | None = None, cacheable: bool = True) -> str:
+    """Where a probe job keeps its hidden states.
+
+    ``auto``: ``memory`` if ``nbytes`` fits ``budget_mb`` (None = no limit), else ``disk``
+    (memory-mapped) if it fits ``disk_budget_mb`` (None = no limit), else ``reencode`` (the
+    frozen encoder runs again every epoch, one pass feeding every seed). An explicit strategy
+    is kept, except that features that change from pass to pass (``cacheable=False``: backbone
+    dropout) are always re-encoded.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"cache strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    if not cacheable:
+        return "reencode"
+    if strategy != "auto":
+        return strategy
+    if budget_mb is None or nbytes <= budget_mb * MB:
+        return "memory"
+    if disk_budget_mb is None or nbytes <= disk_budget_mb * MB:
+        return "disk"
+    return "reencode"
+
+
+def free_disk_mb(scratch: str | None = None) -> float:
+    """Free space under ``scratch`` (default: the temporary folder) minus a margin of
+    max(1 GiB, 10 %), in MB: the disk budget when ``cache.disk_budget_mb`` is null."""
+    path = Path(scratch or tempfile.gettempdir()).absolute()
+    while not path.exists():  # the scratch folder is created on first use
+        path = path.parent
+    free = shutil.disk_usage(path).free
+    return max(0, free - max(2**30, free // 10)) / MB
+
 
 def _hidden(model, inputs) -> torch.Tensor:
     out = model(**inputs, output_hidden_states=True)
@@ -93,25 +165,42 @@ def _hidden(model, inputs) -> torch.Tensor:
 
 
 class LiveFeatures:
-    """Runs the (possibly patched) encoder for every batch; gradients flow to patch parameters."""
+    """Runs the (possibly patched) encoder for every batch; gradients flow to patch parameters.
 
-    def __init__(self, model, encoded: Encoded, device=None):
+    Args:
+        dtype: round the hidden states to this dtype (``"float16"``), as `FeatureCache` stores
+            them, so re-encoding and caching feed the probe the same numbers; None keeps them.
+        train_mode: run the encoder in train mode (its dropout on, the authors' setting; its
+            weights still get no gradient). Evaluation batches should use False.
+    """
+
+    def __init__(self, model, encoded: Encoded, device=None, dtype: str | None = None, train_mode: bool = False):
         self.model, self.enc = model, encoded
         self.device = device or next(model.parameters()).device
         self.token_level = encoded.token_level
+        self.dtype = None if dtype is None else getattr(torch, dtype)
+        self.train_mode = train_mode
 
     def __len__(self):
         return len(self.enc)
 
     def batch(self, idx, grad: bool = False):
+        idx = np.asarray(idx)
         inputs = self.enc.model_inputs(idx, device=self.device)
-        with torch.set_grad_enabled(grad):
-            h = _hidden(self.model, inputs)
+        was_training = self.model.training
+        self.model.train(self.train_mode)
+        try:
+            with torch.set_grad_enabled(grad):
+                h = _hidden(self.model, inputs)
+        finally:
+            self.model.train(was_training)
+        if self.dtype is not None:
+            h = h.to(self.dtype).to(torch.float32)
+        labels = torch.as_tensor(self.enc.labels[idx], device=self.device)
         if self.token_level:
-            labels = torch.as_tensor(self.enc.labels[idx], device=self.device)
             keep = labels != IGNORE
             return h.permute(0, 2, 1, 3)[keep], labels[keep]
-        return (h, inputs["attention_mask"]), torch.as_tensor(self.enc.labels[idx], device=self.device)
+        return (h, inputs["attention_mask"]), labels
 
 
 class FeatureCache:
@@ -119,14 +208,17 @@ class FeatureCache:
 
     Only the tokens the probe reads are kept, as rows [tokens, L+1, H] with per-example
     ``offsets``: every valid token for sequence tasks (with its ``positions``), the scored
-    first sub-words for token tasks (with their ``labels``).
+    first sub-words for token tasks (with their ``labels``). A cache on disk owns its folder:
+    `close()` (or garbage collection, or the end of the process) removes it.
     """
 
     def __init__(self, data: np.ndarray, labels: np.ndarray, offsets: np.ndarray, positions: np.ndarray | None,
-                 token_level: bool, device=None):
+                 token_level: bool, device=None, folder: str | None = None):
         self.data, self.labels, self.offsets, self.positions = data, labels, offsets, positions
         self.token_level = token_level
         self.device = device or "cpu"
+        self.folder = folder
+        self._cleanup = weakref.finalize(self, shutil.rmtree, folder, True) if folder else None
 
     def __len__(self):
         return len(self.offsets) - 1
@@ -134,6 +226,12 @@ class FeatureCache:
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
+
+    def close(self) -> None:
+        """Drop the hidden states; a cache on disk removes its folder."""
+        self.data = None
+        if self._cleanup is not None:
+            self._cleanup()
 
     def _rows(self, idx):
         starts, ends = self.offsets[idx], self.offsets[idx + 1]
@@ -154,23 +252,20 @@ class FeatureCache:
 
 def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str = "float16",
                      budget_mb: float | None = None, scratch: str | None = None, log_every: float = 10.0,
-                     device=None) -> FeatureCache:
+                     device=None, strategy: str = "auto") -> FeatureCache:
     """Run the (patched) encoder once over ``encoded`` and cache what the probe reads.
 
-    Kept in memory when the cache fits ``budget_mb``; otherwise streamed to a memory-mapped
-    file under ``scratch`` (a temporary folder by default).
+    ``strategy`` ``memory`` or ``disk`` puts the cache there; ``auto`` keeps it in memory when
+    it fits ``budget_mb`` (None = no limit) and otherwise streams it to a memory-mapped file in
+    a new folder under ``scratch`` (a temporary folder by default), removed by `FeatureCache.close`.
     """
-    import tempfile
-
     device = device or next(model.parameters()).device
     np_dtype = np.dtype(dtype)
     n = len(encoded)
     if n == 0:
         raise ValueError("extract_features got an empty split")
-    cfg = model.config
-    n_layers = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0))) + 1
-    hidden = int(getattr(cfg, "hidden_size", getattr(cfg, "dim", 0)))
-    keep_np = (encoded.labels != IGNORE) if encoded.token_level else encoded.attention_mask.astype(bool)
+    n_layers, hidden = model_dims(model)
+    keep_np = kept_tokens(encoded)
     offsets = np.concatenate([[0], np.cumsum(keep_np.sum(1))]).astype(np.int64)
     shape = (int(offsets[-1]), n_layers, hidden)
     positions = None if encoded.token_level else np.nonzero(keep_np)[1].astype(np.int64)
@@ -178,33 +273,119 @@ def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str =
         labels = encoded.labels[keep_np].astype(np.int64)
     else:
         labels = np.asarray(encoded.labels if encoded.labels is not None else np.full(n, -1), dtype=np.int64)
-    nbytes = math.prod(shape) * np_dtype.itemsize
-    if budget_mb is None or nbytes <= budget_mb * 2**20:
+    nbytes = features_nbytes(shape[0], n_layers, hidden, dtype)
+    where = choose_strategy(nbytes, strategy, budget_mb, None)
+    if where not in ("memory", "disk"):
+        raise ValueError(f"extract_features caches in memory or on disk, not {where!r}")
+    folder = None
+    if where == "memory":
         data = np.empty(shape, dtype=np_dtype)
-        where = "memory"
     else:
+        if scratch:
+            Path(scratch).mkdir(parents=True, exist_ok=True)
         folder = tempfile.mkdtemp(prefix="papa-features-", dir=scratch)
         data = np.lib.format.open_memmap(f"{folder}/features.npy", mode="w+", dtype=np_dtype, shape=shape)
         where = f"memory-mapped file {folder}/features.npy"
-    log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / 2**20, dtype, where)
+    cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)
+    log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / MB, dtype, where)
     t0 = last = time.monotonic()
     pos = 0
-    with torch.inference_mode():
-        for start in range(0, n, batch_size):
-            idx = np.arange(start, min(n, start + batch_size))
-            h = _hidden(model, encoded.model_inputs(idx, device=device))
-            keep = torch.as_tensor(keep_np[idx], device=h.device)
-            tok = h.permute(0, 2, 1, 3)[keep]  # [tokens, L+1, H]
-            data[pos : pos + tok.shape[0]] = tok.to("cpu", torch.float32).numpy().astype(np_dtype)
-            pos += tok.shape[0]
-            now = time.monotonic()
-            if now - last >= log_every:
-                last = now
-                done = start + len(idx)
-                rate = done / (now - t0)
-                log.info("encoded %d/%d examples, %.1f examples/s, ETA %.0f s", done, n, rate, (n - done) / rate)
+    try:
+        with torch.inference_mode():
+            for start in range(0, n, batch_size):
+                idx = np.arange(start, min(n, start + batch_size))
+                h = _hidden(model, encoded.model_inputs(idx, device=device))
+                keep = torch.as_tensor(keep_np[idx], device=h.device)
+                tok = h.permute(0, 2, 1, 3)[keep]  # [tokens, L+1, H]
+                data[pos : pos + tok.shape[0]] = tok.to("cpu", torch.float32).numpy().astype(np_dtype)
+                pos += tok.shape[0]
+                now = time.monotonic()
+                if now - last >= log_every:
+                    last = now
+                    done = start + len(idx)
+                    rate = done / (now - t0)
+                    log.info("encoded %d/%d examples, %.1f examples/s, ETA %.0f s", done, n, rate, (n - done) / rate)
+    except BaseException:
+        cache.close()
+        raise
     log.info("encoded %d examples in %.1f s", n, time.monotonic() - t0)
-    return FeatureCache(data, labels, offsets, positions, encoded.token_level)
+    return cache
+
+
+@dataclass
+class PreparedFeatures:
+    """The train and validation features of a probe job, and how they are kept."""
+
+    train: FeatureCache | LiveFeatures
+    validation: FeatureCache | LiveFeatures
+    strategy: str  # memory, disk or reencode
+    nbytes: int  # size of the hidden-state cache (train + validation), whether or not it is built
+
+    def __iter__(self):
+        return iter((self.train, self.validation))
+
+
+@contextmanager
+def _sigterm_exits():
+    """While inside, SIGTERM (Slurm's time limit, Snakemake cancelling a job) raises SystemExit, so
+    ``finally`` blocks run; only in the main thread, where signal handlers can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def prepare_features(model, train_enc: Encoded, val_enc: Encoded, strategy: str = "auto", dtype: str = "float16",
+                     batch_size: int = 64, budget_mb: float | None = None, disk_budget_mb: float | None = None,
+                     scratch: str | None = None, backbone_dropout: bool = False):
+    """The features of a probe job, kept where they fit (a context manager yielding `PreparedFeatures`).
+
+    The cache size of both splits is computed before anything is encoded and `choose_strategy`
+    picks ``memory`` (within ``budget_mb``), ``disk`` (memory-mapped under ``scratch``, within
+    ``disk_budget_mb``; None = the free space there minus a margin, `free_disk_mb`) or
+    ``reencode`` (`LiveFeatures`: the encoder runs every epoch, its hidden states rounded to
+    ``dtype`` as a cache would hold them). ``backbone_dropout`` runs the encoder in train mode
+    for training batches, which forces ``reencode``. A disk cache is removed on leaving,
+    however the block ends (SIGTERM included).
+    """
+    sizes = {"train": cache_nbytes(model, train_enc, dtype), "validation": cache_nbytes(model, val_enc, dtype)}
+    total = sum(sizes.values())
+    over_memory = budget_mb is not None and total > budget_mb * MB
+    disk_mb = None  # looked up only where the disk may be used
+    if not backbone_dropout and (strategy == "disk" or (strategy == "auto" and over_memory)):
+        disk_mb = disk_budget_mb if disk_budget_mb is not None else free_disk_mb(scratch)
+    chosen = choose_strategy(total, strategy, budget_mb, disk_mb, cacheable=not backbone_dropout)
+    if chosen == "disk" and disk_mb is not None and total > disk_mb * MB:
+        raise OSError(f"cache.strategy disk: the features need {total / MB:.0f} MB but the disk budget under "
+                      f"{scratch or tempfile.gettempdir()} is {disk_mb:.0f} MB; free space, set cache.scratch, or "
+                      f"use strategy auto or reencode")
+    log.info("feature cache: train %.1f MB + validation %.1f MB (%s) = %.1f MB; memory budget %s, disk budget %s "
+             "-> strategy %s%s", sizes["train"] / MB, sizes["validation"] / MB, dtype, total / MB,
+             "none" if budget_mb is None else f"{budget_mb:g} MB", "unused" if disk_mb is None else f"{disk_mb:.0f} MB",
+             chosen, " (backbone dropout: features change every pass)" if backbone_dropout else "")
+    feats: list = []
+    with _sigterm_exits():
+        try:
+            if chosen == "reencode":
+                feats = [LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
+                         LiveFeatures(model, val_enc, dtype=dtype)]
+            else:
+                for enc in (train_enc, val_enc):
+                    feats.append(extract_features(model, enc, batch_size, dtype, scratch=scratch, strategy=chosen))
+            yield PreparedFeatures(*feats, strategy=chosen, nbytes=total)
+        finally:
+            for f in feats:
+                if isinstance(f, FeatureCache):
+                    f.close()
 
 
 # ----------------------------------------------------------------------------- training
@@ -220,12 +401,12 @@ class TrainConfig:
     dropout: float = 0.1
     extra_lr: float | None = None  # learning rate of patch parameters (lambdas); None = lr
     eval_batch_size: int = 64
+    max_grad_norm: float | None = None  # clip the gradient norm (the authors: 1.0); None = no clipping
+    shuffle_seed: int | None = None  # seed of the batch order; None = seed
 
 
 def build_probe(kind: str, model, max_length: int, n_labels: int, dropout: float = 0.1) -> nn.Module:
-    cfg = model.config
-    n_layers = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0))) + 1
-    hidden = int(getattr(cfg, "hidden_size", getattr(cfg, "dim", 0)))
+    n_layers, hidden = model_dims(model)
     if kind == "token":
         return TokenProbe(n_layers, hidden, n_labels)
     if kind == "sequence":
@@ -237,38 +418,137 @@ def _forward(probe, x):
     return probe(*x) if isinstance(x, tuple) else probe(x)
 
 
-def evaluate(probe, features, metrics, label_names=None, batch_size: int = 64) -> dict[str, float]:
-    """Score ``probe`` on ``features`` (cached or live)."""
-    probe.eval()
-    preds, golds = [], []
+def evaluate(probes, features, metrics, label_names=None, batch_size: int = 64) -> list[dict[str, float]]:
+    """Score each of ``probes`` on ``features`` (cached or live), reading every batch once."""
+    for probe in probes:
+        probe.eval()
+    preds, golds = [[] for _ in probes], []
     n = len(features)
     with torch.inference_mode():
         for start in range(0, n, batch_size):
             idx = np.arange(start, min(n, start + batch_size))
             x, y = features.batch(idx)
-            p = _forward(probe, x).argmax(-1)
-            if features.token_level:
-                # regroup scored tokens per example for entity-level metrics
-                counts = _token_counts(features, idx)
-                for chunk_p, chunk_y in zip(torch.split(p.cpu(), counts), torch.split(y.cpu(), counts)):
-                    preds.append(chunk_p.numpy())
-                    golds.append(chunk_y.numpy())
-            else:
-                preds.append(p.cpu().numpy())
-                golds.append(y.cpu().numpy())
+            # token tasks: scored tokens regrouped per example for entity-level metrics
+            counts = _token_counts(features, idx) if features.token_level else [len(idx)]
+            golds += [c.numpy() for c in torch.split(y.cpu(), counts)]
+            for k, probe in enumerate(probes):
+                preds[k] += [c.numpy() for c in torch.split(_forward(probe, x).argmax(-1).cpu(), counts)]
     if features.token_level:
         width = max((len(g) for g in golds), default=0)
         pad = lambda rows: np.stack([np.pad(r, (0, width - len(r)), constant_values=IGNORE) for r in rows])  # noqa
-        y_true, y_pred = pad(golds), pad(preds)
-    else:
-        y_true, y_pred = np.concatenate(golds), np.concatenate(preds)
-    return compute_all(metrics, y_true, y_pred, label_names)
+        return [compute_all(metrics, pad(golds), pad(p), label_names) for p in preds]
+    return [compute_all(metrics, np.concatenate(golds), np.concatenate(p), label_names) for p in preds]
 
 
 def _token_counts(features, idx) -> list[int]:
     if isinstance(features, FeatureCache):
         return [int(features.offsets[i + 1] - features.offsets[i]) for i in idx]
     return [int(c) for c in (features.enc.labels[idx] != IGNORE).sum(1)]
+
+
+def _rng_state(device: torch.device):
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+class _SeedRun:
+    """One seed's probe in a lockstep run: its optimizer, epoch loss and own random-number
+    state (dropout draws), so seeds trained side by side draw what each would draw alone."""
+
+    def __init__(self, probe: nn.Module, cfg: TrainConfig, extra_params=(), rng_state=None):
+        self.probe, self.max_grad_norm = probe, cfg.max_grad_norm
+        self.device = next(probe.parameters()).device
+        groups = [{"params": [p for p in probe.parameters() if p.requires_grad], "lr": cfg.lr}]
+        extra = [p for p in extra_params]
+        if extra:
+            groups.append({"params": extra, "lr": cfg.extra_lr or cfg.lr, "weight_decay": 0.0})
+        self.params = [p for g in groups for p in g["params"]]
+        self.opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.rng_state = rng_state if rng_state is not None else _rng_state(self.device)
+        self.total, self.seen, self.rows = 0.0, 0, []
+
+    @contextmanager
+    def own_rng(self):
+        """Run the block on this seed's random-number state, and keep where it ends."""
+        cpu, cuda = self.rng_state
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, self.device)
+        try:
+            yield
+        finally:
+            self.rng_state = _rng_state(self.device)
+
+    def step(self, x, y, loss_fn, n_examples: int) -> None:
+        opt = self.opt
+        loss = loss_fn(_forward(self.probe, x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+        opt.step()
+        self.total += loss.item() * n_examples
+        self.seen += n_examples
+
+
+def train_probes(probes, train, validation, cfg: TrainConfig, metrics, label_names=None, seeds=None,
+                 rng_states=None, extra_params=(), on_epoch=None, live: bool = False) -> list[list[dict]]:
+    """Train several probes side by side on the same batches (one per seed); evaluate every epoch.
+
+    Every batch is read once (one encoder pass for live features) and each probe takes its
+    step on it; the batch order comes from ``cfg.shuffle_seed`` (None = ``cfg.seed``), so it is
+    the same for every probe. Each probe draws its dropout from its own random-number state
+    (``rng_states[k]``, default: the current one), so a probe trained here gets exactly what it
+    would get trained alone.
+
+    Args:
+        seeds: a name per probe, for logs and errors (default ``cfg.seed``).
+        extra_params: trainable patch parameters (lambdas, constants), with a single probe.
+        live: features need gradients (trained patch parameters), so batches run with grad.
+    Returns:
+        Per probe, one dict per (epoch, metric): ``epoch``, ``metric``, ``score``, ``train_loss``.
+    """
+    seeds = list(seeds) if seeds is not None else [cfg.seed] * len(probes)
+    extra_params = list(extra_params)
+    if len(seeds) != len(probes) or (rng_states is not None and len(rng_states) != len(probes)):
+        raise ValueError("train_probes needs one seed and one random-number state per probe")
+    if len(probes) > 1 and (extra_params or live):
+        raise ValueError("trained patch parameters (live=True, extra_params) train one probe at a time")
+    runs = [_SeedRun(p, cfg, extra_params, None if rng_states is None else rng_states[k]) for k, p in enumerate(probes)]
+    g = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
+    loss_fn = nn.CrossEntropyLoss()
+    n = len(train)
+    t0 = time.monotonic()
+    for epoch in range(1, cfg.epochs + 1):
+        for run in runs:
+            run.probe.train()
+            run.total, run.seen = 0.0, 0
+        order = torch.randperm(n, generator=g).numpy()
+        for start in range(0, n, cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            batch = None
+            for run in runs:
+                with run.own_rng():  # the first probe's state also drives the encoder's dropout, if on
+                    if batch is None:
+                        batch = train.batch(idx, grad=live)
+                    run.step(*batch, loss_fn, len(idx))
+        for seed, run in zip(seeds, runs):
+            if not math.isfinite(run.total):
+                raise FloatingPointError(
+                    f"seed {seed} epoch {epoch}: the training loss is not finite ({run.total}); the inputs to the "
+                    f"probe contain NaN/inf (check the constant matrices) or the learning rate {cfg.lr} is too high"
+                )
+        all_scores = evaluate([run.probe for run in runs], validation, metrics, label_names, cfg.eval_batch_size)
+        elapsed = time.monotonic() - t0
+        for seed, run, scores in zip(seeds, runs, all_scores):
+            loss = run.total / max(run.seen, 1)
+            log.info("seed %d epoch %d/%d: train loss %.4f, %s (%.1f examples/s, ETA %.0f s)", seed, epoch,
+                     cfg.epochs, loss, ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
+                     epoch * n / elapsed, elapsed / epoch * (cfg.epochs - epoch))
+            run.rows += [{"epoch": epoch, "metric": metric, "score": score, "train_loss": loss}
+                         for metric, score in scores.items()]
+        if on_epoch is not None:
+            on_epoch(epoch)
+    return [run.rows for run in runs]
 
 
 def train_probe(probe: nn.Module, train, validation, cfg: TrainConfig, metrics, label_names=None,
@@ -281,69 +561,75 @@ def train_probe(probe: nn.Module, train, validation, cfg: TrainConfig, metrics, 
     Returns:
         One dict per (epoch, metric): ``epoch``, ``metric``, ``score``, plus ``train_loss``.
     """
-    g = torch.Generator().manual_seed(cfg.seed)
-    groups = [{"params": [p for p in probe.parameters() if p.requires_grad], "lr": cfg.lr}]
-    extra = [p for p in extra_params]
-    if extra:
-        groups.append({"params": extra, "lr": cfg.extra_lr or cfg.lr, "weight_decay": 0.0})
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    loss_fn = nn.CrossEntropyLoss()
-    rows = []
-    n = len(train)
-    t0 = time.monotonic()
-    for epoch in range(1, cfg.epochs + 1):
-        probe.train()
-        order = torch.randperm(n, generator=g).numpy()
-        total, seen = 0.0, 0
-        for start in range(0, n, cfg.batch_size):
-            idx = order[start : start + cfg.batch_size]
-            x, y = train.batch(idx, grad=live)
-            loss = loss_fn(_forward(probe, x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(idx)
-            seen += len(idx)
-        if not math.isfinite(total):
-            raise FloatingPointError(
-                f"seed {cfg.seed} epoch {epoch}: the training loss is not finite ({total}); the inputs to the "
-                f"probe contain NaN/inf (check the constant matrices) or the learning rate {cfg.lr} is too high"
-            )
-        scores = evaluate(probe, validation, metrics, label_names, cfg.eval_batch_size)
-        elapsed = time.monotonic() - t0
-        log.info("seed %d epoch %d/%d: train loss %.4f, %s (%.1f examples/s, ETA %.0f s)", cfg.seed, epoch,
-                 cfg.epochs, total / max(seen, 1), ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
-                 epoch * n / elapsed, elapsed / epoch * (cfg.epochs - epoch))
-        for metric, score in scores.items():
-            rows.append({"epoch": epoch, "metric": metric, "score": score, "train_loss": total / max(seen, 1)})
-        if on_epoch is not None:
-            on_epoch(epoch)
-    return rows
+    return train_probes([probe], train, validation, cfg, metrics, label_names, extra_params=extra_params,
+                        on_epoch=on_epoch, live=live)[0]
 
 
 def run_probe(model, train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int, metrics, cfg: TrainConfig,
-              label_names=None, features: tuple | None = None) -> list[dict]:
-    """Train and evaluate a fresh probe for one seed on a frozen (possibly patched) encoder.
+              label_names=None, features=None, seeds=None, trainable=None,
+              backbone_dropout: bool = False) -> list[dict]:
+    """Train and evaluate a fresh probe per seed on a frozen (possibly patched) encoder.
 
-    ``features``: ``(train_cache, validation_cache)`` from `extract_features`; None re-runs
-    the encoder for every batch (the slow reference path).
+    The one probe path: the probe lives on the model's device whatever feeds it.
+
+    Args:
+        features: ``(train, validation)`` features (`FeatureCache`/`LiveFeatures`, or
+            `PreparedFeatures` from `prepare_features`); None re-runs the encoder for every batch.
+        seeds: one probe per seed (default ``[cfg.seed]``). From cached features (`FeatureCache`,
+            strategies ``memory``/``disk``) each seed trains on its own: its initialisation, dropout
+            and batch order all come from the seed, as in the paper's independent runs. From live
+            features (re-encoding: strategy ``reencode``, or ``features=None``) the seeds train side by
+            side on the same batches in one order (``cfg.shuffle_seed``, default the first seed), so one
+            encoder pass per epoch feeds every seed; they then differ in initialisation and dropout.
+        trainable: a callable returning a patch (context manager with ``parameters()``) applied
+            around each seed's training, whose parameters train with the probe (the ``*_trained``
+            constants); the encoder then runs live with gradients, one seed after the other.
+        backbone_dropout: with ``features=None``, the encoder runs its training batches in train
+            mode (dropout on, the authors' setting), without gradients to its weights.
+    Returns:
+        One dict per (seed, epoch, metric): ``seed``, ``epoch``, ``metric``, ``score``, ``train_loss``.
     """
-    torch.manual_seed(cfg.seed)
-    probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout)
+    seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("run_probe needs at least one seed")
+    if backbone_dropout and features is not None:
+        raise ValueError("backbone_dropout applies to features=None; prepared features take it from "
+                         "prepare_features(..., backbone_dropout=True)")
     device = next(model.parameters()).device
-    probe.to(device)
     if features is None:
-        train, val = LiveFeatures(model, train_enc), LiveFeatures(model, val_enc)
+        train = LiveFeatures(model, train_enc, device=device, train_mode=backbone_dropout)
+        val = LiveFeatures(model, val_enc, device=device)
     else:
         train, val = features
         train.device = val.device = device
-    return train_probe(probe, train, val, cfg, metrics, label_names)
+    probes, states = [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        probes.append(build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(device))
+        states.append(_rng_state(device))
+    if trainable is None and isinstance(train, LiveFeatures):  # one encoder pass per epoch feeds every seed
+        shared = replace(cfg, shuffle_seed=seeds[0] if cfg.shuffle_seed is None else cfg.shuffle_seed)
+        per_seed = train_probes(probes, train, val, shared, metrics, label_names, seeds=seeds, rng_states=states)
+    elif trainable is None:  # cached features: independent runs, each in its own seed's batch order
+        per_seed = [train_probes([probe], train, val, replace(cfg, seed=seed), metrics,
+                                 label_names, seeds=[seed], rng_states=[state])[0]
+                    for seed, probe, state in zip(seeds, probes, states)]
+    else:
+        if features is not None:
+            raise ValueError("trained patch parameters need the encoder in the loop: pass features=None")
+        per_seed = []
+        for seed, probe, state in zip(seeds, probes, states):
+            with trainable() as handle:
+                per_seed += train_probes([probe], train, val, replace(cfg, seed=seed), metrics, label_names,
+                                         seeds=[seed], rng_states=[state], extra_params=handle.parameters(), live=True)
+    return [{"seed": seed, **row} for seed, rows in zip(seeds, per_seed) for row in rows]
 
 
 def learn_lambdas(model, constants, train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int, metrics,
-                  cfg: TrainConfig, label_names=None):
+                  cfg: TrainConfig, label_names=None, backbone_dropout: bool = False):
     """Train one lambda per head jointly with a probe (paper Sec. 3.2), everything else frozen.
 
+    ``backbone_dropout`` runs the encoder's training batches in train mode (the authors' setting).
     Returns ``(lambdas [layers, heads], per-epoch metric rows)``.
     """
     from .patching import patch
@@ -351,6 +637,7 @@ def learn_lambdas(model, constants, train_enc: Encoded, val_enc: Encoded, kind: 
     torch.manual_seed(cfg.seed)
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(next(model.parameters()).device)
     with patch(model, constants, mix=True) as handle:
-        rows = train_probe(probe, LiveFeatures(model, train_enc), LiveFeatures(model, val_enc), cfg, metrics,
-                           label_names, extra_params=handle.parameters(), live=True)
+        rows = train_probe(probe, LiveFeatures(model, train_enc, train_mode=backbone_dropout),
+                           LiveFeatures(model, val_enc), cfg, metrics, label_names,
+                           extra_params=handle.parameters(), live=True)
         return handle.lambdas(), rows

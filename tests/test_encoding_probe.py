@@ -198,16 +198,16 @@ def test_probe_is_seeded_and_learns(minilm):
 
 
 def test_probe_refuses_a_non_finite_loss(minilm):
-    """NaN hidden states (e.g. broken constant matrices) stop the run instead of scoring chance."""
-    from papa.probe import TrainConfig, run_probe
+    """NaN hidden states stop the run instead of scoring chance (NaN constants are refused earlier, by patch())."""
+    from papa.probe import TrainConfig, extract_features, run_probe
 
     model, tok = minilm
     enc = _toy(tok)
-    L, H = papa.model_shape(model)
-    bad = torch.full((L, H, enc.max_length, enc.max_length), float("nan"))
-    with papa.patch(model, bad, static=torch.ones(L, H, dtype=torch.bool)):
-        with pytest.raises(FloatingPointError, match="not finite"):
-            run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=1))
+    cache = extract_features(model, enc, dtype="float32")
+    cache.data[: len(cache.data) // 2] = np.nan
+    with pytest.raises(FloatingPointError, match="not finite"):
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=1),
+                  features=(cache, cache))
 
 
 def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):

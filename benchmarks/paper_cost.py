@@ -1,0 +1,71 @@
+"""Paper-scale cost of config/paper.yaml's probe and lambda jobs: cache sizes, the strategy this
+project picks, encoder passes and GPU-hours vs the authors' procedure (papa.cost).
+
+    python benchmarks/paper_cost.py [--config config/paper.yaml] [--disk-budget-gb 500]
+
+Throughput assumption: the measured H100 forward of a BERT-base-shaped encoder (fp32, stock
+sdpa, batch 64, N = 128) in benchmarks/reference/gpu_check-h100.json, in padded tokens per
+second, scaled linearly by padded length and non-embedding parameters (large = 302M / 85M).
+The jobs are the workflow's own (snakemake --summary). Writes benchmarks/results/paper_cost.parquet
+(one row per job) and prints a table per model and task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from papa.cost import DATASET_SOURCES, estimate, workflow_jobs  # noqa: E402
+
+
+def measured_tokens_per_s(path: Path) -> float:
+    t = json.loads(path.read_text())["timings"]
+    return t["batch"] * t["N"] / (t["stock_sdpa_ms"] / 1000)
+
+
+def main(argv=None) -> pd.DataFrame:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=str(ROOT / "config/paper.yaml"))
+    ap.add_argument("--disk-budget-gb", type=float, default=500.0,
+                    help="node-local scratch a probe job may fill (cache.disk_budget_mb null = the free space there)")
+    ap.add_argument("--reference", default=str(ROOT / "benchmarks/reference/gpu_check-h100.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
+    args = ap.parse_args(argv)
+    config = yaml.safe_load(Path(args.config).read_text())
+    tps = measured_tokens_per_s(Path(args.reference))
+    df = estimate(config, *workflow_jobs(args.config, ROOT), tps, args.disk_budget_gb * 1024)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(args.out, index=False)
+
+    probes = df[df.stage == "probe"]
+    per_task = probes.groupby(["model", "task"], sort=False).agg(
+        jobs=("strategy", "size"), cache_gb=("cache_mb", lambda s: s.max() / 1024),
+        strategy=("strategy", lambda s: "/".join(sorted(set(s) - {"live"}))),
+        passes_ours_M=("passes_ours", lambda s: s.sum() / 1e6),
+        passes_authors_M=("passes_authors", lambda s: s.sum() / 1e6),
+        gpu_h_ours=("gpu_h_ours", "sum"), gpu_h_authors=("gpu_h_authors", "sum"))
+    pd.set_option("display.width", 200)
+    print(f"throughput assumption: {tps:,.0f} padded tokens/s forward for an 85M-parameter encoder on one H100 "
+          f"(from {Path(args.reference).name}); disk budget {args.disk_budget_gb:g} GB; "
+          f"cache.budget_mb {config.get('cache', {}).get('budget_mb')}")
+    print(per_task.round(2).to_string())
+    total = df.groupby("stage")[["passes_ours", "passes_authors", "gpu_h_ours", "gpu_h_authors"]].sum()
+    total.loc["all"] = total.sum()
+    total[["passes_ours", "passes_authors"]] /= 1e6
+    print("\ntotals (passes in millions of example-passes):")
+    print(total.round(1).to_string())
+    print("\nstrategies of the probe jobs:", probes.strategy.value_counts().to_dict())
+    print("\n" + DATASET_SOURCES)
+    return df
+
+
+if __name__ == "__main__":
+    main()

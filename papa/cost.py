@@ -1,0 +1,135 @@
+"""Paper-scale cost of the probe and lambda stages (not averaging or the MLM analysis):
+hidden-state cache sizes, the cache strategy this project picks (`papa.probe.choose_strategy`),
+encoder passes and GPU-hours, next to the authors' procedure (a fresh encoder pass every epoch
+of every seed and every fraction).
+
+Estimates, not measurements: split sizes are the published ones, mean word-piece lengths are
+approximate (see `DATASETS`), and GPU time comes from one measured forward throughput scaled by
+padded length and model size (`gpu_hours`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from .probe import MB, choose_strategy, features_nbytes
+
+#: Published split sizes (examples; validation = the split the paper reports) and the mean number
+#: of kept tokens per example: word pieces with [CLS]/[SEP] for sequence tasks (every valid token
+#: is cached), words for CoNLL-2003 (only first sub-words are cached).
+DATASETS = {
+    "cola": dict(train=8_551, validation=1_043, tokens=11.0),
+    "sst2": dict(train=67_349, validation=872, tokens=13.0),
+    "mrpc": dict(train=3_668, validation=408, tokens=53.0),
+    "mnli": dict(train=392_702, validation=9_832, tokens=40.0),  # validation_mismatched
+    "conll2003_ner": dict(train=14_041, validation=3_250, tokens=203_621 / 14_041),
+    "conll2003_pos": dict(train=14_041, validation=3_250, tokens=203_621 / 14_041),
+}
+DATASET_SOURCES = (
+    "Split sizes: GLUE (Wang et al. 2019) as on the hub (nyu-mll/glue: CoLA 8,551/1,043, SST-2 67,349/872, "
+    "MRPC 3,668/408, MNLI 392,702/9,832 validation_mismatched) and CoNLL-2003 (Tjong Kim Sang & De Meulder 2003: "
+    "14,041/3,250 sentences, 203,621 training tokens). Word pieces per example (BERT uncased, with specials): "
+    "MNLI ~40 and SST-2 ~13 as in the project's method notes; CoLA ~11 and MRPC ~53 (two ~22-word "
+    "sentences) are estimates from typical sentence lengths; CoNLL-2003 caches one row per word (14.5 per sentence)."
+)
+
+#: (layers, hidden size, non-embedding parameters) of the paper's encoders.
+MODELS = {
+    "bert-base-uncased": (12, 768, 85e6),
+    "bert-large-uncased": (24, 1024, 302e6),
+    "FacebookAI/roberta-base": (12, 768, 85e6),
+    "FacebookAI/roberta-large": (24, 1024, 302e6),
+    "microsoft/deberta-base": (12, 768, 85e6),
+    "microsoft/deberta-large": (24, 1024, 302e6),
+    "google/electra-base-discriminator": (12, 768, 85e6),
+}
+#: A pass that back-propagates through the encoder (lambdas, trained constants) costs about two
+#: forward passes (activation gradients only: the encoder's weights are frozen).
+GRAD_PASS_COST = 2.0
+
+
+def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
+    """The probe jobs (model, task, constants, selection, fraction) and lambda jobs (model, task,
+    constants) the workflow in ``root`` would run for ``configfile``, read from Snakemake's own
+    plan (``snakemake --summary``, nothing is run or locked)."""
+    snakemake = Path(sys.executable).with_name("snakemake")
+    with tempfile.TemporaryDirectory(prefix="papa-cost-") as results:
+        p = subprocess.run([str(snakemake) if snakemake.exists() else "snakemake", "--summary", "--nolock",
+                            "--configfile", str(configfile), "--config", f"results={results}"],
+                           cwd=root, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"snakemake --summary failed for {configfile}:\n{p.stderr[-2000:]}")
+        probes, lambdas = {}, {}
+        for line in p.stdout.splitlines():
+            cols = line.split("\t")
+            if len(cols) < 3 or not cols[0].startswith(results):
+                continue
+            parts = Path(cols[0]).relative_to(results).parts
+            if cols[2] == "probe":  # probe/{model}/{task}/{constants}/{selection}/f{fraction}/seed{s}.parquet
+                probes[(*parts[1:5], float(parts[5][1:]))] = None
+            elif cols[2] == "learn_lambda":  # lambda/{model}/{task}/{constants}/lambdas.parquet
+                lambdas[tuple(parts[1:4])] = None
+    return list(probes), list(lambdas)
+
+
+def gpu_hours(example_passes: float, max_length: int, params: float, tokens_per_s: float,
+              base_params: float = 85e6) -> float:
+    """Hours for ``example_passes`` encoder passes over examples padded to ``max_length``, at
+    ``tokens_per_s`` padded tokens per second for a ``base_params`` encoder, scaled linearly by
+    parameters (the feed-forward and projections dominate at N <= 256)."""
+    return example_passes * max_length / tokens_per_s * (params / base_params) / 3600
+
+
+def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_budget_mb: float | None) -> pd.DataFrame:
+    """One row per job of ``config`` (`workflow_jobs`): cache size, strategy, encoder passes
+    (examples x passes) and GPU-hours, this project's way and the authors'.
+
+    This project: a probe job encodes train + validation once (``memory``/``disk``), or once per
+    epoch for all seeds (``reencode``); trained constants run the encoder with gradients every
+    epoch of every seed (``live``). The authors: every seed re-encodes every epoch. Validation is
+    counted once per epoch on both sides; lambda jobs are the same on both sides.
+    """
+    cache = config.get("cache") or {}
+    dtype, budget = cache.get("dtype", "float16"), cache.get("budget_mb")
+    seeds = len(config["sweep"]["seeds"])
+    rows = []
+    for stage, jobs in (("probe", probe_jobs), ("lambda", lambda_jobs)):
+        for job in jobs:
+            m, t = job[0], job[1]
+            task = config["tasks"][t]
+            for table, key in ((DATASETS, task["dataset"]), (MODELS, config["models"][m])):
+                if key not in table:
+                    raise KeyError(f"papa.cost has no published size for {key!r}; add it to papa.cost."
+                                   f"{'DATASETS' if table is DATASETS else 'MODELS'}")
+            ds = DATASETS[task["dataset"]]
+            L, H, params = MODELS[config["models"][m]]
+            hp = {**task["probe"], **(task.get("lambda") or {})} if stage == "lambda" else task["probe"]
+            N, epochs = int(task["max_length"]), int(hp["epochs"])
+            kept = min(ds["tokens"], N)
+            nbytes = features_nbytes(round((ds["train"] + ds["validation"]) * kept), L + 1, H, dtype)
+            per_epoch = ds["train"] + ds["validation"]
+            if stage == "lambda":
+                strategy, ours, grad = "live", epochs * per_epoch, True
+                authors = ours
+            elif job[2].split("@")[0].endswith("_trained"):
+                strategy, ours, grad = "live", seeds * epochs * per_epoch, True
+                authors = ours
+            else:
+                strategy = choose_strategy(nbytes, cache.get("strategy", "auto"), budget, disk_budget_mb)
+                ours = per_epoch * (epochs if strategy == "reencode" else 1)
+                grad, authors = False, seeds * epochs * per_epoch
+            factor = GRAD_PASS_COST if grad else 1.0
+            rows.append({
+                "stage": stage, "model": m, "task": t, "constants": job[2],
+                "selection": job[3] if stage == "probe" else None, "fraction": job[4] if stage == "probe" else None,
+                "N": N, "epochs": epochs, "seeds": seeds if stage == "probe" else 1, "cache_mb": nbytes / MB,
+                "strategy": strategy, "passes_ours": ours, "passes_authors": authors,
+                "gpu_h_ours": factor * gpu_hours(ours, N, params, tokens_per_s),
+                "gpu_h_authors": factor * gpu_hours(authors, N, params, tokens_per_s),
+            })
+    return pd.DataFrame(rows)

@@ -1,0 +1,330 @@
+"""One probe path (papa.probe.run_probe) on the model's device, the cache strategy (memory /
+disk / re-encode, chosen from sizes known before encoding), and the authors' training options
+(gradient clipping, dropout inside the frozen encoder)."""
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import papa
+import papa.pipeline as pipeline
+import papa.probe as probe_mod
+from papa.probe import (MB, LiveFeatures, TrainConfig, cache_nbytes, choose_strategy, extract_features,
+                        prepare_features, run_probe)
+
+TEXTS = ["a great film", "awful acting", "i loved it", "boring and dull", "not bad at all", "a terrible plot"]
+
+
+def _toy(tok, n=24):
+    return papa.encode(tok, (TEXTS * n)[:n], labels=([1, 0, 1, 0, 1, 0] * n)[:n], max_length=16)
+
+
+@pytest.fixture(scope="module")
+def job(minilm, tmp_path_factory):
+    """Token files and constants of a tiny sentiment task, as the workflow writes them."""
+    model, tok = minilm
+    d = tmp_path_factory.mktemp("job")
+    meta = {"dataset": "toy", "label_names": ["negative", "positive"]}
+    pipeline.write_tokens(_toy(tok, 24), d / "train.parquet", {**meta, "split": "train"})
+    pipeline.write_tokens(_toy(tok, 12), d / "validation.parquet", {**meta, "split": "validation"})
+    papa.average_attention(model, _toy(tok, 24).batches(8)).save(d / "average.safetensors")
+    return d
+
+
+def _run(job, out, cache, seeds=(0, 1), constants="average", hp=None, fraction=0.5):
+    out.mkdir(parents=True, exist_ok=True)
+    labels = {"model": "minilm", "task": "toy", "constants": constants, "selection": "first_to_last"}
+    hp = {"lr": 1e-3, "batch_size": 8, "epochs": 2, "order_seed": 0, **(hp or {})}
+    return pipeline.run_probes("minilm", job / "average.safetensors", None, "first_to_last", fraction, list(seeds),
+                               job / "train.parquet", job / "validation.parquet", {"metrics": ["accuracy", "mcc"]},
+                               hp, {"batch_size": 8, **cache}, [out / f"seed{s}.parquet" for s in seeds], labels,
+                               trained_constants=constants.endswith("_trained"))
+
+
+def _scores(frames):
+    return pd.concat(frames, ignore_index=True)[["seed", "epoch", "metric", "score", "train_loss"]]
+
+
+# ----------------------------------------------------------------------------- one probe path
+
+
+class _Spy:
+    def __init__(self, monkeypatch):
+        self.run_probe_calls, self.probe_devices, self.feature_devices = [], [], []
+        real_run, real_train = probe_mod.run_probe, probe_mod.train_probes
+
+        def run_probe(*a, **kw):
+            self.run_probe_calls.append(kw)
+            return real_run(*a, **kw)
+
+        def train_probes(probes, train, validation, *a, **kw):
+            self.probe_devices += [p.device for probe in probes for p in probe.parameters()]
+            self.feature_devices += [torch.device(f.device) for f in (train, validation)]
+            return real_train(probes, train, validation, *a, **kw)
+
+        monkeypatch.setattr(pipeline, "run_probe", run_probe)
+        monkeypatch.setattr(probe_mod, "train_probes", train_probes)
+
+
+@pytest.mark.parametrize("constants", ["average", "toeplitz_trained"])
+def test_pipeline_probes_go_through_run_probe_on_the_model_device(job, tmp_path, monkeypatch, constants):
+    """Cached features and trained constants alike: run_probe trains every probe, on the model's device."""
+    spy = _Spy(monkeypatch)
+    frames = _run(job, tmp_path, {"dtype": "float32"}, constants=constants, hp={"epochs": 1}, fraction=0)
+    assert len(spy.run_probe_calls) == 1 and len(frames) == 2
+    model_device = next(papa.load_encoder("minilm")[0].parameters()).device
+    assert spy.probe_devices and set(spy.probe_devices) == {model_device}
+    assert set(spy.feature_devices) == {model_device}
+    assert set(frames[0].cache_strategy) == {"live" if constants.endswith("_trained") else "memory"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pipeline_probes_train_on_cuda(job, tmp_path, monkeypatch):
+    load = pipeline.load_encoder
+    monkeypatch.setattr(pipeline, "load_encoder", lambda name: load(name, device="cuda"))
+    spy = _Spy(monkeypatch)
+    for constants in ("average", "average_trained"):
+        _run(job, tmp_path / constants, {"dtype": "float16"}, constants=constants, hp={"epochs": 1}, fraction=0)
+    assert {d.type for d in spy.probe_devices} == {"cuda"} and {d.type for d in spy.feature_devices} == {"cuda"}
+
+
+def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
+    """From a cache each seed is an independent run (its own initialisation, dropout and batch order);
+    re-encoding trains the seeds side by side in the first seed's batch order, each keeping its own
+    random-number state, so training with others changes nothing for it."""
+    model, tok = minilm
+    enc = _toy(tok)
+    cache = extract_features(model, enc, dtype="float32")
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, dropout=0.3)
+    seed5 = TrainConfig(**{**vars(cfg), "seed": 5})
+    both = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache), seeds=[3, 5])
+    alone3 = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
+    alone5 = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], seed5, features=(cache, cache))
+    assert [r for r in both if r["seed"] == 3] == alone3
+    assert [r for r in both if r["seed"] == 5] == alone5
+    assert alone3 != [{**r, "seed": 3} for r in alone5]  # the seeds differ
+    with prepare_features(model, enc, enc, "reencode", "float32") as live:
+        lockstep = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[3, 5])
+        live5 = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(**{**vars(seed5),
+                          "shuffle_seed": 3}), features=live)
+    assert [r for r in lockstep if r["seed"] == 5] == live5
+
+
+# ----------------------------------------------------------------------------- cache strategy
+
+
+def test_choose_strategy_by_size():
+    assert choose_strategy(10 * MB, "auto", budget_mb=16, disk_budget_mb=0) == "memory"
+    assert choose_strategy(10 * MB, "auto", budget_mb=None, disk_budget_mb=0) == "memory"
+    assert choose_strategy(10 * MB, "auto", budget_mb=5, disk_budget_mb=10) == "disk"
+    assert choose_strategy(10 * MB, "auto", budget_mb=5, disk_budget_mb=None) == "disk"
+    assert choose_strategy(10 * MB + 1, "auto", budget_mb=5, disk_budget_mb=10) == "reencode"
+    for forced in ("memory", "disk", "reencode"):
+        assert choose_strategy(10**15, forced, budget_mb=1, disk_budget_mb=1) == forced
+        assert choose_strategy(1, forced, budget_mb=100, cacheable=False) == "reencode"
+    with pytest.raises(ValueError, match="auto, memory, disk, reencode"):
+        choose_strategy(1, "ram")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_cache_size_is_known_exactly_before_encoding(minilm, dtype):
+    model, tok = minilm
+    seq = _toy(tok, 8)
+    tagged = papa.encode(tok, [["John", "lives", "in", "Paris"], ["Mary", "likes", "Berlin"]] * 3,
+                         labels=[[1, 0, 0, 2], [1, 0, 2]] * 3, max_length=16)
+    for enc in (seq, tagged):
+        assert cache_nbytes(model, enc, dtype) == extract_features(model, enc, dtype=dtype).nbytes
+
+
+def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path):
+    """At cache.budget_mb below the features: disk (fits the disk budget) and reencode (does
+    not) run. float32: memory and disk identical; reencode equal within 1e-6 (scores) and 1e-5
+    relative (losses) for the first seed, whose batch order the re-encoded seeds share: the same
+    batches, but hidden states computed in other batch shapes and pooled padded instead of ragged.
+    The strategy and size are recorded."""
+    scratch = tmp_path / "scratch"
+    runs = {
+        "memory": {"budget_mb": None},
+        "disk": {"budget_mb": 0.01, "disk_budget_mb": 10_000, "scratch": str(scratch)},
+        "reencode": {"budget_mb": 0.01, "disk_budget_mb": 0.01, "scratch": str(scratch)},
+    }
+    out = {}
+    for name, cache in runs.items():
+        frames = _run(job, tmp_path / name, {"dtype": "float32", "strategy": "auto", **cache})
+        df = pd.concat(frames)
+        assert set(df.cache_strategy) == {name}
+        out[name] = _scores(frames)
+    model = papa.load_encoder("minilm")[0]
+    size = sum(cache_nbytes(model, pipeline.read_tokens(job / f"{s}.parquet"), "float32")
+               for s in ("train", "validation"))
+    assert size > 0.01 * MB and set(df.cache_mb) == {size / MB}
+    pd.testing.assert_frame_equal(out["memory"], out["disk"])
+    mem, re = out["memory"], out["reencode"]
+    assert (mem[["seed", "epoch", "metric"]] == re[["seed", "epoch", "metric"]]).all().all()
+    mem, re = mem[mem.seed == 0], re[re.seed == 0]
+    np.testing.assert_allclose(re.score, mem.score, atol=1e-6)
+    np.testing.assert_allclose(re.train_loss, mem.train_loss, rtol=1e-5)
+    assert not scratch.exists() or not any(scratch.iterdir())  # the disk cache is gone
+
+
+def test_float16_reencode_rounds_like_the_cache(minilm):
+    """Re-encoded hidden states are rounded to cache.dtype, so float16 scores do not depend on the strategy."""
+    model, tok = minilm
+    enc = _toy(tok)
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=2)
+    with prepare_features(model, enc, enc, "memory", "float16") as mem:
+        a = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=mem, seeds=[0, 1])
+    with prepare_features(model, enc, enc, "reencode", "float16") as live:
+        b = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[0, 1])
+    assert isinstance(live.train, LiveFeatures) and mem.strategy == "memory"
+    a, b = [r for r in a if r["seed"] == 0], [r for r in b if r["seed"] == 0]  # the order both share
+    assert [r["score"] for r in a] == pytest.approx([r["score"] for r in b], abs=1e-6)
+    assert [r["train_loss"] for r in a] == pytest.approx([r["train_loss"] for r in b], rel=1e-5)
+
+
+def test_reencode_runs_the_encoder_once_per_epoch_for_all_seeds(minilm):
+    model, tok = minilm
+    train, val = _toy(tok, 24), _toy(tok, 12)
+    calls = []
+    hook = model.register_forward_hook(lambda m, i, o: calls.append(1))
+    try:
+        with prepare_features(model, train, val, "reencode", "float32") as feats:
+            run_probe(model, train, val, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=2,
+                      eval_batch_size=8), features=feats, seeds=[0, 1, 2])
+    finally:
+        hook.remove()
+    assert len(calls) == 2 * (24 // 8 + 12 // 8 + 1)  # per epoch: 3 train + 2 validation batches, whatever the seeds
+
+
+def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path):
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    scratch = tmp_path / "scratch"
+    with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)) as feats:
+        assert feats.strategy == "disk" and isinstance(feats.train.data, np.memmap)
+        assert len(list(scratch.glob("papa-features-*/features.npy"))) == 2
+    assert not any(scratch.iterdir())
+    with pytest.raises(RuntimeError, match="boom"):
+        with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
+            raise RuntimeError("boom")
+    assert not any(scratch.iterdir())
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit):  # Slurm's time limit, Snakemake cancelling the job
+        with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert not any(scratch.iterdir()) and signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_disk_strategy_refuses_a_cache_larger_than_the_disk_budget(minilm, tmp_path):
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    with pytest.raises(OSError, match="disk budget"):
+        with prepare_features(model, enc, enc, "disk", budget_mb=0.001, disk_budget_mb=0.001,
+                              scratch=str(tmp_path)):
+            pass
+
+
+# ----------------------------------------------------------------------------- authors' options
+
+
+def test_max_grad_norm_clips_what_the_optimizer_sees(minilm):
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    model, tok = minilm
+    enc = _toy(tok)
+    cache = extract_features(model, enc, dtype="float32")
+    norms = []
+
+    def seen(opt, args, kwargs):
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        norms.append(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item())
+
+    handle = register_optimizer_step_pre_hook(seen)
+    try:
+        cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=1)
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
+        free = norms[:]
+        norms.clear()
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(**{**vars(cfg), "max_grad_norm": 0.01}),
+                  features=(cache, cache))
+    finally:
+        handle.remove()
+    assert min(free) > 0.01 and max(norms) <= 0.01 * (1 + 1e-5)
+    assert pipeline._train_cfg({"lr": 1, "batch_size": 1, "epochs": 1, "max_grad_norm": 1}, 0).max_grad_norm == 1.0
+    assert pipeline._train_cfg({"lr": 1, "batch_size": 1, "epochs": 1}, 0).max_grad_norm is None
+
+
+def test_backbone_dropout_changes_features_run_to_run_only_when_on(minilm):
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    idx = np.arange(8)
+
+    def twice(**kw):
+        f = LiveFeatures(model, enc, **kw)
+        return f.batch(idx)[0][0], f.batch(idx)[0][0]
+
+    a, b = twice(train_mode=False)
+    assert torch.equal(a, b)
+    c, d = twice(train_mode=True)
+    assert not torch.equal(c, d) and not torch.equal(a, c)
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
+    with prepare_features(model, enc, enc, strategy="memory", backbone_dropout=True) as feats:
+        assert feats.strategy == "reencode" and feats.train.train_mode and not feats.validation.train_mode
+
+
+def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
+    frames = _run(job, tmp_path, {"dtype": "float32", "strategy": "memory"}, seeds=[0],
+                  hp={"epochs": 1, "backbone_dropout": True, "max_grad_norm": 1.0})
+    assert set(frames[0].cache_strategy) == {"reencode"}
+    out = {}
+    for dropout in (False, True):  # the lambda stage reads the same hparams
+        pipeline.run_lambda("minilm", job / "average.safetensors", job / "train.parquet", job / "validation.parquet",
+                            {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1,
+                                                        "backbone_dropout": dropout, "max_grad_norm": 1.0},
+                            tmp_path / f"l{dropout}.parquet", tmp_path / f"m{dropout}.parquet", {"task": "toy"})
+        out[dropout] = pd.read_parquet(tmp_path / f"l{dropout}.parquet")["lambda"].to_numpy()
+    assert not np.array_equal(out[False], out[True])
+
+
+def test_schema_knows_the_cache_strategy_and_the_authors_options():
+    import yaml
+    from snakemake.utils import validate
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "config/smoke.yaml").read_text())
+    for t in cfg["tasks"].values():
+        t["probe"].update(max_grad_norm=1.0, backbone_dropout=True)
+    cfg["cache"].update(strategy="reencode", disk_budget_mb=None, scratch="/tmp")
+    validate(cfg, str(root / "workflow/schemas/config.schema.yaml"))
+    cfg["cache"]["strategy"] = "ram"
+    with pytest.raises(Exception, match="ram"):
+        validate(cfg, str(root / "workflow/schemas/config.schema.yaml"))
+
+
+# ----------------------------------------------------------------------------- paper-scale cost
+
+
+def test_cost_estimate_of_the_paper_grid():
+    import yaml
+
+    from papa.cost import estimate, workflow_jobs
+
+    root = Path(__file__).resolve().parents[1]
+    paper = yaml.safe_load((root / "config/paper.yaml").read_text())
+    probes, lambdas = workflow_jobs(root / "config/paper.yaml", root)
+    assert ("bert-base", "cola", "average", "lambda", 0.5) in probes and ("bert-base", "cola", "average") in lambdas
+    df = estimate(paper, probes, lambdas, tokens_per_s=2e5, disk_budget_mb=500 * 1024).set_index(
+        ["stage", "model", "task", "constants", "selection", "fraction"])
+    assert len(df) == len(probes) + len(lambdas)
+    mnli = df.loc[("probe", "bert-large", "mnli", "average", "lambda", 0.5)]
+    assert mnli.strategy == "reencode" and mnli.cache_mb > 500 * 1024
+    assert mnli.passes_ours == 4 * (392_702 + 9_832) and mnli.passes_authors == 3 * mnli.passes_ours
+    cola = df.loc[("probe", "bert-base", "cola", "average", "lambda", 0.5)]
+    assert cola.strategy == "memory" and cola.passes_ours == 8_551 + 1_043
+    assert cola.passes_authors == 3 * 15 * cola.passes_ours
+    assert (df.passes_authors >= df.passes_ours).all()
