@@ -1,16 +1,27 @@
-"""Masked-LM quality with replaced heads (paper Sec. 5.5): negative log-perplexity.
+"""Masked-LM quality with replaced heads (paper Sec. 5.5, Fig. 6a): negative log-perplexity.
 
-Needs a model with its MLM head (``papa.load_encoder(name, task_head="mlm")``). Tokens are
-masked with a seeded generator (``mask_prob`` of the real, non-special tokens, replaced by the
-mask token), so every configuration of static heads is scored on the same masked inputs.
+Tokens are masked with a seeded generator (``mask_prob`` of the real, non-special tokens,
+replaced by the mask token; at least one per example), redrawn every training epoch
+(seed ``seed + epoch``) and fixed for evaluation (seed ``seed``), so every configuration of
+static heads is scored on the same masked inputs. Two heads score the masked tokens
+(`MLM_HEADS`, ``analyses.mlm.head`` in the workflow):
 
-The heads are ranked as in the main method, with the masked-LM loss in place of a probe:
-`learn_mlm_lambdas` trains one lambda per head (``mix=True``) with everything else frozen,
-MLM head included; `mlm_curve` then replaces the lowest-lambda heads at each fraction.
+* ``probe`` (the paper's procedure): `MLMProbe`, trained on the frozen encoder, over the L+1
+  hidden states of each masked token. It needs no MLM head, so any encoder can be scored
+  (ELECTRA's discriminator included, as in the paper's Fig. 6a).
+* ``pretrained``: the checkpoint's own masked-LM head, frozen (load the model with
+  ``papa.load_encoder(name, task_head="mlm")``).
+
+The heads are ranked as in the main method, with the masked-LM loss in place of a task:
+`learn_mlm_lambdas` trains one lambda per head (``mix=True``) jointly with a fresh probe (or
+through the frozen pretrained head), everything else frozen; `mlm_curve` then replaces the
+lowest-lambda heads at each fraction and, for ``probe``, trains a fresh probe on the patched
+encoder before scoring held-out text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -18,10 +29,41 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from .encoding import Encoded
+from .encoding import IGNORE, Encoded
+from .probe import LiveFeatures, TrainConfig, model_dims
 
 log = logging.getLogger(__name__)
+
+#: What scores the masked tokens: the paper's trained probe, or the checkpoint's frozen MLM head.
+MLM_HEADS = ("probe", "pretrained")
+
+
+class MLMProbe(nn.Module):
+    """The paper's masked-LM probe (the authors' ``modeling_bert.py`` with
+    ``use_freeze_extract_pooler``): per token, its L+1 hidden states (embeddings included)
+    concatenated -> Linear((L+1)H, H) -> the encoder's hidden activation -> Linear(H, vocab) + bias.
+    """
+
+    def __init__(self, n_layers: int, hidden: int, vocab_size: int, activation: str = "gelu"):
+        from transformers.activations import ACT2FN
+
+        super().__init__()
+        self.dense = nn.Linear(n_layers * hidden, hidden)
+        self.act = ACT2FN[activation]
+        self.decoder = nn.Linear(hidden, vocab_size)
+
+    @classmethod
+    def for_model(cls, model) -> "MLMProbe":
+        """A probe sized for ``model``'s hidden states and vocabulary, with its hidden activation."""
+        cfg = model.config
+        activation = getattr(cfg, "hidden_act", None) or getattr(cfg, "activation", "gelu")
+        return cls(*model_dims(model), int(cfg.vocab_size), activation)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [T, L+1, H] (the masked positions only) -> logits [T, vocab]."""
+        return self.decoder(self.act(self.dense(tokens.flatten(1))))
 
 
 def mask_tokens(encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15, seed: int = 0):
@@ -32,27 +74,50 @@ def mask_tokens(encoded: Encoded, mask_token_id: int, special_ids, mask_prob: fl
     chosen = real & (rng.random(ids.shape) < mask_prob)
     for r in np.nonzero(real.any(1) & ~chosen.any(1))[0]:  # at least one masked token per example
         chosen[r, rng.choice(np.nonzero(real[r])[0])] = True
-    labels = np.where(chosen, ids, -100)
+    labels = np.where(chosen, ids, IGNORE)
     ids[chosen] = mask_token_id
     return ids, labels
 
 
-def negative_log_perplexity(model, encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15,
-                            seed: int = 0, batch_size: int = 16) -> float:
-    """Mean log-likelihood of the masked tokens (nats; higher is better), i.e. -log perplexity."""
+def masked(encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15, seed: int = 0) -> Encoded:
+    """``encoded`` with a seeded draw of its tokens masked (`mask_tokens`), as a token-level split
+    whose labels are the original ids of the masked tokens (-100 elsewhere): `LiveFeatures`
+    then yields the masked tokens' L+1 hidden states and their labels."""
     ids, labels = mask_tokens(encoded, mask_token_id, special_ids, mask_prob, seed)
+    return dataclasses.replace(encoded, input_ids=ids, labels=labels)
+
+
+def _masked_logits(model, probe: MLMProbe | None, enc: Encoded, idx, grad: bool = False):
+    """Logits [T, vocab] and labels [T] of the masked tokens of the rows ``idx`` of a `masked`
+    split: from ``probe`` over the tokens' hidden states, or (``probe`` None) from the model's
+    own MLM head."""
+    if probe is not None:
+        x, y = LiveFeatures(model, enc).batch(idx, grad=grad)
+        return probe(x), y
     device = next(model.parameters()).device
+    labels = torch.as_tensor(enc.labels[idx], device=device)
+    with torch.set_grad_enabled(grad):
+        logits = model(**enc.model_inputs(idx, device=device)).logits
+    keep = labels != IGNORE
+    return logits[keep], labels[keep]
+
+
+def negative_log_perplexity(model, encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15,
+                            seed: int = 0, batch_size: int = 16, probe: MLMProbe | None = None) -> float:
+    """Mean log-likelihood of the masked tokens (nats; higher is better), i.e. -log perplexity.
+
+    Scored by ``probe`` over the encoder's hidden states, or by the model's own MLM head when
+    ``probe`` is None; the masks are drawn with ``seed``.
+    """
+    enc = masked(encoded, mask_token_id, special_ids, mask_prob, seed)
+    if probe is not None:
+        probe.eval()
     total, count = 0.0, 0
     with torch.inference_mode():
-        for start in range(0, len(encoded), batch_size):
-            sl = slice(start, start + batch_size)
-            inputs = encoded.model_inputs(sl, device=device)
-            inputs["input_ids"] = torch.as_tensor(ids[sl], device=device)
-            lab = torch.as_tensor(labels[sl], device=device)
-            logits = model(**inputs).logits
-            nll = F.cross_entropy(logits.flatten(0, 1).float(), lab.flatten(), ignore_index=-100, reduction="sum")
-            total += float(nll)
-            count += int((lab != -100).sum())
+        for start in range(0, len(enc), batch_size):
+            logits, y = _masked_logits(model, probe, enc, np.arange(start, min(len(enc), start + batch_size)))
+            total += float(F.cross_entropy(logits.float(), y, reduction="sum"))
+            count += int(y.numel())
     if count == 0:
         raise ValueError("no token was masked: the inputs have no real tokens")
     return -total / count
@@ -62,65 +127,134 @@ def perplexity(neg_log_ppl: float) -> float:
     return math.exp(-neg_log_ppl)
 
 
-def _mlm_loss(model, inputs, labels):
-    logits = model(**inputs).logits
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+def new_probe(model, seed: int) -> MLMProbe:
+    """A freshly initialised `MLMProbe` for ``model`` (seeded), on the model's device."""
+    torch.manual_seed(seed)
+    return MLMProbe.for_model(model).to(next(model.parameters()).device)
 
 
-def learn_mlm_lambdas(model, constants, encoded: Encoded, mask_token_id: int, special_ids, lr: float = 5e-2,
-                      epochs: int = 1, batch_size: int = 16, mask_prob: float = 0.15, seed: int = 0) -> torch.Tensor:
-    """One lambda per head trained with the masked-LM loss, the model (and its MLM head) frozen.
+def train_mlm(model, encoded: Encoded, mask_token_id: int, special_ids, cfg: TrainConfig, mask_prob: float = 0.15,
+              probe: MLMProbe | None = None, extra_params=(), log_every: float = 10.0) -> list[float]:
+    """Train ``probe`` (lr ``cfg.lr``) and ``extra_params`` (patch parameters such as lambda
+    logits, lr ``cfg.extra_lr`` or ``cfg.lr``) with AdamW on the masked-LM loss, the encoder frozen.
 
-    Masks are redrawn every epoch (seed ``seed + epoch``), batches shuffled with ``seed``.
-    Returns lambdas [layers, heads] (rank them with ``papa.head_order("lambda", ...)``).
+    With ``probe`` None only ``extra_params`` train, through the model's own MLM head. The loss
+    is the cross-entropy of the masked tokens only (their hidden states are gathered before the
+    probe, so the vocabulary-sized output is computed for them alone). Masks are redrawn every
+    epoch (seed ``cfg.seed + epoch``), batches shuffled with ``cfg.shuffle_seed`` (None =
+    ``cfg.seed``); the gradient norm is clipped at ``cfg.max_grad_norm`` if set.
+
+    Returns:
+        The mean training loss (nats per masked token) of every epoch.
+    """
+    extra = list(extra_params)
+    groups = [{"params": list(probe.parameters()), "lr": cfg.lr}] if probe is not None else []
+    if extra:
+        groups.append({"params": extra, "lr": cfg.extra_lr or cfg.lr, "weight_decay": 0.0})
+    if not groups:
+        raise ValueError("train_mlm: nothing to train (no probe and no patch parameters)")
+    n = len(encoded)
+    if n == 0:
+        raise ValueError("train_mlm: no training examples")
+    params = [p for g in groups for p in g["params"]]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    gen = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
+    losses, done, total = [], 0, cfg.epochs * n
+    t0 = last = time.monotonic()
+    for epoch in range(cfg.epochs):
+        enc = masked(encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch)
+        if probe is not None:
+            probe.train()
+        running, tokens = 0.0, 0
+        order = torch.randperm(n, generator=gen).numpy()
+        for start in range(0, n, cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            done += len(idx)
+            logits, y = _masked_logits(model, probe, enc, idx, grad=bool(extra))
+            if y.numel() == 0:  # only examples without real tokens
+                continue
+            loss = F.cross_entropy(logits.float(), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            opt.step()
+            running += loss.item() * y.numel()
+            tokens += y.numel()
+            now = time.monotonic()
+            if now - last >= log_every:
+                last = now
+                rate = done / (now - t0)
+                log.info("mlm epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)", epoch + 1,
+                         cfg.epochs, done - epoch * n, n, running / max(tokens, 1), rate, (total - done) / rate)
+        loss = running / max(tokens, 1)
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"mlm epoch {epoch + 1}: the training loss is not finite ({loss}); check the "
+                                     f"constant matrices or lower the learning rate ({cfg.lr})")
+        losses.append(loss)
+        rate = done / max(time.monotonic() - t0, 1e-9)
+        log.info("mlm epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)", epoch + 1, cfg.epochs, loss, rate,
+                 (total - done) / rate)
+    return losses
+
+
+def learn_mlm_lambdas(model, constants, encoded: Encoded, mask_token_id: int, special_ids, cfg: TrainConfig,
+                      mask_prob: float = 0.15, head: str = "probe"):
+    """One lambda per head trained with the masked-LM loss, everything else frozen (paper Sec. 3.2).
+
+    ``head`` ``probe``: jointly with a fresh `MLMProbe` (the probe at ``cfg.lr``, the lambdas at
+    ``cfg.extra_lr`` or ``cfg.lr``); ``pretrained``: through the model's own frozen MLM head.
+    Returns ``(lambdas [layers, heads], per-epoch training losses)``; rank the heads with
+    ``papa.head_order("lambda", ...)``.
     """
     from .patching import patch
 
-    device = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
-    n = len(encoded)
-    if n == 0:
-        raise ValueError("learn_mlm_lambdas: no training examples")
+    _check_head(head)
     with patch(model, constants, mix=True) as handle:
-        opt = torch.optim.AdamW(handle.parameters(), lr=lr, weight_decay=0.0)
-        t0, done, total = time.perf_counter(), 0, epochs * n
-        for epoch in range(epochs):
-            ids, labels = mask_tokens(encoded, mask_token_id, special_ids, mask_prob, seed + epoch)
-            running = 0.0
-            order = torch.randperm(n, generator=gen).numpy()
-            for start in range(0, n, batch_size):
-                idx = np.sort(order[start : start + batch_size])
-                inputs = encoded.model_inputs(idx, device=device)
-                inputs["input_ids"] = torch.as_tensor(ids[idx], device=device)
-                loss = _mlm_loss(model, inputs, torch.as_tensor(labels[idx], device=device))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                running += float(loss.detach()) * len(idx)
-                done += len(idx)
-            rate = done / max(time.perf_counter() - t0, 1e-9)
-            log.info("mlm lambdas epoch %d/%d: loss %.4f (%.1f examples/s, ETA %.0f s)", epoch + 1, epochs,
-                     running / n, rate, (total - done) / rate)
-        return handle.lambdas()
+        probe = new_probe(model, cfg.seed) if head == "probe" else None
+        losses = train_mlm(model, encoded, mask_token_id, special_ids, cfg, mask_prob, probe=probe,
+                           extra_params=handle.parameters())
+        return handle.lambdas(), losses
 
 
 def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fractions, mask_token_id: int, special_ids,
-              mask_prob: float = 0.15, seed: int = 0, batch_size: int = 16, selection: str = "lambda"):
+              cfg: TrainConfig, mask_prob: float = 0.15, head: str = "probe", train: Encoded | None = None,
+              selection: str = "lambda") -> list[dict]:
     """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, per fraction.
 
-    Returns a list of rows: fraction_dynamic, n_dynamic, neg_log_ppl, perplexity.
+    The lowest-ranked heads (``selection``, by ``lambdas`` for ``lambda``) use their constant
+    matrices. ``head`` ``probe``: at every fraction a fresh `MLMProbe` (same seed) is trained on
+    ``train`` through the patched frozen encoder (``cfg``), then scores ``encoded``;
+    ``pretrained``: the model's own MLM head scores it directly. Evaluation masks use ``cfg.seed``.
+
+    Returns:
+        One row per fraction: ``head``, ``fraction_dynamic``, ``n_dynamic``, ``neg_log_ppl``,
+        ``perplexity`` and, for ``probe``, the last epoch's ``train_loss``.
     """
     from .patching import patch
     from .selection import head_order, n_dynamic, select_static
 
+    _check_head(head)
+    if head == "probe" and train is None:
+        raise ValueError("mlm_curve with head 'probe' trains a probe per fraction: pass the train split")
     shape = tuple(lambdas.shape)
-    ranking = head_order(selection, shape, lambdas, seed=seed)
+    ranking = head_order(selection, shape, lambdas, seed=cfg.seed)
     rows = []
     for f in fractions:
-        static = select_static(ranking, float(f), shape)
-        with patch(model, constants, static=static):
-            nll = negative_log_perplexity(model, encoded, mask_token_id, special_ids, mask_prob, seed, batch_size)
-        rows.append({"fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1]),
-                     "neg_log_ppl": nll, "perplexity": perplexity(nll)})
-        log.info("mlm fraction %g: negative log-perplexity %.4f", float(f), nll)
+        row = {"head": head, "fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1])}
+        with patch(model, constants, static=select_static(ranking, float(f), shape)):
+            probe = None
+            if head == "probe":
+                probe = new_probe(model, cfg.seed)
+                row["train_loss"] = train_mlm(model, train, mask_token_id, special_ids, cfg, mask_prob, probe)[-1]
+            nll = negative_log_perplexity(model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed,
+                                          cfg.eval_batch_size, probe)
+        rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
+        log.info("mlm fraction %g (%d heads input-dependent, head %s): negative log-perplexity %.4f", float(f),
+                 row["n_dynamic"], head, nll)
     return rows
+
+
+def _check_head(head: str) -> None:
+    if head not in MLM_HEADS:
+        raise ValueError(f"the MLM head must be one of {', '.join(MLM_HEADS)}; got {head!r}")

@@ -292,8 +292,9 @@ def load_encoder(
     if task_head == "mlm" and missing:
         raise ValueError(
             f"{name_or_path!r} has no pretrained masked-LM head (missing weights: {', '.join(sorted(missing)[:4])}"
-            f"{', ...' if len(missing) > 4 else ''}); the MLM analysis needs a checkpoint saved with its MLM head, "
-            f"e.g. bert-base-uncased or FacebookAI/roberta-base"
+            f"{', ...' if len(missing) > 4 else ''}); head 'pretrained' needs a checkpoint saved with its MLM head, "
+            f"e.g. bert-base-uncased or FacebookAI/roberta-base. The paper's procedure, analyses.mlm.head: probe, "
+            f"trains a probe instead and works with any encoder"
         )
     return prepare(model, device), tokenizer
 

@@ -513,23 +513,25 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
 
 def plot_mlm(table: pd.DataFrame, out) -> list[str]:
     """Fig. 6(a) analogue: negative log-perplexity vs fraction of input-dependent heads, one
-    line per model (and corpus).
+    line per model (and corpus, and MLM head when the table has several).
 
     Args:
         table: a :func:`papa.tables.mlm_table` frame.
         out: path stem.
     """
-    _require(table, ["model", "dataset", "fraction_dynamic", "neg_log_ppl"], "plot_mlm")
+    _require(table, ["model", "dataset", "head", "fraction_dynamic", "neg_log_ppl"], "plot_mlm")
     if table.empty:
         raise ValueError("plot_mlm: nothing to plot")
     with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
         fig = _new_figure((6.0, 4.2))
         ax = fig.subplots()
-        groups = list(table.groupby(["model", "dataset"], sort=True))
+        several_heads = table["head"].nunique() > 1
+        groups = list(table.groupby(["model", "dataset", "head"], sort=True))
         colors = sns.color_palette("colorblind", len(groups))
-        for i, ((model, dataset), g) in enumerate(groups):
+        for i, ((model, dataset, head), g) in enumerate(groups):
             g = g.sort_values("fraction_dynamic")
             label = model if table["dataset"].nunique() == 1 else f"{model} ({dataset})"
+            label += f", {head} head" if several_heads else ""
             ax.plot(g["fraction_dynamic"], g["neg_log_ppl"], marker=_MARKERS[i % len(_MARKERS)],
                     linestyle=_LINESTYLES[i % len(_LINESTYLES)], color=colors[i], label=label)
         ax.set_xscale("symlog", linthresh=1 / 16)
@@ -538,7 +540,7 @@ def plot_mlm(table: pd.DataFrame, out) -> list[str]:
         ax.set_xticklabels([fraction_label(t) for t in ticks])
         ax.set_xlabel("fraction of input-dependent heads")
         ax.set_ylabel("negative log-perplexity (nats, higher is better)")
-        ax.set_title("Masked LM with replaced heads")
+        ax.set_title("Masked LM with replaced heads" + ("" if several_heads else f" ({table['head'].iloc[0]} head)"))
         ax.legend(fontsize=8)
         fig.tight_layout()
         return _save(fig, out)

@@ -86,17 +86,19 @@ LAMBDAS_COLUMNS: dict[str, str] = {
 LAMBDA_COLUMNS = LAMBDAS_COLUMNS  # alias (workflow/scripts/aggregate.py uses this name)
 LAMBDAS_KEY = ["model", "task", "constants", "layer", "head"]
 
-#: Columns of ``mlm.parquet`` (paper Sec. 5.5): one row per model, corpus and fraction.
+#: Columns of ``mlm.parquet`` (paper Sec. 5.5): one row per model, corpus, head (``probe``: the
+#: paper's trained probe; ``pretrained``: the checkpoint's frozen MLM head) and fraction.
 MLM_COLUMNS: dict[str, str] = {
     "model": "str",
     "dataset": "str",
+    "head": "str",
     "n_eval": "int64",
     "fraction_dynamic": "float64",
     "n_dynamic": "int64",
     "neg_log_ppl": "float64",
     "perplexity": "float64",
 }
-MLM_KEY = ["model", "dataset", "fraction_dynamic"]
+MLM_KEY = ["model", "dataset", "head", "fraction_dynamic"]
 
 # Two-sided 95% critical values t_{0.975, df} for df = 1..30 (fallback without scipy).
 _T975 = {
@@ -394,11 +396,13 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
     Raises:
         ValueError: ``frames`` is empty, a column of :data:`MLM_COLUMNS` is missing, or a
-            (model, dataset, fraction_dynamic) appears twice.
+            (model, dataset, head, fraction_dynamic) appears twice.
     """
     df = _concat(frames, MLM_COLUMNS, "mlm_table")
     _check_unique(df, MLM_KEY, "mlm_table")
-    df = df.sort_values(["model", "dataset", "fraction_dynamic"], ascending=[True, True, False], kind="mergesort")
-    full = df[np.isclose(df["fraction_dynamic"], 1.0)].set_index(["model", "dataset"])["neg_log_ppl"]
-    df["drop"] = [full.get((m, d), np.nan) - v for m, d, v in zip(df["model"], df["dataset"], df["neg_log_ppl"])]
+    df = df.sort_values(MLM_KEY, ascending=[True, True, True, False], kind="mergesort")
+    curve = ["model", "dataset", "head"]
+    full = df[np.isclose(df["fraction_dynamic"], 1.0)].set_index(curve)["neg_log_ppl"]
+    df["drop"] = [full.get(k, np.nan) - v for k, v in zip(df[curve].itertuples(index=False, name=None),
+                                                           df["neg_log_ppl"])]
     return df.reset_index(drop=True)

@@ -1,0 +1,223 @@
+"""The masked-LM analysis (paper Sec. 5.5, Fig. 6a) on tiny random models: the paper's trained
+probe (any encoder, ELECTRA's discriminator included) and the frozen pretrained MLM head."""
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+import papa
+from papa import pipeline, tables
+from papa.mlm import (MLMProbe, _masked_logits, learn_mlm_lambdas, mask_tokens, masked, mlm_curve,
+                      negative_log_perplexity, new_probe, train_mlm)
+from papa.models import resolve_model_path
+from papa.probe import TrainConfig
+
+from .conftest import tiny_model
+
+MASK, SPECIAL = 3, {1, 2}  # the tiny vocabulary's mask token and [CLS]/[SEP]
+
+
+def tiny_corpus(n=12, N=16, vocab=120, seed=0, repeat=1) -> papa.Encoded:
+    """``n`` random sentences ([CLS]=1 ... [SEP]=2, padding 0) of 5 to N tokens, repeated ``repeat`` times."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((n, N), dtype=np.int64)
+    mask = np.zeros((n, N), dtype=np.int64)
+    for r in range(n):
+        k = rng.integers(5, N + 1)
+        ids[r, 1 : k - 1] = rng.integers(5, vocab, k - 2)
+        ids[r, 0], ids[r, k - 1] = 1, 2
+        mask[r, :k] = 1
+    ids, mask = np.tile(ids, (repeat, 1)), np.tile(mask, (repeat, 1))
+    return papa.Encoded(ids, mask, np.zeros_like(ids), None, "papa", N)
+
+
+def masked_lm():
+    import transformers as tf
+
+    from papa.models import prepare
+
+    torch.manual_seed(0)
+    return prepare(tf.BertForMaskedLM(tf.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
+                                                    num_attention_heads=4, intermediate_size=64)), "cpu")
+
+
+def test_masking_is_seeded_and_keeps_special_tokens():
+    enc = tiny_corpus()
+    ids, labels = mask_tokens(enc, MASK, SPECIAL, seed=4)
+    assert ((labels != -100) == (ids == MASK)).all() and (labels[:, 0] == -100).all()
+    assert not np.isin(labels, list(SPECIAL)).any() and ((labels != -100).sum(1) >= 1).all()
+    assert np.array_equal(ids, mask_tokens(enc, MASK, SPECIAL, seed=4)[0])
+    assert not np.array_equal(ids, mask_tokens(enc, MASK, SPECIAL, seed=5)[0])
+    m = masked(enc, MASK, SPECIAL, seed=4)
+    assert m.token_level and np.array_equal(m.input_ids, ids) and np.array_equal(m.labels, labels)
+
+
+@pytest.mark.parametrize("family", ["bert", "electra"])
+def test_probe_scores_the_masked_tokens_from_all_layers(family):
+    """MLMProbe: L+1 layers concatenated -> H -> GELU -> vocab; the score reads the masked tokens only."""
+    model = tiny_model(family)
+    probe = new_probe(model, 0)
+    assert isinstance(probe, MLMProbe)
+    assert probe.dense.in_features == 3 * 32 and probe.dense.out_features == 32  # (L+1) H -> H
+    assert probe.decoder.out_features == 120 and probe.decoder.bias is not None
+    assert isinstance(probe.act, torch.nn.GELU) or "gelu" in type(probe.act).__name__.lower()
+    enc = tiny_corpus()
+    score = negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4, batch_size=5, probe=probe)
+    # reference by hand: every hidden state of the masked positions, through the probe
+    m = masked(enc, MASK, SPECIAL, seed=4)
+    with torch.no_grad():
+        hs = model(**m.model_inputs(), output_hidden_states=True).hidden_states
+        sel = torch.as_tensor(m.labels != -100)
+        x = torch.stack([h[sel] for h in hs], 1)  # [T, L+1, H]
+        logp = torch.log_softmax(probe(x), -1)
+    ref = logp.gather(1, torch.as_tensor(m.labels)[sel][:, None]).mean().item()
+    assert x.shape == (int(sel.sum()), 3, 32)
+    assert score == pytest.approx(ref, abs=1e-5) and score < 0
+    # the vocabulary-sized output is computed for the masked tokens only
+    logits, y = _masked_logits(model, probe, m, np.arange(len(m)))
+    assert logits.shape == (int(sel.sum()), 120) and torch.equal(y, torch.as_tensor(m.labels)[sel])
+
+
+def test_probe_learns_on_a_repeated_corpus():
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=4, repeat=8)
+    cfg = TrainConfig(lr=1e-2, batch_size=8, epochs=6, seed=0)
+    probe = new_probe(model, 0)
+    before = negative_log_perplexity(model, enc, MASK, SPECIAL, probe=probe)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    losses = train_mlm(model, enc, MASK, SPECIAL, cfg, probe=probe)
+    assert len(losses) == 6 and losses[-1] < losses[0] - 1.0
+    assert negative_log_perplexity(model, enc, MASK, SPECIAL, probe=probe) > before + 1.0
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())  # the encoder stays frozen
+    # seeded: the same probe again
+    again = new_probe(model, 0)
+    assert train_mlm(model, enc, MASK, SPECIAL, cfg, probe=again) == losses
+
+
+def test_lambda_one_is_the_original_model_for_the_probe():
+    model = tiny_model("bert")
+    enc = tiny_corpus()
+    C = papa.average_attention(model, enc.batches(4))
+    probe, m, idx = new_probe(model, 0), masked(enc, MASK, SPECIAL), np.arange(len(enc))
+    with torch.no_grad():
+        base = _masked_logits(model, probe, m, idx)[0]
+        with papa.patch(model, C, mix=True) as h:
+            h.set_lambdas(1.0)
+            assert (_masked_logits(model, probe, m, idx)[0] - base).abs().max() < 1e-6
+            h.set_lambdas(0.5)  # (a random tiny model's attention moves its outputs only a little)
+            assert (_masked_logits(model, probe, m, idx)[0] - base).abs().max() > 1e-5
+
+
+@pytest.mark.parametrize("family", ["bert", "electra"])
+def test_probe_path_lambdas_and_curve(family):
+    """Lambdas trained jointly with an MLM probe, then a fresh probe per fraction on the patched encoder."""
+    model = tiny_model(family)
+    train, val = tiny_corpus(n=16, seed=1), tiny_corpus(n=8, seed=2)
+    C = papa.average_attention(model, train.batches(8))
+    lcfg = TrainConfig(lr=1e-3, extra_lr=0.1, batch_size=4, epochs=2, seed=0)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    lam, losses = learn_mlm_lambdas(model, C, train, MASK, SPECIAL, lcfg)
+    assert lam.shape == (2, 4) and (lam - 0.5).abs().max() > 1e-3 and len(losses) == 2
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert torch.equal(lam, learn_mlm_lambdas(model, C, train, MASK, SPECIAL, lcfg)[0])
+
+    cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=2, seed=0)
+    rows = mlm_curve(model, C, lam, val, [1, 0.5, 0], MASK, SPECIAL, cfg, train=train)
+    assert [r["head"] for r in rows] == ["probe"] * 3 and [r["n_dynamic"] for r in rows] == [8, 4, 0]
+    assert all(np.isfinite(r["neg_log_ppl"]) and np.isfinite(r["train_loss"]) for r in rows)
+    assert rows[0]["perplexity"] == pytest.approx(np.exp(-rows[0]["neg_log_ppl"]))
+    # fraction 1 is a probe trained and scored on the original model
+    probe = new_probe(model, 0)
+    train_mlm(model, train, MASK, SPECIAL, cfg, probe=probe)
+    assert rows[0]["neg_log_ppl"] == pytest.approx(negative_log_perplexity(model, val, MASK, SPECIAL, probe=probe,
+                                                                           batch_size=cfg.eval_batch_size), abs=1e-6)
+    assert rows[2]["neg_log_ppl"] != rows[0]["neg_log_ppl"]
+    with pytest.raises(ValueError, match="pass the train split"):
+        mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg)
+    with pytest.raises(ValueError, match="probe, pretrained"):
+        mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg, head="frozen", train=train)
+
+
+def test_pretrained_head_path():
+    """head pretrained: the checkpoint's own MLM head scores the masked tokens; lambdas train alone."""
+    model = masked_lm()
+    enc = tiny_corpus(n=6)
+    base = negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4)
+    m = masked(enc, MASK, SPECIAL, seed=4)
+    with torch.no_grad():
+        logits = model(**m.model_inputs()).logits
+    sel = torch.as_tensor(m.labels != -100)
+    ref = -F.cross_entropy(logits[sel], torch.as_tensor(m.labels)[sel]).item()
+    assert base == pytest.approx(ref, abs=1e-5)
+
+    C = papa.average_attention(model, enc.batches(3))
+    cfg = TrainConfig(lr=0.1, batch_size=3, epochs=2, seed=0)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    lam, _ = learn_mlm_lambdas(model, C, enc, MASK, SPECIAL, cfg, head="pretrained")
+    assert lam.shape == (2, 4) and (lam - 0.5).abs().max() > 1e-3
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    rows = mlm_curve(model, C, lam, enc, [1, 0.5, 0], MASK, SPECIAL, replace(cfg, seed=4), head="pretrained")
+    assert [r["head"] for r in rows] == ["pretrained"] * 3 and "train_loss" not in rows[0]
+    assert rows[0]["neg_log_ppl"] == pytest.approx(base, abs=1e-6)  # fraction 1 is the original model
+    with papa.patch(model, C, static=torch.ones(2, 4, dtype=torch.bool)):
+        assert rows[2]["neg_log_ppl"] == pytest.approx(negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4),
+                                                       abs=1e-6)
+
+
+def test_mlm_needs_a_pretrained_mlm_head(minilm):
+    """MiniLM ships without its MLM head: the pretrained-head variant refuses it instead of scoring a random head."""
+    with pytest.raises(ValueError, match="no pretrained masked-LM head.*cls.predictions"):
+        papa.load_encoder("minilm", task_head="mlm", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def electra_job(tmp_path_factory):
+    """A tiny ELECTRA discriminator saved with MiniLM's tokenizer, and the token/constant files of an MLM job."""
+    import transformers as tf
+
+    d = tmp_path_factory.mktemp("electra")
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    torch.manual_seed(0)
+    tf.ElectraForPreTraining(tf.ElectraConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32,
+                                              num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                              max_position_embeddings=64)).save_pretrained(d / "model")
+    tok.save_pretrained(d / "model")
+    texts = [f"the {w} sat on the mat and looked at the {v} for a while" for w in ("cat", "dog", "bird", "fox")
+             for v in ("moon", "sun", "sea", "sky")]
+    for split, part in (("train", texts[:12]), ("validation", texts[12:])):
+        pipeline.write_tokens(papa.encode(tok, part, max_length=24), d / f"{split}.parquet", {})
+    model, _ = papa.load_encoder(str(d / "model"), device="cpu")
+    papa.average_attention(model, papa.encode(tok, texts[:12], max_length=24).batches(4)).save(d / "C.safetensors")
+    return d
+
+
+def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pretrained_head(electra_job):
+    d = electra_job
+    hp = {"head": "probe", "lr": 1e-2, "batch_size": 4, "epochs": 1, "lambda": {"extra_lr": 0.1}, "seed": 0}
+    args = (str(d / "model"), d / "C.safetensors", d / "train.parquet", d / "validation.parquet")
+    df = pipeline.run_mlm(*args, hp, [1, 0.5, 0], d / "scores.parquet", d / "lambdas.parquet",
+                          {"model": "electra", "dataset": "toy"})
+    assert df["head"].tolist() == ["probe"] * 3 and df.n_dynamic.tolist() == [8, 4, 0]
+    assert df.n_eval.eq(4).all() and np.isfinite(df.neg_log_ppl).all()
+    table = tables.mlm_table([pd.read_parquet(d / "scores.parquet")])
+    assert list(table.columns[:4]) == ["model", "dataset", "head", "n_eval"] and table["drop"].iloc[0] == 0
+    lam = pd.read_parquet(d / "lambdas.parquet")
+    assert sorted(lam["rank"]) == list(range(8)) and {"layer", "head", "lambda"} <= set(lam.columns)
+    with pytest.raises(ValueError, match="no pretrained masked-LM head"):
+        pipeline.run_mlm(*args, {**hp, "head": "pretrained"}, [1], d / "s2.parquet", d / "l2.parquet", {})
+    with pytest.raises(ValueError, match="analyses.mlm.head must be one of probe, pretrained"):
+        pipeline.run_mlm(*args, {**hp, "head": "frozen"}, [1], d / "s2.parquet", d / "l2.parquet", {})
+
+
+def test_mlm_table_keeps_heads_apart():
+    rows = lambda head, v: pd.DataFrame({"model": "m", "dataset": "wiki", "head": head, "n_eval": 4,  # noqa: E731
+                                         "fraction_dynamic": [1.0, 0.0], "n_dynamic": [8, 0],
+                                         "neg_log_ppl": [v, v - 1.5], "perplexity": np.exp([-v, 1.5 - v])})
+    table = tables.mlm_table([rows("probe", -3.0), rows("pretrained", -2.0)])
+    assert table.groupby("head")["drop"].apply(list).to_dict() == {"pretrained": [0.0, 1.5], "probe": [0.0, 1.5]}
+    with pytest.raises(ValueError, match="share the same key"):
+        tables.mlm_table([rows("probe", -3.0), rows("probe", -2.0)])
