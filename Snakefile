@@ -15,6 +15,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/rehearsal.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/papa.smk"
 include: "workflow/rules/report.smk"

@@ -67,11 +67,44 @@ class ConstantAttention:
 
     @classmethod
     def load(cls, path: str | Path) -> "ConstantAttention":
-        from safetensors import safe_open
+        """Read a file written by `save`, checking it: an unreadable file, bad metadata, a missing
+        tensor, a shape other than [layers, heads, N, N] / [N, N], or NaN/inf values fail naming the path."""
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(str(path), framework="pt") as f:
-            meta = json.loads((f.metadata() or {}).get("papa", "{}"))
-            return cls(f.get_tensor("mean"), f.get_tensor("count"), meta)
+        from .io import UnreadableFileError
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                raw = (f.metadata() or {}).get("papa", "{}")
+                names = set(f.keys())
+                if not {"mean", "count"} <= names:
+                    raise UnreadableFileError(f"{path} has tensors {sorted(names)}, not 'mean' and 'count': it was "
+                                              f"not written by papa.ConstantAttention.save")  # fmt: skip
+                mean, count = f.get_tensor("mean"), f.get_tensor("count")
+        except (SafetensorError, OSError) as e:
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise UnreadableFileError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e}); "
+                                      f"delete it and run the workflow again") from e  # fmt: skip
+        try:
+            meta = json.loads(raw)
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            raise UnreadableFileError(f"{path}: the 'papa' metadata is not a JSON object ({e}); rewrite the file "
+                                      f"with ConstantAttention.save") from e  # fmt: skip
+        N = mean.shape[-1] if mean.dim() else 0
+        if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
+            raise UnreadableFileError(f"{path}: mean has shape {tuple(mean.shape)} and count {tuple(count.shape)}; "
+                                      f"expected [layers, heads, N, N] and [N, N]")  # fmt: skip
+        stated = {k: meta[k] for k in ("layers", "heads", "N") if k in meta}
+        actual = {"layers": mean.shape[0], "heads": mean.shape[1], "N": N}
+        if any(int(v) != actual[k] for k, v in stated.items()):
+            raise UnreadableFileError(f"{path}: the metadata states {stated} but mean has shape {tuple(mean.shape)}")
+        if not torch.isfinite(mean).all():
+            raise UnreadableFileError(f"{path}: mean holds {int((~torch.isfinite(mean)).sum())} NaN/inf values; "
+                                      f"recompute it")  # fmt: skip
+        return cls(mean, count, meta)
 
 
 class _Recorder:

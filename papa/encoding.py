@@ -224,7 +224,13 @@ def special_template(tokenizer, pair: bool) -> _Template:
 
 def _tokenize(tokenizer, texts, words: bool):
     if words:
-        enc = tokenizer([list(w) for w in texts], is_split_into_words=True, add_special_tokens=False)
+        texts = [list(w) for w in texts]
+        if getattr(tokenizer, "add_prefix_space", None) is False:
+            # byte-level BPE (RoBERTa, DeBERTa v1): a pre-split word must be encoded as the word after a
+            # space ("Ġworld"), as add_prefix_space=True does (HF run_ner, the authors' run_papa_ner.py);
+            # without it transformers 5 silently encodes every word as the start of a text ("w or ld")
+            texts = [[" " + w for w in ws] for ws in texts]
+        enc = tokenizer(texts, is_split_into_words=True, add_special_tokens=False)
         return enc["input_ids"], [enc.word_ids(i) for i in range(len(texts))]
     enc = tokenizer(list(texts), add_special_tokens=False)
     return enc["input_ids"], None
@@ -261,6 +267,9 @@ def encode(
             raise ValueError(f"{name} must be 'paper' or 'authors', got {value!r}")
         if value == "authors" and layout != "papa":
             raise ValueError(f"{name}='authors' reproduces the authors' papa layout; it needs layout='papa'")
+    for name, value in (("texts", texts), ("pairs", pairs)):
+        if isinstance(value, str):  # a string is a sequence too: it would encode one example per character
+            raise TypeError(f"encode() got one string as {name}; pass a list of them: encode(tok, [{name[:-1]}])")
     n = len(texts)
     if n == 0:
         raise ValueError("encode() got no texts: the split is empty")
@@ -271,6 +280,11 @@ def encode(
         raise ValueError("Token-level (word list) inputs cannot be pairs")
     if labels is not None and len(labels) != n:
         raise ValueError(f"{n} texts but {len(labels)} labels")
+    if words and labels is not None:
+        for r, (w, lab) in enumerate(zip(texts, labels)):
+            if len(lab) != len(w):
+                raise ValueError(f"example {r} has {len(w)} words but {len(labels[r])} labels: token tasks need one "
+                                 f"label per word")  # fmt: skip
     N = int(max_length)
     tpl = special_template(tokenizer, pairs is not None)
     n_special = len(tpl.prefix) + len(tpl.mid) + len(tpl.suffix)

@@ -261,11 +261,17 @@ class PatchHandle:
         self._hooks = []
         self._swapped = []  # (module, attribute, original)
         self._orig_impl = None
+        self._owned = []  # (module, the _papa state this handle set on it): remove() undoes only these
+        self._active = True
 
         mode = "record" if _record is not None else ("mix" if mix else "static")
         if mode != "record":
             C = constants if isinstance(constants, torch.Tensor) else constants.mean
             C = torch.as_tensor(C)
+            if not torch.isfinite(C).all():
+                bad = int((~torch.isfinite(C)).sum())
+                raise ValueError(f"Constant matrices hold {bad} NaN/inf values: they would make every output NaN. "
+                                 f"Recompute them (papa.average_attention) or check the file they came from")
             if C.dim() != 4 or tuple(C.shape[:2]) != (L, H) or C.shape[-1] != C.shape[-2]:
                 raise ValueError(
                     f"Constant matrices have shape {tuple(C.shape)}; this model needs [layers={L}, heads={H}, N, N]. "
@@ -325,9 +331,11 @@ class PatchHandle:
             if fam.shared:
                 if not isinstance(getattr(mod, "_papa", None), dict):
                     mod._papa = {}
+                    self._owned.append((mod, mod._papa))
                 mod._papa[layer] = st
             else:
                 mod._papa = st
+                self._owned.append((mod, st))
             if fam.route == "dropout":
                 if mode == "record" and self.ctx.recorder.effective:
                     self._hooks.append(self._value_hook(mod, st))
@@ -402,16 +410,21 @@ class PatchHandle:
         return [p for p in (self.lambda_logits, self.constants) if isinstance(p, nn.Parameter)]
 
     def remove(self) -> None:
-        """Undo the patch: the model is exactly as before."""
+        """Undo the patch: the model is exactly as before. Only this handle's own changes are undone,
+        once: removing a handle again (after another patch was installed) changes nothing."""
+        if not self._active:
+            return
+        self._active = False
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
         for mod, attr, orig in reversed(self._swapped):
             setattr(mod, attr, orig)
         self._swapped.clear()
-        for mod in self.modules:
-            if hasattr(mod, "_papa"):
+        for mod, state in self._owned:
+            if getattr(mod, "_papa", None) is state:
                 del mod._papa
+        self._owned.clear()
         if self._orig_impl is not None:
             self.model.set_attn_implementation(self._orig_impl)
             self._orig_impl = None

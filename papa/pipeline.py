@@ -21,7 +21,7 @@ from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode
 from .models import load_encoder, model_shape, resolve_model_path
 from .patching import patch
-from .probe import TrainConfig, extract_features, learn_lambdas, train_probe, build_probe, LiveFeatures
+from .probe import TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
 from .selection import head_order, n_dynamic, select_static
 
 log = logging.getLogger("papa")
@@ -116,8 +116,13 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
         yield rest
 
 
-def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out) -> Encoded:
-    """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder)."""
+def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out,
+                   encoding: dict | None = None) -> Encoded:
+    """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder).
+
+    ``encoding``: options of `papa.encode` (``single_cap``, ``pair_segments``; the config's
+    ``encoding`` section); none = the paper's App. A behaviour.
+    """
     from .data import read_task
 
     task = read_task(data_dir)
@@ -127,15 +132,17 @@ def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: st
     if len(df) == 0:
         raise ValueError(f"Split {split!r} of dataset {task.name!r} is empty: check its source or max_* settings")
     tok = load_tokenizer(model)
+    opts = dict(encoding or {})
     if task.kind == "token":
         enc = encode(tok, [list(t) for t in df["tokens"]], max_length=max_length, layout=layout,
-                     labels=[list(t) for t in df["tags"]])
+                     labels=[list(t) for t in df["tags"]], **opts)
     else:
         pairs = None
         if "text_b" in df and df["text_b"].notna().any():
             pairs = df["text_b"].fillna("").tolist()
         labels = df["label"].tolist() if "label" in df and (df["label"] >= 0).any() else None
-        enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=max_length, layout=layout, labels=labels)
+        enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=max_length, layout=layout, labels=labels,
+                     **opts)
     log.info("tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)", task.name, split, len(enc), max_length,
              enc.n_truncated, 100 * enc.n_truncated / len(enc))
     write_tokens(enc, out, {"model": model, "dataset": task.name, "split": split, "kind": task.kind,
@@ -190,9 +197,12 @@ def task_info(tokens: Encoded, task_cfg: dict) -> dict:
 
 
 def _train_cfg(hp: dict, seed: int) -> TrainConfig:
+    """The trainer settings of a ``probe``/``lambda`` hparams block (``max_grad_norm``: the
+    authors clipped at 1.0; null = no clipping)."""
+    clip = hp.get("max_grad_norm")
     return TrainConfig(lr=float(hp["lr"]), batch_size=int(hp["batch_size"]), epochs=int(hp["epochs"]), seed=seed,
                        weight_decay=float(hp.get("weight_decay", 0.0)), dropout=float(hp.get("dropout", 0.1)),
-                       extra_lr=hp.get("extra_lr"))
+                       extra_lr=hp.get("extra_lr"), max_grad_norm=None if clip is None else float(clip))
 
 
 def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: dict, hp: dict, out_lambdas,
@@ -206,7 +216,8 @@ def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: d
         train = train.subset(np.sort(np.random.default_rng(hp.get("seed", 0)).permutation(len(train))[:max_train]))
     info = task_info(train, task_cfg)
     lam, rows = learn_lambdas(m, C, train, val, info["kind"], info["n_labels"], info["metrics"],
-                              _train_cfg(hp, int(hp.get("seed", 0))), info["label_names"])
+                              _train_cfg(hp, int(hp.get("seed", 0))), info["label_names"],
+                              backbone_dropout=bool(hp.get("backbone_dropout", False)))
     L, H = lam.shape
     rank = torch.empty(L * H, dtype=torch.long)
     rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
@@ -244,8 +255,12 @@ def run_probes(model: str, constants_path, lambdas_path, selection: str, fractio
                trained_constants: bool = False) -> list[pd.DataFrame]:
     """Train a fresh probe per seed with (1 - fraction) of the heads static; one Parquet per seed.
 
-    The frozen encoder runs once: every seed trains from the cached hidden states
-    (unless the constants are trained, which needs the encoder in the loop).
+    The frozen encoder runs once when its hidden states are cached (``cache.strategy`` memory or
+    disk; each seed then trains in its own batch order) or once per epoch with every seed trained
+    side by side on the same batches (``reencode``, also forced by ``hp["backbone_dropout"]``;
+    `papa.probe.run_probe`); trained constants need the encoder in the loop, seed after seed
+    (strategy ``live``). Each Parquet records ``cache_strategy`` and ``cache_mb``
+    (the size of the train + validation hidden states, whether or not they were cached).
     """
     if len(outs) != len(seeds):
         raise ValueError("one output per seed")
@@ -258,33 +273,35 @@ def run_probes(model: str, constants_path, lambdas_path, selection: str, fractio
     n_dyn = n_dynamic(fraction, L * H)
     log.info("%s: %d of %d heads input-dependent (fraction %g, order %s)", labels.get("task"), n_dyn, L * H,
              fraction, selection)
-    frames = []
+    cfg = _train_cfg(hp, int(seeds[0]))
+    dropout = bool(hp.get("backbone_dropout", False))
+    dtype = cache.get("dtype", "float16")
+    args = (m, train, val, info["kind"], info["n_labels"], info["metrics"], cfg, info["label_names"])
     t0 = time.monotonic()
     if trained_constants:
-        for seed, out in zip(seeds, outs):
-            torch.manual_seed(seed)
-            probe = build_probe(info["kind"], m, train.max_length, info["n_labels"], hp.get("dropout", 0.1))
-            with patch(m, C, static=static, trainable_constants=True) as h:
-                rows = train_probe(probe, LiveFeatures(m, train), LiveFeatures(m, val), _train_cfg(hp, seed),
-                                   info["metrics"], info["label_names"], extra_params=h.parameters(), live=True)
-            frames.append(_write_rows(rows, out, labels, fraction, n_dyn, seed))
+        strategy, nbytes = "live", cache_nbytes(m, train, dtype) + cache_nbytes(m, val, dtype)
+        log.info("trained constants: the encoder runs with gradients for every batch of every seed")
+        rows = run_probe(*args, seeds=seeds, backbone_dropout=dropout,
+                         trainable=lambda: patch(m, C, static=static, trainable_constants=True))
     else:
-        with patch(m, C, static=static):
-            kw = dict(batch_size=int(cache.get("batch_size", 64)), dtype=cache.get("dtype", "float16"),
-                      budget_mb=cache.get("budget_mb"), scratch=cache.get("scratch"))
-            feats = (extract_features(m, train, **kw), extract_features(m, val, **kw))
-        log.info("encoded once in %.1f s; training %d seeds from the cache", time.monotonic() - t0, len(seeds))
-        for seed, out in zip(seeds, outs):
-            torch.manual_seed(seed)
-            probe = build_probe(info["kind"], m, train.max_length, info["n_labels"], hp.get("dropout", 0.1))
-            rows = train_probe(probe, *feats, _train_cfg(hp, seed), info["metrics"], info["label_names"])
-            frames.append(_write_rows(rows, out, labels, fraction, n_dyn, seed))
+        with patch(m, C, static=static), prepare_features(
+                m, train, val, strategy=cache.get("strategy", "auto"), dtype=dtype,
+                batch_size=int(cache.get("batch_size", 64)), budget_mb=cache.get("budget_mb"),
+                disk_budget_mb=cache.get("disk_budget_mb"), scratch=cache.get("scratch"),
+                backbone_dropout=dropout) as feats:
+            log.info("features ready (%s) in %.1f s; training %d seeds", feats.strategy, time.monotonic() - t0,
+                     len(seeds))
+            rows = run_probe(*args, features=feats, seeds=seeds)
+            strategy, nbytes = feats.strategy, feats.nbytes
     log.info("probes done in %.1f s", time.monotonic() - t0)
-    return frames
+    df = pd.DataFrame(rows)
+    df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
+    return [_write_rows(df[df.seed == seed].drop(columns="seed"), out, labels, fraction, n_dyn, seed)
+            for seed, out in zip(seeds, outs)]
 
 
 def _write_rows(rows, out, labels, fraction, n_dyn, seed) -> pd.DataFrame:
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows).reset_index(drop=True)
     df.insert(0, "seed", seed)
     df.insert(0, "n_dynamic", n_dyn)
     df.insert(0, "fraction_dynamic", float(fraction))
@@ -299,11 +316,24 @@ def _write_rows(rows, out, labels, fraction, n_dyn, seed) -> pd.DataFrame:
 
 def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, fractions, out_scores, out_lambdas,
             labels: dict) -> pd.DataFrame:
-    """Lambdas learned with the masked-LM loss, then negative log-perplexity per fraction of
-    input-dependent heads on held-out text. Needs a checkpoint with its MLM head."""
-    from .mlm import learn_mlm_lambdas, mlm_curve
+    """Paper Sec. 5.5 / Fig. 6a: negative log-perplexity per fraction of input-dependent heads on
+    held-out text, heads ranked by lambdas learned with the masked-LM loss.
 
-    m, tok = load_encoder(model, task_head="mlm")
+    ``hp`` is the ``analyses.mlm`` block: ``head`` ``probe`` (default, the paper's procedure: the
+    encoder is loaded without a head and a fresh `papa.mlm.MLMProbe` is trained per fraction, so
+    any encoder works) or ``pretrained`` (the checkpoint's frozen MLM head; fails for a checkpoint
+    without one); ``lr``, ``batch_size``, ``epochs`` of the probe (default: Table 3's MLM row);
+    ``lambda``: overrides for the lambda stage (``lr``, ``extra_lr`` of the lambdas, ...);
+    ``mask_prob``, ``max_train``, ``max_eval``, ``seed``.
+    """
+    from .mlm import MLM_HEADS, learn_mlm_lambdas, mlm_curve
+    from .probe import PAPER_HPARAMS
+
+    hp = {**{k: v for k, v in PAPER_HPARAMS["mlm"].items() if k != "max_length"}, **hp}
+    head = hp.get("head", "probe")
+    if head not in MLM_HEADS:
+        raise ValueError(f"analyses.mlm.head must be one of {', '.join(MLM_HEADS)}; got {head!r}")
+    m, tok = load_encoder(model, task_head=None if head == "probe" else "mlm")
     if tok.mask_token_id is None:
         raise ValueError(f"the tokenizer of {model!r} has no mask token: it cannot be scored as a masked LM")
     C = ConstantAttention.load(constants_path)
@@ -318,18 +348,20 @@ def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, frac
         raise ValueError(f"MLM analysis: empty split (train {len(train)}, validation {len(val)} examples)")
     special = set(tok.all_special_ids)
     mask_prob = float(hp.get("mask_prob", 0.15))
-    lam = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lr=float(hp.get("lr", 5e-2)),
-                            epochs=int(hp.get("epochs", 1)), batch_size=int(hp.get("batch_size", 16)),
-                            mask_prob=mask_prob, seed=seed)
+    cfg = _train_cfg(hp, seed)
+    lambda_cfg = _train_cfg({**hp, **(hp.get("lambda") or {})}, seed)
+    log.info("MLM (head %s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples", head,
+             lambda_cfg.epochs, len(fractions), f"{cfg.epochs} epochs" if head == "probe" else "scoring", len(train),
+             len(val))
+    lam, _ = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lambda_cfg, mask_prob, head)
     L, H = lam.shape
     rank = torch.empty(L * H, dtype=torch.long)
     rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
     ldf = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
                         "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
-    rows = mlm_curve(m, C, lam, val, fractions, tok.mask_token_id, special, mask_prob, seed,
-                     int(hp.get("batch_size", 16)))
+    rows = mlm_curve(m, C, lam, val, fractions, tok.mask_token_id, special, cfg, mask_prob, head, train=train)
     df = pd.DataFrame(rows)
-    df.insert(0, "n_eval", len(val))
+    df.insert(1, "n_eval", len(val))
     for k, v in reversed(list(labels.items())):
         ldf.insert(0, k, v)
         df.insert(0, k, v)

@@ -82,3 +82,73 @@ def test_atomic_path_clears_temp_files_of_a_killed_writer(tmp_path):
     with io.atomic_path(target) as t:
         t.write_text("done")
     assert sorted(f.name for f in tmp_path.iterdir()) == [".out.parquet.bak.papa-abcdefgh.tmp", "out.parquet"]
+
+
+def test_constants_load_checks_the_file(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from papa.constants import ConstantAttention, data_free
+
+    C = data_free("toeplitz", 2, 3, 8)
+    good = tmp_path / "good.safetensors"
+    C.save(good)
+    assert torch.equal(ConstantAttention.load(good).mean, C.mean)
+    cases = {
+        "nan": ({"mean": C.mean.clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))),
+                 "count": C.count}, {"papa": "{}"}, "NaN/inf"),
+        "shape": ({"mean": C.mean[0], "count": C.count}, {"papa": "{}"}, r"expected \[layers, heads, N, N\]"),
+        "stated": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": 4}'}, "metadata states"),
+        "meta": ({"mean": C.mean, "count": C.count}, {"papa": "not json"}, "metadata is not a JSON object"),
+        "names": ({"avg": C.mean}, {"papa": "{}"}, "not 'mean' and 'count'"),
+    }
+    for name, (tensors, meta, msg) in cases.items():
+        p = tmp_path / f"{name}.safetensors"
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(p), metadata=meta)
+        with pytest.raises(io.UnreadableFileError, match=f"{name}.safetensors.*{msg}"):
+            ConstantAttention.load(p)
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(io.UnreadableFileError, match="truncated.safetensors is not a readable safetensors file"):
+        ConstantAttention.load(truncated)
+
+
+def test_patch_refuses_nan_constants(minilm):
+    import torch
+
+    model, _ = minilm
+    C = torch.full((6, 12, 8, 8), 1.0)
+    C[2, 3, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="1 NaN/inf values"):
+        papa.patch(model, C, static=torch.ones(6, 12, dtype=torch.bool))
+    assert model.config._attn_implementation == "sdpa"  # nothing left installed
+
+
+def test_a_stale_handle_undoes_only_its_own_patch(minilm):
+    """A removed, B patched, A removed again: B must stay intact (and removing B restores the stock model)."""
+    import torch
+
+    model, tok = minilm
+    enc = papa.encode(tok, ["the film was fine", "a dull and long story"], max_length=16)
+    x = enc.model_inputs()
+    stock = model(**x).last_hidden_state
+    C = papa.constants.data_free("toeplitz", 6, 12, 16)
+    static = torch.zeros(6, 12, dtype=torch.bool)
+    static[:, ::2] = True
+    a = papa.patch(model, C, static=static)
+    a.remove()
+    b = papa.patch(model, C, static=~static)
+    with_b = model(**x).last_hidden_state
+    a.remove()  # stale: must not touch b
+    assert torch.equal(model(**x).last_hidden_state, with_b)
+    assert not torch.allclose(with_b, stock)
+    b.remove()
+    assert torch.equal(model(**x).last_hidden_state, stock)
+
+
+def test_encode_refuses_a_bare_string_and_short_label_lists(minilm):
+    _, tok = minilm
+    with pytest.raises(TypeError, match=r"one string as texts; pass a list of them: encode\(tok, \[text\]\)"):
+        papa.encode(tok, "a whole sentence", max_length=16)
+    with pytest.raises(ValueError, match="example 1 has 3 words but 2 labels"):
+        papa.encode(tok, [["a", "b"], ["c", "d", "e"]], labels=[[0, 1], [0, 1]], max_length=16)

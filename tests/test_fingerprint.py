@@ -92,7 +92,7 @@ def test_workflow_scripts_reach_their_stage_code():
     from tests.test_workflow import ROOT
 
     probe = reached(ROOT / "workflow/scripts/probe.py")
-    assert "papa.pipeline:run_probes" in probe and "papa.probe:train_probe" in probe
+    assert "papa.pipeline:run_probes" in probe and "papa.probe:train_probes" in probe
     tokenize = reached(ROOT / "workflow/scripts/tokenize.py")
     assert "papa.encoding:encode" in tokenize
     assert not any(r.startswith("papa.probe:") for r in tokenize)  # probe code does not rerun tokenization

@@ -473,3 +473,38 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
             atol=1e-6,
             obj=name,
         )
+
+
+REHEARSAL_CONFIG = REPO / "config" / "rehearsal.yaml"
+
+
+def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
+    """Part of the rehearsal (config/rehearsal.yaml) as Slurm jobs: the workflow builds a tiny model and
+    GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task, and
+    the built model folder reaches every job that loads it (six DAG levels, ~15 s of polling each)."""
+    import yaml
+
+    if not REHEARSAL_CONFIG.exists():
+        pytest.skip("config/rehearsal.yaml not present")
+    pd = pytest.importorskip("pandas")
+    wd = copy_repo(tmp_path / "rehearsal")
+    results = _results_dir(REHEARSAL_CONFIG)
+    shutil.rmtree(wd / results, ignore_errors=True)
+    cfg = yaml.safe_load(REHEARSAL_CONFIG.read_text())
+    fraction, seeds = 0.5, cfg["sweep"]["seeds"]
+    target = f"{results}/probe/bert/sst2/average/lambda/f{fraction:g}/seed{seeds[0]}.parquet"
+
+    run = run_snakemake(
+        wd, target, "--profile", "slurm", "--configfile", "config/rehearsal.yaml",
+        timeout=PIPELINE_TIMEOUT_S,
+    )
+    print(f"rehearsal slice through Slurm: {run.seconds:.1f} s end to end")
+    assert run.returncode == 0, run.tail(150)
+    rules = sorted(rule for rule, _ in slurm_jobs_of(run).values())
+    assert rules == sorted(["build_model", "build_data", "prepare_data", "tokenize", "tokenize",
+                            "average_attention", "learn_lambda", "probe"]), rules
+    assert (wd / results / "built/models/bert/config.json").exists()
+    assert (wd / results / "built/data/glue_sst2/train.tsv").exists()
+    probe = pd.read_parquet(wd / target)
+    assert set(probe["model"]) == {"bert"} and set(probe["task"]) == {"sst2"}
+    assert set(probe["metric"]) == set(cfg["tasks"]["sst2"]["metrics"])

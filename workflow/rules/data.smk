@@ -1,12 +1,14 @@
 rule prepare_data:
     """Load a dataset (package corpus, hub, or local files) into one Parquet per split."""
+    input:
+        lambda wc: dataset_input(wc.dataset),  # local files (or the built folder): an edit reruns this
     output:
         train=f"{R}/data/{{dataset}}/train.parquet",
         validation=f"{R}/data/{{dataset}}/validation.parquet",
         meta=f"{R}/data/{{dataset}}/meta.json",
     params:
         code=code("prepare_data.py"),  # the papa code the script reaches: a change reruns this rule
-        spec=lambda wc: canon({"name": wc.dataset, **config["datasets"][wc.dataset]}),
+        spec=lambda wc: dataset_spec(wc.dataset),
         seed=SEED,
     conda:
         CONDA_ENV
@@ -27,12 +29,14 @@ rule tokenize:
     input:
         meta=f"{R}/data/{{dataset}}/meta.json",
         split=f"{R}/data/{{dataset}}/{{split}}.parquet",
+        model=lambda wc: model_input(wc.model),
     output:
         f"{R}/tokens/{{model}}/{{dataset}}/N{{n}}/{{split}}.parquet",
     params:
         code=code("tokenize.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         layout=LAYOUT,
+        encoding=config["encoding"],  # the authors' encoding options; a change reruns tokenization and all after
     conda:
         CONDA_ENV
     log:

@@ -2,6 +2,7 @@ rule average_attention:
     """Constant matrices per (model, corpus, N): the masked mean attention (or a data-free kind)."""
     input:
         tokens=tokens("{model}", "{dataset}", "{n}", "train"),
+        model=lambda wc: model_input(wc.model),
     output:
         f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.safetensors",
     params:
@@ -33,6 +34,7 @@ rule learn_lambda:
         train=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"], "train"),
         validation=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"],
                                      "validation"),
+        model=lambda wc: model_input(wc.model),
     output:
         lambdas=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/lambdas.parquet",
         metrics=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/metrics.parquet",
@@ -57,7 +59,9 @@ rule learn_lambda:
 
 
 rule probe:
-    """Encode once with (1 - fraction) of the heads static, then train one probe per seed."""
+    """(1 - fraction) of the heads static; one probe per seed, from hidden states encoded once and cached in
+    memory or on disk, or re-encoded every epoch for all seeds at once (cache.strategy, recorded in the output;
+    not a param, so a changed budget reruns nothing)."""
     input:
         constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
         lambdas=lambda wc: (
@@ -68,6 +72,7 @@ rule probe:
         train=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"], "train"),
         validation=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"],
                                      "validation"),
+        model=lambda wc: model_input(wc.model),
     output:
         [f"{R}/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}/seed{s}.parquet"
          for s in SWEEP["seeds"]],
@@ -119,11 +124,14 @@ rule patterns:
 
 
 rule mlm:
-    """Masked-LM negative log-perplexity as heads are replaced (paper Sec. 5.5; needs an MLM head)."""
+    """Masked-LM negative log-perplexity as heads are replaced (paper Sec. 5.5): lambdas learned with the MLM
+    loss, then per fraction a fresh probe trained on the patched frozen encoder (analyses.mlm.head probe, any
+    encoder) or the checkpoint's frozen MLM head (head pretrained)."""
     input:
         constants=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/average.safetensors",
         train=tokens("{model}", "{dataset}", "{n}", "train"),
         validation=tokens("{model}", "{dataset}", "{n}", "validation"),
+        model=lambda wc: model_input(wc.model),
     output:
         scores=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/scores.parquet",
         lambdas=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/lambdas.parquet",

@@ -8,4 +8,4 @@ from papa import pipeline
 sm = snakemake  # noqa: F821
 pipeline.setup(sm.log[0], sm.threads)
 pipeline.tokenize_split(sm.params.model, Path(sm.input.meta).parent, sm.wildcards.split, int(sm.wildcards.n),
-                        sm.params.layout, sm.output[0])
+                        sm.params.layout, sm.output[0], encoding=dict(sm.params.encoding))

@@ -1,0 +1,343 @@
+"""config/rehearsal.yaml: the paper's grid offline on tiny built models and GLUE/CoNLL-shaped local data.
+
+Fast tests: the builders of papa.rehearsal (files in the originals' layout, read back through the
+``source: local`` path; models of every family, RoBERTa's pair separators in the PAPA layout), the
+drift test (rehearsal.yaml keeps the shape of paper.yaml), and that editing a local data file
+reruns prepare_data and what depends on it. The full rehearsal run is marked ``slow``.
+"""
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+import papa
+from papa import data, rehearsal
+from papa.encoding import encode
+from tests.test_workflow import copy_repo, job_counts, smk
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = "config/paper.yaml"
+REHEARSAL = "config/rehearsal.yaml"
+BUILD_RULES = {"build_model", "build_data"}
+
+
+def load(path):
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+def local_spec(cfg: dict, name: str, root: Path) -> dict:
+    """The papa.data spec the workflow gives a built dataset (common.smk::dataset_spec), files under ``root``."""
+    spec = {"name": name, **cfg["datasets"][name]}
+    build = cfg["build_data"][spec.pop("build")]
+    spec.update({k: str(v) for k, v in rehearsal.data_files(build["shape"], root / spec["name"]).items()})
+    return spec
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@pytest.fixture(scope="module")
+def built_data(tmp_path_factory):
+    """Every dataset of rehearsal.yaml, built small and loaded through the local path."""
+    cfg, root = load(REHEARSAL), tmp_path_factory.mktemp("built")
+    out = {}
+    for name, dc in cfg["datasets"].items():
+        shape = cfg["build_data"][dc["build"]]["shape"]
+        files = rehearsal.build_data(shape, root / name, n_train=12, n_validation=9, seed=0)
+        out[name] = (files, data.load_task(local_spec(cfg, name, root), seed=0))
+    return out
+
+
+def test_built_datasets_have_the_papers_task_shapes(built_data):
+    expect = {  # name: (kind, labels, pair)
+        "cola": ("sequence", ["unacceptable", "acceptable"], False),
+        "sst2": ("sequence", ["negative", "positive"], False),
+        "mrpc": ("sequence", ["not_equivalent", "equivalent"], True),
+        "mnli": ("sequence", ["entailment", "neutral", "contradiction"], True),
+        "conll2003_ner": ("token", data.NER_TAGS, False),
+        "conll2003_pos": ("token", data.PTB_TAGS, False),
+        "wikitext103": ("sequence", [], False),
+    }
+    assert set(built_data) == set(expect)
+    for name, (kind, labels, pair) in expect.items():
+        task = built_data[name][1]
+        assert (task.kind, task.label_names, task.is_pair) == (kind, labels, pair), name
+        assert task.sizes == {"train": 12, "validation": 9}, name
+        assert task.provenance["source"] == "local"
+        if kind == "sequence" and labels:
+            # every class occurs (MNLI: all three relations; the pairs are balanced by construction)
+            assert set(task["train"]["label"]) == set(range(len(labels))), name
+    wiki = built_data["wikitext103"][1]
+    assert (wiki["train"]["label"] == -1).all() and wiki["train"]["text"].str.split().str.len().min() >= 8
+
+
+def test_conll_files_have_the_conll2003_layout(built_data):
+    files, ner = built_data["conll2003_ner"]
+    pos = built_data["conll2003_pos"][1]
+    lines = files["train"].read_text().splitlines()
+    assert lines[:2] == ["-DOCSTART- -X- -X- O", ""]
+    rows = [ln.split(" ") for ln in lines[2:] if ln]
+    assert all(len(r) == 4 for r in rows)
+    assert {r[2].split("-")[-1] for r in rows} <= {"O", "NP", "VP", "PP", "ADVP", "PRT"}
+    assert sum(1 for ln in lines[2:] if not ln) == 12  # one blank line after each sentence
+    # NER and POS read the same sentences from the same file, columns 3 and 1
+    assert ner["train"]["tokens"].tolist() == pos["train"]["tokens"].tolist()
+    tags = [data.NER_TAGS[t] for s in ner["train"]["tags"] for t in s]
+    assert any(t.startswith("B-") for t in tags)
+    for s in ner["train"]["tags"]:  # valid BIO: an I- continues an entity of its type
+        names = [data.NER_TAGS[t] for t in s]
+        for prev, cur in zip(["O"] + names, names):
+            assert not cur.startswith("I-") or prev[2:] == cur[2:], names
+
+
+def test_ner_and_chunk_heuristics():
+    toks = ["Mr.", "Vinken", "of", "Elsevier", "N.V.", "Corp.", "moved", "to", "New", "York", "with", "Reuters"]
+    pos = ["NNP", "NNP", "IN", "NNP", "NNP", "NNP", "VBD", "TO", "NNP", "NNP", "IN", "NNP"]
+    assert rehearsal.ner_tags(toks, pos) == ["O", "B-PER", "O", "B-ORG", "I-ORG", "I-ORG", "O", "O", "B-LOC",
+                                             "I-LOC", "O", "B-MISC"]
+    assert rehearsal.chunk_tags(["DT", "JJ", "NN", "VBD", "IN", "NNP", ","]) == \
+        ["B-NP", "I-NP", "I-NP", "B-VP", "B-PP", "B-NP", "O"]
+
+
+def test_build_data_is_seeded(tmp_path):
+    a = rehearsal.build_data("mrpc", tmp_path / "a", 10, 5, seed=0)
+    b = rehearsal.build_data("mrpc", tmp_path / "b", 10, 5, seed=0)
+    c = rehearsal.build_data("mrpc", tmp_path / "c", 10, 5, seed=1)
+    assert a["train"].read_bytes() == b["train"].read_bytes() != c["train"].read_bytes()
+    with pytest.raises(ValueError, match="unknown data shape 'qnli'"):
+        rehearsal.build_data("qnli", tmp_path / "d")
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@pytest.fixture(scope="module")
+def built_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {f: rehearsal.build_model(f, root / f, seed=0) for f in rehearsal.FAMILIES}
+
+
+@pytest.mark.parametrize("family,model_type,cls,tok_cls", [
+    ("bert", "bert", "BertForMaskedLM", "BertTokenizer"),
+    ("roberta", "roberta", "RobertaForMaskedLM", "RobertaTokenizer"),
+    ("deberta", "deberta", "DebertaForMaskedLM", "DebertaTokenizer"),
+    ("electra", "electra", "ElectraForPreTraining", "BertTokenizer"),
+])  # fmt: skip
+def test_built_model_loads_as_its_family(built_models, family, model_type, cls, tok_cls):
+    path = built_models[family]
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == model_type and cfg["architectures"] == [cls]
+    assert (cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (2, 8)
+    model, tok = papa.load_encoder(str(path), device="cpu")
+    assert papa.models.family_of(model) is papa.models.FAMILIES[model_type]
+    assert type(tok).__name__ == tok_cls and cfg["vocab_size"] == len(tok)
+    if family in ("bert", "electra"):  # the real bert-base-uncased WordPiece vocabulary
+        assert len(tok) == 30522 and tok.tokenize("Attention") == ["attention"]
+    if family == "deberta":  # as microsoft/deberta-base: relative attention, no absolute positions
+        assert cfg["relative_attention"] and cfg["position_biased_input"] is False
+        assert tok.convert_ids_to_tokens([0, 1, 2, 3]) == ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
+    if family != "electra":
+        papa.load_encoder(str(path), task_head="mlm", device="cpu")  # saved with its MLM head
+
+
+def test_roberta_pair_separators_in_the_papa_layout(built_models):
+    """RoBERTa's pair template <s> A </s></s> B </s>: the middle block starts at N/2, the last </s> at N-1."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(built_models["roberta"])
+    assert (tok.bos_token_id, tok.pad_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2, 3)
+    plain = tok("A cat sat.", "It was happy.")["input_ids"]
+    assert plain[0] == 0 and plain[-1] == 2 and plain.count(2) == 3  # <s> A </s></s> B </s>
+    i = plain.index(2)
+    assert plain[i + 1] == 2
+    N = 32
+    enc = encode(tok, ["A cat sat."], pairs=["It was happy."], max_length=N, layout="papa")
+    ids = enc.input_ids[0].tolist()
+    assert ids[0] == tok.bos_token_id
+    assert [j for j, t in enumerate(ids) if t == tok.eos_token_id] == [N // 2, N // 2 + 1, N - 1]
+    assert ids[1:N // 2] == plain[1:i] + [tok.pad_token_id] * (N // 2 - i)
+    assert ids[N // 2 + 2 : N // 2 + 2 + len(plain) - i - 3] == plain[i + 2 : -1]
+    assert enc.attention_mask[0, N // 2] == 1 and enc.attention_mask[0, N - 2] == 0
+
+
+@pytest.mark.parametrize("family", ["roberta", "deberta"])
+def test_byte_level_tokenizers_encode_words_as_words(built_models, family):
+    """NER/POS words of a byte-level BPE (RoBERTa, DeBERTa v1) are encoded as they read inside a sentence
+    ("Ġworld"), as with add_prefix_space=True (the authors' run_papa_ner.py), not as text starts."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(built_models[family])
+    assert tok.add_prefix_space is False  # as the hub checkpoints load by default
+    ref = AutoTokenizer.from_pretrained(built_models[family], add_prefix_space=True)
+    words = ["Peter", "lives", "in", "Paris"]
+    enc = encode(tok, [words], labels=[[1, 0, 0, 2]], max_length=24)
+    expect = ref(words, is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    ids = enc.input_ids[0].tolist()
+    assert ids[1 : 1 + len(expect)] == expect
+    first = [j for j in range(24) if enc.labels[0, j] != -100]  # the first piece of every word
+    assert [enc.labels[0, j] for j in first] == [1, 0, 0, 2]
+    assert all(p.startswith("Ġ") for p in tok.convert_ids_to_tokens([ids[j] for j in first]))
+
+
+def test_build_model_is_seeded(tmp_path, built_models):
+    from safetensors.torch import load_file
+
+    again = rehearsal.build_model("bert", tmp_path / "a", seed=0)
+    other = rehearsal.build_model("bert", tmp_path / "b", seed=1)
+    w0, w1, w2 = (load_file(p / "model.safetensors") for p in (built_models["bert"], again, other))
+    assert all((w0[k] == w1[k]).all() for k in w0)
+    assert any((w0[k] != w2[k]).any() for k in w0)
+    electra = load_file(built_models["electra"] / "model.safetensors")
+    q = "encoder.layer.0.attention.self.query.weight"  # same sizes, same seed: still two different encoders
+    assert not (w0[f"bert.{q}"] == electra[f"electra.{q}"]).all()
+    with pytest.raises(ValueError, match="unknown family 'gpt2'"):
+        rehearsal.build_model("gpt2", tmp_path / "c")
+
+
+# ----------------------------------------------------------------------------- drift
+
+
+def test_rehearsal_keeps_the_shape_of_the_paper_config():
+    """Same tasks (kinds, metrics), sweep and analyses; only models, data and sizes differ."""
+    from papa.checks import dataset_kind
+
+    paper, reh = load(PAPER), load(REHEARSAL)
+    assert reh["sweep"] == paper["sweep"]
+    for key in ("layout", "encoding", "averaging"):  # how inputs are laid out and matrices averaged
+        assert reh.get(key) == paper.get(key), key
+    assert set(reh["tasks"]) == set(paper["tasks"])
+    for t, tc in paper["tasks"].items():
+        rc = reh["tasks"][t]
+        assert (rc["dataset"], rc["metrics"], rc.get("main_metric")) == (tc["dataset"], tc["metrics"],
+                                                                         tc.get("main_metric")), t
+        assert dataset_kind(rc["dataset"], reh["datasets"][rc["dataset"]]) == \
+            dataset_kind(tc["dataset"], paper["datasets"][tc["dataset"]]), t
+        assert rc["max_length"] <= tc["max_length"] and rc["max_length"] % 2 == tc["max_length"] % 2
+    assert set(reh["datasets"]) == set(paper["datasets"])
+    pa, ra = paper["analyses"], reh["analyses"]
+    assert set(ra) == set(pa)
+    for key in ("constant_kinds", "cross_corpus", "head_orders", "patterns"):
+        assert ra[key] == pa[key], key
+    assert pa["tasks"] is None and ra["tasks"]  # rehearsal: one sequence and one token task (budget)
+    kinds = {dataset_kind(reh["tasks"][t]["dataset"], reh["datasets"][reh["tasks"][t]["dataset"]])
+             for t in ra["tasks"]}
+    assert kinds == {"sequence", "token"}
+    assert set(ra["mlm"]) <= set(pa["mlm"])
+    for key in ("dataset", "head", "mask_prob"):
+        assert ra["mlm"].get(key) == pa["mlm"].get(key), key
+    # every family of paper.yaml is rehearsed (DeBERTa v1 = microsoft/deberta-base), with the same task lists
+    family = {m: next(f for f in ("deberta", "roberta", "electra", "bert") if f in v)
+              for m, v in paper["models"].items()}  # fmt: skip
+    family.update({m: spec["build"]["family"] for m, spec in reh["models"].items()})
+    assert {family[m] for m in paper["models"]} == {family[m] for m in reh["models"]}
+    tasks_of = lambda cfg: {(family[m], tuple(cfg.get("model_tasks", {}).get(m, cfg["tasks"])))  # noqa: E731
+                            for m in cfg["models"]}
+    assert tasks_of(paper) == tasks_of(reh)
+    assert {family[m] for m in pa["mlm"]["models"]} == {family[m] for m in ra["mlm"]["models"]}
+
+
+def dag(repo: Path, config: str, results: str) -> tuple[dict[str, int], set[str]]:
+    """Jobs per rule and the output paths of a dry run (``--summary``) of ``config``."""
+    counts = job_counts(smk(repo, "-n", "--configfile", config, "--config", f"results={results}").stdout)
+    summary = smk(repo, "--summary", "--configfile", config, "--config", f"results={results}").stdout
+    paths = {line.split("\t")[0] for line in summary.splitlines()[1:] if line.strip()}
+    return counts, paths
+
+
+def shapes(paths: set[str], cfg: dict, results: str) -> set[str]:
+    """Output paths with the results folder, model, dataset and task names and N replaced by placeholders."""
+    names = {n: "<model>" for n in cfg["models"]}
+    names.update({n: "<data>" for n in list(cfg["datasets"]) + list(cfg["tasks"])})
+    out = set()
+    for p in paths:
+        parts = Path(p).relative_to(results).parts
+        parts = [names.get(x, x) for x in parts]
+        parts = [re.sub(r"^N\d+", "N<n>", re.sub(r"@[A-Za-z0-9_.-]+$", "@<data>", x)) for x in parts]
+        out.add("/".join(parts))
+    return out
+
+
+@pytest.mark.slow
+def test_dry_runs_of_paper_and_rehearsal_have_the_same_rules_and_path_shapes(tmp_path):
+    """paper.yaml's dry run works here (no hub needed) and its DAG matches the rehearsal's: the same
+    rules (apart from the build rules) and the same wildcard shapes of every output path."""
+    repo = copy_repo(tmp_path / "repo")
+    paper_counts, paper_paths = dag(repo, PAPER, "rp")
+    reh_counts, reh_paths = dag(repo, REHEARSAL, "rr")
+    assert BUILD_RULES <= set(reh_counts) and not BUILD_RULES & set(paper_counts)
+    assert set(paper_counts) == set(reh_counts) - BUILD_RULES
+    built = {p for p in reh_paths if p.startswith("rr/built/")}
+    assert len(built) == 10 and "rp/tables/summary.parquet" in paper_paths and len(paper_paths) > 1000
+    assert shapes(paper_paths, load(PAPER), "rp") == shapes(reh_paths - built, load(REHEARSAL), "rr")
+
+
+# ----------------------------------------------------------------------------- local inputs (issue #14)
+
+
+@pytest.mark.slow
+def test_editing_a_local_csv_reruns_prepare_data_and_what_depends_on_it(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    csv = tmp_path / "reviews.csv"
+    csv.write_text("text,label\n" + "".join(f"review number {i} was {'good' if i % 2 else 'bad'},{i % 2}\n"
+                                            for i in range(12)))  # fmt: skip
+    cfg = yaml.safe_load((repo / "config/smoke.yaml").read_text())
+    cfg["results"] = "res"
+    cfg["datasets"] = {"reviews": {"source": "local", "kind": "sequence", "train": str(csv),
+                                   "validation_fraction": 0.25}}
+    cfg["tasks"] = {"reviews": {**cfg["tasks"]["rt_sentiment"], "dataset": "reviews", "metrics": ["accuracy"],
+                                "main_metric": "accuracy"}}  # fmt: skip
+    cfg["analyses"] = {}
+    (repo / "config/local.yaml").write_text(yaml.safe_dump(cfg))
+    target = "res/tokens/minilm/reviews/N32/train.parquet"
+    smk(repo, target, "--cores", "1", "--configfile", "config/local.yaml")
+    assert job_counts(smk(repo, target, "-n", "--configfile", "config/local.yaml").stdout) == {}
+    time.sleep(1.1)  # a new mtime
+    with open(csv, "a") as f:
+        f.write("one more review,1\n")
+    counts = job_counts(smk(repo, target, "-n", "--configfile", "config/local.yaml").stdout)
+    assert counts == {"prepare_data": 1, "tokenize": 1}
+
+
+# ----------------------------------------------------------------------------- the full rehearsal
+
+
+@pytest.mark.slow
+def test_full_rehearsal_writes_every_table(tmp_path):
+    """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
+
+    Budget: 384 jobs; measured 25 min wall on a 2-core machine (47 CPU-minutes, ~7 s per job, nearly
+    all of it the Python/torch/transformers start-up of each job, not the tiny models). Every (model,
+    task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table of all four
+    families must be there.
+    """
+    repo = copy_repo(tmp_path / "repo")
+    cfg = load(REHEARSAL)
+    t0 = time.monotonic()
+    smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400)
+    seconds = time.monotonic() - t0
+    res = repo / cfg["results"] / "tables"
+    probe = pd.read_parquet(res / "probe.parquet")
+    sweep = cfg["sweep"]
+    for model in cfg["models"]:
+        for task in cfg.get("model_tasks", {}).get(model, cfg["tasks"]):
+            tc = cfg["tasks"][task]
+            got = probe[(probe.model == model) & (probe.task == task) & (probe.constants == "average")
+                        & (probe.selection == "lambda")]  # fmt: skip
+            assert sorted(got.fraction_dynamic.unique()) == sorted(float(f) for f in sweep["fractions"]), (model, task)
+            assert set(got.seed) == set(sweep["seeds"]), (model, task)
+            assert set(got.metric) == set(tc["metrics"]), (model, task)
+    an = cfg["analyses"]
+    kinds = pd.read_parquet(res / "constant_kinds.parquet")
+    assert len(kinds)
+    orders = probe[probe.task.isin(an["tasks"])]
+    assert set(orders.selection) == set(an["head_orders"])
+    assert set(orders.constants) >= set(an["constant_kinds"]) | {f"average@{c}" for c in an["cross_corpus"]}
+    mlm = pd.read_parquet(res / "mlm.parquet")
+    assert set(mlm.model) == set(an["mlm"]["models"])
+    assert len(pd.read_parquet(res / "patterns.parquet"))
+    print(f"rehearsal: {seconds:.0f} s end to end")

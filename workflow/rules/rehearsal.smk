@@ -1,0 +1,48 @@
+# Models and local data the workflow builds itself (papa.rehearsal): `models: {<name>: {build: ...}}`
+# and `build_data:` in the config (config/rehearsal.yaml). Configs without them never run these rules.
+
+
+rule build_model:
+    """A tiny randomly initialised model of one family with its tokenizer (papa.rehearsal.build_model)."""
+    output:
+        directory(f"{R}/built/models/{{model}}"),
+    wildcard_constraints:
+        model=one_of(BUILT_MODELS),
+    params:
+        code=code("build_model.py"),  # the papa code the script reaches: a change reruns this rule
+        build=lambda wc: canon({"seed": SEED, **BUILT_MODELS[wc.model]}),
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/build_model/{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/build_model/{{model}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=res("build_model")["mem_mb"],
+        runtime=res("build_model")["runtime"],
+    script:
+        "../scripts/build_model.py"
+
+
+rule build_data:
+    """GLUE/CoNLL-shaped local files from the offline package corpora (papa.rehearsal.build_data)."""
+    output:
+        directory(built_data_dir("{source}")),
+    wildcard_constraints:
+        source=one_of(BUILD_DATA),
+    params:
+        code=code("build_data.py"),  # the papa code the script reaches: a change reruns this rule
+        build=lambda wc: canon({"seed": SEED, **BUILD_DATA[wc.source]}),
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/build_data/{{source}}.log",
+    benchmark:
+        f"{R}/benchmarks/build_data/{{source}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=res("build_data")["mem_mb"],
+        runtime=res("build_data")["runtime"],
+    script:
+        "../scripts/build_data.py"
