@@ -26,8 +26,9 @@ def dataset_kind(name: str, spec: dict) -> str | None:
 
 def _local_config(name_or_path: str) -> dict | None:
     """The model's config.json when it is on this machine without a download, else None."""
-    from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, resolve_model_path
+    from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, resolve_model_path, split_revision
 
+    name_or_path = split_revision(name_or_path)[0]
     key = str(name_or_path).lower()
     path = None
     if key in ALIASES:

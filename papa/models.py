@@ -176,6 +176,22 @@ def looks_like_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or name.count("/") >= 2 or "\\" in name
 
 
+def split_revision(name_or_path: str) -> tuple[str, str | None]:
+    """``"org/name@<revision>"`` -> (``"org/name"``, revision): a hub model pinned to a commit, tag or
+    branch. Local paths and names without ``@`` have no revision."""
+    name = str(name_or_path)
+    if "@" in name and not looks_like_path(name):
+        base, rev = name.rsplit("@", 1)
+        if base and rev:
+            return base, rev
+    return name, None
+
+
+def model_revision(model) -> str | None:
+    """The hub commit a loaded model resolved to (None for a local folder or an alias)."""
+    return getattr(getattr(model, "config", None), "_commit_hash", None)
+
+
 def resolve_model_path(name_or_path: str) -> str:
     """Map an alias to a local folder; pass anything else (hub id, folder) through.
 
@@ -246,7 +262,8 @@ def load_encoder(
     """Load a frozen encoder in eval mode and its tokenizer.
 
     Args:
-        name_or_path: hub id, local folder, or an alias (``minilm``).
+        name_or_path: hub id (``org/name@revision`` pins a commit, tag or branch), local folder, or
+            an alias (``minilm``); `model_revision` tells the commit a hub model resolved to.
         task_head: ``None`` for the bare encoder, ``"mlm"`` for a masked-LM head,
             ``"sequence"`` / ``"token"`` for transformers' classification heads.
         num_labels: passed to classification heads.
@@ -263,7 +280,8 @@ def load_encoder(
         AutoTokenizer,
     )
 
-    path = resolve_model_path(name_or_path)
+    name, revision = split_revision(name_or_path)
+    path = resolve_model_path(name)
     classes = {
         None: AutoModel,
         "mlm": AutoModelForMaskedLM,
@@ -272,15 +290,15 @@ def load_encoder(
     }
     if task_head not in classes:
         raise ValueError(f"task_head must be one of {list(classes)}, got {task_head!r}")
-    kwargs = dict(trust_remote_code=False, use_safetensors=None, dtype=dtype)
+    kwargs = dict(trust_remote_code=False, use_safetensors=None, dtype=dtype, revision=revision)
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
     try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False, revision=revision)
         fam = FAMILIES.get(config.model_type)
         if fam is not None and fam.route == "registry":
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
     except OSError as err:
         raise OSError(

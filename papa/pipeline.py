@@ -19,7 +19,7 @@ import torch
 from . import io
 from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode
-from .models import load_encoder, model_shape, resolve_model_path
+from .models import load_encoder, model_revision, model_shape, resolve_model_path, split_revision
 from .patching import patch
 from .probe import TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
 from .selection import head_order, n_dynamic, select_static
@@ -53,7 +53,8 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
 def load_tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model_path(model), trust_remote_code=False)
+    name, revision = split_revision(model)
+    return AutoTokenizer.from_pretrained(resolve_model_path(name), trust_remote_code=False, revision=revision)
 
 
 def write_tokens(enc: Encoded, path, meta: dict) -> None:
@@ -166,7 +167,8 @@ def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32
     if base_kind in DATA_FREE:
         from transformers import AutoConfig
 
-        cfg = AutoConfig.from_pretrained(resolve_model_path(model))
+        name, revision = split_revision(model)
+        cfg = AutoConfig.from_pretrained(resolve_model_path(name), revision=revision)
         L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
         C = data_free(base_kind, L, int(cfg.num_attention_heads), N, metadata={"model": model, "corpus": None})
     else:
@@ -181,6 +183,8 @@ def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32
         C = average_attention(m, batches, kind=base_kind, total=total,
                               metadata={"model": model, "corpus": corpus, "layout": meta.get("layout", "papa")})
     C.metadata.update({"environment": io.environment(), "tokens": str(tokens_path), "requested_kind": kind})
+    if base_kind not in DATA_FREE:
+        C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
     C.save(out)
     return C
 
@@ -225,6 +229,7 @@ def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: d
                        "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
     for k, v in labels.items():
         df.insert(0, k, v)
+    df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     io.write_parquet(df, out_lambdas)
     mdf = pd.DataFrame(rows)
     for k, v in labels.items():
@@ -296,6 +301,7 @@ def run_probes(model: str, constants_path, lambdas_path, selection: str, fractio
     log.info("probes done in %.1f s", time.monotonic() - t0)
     df = pd.DataFrame(rows)
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
+    df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     return [_write_rows(df[df.seed == seed].drop(columns="seed"), out, labels, fraction, n_dyn, seed)
             for seed, out in zip(seeds, outs)]
 

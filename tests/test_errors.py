@@ -152,3 +152,16 @@ def test_encode_refuses_a_bare_string_and_short_label_lists(minilm):
         papa.encode(tok, "a whole sentence", max_length=16)
     with pytest.raises(ValueError, match="example 1 has 3 words but 2 labels"):
         papa.encode(tok, [["a", "b"], ["c", "d", "e"]], labels=[[0, 1], [0, 1]], max_length=16)
+
+
+def test_hub_model_revision_pins_and_is_recorded(tmp_path):
+    from papa.models import model_revision, split_revision
+
+    assert split_revision("bert-base-uncased@86b5e09") == ("bert-base-uncased", "86b5e09")
+    assert split_revision("FacebookAI/roberta-base@v1.0") == ("FacebookAI/roberta-base", "v1.0")
+    assert split_revision("FacebookAI/roberta-base") == ("FacebookAI/roberta-base", None)
+    assert split_revision("./models/me@home") == ("./models/me@home", None)  # a folder is never pinned
+    model, _ = papa.load_encoder("minilm", device="cpu")
+    assert model_revision(model) is None  # a local folder: no hub commit
+    model.config._commit_hash = "abc123"  # what from_pretrained sets for a hub download
+    assert model_revision(model) == "abc123"

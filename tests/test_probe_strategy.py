@@ -158,6 +158,7 @@ def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path):
         frames = _run(job, tmp_path / name, {"dtype": "float32", "strategy": "auto", **cache})
         df = pd.concat(frames)
         assert set(df.cache_strategy) == {name}
+        assert df.model_revision.isna().all()  # recorded; MiniLM is a local folder, no hub commit
         out[name] = _scores(frames)
     model = papa.load_encoder("minilm")[0]
     size = sum(cache_nbytes(model, pipeline.read_tokens(job / f"{s}.parquet"), "float32")
