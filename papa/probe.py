@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import re
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -250,6 +253,35 @@ class FeatureCache:
         return Ragged(x, pos, seg, len(idx)), torch.from_numpy(self.labels[idx]).to(self.device)
 
 
+_CACHE_PREFIX = "papa-features-"  # disk caches: papa-features-<host>-<pid>-XXXXXXXX
+
+
+def remove_stale_caches(scratch: str | None = None) -> list[str]:
+    """Remove disk caches that killed jobs (SIGKILL, a lost node) left under ``scratch`` (default the
+    temporary folder): those of this host whose process is gone. Returns the folders removed."""
+    root = Path(scratch) if scratch else Path(tempfile.gettempdir())
+    pattern = re.compile(rf"{re.escape(_CACHE_PREFIX)}{re.escape(socket.gethostname())}-(\d+)-[A-Za-z0-9_]+")
+    removed = []
+    for d in root.glob(f"{_CACHE_PREFIX}*") if root.is_dir() else []:
+        m = pattern.fullmatch(d.name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(str(d))
+        log.info("removed the feature cache %s of a killed job", d)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str = "float16",
                      budget_mb: float | None = None, scratch: str | None = None, log_every: float = 10.0,
                      device=None, strategy: str = "auto") -> FeatureCache:
@@ -283,7 +315,8 @@ def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str =
     else:
         if scratch:
             Path(scratch).mkdir(parents=True, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix="papa-features-", dir=scratch)
+        remove_stale_caches(scratch)
+        folder = tempfile.mkdtemp(prefix=f"{_CACHE_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=scratch)
         data = np.lib.format.open_memmap(f"{folder}/features.npy", mode="w+", dtype=np_dtype, shape=shape)
         where = f"memory-mapped file {folder}/features.npy"
     cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)

@@ -329,3 +329,25 @@ def test_cost_estimate_of_the_paper_grid():
     assert cola.strategy == "memory" and cola.passes_ours == 8_551 + 1_043
     assert cola.passes_authors == 3 * 15 * cola.passes_ours
     assert (df.passes_authors >= df.passes_ours).all()
+
+
+def test_disk_caches_of_killed_jobs_are_cleared_on_the_next_run(minilm, tmp_path):
+    """A SIGKILLed job cannot clean up: the next disk cache under the same scratch removes the folders of
+    this host's dead processes, and leaves live processes' and other hosts' alone."""
+    import socket
+    import subprocess
+
+    model, tok = minilm
+    host = socket.gethostname()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"papa-features-{host}-{dead.pid}-abcd1234"
+    live = tmp_path / f"papa-features-{host}-{os.getpid()}-efgh5678"
+    other = tmp_path / f"papa-features-elsewhere-{dead.pid}-ijkl9012"
+    for d in (stale, live, other):
+        d.mkdir()
+        (d / "features.npy").write_bytes(b"x")
+    cache = extract_features(model, _toy(tok, 8), dtype="float32", budget_mb=0.0001, scratch=str(tmp_path))
+    assert not stale.exists() and live.exists() and other.exists()
+    assert Path(cache.folder).name.startswith(f"papa-features-{host}-{os.getpid()}-")
+    cache.close()
