@@ -310,8 +310,9 @@ def test_editing_a_local_csv_reruns_prepare_data_and_what_depends_on_it(tmp_path
 def test_full_rehearsal_writes_every_table(tmp_path):
     """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
 
-    Budget: 384 jobs; measured 25 min wall on a 2-core machine (47 CPU-minutes, ~7 s per job, nearly
-    all of it the Python/torch/transformers start-up of each job, not the tiny models). Every (model,
+    Budget: 384 jobs, 30 min; measured 22 min 47 s in CI on the 2-core machine (2026-11-23), 25 min
+    with other work beside it (~7 s of CPU per job, nearly all of it the Python/torch/transformers
+    start-up of each job, not the tiny models). Every (model,
     task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table of all four
     families must be there.
     """
