@@ -74,7 +74,7 @@ def smoke(tmp_path_factory):
 
 
 def test_smoke_run_writes_the_tables(smoke):
-    repo, seconds, _ = smoke
+    repo, seconds = smoke[:2]
     res = repo / "results-smoke"
     probe = pd.read_parquet(res / "tables/probe.parquet")
     assert {"model", "task", "constants", "selection", "fraction_dynamic", "n_dynamic", "seed", "epoch", "metric",
