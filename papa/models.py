@@ -13,8 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported where a model is loaded: config checks and aliases do without it
+    import torch
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +260,7 @@ def load_encoder(
     task_head: str | None = None,
     num_labels: int | None = None,
     device: str | torch.device | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
 ):
     """Load a frozen encoder in eval mode and its tokenizer.
 
@@ -281,6 +284,9 @@ def load_encoder(
     )
 
     name, revision = split_revision(name_or_path)
+    import torch
+
+    dtype = torch.float32 if dtype is None else dtype
     path = resolve_model_path(name)
     classes = {
         None: AutoModel,
@@ -319,6 +325,8 @@ def load_encoder(
 
 def prepare(model: nn.Module, device=None) -> nn.Module:
     """Freeze a model, put it in eval mode and on ``device`` (cuda when present)."""
+    import torch
+
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     for p in model.parameters():
