@@ -209,6 +209,15 @@ def _train_cfg(hp: dict, seed: int) -> TrainConfig:
                        extra_lr=hp.get("extra_lr"), max_grad_norm=None if clip is None else float(clip))
 
 
+def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
+    """(layer, head, lambda, rank) per head of lambdas [layers, heads]; rank 0 is replaced first."""
+    L, H = lam.shape
+    rank = torch.empty(L * H, dtype=torch.long)
+    rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
+    return pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
+                         "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
+
+
 def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: dict, hp: dict, out_lambdas,
                out_metrics, labels: dict) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
@@ -222,11 +231,7 @@ def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: d
     lam, rows = learn_lambdas(m, C, train, val, info["kind"], info["n_labels"], info["metrics"],
                               _train_cfg(hp, int(hp.get("seed", 0))), info["label_names"],
                               backbone_dropout=bool(hp.get("backbone_dropout", False)))
-    L, H = lam.shape
-    rank = torch.empty(L * H, dtype=torch.long)
-    rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
-    df = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
-                       "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
+    df = lambda_frame(lam)
     for k, v in labels.items():
         df.insert(0, k, v)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
@@ -360,11 +365,7 @@ def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, frac
              lambda_cfg.epochs, len(fractions), f"{cfg.epochs} epochs" if head == "probe" else "scoring", len(train),
              len(val))
     lam, _ = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lambda_cfg, mask_prob, head)
-    L, H = lam.shape
-    rank = torch.empty(L * H, dtype=torch.long)
-    rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
-    ldf = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
-                        "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
+    ldf = lambda_frame(lam)
     rows = mlm_curve(m, C, lam, val, fractions, tok.mask_token_id, special, cfg, mask_prob, head, train=train)
     df = pd.DataFrame(rows)
     df.insert(1, "n_eval", len(val))
