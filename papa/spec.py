@@ -1,0 +1,139 @@
+"""The vocabulary of a PAPA run, defined once.
+
+Every name the config, the paths, the tables and the library share lives here: the
+constant-matrix kinds (and which of them need data, which can be trained), the
+``kind[_trained][@corpus]`` constants spec, the head orders, the task kinds and the metrics
+each allows, and ``fraction_dynamic`` (the share of heads left input-dependent) with its
+formatting and its two special values. The workflow's rules and scripts, the library and the
+config checks import these names; ``tests/test_spec.py`` holds the config schema's enums
+equal to them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+# ----------------------------------------------------------------------------- constant matrices
+
+#: Kinds averaged over a corpus (paper Sec. 3.1; ``effective``: Table 1's effective attention).
+DATA_KINDS = ("average", "effective")
+#: Kinds that need no data: the same matrix for every head (Table 1).
+DATA_FREE = ("identity", "toeplitz", "zeros", "uniform")
+#: Every kind of constant matrix.
+CONSTANT_KINDS = DATA_KINDS + DATA_FREE
+#: Kinds whose matrices can train with the probe (``<kind>_trained``, paper Table 1).
+TRAINABLE = ("average", "toeplitz")
+TRAINED_SUFFIX = "_trained"
+#: Every kind a constants spec may name (``average``, ..., ``average_trained``, ``toeplitz_trained``).
+SPEC_KINDS = CONSTANT_KINDS + tuple(k + TRAINED_SUFFIX for k in TRAINABLE)
+
+#: A name of a dataset, model or task (config keys; path components).
+NAME_PATTERN = r"[A-Za-z0-9_.-]+"
+#: ``kind[_trained][@corpus]`` (the config schema's pattern for sweep.constants is this one).
+CONSTANTS_PATTERN = rf"({'|'.join(SPEC_KINDS)})(@{NAME_PATTERN})?"
+
+
+@dataclass(frozen=True)
+class ConstantsSpec:
+    """Which constant matrices a probe uses: ``kind[_trained][@corpus]``.
+
+    Attributes:
+        kind: one of `CONSTANT_KINDS` (the matrices' file is ``<kind>.safetensors``).
+        trained: the matrices train with the probe (``_trained``; only `TRAINABLE` kinds).
+        corpus: the dataset the matrices are averaged on; None = the task's own dataset.
+    """
+
+    kind: str
+    trained: bool = False
+    corpus: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in CONSTANT_KINDS:
+            raise ValueError(f"Unknown constant kind {self.kind!r}; choose from {', '.join(CONSTANT_KINDS)}")
+        if self.trained and self.kind not in TRAINABLE:
+            raise ValueError(f"{self.kind!r} matrices cannot be trained; trainable kinds: {', '.join(TRAINABLE)}")
+        if self.corpus is not None and not re.fullmatch(NAME_PATTERN, self.corpus):
+            raise ValueError(f"Corpus name {self.corpus!r} is not a dataset name ({NAME_PATTERN})")
+
+    @classmethod
+    def parse(cls, text: str | ConstantsSpec) -> ConstantsSpec:
+        """``"average"``, ``"average_trained@wiki"``, ... -> a `ConstantsSpec` (a clear error otherwise)."""
+        if isinstance(text, ConstantsSpec):
+            return text
+        if not isinstance(text, str) or not re.fullmatch(CONSTANTS_PATTERN, text):
+            raise ValueError(f"Constants spec {text!r} is not kind[_trained][@corpus] with kind one of "
+                             f"{', '.join(SPEC_KINDS)}, e.g. 'average', 'average_trained', 'average@wiki'")
+        kind, _, corpus = text.partition("@")
+        trained = kind.endswith(TRAINED_SUFFIX)
+        return cls(kind.removesuffix(TRAINED_SUFFIX) if trained else kind, trained, corpus or None)
+
+    def __str__(self) -> str:
+        return self.kind + (TRAINED_SUFFIX if self.trained else "") + (f"@{self.corpus}" if self.corpus else "")
+
+    @property
+    def data_free(self) -> bool:
+        """True when the matrices need no data (`DATA_FREE`): they do not depend on a corpus."""
+        return self.kind in DATA_FREE
+
+    def corpus_or(self, task_dataset: str) -> str:
+        """The dataset the matrices are computed on: the spec's corpus, else the task's own."""
+        return self.corpus or task_dataset
+
+
+def is_data_free(kind: str) -> bool:
+    """True for a kind (or spec) whose matrices need no data."""
+    return ConstantsSpec.parse(kind).data_free
+
+
+# ----------------------------------------------------------------------------- head orders
+
+#: Orders in which heads are replaced (paper Sec. 3.2, Fig. 5); ``lambda`` is the method.
+HEAD_ORDERS = ("lambda", "reversed", "first_to_last", "last_to_first", "random")
+#: Orders that rank heads by learned lambdas.
+LAMBDA_ORDERS = ("lambda", "reversed")
+
+# ----------------------------------------------------------------------------- tasks and metrics
+
+TASK_KINDS = ("sequence", "token")
+#: Metrics per task kind (`papa.metrics.compute` implements each).
+METRICS = {
+    "sequence": ("accuracy", "f1", "mcc", "macro_f1"),
+    "token": ("entity_f1", "pos_seqeval_f1", "pos_f1", "token_accuracy"),
+}
+ALL_METRICS = METRICS["sequence"] + METRICS["token"]
+
+# ----------------------------------------------------------------------------- fraction_dynamic
+
+
+def check_fraction(fraction_dynamic) -> float:
+    """``fraction_dynamic`` as a float, failing unless it lies in [0, 1]."""
+    f = float(fraction_dynamic)
+    if not 0.0 <= f <= 1.0:
+        raise ValueError(f"fraction_dynamic must be in [0, 1], got {fraction_dynamic}")
+    return f
+
+
+def format_fraction(fraction_dynamic) -> str:
+    """``fraction_dynamic`` as it appears in paths: 1, 0.5, 0.125, 0.0625, 0."""
+    return f"{check_fraction(fraction_dynamic):g}"
+
+
+def n_dynamic(fraction_dynamic, total: int) -> int:
+    """How many of ``total`` heads stay input-dependent: round(f x total), halves rounded up
+    (BERT-base: 1/16 -> 9 of 144)."""
+    return int(math.floor(check_fraction(fraction_dynamic) * total + 0.5))
+
+
+def is_partial(fraction_dynamic) -> bool:
+    """True when some heads are static and some input-dependent (0 < f < 1): only then does the
+    head order matter. At 1 the model is the original; at 0 every head is constant."""
+    return 0.0 < check_fraction(fraction_dynamic) < 1.0
+
+
+def needs_lambdas(order: str, fraction_dynamic) -> bool:
+    """True when a probe run needs learned lambdas: a lambda-ranked order at a partial fraction."""
+    if order not in HEAD_ORDERS:
+        raise ValueError(f"Unknown head order {order!r}; choose from {', '.join(HEAD_ORDERS)}")
+    return order in LAMBDA_ORDERS and is_partial(fraction_dynamic)
