@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,39 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     if threads:
         torch.set_num_threads(int(threads))
     io.seed_everything(seed)
+
+
+# ----------------------------------------------------------------------------- stage configs
+
+
+@dataclass(kw_only=True)
+class Stage:
+    """Base of the typed stage configs: one dataclass per stage (a Snakemake rule), holding
+    every input path, output path and setting the stage reads, so the stage function takes
+    one argument. ``log``, ``threads`` and ``seed`` are the job's logging, torch threads and
+    global seed (`setup`).
+
+    A subclass implements ``_from_snakemake(sm) -> dict`` (its own fields, read from the
+    job's ``input``, ``output``, ``params`` and ``wildcards``); `from_snakemake` adds the job's
+    log and threads and sets the job up. Notebooks construct stage configs directly.
+    """
+
+    log: str | None = None
+    threads: int | None = None
+    seed: int = 0
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a Snakemake job")
+
+    @classmethod
+    def from_snakemake(cls, sm):
+        """The stage config of a running Snakemake job (``snakemake`` in a script); logging, torch
+        threads and seeds are set up before it returns."""
+        fields = {"log": sm.log[0] if len(sm.log) else None, "threads": sm.threads, **cls._from_snakemake(sm)}
+        stage = cls(**fields)
+        setup(stage.log, stage.threads, stage.seed)
+        return stage
 
 
 # ----------------------------------------------------------------------------- tokens
