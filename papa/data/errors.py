@@ -1,0 +1,35 @@
+"""What can go wrong with task data: the three errors, and the two spec checks several modules share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class DataUnavailableError(RuntimeError):
+    """The data cannot be obtained here (hub or package index unreachable, download failed)."""
+
+
+class DataIntegrityError(RuntimeError):
+    """A downloaded or extracted file does not match its pinned sha256 (or is malformed)."""
+
+
+class TaskSpecError(ValueError):
+    """The task spec or the input files are wrong; the message says what to change."""
+
+
+def require_columns(needed: list[str], available: list[str], where: str, keys: dict | None = None) -> None:
+    """Fail if a column is missing; ``keys`` maps column -> the spec key that names it."""
+    for c in needed:
+        if c not in available:
+            hint = f"; set {keys[c]} to one of them" if keys and c in keys else ""
+            raise TaskSpecError(f"column {c!r} not found in {where}; available columns: {list(available)}{hint}")
+
+
+def positive_int(spec: dict, key: str, default=None) -> int | None:
+    """``spec[key]`` (or ``default``) as a positive int, None when unset; anything else is a `TaskSpecError`."""
+    v = spec.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise TaskSpecError(f"{key} must be a positive integer, got {v!r}")
+    return int(v)

@@ -1,0 +1,349 @@
+"""Local files: CSV / TSV / JSON lines / Parquet / CoNLL readers, and mapping their labels to indices.
+
+`load_local` reads the files a spec names (``train``, optional ``validation`` / ``test``),
+picks the columns, maps label values to indices (by name, else an in-range integer; or
+infers the label set from the train split), and fails on bad input with a `TaskSpecError`
+that names the file, the row or line and what to change.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .downloads import sha256_file
+from .errors import TaskSpecError, require_columns
+from .registry import LABEL_SETS
+
+#: Spec keys local files take (besides those of every source, `papa.data.task.COMMON_KEYS`).
+SPEC_KEYS = frozenset({
+    "kind", "train", "validation", "test", "format", "text_column", "text_b_column", "label_column", "id_column",
+    "labels", "tokens_column", "tags_column", "tag_column", "token_column", "separator", "header", "column_names",
+})  # fmt: skip
+
+_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "json", ".json": "json",
+            ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # fmt: skip
+_LOCAL_SPLIT_KEYS = ("train", "validation", "test")
+
+
+def _file_format(spec: dict, path: Path) -> str:
+    fmt = spec.get("format")
+    if fmt:
+        fmt = str(fmt).lower()
+        fmt = {"jsonl": "json", "ndjson": "json"}.get(fmt, fmt)
+        if fmt not in ("csv", "tsv", "json", "parquet", "conll"):
+            raise TaskSpecError(f"unknown format {spec['format']!r}; use one of csv, tsv, jsonl, parquet, conll")
+        return fmt
+    suffixes = [s.lower() for s in path.suffixes]
+    for s in reversed(suffixes):
+        if s in _FORMATS:
+            return _FORMATS[s]
+    raise TaskSpecError(
+        f"cannot tell the format of {path} from its name; set \"format\" to one of csv, tsv, jsonl, parquet, conll"
+    )
+
+
+def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
+               separator: str | None = None) -> list[tuple[list[str], list[str]]]:  # fmt: skip
+    """Sentences of a CoNLL column file as (tokens, tag strings).
+
+    Token in ``token_column`` (default 0), tag in ``tag_column`` (default -1, the last
+    column; CoNLL-2003: 1 = POS, 3 = NER). Columns are split on whitespace unless
+    ``separator`` is given. Blank lines end sentences; ``-DOCSTART-`` lines are skipped.
+    Every token line must have the same number of columns (a short line would otherwise
+    take its tag from another column); at least two, so a token is never its own tag.
+    """
+    return [(toks, tags) for toks, tags, _ in _read_conll(path, tag_column, token_column, separator)]
+
+
+def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None):
+    """`read_conll` with the line number each sentence starts at: [(tokens, tags, line)]."""
+    path = Path(path)
+    sents: list[tuple[list[str], list[str], int]] = []
+    toks: list[str] = []
+    tags: list[str] = []
+    width = first = start = None
+    with open(path, encoding="utf-8") as f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if not line.strip() or line.startswith("-DOCSTART-"):
+                    if toks:
+                        sents.append((toks, tags, start))
+                        toks, tags = [], []
+                    continue
+                parts = line.split(separator) if separator else line.split()
+                if width is None:
+                    width, first = len(parts), lineno
+                    if width < 2:
+                        raise TaskSpecError(
+                            f"{path}:{lineno} has 1 column: a CoNLL file needs a token and a tag column per line"
+                        )
+                if len(parts) != width:
+                    raise TaskSpecError(
+                        f"{path}:{lineno} has {len(parts)} columns but line {first} has {width}: every token line "
+                        f"of a CoNLL file needs the same columns (fix the line, or set separator if tokens hold spaces)"
+                    )
+                try:
+                    tok, tag = parts[token_column], parts[tag_column]
+                except IndexError:
+                    raise TaskSpecError(
+                        f"{path}:{lineno} has {len(parts)} columns but token_column={token_column}, "
+                        f"tag_column={tag_column}; set tag_column to a column that exists"
+                    ) from None
+                if not toks:
+                    start = lineno
+                toks.append(tok)
+                tags.append(tag)
+        except UnicodeDecodeError as e:
+            raise TaskSpecError(f"{path}:{lineno + 1} is not UTF-8 text ({e.reason}); re-save the file as UTF-8") from None
+    if toks:
+        sents.append((toks, tags, start))
+    return sents
+
+
+def _check_utf8(path: Path) -> None:
+    """Fail with the file, line and byte offset when a text file is not UTF-8."""
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    offset, line = 0, 1
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            try:
+                dec.decode(block)
+            except UnicodeDecodeError as e:
+                at = offset + e.start
+                line += block[: e.start].count(b"\n")
+                raise TaskSpecError(
+                    f"{path}:{line} is not UTF-8 text (byte {at}: {e.reason}); re-save the file as UTF-8"
+                ) from None
+            offset += len(block)
+            line += block.count(b"\n")
+
+
+def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Path) -> dict[str, list]:
+    """Columns of one local file as python lists (no label mapping yet)."""
+    fmt = _file_format(spec, path)
+    if fmt == "conll":
+        if kind != "token":
+            raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
+        sents = _read_conll(path, int(spec.get("tag_column", -1)), int(spec.get("token_column", 0)),
+                            spec.get("separator"))  # fmt: skip
+        return {"tokens": [s[0] for s in sents], "tags": [s[1] for s in sents], "_format": ["conll"],
+                "_where": [f"line {s[2]}" for s in sents]}
+    import datasets
+
+    kw: dict = {}
+    builder = fmt
+    if fmt in ("csv", "tsv"):
+        builder = "csv"
+        kw["keep_default_na"] = False  # "NA", "null", "None" are text, not missing values
+        if fmt == "tsv":
+            kw["delimiter"] = "\t"
+            kw["quoting"] = csv.QUOTE_NONE  # GLUE-style TSV: quotes are text
+        if spec.get("header") is False:
+            kw["header"] = None
+        if spec.get("column_names"):
+            kw["column_names"] = list(spec["column_names"])
+    if path.stat().st_size == 0:
+        raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
+    if fmt != "parquet":
+        _check_utf8(path)
+    # One datasets cache per file content, so an edited file is never served from a stale cache.
+    hf_cache = cache_dir / "hf_datasets" / sha256_file(path)[:16]
+    try:
+        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=str(hf_cache), **kw)
+    except Exception as e:  # noqa: BLE001
+        if "corresponds to no data" in str(e):
+            raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
+        raise TaskSpecError(f"could not read {path} as {fmt}: {type(e).__name__}: {e}") from e
+    out = ds.to_dict()
+    out["_format"] = [fmt]
+    first_line = {"csv": 1 if spec.get("header") is False else 2, "tsv": 1 if spec.get("header") is False else 2,
+                  "json": 1}.get(fmt)  # fmt: skip
+    n = ds.num_rows
+    out["_where"] = [f"row {i + 1}" + (f" (line {i + first_line})" if first_line else "") for i in range(n)]
+    return out
+
+
+def _is_missing(v) -> bool:
+    """An empty label cell: None, NaN, or a blank string (CSV cells are read as text)."""
+    return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
+def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | None = None,
+                listed: bool = True) -> list[int]:  # fmt: skip
+    """Map raw label values to indices into ``labels``.
+
+    A value matches a label by name (``str(value)``) first; an integer that names no label
+    is taken as an index if it is in range; anything else is an error that names the file,
+    the row (``rows[i]``) and the value. ``listed``: the labels come from the config or a
+    known task (else they were inferred from the train split, and the message says so).
+    """
+    index = {str(n): i for i, n in enumerate(labels)}
+    out = []
+    for i, v in enumerate(values):
+        at = f"{where}, {rows[i]}" if rows else where
+        if _is_missing(v):
+            raise TaskSpecError(f"{at} has no label (empty cell); fill it in or remove the row")
+        if str(v) in index:
+            out.append(index[str(v)])
+        elif listed and isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < len(labels):
+            out.append(int(v))
+        elif listed:
+            raise TaskSpecError(
+                f"label {v!r} at {at} is not in labels {list(labels)}; add it to \"labels\" or fix the data"
+            )
+        else:
+            raise TaskSpecError(
+                f"label {v!r} at {at} never occurs in the train split, whose labels are {list(labels)}: it would "
+                f"become a new class and shift the others. List every label in the dataset's config "
+                f"(\"labels\": [...]) or fix the data"
+            )
+    return out
+
+
+def _infer_label_names(values: list, where: str = "the train split", rows: list[str] | None = None) -> list[str]:
+    """Label names when the spec gives none, from the train split's values: integers 0..max as
+    "0".."max" (a gap fails: those classes would never occur), else sorted unique strings."""
+    for i, v in enumerate(values):
+        if _is_missing(v):
+            raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has no label (empty cell); "
+                                f"fill it in or remove the row")  # fmt: skip
+    vals = list(values)
+    if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+        uniq = sorted(set(int(v) for v in vals))
+        if uniq[0] >= 0:
+            missing = sorted(set(range(uniq[-1] + 1)) - set(uniq))
+            if missing:
+                i = next(k for k, v in enumerate(vals) if int(v) > missing[0])
+                raise TaskSpecError(
+                    f"integer labels of {where} skip {missing} (e.g. {rows[i] if rows else f'row {i + 1}'} has "
+                    f"{int(vals[i])}): those classes would never occur. List the labels in the dataset's config "
+                    f"(\"labels\": [...]) or renumber them 0..{len(uniq) - 1}"
+                )
+            return [str(i) for i in range(uniq[-1] + 1)]
+        return [str(i) for i in uniq]
+    uniq = sorted(set(str(v) for v in vals))
+    if "O" in uniq:  # BIO tag sets: "O" first by convention
+        uniq.remove("O")
+        uniq.insert(0, "O")
+    return uniq
+
+
+def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], dict, dict]:
+    """(kind, label names, splits, provenance) of a task read from local files; spec keys: `SPEC_KEYS`.
+
+    For a known dataset name the registry's kind and label set are the defaults (``kind``
+    and ``labels`` in the spec override them); otherwise the labels are inferred from the
+    train split. See `papa.data.load_task` for the keys.
+    """
+    known_kind, known_labels = LABEL_SETS.get(name, (None, None))
+    kind = spec.get("kind") or known_kind
+    if kind not in ("sequence", "token"):
+        raise TaskSpecError(f"local task {name!r} needs \"kind\": \"sequence\" or \"token\" (got {spec.get('kind')!r})")
+    if "train" not in spec or not spec["train"]:
+        raise TaskSpecError(f"local task {name!r} needs a \"train\" file (and usually a \"validation\" file)")
+    files = {k: Path(spec[k]).expanduser() for k in _LOCAL_SPLIT_KEYS if spec.get(k)}
+    for split, p in files.items():
+        if not p.is_file():
+            raise TaskSpecError(f"{split} file {str(p)!r} of local task {name!r} does not exist")
+
+    labels = spec.get("labels")
+    if labels is not None:
+        if not isinstance(labels, (list, tuple)) or not labels:
+            raise TaskSpecError(f"\"labels\" must be a non-empty list of label names, got {labels!r}")
+        labels = [str(x) for x in labels]
+        if len(set(labels)) != len(labels):
+            raise TaskSpecError(f"\"labels\" has duplicates: {labels}")
+    elif known_labels:
+        labels = list(known_labels)
+    listed = labels is not None
+
+    raw: dict[str, dict] = {}
+    rows: dict[str, list[str]] = {}  # where each record sits in its file ("row 3 (line 4)", "line 17")
+    prov_files = {}
+    for split, p in files.items():
+        rec = _local_records(spec, split, p, kind, cache_dir)
+        fmt = rec.pop("_format")[0]
+        rows[split] = rec.pop("_where", None) or [f"row {i + 1}" for i in range(len(next(iter(rec.values()), [])))]
+        raw[split] = rec
+        prov_files[split] = {"path": str(p.resolve()), "sha256": sha256_file(p), "format": fmt}
+
+    prov: dict = {"files": prov_files}
+    splits: dict[str, pd.DataFrame] = {}
+    if kind == "sequence":
+        text_col = spec.get("text_column", "text")
+        text_b_col = spec.get("text_b_column")
+        label_col = spec.get("label_column", "label")
+        id_col = spec.get("id_column")
+        unlabeled = label_col is None
+        if unlabeled:
+            labels = []
+        for split, rec in raw.items():
+            cols = list(rec)
+            where = f"{split} file {prov_files[split]['path']}"
+            keys = {c: k for c, k in ((id_col, "id_column"), (label_col, "label_column"),
+                                      (text_b_col, "text_b_column"), (text_col, "text_column")) if c}  # fmt: skip
+            require_columns([c for c in (text_col, text_b_col, label_col, id_col) if c], cols, where, keys)
+            if not rec[text_col]:
+                raise TaskSpecError(f"the {where} is empty: it has no rows")
+        if not unlabeled and labels is None:  # from the train split only: a class must be trainable
+            labels = _infer_label_names(raw["train"][label_col], f"column {label_col!r} of the train file "
+                                        f"{prov_files['train']['path']}", rows["train"])  # fmt: skip
+        n_dropped = 0
+        for split, rec in raw.items():
+            where = f"{split} file {prov_files[split]['path']}"
+            text = rec[text_col]
+            keep = [i for i, t in enumerate(text) if t is not None and str(t).strip()]
+            n_dropped += len(text) - len(keep)
+            if not keep:
+                raise TaskSpecError(f"the {where} has no row with text in column {text_col!r}")
+            ids = [str(rec[id_col][i]) for i in keep] if id_col else [f"{name}-{split}-{i}" for i in keep]
+            if unlabeled:
+                y = [-1] * len(keep)
+            else:
+                y = _map_labels([rec[label_col][i] for i in keep], labels, f"column {label_col!r} of the {where}",
+                                [rows[split][i] for i in keep], listed)
+            tb = None
+            if text_b_col:
+                tb = [None if rec[text_b_col][i] is None else str(rec[text_b_col][i]) for i in keep]
+            splits[split] = pd.DataFrame({"id": ids, "text": [str(text[i]) for i in keep], "text_b": tb, "label": y})
+        prov.update({"text_column": text_col, "text_b_column": text_b_col, "label_column": label_col,
+                     "n_dropped": n_dropped, "dropped_reason": "empty text" if n_dropped else None})  # fmt: skip
+    else:
+        tok_col = spec.get("tokens_column", "tokens")
+        tag_col = spec.get("tags_column", "tags")
+        for split, rec in raw.items():
+            where = f"{split} file {prov_files[split]['path']}"
+            require_columns([tok_col, tag_col], list(rec), where, {tag_col: "tags_column", tok_col: "tokens_column"})
+            if not rec[tok_col]:
+                raise TaskSpecError(f"the {where} is empty: it has no sentences")
+        if labels is None:  # from the train split only: a tag must be trainable
+            labels = _infer_label_names([t for s in raw["train"][tag_col] for t in s],
+                                        f"the tags of the train file {prov_files['train']['path']}")
+        for split, rec in raw.items():
+            where = f"{split} file {prov_files[split]['path']}"
+            toks, tags = [], []
+            for k, (tk, tg) in enumerate(zip(rec[tok_col], rec[tag_col])):
+                if len(tk) != len(tg):
+                    raise TaskSpecError(f"sentence {k} of the {where} has {len(tk)} tokens but {len(tg)} tags")
+                toks.append([str(t) for t in tk])
+                tags.append(_map_labels(list(tg), labels, f"the tags of the {where}",
+                                        [f"sentence {k + 1} ({rows[split][k]})"] * len(tg), listed))
+            ids = [f"{name}-{split}-{i}" for i in range(len(toks))]
+            splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
+        prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
+        if any(pf["format"] == "conll" for pf in prov_files.values()):
+            prov["conll"] = {"token_column": int(spec.get("token_column", 0)),
+                             "tag_column": int(spec.get("tag_column", -1))}  # fmt: skip
+    if spec.get("labels") is not None:
+        prov["label_names_source"] = "spec"
+    else:
+        prov["label_names_source"] = "papa.data.LABEL_SETS" if known_labels else "inferred from the data"
+    return kind, list(labels), splits, prov

@@ -1,0 +1,379 @@
+"""The task layer: `TaskData`, its files, splitting and subsampling, and `load_task`, the one entry.
+
+`load_task` checks a spec's common keys (`COMMON_KEYS`), hands the source-specific part
+to `papa.data.packages`, `papa.data.hub` or `papa.data.local`, then makes the seeded
+train/validation split where the source has none, subsamples (``max_train``,
+``max_validation``), and normalises every split to the canonical columns and dtypes
+(`normalize_frame`). `TaskData.save` / `TaskData.read` write and read a prepared task
+(``{split}.parquet`` + ``meta.json``, each atomically through `papa.io.atomic_path`).
+
+Splits are seeded and deterministic: the same spec and seed give identical frames (one
+independent random stream per purpose: 0 the split, 1 the train subsample, 2 the
+validation subsample).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..io import atomic_path, parquet_file
+from . import hub, local, packages
+from .downloads import default_cache_dir
+from .errors import DataIntegrityError, TaskSpecError, positive_int, require_columns
+from .hub import load_hub
+from .local import load_local
+from .packages import load_package, raw_file
+from .registry import DATASETS, KNOWN_TASKS, SOURCES
+
+SEQUENCE_COLUMNS = ["id", "text", "text_b", "label"]
+TOKEN_COLUMNS = ["id", "tokens", "tags"]
+META_FILE = "meta.json"
+META_VERSION = 1
+
+#: Spec keys every source takes; each source adds its own (`papa.data.packages.SPEC_KEYS`, ...).
+COMMON_KEYS = frozenset({"name", "source", "max_train", "max_validation", "validation_fraction"})
+#: Spec keys load_task understands (others are ignored and listed in provenance). The config
+#: schema's ``datasets`` properties are these plus ``build`` (a test holds them equal).
+SPEC_KEYS: set[str] = set(COMMON_KEYS | packages.SPEC_KEYS | hub.SPEC_KEYS | local.SPEC_KEYS)
+
+
+@dataclass
+class TaskData:
+    """One task's data; `save` and `read` are its files (``{split}.parquet`` and ``meta.json``).
+
+    Attributes:
+        name: task name (e.g. ``"rt_sentiment"``).
+        kind: ``"sequence"`` or ``"token"``.
+        label_names: label (or tag) names; the index is the integer label. ``[]`` for
+            unlabeled text corpora.
+        splits: split name -> DataFrame (``"train"``, ``"validation"``, possibly more).
+            Schemas: `SEQUENCE_COLUMNS` / `TOKEN_COLUMNS` (dtypes: the `papa.data` docstring).
+        provenance: where the data came from and what was done to it (source, package or
+            hub id, version, sha256 of the raw file, seed, split sizes, rows dropped and why).
+    """
+
+    name: str
+    kind: str
+    label_names: list[str]
+    splits: dict[str, pd.DataFrame]
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Number of rows per split."""
+        return {k: int(len(v)) for k, v in self.splits.items()}
+
+    @property
+    def labeled(self) -> bool:
+        """False for unlabeled text corpora (``label_names == []``)."""
+        return bool(self.label_names)
+
+    @property
+    def is_pair(self) -> bool:
+        """True for sentence-pair sequence tasks (some ``text_b`` is not None)."""
+        if self.kind != "sequence":
+            return False
+        return any(df["text_b"].notna().any() for df in self.splits.values())
+
+    def __getitem__(self, split: str) -> pd.DataFrame:
+        """``task["train"]``; a missing split names the ones there are."""
+        try:
+            return self.splits[split]
+        except KeyError:
+            raise KeyError(f"task {self.name!r} has no split {split!r}; it has {sorted(self.splits)}") from None
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write ``{split}.parquet`` per split and ``meta.json`` into ``out_dir``, each atomically.
+
+        ``meta.json`` (name, kind, label_names, provenance, split sizes) is written last, so
+        its presence means the folder is complete. Returns the path of ``meta.json``.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        schema = _arrow_schema(self.kind)
+        for split, df in self.splits.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", split):
+                raise TaskSpecError(f"split name {split!r} cannot be a file name; use letters, digits, _ . -")
+            table = pa.Table.from_pandas(normalize_frame(df, self.kind), schema=schema, preserve_index=False)
+            with atomic_path(out_dir / f"{split}.parquet") as tmp:
+                pq.write_table(table, tmp)
+        meta = {
+            "format_version": META_VERSION,
+            "name": self.name,
+            "kind": self.kind,
+            "label_names": list(self.label_names),
+            "splits": {k: int(len(v)) for k, v in self.splits.items()},
+            "provenance": _jsonable(self.provenance),
+        }
+        target = out_dir / META_FILE
+        with atomic_path(target) as tmp:
+            tmp.write_bytes((json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        return target
+
+    @classmethod
+    def read(cls, out_dir: str | Path) -> TaskData:
+        """Read a folder written by `TaskData.save` back into an identical `TaskData`."""
+        out_dir = Path(out_dir)
+        meta_path = out_dir / META_FILE
+        if not meta_path.is_file():
+            raise FileNotFoundError(
+                f"{meta_path} not found: {out_dir} was not written by papa.data.TaskData.save / save_task "
+                f"(or is incomplete)"
+            )
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        splits = {}
+        for split, n in meta["splits"].items():
+            table = parquet_file(out_dir / f"{split}.parquet").read()
+            df = normalize_frame(pd.DataFrame(table.to_pydict()), meta["kind"])
+            if len(df) != n:
+                raise DataIntegrityError(f"{out_dir / (split + '.parquet')} has {len(df)} rows, meta.json says {n}")
+            splits[split] = df
+        return cls(meta["name"], meta["kind"], list(meta["label_names"]), splits, meta["provenance"])
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return list(x)
+
+
+def normalize_frame(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """The canonical columns and dtypes of a split (used on load and on read)."""
+    if kind == "sequence":
+        require_columns(SEQUENCE_COLUMNS[:2] + ["label"], list(df.columns), "a sequence-task frame")
+        tb = df["text_b"] if "text_b" in df.columns else pd.Series([None] * len(df))
+        out = pd.DataFrame({
+            "id": pd.Series([str(v) for v in df["id"]], dtype="str"),
+            "text": pd.Series([str(v) for v in df["text"]], dtype="str"),
+            "text_b": pd.Series([None if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v)
+                                 for v in tb], dtype=object),
+            "label": pd.Series(np.asarray(df["label"], dtype=np.int64), dtype="int64"),
+        })  # fmt: skip
+    elif kind == "token":
+        require_columns(TOKEN_COLUMNS, list(df.columns), "a token-task frame")
+        out = pd.DataFrame({
+            "id": pd.Series([str(v) for v in df["id"]], dtype="str"),
+            "tokens": pd.Series([[str(t) for t in _as_list(x)] for x in df["tokens"]], dtype=object),
+            "tags": pd.Series([[int(t) for t in _as_list(x)] for x in df["tags"]], dtype=object),
+        })  # fmt: skip
+    else:
+        raise TaskSpecError(f"kind must be 'sequence' or 'token', got {kind!r}")
+    return out
+
+
+def _check_labels(task_name: str, kind: str, label_names: list[str], splits: dict[str, pd.DataFrame]) -> None:
+    n = len(label_names)
+    for split, df in splits.items():
+        if kind == "sequence":
+            y = df["label"].to_numpy()
+            ok = (y == -1).all() if n == 0 else ((y >= 0) & (y < n)).all()
+        else:
+            ok = all(0 <= t < n for tags in df["tags"] for t in tags)
+        if not ok:
+            raise DataIntegrityError(f"task {task_name!r} split {split!r} has labels outside 0..{n - 1}")
+
+
+def _arrow_schema(kind: str):
+    import pyarrow as pa
+
+    if kind == "sequence":
+        return pa.schema([("id", pa.string()), ("text", pa.string()), ("text_b", pa.string()), ("label", pa.int64())])
+    return pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.string())), ("tags", pa.list_(pa.int64()))])
+
+
+def _jsonable(obj: Any) -> Any:
+    """Provenance values as plain JSON types."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    """Independent, reproducible random streams per purpose (split, subsamples)."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), int(stream)]))
+
+
+def _seeded_split(
+    df: pd.DataFrame, fraction: float, seed: int, stratify: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Deterministic train/validation split (stratified by label, or by article groups)."""
+    rng = _rng(seed, 0)
+    n = len(df)
+    if "_group" in df.columns:
+        groups = pd.unique(df["_group"])
+        order = rng.permutation(len(groups))
+        n_val = max(1, int(round(fraction * len(groups))))
+        if n_val >= len(groups):
+            raise TaskSpecError(f"validation_fraction={fraction} leaves no training data ({len(groups)} groups)")
+        val_groups = set(groups[order[:n_val]].tolist())
+        is_val = df["_group"].isin(val_groups).to_numpy()
+        method = "seeded split by article (whole articles go to one side)"
+    elif stratify:
+        is_val = np.zeros(n, dtype=bool)
+        for lab in sorted(df["label"].unique().tolist()):
+            idx = np.flatnonzero(df["label"].to_numpy() == lab)
+            k = int(round(fraction * len(idx)))
+            is_val[idx[rng.permutation(len(idx))[:k]]] = True
+        method = "seeded split stratified by label"
+    else:
+        k = max(1, int(round(fraction * n)))
+        is_val = np.zeros(n, dtype=bool)
+        is_val[rng.permutation(n)[:k]] = True
+        method = "seeded random split"
+    if is_val.all() or not is_val.any():
+        raise TaskSpecError(f"validation_fraction={fraction} of {n} rows leaves an empty split; change it")
+    return df[~is_val].reset_index(drop=True), df[is_val].reset_index(drop=True), method
+
+
+def _subsample(df: pd.DataFrame, k: int | None, seed: int, stream: int) -> pd.DataFrame:
+    if k is None or k >= len(df):
+        return df
+    idx = np.sort(_rng(seed, stream).choice(len(df), size=k, replace=False))
+    return df.iloc[idx].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the entry
+
+
+def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) -> TaskData:
+    """Load a task described by ``spec`` (a config dict) as a :class:`TaskData`.
+
+    Args:
+        spec: ``{"name": ..., "source": "package" | "hub" | "local", ...}``.
+            package: ``name`` in rt_sentiment, wsj_pos, hedge, wiki (wiki: ``chunk_words``,
+            ``min_words``).
+            hub: ``name`` in sst2, cola, mrpc, mnli, conll2003_ner, conll2003_pos, wikitext103; optional
+            ``hub_id``, ``hub_config``, ``revision``, ``data_dir``, ``hub_timeout``, ``hf_cache_dir``.
+            local: ``kind`` ("sequence"/"token"; defaults to the known task's kind),
+            ``train`` (path, required), ``validation`` / ``test`` (paths, optional),
+            ``format`` (csv, tsv, jsonl, parquet, conll; default from the file suffix).
+            Sequence: ``text_column`` ("text"), ``text_b_column`` (None), ``label_column``
+            ("label"; None for an unlabeled corpus), ``id_column`` (None). csv/tsv:
+            ``header`` (false for header-less files) and ``column_names``. Token:
+            ``tokens_column`` / ``tags_column`` ("tokens"/"tags") or, for conll,
+            ``tag_column`` (default -1 = last), ``token_column`` (0), ``separator``.
+            ``labels``: the label names in index order; a label value matches a name first,
+            else an in-range integer is taken as the index. Without ``labels``: the known
+            task's label set, else inferred (integers 0..max, or sorted strings).
+            All sources: ``max_train``, ``max_validation`` (seeded subsample),
+            ``validation_fraction`` (default 0.2, used when there is no validation split).
+        cache_dir: where archives are downloaded and files extracted (default
+            :func:`default_cache_dir`).
+        seed: seeds the split and the subsamples; same spec + seed -> identical frames.
+
+    Raises:
+        TaskSpecError: unknown task/source, missing column or file, label not in
+            ``labels``, empty split, bad option. The message says what to change.
+        DataUnavailableError: the hub or package index cannot be reached.
+        DataIntegrityError: a download does not match its pinned sha256.
+    """
+    if not isinstance(spec, dict):
+        raise TaskSpecError(
+            f"a task spec must be a dict with at least \"name\" and \"source\", got {type(spec).__name__}"
+        )
+    name = spec.get("name")
+    if not name or not isinstance(name, str):
+        raise TaskSpecError(f"the task spec needs a \"name\" (got {name!r})")
+    source = spec.get("source")
+    if source not in SOURCES:
+        raise TaskSpecError(f"unknown source {source!r} for task {name!r}; choose one of: {', '.join(SOURCES)}")
+    known = DATASETS.get(name)
+    if source in KNOWN_TASKS and (known is None or known.source_name != source):
+        hint = f" ({name!r} is a {known.source_name} task)" if known else ""
+        raise TaskSpecError(
+            f"unknown {source} task {name!r}{hint}; known {source} tasks: {', '.join(KNOWN_TASKS[source])} "
+            f"(or use source \"local\" with your own files)"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TaskSpecError(f"seed must be an integer, got {seed!r}")
+    seed = int(seed)
+    fraction = spec.get("validation_fraction", 0.2)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise TaskSpecError(f"validation_fraction must be a number strictly between 0 and 1, got {fraction!r}")
+    max_train = positive_int(spec, "max_train")
+    max_validation = positive_int(spec, "max_validation")
+    cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+
+    if source == "package":
+        kind, label_names, splits, prov = load_package(known, spec, cache_dir)
+    elif source == "hub":
+        kind, label_names, splits, prov = load_hub(known, spec, cache_dir)
+    else:
+        kind, label_names, splits, prov = load_local(name, spec, cache_dir)
+
+    for split, df in splits.items():
+        if len(df) == 0:
+            raise TaskSpecError(f"split {split!r} of task {name!r} is empty")
+    split_info: dict = {"seed": seed}
+    if "validation" not in splits:
+        stratify = kind == "sequence" and bool(label_names)
+        train, val, method = _seeded_split(splits["train"], float(fraction), seed, stratify)
+        splits = {"train": train, "validation": val, **{k: v for k, v in splits.items() if k != "train"}}
+        split_info.update({"method": method, "validation_fraction": float(fraction)})
+    else:
+        split_info["method"] = "splits as given by the source"
+    sizes_before = {k: len(v) for k, v in splits.items()}
+    splits["train"] = _subsample(splits["train"], max_train, seed, 1)
+    splits["validation"] = _subsample(splits["validation"], max_validation, seed, 2)
+    if max_train or max_validation:
+        split_info["subsample"] = {"max_train": max_train, "max_validation": max_validation,
+                                   "sizes_before": sizes_before,
+                                   "method": "seeded, without replacement, order kept"}  # fmt: skip
+    ordered = {k: splits[k] for k in ("train", "validation") if k in splits}
+    ordered.update({k: v for k, v in splits.items() if k not in ordered})
+    splits = {k: normalize_frame(v, kind) for k, v in ordered.items()}
+    _check_labels(name, kind, label_names, splits)
+
+    ignored = sorted(set(spec) - SPEC_KEYS)
+    provenance = {"task": name, "source": source, "kind": kind, "seed": seed, **prov,
+                  "split": split_info, "split_sizes": {k: len(v) for k, v in splits.items()},
+                  "spec": {k: spec[k] for k in sorted(spec)}}  # fmt: skip
+    if ignored:
+        provenance["ignored_spec_keys"] = ignored
+    if kind == "token":
+        provenance["n_tokens"] = {k: int(v["tokens"].map(len).sum()) for k, v in splits.items()}
+    return TaskData(name, kind, list(label_names), splits, _jsonable(provenance))
+
+
+def package_file(task: str, cache_dir: str | Path) -> tuple[Path, dict]:
+    """Path of the (verified) raw data file of package task ``task``, and its provenance.
+
+    Downloads the pinned archive once, extracts the one file atomically, checks both sha256s.
+    """
+    return raw_file(task, DATASETS[task].source.file, cache_dir)
+
+
+def save_task(task: TaskData, out_dir: str | Path) -> Path:
+    """Alias of `TaskData.save` (``task.save(out_dir)``), kept for the workflow and notebooks."""
+    return TaskData.save(task, out_dir)
+
+
+def read_task(out_dir: str | Path) -> TaskData:
+    """Alias of `TaskData.read` (``TaskData.read(out_dir)``), kept for the workflow and notebooks."""
+    return TaskData.read(out_dir)
