@@ -1,11 +1,19 @@
 # `make run`: install into .venv and run the default workflow (real MiniLM, offline corpora).
-# `make test`: install into .venv and run the test suite (what .ci/run runs); `make check`: its fast tier.
+# `make test`: install into .venv, lint, and run the whole test suite (what .ci/run runs);
+# `make check`: its fast tier; `make lint`: ruff's linter and formatter check.
+# `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
+CONFIG ?= config/config.yaml
+# the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
+CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 
-.PHONY: install run test check report bench clean
+# results_of(config): its top-level `results:` value (quotes and comments stripped), or the schema's default
+results_of = $(or $(shell sed -n 's/^results:[[:space:]]*["'\'']\{0,1\}\([^"'\''#[:space:]]*\).*/\1/p' $(1)),results)
+
+.PHONY: install run test lint check report bench clean
 
 $(BIN)/snakemake: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,13 +24,17 @@ $(BIN)/snakemake: pyproject.toml
 install: $(BIN)/snakemake
 
 run: install
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 report: install
-	$(BIN)/snakemake --report results/report.html
+	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_of,$(CONFIG))/report.html
 
-test: install
+test: lint
 	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # the fast tier for contributors: everything but whole-workflow and Slurm runs (`make test` runs all)
 check: install
@@ -32,4 +44,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf results results-smoke results-rehearsal .snakemake
+	rm -rf $(foreach c,$(CLEAN_CONFIGS),$(call results_of,$(c))) .snakemake

@@ -20,15 +20,23 @@ Two options of `encode` reproduce the authors' code (``run_papa_glue.py``,
 
 Token-level tasks pass lists of words and per-word integer labels: the label goes to the
 first sub-word of each word, -100 everywhere else.
+
+Token files (the workflow's ``tokens/.../{split}.parquet``) are Parquet, one row per example
+(`Encoded.to_arrow`), with the encoding's options and the caller's metadata as JSON under the
+footer key ``papa``: `Encoded.save` writes one atomically, `Encoded.load` reads it whole,
+`token_meta` reads the footer alone and `stream_tokens` yields it batch by batch.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
+
+from .io import atomic_path, parquet_file
 
 IGNORE = -100
 
@@ -69,7 +77,7 @@ class Encoded:
         for start in range(0, len(order), batch_size):
             yield self.model_inputs(order[start : start + batch_size], device=device)
 
-    def subset(self, idx) -> "Encoded":
+    def subset(self, idx) -> Encoded:
         idx = np.asarray(idx)
         return Encoded(
             self.input_ids[idx],
@@ -100,7 +108,7 @@ class Encoded:
         return pa.table(cols)
 
     @classmethod
-    def from_arrow(cls, table, layout: str, max_length: int, meta: dict | None = None) -> "Encoded":
+    def from_arrow(cls, table, layout: str, max_length: int, meta: dict | None = None) -> Encoded:
         """Inverse of `to_arrow` (also reads any pyarrow Table/RecordBatch with these columns).
 
         List columns become ``[n, max_length]`` int64 arrays in one vectorised copy each; a
@@ -114,7 +122,9 @@ class Encoded:
         labels = None
         if "labels" in columns:
             col = columns["labels"]
-            labels = matrix("labels") if _is_list(col.type) else np.asarray(col.to_numpy(zero_copy_only=False), np.int64)
+            labels = (
+                matrix("labels") if _is_list(col.type) else np.asarray(col.to_numpy(zero_copy_only=False), np.int64)
+            )
         return cls(
             matrix("input_ids"),
             matrix("attention_mask"),
@@ -127,7 +137,7 @@ class Encoded:
         )
 
     @classmethod
-    def concat(cls, parts: Sequence["Encoded"]) -> "Encoded":
+    def concat(cls, parts: Sequence[Encoded]) -> Encoded:
         """The examples of ``parts`` (same layout and length) in order, as one `Encoded`."""
         if len(parts) == 1:
             return parts[0]
@@ -136,19 +146,101 @@ class Encoded:
         def cat(name):
             return None if getattr(first, name) is None else np.concatenate([getattr(p, name) for p in parts])
 
-        return cls(cat("input_ids"), cat("attention_mask"), cat("token_type_ids"), cat("labels"), first.layout,
-                   first.max_length, meta=dict(first.meta))
+        return cls(
+            cat("input_ids"),
+            cat("attention_mask"),
+            cat("token_type_ids"),
+            cat("labels"),
+            first.layout,
+            first.max_length,
+            meta=dict(first.meta),
+        )
 
     def to_frame(self):
         """A pandas DataFrame, one row per example (list columns), as `to_arrow`."""
         return self.to_arrow().to_pandas()
 
     @classmethod
-    def from_frame(cls, df, layout: str, max_length: int, meta: dict | None = None) -> "Encoded":
+    def from_frame(cls, df, layout: str, max_length: int, meta: dict | None = None) -> Encoded:
         """Inverse of `to_frame` (through Arrow, as `from_arrow`)."""
         import pyarrow as pa
 
         return cls.from_arrow(pa.Table.from_pandas(df, preserve_index=False), layout, max_length, meta)
+
+    # -- token files: Parquet (`to_arrow`) with the metadata as JSON under the footer key ``papa``
+    def save(self, path, meta: dict | None = None) -> None:
+        """Write a token file atomically (`papa.io.atomic_path`).
+
+        The footer's ``papa`` metadata is the encoding's ``meta``, then ``meta`` (the caller's:
+        model, dataset, split, ...), then ``layout``, ``max_length`` and ``n_truncated``.
+        """
+        import pyarrow.parquet as pq
+
+        meta = {
+            **self.meta,
+            **(meta or {}),
+            "layout": self.layout,
+            "max_length": self.max_length,
+            "n_truncated": self.n_truncated,
+        }
+        table = self.to_arrow()
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": json.dumps(meta, default=str)})
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+
+    @classmethod
+    def load(cls, path) -> Encoded:
+        """A token file (`save`) read whole; ``meta`` is its footer metadata (`token_meta`)."""
+        f, meta = _open_tokens(path)
+        return cls.from_arrow(f.read(), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+
+
+def _open_tokens(path):
+    """The token file as a ``pyarrow.parquet.ParquetFile`` and its papa metadata (footer only)."""
+    f = parquet_file(path)
+    meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
+    if "max_length" not in meta:
+        raise ValueError(
+            f"{path} is not a papa token file (no papa metadata): write it with papa.Encoded.save "
+            f"(papa.pipeline.write_tokens)"
+        )
+    return f, {**meta, "n_rows": f.metadata.num_rows}
+
+
+def token_meta(path) -> dict:
+    """The metadata of a token file (``max_length``, ``layout``, ``n_rows``, dataset, ...), read
+    from its footer alone."""
+    return _open_tokens(path)[1]
+
+
+def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024) -> Iterator[Encoded]:
+    """Yield `Encoded` batches of ``batch_size`` examples from a token file without reading it whole.
+
+    Args:
+        rows: optional indices of the examples to keep (a subsample; they come in file order);
+            None = all.
+        read_rows: examples read from the file at a time.
+    Memory stays at O(read_rows + batch_size) examples whatever the corpus size.
+    """
+    f, meta = _open_tokens(path)
+    N, layout = int(meta["max_length"]), meta.get("layout", "papa")
+    keep = None
+    if rows is not None:
+        keep = np.zeros(meta["n_rows"], dtype=bool)
+        keep[np.asarray(rows, dtype=np.int64)] = True
+    start, rest = 0, None  # rest: examples read but not yet yielded (fewer than batch_size)
+    for rb in f.iter_batches(batch_size=max(int(read_rows), int(batch_size))):
+        chunk = Encoded.from_arrow(rb, layout, N, meta)
+        if keep is not None:
+            chunk = chunk.subset(np.flatnonzero(keep[start : start + len(chunk)]))
+        start += rb.num_rows
+        buf = chunk if rest is None else Encoded.concat([rest, chunk])
+        cut = len(buf) - len(buf) % batch_size
+        for b0 in range(0, cut, batch_size):
+            yield buf.subset(np.arange(b0, b0 + batch_size))
+        rest = buf.subset(np.arange(cut, len(buf)))
+    if rest is not None and len(rest):
+        yield rest
 
 
 def _is_list(t) -> bool:
@@ -171,8 +263,10 @@ def _list_matrix(col, max_length: int, name: str) -> np.ndarray:
     lo, hi = pc.min_max(lengths).values()
     if lo.as_py() != max_length or hi.as_py() != max_length:
         got = lo.as_py() if lo.as_py() != max_length else hi.as_py()
-        raise ValueError(f"Tokenized inputs have length {got} in column {name!r}, expected max_length={max_length}: "
-                         f"tokenize again with this max_length")
+        raise ValueError(
+            f"Tokenized inputs have length {got} in column {name!r}, expected max_length={max_length}: "
+            f"tokenize again with this max_length"
+        )
     return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.int64).reshape(n, max_length)
 
 
@@ -349,15 +443,26 @@ def encode(
                 (ta if len(ta) > len(tb) else tb).pop()
             truncated += len(ta) < len(a) or len(tb) < len(b)
             pos = 0
-            for toks, tt in ((tpl.prefix, tpl.prefix_types), (ta, tpl.type_a), (tpl.mid, tpl.mid_types),
-                             (tb, tpl.type_b), (tpl.suffix, tpl.suffix_types)):
+            for toks, tt in (
+                (tpl.prefix, tpl.prefix_types),
+                (ta, tpl.type_a),
+                (tpl.mid, tpl.mid_types),
+                (tb, tpl.type_b),
+                (tpl.suffix, tpl.suffix_types),
+            ):
                 put(r, pos, toks, tt)
                 pos += len(toks)
 
     if pairs is not None and has_types and pair_segments == "authors":
         # the tokenizer's own segment ids of the ordinary pair, which the authors' code left in place
-        std = tokenizer(list(texts), list(pairs), truncation="longest_first", max_length=N, padding="max_length",
-                        return_token_type_ids=True)
+        std = tokenizer(
+            list(texts),
+            list(pairs),
+            truncation="longest_first",
+            max_length=N,
+            padding="max_length",
+            return_token_type_ids=True,
+        )
         types = np.asarray(std["token_type_ids"], dtype=np.int64)
 
     if labels is None:
@@ -374,6 +479,12 @@ def encode(
         layout=layout,
         max_length=N,
         n_truncated=int(truncated),
-        meta={"n_truncated": int(truncated), "n": n, "pair": pairs is not None, "token_level": bool(words),
-              "single_cap": single_cap, "pair_segments": pair_segments},
+        meta={
+            "n_truncated": int(truncated),
+            "n": n,
+            "pair": pairs is not None,
+            "token_level": bool(words),
+            "single_cap": single_cap,
+            "pair_segments": pair_segments,
+        },
     )

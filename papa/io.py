@@ -1,27 +1,45 @@
-"""Atomic writes and provenance records."""
+"""Writing files and folders atomically, reading Parquet with clear errors, and the run's provenance.
+
+Every file or folder the library writes goes through `atomic_path` (a file) or `atomic_dir`
+(a folder): written under a temporary name next to its target and renamed into place only
+when complete, so an interrupted job never leaves an output that looks finished.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+_TMP_TAG = ".papa-"  # temporaries: .<name>.papa-XXXXXXXX.tmp (mkstemp's/mkdtemp's 8 random characters)
 
-_TMP_TAG = ".papa-"  # temporary files: .<name>.papa-XXXXXXXX.tmp (mkstemp's 8 random characters)
+
+def _temp_name(path: Path) -> dict:
+    """The ``prefix``, ``suffix`` and ``dir`` of ``path``'s temporaries, for mkstemp/mkdtemp."""
+    return {"prefix": f".{path.name}{_TMP_TAG}", "suffix": ".tmp", "dir": path.parent}
+
+
+def _remove(p: str | Path) -> None:
+    """Remove a file or a folder tree (not following links); nothing if it is gone."""
+    if os.path.isdir(p) and not os.path.islink(p):
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
 
 
 def _remove_stale_temps(path: Path) -> None:
+    """Remove the temporaries (files or folders) of earlier writers of ``path`` that were killed."""
     pattern = re.compile(rf"\.{re.escape(path.name)}{re.escape(_TMP_TAG)}[A-Za-z0-9_]{{8}}\.tmp")
     with os.scandir(path.parent) as entries:
         for e in entries:
             if pattern.fullmatch(e.name):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(e.path)
+                _remove(e.path)
 
 
 @contextlib.contextmanager
@@ -37,7 +55,7 @@ def atomic_path(path: str | Path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TMP_TAG}", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(**_temp_name(path))
     os.close(fd)
     try:
         yield Path(tmp)
@@ -46,6 +64,37 @@ def atomic_path(path: str | Path):
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path):
+    """Yield an empty temporary folder next to ``path``; it becomes ``path`` only if the block succeeds.
+
+    The folder counterpart of `atomic_path`: on success an existing ``path`` (folder or file) is
+    moved aside to a temporary name, the new folder renamed into place and the old one removed,
+    so ``path`` is at every moment the complete old folder, the complete new one or (between
+    two renames) absent, never half written. On failure the temporary folder is removed and
+    ``path`` is left as it was. Temporaries of an earlier writer of ``path`` that was killed are
+    removed first, and the folder gets ordinary permissions (0777 less the umask), not
+    mkdtemp's private 0700.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(path)
+    tmp = tempfile.mkdtemp(**_temp_name(path))
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o777 & ~current_umask())
+        if os.path.lexists(path):  # rename() cannot replace a folder that has files: move it aside first
+            old = Path(tempfile.mkdtemp(**_temp_name(path)))  # empty, so rename() may replace it
+            os.replace(path, old if path.is_dir() and not path.is_symlink() else old / path.name)
+            os.replace(tmp, path)
+            _remove(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
         raise
 
 
@@ -61,11 +110,6 @@ def current_umask() -> int:
     mask = os.umask(0o022)  # pragma: no cover
     os.umask(mask)  # pragma: no cover
     return mask  # pragma: no cover
-
-
-def write_json(obj, path: str | Path) -> None:
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 class UnreadableFileError(ValueError):

@@ -1,0 +1,108 @@
+"""papa.io: folders written atomically (`atomic_dir`), as files are (`atomic_path`, tests/test_errors.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from papa import io
+
+
+def _tree(folder):
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_atomic_dir_writes_a_new_folder_with_ordinary_permissions(tmp_path):
+    target = tmp_path / "deep" / "model"
+    with io.atomic_dir(target) as tmp:
+        assert tmp.is_dir() and not any(tmp.iterdir()) and tmp.parent == target.parent
+        assert not target.exists()  # nothing at the target until the block succeeds
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "a.txt").write_text("a")
+        (tmp / "b.txt").write_text("b")
+    assert _tree(target) == {"b.txt": "b", "sub/a.txt": "a"}
+    assert [p.name for p in target.parent.iterdir()] == ["model"]  # no temporaries left
+    assert target.stat().st_mode & 0o777 == 0o777 & ~io.current_umask()  # not mkdtemp's 0700
+
+
+def test_atomic_dir_replaces_a_folder_only_when_complete(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    (target / "shared.txt").write_text("old")
+    with io.atomic_dir(target) as tmp:
+        (tmp / "shared.txt").write_text("new")
+        assert _tree(target) == {"old.txt": "old", "shared.txt": "old"}  # readers see the complete old folder
+    assert _tree(target) == {"shared.txt": "new"}  # the old folder's files do not linger
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
+def test_atomic_dir_replaces_a_file(tmp_path):
+    target = tmp_path / "model"
+    target.write_text("a file where the folder goes")
+    with io.atomic_dir(target) as tmp:
+        (tmp / "x").write_text("x")
+    assert _tree(target) == {"x": "x"} and [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_atomic_dir_failure_leaves_the_target_as_it_was(tmp_path, existing):
+    target = tmp_path / "model"
+    if existing:
+        target.mkdir()
+        (target / "old.txt").write_text("old")
+    with pytest.raises(KeyboardInterrupt):  # any exception, BaseException included
+        with io.atomic_dir(target) as tmp:
+            (tmp / "half.txt").write_text("half")
+            raise KeyboardInterrupt
+    assert _tree(target) == {"old.txt": "old"} if existing else not target.exists()
+    assert [p.name for p in tmp_path.iterdir()] == (["model"] if existing else [])  # the temporary is gone
+
+
+def test_atomic_dir_clears_the_temporaries_of_a_killed_writer(tmp_path):
+    target = tmp_path / "model"
+    code = (
+        "import time; from papa.io import atomic_dir\n"
+        f"with atomic_dir({str(target)!r}) as t:\n"
+        "    (t / 'half.bin').write_text('partial'); print('in', flush=True); time.sleep(60)"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "in"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    left = list(tmp_path.iterdir())
+    assert not target.exists() and len(left) == 1 and left[0].is_dir() and left[0].name.endswith(".tmp")
+    (tmp_path / ".model.bak.papa-abcdefgh.tmp").mkdir()  # another target's temporary: kept
+    with io.atomic_dir(target) as tmp:
+        (tmp / "done").write_text("done")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".model.bak.papa-abcdefgh.tmp", "model"]
+    assert _tree(target) == {"done": "done"}
+
+
+def test_atomic_path_clears_a_stale_temporary_folder_too(tmp_path):
+    """A killed `atomic_dir` writer's temporary (a folder) is removed by the next writer of the path,
+    whichever of the two it uses."""
+    stale = tmp_path / ".out.papa-abcdefgh.tmp"
+    (stale / "sub").mkdir(parents=True)
+    (stale / "sub" / "f").write_text("x")
+    with io.atomic_path(tmp_path / "out") as t:
+        t.write_text("file")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_failed_rehearsal_model_build_leaves_the_old_folder(tmp_path, monkeypatch):
+    """`papa.rehearsal.build_model` writes its folder through `atomic_dir`."""
+    from papa import rehearsal
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("tokenizer training failed")
+
+    target = tmp_path / "bert"
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+    monkeypatch.setattr(rehearsal, "build_tokenizer", fail)
+    with pytest.raises(RuntimeError, match="tokenizer training failed"):
+        rehearsal.build_model("bert", target)
+    assert _tree(target) == {"config.json": "{}"} and [p.name for p in tmp_path.iterdir()] == ["bert"]
