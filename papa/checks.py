@@ -4,19 +4,51 @@ The workflow runs `check_config` when it parses the config, so a mistake that wo
 otherwise surface hours later inside a job (a metric that does not fit the task kind, a
 sequence length beyond the model's positions, an unknown package dataset, duplicate
 seeds) fails before any job starts, naming the config key and what to change.
+`migrate_config` renames the deprecated keys a config may still use before anything reads it.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS
-from .metrics import SEQUENCE_METRICS, TOKEN_METRICS
+from .spec import METRICS, ConstantsSpec
+
+#: Deprecated config keys -> the key that replaced them: (section, old, new).
+RENAMED_KEYS = (("sweep", "fractions", "fraction_dynamic"),)
 
 
 class ConfigError(ValueError):
     """The workflow config is invalid; the message names every offending key."""
+
+
+class DeprecatedConfigKey(FutureWarning):
+    """The config uses a key that was renamed (`RENAMED_KEYS`); it still works, for now."""
+
+
+def migrate_config(config: dict, warn=None) -> dict:
+    """Rename the deprecated keys of ``config`` in place (``sweep.fractions`` ->
+    ``sweep.fraction_dynamic``), warning for each; fail when a config gives both names.
+
+    ``warn``: called with each warning's text (the workflow passes Snakemake's logger, which
+    shows it where Python warnings are not); default: a `DeprecatedConfigKey` warning.
+    Returns ``config``. The workflow calls it before anything reads the config."""
+    for section, old, new in RENAMED_KEYS:
+        block = config.get(section)
+        if not isinstance(block, dict) or old not in block:
+            continue
+        if new in block:
+            raise ConfigError(f"Invalid config: {section}.{old} is the old name of {section}.{new}; "
+                              f"give only {section}.{new}")  # fmt: skip
+        message = f"config key {section}.{old} is deprecated: rename it {section}.{new}"
+        if warn is None:
+            warnings.warn(message, DeprecatedConfigKey, stacklevel=2)
+        else:
+            warn(message)
+        block[new] = block.pop(old)
+    return config
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:
@@ -69,8 +101,52 @@ def position_limit(name_or_path: str) -> int | None:
     return n
 
 
+def _cross_references(config: dict) -> list[str]:
+    """Keys of one section that must name entries of another (a task's dataset, an analysis's
+    tasks, a constants spec's corpus, ...)."""
+    errors = []
+    datasets, tasks, models = config.get("datasets", {}), config.get("tasks", {}), config.get("models", {})
+    build_data = config.get("build_data") or {}
+    analyses = config.get("analyses") or {}
+    for t, tc in tasks.items():
+        if tc.get("dataset") not in datasets:
+            errors.append(f"tasks.{t}.dataset = {tc.get('dataset')!r} is not a key of 'datasets' "
+                          f"({', '.join(datasets)})")  # fmt: skip
+        if tc.get("main_metric", tc["metrics"][0]) not in tc["metrics"]:
+            errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics")
+    for t in analyses.get("tasks") or []:
+        if t not in tasks:
+            errors.append(f"analyses.tasks entry {t!r} is not a key of 'tasks'")
+    for c in analyses.get("cross_corpus") or []:
+        if c not in datasets:
+            errors.append(f"analyses.cross_corpus entry {c!r} is not a key of 'datasets'")
+    mlm = analyses.get("mlm") or {}
+    for m in mlm.get("models") or []:
+        if m not in models:
+            errors.append(f"analyses.mlm.models entry {m!r} is not a key of 'models'")
+    if mlm and mlm.get("dataset") not in datasets:
+        errors.append(f"analyses.mlm.dataset = {mlm.get('dataset')!r} is not a key of 'datasets'")
+    for m, ts in (config.get("model_tasks") or {}).items():
+        if m not in models:
+            errors.append(f"model_tasks entry {m!r} is not a key of 'models'")
+        errors += [f"model_tasks.{m} entry {t!r} is not a key of 'tasks'" for t in ts if t not in tasks]
+    for c in config.get("sweep", {}).get("constants") or []:
+        corpus = ConstantsSpec.parse(c).corpus
+        if corpus is not None and corpus not in datasets:
+            errors.append(f"sweep.constants entry {c!r} names a corpus that is not a key of 'datasets'")
+    for d, dc in datasets.items():
+        if "build" in dc and dc["build"] not in build_data:
+            errors.append(f"datasets.{d}.build = {dc['build']!r} is not a key of 'build_data' "
+                          f"({', '.join(build_data)})")  # fmt: skip
+        if "build" in dc and (dc["source"] != "local" or {"train", "validation", "test"} & set(dc)):
+            errors.append(f"datasets.{d}: a built dataset is source: local without train/validation/test (the "
+                          f"workflow fills in the paths of the files it builds)")  # fmt: skip
+    return errors
+
+
 def check_config(config: dict) -> None:
-    """Raise a `ConfigError` listing every problem found; the schema has already validated the shape."""
+    """Raise a `ConfigError` listing every problem found; the schema has already validated the shape
+    (and filled in its defaults)."""
     errors = []
     datasets = config.get("datasets", {})
     for key, spec in datasets.items():
@@ -78,8 +154,9 @@ def check_config(config: dict) -> None:
         if source in KNOWN_TASKS and name not in KNOWN_TASKS[source]:
             errors.append(f"datasets.{key}: unknown {source} dataset {name!r}; known {source} datasets: "
                           f"{', '.join(KNOWN_TASKS[source])} (or source: local with your own files)")  # fmt: skip
+    errors += _cross_references(config)
     sweep = config.get("sweep", {})
-    for key in ("seeds", "fractions"):
+    for key in ("seeds", "fraction_dynamic"):
         values = [float(v) for v in sweep.get(key, [])]
         dup = sorted({v for v in values if values.count(v) > 1})
         if dup:
@@ -88,7 +165,7 @@ def check_config(config: dict) -> None:
     for task, tc in config.get("tasks", {}).items():
         spec = datasets.get(tc.get("dataset"), {})
         kind = dataset_kind(tc.get("dataset", ""), spec)
-        allowed = {"sequence": SEQUENCE_METRICS, "token": TOKEN_METRICS}.get(kind)
+        allowed = METRICS.get(kind)
         for metric in tc.get("metrics", []):
             if allowed is not None and metric not in allowed:
                 errors.append(f"tasks.{task}.metrics: {metric!r} does not fit dataset {tc['dataset']!r}, a {kind} "

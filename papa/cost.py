@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from .probe import MB, choose_strategy, features_nbytes
+from .spec import ConstantsSpec
 
 #: Published split sizes (examples; validation = the split the paper reports) and the mean number
 #: of kept tokens per example: word pieces with [CLS]/[SEP] for sequence tasks (every valid token
@@ -54,7 +55,7 @@ GRAD_PASS_COST = 2.0
 
 
 def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
-    """The probe jobs (model, task, constants, selection, fraction) and lambda jobs (model, task,
+    """The probe jobs (model, task, constants, selection, fraction_dynamic) and lambda jobs (model, task,
     constants) the workflow in ``root`` would run for ``configfile``, read from Snakemake's own
     plan (``snakemake --summary``, nothing is run or locked)."""
     snakemake = Path(sys.executable).with_name("snakemake")
@@ -70,8 +71,11 @@ def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
             if len(cols) < 3 or not cols[0].startswith(results):
                 continue
             parts = Path(cols[0]).relative_to(results).parts
-            if cols[2] == "probe":  # probe/{model}/{task}/{constants}/{selection}/f{fraction}/seed{s}.parquet
-                probes[(*parts[1:5], float(parts[5][1:]))] = None
+            if cols[2] == "probe":  # probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={f}/seed{s}.parquet
+                key, _, value = parts[5].partition("=")
+                if key != "fraction_dynamic":
+                    raise RuntimeError(f"unexpected probe path {cols[0]}: no fraction_dynamic=<value> segment")
+                probes[(*parts[1:5], float(value))] = None
             elif cols[2] == "learn_lambda":  # lambda/{model}/{task}/{constants}/lambdas.parquet
                 lambdas[tuple(parts[1:4])] = None
     return list(probes), list(lambdas)
@@ -116,7 +120,7 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
             if stage == "lambda":
                 strategy, ours, grad = "live", epochs * per_epoch, True
                 authors = ours
-            elif job[2].split("@")[0].endswith("_trained"):
+            elif ConstantsSpec.parse(job[2]).trained:
                 strategy, ours, grad = "live", seeds * epochs * per_epoch, True
                 authors = ours
             else:
@@ -126,7 +130,8 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
             factor = GRAD_PASS_COST if grad else 1.0
             rows.append({
                 "stage": stage, "model": m, "task": t, "constants": job[2],
-                "selection": job[3] if stage == "probe" else None, "fraction": job[4] if stage == "probe" else None,
+                "selection": job[3] if stage == "probe" else None,
+                "fraction_dynamic": job[4] if stage == "probe" else None,
                 "N": N, "epochs": epochs, "seeds": seeds if stage == "probe" else 1, "cache_mb": nbytes / MB,
                 "strategy": strategy, "passes_ours": ours, "passes_authors": authors,
                 "gpu_h_ours": factor * gpu_hours(ours, N, params, tokens_per_s),

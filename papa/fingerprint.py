@@ -14,17 +14,24 @@ docstrings removed. The rules pass the hash as a param, so
 Code reached only dynamically (``getattr`` by string, a method called on an object the
 stage's own code never names) is not followed; the definitions that construct such objects
 are, which covers the library's classes.
+
+Parsed modules are cached by file (modification time and size, the contents compared again
+while a file is younger than the file system's timestamp granularity), so the many lookups of
+one Snakemake start read and parse each module once.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 PACKAGE = "papa"
+#: A file modified less than this long ago (ns) may change again within the same timestamp:
+#: its cached parse is reused only if its contents are unchanged.
+_RACY_NS = 2_000_000_000
 
 
 @dataclass
@@ -92,7 +99,18 @@ def _module_file(name: str, root: Path) -> Path | None:
     return None
 
 
-@lru_cache(maxsize=64)
+@dataclass
+class _Cached:
+    name: str
+    mtime_ns: int
+    size: int
+    text: str
+    module: _Module
+
+
+_CACHE: dict[Path, _Cached] = {}  # module file -> its parse
+
+
 def _load(name: str, root: Path, path: Path, text: str) -> _Module:
     tree = _strip_docstrings(ast.parse(text, filename=str(path)))
     mod = _Module(name, path.name == "__init__.py")
@@ -109,8 +127,24 @@ def _load(name: str, root: Path, path: Path, text: str) -> _Module:
 
 
 def _module(name: str, root: Path) -> _Module | None:
+    """The parsed module ``name`` under ``root`` (None if it has no file), from the cache while
+    its file is unchanged."""
     path = _module_file(name, root)
-    return None if path is None else _load(name, root, path, path.read_text(encoding="utf-8"))
+    if path is None:
+        return None
+    st = path.stat()
+    hit = _CACHE.get(path)
+    if hit is not None and (hit.name, hit.mtime_ns, hit.size) == (name, st.st_mtime_ns, st.st_size):
+        if time.time_ns() - st.st_mtime_ns > _RACY_NS:
+            return hit.module
+        text = path.read_text(encoding="utf-8")  # recently modified: trust the contents, not the timestamp
+        if text == hit.text:
+            return hit.module
+    else:
+        text = path.read_text(encoding="utf-8")
+    mod = _load(name, root, path, text)
+    _CACHE[path] = _Cached(name, st.st_mtime_ns, st.st_size, text, mod)
+    return mod
 
 
 def _references(node: ast.AST, mod: _Module, root: Path):

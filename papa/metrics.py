@@ -17,8 +17,12 @@ import warnings
 
 import numpy as np
 
-SEQUENCE_METRICS = ("accuracy", "f1", "mcc", "macro_f1")
-TOKEN_METRICS = ("entity_f1", "pos_seqeval_f1", "pos_f1", "token_accuracy")
+from .spec import ALL_METRICS, METRICS
+
+#: Metrics of sequence tasks: `papa.spec.METRICS` ``["sequence"]`` (this name is kept for notebooks).
+SEQUENCE_METRICS = METRICS["sequence"]
+#: Metrics of token tasks: `papa.spec.METRICS` ``["token"]`` (this name is kept for notebooks).
+TOKEN_METRICS = METRICS["token"]
 
 
 def _flat_tokens(y_true, y_pred):
@@ -56,7 +60,7 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
         with warnings.catch_warnings():  # POS tags are not BIO tags: seqeval warns once per tag, by design here
             warnings.filterwarnings("ignore", message=".*seems not to be NE tag", category=UserWarning)
             return float(f1_score(true_seqs, pred_seqs, zero_division=0))
-    raise ValueError(f"Unknown metric {metric!r}; choose from {SEQUENCE_METRICS + TOKEN_METRICS}")
+    raise ValueError(f"Unknown metric {metric!r}; choose from {ALL_METRICS}")
 
 
 def compute_all(metrics, y_true, y_pred, label_names=None) -> dict[str, float]:

@@ -217,10 +217,11 @@ def learn_mlm_lambdas(model, constants, encoded: Encoded, mask_token_id: int, sp
         return handle.lambdas(), losses
 
 
-def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fractions, mask_token_id: int, special_ids,
-              cfg: TrainConfig, mask_prob: float = 0.15, head: str = "probe", train: Encoded | None = None,
+def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fraction_dynamic, mask_token_id: int,
+              special_ids, cfg: TrainConfig, mask_prob: float = 0.15, head: str = "probe", train: Encoded | None = None,
               selection: str = "lambda") -> list[dict]:
-    """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, per fraction.
+    """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, for each
+    value f of ``fraction_dynamic`` (a list).
 
     The lowest-ranked heads (``selection``, by ``lambdas`` for ``lambda``) use their constant
     matrices. ``head`` ``probe``: at every fraction a fresh `MLMProbe` (same seed) is trained on
@@ -240,7 +241,7 @@ def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fractio
     shape = tuple(lambdas.shape)
     ranking = head_order(selection, shape, lambdas, seed=cfg.seed)
     rows = []
-    for f in fractions:
+    for f in fraction_dynamic:
         row = {"head": head, "fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1])}
         with patch(model, constants, static=select_static(ranking, float(f), shape)):
             probe = None
@@ -250,7 +251,7 @@ def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fractio
             nll = negative_log_perplexity(model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed,
                                           cfg.eval_batch_size, probe)
         rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
-        log.info("mlm fraction %g (%d heads input-dependent, head %s): negative log-perplexity %.4f", float(f),
+        log.info("mlm fraction_dynamic %g (%d heads input-dependent, head %s): negative log-perplexity %.4f", float(f),
                  row["n_dynamic"], head, nll)
     return rows
 

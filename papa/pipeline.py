@@ -1,12 +1,26 @@
-"""The pipeline's stages as plain functions (the Snakemake scripts are thin adapters).
+"""The pipeline's stages: one typed stage config and one function per Snakemake rule.
 
-Each function reads files, calls the library, and writes its outputs atomically, so an
-interrupted job never leaves a file that looks finished. Usable without Snakemake.
+Each rule's script is one call, ``fn(XStage.from_snakemake(snakemake))``; a notebook builds
+the stage config itself (or calls the older functions kept as aliases: `tokenize_split`,
+`make_constants`, `run_lambda`, `run_probes`, `run_mlm`). Each function reads files, calls the
+library, and writes its outputs atomically, so an interrupted job never leaves a file that
+looks finished. Usable without Snakemake.
+
+| rule | stage config | function |
+| --- | --- | --- |
+| build_data | `BuildDataStage` | `build_data` |
+| build_model | `BuildModelStage` | `build_model` |
+| prepare_data | `PrepareDataStage` | `prepare_data` |
+| tokenize | `TokenizeStage` | `tokenize` |
+| average_attention | `AverageStage` | `average_constants` |
+| learn_lambda | `LambdaStage` | `learn_lambda` |
+| probe | `ProbeStage` | `probe_heads` |
+| mlm | `MLMStage` | `mlm_curves` |
+| patterns, aggregate, plot, mlm_table | see the end of the module | |
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -17,18 +31,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import io
+from . import io, spec
 from .constants import ConstantAttention, average_attention, data_free
-from .encoding import Encoded, encode
+from .encoding import Encoded, encode, stream_tokens, token_meta  # noqa: F401 (the last two: notebooks)
 from .models import load_encoder, model_revision, model_shape, resolve_model_path, split_revision
 from .patching import patch
-from .probe import TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
-from .selection import head_order, n_dynamic, select_static
+from .probe import PAPER_HPARAMS, TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
+from .selection import head_order, select_static
+from .spec import DATA_FREE, ConstantsSpec, is_partial, needs_lambdas  # noqa: F401
 
 log = logging.getLogger("papa")
 
-DATA_FREE = ("identity", "toeplitz", "zeros", "uniform")
-TRAINED = ("average_trained", "toeplitz_trained")
+# DATA_FREE: imported from papa.spec above (papa.pipeline.DATA_FREE is kept for notebooks).
 
 
 def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0) -> None:
@@ -81,6 +95,103 @@ class Stage:
         return stage
 
 
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass(kw_only=True)
+class BuildDataStage(Stage):
+    """Rule ``build_data``: GLUE/CoNLL-shaped local files from the offline package corpora
+    (`papa.rehearsal.build_data`).
+
+    Attributes:
+        shape: a key of `papa.rehearsal.SHAPES` (``cola``, ``sst2``, ``mrpc``, ``mnli``,
+            ``conll2003``, ``wikitext``).
+        out: the folder written.
+        n_train, n_validation: examples (sentences for ``conll2003``) per split.
+        seed: also seeds the draws and pairings.
+    """
+
+    shape: str
+    out: str
+    n_train: int
+    n_validation: int
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        build = sm.params.build
+        return dict(shape=build["shape"], out=sm.output[0], n_train=int(build["n_train"]),
+                    n_validation=int(build["n_validation"]), seed=int(build["seed"]))
+
+
+def build_data(stage: BuildDataStage) -> dict[str, Path]:
+    """Write the files of ``stage.shape``; return split -> path."""
+    from . import rehearsal
+
+    return rehearsal.build_data(stage.shape, stage.out, stage.n_train, stage.n_validation, stage.seed)
+
+
+@dataclass(kw_only=True)
+class BuildModelStage(Stage):
+    """Rule ``build_model``: a tiny randomly initialised model and its tokenizer
+    (`papa.rehearsal.build_model`).
+
+    Attributes:
+        family: ``bert``, ``roberta``, ``deberta`` (v1) or ``electra`` (discriminator).
+        out: the model's folder.
+        config: transformers config overrides (None = `papa.rehearsal.TINY`).
+        vocab_size: size of the trained byte-level BPE (RoBERTa, DeBERTa).
+        seed: also seeds the weights.
+    """
+
+    family: str
+    out: str
+    config: dict | None
+    vocab_size: int
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        build = sm.params.build
+        config = build.get("config")  # optional: none = papa.rehearsal.TINY
+        return dict(family=build["family"], out=sm.output[0], config=None if config is None else dict(config),
+                    vocab_size=int(build["vocab_size"]), seed=int(build["seed"]))
+
+
+def build_model(stage: BuildModelStage) -> Path:
+    """Build the model into ``stage.out``; return the folder."""
+    from . import rehearsal
+
+    return rehearsal.build_model(stage.family, stage.out, stage.config, stage.seed, stage.vocab_size)
+
+
+@dataclass(kw_only=True)
+class PrepareDataStage(Stage):
+    """Rule ``prepare_data``: one dataset, loaded (`papa.data.load_task`) and saved as one
+    Parquet per split plus ``meta.json`` (`papa.data.save_task`).
+
+    Attributes:
+        spec: the dataset's `papa.data` spec (its config entry with its ``name``).
+        out_dir: the folder written.
+        seed: seeds subsampling and the validation split.
+    """
+
+    spec: dict
+    out_dir: str
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        return dict(spec=dict(sm.params.spec), out_dir=str(Path(sm.output.meta).parent), seed=int(sm.params.seed))
+
+
+def prepare_data(stage: PrepareDataStage):
+    """Load the dataset and save it into ``stage.out_dir``; return the `papa.data.TaskData`.
+    Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
+    from .data import load_task, save_task
+
+    task = load_task(dict(stage.spec), None, seed=stage.seed)
+    save_task(task, Path(stage.out_dir))
+    return task
+
+
 # ----------------------------------------------------------------------------- tokens
 
 
@@ -91,156 +202,202 @@ def load_tokenizer(model: str):
     return AutoTokenizer.from_pretrained(resolve_model_path(name), trust_remote_code=False, revision=revision)
 
 
-def write_tokens(enc: Encoded, path, meta: dict) -> None:
-    import pyarrow.parquet as pq
-
-    meta = {**enc.meta, **meta, "layout": enc.layout, "max_length": enc.max_length, "n_truncated": enc.n_truncated}
-    table = enc.to_arrow()
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": json.dumps(meta, default=str)})
-    with io.atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+# Token files own their I/O next to `Encoded` (papa.encoding). Kept here for notebooks: `token_meta`
+# and `stream_tokens` (imported above from papa.encoding) and these two:
+write_tokens = Encoded.save  # write_tokens(enc, path, meta): replaced by enc.save(path, meta)
+read_tokens = Encoded.load  # read_tokens(path): replaced by Encoded.load(path)
 
 
-def _open_tokens(path):
-    """The token file as a ``pyarrow.parquet.ParquetFile`` and its papa metadata (footer only)."""
-    f = io.parquet_file(path)
-    meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
-    if "max_length" not in meta:
-        raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.pipeline.write_tokens")
-    return f, {**meta, "n_rows": f.metadata.num_rows}
+@dataclass(kw_only=True)
+class TokenizeStage(Stage):
+    """Rule ``tokenize``: one split of a prepared dataset -> a token file (`write_tokens`).
 
-
-def token_meta(path) -> dict:
-    """The metadata of a token file (``max_length``, ``layout``, ``n_rows``, dataset, ...), read
-    from its footer alone."""
-    return _open_tokens(path)[1]
-
-
-def read_tokens(path) -> Encoded:
-    f, meta = _open_tokens(path)
-    return Encoded.from_arrow(f.read(), meta.get("layout", "papa"), int(meta["max_length"]), meta)
-
-
-def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024):
-    """Yield `Encoded` batches of ``batch_size`` examples from a token file without reading it whole.
-
-    Args:
-        rows: optional indices of the examples to keep (a subsample; they come in file order);
-            None = all.
-        read_rows: examples read from the file at a time.
-    Memory stays at O(read_rows + batch_size) examples whatever the corpus size.
+    Attributes:
+        model: whose tokenizer (hub id, folder, alias).
+        data_dir: the prepared dataset (a `papa.data.save_task` folder).
+        split: ``train`` or ``validation``.
+        max_length: N.
+        layout: ``papa`` (final separator at N-1) or ``standard``.
+        out: the token file written.
+        encoding: keyword options of `papa.encode` (``single_cap``, ``pair_segments``; the
+            config's ``encoding`` section); empty = the paper's App. A behaviour.
     """
-    f, meta = _open_tokens(path)
-    N, layout = int(meta["max_length"]), meta.get("layout", "papa")
-    keep = None
-    if rows is not None:
-        keep = np.zeros(meta["n_rows"], dtype=bool)
-        keep[np.asarray(rows, dtype=np.int64)] = True
-    start, rest = 0, None  # rest: examples read but not yet yielded (fewer than batch_size)
-    for rb in f.iter_batches(batch_size=max(int(read_rows), int(batch_size))):
-        chunk = Encoded.from_arrow(rb, layout, N, meta)
-        if keep is not None:
-            chunk = chunk.subset(np.flatnonzero(keep[start : start + len(chunk)]))
-        start += rb.num_rows
-        buf = chunk if rest is None else Encoded.concat([rest, chunk])
-        cut = len(buf) - len(buf) % batch_size
-        for b0 in range(0, cut, batch_size):
-            yield buf.subset(np.arange(b0, b0 + batch_size))
-        rest = buf.subset(np.arange(cut, len(buf)))
-    if rest is not None and len(rest):
-        yield rest
+
+    model: str
+    data_dir: str
+    split: str
+    max_length: int
+    layout: str
+    out: str
+    encoding: dict[str, str]
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        return dict(model=sm.params.model, data_dir=str(Path(sm.input.meta).parent), split=sm.wildcards.split,
+                    max_length=int(sm.wildcards.n), layout=sm.params.layout, out=sm.output[0],
+                    encoding=dict(sm.params.encoding))
 
 
-def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out,
-                   encoding: dict | None = None) -> Encoded:
-    """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder).
-
-    ``encoding``: options of `papa.encode` (``single_cap``, ``pair_segments``; the config's
-    ``encoding`` section); none = the paper's App. A behaviour.
-    """
+def tokenize(stage: TokenizeStage) -> Encoded:
+    """Tokenize one split of a prepared dataset into ``stage.out``; return the `Encoded` split."""
     from .data import read_task
 
-    task = read_task(data_dir)
-    if split not in task.splits:
-        raise ValueError(f"Dataset {task.name!r} has no split {split!r}; it has {sorted(task.splits)}")
-    df = task.splits[split]
+    task = read_task(stage.data_dir)
+    if stage.split not in task.splits:
+        raise ValueError(f"Dataset {task.name!r} has no split {stage.split!r}; it has {sorted(task.splits)}")
+    df = task.splits[stage.split]
     if len(df) == 0:
-        raise ValueError(f"Split {split!r} of dataset {task.name!r} is empty: check its source or max_* settings")
-    tok = load_tokenizer(model)
-    opts = dict(encoding or {})
+        raise ValueError(f"Split {stage.split!r} of dataset {task.name!r} is empty: check its source or max_* "
+                         f"settings")  # fmt: skip
+    tok = load_tokenizer(stage.model)
+    opts = dict(stage.encoding)
+    N, layout = stage.max_length, stage.layout
     if task.kind == "token":
-        enc = encode(tok, [list(t) for t in df["tokens"]], max_length=max_length, layout=layout,
+        enc = encode(tok, [list(t) for t in df["tokens"]], max_length=N, layout=layout,
                      labels=[list(t) for t in df["tags"]], **opts)
     else:
         pairs = None
         if "text_b" in df and df["text_b"].notna().any():
             pairs = df["text_b"].fillna("").tolist()
         labels = df["label"].tolist() if "label" in df and (df["label"] >= 0).any() else None
-        enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=max_length, layout=layout, labels=labels,
-                     **opts)
-    log.info("tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)", task.name, split, len(enc), max_length,
+        enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=N, layout=layout, labels=labels, **opts)
+    log.info("tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)", task.name, stage.split, len(enc), N,
              enc.n_truncated, 100 * enc.n_truncated / len(enc))
-    write_tokens(enc, out, {"model": model, "dataset": task.name, "split": split, "kind": task.kind,
-                            "label_names": task.label_names})
+    write_tokens(enc, stage.out, {"model": stage.model, "dataset": task.name, "split": stage.split, "kind": task.kind,
+                                  "label_names": task.label_names})
     return enc
+
+
+def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out,
+                   encoding: dict | None = None) -> Encoded:
+    """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder).
+
+    Kept for notebooks: builds a `TokenizeStage` and calls `tokenize`, which replaced it.
+    ``encoding``: options of `papa.encode`; none = the paper's App. A behaviour.
+    """
+    return tokenize(TokenizeStage(model=model, data_dir=str(data_dir), split=split, max_length=int(max_length),
+                                  layout=layout, out=str(out), encoding=dict(encoding or {})))
 
 
 # ----------------------------------------------------------------------------- constants
 
 
-def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = 32,
+@dataclass(kw_only=True)
+class AverageStage(Stage):
+    """Rule ``average_attention``: the constant matrices of one (model, corpus, N, kind).
+
+    Attributes:
+        model: what `papa.load_encoder` loads (hub id, folder, alias).
+        kind: one of `papa.spec.CONSTANT_KINDS` (a ``_trained`` spec gives the same matrices).
+        tokens: the corpus's token file (its train split); its N is the matrices' N.
+        out: the ``.safetensors`` file written (`ConstantAttention.save`).
+        corpus: the corpus's name, recorded in the file's metadata.
+        batch_size: examples per forward pass (config ``averaging.batch_size``; its default is
+            the schema's, which tests/test_spec.py holds equal); unused by data-free kinds.
+        max_examples: average over a seeded random subset (seed 0) of this many examples, in
+            file order; None = every example.
+    """
+
+    model: str
+    kind: str
+    tokens: str
+    out: str
+    corpus: str = ""
+    batch_size: int | None = 32
+    max_examples: int | None = None
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        return dict(model=sm.params.model, kind=sm.wildcards.kind, tokens=sm.input.tokens, out=sm.output[0],
+                    corpus=sm.wildcards.dataset, batch_size=sm.params.batch_size,
+                    max_examples=sm.params.max_examples, seed=int(sm.params.seed))
+
+
+def average_constants(stage: AverageStage) -> ConstantAttention:
+    """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind.
+
+    The corpus is streamed from ``stage.tokens`` batch by batch, so peak memory does not grow
+    with its size.
+    """
+    spec = ConstantsSpec.parse(stage.kind)
+    meta = token_meta(stage.tokens)
+    n_rows, N = int(meta["n_rows"]), int(meta["max_length"])
+    if spec.data_free:
+        from transformers import AutoConfig
+
+        name, revision = split_revision(stage.model)
+        cfg = AutoConfig.from_pretrained(resolve_model_path(name), revision=revision)
+        L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
+        C = data_free(spec.kind, L, int(cfg.num_attention_heads), N, metadata={"model": stage.model, "corpus": None})
+    else:
+        if n_rows == 0:
+            raise ValueError(f"{stage.tokens} holds no examples: the averaging corpus is empty")
+        if not stage.batch_size:
+            raise ValueError(f"averaging {spec.kind!r} matrices needs a batch size")
+        m, _ = load_encoder(stage.model)
+        rows = None
+        if stage.max_examples and n_rows > stage.max_examples:
+            rows = np.sort(np.random.default_rng(0).permutation(n_rows)[: stage.max_examples])
+        total = n_rows if rows is None else len(rows)
+        batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
+        C = average_attention(m, batches, kind=spec.kind, total=total,
+                              metadata={"model": stage.model, "corpus": stage.corpus,
+                                        "layout": meta.get("layout", "papa")})
+    C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
+    if not spec.data_free:
+        C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
+    C.save(stage.out)
+    return C
+
+
+def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = AverageStage.batch_size,
                    max_examples: int | None = None, corpus: str = "") -> ConstantAttention:
     """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind.
 
-    The corpus is streamed from ``tokens_path`` batch by batch, so peak memory does not grow
-    with its size. ``max_examples`` averages over a seeded random subset (seed 0), in file order.
+    Kept for notebooks: builds an `AverageStage` and calls `average_constants`, which replaced it.
     """
-    base_kind = kind.replace("_trained", "")
-    meta = token_meta(tokens_path)
-    n_rows, N = int(meta["n_rows"]), int(meta["max_length"])
-    if base_kind in DATA_FREE:
-        from transformers import AutoConfig
-
-        name, revision = split_revision(model)
-        cfg = AutoConfig.from_pretrained(resolve_model_path(name), revision=revision)
-        L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
-        C = data_free(base_kind, L, int(cfg.num_attention_heads), N, metadata={"model": model, "corpus": None})
-    else:
-        if n_rows == 0:
-            raise ValueError(f"{tokens_path} holds no examples: the averaging corpus is empty")
-        m, _ = load_encoder(model)
-        rows = None
-        if max_examples and n_rows > max_examples:
-            rows = np.sort(np.random.default_rng(0).permutation(n_rows)[:max_examples])
-        total = n_rows if rows is None else len(rows)
-        batches = (b.model_inputs() for b in stream_tokens(tokens_path, batch_size, rows=rows))
-        C = average_attention(m, batches, kind=base_kind, total=total,
-                              metadata={"model": model, "corpus": corpus, "layout": meta.get("layout", "papa")})
-    C.metadata.update({"environment": io.environment(), "tokens": str(tokens_path), "requested_kind": kind})
-    if base_kind not in DATA_FREE:
-        C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
-    C.save(out)
-    return C
+    return average_constants(AverageStage(model=model, kind=kind, tokens=str(tokens_path), out=str(out),
+                                          corpus=corpus, batch_size=batch_size, max_examples=max_examples))
 
 
 # ----------------------------------------------------------------------------- lambda
 
 
-def task_info(tokens: Encoded, task_cfg: dict) -> dict:
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a probe needs to know of a task, read from its token file's metadata."""
+
+    kind: str  # "sequence" or "token" (papa.spec.TASK_KINDS)
+    label_names: list[str]
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_names)
+
+
+def task_info(tokens: Encoded) -> TaskInfo:
+    """The task kind and label names of tokenized task data (failing for unlabeled data)."""
     names = tokens.meta.get("label_names") or []
     if not names:
         raise ValueError(f"Task tokens have no label names (dataset {tokens.meta.get('dataset')!r} is unlabeled)")
-    return {"kind": "token" if tokens.token_level else "sequence", "n_labels": len(names), "label_names": names,
-            "metrics": list(task_cfg["metrics"])}
+    return TaskInfo("token" if tokens.token_level else "sequence", list(names))
 
 
-def _train_cfg(hp: dict, seed: int) -> TrainConfig:
-    """The trainer settings of a ``probe``/``lambda`` hparams block (``max_grad_norm``: the
-    authors clipped at 1.0; null = no clipping)."""
-    clip = hp.get("max_grad_norm")
+def train_config(hp: dict, seed: int) -> TrainConfig:
+    """The trainer settings of a ``probe``/``lambda`` hparams block of the config (``lr``,
+    ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout``, ``extra_lr``,
+    ``max_grad_norm``: the authors clipped at 1.0, null = no clipping; others keep
+    `papa.probe.TrainConfig`'s defaults)."""
+    optional = {k: hp[k] for k in ("extra_lr", "max_grad_norm") if k in hp}
+    optional.update({k: float(hp[k]) for k in ("weight_decay", "dropout") if k in hp})
+    if optional.get("max_grad_norm") is not None:
+        optional["max_grad_norm"] = float(optional["max_grad_norm"])
     return TrainConfig(lr=float(hp["lr"]), batch_size=int(hp["batch_size"]), epochs=int(hp["epochs"]), seed=seed,
-                       weight_decay=float(hp.get("weight_decay", 0.0)), dropout=float(hp.get("dropout", 0.1)),
-                       extra_lr=hp.get("extra_lr"), max_grad_norm=None if clip is None else float(clip))
+                       **optional)
+
+
+#: Old name of `train_config` (kept for notebooks and tests).
+_train_cfg = train_config
 
 
 def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
@@ -252,86 +409,207 @@ def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
                          "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
 
 
-def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: dict, hp: dict, out_lambdas,
-               out_metrics, labels: dict) -> pd.DataFrame:
-    """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
-    m, _ = load_encoder(model)
-    C = ConstantAttention.load(constants_path)
-    train, val = read_tokens(train_tokens), read_tokens(val_tokens)
-    max_train = hp.get("max_train")
-    if max_train and len(train) > max_train:
-        train = train.subset(np.sort(np.random.default_rng(hp.get("seed", 0)).permutation(len(train))[:max_train]))
-    info = task_info(train, task_cfg)
-    lam, rows = learn_lambdas(m, C, train, val, info["kind"], info["n_labels"], info["metrics"],
-                              _train_cfg(hp, int(hp.get("seed", 0))), info["label_names"],
-                              backbone_dropout=bool(hp.get("backbone_dropout", False)))
-    df = lambda_frame(lam)
+def _label(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
+    """Prepend the label columns, each inserted first in turn (so the last label comes first)."""
     for k, v in labels.items():
         df.insert(0, k, v)
-    df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    io.write_parquet(df, out_lambdas)
-    mdf = pd.DataFrame(rows)
-    for k, v in labels.items():
-        mdf.insert(0, k, v)
-    io.write_parquet(mdf, out_metrics)
     return df
+
+
+@dataclass(kw_only=True)
+class LambdaStage(Stage):
+    """Rule ``learn_lambda``: one lambda per head, trained with a probe (paper Sec. 3.2).
+
+    Attributes:
+        model: what `papa.load_encoder` loads.
+        constants: the constant-matrix file.
+        train, validation: the task's token files.
+        out_lambdas: (layer, head, lambda, rank) per head (`lambda_frame`).
+        out_metrics: per-epoch metrics.
+        metrics: the task's metrics (`papa.spec.METRICS`).
+        hparams: the trainer settings (`train_config` of ``tasks.<t>.lambda`` over ``probe``).
+        max_train: train on a seeded random subset of this many examples (None = all).
+        backbone_dropout: dropout inside the frozen encoder for training batches.
+        labels: columns prepended to both outputs (model, task, constants).
+        seed: also seeds the subset.
+    """
+
+    model: str
+    constants: str
+    train: str
+    validation: str
+    out_lambdas: str
+    out_metrics: str
+    metrics: list[str]
+    hparams: TrainConfig
+    max_train: int | None = None
+    backbone_dropout: bool = False
+    labels: dict[str, str]
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        hp, wc = sm.params.hp, sm.wildcards
+        seed = int(hp["seed"])
+        return dict(model=sm.params.model, constants=sm.input.constants, train=sm.input.train,
+                    validation=sm.input.validation, out_lambdas=sm.output.lambdas, out_metrics=sm.output.metrics,
+                    metrics=list(sm.params.metrics), hparams=train_config(hp, seed), max_train=hp.get("max_train"),
+                    backbone_dropout=bool(hp.get("backbone_dropout", False)), seed=seed,
+                    labels={"model": wc.model, "task": wc.task, "constants": wc.constants})
+
+
+def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
+    """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
+    m, _ = load_encoder(stage.model)
+    C = ConstantAttention.load(stage.constants)
+    train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    if stage.max_train and len(train) > stage.max_train:
+        train = train.subset(np.sort(np.random.default_rng(stage.seed).permutation(len(train))[: stage.max_train]))
+    info = task_info(train)
+    lam, rows = learn_lambdas(m, C, train, val, info.kind, info.n_labels, list(stage.metrics), stage.hparams,
+                              info.label_names, backbone_dropout=stage.backbone_dropout)
+    df = _label(lambda_frame(lam), stage.labels)
+    df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
+    io.write_parquet(df, stage.out_lambdas)
+    io.write_parquet(_label(pd.DataFrame(rows), stage.labels), stage.out_metrics)
+    return df
+
+
+def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: dict, hp: dict, out_lambdas,
+               out_metrics, labels: dict) -> pd.DataFrame:
+    """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics.
+
+    Kept for notebooks: builds a `LambdaStage` from a task config (its ``metrics``) and an
+    hparams block, and calls `learn_lambda`, which replaced it.
+    """
+    seed = int(hp.get("seed", 0))
+    return learn_lambda(LambdaStage(
+        model=model, constants=str(constants_path), train=str(train_tokens), validation=str(val_tokens),
+        out_lambdas=str(out_lambdas), out_metrics=str(out_metrics), metrics=list(task_cfg["metrics"]),
+        hparams=train_config(hp, seed), max_train=hp.get("max_train"),
+        backbone_dropout=bool(hp.get("backbone_dropout", False)), labels=dict(labels), seed=seed))
 
 
 # ----------------------------------------------------------------------------- probe
 
 
-def static_mask(model, lambdas_path, selection: str, fraction: float, seed: int = 0) -> torch.Tensor:
+@dataclass(frozen=True)
+class CacheConfig:
+    """Where a probe job keeps its hidden states (the config's ``cache`` section;
+    `papa.probe.prepare_features`). The defaults are the schema's (tests/test_spec.py)."""
+
+    strategy: str = "auto"
+    dtype: str = "float16"
+    batch_size: int = 64
+    budget_mb: float | None = 4096
+    disk_budget_mb: float | None = None
+    scratch: str | None = None
+
+
+def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, seed: int = 0) -> torch.Tensor:
+    """Bool [layers, heads], True = static, for a head order at ``fraction_dynamic``
+    (`papa.selection.select_static`); ``lambdas_path`` is read when the order needs lambdas
+    (`papa.spec.needs_lambdas`)."""
     L, H = model_shape(model)
+    if not is_partial(fraction_dynamic):  # every order gives the same mask: all heads static (0) or none (1)
+        return torch.full((L, H), float(fraction_dynamic) == 0.0, dtype=torch.bool)
     lam = None
-    keep = n_dynamic(fraction, L * H)
-    if keep in (0, L * H):  # every order gives the same mask
-        return torch.full((L, H), keep == 0, dtype=torch.bool)
-    if selection in ("lambda", "reversed"):
+    if needs_lambdas(selection, fraction_dynamic):
         if lambdas_path is None:
             raise ValueError(f"Head order {selection!r} needs learned lambdas")
         df = io.read_parquet(lambdas_path).sort_values(["layer", "head"])
         lam = torch.tensor(df["lambda"].to_numpy()).view(L, H)
-    return select_static(head_order(selection, (L, H), lam, seed=seed), fraction, (L, H))
+    return select_static(head_order(selection, (L, H), lam, seed=seed), fraction_dynamic, (L, H))
 
 
-def run_probes(model: str, constants_path, lambdas_path, selection: str, fraction: float, seeds: list[int],
-               train_tokens, val_tokens, task_cfg: dict, hp: dict, cache: dict, outs: list, labels: dict,
-               trained_constants: bool = False) -> list[pd.DataFrame]:
-    """Train a fresh probe per seed with (1 - fraction) of the heads static; one Parquet per seed.
+@dataclass(kw_only=True)
+class ProbeStage(Stage):
+    """Rule ``probe``: a fresh probe per seed on the encoder with a share ``fraction_dynamic`` of
+    its heads input-dependent, the others constant.
+
+    Attributes:
+        model: what `papa.load_encoder` loads.
+        constants: the constant-matrix file.
+        lambdas: the learned lambdas (`papa.spec.needs_lambdas`), else None.
+        train, validation: the task's token files.
+        outs: one Parquet file per seed.
+        metrics: the task's metrics.
+        selection: the head order (`papa.spec.HEAD_ORDERS`).
+        fraction_dynamic: share of heads left input-dependent.
+        seeds: the probe seeds (one output each).
+        hparams: the trainer settings (``tasks.<t>.probe``; its seed is the first of ``seeds``).
+        backbone_dropout: dropout inside the frozen encoder for training batches.
+        trained_constants: the matrices train with the probe (a ``_trained`` constants spec).
+        order_seed: seeds the ``random`` head order.
+        cache: where the hidden states are kept (not a rule param: it does not change scores).
+        labels: columns of every row (model, task, constants, selection).
+    """
+
+    model: str
+    constants: str
+    lambdas: str | None
+    train: str
+    validation: str
+    outs: list[str]
+    metrics: list[str]
+    selection: str
+    fraction_dynamic: float
+    seeds: list[int]
+    hparams: TrainConfig
+    backbone_dropout: bool = False
+    trained_constants: bool = False
+    order_seed: int = 0
+    cache: CacheConfig = CacheConfig()
+    labels: dict[str, str]
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        hp, wc, seeds = sm.params.hp, sm.wildcards, [int(s) for s in sm.params.seeds]
+        return dict(model=sm.params.model, constants=sm.input.constants, lambdas=sm.input.lambdas or None,
+                    train=sm.input.train, validation=sm.input.validation, outs=list(sm.output),
+                    metrics=list(sm.params.metrics), selection=wc.selection,
+                    fraction_dynamic=float(wc.fraction_dynamic), seeds=seeds, hparams=train_config(hp, seeds[0]),
+                    backbone_dropout=bool(hp.get("backbone_dropout", False)),
+                    trained_constants=ConstantsSpec.parse(wc.constants).trained, order_seed=int(sm.params.order_seed),
+                    cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
+                    seed=int(sm.params.order_seed),
+                    labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection})
+
+
+def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
+    """Train a fresh probe per seed with ``stage.fraction_dynamic`` of the heads input-dependent;
+    one Parquet per seed.
 
     The frozen encoder runs once when its hidden states are cached (``cache.strategy`` memory or
     disk; each seed then trains in its own batch order) or once per epoch with every seed trained
-    side by side on the same batches (``reencode``, also forced by ``hp["backbone_dropout"]``;
+    side by side on the same batches (``reencode``, also forced by ``backbone_dropout``;
     `papa.probe.run_probe`); trained constants need the encoder in the loop, seed after seed
     (strategy ``live``). Each Parquet records ``cache_strategy`` and ``cache_mb``
     (the size of the train + validation hidden states, whether or not they were cached).
     """
-    if len(outs) != len(seeds):
+    seeds, cache = list(stage.seeds), stage.cache
+    if len(stage.outs) != len(seeds):
         raise ValueError("one output per seed")
-    m, _ = load_encoder(model)
-    C = ConstantAttention.load(constants_path)
-    train, val = read_tokens(train_tokens), read_tokens(val_tokens)
-    info = task_info(train, task_cfg)
+    m, _ = load_encoder(stage.model)
+    C = ConstantAttention.load(stage.constants)
+    train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    info = task_info(train)
     L, H = model_shape(m)
-    static = static_mask(m, lambdas_path, selection, fraction, seed=int(hp.get("order_seed", 0)))
-    n_dyn = n_dynamic(fraction, L * H)
-    log.info("%s: %d of %d heads input-dependent (fraction %g, order %s)", labels.get("task"), n_dyn, L * H,
-             fraction, selection)
-    cfg = _train_cfg(hp, int(seeds[0]))
-    dropout = bool(hp.get("backbone_dropout", False))
-    dtype = cache.get("dtype", "float16")
-    args = (m, train, val, info["kind"], info["n_labels"], info["metrics"], cfg, info["label_names"])
+    static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
+    n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)
+    log.info("%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s)", stage.labels.get("task"),
+             n_dynamic, L * H, stage.fraction_dynamic, stage.selection)
+    dropout = stage.backbone_dropout
+    args = (m, train, val, info.kind, info.n_labels, list(stage.metrics), stage.hparams, info.label_names)
     t0 = time.monotonic()
-    if trained_constants:
-        strategy, nbytes = "live", cache_nbytes(m, train, dtype) + cache_nbytes(m, val, dtype)
+    if stage.trained_constants:
+        strategy, nbytes = "live", cache_nbytes(m, train, cache.dtype) + cache_nbytes(m, val, cache.dtype)
         log.info("trained constants: the encoder runs with gradients for every batch of every seed")
         rows = run_probe(*args, seeds=seeds, backbone_dropout=dropout,
                          trainable=lambda: patch(m, C, static=static, trainable_constants=True))
     else:
         with patch(m, C, static=static), prepare_features(
-                m, train, val, strategy=cache.get("strategy", "auto"), dtype=dtype,
-                batch_size=int(cache.get("batch_size", 64)), budget_mb=cache.get("budget_mb"),
-                disk_budget_mb=cache.get("disk_budget_mb"), scratch=cache.get("scratch"),
+                m, train, val, strategy=cache.strategy, dtype=cache.dtype, batch_size=int(cache.batch_size),
+                budget_mb=cache.budget_mb, disk_budget_mb=cache.disk_budget_mb, scratch=cache.scratch,
                 backbone_dropout=dropout) as feats:
             log.info("features ready (%s) in %.1f s; training %d seeds", feats.strategy, time.monotonic() - t0,
                      len(seeds))
@@ -341,71 +619,376 @@ def run_probes(model: str, constants_path, lambdas_path, selection: str, fractio
     df = pd.DataFrame(rows)
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    return [_write_rows(df[df.seed == seed].drop(columns="seed"), out, labels, fraction, n_dyn, seed)
-            for seed, out in zip(seeds, outs)]
+    return [_write_rows(df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic,
+                        n_dynamic, seed)
+            for seed, out in zip(seeds, stage.outs, strict=True)]
 
 
-def _write_rows(rows, out, labels, fraction, n_dyn, seed) -> pd.DataFrame:
+def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed) -> pd.DataFrame:
     df = pd.DataFrame(rows).reset_index(drop=True)
     df.insert(0, "seed", seed)
-    df.insert(0, "n_dynamic", n_dyn)
-    df.insert(0, "fraction_dynamic", float(fraction))
+    df.insert(0, "n_dynamic", n_dynamic)
+    df.insert(0, "fraction_dynamic", float(fraction_dynamic))
     for k in reversed(["model", "task", "constants", "selection"]):
         df.insert(0, k, labels[k])
     io.write_parquet(df, out)
     return df
 
 
+def run_probes(model: str, constants_path, lambdas_path, selection: str, fraction_dynamic: float, seeds: list[int],
+               train_tokens, val_tokens, task_cfg: dict, hp: dict, cache: dict, outs: list, labels: dict,
+               trained_constants: bool = False) -> list[pd.DataFrame]:
+    """Train a fresh probe per seed with ``fraction_dynamic`` of the heads input-dependent.
+
+    Kept for notebooks: builds a `ProbeStage` (``task_cfg``: its ``metrics``; ``hp``: a probe
+    hparams block, plus ``order_seed``; ``cache``: the config's ``cache`` keys, a missing
+    ``budget_mb`` meaning no memory limit as before) and calls `probe_heads`, which replaced it.
+    """
+    seeds = [int(s) for s in seeds]
+    return probe_heads(ProbeStage(
+        model=model, constants=str(constants_path), lambdas=None if lambdas_path is None else str(lambdas_path),
+        train=str(train_tokens), validation=str(val_tokens), outs=[str(o) for o in outs],
+        metrics=list(task_cfg["metrics"]), selection=selection, fraction_dynamic=float(fraction_dynamic),
+        seeds=seeds, hparams=train_config(hp, seeds[0]), backbone_dropout=bool(hp.get("backbone_dropout", False)),
+        trained_constants=trained_constants, order_seed=int(hp.get("order_seed", 0)),
+        cache=CacheConfig(**{"budget_mb": None, **cache}), labels=dict(labels)))
+
+
 # ----------------------------------------------------------------------------- masked LM (Sec. 5.5)
 
+#: Settings of the MLM analysis when a notebook leaves them out (`run_mlm`): the paper's Table 3
+#: MLM row and the masking rate; the workflow's come from the schema's defaults, which
+#: tests/test_spec.py holds equal to these.
+MLM_DEFAULTS = {"head": "probe", "mask_prob": 0.15,
+                **{k: v for k, v in PAPER_HPARAMS["mlm"].items() if k != "max_length"}}
 
-def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, fractions, out_scores, out_lambdas,
-            labels: dict) -> pd.DataFrame:
-    """Paper Sec. 5.5 / Fig. 6a: negative log-perplexity per fraction of input-dependent heads on
-    held-out text, heads ranked by lambdas learned with the masked-LM loss.
 
-    ``hp`` is the ``analyses.mlm`` block: ``head`` ``probe`` (default, the paper's procedure: the
-    encoder is loaded without a head and a fresh `papa.mlm.MLMProbe` is trained per fraction, so
-    any encoder works) or ``pretrained`` (the checkpoint's frozen MLM head; fails for a checkpoint
-    without one); ``lr``, ``batch_size``, ``epochs`` of the probe (default: Table 3's MLM row);
-    ``lambda``: overrides for the lambda stage (``lr``, ``extra_lr`` of the lambdas, ...);
-    ``mask_prob``, ``max_train``, ``max_eval``, ``seed``.
+@dataclass(kw_only=True)
+class MLMStage(Stage):
+    """Rule ``mlm`` (paper Sec. 5.5 / Fig. 6a): negative log-perplexity on held-out text per
+    ``fraction_dynamic``, heads ranked by lambdas learned with the masked-LM loss.
+
+    Attributes:
+        model: what `papa.load_encoder` loads.
+        constants: the ``average`` constant-matrix file of the text.
+        train, validation: the text's token files.
+        out_scores: one row per fraction_dynamic.
+        out_lambdas: (layer, head, lambda, rank) per head.
+        fraction_dynamic: the shares of input-dependent heads scored.
+        head: ``probe`` (the paper's procedure: a fresh `papa.mlm.MLMProbe` trained per fraction
+            on the encoder loaded without a head, so any encoder works) or ``pretrained`` (the
+            checkpoint's frozen MLM head; fails for a checkpoint without one).
+        hparams: the probe's trainer settings; ``lambda_hparams``: the lambda stage's (``lambda``
+            overrides; ``extra_lr`` is the lambdas' learning rate).
+        mask_prob: share of tokens masked.
+        max_train, max_eval: seeded random subsets of the splits (None = all).
+        labels: columns prepended to both outputs (model, dataset).
+        seed: also seeds the probe, the masks and the subsets.
     """
-    from .mlm import MLM_HEADS, learn_mlm_lambdas, mlm_curve
-    from .probe import PAPER_HPARAMS
 
-    hp = {**{k: v for k, v in PAPER_HPARAMS["mlm"].items() if k != "max_length"}, **hp}
-    head = hp.get("head", "probe")
-    if head not in MLM_HEADS:
-        raise ValueError(f"analyses.mlm.head must be one of {', '.join(MLM_HEADS)}; got {head!r}")
-    m, tok = load_encoder(model, task_head=None if head == "probe" else "mlm")
+    model: str
+    constants: str
+    train: str
+    validation: str
+    out_scores: str
+    out_lambdas: str
+    fraction_dynamic: list[float]
+    head: str
+    hparams: TrainConfig
+    lambda_hparams: TrainConfig
+    mask_prob: float
+    max_train: int | None = None
+    max_eval: int | None = None
+    labels: dict[str, str]
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        return dict(model=sm.params.model, constants=sm.input.constants, train=sm.input.train,
+                    validation=sm.input.validation, out_scores=sm.output.scores, out_lambdas=sm.output.lambdas,
+                    fraction_dynamic=[float(f) for f in sm.params.fraction_dynamic],
+                    labels={"model": sm.wildcards.model, "dataset": sm.wildcards.dataset},
+                    **_mlm_settings(sm.params.hp))
+
+
+def _mlm_settings(hp: dict) -> dict:
+    """The `MLMStage` fields set by the ``analyses.mlm`` block (defaults filled in)."""
+    seed = int(hp["seed"])
+    return dict(head=hp["head"], hparams=train_config(hp, seed),
+                lambda_hparams=train_config({**hp, **(hp.get("lambda") or {})}, seed), mask_prob=float(hp["mask_prob"]),
+                max_train=hp.get("max_train"), max_eval=hp.get("max_eval"), seed=seed)
+
+
+def mlm_curves(stage: MLMStage) -> pd.DataFrame:
+    """Write the lambdas and the negative log-perplexity per fraction_dynamic; return the scores."""
+    from .mlm import MLM_HEADS, learn_mlm_lambdas, mlm_curve
+
+    if stage.head not in MLM_HEADS:
+        raise ValueError(f"analyses.mlm.head must be one of {', '.join(MLM_HEADS)}; got {stage.head!r}")
+    m, tok = load_encoder(stage.model, task_head=None if stage.head == "probe" else "mlm")
     if tok.mask_token_id is None:
-        raise ValueError(f"the tokenizer of {model!r} has no mask token: it cannot be scored as a masked LM")
-    C = ConstantAttention.load(constants_path)
-    train, val = read_tokens(train_tokens), read_tokens(val_tokens)
-    seed = int(hp.get("seed", 0))
-    rng = np.random.default_rng(seed)
-    if hp.get("max_train") and len(train) > hp["max_train"]:
-        train = train.subset(np.sort(rng.permutation(len(train))[: hp["max_train"]]))
-    if hp.get("max_eval") and len(val) > hp["max_eval"]:
-        val = val.subset(np.sort(rng.permutation(len(val))[: hp["max_eval"]]))
+        raise ValueError(f"the tokenizer of {stage.model!r} has no mask token: it cannot be scored as a masked LM")
+    C = ConstantAttention.load(stage.constants)
+    train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    rng = np.random.default_rng(stage.seed)
+    if stage.max_train and len(train) > stage.max_train:
+        train = train.subset(np.sort(rng.permutation(len(train))[: stage.max_train]))
+    if stage.max_eval and len(val) > stage.max_eval:
+        val = val.subset(np.sort(rng.permutation(len(val))[: stage.max_eval]))
     if len(train) == 0 or len(val) == 0:
         raise ValueError(f"MLM analysis: empty split (train {len(train)}, validation {len(val)} examples)")
     special = set(tok.all_special_ids)
-    mask_prob = float(hp.get("mask_prob", 0.15))
-    cfg = _train_cfg(hp, seed)
-    lambda_cfg = _train_cfg({**hp, **(hp.get("lambda") or {})}, seed)
-    log.info("MLM (head %s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples", head,
-             lambda_cfg.epochs, len(fractions), f"{cfg.epochs} epochs" if head == "probe" else "scoring", len(train),
-             len(val))
-    lam, _ = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lambda_cfg, mask_prob, head)
+    cfg, lambda_cfg = stage.hparams, stage.lambda_hparams
+    log.info("MLM (head %s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples",
+             stage.head, lambda_cfg.epochs, len(stage.fraction_dynamic),
+             f"{cfg.epochs} epochs" if stage.head == "probe" else "scoring", len(train), len(val))
+    lam, _ = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head)
     ldf = lambda_frame(lam)
-    rows = mlm_curve(m, C, lam, val, fractions, tok.mask_token_id, special, cfg, mask_prob, head, train=train)
+    rows = mlm_curve(m, C, lam, val, stage.fraction_dynamic, tok.mask_token_id, special, cfg, stage.mask_prob,
+                     stage.head, train=train)
     df = pd.DataFrame(rows)
     df.insert(1, "n_eval", len(val))
-    for k, v in reversed(list(labels.items())):
+    for k, v in reversed(list(stage.labels.items())):
         ldf.insert(0, k, v)
         df.insert(0, k, v)
-    io.write_parquet(ldf, out_lambdas)
-    io.write_parquet(df, out_scores)
+    io.write_parquet(ldf, stage.out_lambdas)
+    io.write_parquet(df, stage.out_scores)
     return df
+
+
+def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, fraction_dynamic, out_scores,
+            out_lambdas, labels: dict) -> pd.DataFrame:
+    """Paper Sec. 5.5 / Fig. 6a: negative log-perplexity per fraction_dynamic on held-out text.
+
+    Kept for notebooks: builds an `MLMStage` from an ``analyses.mlm`` block (``head``, ``lr``,
+    ``batch_size``, ``epochs``, ``lambda``, ``mask_prob``, ``max_train``, ``max_eval``, ``seed``;
+    missing ones from `MLM_DEFAULTS`, seed 0) and calls `mlm_curves`, which replaced it.
+    """
+    return mlm_curves(MLMStage(
+        model=model, constants=str(constants_path), train=str(train_tokens), validation=str(val_tokens),
+        out_scores=str(out_scores), out_lambdas=str(out_lambdas),
+        fraction_dynamic=[float(f) for f in fraction_dynamic], labels=dict(labels),
+        **_mlm_settings({**MLM_DEFAULTS, "seed": 0, **hp})))
+
+
+# ----------------------------------------------------------------------------- tables, patterns and plots
+
+
+@dataclass(kw_only=True)
+class PatternsStage(Stage):
+    """Rule ``patterns``: per-head pattern statistics (paper Sec. 5.1, `papa.patterns`) of the raw
+    and the effective average attention of one (model, corpus, N).
+
+    Attributes:
+        average, effective: the ``average`` and ``effective`` constant-matrix files.
+        out: the Parquet file written (one row per attention, layer, head).
+        model, corpus, n: the labels of its rows (config names; N of the matrices).
+        band, diag_threshold, special_threshold: ``analyses.patterns`` (`papa.patterns.head_patterns`,
+            `papa.patterns.classify`).
+    """
+
+    average: str
+    effective: str
+    out: str
+    model: str
+    corpus: str
+    n: int
+    band: int
+    diag_threshold: float
+    special_threshold: float
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        opts = sm.params.patterns
+        return dict(average=sm.input.average, effective=sm.input.effective, out=sm.output[0],
+                    model=sm.wildcards.model, corpus=sm.wildcards.dataset, n=int(sm.wildcards.n),
+                    band=int(opts["band"]), diag_threshold=float(opts["diag_threshold"]),
+                    special_threshold=float(opts["special_threshold"]))
+
+
+def pattern_stats(stage: PatternsStage) -> pd.DataFrame:
+    """Pattern statistics of raw and effective attention -> ``stage.out`` (model, corpus, N,
+    attention, layer, head, the statistics, the ``diagonal``/``cls_sep`` flags); the paper-style
+    summary line of each goes to the log."""
+    from .patterns import classify, head_patterns, summary_line
+
+    frames = []
+    for attention, path in (("raw", stage.average), ("effective", stage.effective)):
+        C = ConstantAttention.load(path)
+        df = classify(head_patterns(C.mean, C.count, band=stage.band), stage.diag_threshold, stage.special_threshold)
+        log.info("%s attention: %s", attention, summary_line(df))
+        df.insert(0, "attention", attention)
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    for k, v in reversed([("model", stage.model), ("corpus", stage.corpus), ("N", stage.n)]):
+        out.insert(0, k, v)
+    io.write_parquet(out, stage.out)
+    return out
+
+
+@dataclass(kw_only=True)
+class AggregateStage(Stage):
+    """Rule ``aggregate``: the per-run files -> the tables of ``results/tables`` (`papa.tables`).
+
+    Attributes:
+        probes: per-run probe Parquet files (rule ``probe``).
+        lambdas: learned-lambda files (rule ``learn_lambda``; may be empty).
+        patterns: head-pattern files (rule ``patterns``; empty without ``analyses.patterns``).
+        main_metric: task -> the metric the paper reports for it (the summary's ``is_main``).
+        kinds: the constants specs of ``constant_kinds.parquet``, in row order (``average``,
+            ``identity``, ``average@wiki``, ...).
+        out_probe, out_summary, out_lambdas, out_constant_kinds, out_patterns: the tables written.
+    """
+
+    probes: list[str]
+    lambdas: list[str]
+    patterns: list[str]
+    main_metric: dict[str, str]
+    kinds: list[str]
+    out_probe: str
+    out_summary: str
+    out_lambdas: str
+    out_constant_kinds: str
+    out_patterns: str
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        return dict(probes=list(sm.input.probes), lambdas=list(sm.input.lambdas), patterns=list(sm.input.patterns),
+                    main_metric=dict(sm.params.main_metric), kinds=list(sm.params.kinds),
+                    out_probe=sm.output.probe, out_summary=sm.output.summary, out_lambdas=sm.output.lambdas,
+                    out_constant_kinds=sm.output.constant_kinds, out_patterns=sm.output.patterns)
+
+
+def aggregate(stage: AggregateStage) -> dict[str, pd.DataFrame]:
+    """Write the probe, summary (baselines shared across constants/orders at fraction 1),
+    lambdas, constant-kinds and patterns tables; return them by name."""
+    from . import tables
+
+    probe = tables.probe_table([io.read_parquet(p) for p in stage.probes])
+    io.write_parquet(probe, stage.out_probe)
+    summary = tables.summary_table(probe, stage.main_metric, share_baseline=True)
+    io.write_parquet(summary, stage.out_summary)
+    lam = [io.read_parquet(p) for p in stage.lambdas]
+    lambdas = tables.lambdas_table(lam) if lam else pd.DataFrame(columns=list(tables.LAMBDAS_COLUMNS))
+    io.write_parquet(lambdas, stage.out_lambdas)
+    kinds = tables.constant_kinds_table(summary, stage.kinds)
+    io.write_parquet(kinds, stage.out_constant_kinds)
+    patterns = tables.patterns_table([io.read_parquet(p) for p in stage.patterns])
+    io.write_parquet(patterns, stage.out_patterns)
+    return {"probe": probe, "summary": summary, "lambdas": lambdas, "constant_kinds": kinds, "patterns": patterns}
+
+
+@dataclass(frozen=True)
+class ConstantsFile:
+    """A constant-matrix file and what it holds, as the workflow names it (the path is not parsed).
+
+    Attributes:
+        path: the ``.safetensors`` file (`papa.constants.ConstantAttention`).
+        model: the model's config name (the file's metadata holds its hub id or folder instead).
+        corpus: the dataset the matrices were averaged on.
+        n: N, the input length of the matrices.
+        kind: one of `papa.spec.CONSTANT_KINDS`.
+    """
+
+    path: str
+    model: str
+    corpus: str
+    n: int
+    kind: str
+
+
+@dataclass(kw_only=True)
+class PlotStage(Stage):
+    """Rule ``plot``: the figures (`papa.plots`) from the aggregated tables.
+
+    Attributes:
+        summary, lambdas, constant_kinds: tables written by `aggregate`.
+        constants: the constant-matrix files whose representative heads are drawn (data-free
+            kinds are skipped: every head holds the same matrix).
+        sweep_constants, sweep_selections: the main sweep's constants and head orders (Fig. 2).
+        out_fraction_curves, out_constant_kinds, out_head_orders, out_models_compared: path stems
+            (``.png`` and ``.svg`` are written).
+        out_heads: folder of the lambda heatmaps and constant-matrix figures.
+    """
+
+    summary: str
+    lambdas: str
+    constant_kinds: str
+    constants: list[ConstantsFile]
+    sweep_constants: list[str]
+    sweep_selections: list[str]
+    out_fraction_curves: str
+    out_constant_kinds: str
+    out_head_orders: str
+    out_models_compared: str
+    out_heads: str
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        def stem(files):
+            return str(Path(files[0]).with_suffix(""))
+
+        return dict(summary=sm.input.summary, lambdas=sm.input.lambdas, constant_kinds=sm.input.kinds,
+                    constants=[ConstantsFile(path=p, **m) for p, m in zip(sm.input.constants, sm.params.matrices,
+                                                                          strict=True)],
+                    sweep_constants=list(sm.params.sweep["constants"]),
+                    sweep_selections=list(sm.params.sweep["selections"]),
+                    out_fraction_curves=stem(sm.output.fig2), out_constant_kinds=stem(sm.output.kinds),
+                    out_head_orders=stem(sm.output.orders), out_models_compared=stem(sm.output.models),
+                    out_heads=sm.output.heatmaps)
+
+
+def plot_figures(stage: PlotStage) -> None:
+    """Fig. 2 (the main sweep), Table 1 as bars, Fig. 5 (head orders on average matrices), Fig. 3
+    (`papa.tables.models_compared_table`), a lambda heatmap per (model, task, constants) and
+    representative heads of each constant-matrix file that is not data-free."""
+    from . import plots, tables
+    from .spec import is_data_free
+
+    summary = io.read_parquet(stage.summary)
+    sweep = summary[summary.constants.isin(stage.sweep_constants) & summary.selection.isin(stage.sweep_selections)]
+    plots.plot_fraction_curves(sweep, stage.out_fraction_curves)
+    plots.plot_constant_kinds(io.read_parquet(stage.constant_kinds), stage.out_constant_kinds)
+    plots.plot_selection_orders(summary[summary.constants == "average"], stage.out_head_orders)
+    plots.plot_models_compared(tables.models_compared_table(summary), stage.out_models_compared)
+    out = Path(stage.out_heads)
+    out.mkdir(parents=True, exist_ok=True)
+    lam = io.read_parquet(stage.lambdas)
+    for (model, task, constants), df in lam.groupby(["model", "task", "constants"]) if len(lam) else []:
+        plots.plot_lambda_heatmap(df, out / f"lambdas_{model}_{task}_{constants}")
+    for f in stage.constants:
+        if is_data_free(f.kind):
+            continue  # the same matrix for every head: nothing to see
+        C = ConstantAttention.load(f.path)
+        plots.plot_constant_heads(C.mean.numpy(), out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
+                                  title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})")
+
+
+@dataclass(kw_only=True)
+class MLMTableStage(Stage):
+    """Rule ``mlm_table``: the per-model masked-LM curves (rule ``mlm``) -> ``mlm.parquet`` and
+    the Fig. 6(a) analogue.
+
+    Attributes:
+        scores: the per-model ``scores.parquet`` files.
+        out_table: ``mlm.parquet``.
+        out_plot: path stem of the figure (``.png`` and ``.svg``).
+    """
+
+    scores: list[str]
+    out_table: str
+    out_plot: str
+
+    @classmethod
+    def _from_snakemake(cls, sm) -> dict:
+        return dict(scores=list(sm.input), out_table=sm.output.table,
+                    out_plot=str(Path(sm.output.plot[0]).with_suffix("")))
+
+
+def tabulate_mlm(stage: MLMTableStage) -> pd.DataFrame:
+    """Write ``mlm.parquet`` (`papa.tables.mlm_table`) and its figure (`papa.plots.plot_mlm`)."""
+    from . import plots, tables
+
+    table = tables.mlm_table([io.read_parquet(p) for p in stage.scores])
+    io.write_parquet(table, stage.out_table)
+    plots.plot_mlm(table, stage.out_plot)
+    return table

@@ -7,7 +7,8 @@ Every function draws on a fresh :class:`matplotlib.figure.Figure` with an Agg ca
 
 * :func:`plot_fraction_curves`  -- Fig. 2: score vs fraction of input-dependent heads.
 * :func:`plot_selection_orders` -- Fig. 5: the same, one line per head-selection method.
-* :func:`plot_models_compared`  -- Fig. 3: original score vs relative drop at fraction 0.
+* :func:`plot_models_compared`  -- Fig. 3: original score vs relative drop at fraction 0
+  (:func:`papa.tables.models_compared_table`).
 * :func:`plot_lambda_heatmap`   -- learned head importance (lambda), layer x head.
 * :func:`plot_constant_heads`   -- Fig. 4: constant matrices of representative heads.
 """
@@ -30,6 +31,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .io import atomic_path
+from .spec import HEAD_ORDERS
+from .tables import models_compared_table
 
 __all__ = [
     "plot_fraction_curves",
@@ -45,7 +48,6 @@ __all__ = [
 FORMATS = ("png", "svg")
 DPI = 150
 
-SELECTION_ORDER = ["lambda", "reversed", "first_to_last", "last_to_first", "random"]
 SELECTION_LABELS = {
     "lambda": "PAPA (lambda, ours)",
     "reversed": "Reversed lambda",
@@ -261,7 +263,7 @@ def plot_selection_orders(summary: pd.DataFrame, out, task: str | None = None) -
         panel_by=panel_by,
         hue="selection",
         style=[],
-        hue_order=SELECTION_ORDER,
+        hue_order=list(HEAD_ORDERS),
         hue_labels=SELECTION_LABELS,
         title="Head selection methods" + (f" on {task}" if task else ""),
     )
@@ -405,65 +407,35 @@ def plot_constant_heads(
         return _save(fig, out)
 
 
-def _prefer(values: pd.Series, preferred: str) -> str:
-    vals = sorted(values.unique())
-    if preferred in vals:
-        return preferred
-    return values.value_counts().sort_index().idxmax()
-
-
 def plot_models_compared(
-    summary: pd.DataFrame,
+    table: pd.DataFrame,
     out,
     constants: str | None = None,
     selection: str | None = None,
 ) -> list[str]:
-    """Fig. 3 analogue: original score vs relative drop with every head constant.
-
-    Per model and task (main metric only): ``orig`` = mean at fraction 1, ``free`` = mean
-    at fraction 0, drop = ``(orig - free) / orig``. Both are then averaged over the tasks
-    that every plotted model has at both fractions (listed under the figure), so that
-    models are compared on the same tasks.
+    """Fig. 3 analogue: original score vs relative drop with every head constant, one point per model.
 
     Args:
-        summary: a :func:`papa.tables.summary_table` frame.
+        table: a :func:`papa.tables.models_compared_table` frame (the score of each model averaged
+            over the tasks every model has; they are listed under the figure). A
+            :func:`papa.tables.summary_table` frame is accepted too and reduced first, with
+            ``constants`` and ``selection`` passed on.
         out: path stem.
-        constants, selection: which rows to use; default ``"average"`` / ``"lambda"`` if
-            present, else the most frequent value (at fractions 0 and 1 the selection
-            order makes no difference).
 
     Returns:
         The paths written.
     """
-    _require(summary, ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean"],
-             "plot_models_compared")
-    df = _main_only(summary, True)
-    if df.empty:
+    if isinstance(table, pd.DataFrame) and "drop" not in table.columns:
+        table = models_compared_table(table, constants, selection)
+    _require(table, ["model", "orig", "drop", "constants", "tasks"], "plot_models_compared")
+    if table.empty:
         raise ValueError("plot_models_compared: nothing to plot")
-    constants = constants or _prefer(df["constants"], "average")
-    selection = selection or _prefer(df["selection"], "lambda")
-    df = df[(df["constants"] == constants) & (df["selection"] == selection)]
-    frac = df["fraction_dynamic"].astype(float)
-    key = ["model", "task", "metric"]
-    orig = df[np.isclose(frac, 1.0)].set_index(key)["mean"].rename("orig")
-    free = df[np.isclose(frac, 0.0)].set_index(key)["mean"].rename("free")
-    both = pd.concat([orig, free], axis=1, join="inner").reset_index()
-    if both.empty:
-        raise ValueError("plot_models_compared: no (model, task) with both fraction 1 and fraction 0")
-    tasks_per_model = both.groupby("model")["task"].apply(set)
-    common = set.intersection(*tasks_per_model)
-    if not common:
-        raise ValueError("plot_models_compared: no task is shared by all models at fractions 0 and 1")
-    both = both[both["task"].isin(common)]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        both["drop"] = np.where(both["orig"] != 0, (both["orig"] - both["free"]) / both["orig"], np.nan)
-    per_model = both.groupby("model").agg(orig=("orig", "mean"), drop=("drop", "mean")).reset_index()
 
     with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
         fig = _new_figure((6.0, 4.6))
         ax = fig.subplots()
-        colors = sns.color_palette("colorblind", len(per_model))
-        for (_, row), color in zip(per_model.iterrows(), colors):
+        colors = sns.color_palette("colorblind", len(table))
+        for (_, row), color in zip(table.iterrows(), colors):
             ax.scatter(row["drop"] * 100, row["orig"], s=60, color=color, zorder=3)
             ax.annotate(row["model"], (row["drop"] * 100, row["orig"]), xytext=(6, 4), textcoords="offset points",
                         fontsize=9)
@@ -471,7 +443,7 @@ def plot_models_compared(
         ax.set_ylabel("original score (all heads input-dependent)")
         ax.set_title("Original score vs drop without input-dependent attention")
         ax.margins(x=0.25, y=0.2)
-        fig.text(0.01, 0.005, f"mean over tasks: {', '.join(sorted(common))}; constants={constants}",
+        fig.text(0.01, 0.005, f"mean over tasks: {table['tasks'].iloc[0]}; constants={table['constants'].iloc[0]}",
                  fontsize=7, color="0.35", ha="left", va="bottom")
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         return _save(fig, out)

@@ -43,7 +43,6 @@ nothing about the paper's claims.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import zlib
 from pathlib import Path
@@ -51,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from . import data as papa_data
-from .io import atomic_path
+from .io import atomic_dir, atomic_path
 
 __all__ = [
     "FAMILIES",
@@ -347,9 +346,7 @@ def build_model(family: str, out_dir: str | Path, config: dict | None = None, se
     out_dir = Path(out_dir)
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose one of: {', '.join(FAMILIES)}")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_dir(out_dir) as tmp:
         tok = build_tokenizer(family, vocab_size, seed, cache_dir)
         cfg = model_config(family, tok, config)
         # the longest input: RoBERTa's positions start after its padding index
@@ -363,9 +360,4 @@ def build_model(family: str, out_dir: str | Path, config: dict | None = None, se
             {"family": family, "seed": seed, "class": FAMILIES[family][0], "config": config or {},
              "tokenizer": TOKENIZERS[family], "vocab_size": len(tok), "note": "randomly initialised (papa.rehearsal)"},
             indent=1, sort_keys=True))  # fmt: skip
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out_dir

@@ -6,11 +6,14 @@ order heads are replaced (first = replaced first).
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-ORDERS = ("lambda", "reversed", "first_to_last", "last_to_first", "random")
+from . import spec
+
+#: The head orders: `papa.spec.HEAD_ORDERS` (this name is kept for notebooks).
+ORDERS = spec.HEAD_ORDERS
+#: How many heads stay input-dependent: `papa.spec.n_dynamic` (this name is kept for notebooks).
+n_dynamic = spec.n_dynamic
 
 
 def rank_heads(lambdas: torch.Tensor) -> torch.Tensor:
@@ -25,7 +28,7 @@ def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None 
     ``random`` (seeded permutation)."""
     L, H = shape
     total = L * H
-    if order in ("lambda", "reversed"):
+    if order in spec.LAMBDA_ORDERS:
         if lambdas is None:
             raise ValueError(f"head order {order!r} needs the learned lambdas")
         if tuple(lambdas.shape) != (L, H):
@@ -42,22 +45,18 @@ def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None 
     raise ValueError(f"Unknown head order {order!r}; choose from {ORDERS}")
 
 
-def n_dynamic(fraction_dynamic: float, total: int) -> int:
-    """round(f x heads), halves rounded up (BERT-base: 1/16 -> 9 of 144)."""
-    if not 0.0 <= float(fraction_dynamic) <= 1.0:
-        raise ValueError(f"fraction_dynamic must be in [0, 1], got {fraction_dynamic}")
-    return int(math.floor(float(fraction_dynamic) * total + 0.5))
-
-
 def select_static(ranking: torch.Tensor, fraction_dynamic: float, shape: tuple[int, int] | None = None) -> torch.Tensor:
-    """Bool [layers, heads] mask, True = static: all heads but the last round(f x heads) of ``ranking``."""
+    """Bool [layers, heads] mask, True = static: all heads but the last round(f x heads) of ``ranking``.
+
+    The one place the static heads are derived from ``fraction_dynamic`` (the share left
+    input-dependent): the first ``heads - n_dynamic`` heads of the ranking."""
     ranking = torch.as_tensor(ranking).flatten()
     total = ranking.numel()
     if shape is None:
         raise ValueError("select_static needs shape=(layers, heads)")
     if shape[0] * shape[1] != total:
         raise ValueError(f"ranking has {total} heads, shape {shape} has {shape[0] * shape[1]}")
-    keep = n_dynamic(fraction_dynamic, total)
+    n_dynamic = spec.n_dynamic(fraction_dynamic, total)
     static = torch.zeros(total, dtype=torch.bool)
-    static[ranking[: total - keep]] = True
+    static[ranking[: total - n_dynamic]] = True
     return static.view(shape)

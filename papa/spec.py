@@ -137,3 +137,7 @@ def needs_lambdas(order: str, fraction_dynamic) -> bool:
     if order not in HEAD_ORDERS:
         raise ValueError(f"Unknown head order {order!r}; choose from {', '.join(HEAD_ORDERS)}")
     return order in LAMBDA_ORDERS and is_partial(fraction_dynamic)
+
+
+#: ``fraction_dynamic`` as `format_fraction` writes it in paths (1, 0.5, 0.0625, 0, 1e-05).
+FRACTION_PATTERN = r"[0-9.e-]+"

@@ -1,6 +1,6 @@
-"""Result tables: per-run probe scores -> one probe table -> a per-fraction summary.
+"""Result tables: per-run files -> the tables of ``results/tables`` (and the figures' data).
 
-Pure pandas (plus ``scipy.stats.t`` when importable). Every public function validates
+Pure pandas (``scipy.stats.t`` for the confidence intervals). Every public function validates
 its input and raises ``ValueError`` naming what is wrong (e.g. the missing column).
 
 Tables
@@ -16,11 +16,19 @@ Tables
 ``lambdas_table``
     One row per (model, task, constants, layer, head): the learned lambda and the
     replacement rank (rank 0 = the head replaced first).
+``constant_kinds_table``
+    Paper Tables 1-2: one row per (model, task, constants, metric) with all heads replaced.
+``patterns_table``
+    Paper Sec. 5.1: the per-(model, corpus, N) head-pattern frames, concatenated.
+``mlm_table``
+    Paper Sec. 5.5: one row per (model, dataset, head, fraction_dynamic) of the masked-LM curves.
+``models_compared_table``
+    Paper Fig. 3 (not written as a file; `papa.plots.plot_models_compared` draws it): one
+    row per model, original score and relative drop with every head constant.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -31,11 +39,13 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "LAMBDAS_COLUMNS",
     "MLM_COLUMNS",
-    "mlm_table",
-    "LAMBDA_COLUMNS",
     "probe_table",
     "summary_table",
     "lambdas_table",
+    "constant_kinds_table",
+    "patterns_table",
+    "mlm_table",
+    "models_compared_table",
     "t_critical",
 ]
 
@@ -83,7 +93,6 @@ LAMBDAS_COLUMNS: dict[str, str] = {
     "lambda": "float64",
     "rank": "int64",
 }
-LAMBDA_COLUMNS = LAMBDAS_COLUMNS  # alias (workflow/scripts/aggregate.py uses this name)
 LAMBDAS_KEY = ["model", "task", "constants", "layer", "head"]
 
 #: Columns of ``mlm.parquet`` (paper Sec. 5.5): one row per model, corpus, head (``probe``: the
@@ -100,47 +109,13 @@ MLM_COLUMNS: dict[str, str] = {
 }
 MLM_KEY = ["model", "dataset", "head", "fraction_dynamic"]
 
-# Two-sided 95% critical values t_{0.975, df} for df = 1..30 (fallback without scipy).
-_T975 = {
-    1: 12.706205, 2: 4.302653, 3: 3.182446, 4: 2.776445, 5: 2.570582,
-    6: 2.446912, 7: 2.364624, 8: 2.306004, 9: 2.262157, 10: 2.228139,
-    11: 2.200985, 12: 2.178813, 13: 2.160369, 14: 2.144787, 15: 2.131450,
-    16: 2.119905, 17: 2.109816, 18: 2.100922, 19: 2.093024, 20: 2.085963,
-    21: 2.079614, 22: 2.073873, 23: 2.068658, 24: 2.063899, 25: 2.059539,
-    26: 2.055529, 27: 2.051831, 28: 2.048407, 29: 2.045230, 30: 2.042272,
-}
-# Beyond 30 degrees of freedom: 40, 60, 120 and the normal limit, interpolated in 1/df.
-_T975_TAIL = {40: 2.021075, 60: 2.000298, 120: 1.979930, math.inf: 1.959964}
-
-
-def _t975_table(df: int) -> float:
-    if df in _T975:
-        return _T975[df]
-    knots = [(30, _T975[30])] + sorted(_T975_TAIL.items())
-    for (d0, t0), (d1, t1) in zip(knots, knots[1:]):
-        if d0 < df <= d1:
-            x0, x1, x = 1.0 / d0, (0.0 if math.isinf(d1) else 1.0 / d1), 1.0 / df
-            return t0 + (t1 - t0) * (x - x0) / (x1 - x0)
-    return _T975_TAIL[math.inf]
-
-
-def t_critical(df: int, use_scipy: bool = True) -> float:
-    """Two-sided 95% Student-t critical value ``t_{0.975, df}``; NaN for ``df < 1``.
-
-    Uses ``scipy.stats.t.ppf`` when scipy is importable (and ``use_scipy``), otherwise a
-    built-in table (exact to 6 decimals for df <= 30, interpolated in 1/df beyond).
-    """
+def t_critical(df: int) -> float:
+    """Two-sided 95% Student-t critical value ``t_{0.975, df}`` (``scipy.stats.t.ppf``); NaN for ``df < 1``."""
     if df is None or not np.isfinite(df) or df < 1:
         return float("nan")
-    df = int(df)
-    if use_scipy:
-        try:
-            from scipy.stats import t as _t
-        except ImportError:  # pragma: no cover - scipy ships with scikit-learn here
-            pass
-        else:
-            return float(_t.ppf(0.975, df))
-    return float(_t975_table(df))
+    from scipy.stats import t  # scipy ships with scikit-learn; imported here: it takes a while
+
+    return float(t.ppf(0.975, int(df)))
 
 
 # --------------------------------------------------------------------------- validation
@@ -406,3 +381,66 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     df["drop"] = [full.get(k, np.nan) - v for k, v in zip(df[curve].itertuples(index=False, name=None),
                                                            df["neg_log_ppl"])]
     return df.reset_index(drop=True)
+
+
+def patterns_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate the per-(model, corpus, N) head-pattern frames (`papa.pipeline.pattern_stats`);
+    no frames (``analyses.patterns`` off) give an empty frame."""
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _prefer(values: pd.Series, preferred: str) -> str:
+    """``preferred`` if ``values`` holds it, else the most frequent value (ties: the first in sort order)."""
+    vals = sorted(values.unique())
+    if preferred in vals:
+        return preferred
+    return values.value_counts().sort_index().idxmax()
+
+
+def models_compared_table(summary: pd.DataFrame, constants: str | None = None,
+                          selection: str | None = None) -> pd.DataFrame:
+    """Fig. 3 analogue: per model, the original score and the relative drop with every head constant.
+
+    Per model and task (main metric only, ``is_main``): ``orig`` = mean at fraction 1, ``free``
+    = mean at fraction 0, drop = ``(orig - free) / orig``. Both are then averaged over the tasks
+    that every model has at both fractions, so that models are compared on the same tasks.
+
+    Args:
+        summary: a :func:`summary_table` frame.
+        constants, selection: which rows to use; default ``"average"`` / ``"lambda"`` if
+            present, else the most frequent value (at fractions 0 and 1 the selection
+            order makes no difference).
+
+    Returns:
+        One row per model (sorted): ``model, orig, drop`` and, the same on every row, the
+        ``constants`` and ``selection`` used and ``tasks`` (the shared tasks, sorted,
+        comma-separated).
+
+    Raises:
+        ValueError: a column is missing, nothing is left to compare, or no task is shared by
+            all models at fractions 0 and 1.
+    """
+    _require_columns(summary, ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean"],
+                     "models_compared_table")
+    df = summary[summary["is_main"].astype(bool)] if "is_main" in summary.columns else summary
+    if df.empty:
+        raise ValueError("models_compared_table: nothing to compare")
+    constants = constants or _prefer(df["constants"], "average")
+    selection = selection or _prefer(df["selection"], "lambda")
+    df = df[(df["constants"] == constants) & (df["selection"] == selection)]
+    frac = df["fraction_dynamic"].astype(float)
+    key = ["model", "task", "metric"]
+    orig = df[np.isclose(frac, 1.0)].set_index(key)["mean"].rename("orig")
+    free = df[np.isclose(frac, 0.0)].set_index(key)["mean"].rename("free")
+    both = pd.concat([orig, free], axis=1, join="inner").reset_index()
+    if both.empty:
+        raise ValueError("models_compared_table: no (model, task) with both fraction 1 and fraction 0")
+    tasks_per_model = both.groupby("model")["task"].apply(set)
+    common = set.intersection(*tasks_per_model)
+    if not common:
+        raise ValueError("models_compared_table: no task is shared by all models at fractions 0 and 1")
+    both = both[both["task"].isin(common)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        both["drop"] = np.where(both["orig"] != 0, (both["orig"] - both["free"]) / both["orig"], np.nan)
+    per_model = both.groupby("model").agg(orig=("orig", "mean"), drop=("drop", "mean")).reset_index()
+    return per_model.assign(constants=constants, selection=selection, tasks=", ".join(sorted(common)))

@@ -113,3 +113,25 @@ def test_trained_constants_are_updated_by_the_probe_and_dropped_after(minilm):
         assert (param.detach() - before).abs().max() > 1e-4
     assert torch.equal(C.mean, papa.data_free("toeplitz", 6, 12, 16).mean)  # the input is not modified
     assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_patterns_settings_default_from_the_schema():
+    """analyses.patterns: the schema's defaults fill what a config leaves out (the patterns stage reads
+    them without fallbacks); null still turns the analysis off."""
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import validate
+
+    root = Path(__file__).parents[1]
+    schema = str(root / "workflow/schemas/config.schema.yaml")
+    config = yaml.safe_load((root / "config/smoke.yaml").read_text())
+    config["analyses"]["patterns"] = {"band": 2}
+    validate(config, schema)
+    assert config["analyses"]["patterns"] == {"band": 2, "diag_threshold": 0.3, "special_threshold": 0.5}
+    config["analyses"]["patterns"] = None
+    validate(config, schema)
+    assert config["analyses"]["patterns"] is None
+    config["analyses"]["patterns"] = {"bands": 2}
+    with pytest.raises(Exception, match="bands"):
+        validate(config, schema)

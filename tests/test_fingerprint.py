@@ -92,7 +92,53 @@ def test_workflow_scripts_reach_their_stage_code():
     from tests.test_workflow import ROOT
 
     probe = reached(ROOT / "workflow/scripts/probe.py")
-    assert "papa.pipeline:run_probes" in probe and "papa.probe:train_probes" in probe
+    assert "papa.pipeline:probe_heads" in probe and "papa.probe:train_probes" in probe
+    assert "papa.spec:n_dynamic" in probe and "papa.selection:select_static" in probe
     tokenize = reached(ROOT / "workflow/scripts/tokenize.py")
     assert "papa.encoding:encode" in tokenize
     assert not any(r.startswith("papa.probe:") for r in tokenize)  # probe code does not rerun tokenization
+
+
+# each script's stage config and function; no script reaches another stage's (no dispatcher reaching them all)
+STAGES = {
+    "prepare_data": ("PrepareDataStage", "prepare_data"), "tokenize": ("TokenizeStage", "tokenize"),
+    "average_attention": ("AverageStage", "average_constants"), "learn_lambda": ("LambdaStage", "learn_lambda"),
+    "probe": ("ProbeStage", "probe_heads"), "mlm": ("MLMStage", "mlm_curves"),
+    "build_data": ("BuildDataStage", "build_data"), "build_model": ("BuildModelStage", "build_model"),
+    "patterns": ("PatternsStage", "pattern_stats"), "aggregate": ("AggregateStage", "aggregate"),
+    "plot": ("PlotStage", "plot_figures"), "mlm_table": ("MLMTableStage", "tabulate_mlm"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(STAGES))
+def test_each_script_is_one_call_reaching_only_its_own_stage(script):
+    from tests.test_workflow import ROOT
+
+    path = ROOT / "workflow/scripts" / f"{script}.py"
+    cls, fn = STAGES[script]
+    assert path.read_text().rstrip().splitlines()[-1] == f"{fn}({cls}.from_snakemake(snakemake))  # noqa: F821"
+    got = {r.split(":")[1] for r in reached(path) if r.startswith("papa.pipeline:")}
+    assert {cls, fn, "Stage", "setup"} <= got
+    others = {name for s, pair in STAGES.items() if s != script for name in pair} - {cls, fn}
+    assert not got & others, got & others
+
+
+def test_parsed_modules_are_cached_until_the_file_changes(pkg, monkeypatch):
+    import os
+
+    import papa.fingerprint as F
+
+    root, script = pkg
+    old = (1_000_000_000, 1_000_000_000)  # an old timestamp: outside the racy window
+    for p in (root / "papa").glob("*.py"):
+        os.utime(p, old)
+    before = code_fingerprint(script, root)
+    reads = []
+    real = F.Path.read_text
+    monkeypatch.setattr(F.Path, "read_text", lambda self, *a, **k: reads.append(self.name) or real(self, *a, **k))
+    assert code_fingerprint(script, root) == before
+    assert reads == ["script.py"]  # the modules came from the cache
+    # the same size and an old timestamp again, but a new one: parsed again
+    _edit(root, "a", "* 2", "* 3")
+    os.utime(root / "papa" / "a.py", (old[0], old[1] + 1))
+    assert code_fingerprint(script, root) != before

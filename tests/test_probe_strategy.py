@@ -320,7 +320,7 @@ def test_cost_estimate_of_the_paper_grid():
     probes, lambdas = workflow_jobs(root / "config/paper.yaml", root)
     assert ("bert-base", "cola", "average", "lambda", 0.5) in probes and ("bert-base", "cola", "average") in lambdas
     df = estimate(paper, probes, lambdas, tokens_per_s=2e5, disk_budget_mb=500 * 1024).set_index(
-        ["stage", "model", "task", "constants", "selection", "fraction"])
+        ["stage", "model", "task", "constants", "selection", "fraction_dynamic"])
     assert len(df) == len(probes) + len(lambdas)
     mnli = df.loc[("probe", "bert-large", "mnli", "average", "lambda", 0.5)]
     assert mnli.strategy == "reencode" and mnli.cache_mb > 500 * 1024

@@ -33,6 +33,37 @@ def test_readme_commands_are_what_ci_runs():
     assert "make test" in (ROOT / ".ci/run").read_text()
 
 
+def _make_n(*args) -> list[str]:
+    """The commands ``make`` would run for ``args`` (a dry run, the venv taken as installed)."""
+    p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", *args], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def test_make_test_lints_then_runs_the_whole_suite_and_make_check_the_fast_tier():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert any(r.startswith("ruff==") for r in project["project"]["optional-dependencies"]["test"])  # pinned
+    assert project["tool"]["ruff"]["line-length"] == 120
+    lint = [".venv/bin/ruff check .", ".venv/bin/ruff format --check ."]
+    assert _make_n("test") == [*lint, ".venv/bin/python -m pytest"] and _make_n("lint") == lint
+    assert _make_n("check") == ['.venv/bin/python -m pytest -m "not slow and not slurm" -x']
+    markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
+    assert set(markers) == {"slow", "slurm"} and all("make check" in m or "make test" in m for m in markers.values())
+
+
+def test_make_report_and_clean_follow_the_results_key(tmp_path):
+    configs = ("config/config.yaml", "config/smoke.yaml", "config/rehearsal.yaml")
+    results = [yaml.safe_load((ROOT / c).read_text()).get("results", "results") for c in configs]
+    assert {"results-smoke", "results-rehearsal"} <= set(results)  # the tests' runs, README's folders
+    assert _make_n("clean") == [f"rm -rf {' '.join(results)} .snakemake"]
+    moved, default = tmp_path / "moved.yaml", tmp_path / "default.yaml"
+    moved.write_text("seed: 0\nresults: 'elsewhere/out'  # a comment\nmodels: {results: no}\n")
+    default.write_text("seed: 0\n")  # no results key: the schema's default folder
+    report = _make_n("report", f"CONFIG={moved}")
+    assert report == [f".venv/bin/snakemake --configfile {moved} --report elsewhere/out/report.html"]
+    assert _make_n("clean", f"CLEAN_CONFIGS={default} {moved}") == ["rm -rf results elsewhere/out .snakemake"]
+
+
 def test_snakemake_lint_is_clean():
     snakemake = str(Path(sys.executable).with_name("snakemake"))
     p = subprocess.run([snakemake, "--lint"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -45,3 +76,53 @@ def test_schema_dataset_keys_are_the_ones_papa_data_reads():
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     # plus `build`, which the workflow itself replaces with the paths of the files it builds
     assert set(schema["properties"]["datasets"]["additionalProperties"]["properties"]) == SPEC_KEYS | {"build"}
+
+
+# ----------------------------------------------------------------------------- one orchestration layer
+
+
+def test_stage_configs_read_a_snakemake_job():
+    """Each rule's job maps onto its typed stage config (no positional parameters, no dicts for helpers)."""
+    from types import SimpleNamespace as NS
+
+    from papa import pipeline
+    from papa.probe import TrainConfig
+
+    wc = NS(model="m", task="t", constants="average_trained@wiki", selection="lambda", fraction_dynamic="0.0625",
+            dataset="wiki", kind="toeplitz", n="64", split="train")
+    hp = {"lr": 1e-3, "batch_size": 8, "epochs": 2, "seed": 5, "max_grad_norm": 1, "backbone_dropout": True}
+    probe = pipeline.ProbeStage._from_snakemake(NS(
+        input=NS(constants="c.safetensors", lambdas=[], train="tr.parquet", validation="va.parquet"),
+        output=["s0.parquet", "s1.parquet"], wildcards=wc, config={"cache": {"strategy": "auto", "dtype": "float16",
+                                                                            "batch_size": 64, "budget_mb": 10}},
+        params=NS(model="hub/m", hp=hp, metrics=["accuracy"], seeds=[3, 4], cache_dtype="float32", order_seed=7)))
+    assert probe["fraction_dynamic"] == 0.0625 and probe["trained_constants"] and probe["lambdas"] is None
+    assert probe["hparams"] == TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, max_grad_norm=1.0)
+    assert probe["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=10) and probe["order_seed"] == 7
+    assert probe["labels"] == {"model": "m", "task": "t", "constants": "average_trained@wiki", "selection": "lambda"}
+    pipeline.ProbeStage(**probe)  # every field given, none unknown
+    lam = pipeline.LambdaStage._from_snakemake(NS(
+        input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
+        output=NS(lambdas="l.parquet", metrics="m.parquet"), wildcards=wc,
+        params=NS(model="hub/m", hp={**hp, "max_train": 100}, metrics=["accuracy"])))
+    assert lam["seed"] == 5 and lam["hparams"].seed == 5 and lam["max_train"] == 100 and lam["backbone_dropout"]
+    pipeline.LambdaStage(**lam)
+    avg = pipeline.AverageStage._from_snakemake(NS(
+        input=NS(tokens="tok.parquet"), output=["toeplitz.safetensors"], wildcards=wc,
+        params=NS(model="hub/m", batch_size=None, max_examples=None, seed=0)))
+    assert (avg["kind"], avg["corpus"], avg["batch_size"]) == ("toeplitz", "wiki", None)
+    pipeline.AverageStage(**avg)
+    mlm_hp = {"head": "probe", "lr": 5e-4, "batch_size": 8, "epochs": 1, "mask_prob": 0.15, "seed": 0,
+              "lambda": {"extra_lr": 0.05}}
+    mlm = pipeline.MLMStage._from_snakemake(NS(
+        input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
+        output=NS(scores="s.parquet", lambdas="l.parquet"), wildcards=wc,
+        params=NS(model="hub/m", hp=mlm_hp, fraction_dynamic=[1, 0.5, 0])))
+    assert mlm["fraction_dynamic"] == [1.0, 0.5, 0.0] and mlm["labels"] == {"model": "m", "dataset": "wiki"}
+    assert mlm["hparams"].extra_lr is None and mlm["lambda_hparams"].extra_lr == 0.05
+    pipeline.MLMStage(**mlm)
+    tok = pipeline.TokenizeStage._from_snakemake(NS(
+        input=NS(meta="d/wiki/meta.json"), output=["t.parquet"], wildcards=wc,
+        params=NS(model="hub/m", layout="papa", encoding={"single_cap": "paper"})))
+    assert (tok["data_dir"], tok["max_length"], tok["split"]) == ("d/wiki", 64, "train")
+    pipeline.TokenizeStage(**tok)

@@ -329,7 +329,7 @@ def test_full_rehearsal_writes_every_table(tmp_path):
             tc = cfg["tasks"][task]
             got = probe[(probe.model == model) & (probe.task == task) & (probe.constants == "average")
                         & (probe.selection == "lambda")]  # fmt: skip
-            assert sorted(got.fraction_dynamic.unique()) == sorted(float(f) for f in sweep["fractions"]), (model, task)
+            assert sorted(got.fraction_dynamic.unique()) == sorted(float(f) for f in sweep["fraction_dynamic"]), (model, task)
             assert set(got.seed) == set(sweep["seeds"]), (model, task)
             assert set(got.metric) == set(tc["metrics"]), (model, task)
     an = cfg["analyses"]

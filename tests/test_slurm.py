@@ -492,7 +492,7 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     shutil.rmtree(wd / results, ignore_errors=True)
     cfg = yaml.safe_load(REHEARSAL_CONFIG.read_text())
     fraction, seeds = 0.5, cfg["sweep"]["seeds"]
-    target = f"{results}/probe/bert/sst2/average/lambda/f{fraction:g}/seed{seeds[0]}.parquet"
+    target = f"{results}/probe/bert/sst2/average/lambda/fraction_dynamic={fraction:g}/seed{seeds[0]}.parquet"
 
     run = run_snakemake(
         wd, target, "--profile", "slurm", "--configfile", "config/rehearsal.yaml",

@@ -1,4 +1,5 @@
-"""Token files: Arrow round trip, streaming reads, and averaging streamed from disk."""
+"""Token files (`Encoded.save`/`load`, `token_meta`, `stream_tokens`): Arrow round trip, streaming
+reads, and averaging streamed from disk."""
 
 import numpy as np
 import pyarrow as pa
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 import papa
-from papa import pipeline
+from papa import encoding, pipeline
 
 TEXTS = [f"sentence number {i} is {'good' if i % 3 else 'rather bad and long ' * (i % 5)}" for i in range(83)]
 
@@ -17,8 +18,9 @@ def token_file(minilm, tmp_path_factory):
     tok = minilm[1]
     enc = papa.encode(tok, TEXTS, labels=[i % 2 for i in range(len(TEXTS))], max_length=24)
     path = tmp_path_factory.mktemp("tokens") / "train.parquet"
-    pipeline.write_tokens(enc, path, {"model": "minilm", "dataset": "toy", "split": "train", "kind": "sequence",
-                                      "label_names": ["a", "b"]})
+    enc.save(
+        path, {"model": "minilm", "dataset": "toy", "split": "train", "kind": "sequence", "label_names": ["a", "b"]}
+    )
     return enc, path
 
 
@@ -51,16 +53,41 @@ def test_ragged_rows_are_rejected():
 
 def test_token_file_round_trip_and_footer_metadata(token_file):
     enc, path = token_file
-    _same(pipeline.read_tokens(path), enc)
-    meta = pipeline.token_meta(path)
+    back = papa.Encoded.load(path)
+    _same(back, enc)
+    assert (back.layout, back.max_length, back.n_truncated) == (enc.layout, enc.max_length, enc.n_truncated)
+    meta = encoding.token_meta(path)
     assert meta["n_rows"] == len(TEXTS) and meta["max_length"] == 24 and meta["dataset"] == "toy"
+    assert meta["label_names"] == ["a", "b"] and meta["single_cap"] == "paper"  # the caller's and encode()'s
+    assert back.meta == meta
+
+
+def test_token_file_metadata_precedence(minilm, tmp_path):
+    """The footer holds the encoding's meta, overridden by the caller's, overridden by the layout fields."""
+    enc = papa.encode(minilm[1], ["a b", "c"], max_length=8, layout="standard")
+    enc.save(tmp_path / "t.parquet", {"n": 99, "max_length": 5, "layout": "papa", "note": "mine"})
+    meta = encoding.token_meta(tmp_path / "t.parquet")
+    assert (meta["n"], meta["note"], meta["max_length"], meta["layout"], meta["n_rows"]) == (
+        99,
+        "mine",
+        8,
+        "standard",
+        2,
+    )
+    assert papa.Encoded.load(tmp_path / "t.parquet").layout == "standard"
+
+
+def test_pipeline_token_functions_are_aliases_of_the_encoding_ones():
+    assert pipeline.write_tokens is papa.Encoded.save and pipeline.read_tokens == papa.Encoded.load
+    assert pipeline.token_meta is encoding.token_meta and pipeline.stream_tokens is encoding.stream_tokens
 
 
 def test_token_file_without_papa_metadata_fails_clearly(tmp_path):
     path = tmp_path / "plain.parquet"
     pq.write_table(pa.table({"input_ids": pa.array([[1, 2]])}), path)
-    with pytest.raises(ValueError, match="not a papa token file"):
-        pipeline.token_meta(path)
+    for read in (encoding.token_meta, papa.Encoded.load, lambda p: next(encoding.stream_tokens(p, 4))):
+        with pytest.raises(ValueError, match="plain.parquet is not a papa token file"):
+            read(path)
 
 
 @pytest.mark.parametrize("batch_size,read_rows", [(8, 8), (8, 20), (32, 5), (100, 1024)])
@@ -69,7 +96,7 @@ def test_stream_tokens_yields_the_file_in_order_in_full_batches(token_file, batc
     enc, path = token_file
     rows = np.sort(np.random.default_rng(1).permutation(len(enc))[:37]) if subsample else None
     expected = enc if rows is None else enc.subset(rows)
-    got = list(pipeline.stream_tokens(path, batch_size, rows=rows, read_rows=read_rows))
+    got = list(encoding.stream_tokens(path, batch_size, rows=rows, read_rows=read_rows))
     sizes = [len(b) for b in got]
     assert all(s == batch_size for s in sizes[:-1]) and 0 < sizes[-1] <= batch_size
     assert sum(sizes) == len(expected)
@@ -92,7 +119,7 @@ def test_make_constants_streams_exactly_the_in_memory_average(minilm, token_file
 def test_make_constants_rejects_an_empty_corpus(minilm, tmp_path):
     empty = papa.Encoded(np.zeros((0, 8), np.int64), np.zeros((0, 8), np.int64), None, None, "papa", 8)
     path = tmp_path / "empty.parquet"
-    pipeline.write_tokens(empty, path, {"dataset": "none"})
+    empty.save(path, {"dataset": "none"})
     with pytest.raises(ValueError, match="no examples"):
         pipeline.make_constants("minilm", "average", path, tmp_path / "C.safetensors")
     assert not (tmp_path / "C.safetensors").exists()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from papa import plots, tables
 
@@ -149,12 +151,11 @@ def test_summary_mean_and_ci_by_hand():
     assert bool(row["is_main"])
 
 
-def test_t_critical_fallback_table_matches_scipy():
-    for df in [1, 2, 5, 29, 30]:
-        assert tables.t_critical(df, use_scipy=False) == pytest.approx(tables.t_critical(df), abs=1e-6)
-    for df in [35, 50, 100, 1000]:
-        assert tables.t_critical(df, use_scipy=False) == pytest.approx(tables.t_critical(df), abs=2e-3)
-    assert math.isnan(tables.t_critical(0))
+def test_t_critical_matches_known_values():
+    # two-sided 95% Student-t critical values (statistical tables, 6 decimals)
+    for df, t in [(1, 12.706205), (2, 4.302653), (5, 2.570582), (30, 2.042272), (120, 1.979930)]:
+        assert tables.t_critical(df) == pytest.approx(t, abs=1e-6)
+    assert math.isnan(tables.t_critical(0)) and math.isnan(tables.t_critical(float("nan")))
 
 
 def test_summary_single_seed_has_nan_spread():
@@ -264,9 +265,38 @@ def test_plot_selection_orders(summary, plot_dir):
         plots.plot_selection_orders(summary, plot_dir / "x", task="nope")
 
 
+def test_models_compared_table(summary):
+    t = tables.models_compared_table(summary)
+    assert list(t.columns) == ["model", "orig", "drop", "constants", "selection", "tasks"]
+    assert list(t["model"]) == sorted(MODELS)
+    assert set(t["tasks"]) == {"cola, sst2"}
+    assert set(t["constants"]) == {"average"} and set(t["selection"]) == {"lambda"}
+    for _, row in t.iterrows():  # main metric per task, mean over seeds, then mean over tasks
+        orig = {task: np.mean([final_score(row.model, task, 1.0, s, MAIN[task]) for s in SEEDS]) for task in TASKS}
+        free = {task: np.mean([final_score(row.model, task, 0.0, s, MAIN[task]) for s in SEEDS]) for task in TASKS}
+        assert row["orig"] == pytest.approx(np.mean(list(orig.values())))
+        assert row["drop"] == pytest.approx(np.mean([(orig[k] - free[k]) / orig[k] for k in TASKS]))
+    # a task only one model has at both fractions is left out of the comparison
+    one = summary[~((summary.model == "bert-base") & (summary.task == "cola"))]
+    assert set(tables.models_compared_table(one)["tasks"]) == {"sst2"}
+    assert set(tables.models_compared_table(summary, selection="random")["model"]) == {"roberta-base"}
+    with pytest.raises(ValueError, match="no task is shared"):
+        tables.models_compared_table(summary[~((summary.model == "bert-base") & (summary.task == "sst2"))
+                                             & ~((summary.model == "roberta-base") & (summary.task == "cola"))])
+    with pytest.raises(ValueError, match="both fraction 1 and fraction 0"):
+        tables.models_compared_table(summary[summary.fraction_dynamic > 0])
+
+
 def test_plot_models_compared(summary, plot_dir):
     stem = plot_dir / "fig3"
-    assert_written(plots.plot_models_compared(summary, str(stem)), stem)
+    assert_written(plots.plot_models_compared(tables.models_compared_table(summary), str(stem)), stem)
+    # a summary table is reduced first (the figure's input before models_compared_table): the same figure
+    again = plot_dir / "fig3_from_summary"
+    assert_written(plots.plot_models_compared(summary, again), again)
+    for ext in (".png", ".svg"):
+        assert stem.with_suffix(ext).read_bytes() == again.with_suffix(ext).read_bytes()
+    with pytest.raises(ValueError, match="'tasks'"):
+        plots.plot_models_compared(tables.models_compared_table(summary).drop(columns="tasks"), plot_dir / "x")
 
 
 def test_plot_lambda_heatmap(plot_dir):
@@ -310,3 +340,181 @@ def test_plot_constant_heads(plot_dir):
 
 def test_fraction_label():
     assert [plots.fraction_label(f) for f in [0, 0.0625, 0.125, 0.5, 1.0]] == ["0", "1/16", "1/8", "1/2", "1"]
+
+
+# --------------------------------------------------------------------------- pipeline stages (rules aggregate,
+# patterns, plot, mlm_table) on synthetic per-run files
+
+
+class _Files(list):
+    """A stand-in for a Snakemake job's input/output/params/wildcards: a list with named entries."""
+
+    def __init__(self, items=(), **named):
+        super().__init__(items or named.values())
+        self.__dict__.update(named)
+
+
+def _constants(path, kind="average", seed=0, layers=2, heads=3, n=10):
+    from papa.constants import ConstantAttention
+
+    g = torch.Generator().manual_seed(seed)
+    mean = torch.softmax(torch.randn(layers, heads, n, n, generator=g), -1)
+    if kind == "effective":
+        mean = mean - 0.03  # signed rows
+    C = ConstantAttention(mean, torch.ones(n, n, dtype=torch.float64),
+                          {"kind": kind, "N": n, "layers": layers, "heads": heads, "model": "hub/id-not-the-name"})
+    C.save(path)
+    return C
+
+
+def test_pattern_stats_stage(tmp_path):
+    from papa import pipeline
+    from papa.patterns import classify, head_patterns
+
+    raw = _constants(tmp_path / "a.safetensors")
+    eff = _constants(tmp_path / "e.safetensors", "effective", seed=1)
+    sm = SimpleNamespace(input=_Files(average=str(tmp_path / "a.safetensors"),
+                                      effective=str(tmp_path / "e.safetensors")),
+                         output=_Files([str(tmp_path / "out" / "N10.parquet")]),
+                         params=_Files(patterns={"band": 2, "diag_threshold": 0.05, "special_threshold": 0.5}),
+                         wildcards=_Files(model="bert", dataset="wiki", n="10"))
+    stage = pipeline.PatternsStage(**pipeline.PatternsStage._from_snakemake(sm))
+    assert (stage.model, stage.corpus, stage.n, stage.band, stage.diag_threshold) == ("bert", "wiki", 10, 2, 0.05)
+    df = pipeline.pattern_stats(stage)
+    assert df.equals(pd.read_parquet(stage.out))
+    assert list(df.columns[:6]) == ["model", "corpus", "N", "attention", "layer", "head"]
+    assert df["N"].dtype == np.int64 and set(df["model"]) == {"bert"} and set(df["corpus"]) == {"wiki"}
+    for attention, C in (("raw", raw), ("effective", eff)):
+        part = df[df.attention == attention].drop(columns=["model", "corpus", "N", "attention"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(part, classify(head_patterns(C.mean, C.count, band=2), 0.05, 0.5))
+    assert (df.loc[df.attention == "effective", "neg_mass"] > 0).all()
+    assert (df.loc[df.attention == "raw", "neg_mass"] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, frames):
+    """Synthetic per-run files, then the aggregate and plot stages on them."""
+    from papa import io, pipeline
+    from papa.constants import data_free
+
+    root = tmp_path_factory.mktemp("report")
+    probes = []
+    kinds = [run_frame(m, t, 0.0, s, constants=c) for m in MODELS for t in TASKS for s in SEEDS
+             for c in ["identity", "average@wiki"]]
+    for i, f in enumerate(frames + kinds):
+        probes.append(str(root / "probe" / f"{i}.parquet"))
+        io.write_parquet(f, probes[-1])
+    lambdas = []
+    for i, (m, t) in enumerate([(m, t) for m in MODELS for t in TASKS]):
+        lambdas.append(str(root / "lambda" / f"{i}.parquet"))
+        io.write_parquet(lambdas_frame(m, t, seed=i), lambdas[-1])
+    # matrix files named so that nothing can be read off their paths: the labels come from ConstantsFile
+    _constants(root / "m1.safetensors")
+    data_free("identity", 2, 3, 10).save(root / "m2.safetensors")
+    matrices = [pipeline.ConstantsFile(path=str(root / "m1.safetensors"), model="bert-base", corpus="wiki", n=10,
+                                       kind="average"),
+                pipeline.ConstantsFile(path=str(root / "m2.safetensors"), model="bert-base", corpus="wiki", n=10,
+                                       kind="identity")]
+    T, P = root / "tables", root / "plots"
+    agg = pipeline.AggregateStage(probes=probes, lambdas=lambdas, patterns=[], main_metric=MAIN,
+                                  kinds=["average", "identity", "average@wiki"],
+                                  **{f"out_{k}": str(T / f"{k}.parquet")
+                                     for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]})
+    out = pipeline.aggregate(agg)
+    plot = pipeline.PlotStage(summary=agg.out_summary, lambdas=agg.out_lambdas, constant_kinds=agg.out_constant_kinds,
+                              constants=matrices, sweep_constants=["average"], sweep_selections=["lambda"],
+                              out_fraction_curves=str(P / "fraction_curves"),
+                              out_constant_kinds=str(P / "constant_kinds"),
+                              out_head_orders=str(P / "head_orders"), out_models_compared=str(P / "models_compared"),
+                              out_heads=str(P / "heads"))
+    pipeline.plot_figures(plot)
+    return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
+
+
+def test_aggregate_stage_writes_the_tables(report):
+    from papa import io
+
+    agg, out = report.agg, report.out
+    probe = tables.probe_table(report.frames)
+    pd.testing.assert_frame_equal(io.read_parquet(agg.out_probe), probe)
+    summary = tables.summary_table(probe, MAIN, share_baseline=True)
+    pd.testing.assert_frame_equal(io.read_parquet(agg.out_summary), summary)
+    pd.testing.assert_frame_equal(io.read_parquet(agg.out_lambdas),
+                                  tables.lambdas_table([pd.read_parquet(p) for p in report.lambdas]))
+    kinds = io.read_parquet(agg.out_constant_kinds)
+    pd.testing.assert_frame_equal(kinds, tables.constant_kinds_table(summary, agg.kinds))
+    assert list(kinds[(kinds.model == "bert-base") & (kinds.task == "cola") & (kinds.metric == "mcc")]["constants"]) \
+        == ["average", "identity", "average@wiki"]
+    assert io.read_parquet(agg.out_patterns).empty and out["patterns"].empty
+    assert set(out) == {"probe", "summary", "lambdas", "constant_kinds", "patterns"}
+
+
+def test_aggregate_stage_without_lambdas_or_patterns(report, tmp_path):
+    from dataclasses import replace
+
+    from papa import io, pipeline
+
+    agg = replace(report.agg, lambdas=[], **{f"out_{k}": str(tmp_path / f"{k}.parquet")
+                                             for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]})
+    pipeline.aggregate(agg)
+    lam = io.read_parquet(agg.out_lambdas)
+    assert lam.empty and list(lam.columns) == list(tables.LAMBDAS_COLUMNS)
+    assert not hasattr(tables, "LAMBDA_COLUMNS")  # the old alias is gone
+
+
+def test_plot_stage_draws_every_figure(report):
+    P = report.root / "plots"
+    for stem in ["fraction_curves", "constant_kinds", "head_orders", "models_compared"]:
+        assert_written([str(P / f"{stem}.png"), str(P / f"{stem}.svg")], P / stem)
+    heads = sorted(p.name for p in (P / "heads").iterdir())
+    lambdas = [f"lambdas_{m}_{t}_average.{e}" for m in MODELS for t in TASKS for e in ("png", "svg")]
+    # named from the ConstantsFile labels, not the path; the data-free (identity) matrices are skipped
+    assert heads == sorted(lambdas + [f"constants_bert-base_wiki_N10_average.{e}" for e in ("png", "svg")])
+    # Fig. 3 is the models_compared_table of the summary
+    from papa import plots
+
+    again = report.root / "fig3"
+    plots.plot_models_compared(tables.models_compared_table(pd.read_parquet(report.agg.out_summary)), again)
+    assert (P / "models_compared.png").read_bytes() == again.with_suffix(".png").read_bytes()
+
+
+def test_plot_stage_from_snakemake_job():
+    from papa import pipeline
+
+    sm = SimpleNamespace(
+        input=_Files(summary="t/summary.parquet", lambdas="t/lambdas.parquet", kinds="t/constant_kinds.parquet",
+                     constants=["c/0.safetensors", "c/1.safetensors"]),
+        params=_Files(sweep={"constants": ["average"], "selections": ["lambda", "random"]},
+                      matrices=[{"model": "m", "corpus": "wiki", "n": 64, "kind": "average"},
+                                {"model": "m", "corpus": "sst2", "n": 64, "kind": "identity"}]),
+        output=_Files(fig2=["p/fraction_curves.png", "p/fraction_curves.svg"], kinds=["p/constant_kinds.png"],
+                      orders=["p/head_orders.png"], models=["p/models_compared.png"], heatmaps="p/heads"))
+    stage = pipeline.PlotStage(**pipeline.PlotStage._from_snakemake(sm))
+    assert stage.constants[1] == pipeline.ConstantsFile(path="c/1.safetensors", model="m", corpus="sst2", n=64,
+                                                        kind="identity")
+    assert stage.out_fraction_curves == "p/fraction_curves" and stage.out_heads == "p/heads"
+    assert stage.sweep_selections == ["lambda", "random"]
+    sm.params.matrices = sm.params.matrices[:1]  # labels and files out of step: an error, not a wrong label
+    with pytest.raises(ValueError):
+        pipeline.PlotStage._from_snakemake(sm)
+
+
+def test_mlm_table_stage(tmp_path):
+    from papa import io, pipeline
+
+    frames = []
+    for m in ["bert", "roberta"]:
+        df = pd.DataFrame([dict(model=m, dataset="wiki", head="probe", n_eval=10, fraction_dynamic=f,
+                                n_dynamic=int(f * 8), neg_log_ppl=-2.0 - (1 - f), perplexity=np.exp(3 - f))
+                           for f in [1.0, 0.5, 0.0]])
+        frames.append(df)
+        io.write_parquet(df, tmp_path / f"{m}.parquet")
+    sm = SimpleNamespace(input=_Files([str(tmp_path / "bert.parquet"), str(tmp_path / "roberta.parquet")]),
+                         output=_Files(table=str(tmp_path / "mlm.parquet"), plot=[str(tmp_path / "mlm.png"),
+                                                                                   str(tmp_path / "mlm.svg")]))
+    stage = pipeline.MLMTableStage(**pipeline.MLMTableStage._from_snakemake(sm))
+    assert stage.out_plot == str(tmp_path / "mlm")
+    table = pipeline.tabulate_mlm(stage)
+    pd.testing.assert_frame_equal(pd.read_parquet(stage.out_table), tables.mlm_table(frames))
+    assert table["drop"].max() == pytest.approx(1.0)
+    assert_written([str(tmp_path / "mlm.png"), str(tmp_path / "mlm.svg")], tmp_path / "mlm")

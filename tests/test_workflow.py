@@ -104,7 +104,7 @@ def test_smoke_run_writes_the_tables(smoke):
     assert set(pat.attention) == {"raw", "effective"} and len(pat) == 2 * 2 * 72
     assert pat.diag_mass.between(0, 1).all() and pat.entropy.ge(0).all()
     # every rule wrote its log and benchmark
-    assert (res / "logs/probe/minilm/rt_sentiment/average/lambda/f0.5.log").read_text().count("epoch") >= 2
+    assert (res / "logs/probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5.log").read_text().count("epoch") >= 2
     assert any((res / "benchmarks/average_attention").rglob("*.tsv"))
     print(f"smoke workflow: {seconds:.0f} s")
 
@@ -158,7 +158,8 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
         (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lrr=1e-3), "lrr"),
         (lambda c: c.update(sweeps={}), "sweeps"),
         (lambda c: c["datasets"]["rt_sentiment"].update(max_trian=10), "max_trian"),
-        (lambda c: c["sweep"].update(fractions=[1.5]), "1.5"),
+        (lambda c: c["sweep"].update(fraction_dynamic=[1.5]), "1.5"),
+        (lambda c: c["sweep"].update(fractions=[1, 0]), "give only sweep.fraction_dynamic"),
         (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
         (lambda c: c["sweep"].update(constants=["averge"]), "averge"),
         # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
@@ -180,8 +181,8 @@ def test_invalid_config_fails_before_any_job(smoke, edit, needle):
 def test_killed_job_leaves_no_finished_output(smoke):
     repo = smoke[0]
     cfg = write_config(repo, "kill.yaml", lambda c: c["tasks"]["wsj_pos"]["probe"].update(lr=2e-3, epochs=50))
-    target = "results-smoke/probe/minilm/wsj_pos/average/lambda/f0/seed0.parquet"
-    log = repo / "results-smoke/logs/probe/minilm/wsj_pos/average/lambda/f0.log"
+    target = "results-smoke/probe/minilm/wsj_pos/average/lambda/fraction_dynamic=0/seed0.parquet"
+    log = repo / "results-smoke/logs/probe/minilm/wsj_pos/average/lambda/fraction_dynamic=0.log"
     proc = subprocess.Popen([SNAKEMAKE, target, "--cores", "1", "--configfile", cfg], cwd=repo,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -193,7 +194,7 @@ def test_killed_job_leaves_no_finished_output(smoke):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    out_dir = repo / "results-smoke/probe/minilm/wsj_pos/average/lambda/f0"
+    out_dir = repo / "results-smoke/probe/minilm/wsj_pos/average/lambda/fraction_dynamic=0"
     assert not list(out_dir.glob("seed*.parquet")), "a killed job left outputs that look finished"
     counts = job_counts(smk(repo, target, "-n", "--configfile", cfg).stdout)
     assert counts.get("probe") == 1

@@ -1,26 +1,33 @@
-# Helpers shared by the rules: config lookups, path builders, cross-checks of the config.
+# Helpers shared by the rules: config lookups and path builders. The vocabulary (constant kinds, the
+# constants spec, head orders, fraction_dynamic) is papa.spec's; the config checks are papa.checks'; the
+# defaults are the schema's (filled in by `validate` in the Snakefile).
 import os
 import re
 import sys
 
-R = config.get("results", "results")
-CONDA_ENV = "../../environment.yml"
-SEED = int(config.get("seed", 0))
-LAYOUT = config.get("layout", "papa")
-SWEEP = config["sweep"]
-CONSTANTS = SWEEP.get("constants", ["average"])
-SELECTIONS = SWEEP.get("selections", ["lambda"])
-CACHE = config.get("cache", {})
-AVERAGING = config.get("averaging", {})
-ANALYSES = config.get("analyses", {})
-DATA_FREE = ("identity", "toeplitz", "zeros", "uniform")
-BUILD_DATA = config.get("build_data") or {}  # local files the workflow builds (rule build_data)
-BUILT_MODELS = {m: spec["build"] for m, spec in config["models"].items() if isinstance(spec, dict)}  # rule build_model
-
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
-from papa.checks import check_config
+from papa import spec
+from papa.checks import check_config, migrate_config
+from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
+from snakemake.logging import logger
 
-check_config(config)  # what the schema cannot say: metric vs task kind, N vs positions, duplicates
+migrate_config(config, logger.warning)  # deprecated keys (sweep.fractions) -> new names, before anything reads them
+check_config(config)  # what the schema cannot say: cross-references, metric vs task kind, N vs positions, duplicates
+
+R = config["results"]
+CONDA_ENV = "../../environment.yml"
+SEED = int(config["seed"])
+LAYOUT = config["layout"]
+SWEEP = config["sweep"]
+CONSTANTS = SWEEP["constants"]
+SELECTIONS = SWEEP["selections"]
+CACHE = config["cache"]
+AVERAGING = config["averaging"]
+ANALYSES = config["analyses"]
+MLM = ANALYSES["mlm"] or {}
+MODEL_TASKS = config["model_tasks"]  # models that run only some tasks ([] = analyses.mlm only)
+BUILD_DATA = config["build_data"]  # local files the workflow builds (rule build_data)
+BUILT_MODELS = {m: s["build"] for m, s in config["models"].items() if isinstance(s, dict)}  # rule build_model
 
 
 def code(script):
@@ -29,45 +36,6 @@ def code(script):
     from papa.fingerprint import code_fingerprint
 
     return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}")
-
-
-def _fail(msg):
-    raise ValueError(f"Invalid config: {msg}")
-
-
-for _t, _tc in config["tasks"].items():
-    if _tc["dataset"] not in config["datasets"]:
-        _fail(f"tasks.{_t}.dataset = {_tc['dataset']!r} is not a key of 'datasets' ({', '.join(config['datasets'])})")
-    if _tc.get("main_metric", _tc["metrics"][0]) not in _tc["metrics"]:
-        _fail(f"tasks.{_t}.main_metric = {_tc['main_metric']!r} is not one of tasks.{_t}.metrics")
-for _t in ANALYSES.get("tasks") or []:
-    if _t not in config["tasks"]:
-        _fail(f"analyses.tasks entry {_t!r} is not a key of 'tasks'")
-for _c in ANALYSES.get("cross_corpus", []):
-    if _c not in config["datasets"]:
-        _fail(f"analyses.cross_corpus entry {_c!r} is not a key of 'datasets'")
-MLM = ANALYSES.get("mlm") or {}
-for _m in MLM.get("models", []):
-    if _m not in config["models"]:
-        _fail(f"analyses.mlm.models entry {_m!r} is not a key of 'models'")
-if MLM and MLM.get("dataset", "wiki") not in config["datasets"]:
-    _fail(f"analyses.mlm.dataset = {MLM.get('dataset', 'wiki')!r} is not a key of 'datasets'")
-MODEL_TASKS = config.get("model_tasks") or {}  # models that run only some tasks ([] = analyses.mlm only)
-for _m, _ts in MODEL_TASKS.items():
-    if _m not in config["models"]:
-        _fail(f"model_tasks entry {_m!r} is not a key of 'models'")
-    for _t in _ts:
-        if _t not in config["tasks"]:
-            _fail(f"model_tasks.{_m} entry {_t!r} is not a key of 'tasks'")
-for _c in CONSTANTS:
-    if "@" in _c and _c.split("@", 1)[1] not in config["datasets"]:
-        _fail(f"sweep.constants entry {_c!r} names a corpus that is not a key of 'datasets'")
-for _d, _dc in config["datasets"].items():
-    if "build" in _dc and _dc["build"] not in BUILD_DATA:
-        _fail(f"datasets.{_d}.build = {_dc['build']!r} is not a key of 'build_data' ({', '.join(BUILD_DATA)})")
-    if "build" in _dc and (_dc["source"] != "local" or {"train", "validation", "test"} & set(_dc)):
-        _fail(f"datasets.{_d}: a built dataset is source: local without train/validation/test (the workflow "
-              f"fills in the paths of the files it builds)")
 
 
 def one_of(keys):
@@ -89,11 +57,6 @@ def canon(obj):
     return obj
 
 
-def frac(f):
-    """Fraction as it appears in paths: 1, 0.5, 0.125, 0.0625, 0."""
-    return f"{float(f):g}"
-
-
 def res(rule_name):
     """Resources of a rule: config resources.<rule> over resources.default."""
     r = dict(threads=1, mem_mb=2000, runtime=30, gpu=0)
@@ -105,8 +68,8 @@ def res(rule_name):
 def model_path(model):
     """Where a model loads from: its config string (hub id, folder, alias), or for a model the
     workflow builds (``{build: ...}``, rule build_model) the folder that rule writes."""
-    spec = config["models"][model]
-    return f"{R}/built/models/{model}" if isinstance(spec, dict) else spec
+    entry = config["models"][model]
+    return f"{R}/built/models/{model}" if isinstance(entry, dict) else entry
 
 
 def model_input(model):
@@ -119,24 +82,24 @@ def model_input(model):
 def dataset_spec(dataset):
     """The papa.data spec of a dataset: its config entry, named; a dataset built by the workflow
     (``build: <key of build_data>``, rule build_data) gets the paths of the files that rule writes."""
-    spec = {"name": dataset, **config["datasets"][dataset]}
-    key = spec.pop("build", None)
+    entry = {"name": dataset, **config["datasets"][dataset]}
+    key = entry.pop("build", None)
     if key:
         from papa.rehearsal import data_files
 
-        spec.update({split: str(p) for split, p in data_files(BUILD_DATA[key]["shape"], built_data_dir(key)).items()})
-    return canon(spec)
+        entry.update({split: str(p) for split, p in data_files(BUILD_DATA[key]["shape"], built_data_dir(key)).items()})
+    return canon(entry)
 
 
 def dataset_input(dataset):
     """The local files a dataset reads (its folder when the workflow builds them), as prepare_data's
     input: editing a local file reruns prepare_data and everything downstream."""
-    spec = config["datasets"][dataset]
-    if spec.get("build"):
-        return [built_data_dir(spec["build"])]
-    if spec.get("source") != "local":
+    entry = config["datasets"][dataset]
+    if entry.get("build"):
+        return [built_data_dir(entry["build"])]
+    if entry["source"] != "local":
         return []
-    return [spec[split] for split in ("train", "validation", "test") if spec.get(split)]
+    return [entry[split] for split in ("train", "validation", "test") if entry.get(split)]
 
 
 def task_cfg(task):
@@ -151,28 +114,36 @@ def lambda_hp(task):
     return canon(hp)
 
 
-def split_constants(task, spec):
-    """'average' -> ('average', task dataset); 'average@wiki' -> ('average', 'wiki')."""
-    kind, _, corpus = spec.partition("@")
-    return kind, corpus or task_cfg(task)["dataset"]
-
-
 def tokens(model, dataset, n, split):
     return f"{R}/tokens/{model}/{dataset}/N{n}/{split}.parquet"
 
 
-def constants_file(model, task, spec):
-    kind, corpus = split_constants(task, spec)
-    kind = kind.replace("_trained", "")
-    return f"{R}/constants/{model}/{corpus}/N{task_cfg(task)['max_length']}/{kind}.safetensors"
+def task_tokens(model, task, split):
+    """The token file of a task's split: its dataset at its max_length."""
+    return tokens(model, task_cfg(task)["dataset"], task_cfg(task)["max_length"], split)
 
 
-def needs_lambdas(selection, fraction):
-    return selection in ("lambda", "reversed") and 0.0 < float(fraction) < 1.0
+def constants_file(model, task, constants):
+    """The matrices a constants spec (``kind[_trained][@corpus]``) names for a task: ``<kind>.safetensors``
+    averaged on the spec's corpus, else on the task's own dataset, at the task's N."""
+    c = ConstantsSpec.parse(constants)
+    corpus = c.corpus_or(task_cfg(task)["dataset"])
+    return f"{R}/constants/{model}/{corpus}/N{task_cfg(task)['max_length']}/{c.kind}.safetensors"
 
 
-def probe_outputs(model, task, spec, selection, fraction):
-    return [f"{R}/probe/{model}/{task}/{spec}/{selection}/f{fraction}/seed{s}.parquet" for s in SWEEP["seeds"]]
+def lambda_file(model, task, constants):
+    return f"{R}/lambda/{model}/{task}/{constants}/lambdas.parquet"
+
+
+def probe_dir(model, task, constants, selection, fraction_dynamic):
+    """Folder of one probe run's per-seed files (``fraction_dynamic`` as a path segment, papa.spec.format_fraction)."""
+    return f"{R}/probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={fraction_dynamic}"
+
+
+def probe_outputs(model, task, constants, selection, fraction_dynamic):
+    """One probe run's files, one per sweep seed."""
+    folder = probe_dir(model, task, constants, selection, fraction_dynamic)
+    return [f"{folder}/seed{s}.parquet" for s in SWEEP["seeds"]]
 
 
 def model_tasks(model):
@@ -181,18 +152,20 @@ def model_tasks(model):
 
 
 def runs():
-    """Every probe run (model, task, constants, selection, fraction): the main sweep, then the
-    analyses of paper Sec. 5 (constant kinds and cross-corpus matrices with all heads replaced,
-    other head orders at every fraction), without duplicates; each model on its `model_tasks`."""
+    """Every probe run (model, task, constants, selection, fraction_dynamic): the main sweep, then the
+    analyses of paper Sec. 5 (constant kinds and cross-corpus matrices with all heads replaced, other
+    head orders at every partial fraction_dynamic), without duplicates; each model on its `model_tasks`.
+    fraction_dynamic is formatted as in paths."""
+    fraction_dynamic = [format_fraction(f) for f in SWEEP["fraction_dynamic"]]
     out = []
     for m in config["models"]:
         for t in model_tasks(m):
-            out += [(m, t, c, s, frac(f)) for c in CONSTANTS for s in SELECTIONS for f in SWEEP["fractions"]]
-        for t in [t for t in ANALYSES.get("tasks") or config["tasks"] if t in model_tasks(m)]:
-            out += [(m, t, k, "lambda", "0") for k in ANALYSES.get("constant_kinds", [])]
-            out += [(m, t, f"average@{c}", "lambda", "0") for c in ANALYSES.get("cross_corpus", [])]
-            out += [(m, t, "average", o, frac(f)) for o in ANALYSES.get("head_orders", []) for f in SWEEP["fractions"]
-                    if 0 < float(f) < 1]
+            out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
+        for t in [t for t in ANALYSES["tasks"] or config["tasks"] if t in model_tasks(m)]:
+            out += [(m, t, k, "lambda", "0") for k in ANALYSES["constant_kinds"]]
+            out += [(m, t, str(ConstantsSpec("average", corpus=c)), "lambda", "0") for c in ANALYSES["cross_corpus"]]
+            out += [(m, t, "average", o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
+                    if is_partial(f)]
     return list(dict.fromkeys(out))
 
 
@@ -202,12 +175,12 @@ def all_probe_files():
 
 def all_lambda_files():
     need = dict.fromkeys((m, t, c) for m, t, c, s, f in runs() if needs_lambdas(s, f))
-    return [f"{R}/lambda/{m}/{t}/{c}/lambdas.parquet" for m, t, c in need]
+    return [lambda_file(m, t, c) for m, t, c in need]
 
 
 def pattern_files():
     """Matrix-pattern tables (paper Sec. 5.1) for every task's own averaging corpus."""
-    if not ANALYSES.get("patterns"):
+    if not ANALYSES["patterns"]:
         return []
     return sorted({f"{R}/patterns/{m}/{task_cfg(t)['dataset']}/N{task_cfg(t)['max_length']}.parquet"
                    for m in config["models"] for t in model_tasks(m)})
@@ -223,17 +196,37 @@ def mlm_hp():
 def mlm_files():
     if not MLM.get("models"):
         return []
-    d, n = MLM.get("dataset", "wiki"), MLM.get("max_length", 128)
-    return [f"{R}/mlm/{m}/{d}/N{n}/scores.parquet" for m in MLM["models"]]
+    return [f"{R}/mlm/{m}/{MLM['dataset']}/N{MLM['max_length']}/scores.parquet" for m in MLM["models"]]
+
+
+def constant_kinds_rows():
+    """The constants specs of constant_kinds.parquet, in row order (paper Tables 1-2): average, the other
+    analyses.constant_kinds, then average@<corpus> for each analyses.cross_corpus dataset (used by rule aggregate)."""
+    specs = [ConstantsSpec("average")]
+    specs += [s for s in map(ConstantsSpec.parse, ANALYSES.get("constant_kinds", [])) if s != specs[0]]
+    specs += [ConstantsSpec("average", corpus=c) for c in ANALYSES.get("cross_corpus", [])]
+    return [str(s) for s in specs]
+
+
+def drawn_constants():
+    """The constant-matrix files the probes use untrained, by path (sorted), each with what it holds
+    (papa.pipeline.ConstantsFile: model, corpus, n, kind); rule plot draws their representative heads."""
+    files = {}
+    for m, t, c, _, _ in runs():
+        spec = ConstantsSpec.parse(c)
+        if not spec.trained:
+            files[constants_file(m, t, c)] = {"model": m, "corpus": spec.corpus_or(task_cfg(t)["dataset"]),
+                                              "n": int(task_cfg(t)["max_length"]), "kind": spec.kind}
+    return dict(sorted(files.items()))
 
 
 wildcard_constraints:
-    model=r"[A-Za-z0-9_.-]+",
-    dataset=r"[A-Za-z0-9_.-]+",
-    task=r"[A-Za-z0-9_.-]+",
+    model=spec.NAME_PATTERN,
+    dataset=spec.NAME_PATTERN,
+    task=spec.NAME_PATTERN,
     split=r"train|validation",
     n=r"\d+",
-    fraction=r"[0-9.e-]+",
-    constants=r"[a-z_]+(@[A-Za-z0-9_.-]+)?",
-    kind=r"[a-z_]+",
-    selection=r"[a-z_]+",
+    fraction_dynamic=spec.FRACTION_PATTERN,
+    constants=spec.CONSTANTS_PATTERN,
+    kind=one_of(spec.CONSTANT_KINDS),
+    selection=one_of(spec.HEAD_ORDERS),

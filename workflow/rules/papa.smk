@@ -9,8 +9,8 @@ rule average_attention:
         code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         # data-free kinds do not depend on the averaging settings: no rerun when those change
-        batch_size=lambda wc: None if wc.kind in DATA_FREE else AVERAGING.get("batch_size", 32),
-        max_examples=lambda wc: None if wc.kind in DATA_FREE else AVERAGING.get("max_examples"),
+        batch_size=lambda wc: None if spec.is_data_free(wc.kind) else AVERAGING["batch_size"],
+        max_examples=lambda wc: None if spec.is_data_free(wc.kind) else AVERAGING["max_examples"],
         seed=SEED,
     conda:
         CONDA_ENV
@@ -31,12 +31,11 @@ rule learn_lambda:
     """One lambda per head, trained with a probe; heads ranked by lambda ascending."""
     input:
         constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
-        train=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"], "train"),
-        validation=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"],
-                                     "validation"),
+        train=lambda wc: task_tokens(wc.model, wc.task, "train"),
+        validation=lambda wc: task_tokens(wc.model, wc.task, "validation"),
         model=lambda wc: model_input(wc.model),
     output:
-        lambdas=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/lambdas.parquet",
+        lambdas=lambda_file("{model}", "{task}", "{constants}"),
         metrics=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/metrics.parquet",
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
@@ -59,37 +58,33 @@ rule learn_lambda:
 
 
 rule probe:
-    """(1 - fraction) of the heads static; one probe per seed, from hidden states encoded once and cached in
-    memory or on disk, or re-encoded every epoch for all seeds at once (cache.strategy, recorded in the output;
-    not a param, so a changed budget reruns nothing)."""
+    """A share fraction_dynamic of the heads input-dependent, the others constant; one probe per seed, from
+    hidden states encoded once and cached in memory or on disk, or re-encoded every epoch for all seeds at once
+    (cache.strategy, recorded in the output; not a param, so a changed budget reruns nothing)."""
     input:
         constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
         lambdas=lambda wc: (
-            f"{R}/lambda/{wc.model}/{wc.task}/{wc.constants}/lambdas.parquet"
-            if needs_lambdas(wc.selection, wc.fraction)
-            else []
+            lambda_file(wc.model, wc.task, wc.constants) if needs_lambdas(wc.selection, wc.fraction_dynamic) else []
         ),
-        train=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"], "train"),
-        validation=lambda wc: tokens(wc.model, task_cfg(wc.task)["dataset"], task_cfg(wc.task)["max_length"],
-                                     "validation"),
+        train=lambda wc: task_tokens(wc.model, wc.task, "train"),
+        validation=lambda wc: task_tokens(wc.model, wc.task, "validation"),
         model=lambda wc: model_input(wc.model),
     output:
-        [f"{R}/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}/seed{s}.parquet"
-         for s in SWEEP["seeds"]],
+        probe_outputs("{model}", "{task}", "{constants}", "{selection}", "{fraction_dynamic}"),
     params:
         code=code("probe.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         hp=lambda wc: canon(task_cfg(wc.task)["probe"]),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         seeds=SWEEP["seeds"],
-        cache_dtype=CACHE.get("dtype", "float16"),
+        cache_dtype=CACHE["dtype"],
         order_seed=SEED,
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}.log",
+        f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.log",
     benchmark:
-        f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/f{{fraction}}.tsv"
+        f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.tsv"
     threads: res("probe")["threads"]
     resources:
         mem_mb=res("probe")["mem_mb"],
@@ -108,7 +103,7 @@ rule patterns:
         f"{R}/patterns/{{model}}/{{dataset}}/N{{n}}.parquet",
     params:
         code=code("patterns.py"),  # the papa code the script reaches: a change reruns this rule
-        patterns=canon(ANALYSES.get("patterns") or {}),
+        patterns=canon(ANALYSES["patterns"] or {}),
     conda:
         CONDA_ENV
     log:
@@ -125,7 +120,7 @@ rule patterns:
 
 rule mlm:
     """Masked-LM negative log-perplexity as heads are replaced (paper Sec. 5.5): lambdas learned with the MLM
-    loss, then per fraction a fresh probe trained on the patched frozen encoder (analyses.mlm.head probe, any
+    loss, then per fraction_dynamic a fresh probe trained on the patched frozen encoder (analyses.mlm.head probe, any
     encoder) or the checkpoint's frozen MLM head (head pretrained)."""
     input:
         constants=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/average.safetensors",
@@ -139,7 +134,7 @@ rule mlm:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         hp=mlm_hp(),
-        fractions=[float(f) for f in SWEEP["fractions"]],
+        fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
     conda:
         CONDA_ENV
     log:

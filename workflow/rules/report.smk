@@ -1,3 +1,5 @@
+# The reporting end: per-run files -> tables (rule aggregate) -> figures (rules plot, mlm_table).
+
 localrules:
     aggregate,
     plot,
@@ -18,8 +20,7 @@ rule aggregate:
         patterns=f"{R}/tables/patterns.parquet",
     params:
         code=code("aggregate.py"),  # the papa code the script reaches: a change reruns this rule
-        kinds=["average"] + [k for k in ANALYSES.get("constant_kinds", []) if k != "average"]
-        + [f"average@{c}" for c in ANALYSES.get("cross_corpus", [])],
+        kinds=constant_kinds_rows(),
         main_metric=canon({t: tc.get("main_metric", tc["metrics"][0]) for t, tc in config["tasks"].items()}),
     conda:
         CONDA_ENV
@@ -41,8 +42,7 @@ rule plot:
         summary=rules.aggregate.output.summary,
         lambdas=rules.aggregate.output.lambdas,
         kinds=rules.aggregate.output.constant_kinds,
-        constants=lambda wc: sorted({constants_file(m, t, c) for m, t, c, _, _ in runs()
-                                     if not c.split("@")[0].endswith("_trained")}),
+        constants=lambda wc: list(drawn_constants()),
     output:
         fig2=report(
             multiext(f"{R}/plots/fraction_curves", ".png", ".svg"),
@@ -74,7 +74,8 @@ rule plot:
         CONDA_ENV
     params:
         code=code("plot.py"),  # the papa code the script reaches: a change reruns this rule
-        sweep=canon({"constants": CONSTANTS, "selections": SELECTIONS}),
+        sweep=canon({"constants": [str(ConstantsSpec.parse(c)) for c in CONSTANTS], "selections": SELECTIONS}),
+        matrices=lambda wc: list(drawn_constants().values()),  # what each of input.constants holds, in order
     log:
         f"{R}/logs/plot.log",
     benchmark:

@@ -1,12 +1,8 @@
-"""Snakemake adapter: masked-LM negative log-perplexity per fraction of input-dependent heads."""
+"""Snakemake adapter: masked-LM negative log-perplexity per fraction_dynamic (papa.pipeline.mlm_curves)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))  # noqa: F821  (papa from this checkout)
-from papa import pipeline
+from papa.pipeline import MLMStage, mlm_curves
 
-sm = snakemake  # noqa: F821
-hp = dict(sm.params.hp)
-pipeline.setup(sm.log[0], sm.threads, hp.get("seed", 0))
-pipeline.run_mlm(sm.params.model, sm.input.constants, sm.input.train, sm.input.validation, hp, sm.params.fractions,
-                 sm.output.scores, sm.output.lambdas, {"model": sm.wildcards.model, "dataset": sm.wildcards.dataset})
+mlm_curves(MLMStage.from_snakemake(snakemake))  # noqa: F821

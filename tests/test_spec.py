@@ -1,0 +1,231 @@
+"""papa.spec is the one vocabulary: the constants-spec parser, the fraction_dynamic helpers, and the
+config schema's enums, patterns and defaults held equal to the library's (a kind, order, metric or
+default added in one place only fails here)."""
+
+import inspect
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from papa import spec
+from papa.spec import ConstantsSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def _config(name="smoke"):
+    return yaml.safe_load((ROOT / f"config/{name}.yaml").read_text())
+
+
+def _validated(cfg):
+    from snakemake.utils import validate
+
+    validate(cfg, str(SCHEMA))
+    return cfg
+
+
+# ----------------------------------------------------------------------------- the constants spec
+
+
+@pytest.mark.parametrize("kind", spec.SPEC_KINDS)
+@pytest.mark.parametrize("corpus", [None, "wiki", "my-corpus.v2"])
+def test_constants_spec_round_trips(kind, corpus):
+    text = kind + (f"@{corpus}" if corpus else "")
+    c = ConstantsSpec.parse(text)
+    assert str(c) == text and ConstantsSpec.parse(c) is c
+    assert c.kind in spec.CONSTANT_KINDS and c.trained == kind.endswith(spec.TRAINED_SUFFIX)
+    assert c.corpus == corpus and c.corpus_or("task_data") == (corpus or "task_data")
+    assert c.data_free == (c.kind in spec.DATA_FREE) == spec.is_data_free(text)
+
+
+def test_constants_spec_fields():
+    assert ConstantsSpec.parse("average_trained@wiki") == ConstantsSpec("average", trained=True, corpus="wiki")
+    assert ConstantsSpec.parse("toeplitz") == ConstantsSpec("toeplitz")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("averge", "is not kind[_trained][@corpus]"),
+    ("identity_trained", "is not kind[_trained][@corpus]"),  # identity cannot train
+    ("average@", "is not kind[_trained][@corpus]"),
+    ("average@a/b", "is not kind[_trained][@corpus]"),
+    ("Average", "is not kind[_trained][@corpus]"),
+    (3, "is not kind[_trained][@corpus]"),
+])
+def test_constants_spec_rejects_bad_specs_clearly(text, needle):
+    with pytest.raises(ValueError, match=r"choose|kind\[_trained\]") as e:
+        ConstantsSpec.parse(text)
+    assert needle in str(e.value) and "average_trained" in str(e.value)  # names what is allowed
+
+
+def test_constants_spec_constructor_checks_kinds():
+    with pytest.raises(ValueError, match="cannot be trained"):
+        ConstantsSpec("zeros", trained=True)
+    with pytest.raises(ValueError, match="Unknown constant kind"):
+        ConstantsSpec("average_trained")
+
+
+# ----------------------------------------------------------------------------- fraction_dynamic
+
+
+def test_fraction_dynamic_helpers():
+    assert [spec.format_fraction(f) for f in (1, 0.5, 0.125, 0.0625, 0)] == ["1", "0.5", "0.125", "0.0625", "0"]
+    assert [spec.n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [144, 72, 18, 9, 0]
+    assert [spec.is_partial(f) for f in (1, 0.5, "0.0625", 0)] == [False, True, True, False]
+    assert spec.needs_lambdas("lambda", 0.5) and spec.needs_lambdas("reversed", "0.5")
+    assert not spec.needs_lambdas("lambda", 0) and not spec.needs_lambdas("lambda", 1)
+    assert not spec.needs_lambdas("random", 0.5)
+    with pytest.raises(ValueError, match=r"fraction_dynamic must be in \[0, 1\]"):
+        spec.format_fraction(1.5)
+    with pytest.raises(ValueError, match="Unknown head order"):
+        spec.needs_lambdas("lambdas", 0.5)
+
+
+def test_old_names_are_aliases_of_the_vocabulary():
+    from papa import metrics, pipeline, selection
+
+    assert selection.ORDERS is spec.HEAD_ORDERS and selection.n_dynamic is spec.n_dynamic
+    assert metrics.SEQUENCE_METRICS is spec.METRICS["sequence"] and metrics.TOKEN_METRICS is spec.METRICS["token"]
+    assert pipeline.DATA_FREE is spec.DATA_FREE and not hasattr(pipeline, "TRAINED")
+
+
+# ----------------------------------------------------------------------------- the schema speaks the same vocabulary
+
+
+def test_schema_enums_and_patterns_are_the_vocabulary(schema):
+    p = schema["properties"]
+    sweep, analyses = p["sweep"]["properties"], p["analyses"]["properties"]
+    assert sweep["constants"]["items"]["pattern"] == f"^{spec.CONSTANTS_PATTERN}$"
+    assert tuple(analyses["constant_kinds"]["items"]["enum"]) == spec.SPEC_KINDS
+    assert tuple(sweep["selections"]["items"]["enum"]) == spec.HEAD_ORDERS
+    assert tuple(analyses["head_orders"]["items"]["enum"]) == spec.HEAD_ORDERS
+    assert tuple(p["tasks"]["additionalProperties"]["properties"]["metrics"]["items"]["enum"]) == spec.ALL_METRICS
+    assert tuple(p["datasets"]["additionalProperties"]["properties"]["kind"]["enum"]) == spec.TASK_KINDS
+    for key in ("models", "datasets", "tasks", "build_data"):
+        assert p[key]["propertyNames"]["pattern"] == f"^{spec.NAME_PATTERN}$", key
+    for key in ("fraction_dynamic", "fractions"):  # the new name and its deprecated alias
+        assert sweep[key]["items"] == {"type": "number", "minimum": 0, "maximum": 1}, key
+
+
+def test_the_metrics_of_each_task_kind_are_implemented():
+    import numpy as np
+
+    from papa.metrics import compute
+
+    y = np.array([[0, 1, -100], [1, 0, 1]])
+    for kind, names in spec.METRICS.items():
+        for metric in names:
+            args = (y.flatten()[y.flatten() >= 0],) * 2 if kind == "sequence" else (y, y)
+            assert compute(metric, *args, label_names=["B-X", "I-X"]) == pytest.approx(1.0), metric
+
+
+# ----------------------------------------------------------------------------- one source of defaults
+
+
+def test_validation_fills_nested_defaults():
+    cfg = _config()
+    for key in ("averaging", "cache", "analyses"):
+        del cfg[key]
+    _validated(cfg)
+    assert cfg["averaging"] == {"batch_size": 32, "max_examples": None}
+    assert cfg["cache"] == {"dtype": "float16", "budget_mb": 4096, "batch_size": 64, "strategy": "auto",
+                            "disk_budget_mb": None, "scratch": None}
+    assert cfg["analyses"] == {"tasks": None, "constant_kinds": [], "cross_corpus": [], "head_orders": [],
+                               "patterns": None, "mlm": None}
+    assert cfg["build_data"] == {} and cfg["model_tasks"] == {}
+    cfg = _config()
+    cfg["analyses"].update(patterns={}, mlm={"models": ["minilm"]})
+    _validated(cfg)
+    assert cfg["analyses"]["patterns"] == {"band": 1, "diag_threshold": 0.3, "special_threshold": 0.5}
+    assert cfg["analyses"]["mlm"]["dataset"] == "wiki" and cfg["analyses"]["mlm"]["max_length"] == 128
+
+
+def test_library_defaults_equal_the_schema_defaults(schema):
+    """Stage configs and notebook aliases may carry defaults only where they equal the schema's."""
+    from papa import pipeline, rehearsal
+    from papa.probe import PAPER_HPARAMS
+
+    p = schema["properties"]
+    props = lambda block: block.get("then", block)["properties"]  # noqa: E731  (if/then blocks)
+    default = lambda block, key: props(block)[key]["default"]  # noqa: E731
+
+    averaging = p["averaging"]
+    assert pipeline.AverageStage.batch_size == default(averaging, "batch_size")
+    assert inspect.signature(pipeline.make_constants).parameters["batch_size"].default == default(averaging,
+                                                                                                  "batch_size")
+    cache = pipeline.CacheConfig()
+    for key in props(p["cache"]):
+        assert getattr(cache, key) == default(p["cache"], key), key
+    mlm = p["analyses"]["properties"]["mlm"]
+    for key, value in pipeline.MLM_DEFAULTS.items():
+        assert default(mlm, key) == value, key
+    assert default(mlm, "max_length") == PAPER_HPARAMS["mlm"]["max_length"]
+    build_data = p["build_data"]["additionalProperties"]["properties"]
+    build_data_sig = inspect.signature(rehearsal.build_data).parameters
+    for key in ("n_train", "n_validation"):
+        assert build_data_sig[key].default == build_data[key]["default"], key
+    build_model = p["models"]["additionalProperties"]["oneOf"][1]["properties"]["build"]["properties"]
+    assert inspect.signature(rehearsal.build_model).parameters["vocab_size"].default == \
+        build_model["vocab_size"]["default"]
+
+
+# ----------------------------------------------------------------------------- the deprecated sweep.fractions
+
+
+def test_deprecated_fractions_key_is_renamed_with_a_warning():
+    from papa.checks import DeprecatedConfigKey, migrate_config
+
+    cfg = _config()
+    cfg["sweep"]["fractions"] = cfg["sweep"].pop("fraction_dynamic")
+    _validated(cfg)  # the schema still accepts the old name
+    with pytest.warns(DeprecatedConfigKey, match="sweep.fractions is deprecated: rename it sweep.fraction_dynamic"):
+        migrate_config(cfg)
+    assert cfg["sweep"]["fraction_dynamic"] == [1, 0.5, 0] and "fractions" not in cfg["sweep"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        migrate_config(cfg)  # nothing deprecated left: no warning
+    cfg["sweep"]["fractions"] = cfg["sweep"].pop("fraction_dynamic")
+    messages = []
+    migrate_config(cfg, messages.append)  # the workflow's channel: Snakemake's logger
+    assert messages == ["config key sweep.fractions is deprecated: rename it sweep.fraction_dynamic"]
+    assert cfg["sweep"]["fraction_dynamic"] == [1, 0.5, 0]
+
+
+def test_giving_both_names_of_fraction_dynamic_fails():
+    from papa.checks import ConfigError, migrate_config
+
+    cfg = _config()
+    cfg["sweep"]["fractions"] = [1, 0]
+    with pytest.raises(ConfigError, match="sweep.fractions is the old name of sweep.fraction_dynamic"):
+        migrate_config(cfg)
+
+
+@pytest.mark.parametrize("name", ["config", "smoke", "paper", "rehearsal", "models"])
+def test_shipped_configs_use_the_current_names(name):
+    cfg = _config(name)
+    assert "fraction_dynamic" in cfg["sweep"] and "fractions" not in cfg["sweep"]
+    _validated(cfg)
+    for c in cfg["sweep"]["constants"] + cfg.get("analyses", {}).get("constant_kinds", []):
+        ConstantsSpec.parse(c)
+
+
+def test_check_config_catches_cross_references():
+    from papa.checks import ConfigError, check_config
+
+    cfg = _validated(_config())
+    cfg["sweep"]["constants"] = ["average@nowhere"]
+    cfg["tasks"]["rt_sentiment"]["dataset"] = "sst9"
+    cfg["analyses"]["tasks"] = ["nope"]
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    msg = str(e.value)
+    assert "sweep.constants entry 'average@nowhere' names a corpus that is not a key of 'datasets'" in msg
+    assert "tasks.rt_sentiment.dataset = 'sst9' is not a key of 'datasets'" in msg
+    assert "analyses.tasks entry 'nope' is not a key of 'tasks'" in msg
