@@ -52,10 +52,19 @@ def invariants(device) -> dict:
         padded = to(papa_batch(model, [5, 9, 16], seed=3), device)
         with papa.patch(model, C, static=select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))):
             full = hidden(model, padded)
-            pad = max((full[r : r + 1] - hidden(model, single(padded, r)))[0][:, padded["attention_mask"][r].bool()]
-                      .abs().max().item() for r in range(3))
-        out[fam] = {"reproduce": rep, "mix_lambda_one": mix, "padding": pad,
-                    "ok": rep < 1e-4 and mix < 1e-4 and pad < 1e-4}  # TF32/cuBLAS tolerance on GPU
+            pad = max(
+                (full[r : r + 1] - hidden(model, single(padded, r)))[0][:, padded["attention_mask"][r].bool()]
+                .abs()
+                .max()
+                .item()
+                for r in range(3)
+            )
+        out[fam] = {
+            "reproduce": rep,
+            "mix_lambda_one": mix,
+            "padding": pad,
+            "ok": rep < 1e-4 and mix < 1e-4 and pad < 1e-4,
+        }  # TF32/cuBLAS tolerance on GPU
         print(fam, out[fam], flush=True)
     return out
 
@@ -124,9 +133,13 @@ def main():
     import transformers
 
     device = torch.device("cuda")
-    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-              "transformers": transformers.__version__, "invariants": invariants(device),
-              "timings": timings(device)}
+    result = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "invariants": invariants(device),
+        "timings": timings(device),
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_check.json").write_text(json.dumps(result, indent=2) + "\n")

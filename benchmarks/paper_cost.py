@@ -34,8 +34,12 @@ def measured_tokens_per_s(path: Path) -> float:
 def main(argv=None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=str(ROOT / "config/paper.yaml"))
-    ap.add_argument("--disk-budget-gb", type=float, default=500.0,
-                    help="node-local scratch a probe job may fill (cache.disk_budget_mb null = the free space there)")
+    ap.add_argument(
+        "--disk-budget-gb",
+        type=float,
+        default=500.0,
+        help="node-local scratch a probe job may fill (cache.disk_budget_mb null = the free space there)",
+    )
     ap.add_argument("--reference", default=str(ROOT / "benchmarks/reference/gpu_check-h100.json"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
     args = ap.parse_args(argv)
@@ -47,15 +51,20 @@ def main(argv=None) -> pd.DataFrame:
 
     probes = df[df.stage == "probe"]
     per_task = probes.groupby(["model", "task"], sort=False).agg(
-        jobs=("strategy", "size"), cache_gb=("cache_mb", lambda s: s.max() / 1024),
+        jobs=("strategy", "size"),
+        cache_gb=("cache_mb", lambda s: s.max() / 1024),
         strategy=("strategy", lambda s: "/".join(sorted(set(s) - {"live"}))),
         passes_ours_M=("passes_ours", lambda s: s.sum() / 1e6),
         passes_authors_M=("passes_authors", lambda s: s.sum() / 1e6),
-        gpu_h_ours=("gpu_h_ours", "sum"), gpu_h_authors=("gpu_h_authors", "sum"))
+        gpu_h_ours=("gpu_h_ours", "sum"),
+        gpu_h_authors=("gpu_h_authors", "sum"),
+    )
     pd.set_option("display.width", 200)
-    print(f"throughput assumption: {tps:,.0f} padded tokens/s forward for an 85M-parameter encoder on one H100 "
-          f"(from {Path(args.reference).name}); disk budget {args.disk_budget_gb:g} GB; "
-          f"cache.budget_mb {config.get('cache', {}).get('budget_mb')}")
+    print(
+        f"throughput assumption: {tps:,.0f} padded tokens/s forward for an 85M-parameter encoder on one H100 "
+        f"(from {Path(args.reference).name}); disk budget {args.disk_budget_gb:g} GB; "
+        f"cache.budget_mb {config.get('cache', {}).get('budget_mb')}"
+    )
     print(per_task.round(2).to_string())
     total = df.groupby("stage")[["passes_ours", "passes_authors", "gpu_h_ours", "gpu_h_authors"]].sum()
     total.loc["all"] = total.sum()

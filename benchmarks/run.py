@@ -84,8 +84,9 @@ def bench_forward(model, tok, n_tokens: int, batch: int, reps: int) -> tuple[lis
 
     order = head_order("random", (L, H), seed=0)
     variants = [(f"stock {impl}", None, lambda impl=impl: stock(impl)) for impl in ("eager", "sdpa")]
-    variants += [("papa", f, lambda f=f: papa.patch(model, C, static=select_static(order, f, (L, H))))
-                 for f in FRACTIONS]
+    variants += [
+        ("papa", f, lambda f=f: papa.patch(model, C, static=select_static(order, f, (L, H)))) for f in FRACTIONS
+    ]
     # interleaved rounds (every variant once per round, the first round a warm-up), so drifts of
     # the machine's speed hit all variants alike; ratios are paired within a round (variant time
     # over the stock times of the same round), then the median over rounds
@@ -99,9 +100,13 @@ def bench_forward(model, tok, n_tokens: int, batch: int, reps: int) -> tuple[lis
                     times[i].append(time.perf_counter() - t0)
     rows = []
     for (name, f, _), ts in zip(variants, times):
-        row = {"variant": name, "fraction_dynamic": 1.0 if f is None else f, "seconds": statistics.median(ts),
-               "vs_eager": statistics.median(t / e for t, e in zip(ts, times[0])),
-               "vs_sdpa": statistics.median(t / e for t, e in zip(ts, times[1]))}
+        row = {
+            "variant": name,
+            "fraction_dynamic": 1.0 if f is None else f,
+            "seconds": statistics.median(ts),
+            "vs_eager": statistics.median(t / e for t, e in zip(ts, times[0])),
+            "vs_sdpa": statistics.median(t / e for t, e in zip(ts, times[1])),
+        }
         if f is not None:
             k = n_dynamic(f, L * H)
             flops = k * (2 * n * n * d + 3 * n * d * d) + (L * H - k) * (n * n * d + n * d * d)
@@ -109,10 +114,12 @@ def bench_forward(model, tok, n_tokens: int, batch: int, reps: int) -> tuple[lis
         rows.append(row)
     papa_rows = {r["fraction_dynamic"]: r for r in rows if r["variant"] == "papa"}
     summary = {
-        "N": n_tokens, "batch": batch,
+        "N": n_tokens,
+        "batch": batch,
         "all_static_vs_eager": papa_rows[0.0]["vs_eager"],
         "all_dynamic_vs_sdpa": papa_rows[1.0]["vs_sdpa"],
-        "target_all_static_vs_eager": 0.8, "target_all_dynamic_vs_sdpa": 1.05,
+        "target_all_static_vs_eager": 0.8,
+        "target_all_dynamic_vs_sdpa": 1.05,
     }
     return rows, summary
 
@@ -149,8 +156,14 @@ def bench_averaging(model, tok, n: int, batch: int, reps: int = 5) -> dict:
     pairs = [(eager_timed(), average_timed()) for _ in range(reps)]
     t_eager = statistics.median(p[0] for p in pairs)
     t_avg = statistics.median(p[1] for p in pairs)
-    return {"examples": n, "rounds": reps, "averaging_ex_per_s": n / t_avg, "eager_forward_ex_per_s": n / t_eager,
-            "throughput_ratio": statistics.median(e / a for e, a in pairs), "target_ratio": 0.95}
+    return {
+        "examples": n,
+        "rounds": reps,
+        "averaging_ex_per_s": n / t_avg,
+        "eager_forward_ex_per_s": n / t_eager,
+        "throughput_ratio": statistics.median(e / a for e, a in pairs),
+        "target_ratio": 0.95,
+    }
 
 
 def peak_memory_child(tokens: str, threads: int) -> None:
@@ -162,8 +175,11 @@ def peak_memory_child(tokens: str, threads: int) -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         C = pipeline.make_constants("minilm", "average", tokens, Path(tmp) / "C.safetensors", batch_size=32)
-    print(json.dumps({"examples": C.metadata["n_examples"], "seconds": time.perf_counter() - t0,
-                      "peak_rss_mb": _peak_rss_mb()}))
+    print(
+        json.dumps(
+            {"examples": C.metadata["n_examples"], "seconds": time.perf_counter() - t0, "peak_rss_mb": _peak_rss_mb()}
+        )
+    )
 
 
 def _peak_rss_mb() -> float:
@@ -195,19 +211,45 @@ def bench_memory(tok, small: int, large: int, repeats: int = 2) -> dict:
         for n in (small, large):
             enc = papa.encode(tok, sents[:n], labels=labels[:n], max_length=64)
             paths[n] = Path(tmp) / f"tokens{n}.parquet"
-            pipeline.write_tokens(enc, paths[n], {"model": "minilm", "dataset": "rt_sentiment", "split": "all",
-                                                  "kind": "sequence", "label_names": ["negative", "positive"]})
+            pipeline.write_tokens(
+                enc,
+                paths[n],
+                {
+                    "model": "minilm",
+                    "dataset": "rt_sentiment",
+                    "split": "all",
+                    "kind": "sequence",
+                    "label_names": ["negative", "positive"],
+                },
+            )
         for _ in range(repeats):
             for n in (small, large):
-                p = subprocess.run([sys.executable, __file__, "--memory-child", str(paths[n]),
-                                    "--threads", str(torch.get_num_threads())], capture_output=True,
-                                   text=True, check=True)
+                p = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--memory-child",
+                        str(paths[n]),
+                        "--threads",
+                        str(torch.get_num_threads()),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 runs[n].append(json.loads(p.stdout.strip().splitlines()[-1]))
     peak = {n: [r["peak_rss_mb"] for r in runs[n]] for n in runs}
-    return {"small_examples": small, "large_examples": large, "threads": torch.get_num_threads(),
-            "peak_rss_mb_small": peak[small], "peak_rss_mb_large": peak[large],
-            "seconds_small": [r["seconds"] for r in runs[small]], "seconds_large": [r["seconds"] for r in runs[large]],
-            "ratio": max(peak[large]) / min(peak[small]), "target_ratio_max": 1.10}
+    return {
+        "small_examples": small,
+        "large_examples": large,
+        "threads": torch.get_num_threads(),
+        "peak_rss_mb_small": peak[small],
+        "peak_rss_mb_large": peak[large],
+        "seconds_small": [r["seconds"] for r in runs[small]],
+        "seconds_large": [r["seconds"] for r in runs[large]],
+        "ratio": max(peak[large]) / min(peak[small]),
+        "target_ratio_max": 1.10,
+    }
 
 
 def bench_encode_once(model, tok, n_train: int, n_val: int, epochs: int, seeds: list[int]) -> dict:
@@ -224,19 +266,41 @@ def bench_encode_once(model, tok, n_train: int, n_val: int, epochs: int, seeds: 
         with papa.patch(model, C, static=select_static(order, f, (L, H))):
             t0 = time.perf_counter()
             feats = (extract_features(model, train, dtype="float32"), extract_features(model, val, dtype="float32"))
-            cached = [run_probe(model, train, val, "sequence", 2, metrics, TrainConfig(lr=1e-3, epochs=epochs, seed=s),
-                                features=feats) for s in seeds]
+            cached = [
+                run_probe(
+                    model,
+                    train,
+                    val,
+                    "sequence",
+                    2,
+                    metrics,
+                    TrainConfig(lr=1e-3, epochs=epochs, seed=s),
+                    features=feats,
+                )
+                for s in seeds
+            ]
             times["cached"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            live = [run_probe(model, train, val, "sequence", 2, metrics, TrainConfig(lr=1e-3, epochs=epochs, seed=s))
-                    for s in seeds]
+            live = [
+                run_probe(model, train, val, "sequence", 2, metrics, TrainConfig(lr=1e-3, epochs=epochs, seed=s))
+                for s in seeds
+            ]
             times["reencode"] += time.perf_counter() - t0
         for a_rows, b_rows in zip(cached, live):
             for a, b in zip(a_rows, b_rows):
                 max_diff = max(max_diff, abs(a["score"] - b["score"]))
-    return {"fractions": len(FRACTIONS), "seeds": len(seeds), "epochs": epochs, "train": n_train,
-            "validation": n_val, "cached_s": times["cached"], "reencode_s": times["reencode"],
-            "speedup": times["reencode"] / times["cached"], "max_score_diff": max_diff, "target_speedup": 5.0}
+    return {
+        "fractions": len(FRACTIONS),
+        "seeds": len(seeds),
+        "epochs": epochs,
+        "train": n_train,
+        "validation": n_val,
+        "cached_s": times["cached"],
+        "reencode_s": times["reencode"],
+        "speedup": times["reencode"] / times["cached"],
+        "max_score_diff": max_diff,
+        "target_speedup": 5.0,
+    }
 
 
 def bench_noop_dry_run() -> dict | None:
@@ -280,9 +344,15 @@ def main():
     q = args.quick
     only = set(args.only or ["forward", "averaging", "memory", "encode_once", "noop"])
     figures = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                    "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-                    "torch": torch.__version__, "transformers": transformers.__version__},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
         "model": "all-MiniLM-L6-v2 (6 layers x 12 heads, d'=32)",
     }
     out = Path(args.out)
@@ -298,13 +368,20 @@ def main():
     if "memory" in only:
         figures["averaging_memory"] = bench_memory(tok, 500 if q else 1000, 5000 if q else 10000)
     if "encode_once" in only:
-        figures["encode_once"] = bench_encode_once(model, tok, 200 if q else 400, 100 if q else 200, 2 if q else 4,
-                                                   [0, 1, 2])
+        figures["encode_once"] = bench_encode_once(
+            model, tok, 200 if q else 400, 100 if q else 200, 2 if q else 4, [0, 1, 2]
+        )
     if "noop" in only:
         figures["noop_dry_run"] = bench_noop_dry_run()
     (out / "figures.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
-    print(json.dumps({k: v for k, v in figures.items() if k != "forward"} | {
-        "forward": {k: v for k, v in figures.get("forward", {}).items() if k != "curve"}}, indent=2, default=str))
+    print(
+        json.dumps(
+            {k: v for k, v in figures.items() if k != "forward"}
+            | {"forward": {k: v for k, v in figures.get("forward", {}).items() if k != "curve"}},
+            indent=2,
+            default=str,
+        )
+    )
 
 
 if __name__ == "__main__":

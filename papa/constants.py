@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import torch
 
@@ -60,13 +60,16 @@ class ConstantAttention:
         meta = {"papa": json.dumps(self.metadata, sort_keys=True, default=str)}
         with atomic_path(path) as tmp:
             save_file(
-                {"mean": self.mean.detach().float().contiguous().cpu(), "count": self.count.double().contiguous().cpu()},
+                {
+                    "mean": self.mean.detach().float().contiguous().cpu(),
+                    "count": self.count.double().contiguous().cpu(),
+                },
                 str(tmp),
                 metadata=meta,
             )
 
     @classmethod
-    def load(cls, path: str | Path) -> "ConstantAttention":
+    def load(cls, path: str | Path) -> ConstantAttention:
         """Read a file written by `save`, checking it: an unreadable file, bad metadata, a missing
         tensor, a shape other than [layers, heads, N, N] / [N, N], or NaN/inf values fail naming the path."""
         from safetensors import SafetensorError, safe_open
@@ -128,8 +131,10 @@ class _Recorder:
             _check_length(self.n, probs.shape[-1])
         if self.effective:
             if value is None:
-                raise ValueError(f"Effective attention needs the values, but layer {layer}'s value projection "
-                                 "did not run in this forward pass before its attention probabilities")
+                raise ValueError(
+                    f"Effective attention needs the values, but layer {layer}'s value projection "
+                    "did not run in this forward pass before its attention probabilities"
+                )
             self.head_dim = int(value.shape[-1])
             # the values of pad tokens never reach a real token's output: project on the real ones
             probs, keys_masked = effective_attention(probs, value, valid=valid), False
@@ -143,8 +148,9 @@ class _Recorder:
         self.sums[layer] += probs.float().sum(0).double()
 
 
-def effective_attention(probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None,
-                        valid: torch.Tensor | None = None) -> torch.Tensor:
+def effective_attention(
+    probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None, valid: torch.Tensor | None = None
+) -> torch.Tensor:
     """Effective attention ``A U_r U_r^T`` (Sun & Marasovic 2021).
 
     Args:
@@ -222,20 +228,29 @@ def average_attention(
                     last = now
                     rate = n_examples / (now - t0)
                     eta = f", ETA {(total - n_examples) / rate:.0f} s" if total else ""
-                    log.info("averaged %d%s examples, %.1f examples/s%s", n_examples,
-                             f"/{total}" if total else "", rate, eta)
+                    log.info(
+                        "averaged %d%s examples, %.1f examples/s%s", n_examples, f"/{total}" if total else "", rate, eta
+                    )
     finally:
         if handle is not None:
             handle.remove()
     if recorder is None:
         raise ValueError("average_attention got no batches: the corpus is empty")
-    mean = torch.where(count > 0, recorder.sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device))
+    mean = torch.where(
+        count > 0, recorder.sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device)
+    )
     elapsed = time.monotonic() - t0
     log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, elapsed, n_examples / max(elapsed, 1e-9))
     meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H}
     if recorder.effective:
-        log.info("effective attention equals raw attention on %d of %d examples (%.1f%%): those with at most "
-                 "d' = %d real tokens", n_short, n_examples, 100 * n_short / n_examples, recorder.head_dim)
+        log.info(
+            "effective attention equals raw attention on %d of %d examples (%.1f%%): those with at most "
+            "d' = %d real tokens",
+            n_short,
+            n_examples,
+            100 * n_short / n_examples,
+            recorder.head_dim,
+        )
         meta.update(n_examples_at_most_head_dim=n_short, head_dim=recorder.head_dim)
     meta.update(metadata or {})
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta)

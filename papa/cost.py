@@ -60,9 +60,20 @@ def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
     plan (``snakemake --summary``, nothing is run or locked)."""
     snakemake = Path(sys.executable).with_name("snakemake")
     with tempfile.TemporaryDirectory(prefix="papa-cost-") as results:
-        p = subprocess.run([str(snakemake) if snakemake.exists() else "snakemake", "--summary", "--nolock",
-                            "--configfile", str(configfile), "--config", f"results={results}"],
-                           cwd=root, capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                str(snakemake) if snakemake.exists() else "snakemake",
+                "--summary",
+                "--nolock",
+                "--configfile",
+                str(configfile),
+                "--config",
+                f"results={results}",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
         if p.returncode:
             raise RuntimeError(f"snakemake --summary failed for {configfile}:\n{p.stderr[-2000:]}")
         probes, lambdas = {}, {}
@@ -81,8 +92,9 @@ def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
     return list(probes), list(lambdas)
 
 
-def gpu_hours(example_passes: float, max_length: int, params: float, tokens_per_s: float,
-              base_params: float = 85e6) -> float:
+def gpu_hours(
+    example_passes: float, max_length: int, params: float, tokens_per_s: float, base_params: float = 85e6
+) -> float:
     """Hours for ``example_passes`` encoder passes over examples padded to ``max_length``, at
     ``tokens_per_s`` padded tokens per second for a ``base_params`` encoder, scaled linearly by
     parameters (the feed-forward and projections dominate at N <= 256)."""
@@ -108,8 +120,10 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
             task = config["tasks"][t]
             for table, key in ((DATASETS, task["dataset"]), (MODELS, config["models"][m])):
                 if key not in table:
-                    raise KeyError(f"papa.cost has no published size for {key!r}; add it to papa.cost."
-                                   f"{'DATASETS' if table is DATASETS else 'MODELS'}")
+                    raise KeyError(
+                        f"papa.cost has no published size for {key!r}; add it to papa.cost."
+                        f"{'DATASETS' if table is DATASETS else 'MODELS'}"
+                    )
             ds = DATASETS[task["dataset"]]
             L, H, params = MODELS[config["models"][m]]
             hp = {**task["probe"], **(task.get("lambda") or {})} if stage == "lambda" else task["probe"]
@@ -128,13 +142,23 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
                 ours = per_epoch * (epochs if strategy == "reencode" else 1)
                 grad, authors = False, seeds * epochs * per_epoch
             factor = GRAD_PASS_COST if grad else 1.0
-            rows.append({
-                "stage": stage, "model": m, "task": t, "constants": job[2],
-                "selection": job[3] if stage == "probe" else None,
-                "fraction_dynamic": job[4] if stage == "probe" else None,
-                "N": N, "epochs": epochs, "seeds": seeds if stage == "probe" else 1, "cache_mb": nbytes / MB,
-                "strategy": strategy, "passes_ours": ours, "passes_authors": authors,
-                "gpu_h_ours": factor * gpu_hours(ours, N, params, tokens_per_s),
-                "gpu_h_authors": factor * gpu_hours(authors, N, params, tokens_per_s),
-            })
+            rows.append(
+                {
+                    "stage": stage,
+                    "model": m,
+                    "task": t,
+                    "constants": job[2],
+                    "selection": job[3] if stage == "probe" else None,
+                    "fraction_dynamic": job[4] if stage == "probe" else None,
+                    "N": N,
+                    "epochs": epochs,
+                    "seeds": seeds if stage == "probe" else 1,
+                    "cache_mb": nbytes / MB,
+                    "strategy": strategy,
+                    "passes_ours": ours,
+                    "passes_authors": authors,
+                    "gpu_h_ours": factor * gpu_hours(ours, N, params, tokens_per_s),
+                    "gpu_h_authors": factor * gpu_hours(authors, N, params, tokens_per_s),
+                }
+            )
     return pd.DataFrame(rows)

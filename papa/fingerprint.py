@@ -56,8 +56,10 @@ def _strip_docstrings(node: ast.AST) -> ast.AST:
         body = getattr(n, "body", None)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and body:
             first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                first.value.value, str
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
             ):
                 n.body = body[1:] or [ast.Pass()]
     return node

@@ -55,7 +55,7 @@ class MLMProbe(nn.Module):
         self.decoder = nn.Linear(hidden, vocab_size)
 
     @classmethod
-    def for_model(cls, model) -> "MLMProbe":
+    def for_model(cls, model) -> MLMProbe:
         """A probe sized for ``model``'s hidden states and vocabulary, with its hidden activation."""
         cfg = model.config
         activation = getattr(cfg, "hidden_act", None) or getattr(cfg, "activation", "gelu")
@@ -102,8 +102,16 @@ def _masked_logits(model, probe: MLMProbe | None, enc: Encoded, idx, grad: bool 
     return logits[keep], labels[keep]
 
 
-def negative_log_perplexity(model, encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15,
-                            seed: int = 0, batch_size: int = 16, probe: MLMProbe | None = None) -> float:
+def negative_log_perplexity(
+    model,
+    encoded: Encoded,
+    mask_token_id: int,
+    special_ids,
+    mask_prob: float = 0.15,
+    seed: int = 0,
+    batch_size: int = 16,
+    probe: MLMProbe | None = None,
+) -> float:
     """Mean log-likelihood of the masked tokens (nats; higher is better), i.e. -log perplexity.
 
     Scored by ``probe`` over the encoder's hidden states, or by the model's own MLM head when
@@ -133,8 +141,17 @@ def new_probe(model, seed: int) -> MLMProbe:
     return MLMProbe.for_model(model).to(next(model.parameters()).device)
 
 
-def train_mlm(model, encoded: Encoded, mask_token_id: int, special_ids, cfg: TrainConfig, mask_prob: float = 0.15,
-              probe: MLMProbe | None = None, extra_params=(), log_every: float = 10.0) -> list[float]:
+def train_mlm(
+    model,
+    encoded: Encoded,
+    mask_token_id: int,
+    special_ids,
+    cfg: TrainConfig,
+    mask_prob: float = 0.15,
+    probe: MLMProbe | None = None,
+    extra_params=(),
+    log_every: float = 10.0,
+) -> list[float]:
     """Train ``probe`` (lr ``cfg.lr``) and ``extra_params`` (patch parameters such as lambda
     logits, lr ``cfg.extra_lr`` or ``cfg.lr``) with AdamW on the masked-LM loss, the encoder frozen.
 
@@ -185,21 +202,45 @@ def train_mlm(model, encoded: Encoded, mask_token_id: int, special_ids, cfg: Tra
             if now - last >= log_every:
                 last = now
                 rate = done / (now - t0)
-                log.info("mlm epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)", epoch + 1,
-                         cfg.epochs, done - epoch * n, n, running / max(tokens, 1), rate, (total - done) / rate)
+                log.info(
+                    "mlm epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)",
+                    epoch + 1,
+                    cfg.epochs,
+                    done - epoch * n,
+                    n,
+                    running / max(tokens, 1),
+                    rate,
+                    (total - done) / rate,
+                )
         loss = running / max(tokens, 1)
         if not math.isfinite(loss):
-            raise FloatingPointError(f"mlm epoch {epoch + 1}: the training loss is not finite ({loss}); check the "
-                                     f"constant matrices or lower the learning rate ({cfg.lr})")
+            raise FloatingPointError(
+                f"mlm epoch {epoch + 1}: the training loss is not finite ({loss}); check the "
+                f"constant matrices or lower the learning rate ({cfg.lr})"
+            )
         losses.append(loss)
         rate = done / max(time.monotonic() - t0, 1e-9)
-        log.info("mlm epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)", epoch + 1, cfg.epochs, loss, rate,
-                 (total - done) / rate)
+        log.info(
+            "mlm epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)",
+            epoch + 1,
+            cfg.epochs,
+            loss,
+            rate,
+            (total - done) / rate,
+        )
     return losses
 
 
-def learn_mlm_lambdas(model, constants, encoded: Encoded, mask_token_id: int, special_ids, cfg: TrainConfig,
-                      mask_prob: float = 0.15, head: str = "probe"):
+def learn_mlm_lambdas(
+    model,
+    constants,
+    encoded: Encoded,
+    mask_token_id: int,
+    special_ids,
+    cfg: TrainConfig,
+    mask_prob: float = 0.15,
+    head: str = "probe",
+):
     """One lambda per head trained with the masked-LM loss, everything else frozen (paper Sec. 3.2).
 
     ``head`` ``probe``: jointly with a fresh `MLMProbe` (the probe at ``cfg.lr``, the lambdas at
@@ -212,14 +253,26 @@ def learn_mlm_lambdas(model, constants, encoded: Encoded, mask_token_id: int, sp
     _check_head(head)
     with patch(model, constants, mix=True) as handle:
         probe = new_probe(model, cfg.seed) if head == "probe" else None
-        losses = train_mlm(model, encoded, mask_token_id, special_ids, cfg, mask_prob, probe=probe,
-                           extra_params=handle.parameters())
+        losses = train_mlm(
+            model, encoded, mask_token_id, special_ids, cfg, mask_prob, probe=probe, extra_params=handle.parameters()
+        )
         return handle.lambdas(), losses
 
 
-def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fraction_dynamic, mask_token_id: int,
-              special_ids, cfg: TrainConfig, mask_prob: float = 0.15, head: str = "probe", train: Encoded | None = None,
-              selection: str = "lambda") -> list[dict]:
+def mlm_curve(
+    model,
+    constants,
+    lambdas: torch.Tensor,
+    encoded: Encoded,
+    fraction_dynamic,
+    mask_token_id: int,
+    special_ids,
+    cfg: TrainConfig,
+    mask_prob: float = 0.15,
+    head: str = "probe",
+    train: Encoded | None = None,
+    selection: str = "lambda",
+) -> list[dict]:
     """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, for each
     value f of ``fraction_dynamic`` (a list).
 
@@ -248,11 +301,17 @@ def mlm_curve(model, constants, lambdas: torch.Tensor, encoded: Encoded, fractio
             if head == "probe":
                 probe = new_probe(model, cfg.seed)
                 row["train_loss"] = train_mlm(model, train, mask_token_id, special_ids, cfg, mask_prob, probe)[-1]
-            nll = negative_log_perplexity(model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed,
-                                          cfg.eval_batch_size, probe)
+            nll = negative_log_perplexity(
+                model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe
+            )
         rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
-        log.info("mlm fraction_dynamic %g (%d heads input-dependent, head %s): negative log-perplexity %.4f", float(f),
-                 row["n_dynamic"], head, nll)
+        log.info(
+            "mlm fraction_dynamic %g (%d heads input-dependent, head %s): negative log-perplexity %.4f",
+            float(f),
+            row["n_dynamic"],
+            head,
+            nll,
+        )
     return rows
 
 

@@ -270,8 +270,10 @@ class PatchHandle:
             C = torch.as_tensor(C)
             if not torch.isfinite(C).all():
                 bad = int((~torch.isfinite(C)).sum())
-                raise ValueError(f"Constant matrices hold {bad} NaN/inf values: they would make every output NaN. "
-                                 f"Recompute them (papa.average_attention) or check the file they came from")
+                raise ValueError(
+                    f"Constant matrices hold {bad} NaN/inf values: they would make every output NaN. "
+                    f"Recompute them (papa.average_attention) or check the file they came from"
+                )
             if C.dim() != 4 or tuple(C.shape[:2]) != (L, H) or C.shape[-1] != C.shape[-2]:
                 raise ValueError(
                     f"Constant matrices have shape {tuple(C.shape)}; this model needs [layers={L}, heads={H}, N, N]. "
@@ -320,7 +322,7 @@ class PatchHandle:
                 st.const = self._const_getter(layer, st.static_idx)
             elif mode == "mix":
                 st.const = self._const_getter(layer, None)
-                st.lam_logit = (lambda layer=layer: self.lambda_logits[layer])
+                st.lam_logit = lambda layer=layer: self.lambda_logits[layer]
             if mode == "static" and fam.route == "registry" and fam.prunable and st.static_idx.numel():
                 head_dim = getattr(mod, "attention_head_size", None) or mod.dim // mod.n_heads
                 for attr in (fam.query, fam.key):
@@ -357,8 +359,10 @@ class PatchHandle:
         """Keep the per-head values of ``mod``'s current forward pass in ``st.extra["value"]``."""
         model_type = self.model.config.model_type
         if model_type not in _VALUE_READERS:
-            raise ValueError(f"Effective attention needs the values, and PAPA does not know where model type "
-                             f"{model_type!r} computes them; add it to papa.patching._VALUE_READERS")
+            raise ValueError(
+                f"Effective attention needs the values, and PAPA does not know where model type "
+                f"{model_type!r} computes them; add it to papa.patching._VALUE_READERS"
+            )
         attr, read = _VALUE_READERS[model_type]
 
         def hook(proj, inputs, out):

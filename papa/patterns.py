@@ -58,17 +58,19 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1) -> pd.
     def avg(x):  # [L, H, N] -> [L, H]
         return (x * w).sum(-1)
 
-    out = pd.DataFrame({
-        "layer": np.repeat(np.arange(L), H),
-        "head": np.tile(np.arange(H), L),
-        "diag_mass": avg((rows * band_mask).sum(-1)).flatten().numpy(),
-        "cls_mass": avg(rows[..., 0]).flatten().numpy(),
-        "sep_mass": avg(rows[..., N - 1]).flatten().numpy(),
-        "entropy": avg(ent).flatten().numpy(),
-        "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)).flatten().numpy(),
-        "dist_uniform": avg(tv).flatten().numpy(),
-        "neg_mass": avg(neg).flatten().numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(L), H),
+            "head": np.tile(np.arange(H), L),
+            "diag_mass": avg((rows * band_mask).sum(-1)).flatten().numpy(),
+            "cls_mass": avg(rows[..., 0]).flatten().numpy(),
+            "sep_mass": avg(rows[..., N - 1]).flatten().numpy(),
+            "entropy": avg(ent).flatten().numpy(),
+            "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)).flatten().numpy(),
+            "dist_uniform": avg(tv).flatten().numpy(),
+            "neg_mass": avg(neg).flatten().numpy(),
+        }
+    )
     return out
 
 
@@ -83,5 +85,7 @@ def classify(df: pd.DataFrame, diag_threshold: float = 0.3, special_threshold: f
 
 def summary_line(df: pd.DataFrame) -> str:
     """A sentence like the paper's: share of diagonal heads and of [CLS]/[SEP] heads."""
-    return (f"diagonal pattern in {100 * df['diagonal'].mean():.0f}% of heads, most mass on [CLS]/[SEP] in "
-            f"{100 * df['cls_sep'].mean():.0f}% ({len(df)} heads)")
+    return (
+        f"diagonal pattern in {100 * df['diagonal'].mean():.0f}% of heads, most mass on [CLS]/[SEP] in "
+        f"{100 * df['cls_sep'].mean():.0f}% ({len(df)} heads)"
+    )

@@ -51,8 +51,10 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        handlers=handlers, force=True)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True
+    )
+
     def excepthook(kind, value, tb):  # failures land in the job's log too
         log.error("stage failed", exc_info=(kind, value, tb))
 
@@ -119,8 +121,13 @@ class BuildDataStage(Stage):
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
         build = sm.params.build
-        return dict(shape=build["shape"], out=sm.output[0], n_train=int(build["n_train"]),
-                    n_validation=int(build["n_validation"]), seed=int(build["seed"]))
+        return dict(
+            shape=build["shape"],
+            out=sm.output[0],
+            n_train=int(build["n_train"]),
+            n_validation=int(build["n_validation"]),
+            seed=int(build["seed"]),
+        )
 
 
 def build_data(stage: BuildDataStage) -> dict[str, Path]:
@@ -152,8 +159,13 @@ class BuildModelStage(Stage):
     def _from_snakemake(cls, sm) -> dict:
         build = sm.params.build
         config = build.get("config")  # optional: none = papa.rehearsal.TINY
-        return dict(family=build["family"], out=sm.output[0], config=None if config is None else dict(config),
-                    vocab_size=int(build["vocab_size"]), seed=int(build["seed"]))
+        return dict(
+            family=build["family"],
+            out=sm.output[0],
+            config=None if config is None else dict(config),
+            vocab_size=int(build["vocab_size"]),
+            seed=int(build["seed"]),
+        )
 
 
 def build_model(stage: BuildModelStage) -> Path:
@@ -233,9 +245,15 @@ class TokenizeStage(Stage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        return dict(model=sm.params.model, data_dir=str(Path(sm.input.meta).parent), split=sm.wildcards.split,
-                    max_length=int(sm.wildcards.n), layout=sm.params.layout, out=sm.output[0],
-                    encoding=dict(sm.params.encoding))
+        return dict(
+            model=sm.params.model,
+            data_dir=str(Path(sm.input.meta).parent),
+            split=sm.wildcards.split,
+            max_length=int(sm.wildcards.n),
+            layout=sm.params.layout,
+            out=sm.output[0],
+            encoding=dict(sm.params.encoding),
+        )
 
 
 def tokenize(stage: TokenizeStage) -> Encoded:
@@ -253,30 +271,62 @@ def tokenize(stage: TokenizeStage) -> Encoded:
     opts = dict(stage.encoding)
     N, layout = stage.max_length, stage.layout
     if task.kind == "token":
-        enc = encode(tok, [list(t) for t in df["tokens"]], max_length=N, layout=layout,
-                     labels=[list(t) for t in df["tags"]], **opts)
+        enc = encode(
+            tok,
+            [list(t) for t in df["tokens"]],
+            max_length=N,
+            layout=layout,
+            labels=[list(t) for t in df["tags"]],
+            **opts,
+        )
     else:
         pairs = None
         if "text_b" in df and df["text_b"].notna().any():
             pairs = df["text_b"].fillna("").tolist()
         labels = df["label"].tolist() if "label" in df and (df["label"] >= 0).any() else None
         enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=N, layout=layout, labels=labels, **opts)
-    log.info("tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)", task.name, stage.split, len(enc), N,
-             enc.n_truncated, 100 * enc.n_truncated / len(enc))
-    write_tokens(enc, stage.out, {"model": stage.model, "dataset": task.name, "split": stage.split, "kind": task.kind,
-                                  "label_names": task.label_names})
+    log.info(
+        "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)",
+        task.name,
+        stage.split,
+        len(enc),
+        N,
+        enc.n_truncated,
+        100 * enc.n_truncated / len(enc),
+    )
+    write_tokens(
+        enc,
+        stage.out,
+        {
+            "model": stage.model,
+            "dataset": task.name,
+            "split": stage.split,
+            "kind": task.kind,
+            "label_names": task.label_names,
+        },
+    )
     return enc
 
 
-def tokenize_split(model: str, data_dir, split: str, max_length: int, layout: str, out,
-                   encoding: dict | None = None) -> Encoded:
+def tokenize_split(
+    model: str, data_dir, split: str, max_length: int, layout: str, out, encoding: dict | None = None
+) -> Encoded:
     """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder).
 
     Kept for notebooks: builds a `TokenizeStage` and calls `tokenize`, which replaced it.
     ``encoding``: options of `papa.encode`; none = the paper's App. A behaviour.
     """
-    return tokenize(TokenizeStage(model=model, data_dir=str(data_dir), split=split, max_length=int(max_length),
-                                  layout=layout, out=str(out), encoding=dict(encoding or {})))
+    return tokenize(
+        TokenizeStage(
+            model=model,
+            data_dir=str(data_dir),
+            split=split,
+            max_length=int(max_length),
+            layout=layout,
+            out=str(out),
+            encoding=dict(encoding or {}),
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- constants
@@ -308,9 +358,16 @@ class AverageStage(Stage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        return dict(model=sm.params.model, kind=sm.wildcards.kind, tokens=sm.input.tokens, out=sm.output[0],
-                    corpus=sm.wildcards.dataset, batch_size=sm.params.batch_size,
-                    max_examples=sm.params.max_examples, seed=int(sm.params.seed))
+        return dict(
+            model=sm.params.model,
+            kind=sm.wildcards.kind,
+            tokens=sm.input.tokens,
+            out=sm.output[0],
+            corpus=sm.wildcards.dataset,
+            batch_size=sm.params.batch_size,
+            max_examples=sm.params.max_examples,
+            seed=int(sm.params.seed),
+        )
 
 
 def average_constants(stage: AverageStage) -> ConstantAttention:
@@ -340,9 +397,13 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             rows = np.sort(np.random.default_rng(0).permutation(n_rows)[: stage.max_examples])
         total = n_rows if rows is None else len(rows)
         batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
-        C = average_attention(m, batches, kind=spec.kind, total=total,
-                              metadata={"model": stage.model, "corpus": stage.corpus,
-                                        "layout": meta.get("layout", "papa")})
+        C = average_attention(
+            m,
+            batches,
+            kind=spec.kind,
+            total=total,
+            metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
+        )
     C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
     if not spec.data_free:
         C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
@@ -350,14 +411,30 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
     return C
 
 
-def make_constants(model: str, kind: str, tokens_path, out, batch_size: int = AverageStage.batch_size,
-                   max_examples: int | None = None, corpus: str = "") -> ConstantAttention:
+def make_constants(
+    model: str,
+    kind: str,
+    tokens_path,
+    out,
+    batch_size: int = AverageStage.batch_size,
+    max_examples: int | None = None,
+    corpus: str = "",
+) -> ConstantAttention:
     """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind.
 
     Kept for notebooks: builds an `AverageStage` and calls `average_constants`, which replaced it.
     """
-    return average_constants(AverageStage(model=model, kind=kind, tokens=str(tokens_path), out=str(out),
-                                          corpus=corpus, batch_size=batch_size, max_examples=max_examples))
+    return average_constants(
+        AverageStage(
+            model=model,
+            kind=kind,
+            tokens=str(tokens_path),
+            out=str(out),
+            corpus=corpus,
+            batch_size=batch_size,
+            max_examples=max_examples,
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- lambda
@@ -392,8 +469,9 @@ def train_config(hp: dict, seed: int) -> TrainConfig:
     optional.update({k: float(hp[k]) for k in ("weight_decay", "dropout") if k in hp})
     if optional.get("max_grad_norm") is not None:
         optional["max_grad_norm"] = float(optional["max_grad_norm"])
-    return TrainConfig(lr=float(hp["lr"]), batch_size=int(hp["batch_size"]), epochs=int(hp["epochs"]), seed=seed,
-                       **optional)
+    return TrainConfig(
+        lr=float(hp["lr"]), batch_size=int(hp["batch_size"]), epochs=int(hp["epochs"]), seed=seed, **optional
+    )
 
 
 #: Old name of `train_config` (kept for notebooks and tests).
@@ -405,8 +483,14 @@ def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
     L, H = lam.shape
     rank = torch.empty(L * H, dtype=torch.long)
     rank[head_order("lambda", (L, H), lam)] = torch.arange(L * H)
-    return pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
-                         "lambda": lam.flatten().double().numpy(), "rank": rank.numpy()})
+    return pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(L), H),
+            "head": np.tile(np.arange(H), L),
+            "lambda": lam.flatten().double().numpy(),
+            "rank": rank.numpy(),
+        }
+    )
 
 
 def _label(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
@@ -450,11 +534,20 @@ class LambdaStage(Stage):
     def _from_snakemake(cls, sm) -> dict:
         hp, wc = sm.params.hp, sm.wildcards
         seed = int(hp["seed"])
-        return dict(model=sm.params.model, constants=sm.input.constants, train=sm.input.train,
-                    validation=sm.input.validation, out_lambdas=sm.output.lambdas, out_metrics=sm.output.metrics,
-                    metrics=list(sm.params.metrics), hparams=train_config(hp, seed), max_train=hp.get("max_train"),
-                    backbone_dropout=bool(hp.get("backbone_dropout", False)), seed=seed,
-                    labels={"model": wc.model, "task": wc.task, "constants": wc.constants})
+        return dict(
+            model=sm.params.model,
+            constants=sm.input.constants,
+            train=sm.input.train,
+            validation=sm.input.validation,
+            out_lambdas=sm.output.lambdas,
+            out_metrics=sm.output.metrics,
+            metrics=list(sm.params.metrics),
+            hparams=train_config(hp, seed),
+            max_train=hp.get("max_train"),
+            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            seed=seed,
+            labels={"model": wc.model, "task": wc.task, "constants": wc.constants},
+        )
 
 
 def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
@@ -465,8 +558,18 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     if stage.max_train and len(train) > stage.max_train:
         train = train.subset(np.sort(np.random.default_rng(stage.seed).permutation(len(train))[: stage.max_train]))
     info = task_info(train)
-    lam, rows = learn_lambdas(m, C, train, val, info.kind, info.n_labels, list(stage.metrics), stage.hparams,
-                              info.label_names, backbone_dropout=stage.backbone_dropout)
+    lam, rows = learn_lambdas(
+        m,
+        C,
+        train,
+        val,
+        info.kind,
+        info.n_labels,
+        list(stage.metrics),
+        stage.hparams,
+        info.label_names,
+        backbone_dropout=stage.backbone_dropout,
+    )
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     io.write_parquet(df, stage.out_lambdas)
@@ -474,19 +577,39 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     return df
 
 
-def run_lambda(model: str, constants_path, train_tokens, val_tokens, task_cfg: dict, hp: dict, out_lambdas,
-               out_metrics, labels: dict) -> pd.DataFrame:
+def run_lambda(
+    model: str,
+    constants_path,
+    train_tokens,
+    val_tokens,
+    task_cfg: dict,
+    hp: dict,
+    out_lambdas,
+    out_metrics,
+    labels: dict,
+) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics.
 
     Kept for notebooks: builds a `LambdaStage` from a task config (its ``metrics``) and an
     hparams block, and calls `learn_lambda`, which replaced it.
     """
     seed = int(hp.get("seed", 0))
-    return learn_lambda(LambdaStage(
-        model=model, constants=str(constants_path), train=str(train_tokens), validation=str(val_tokens),
-        out_lambdas=str(out_lambdas), out_metrics=str(out_metrics), metrics=list(task_cfg["metrics"]),
-        hparams=train_config(hp, seed), max_train=hp.get("max_train"),
-        backbone_dropout=bool(hp.get("backbone_dropout", False)), labels=dict(labels), seed=seed))
+    return learn_lambda(
+        LambdaStage(
+            model=model,
+            constants=str(constants_path),
+            train=str(train_tokens),
+            validation=str(val_tokens),
+            out_lambdas=str(out_lambdas),
+            out_metrics=str(out_metrics),
+            metrics=list(task_cfg["metrics"]),
+            hparams=train_config(hp, seed),
+            max_train=hp.get("max_train"),
+            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            labels=dict(labels),
+            seed=seed,
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- probe
@@ -564,15 +687,25 @@ class ProbeStage(Stage):
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
         hp, wc, seeds = sm.params.hp, sm.wildcards, [int(s) for s in sm.params.seeds]
-        return dict(model=sm.params.model, constants=sm.input.constants, lambdas=sm.input.lambdas or None,
-                    train=sm.input.train, validation=sm.input.validation, outs=list(sm.output),
-                    metrics=list(sm.params.metrics), selection=wc.selection,
-                    fraction_dynamic=float(wc.fraction_dynamic), seeds=seeds, hparams=train_config(hp, seeds[0]),
-                    backbone_dropout=bool(hp.get("backbone_dropout", False)),
-                    trained_constants=ConstantsSpec.parse(wc.constants).trained, order_seed=int(sm.params.order_seed),
-                    cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
-                    seed=int(sm.params.order_seed),
-                    labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection})
+        return dict(
+            model=sm.params.model,
+            constants=sm.input.constants,
+            lambdas=sm.input.lambdas or None,
+            train=sm.input.train,
+            validation=sm.input.validation,
+            outs=list(sm.output),
+            metrics=list(sm.params.metrics),
+            selection=wc.selection,
+            fraction_dynamic=float(wc.fraction_dynamic),
+            seeds=seeds,
+            hparams=train_config(hp, seeds[0]),
+            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            trained_constants=ConstantsSpec.parse(wc.constants).trained,
+            order_seed=int(sm.params.order_seed),
+            cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
+            seed=int(sm.params.order_seed),
+            labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection},
+        )
 
 
 def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
@@ -596,32 +729,57 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
     n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)
-    log.info("%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s)", stage.labels.get("task"),
-             n_dynamic, L * H, stage.fraction_dynamic, stage.selection)
+    log.info(
+        "%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s)",
+        stage.labels.get("task"),
+        n_dynamic,
+        L * H,
+        stage.fraction_dynamic,
+        stage.selection,
+    )
     dropout = stage.backbone_dropout
     args = (m, train, val, info.kind, info.n_labels, list(stage.metrics), stage.hparams, info.label_names)
     t0 = time.monotonic()
     if stage.trained_constants:
         strategy, nbytes = "live", cache_nbytes(m, train, cache.dtype) + cache_nbytes(m, val, cache.dtype)
         log.info("trained constants: the encoder runs with gradients for every batch of every seed")
-        rows = run_probe(*args, seeds=seeds, backbone_dropout=dropout,
-                         trainable=lambda: patch(m, C, static=static, trainable_constants=True))
+        rows = run_probe(
+            *args,
+            seeds=seeds,
+            backbone_dropout=dropout,
+            trainable=lambda: patch(m, C, static=static, trainable_constants=True),
+        )
     else:
-        with patch(m, C, static=static), prepare_features(
-                m, train, val, strategy=cache.strategy, dtype=cache.dtype, batch_size=int(cache.batch_size),
-                budget_mb=cache.budget_mb, disk_budget_mb=cache.disk_budget_mb, scratch=cache.scratch,
-                backbone_dropout=dropout) as feats:
-            log.info("features ready (%s) in %.1f s; training %d seeds", feats.strategy, time.monotonic() - t0,
-                     len(seeds))
+        with (
+            patch(m, C, static=static),
+            prepare_features(
+                m,
+                train,
+                val,
+                strategy=cache.strategy,
+                dtype=cache.dtype,
+                batch_size=int(cache.batch_size),
+                budget_mb=cache.budget_mb,
+                disk_budget_mb=cache.disk_budget_mb,
+                scratch=cache.scratch,
+                backbone_dropout=dropout,
+            ) as feats,
+        ):
+            log.info(
+                "features ready (%s) in %.1f s; training %d seeds", feats.strategy, time.monotonic() - t0, len(seeds)
+            )
             rows = run_probe(*args, features=feats, seeds=seeds)
             strategy, nbytes = feats.strategy, feats.nbytes
     log.info("probes done in %.1f s", time.monotonic() - t0)
     df = pd.DataFrame(rows)
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    return [_write_rows(df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic,
-                        n_dynamic, seed)
-            for seed, out in zip(seeds, stage.outs, strict=True)]
+    return [
+        _write_rows(
+            df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic, n_dynamic, seed
+        )
+        for seed, out in zip(seeds, stage.outs, strict=True)
+    ]
 
 
 def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed) -> pd.DataFrame:
@@ -635,9 +793,22 @@ def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed) -> pd.Data
     return df
 
 
-def run_probes(model: str, constants_path, lambdas_path, selection: str, fraction_dynamic: float, seeds: list[int],
-               train_tokens, val_tokens, task_cfg: dict, hp: dict, cache: dict, outs: list, labels: dict,
-               trained_constants: bool = False) -> list[pd.DataFrame]:
+def run_probes(
+    model: str,
+    constants_path,
+    lambdas_path,
+    selection: str,
+    fraction_dynamic: float,
+    seeds: list[int],
+    train_tokens,
+    val_tokens,
+    task_cfg: dict,
+    hp: dict,
+    cache: dict,
+    outs: list,
+    labels: dict,
+    trained_constants: bool = False,
+) -> list[pd.DataFrame]:
     """Train a fresh probe per seed with ``fraction_dynamic`` of the heads input-dependent.
 
     Kept for notebooks: builds a `ProbeStage` (``task_cfg``: its ``metrics``; ``hp``: a probe
@@ -645,13 +816,26 @@ def run_probes(model: str, constants_path, lambdas_path, selection: str, fractio
     ``budget_mb`` meaning no memory limit as before) and calls `probe_heads`, which replaced it.
     """
     seeds = [int(s) for s in seeds]
-    return probe_heads(ProbeStage(
-        model=model, constants=str(constants_path), lambdas=None if lambdas_path is None else str(lambdas_path),
-        train=str(train_tokens), validation=str(val_tokens), outs=[str(o) for o in outs],
-        metrics=list(task_cfg["metrics"]), selection=selection, fraction_dynamic=float(fraction_dynamic),
-        seeds=seeds, hparams=train_config(hp, seeds[0]), backbone_dropout=bool(hp.get("backbone_dropout", False)),
-        trained_constants=trained_constants, order_seed=int(hp.get("order_seed", 0)),
-        cache=CacheConfig(**{"budget_mb": None, **cache}), labels=dict(labels)))
+    return probe_heads(
+        ProbeStage(
+            model=model,
+            constants=str(constants_path),
+            lambdas=None if lambdas_path is None else str(lambdas_path),
+            train=str(train_tokens),
+            validation=str(val_tokens),
+            outs=[str(o) for o in outs],
+            metrics=list(task_cfg["metrics"]),
+            selection=selection,
+            fraction_dynamic=float(fraction_dynamic),
+            seeds=seeds,
+            hparams=train_config(hp, seeds[0]),
+            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            trained_constants=trained_constants,
+            order_seed=int(hp.get("order_seed", 0)),
+            cache=CacheConfig(**{"budget_mb": None, **cache}),
+            labels=dict(labels),
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- masked LM (Sec. 5.5)
@@ -659,8 +843,11 @@ def run_probes(model: str, constants_path, lambdas_path, selection: str, fractio
 #: Settings of the MLM analysis when a notebook leaves them out (`run_mlm`): the paper's Table 3
 #: MLM row and the masking rate; the workflow's come from the schema's defaults, which
 #: tests/test_spec.py holds equal to these.
-MLM_DEFAULTS = {"head": "probe", "mask_prob": 0.15,
-                **{k: v for k, v in PAPER_HPARAMS["mlm"].items() if k != "max_length"}}
+MLM_DEFAULTS = {
+    "head": "probe",
+    "mask_prob": 0.15,
+    **{k: v for k, v in PAPER_HPARAMS["mlm"].items() if k != "max_length"},
+}
 
 
 @dataclass(kw_only=True)
@@ -703,19 +890,31 @@ class MLMStage(Stage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        return dict(model=sm.params.model, constants=sm.input.constants, train=sm.input.train,
-                    validation=sm.input.validation, out_scores=sm.output.scores, out_lambdas=sm.output.lambdas,
-                    fraction_dynamic=[float(f) for f in sm.params.fraction_dynamic],
-                    labels={"model": sm.wildcards.model, "dataset": sm.wildcards.dataset},
-                    **_mlm_settings(sm.params.hp))
+        return dict(
+            model=sm.params.model,
+            constants=sm.input.constants,
+            train=sm.input.train,
+            validation=sm.input.validation,
+            out_scores=sm.output.scores,
+            out_lambdas=sm.output.lambdas,
+            fraction_dynamic=[float(f) for f in sm.params.fraction_dynamic],
+            labels={"model": sm.wildcards.model, "dataset": sm.wildcards.dataset},
+            **_mlm_settings(sm.params.hp),
+        )
 
 
 def _mlm_settings(hp: dict) -> dict:
     """The `MLMStage` fields set by the ``analyses.mlm`` block (defaults filled in)."""
     seed = int(hp["seed"])
-    return dict(head=hp["head"], hparams=train_config(hp, seed),
-                lambda_hparams=train_config({**hp, **(hp.get("lambda") or {})}, seed), mask_prob=float(hp["mask_prob"]),
-                max_train=hp.get("max_train"), max_eval=hp.get("max_eval"), seed=seed)
+    return dict(
+        head=hp["head"],
+        hparams=train_config(hp, seed),
+        lambda_hparams=train_config({**hp, **(hp.get("lambda") or {})}, seed),
+        mask_prob=float(hp["mask_prob"]),
+        max_train=hp.get("max_train"),
+        max_eval=hp.get("max_eval"),
+        seed=seed,
+    )
 
 
 def mlm_curves(stage: MLMStage) -> pd.DataFrame:
@@ -738,13 +937,30 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         raise ValueError(f"MLM analysis: empty split (train {len(train)}, validation {len(val)} examples)")
     special = set(tok.all_special_ids)
     cfg, lambda_cfg = stage.hparams, stage.lambda_hparams
-    log.info("MLM (head %s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples",
-             stage.head, lambda_cfg.epochs, len(stage.fraction_dynamic),
-             f"{cfg.epochs} epochs" if stage.head == "probe" else "scoring", len(train), len(val))
+    log.info(
+        "MLM (head %s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples",
+        stage.head,
+        lambda_cfg.epochs,
+        len(stage.fraction_dynamic),
+        f"{cfg.epochs} epochs" if stage.head == "probe" else "scoring",
+        len(train),
+        len(val),
+    )
     lam, _ = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head)
     ldf = lambda_frame(lam)
-    rows = mlm_curve(m, C, lam, val, stage.fraction_dynamic, tok.mask_token_id, special, cfg, stage.mask_prob,
-                     stage.head, train=train)
+    rows = mlm_curve(
+        m,
+        C,
+        lam,
+        val,
+        stage.fraction_dynamic,
+        tok.mask_token_id,
+        special,
+        cfg,
+        stage.mask_prob,
+        stage.head,
+        train=train,
+    )
     df = pd.DataFrame(rows)
     df.insert(1, "n_eval", len(val))
     for k, v in reversed(list(stage.labels.items())):
@@ -755,19 +971,36 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     return df
 
 
-def run_mlm(model: str, constants_path, train_tokens, val_tokens, hp: dict, fraction_dynamic, out_scores,
-            out_lambdas, labels: dict) -> pd.DataFrame:
+def run_mlm(
+    model: str,
+    constants_path,
+    train_tokens,
+    val_tokens,
+    hp: dict,
+    fraction_dynamic,
+    out_scores,
+    out_lambdas,
+    labels: dict,
+) -> pd.DataFrame:
     """Paper Sec. 5.5 / Fig. 6a: negative log-perplexity per fraction_dynamic on held-out text.
 
     Kept for notebooks: builds an `MLMStage` from an ``analyses.mlm`` block (``head``, ``lr``,
     ``batch_size``, ``epochs``, ``lambda``, ``mask_prob``, ``max_train``, ``max_eval``, ``seed``;
     missing ones from `MLM_DEFAULTS`, seed 0) and calls `mlm_curves`, which replaced it.
     """
-    return mlm_curves(MLMStage(
-        model=model, constants=str(constants_path), train=str(train_tokens), validation=str(val_tokens),
-        out_scores=str(out_scores), out_lambdas=str(out_lambdas),
-        fraction_dynamic=[float(f) for f in fraction_dynamic], labels=dict(labels),
-        **_mlm_settings({**MLM_DEFAULTS, "seed": 0, **hp})))
+    return mlm_curves(
+        MLMStage(
+            model=model,
+            constants=str(constants_path),
+            train=str(train_tokens),
+            validation=str(val_tokens),
+            out_scores=str(out_scores),
+            out_lambdas=str(out_lambdas),
+            fraction_dynamic=[float(f) for f in fraction_dynamic],
+            labels=dict(labels),
+            **_mlm_settings({**MLM_DEFAULTS, "seed": 0, **hp}),
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- tables, patterns and plots
@@ -799,10 +1032,17 @@ class PatternsStage(Stage):
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
         opts = sm.params.patterns
-        return dict(average=sm.input.average, effective=sm.input.effective, out=sm.output[0],
-                    model=sm.wildcards.model, corpus=sm.wildcards.dataset, n=int(sm.wildcards.n),
-                    band=int(opts["band"]), diag_threshold=float(opts["diag_threshold"]),
-                    special_threshold=float(opts["special_threshold"]))
+        return dict(
+            average=sm.input.average,
+            effective=sm.input.effective,
+            out=sm.output[0],
+            model=sm.wildcards.model,
+            corpus=sm.wildcards.dataset,
+            n=int(sm.wildcards.n),
+            band=int(opts["band"]),
+            diag_threshold=float(opts["diag_threshold"]),
+            special_threshold=float(opts["special_threshold"]),
+        )
 
 
 def pattern_stats(stage: PatternsStage) -> pd.DataFrame:
@@ -852,10 +1092,18 @@ class AggregateStage(Stage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        return dict(probes=list(sm.input.probes), lambdas=list(sm.input.lambdas), patterns=list(sm.input.patterns),
-                    main_metric=dict(sm.params.main_metric), kinds=list(sm.params.kinds),
-                    out_probe=sm.output.probe, out_summary=sm.output.summary, out_lambdas=sm.output.lambdas,
-                    out_constant_kinds=sm.output.constant_kinds, out_patterns=sm.output.patterns)
+        return dict(
+            probes=list(sm.input.probes),
+            lambdas=list(sm.input.lambdas),
+            patterns=list(sm.input.patterns),
+            main_metric=dict(sm.params.main_metric),
+            kinds=list(sm.params.kinds),
+            out_probe=sm.output.probe,
+            out_summary=sm.output.summary,
+            out_lambdas=sm.output.lambdas,
+            out_constant_kinds=sm.output.constant_kinds,
+            out_patterns=sm.output.patterns,
+        )
 
 
 def aggregate(stage: AggregateStage) -> dict[str, pd.DataFrame]:
@@ -927,14 +1175,19 @@ class PlotStage(Stage):
         def stem(files):
             return str(Path(files[0]).with_suffix(""))
 
-        return dict(summary=sm.input.summary, lambdas=sm.input.lambdas, constant_kinds=sm.input.kinds,
-                    constants=[ConstantsFile(path=p, **m) for p, m in zip(sm.input.constants, sm.params.matrices,
-                                                                          strict=True)],
-                    sweep_constants=list(sm.params.sweep["constants"]),
-                    sweep_selections=list(sm.params.sweep["selections"]),
-                    out_fraction_curves=stem(sm.output.fig2), out_constant_kinds=stem(sm.output.kinds),
-                    out_head_orders=stem(sm.output.orders), out_models_compared=stem(sm.output.models),
-                    out_heads=sm.output.heatmaps)
+        return dict(
+            summary=sm.input.summary,
+            lambdas=sm.input.lambdas,
+            constant_kinds=sm.input.kinds,
+            constants=[ConstantsFile(path=p, **m) for p, m in zip(sm.input.constants, sm.params.matrices, strict=True)],
+            sweep_constants=list(sm.params.sweep["constants"]),
+            sweep_selections=list(sm.params.sweep["selections"]),
+            out_fraction_curves=stem(sm.output.fig2),
+            out_constant_kinds=stem(sm.output.kinds),
+            out_head_orders=stem(sm.output.orders),
+            out_models_compared=stem(sm.output.models),
+            out_heads=sm.output.heatmaps,
+        )
 
 
 def plot_figures(stage: PlotStage) -> None:
@@ -959,8 +1212,11 @@ def plot_figures(stage: PlotStage) -> None:
         if is_data_free(f.kind):
             continue  # the same matrix for every head: nothing to see
         C = ConstantAttention.load(f.path)
-        plots.plot_constant_heads(C.mean.numpy(), out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
-                                  title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})")
+        plots.plot_constant_heads(
+            C.mean.numpy(),
+            out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
+            title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})",
+        )
 
 
 @dataclass(kw_only=True)
@@ -980,8 +1236,9 @@ class MLMTableStage(Stage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        return dict(scores=list(sm.input), out_table=sm.output.table,
-                    out_plot=str(Path(sm.output.plot[0]).with_suffix("")))
+        return dict(
+            scores=list(sm.input), out_table=sm.output.table, out_plot=str(Path(sm.output.plot[0]).with_suffix(""))
+        )
 
 
 def tabulate_mlm(stage: MLMTableStage) -> pd.DataFrame:

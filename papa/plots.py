@@ -2,7 +2,8 @@
 
 Every function draws on a fresh :class:`matplotlib.figure.Figure` with an Agg canvas
 (no pyplot, so the global backend and any open notebook figures are left alone), writes
-``<out>.png`` and ``<out>.svg`` atomically (`papa.io.atomic_path`) and returns the list of paths written. ``out`` is a path stem:
+``<out>.png`` and ``<out>.svg`` atomically (`papa.io.atomic_path`) and returns the list of paths
+written. ``out`` is a path stem:
 ``results/plots/fig2`` -> ``results/plots/fig2.png`` and ``results/plots/fig2.svg``.
 
 * :func:`plot_fraction_curves`  -- Fig. 2: score vs fraction of input-dependent heads.
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 import numpy as np
@@ -194,9 +195,7 @@ def _curves(
             handles.append(Line2D([], [], color="none", label=" / ".join(style)))
             for k in style_keys:
                 ls, marker = styles[k]
-                handles.append(
-                    Line2D([], [], color="0.3", linestyle=ls, marker=marker, label=" / ".join(map(str, k)))
-                )
+                handles.append(Line2D([], [], color="0.3", linestyle=ls, marker=marker, label=" / ".join(map(str, k))))
         fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
         fig.suptitle(title + "  (mean over seeds, 95% CI)")
         fig.tight_layout()
@@ -383,7 +382,9 @@ def plot_constant_heads(
         for lh in heads:
             layer, head = (int(v) for v in lh)
             if not (0 <= layer < n_layers and 0 <= head < n_heads):
-                raise ValueError(f"plot_constant_heads: head {(layer, head)} outside {n_layers} layers x {n_heads} heads")
+                raise ValueError(
+                    f"plot_constant_heads: head {(layer, head)} outside {n_layers} layers x {n_heads} heads"
+                )
             picked.append((layer, head, ""))
     if not picked:
         raise ValueError("plot_constant_heads: no heads to plot")
@@ -437,14 +438,22 @@ def plot_models_compared(
         colors = sns.color_palette("colorblind", len(table))
         for (_, row), color in zip(table.iterrows(), colors):
             ax.scatter(row["drop"] * 100, row["orig"], s=60, color=color, zorder=3)
-            ax.annotate(row["model"], (row["drop"] * 100, row["orig"]), xytext=(6, 4), textcoords="offset points",
-                        fontsize=9)
+            ax.annotate(
+                row["model"], (row["drop"] * 100, row["orig"]), xytext=(6, 4), textcoords="offset points", fontsize=9
+            )
         ax.set_xlabel("relative score drop with all heads constant (%)")
         ax.set_ylabel("original score (all heads input-dependent)")
         ax.set_title("Original score vs drop without input-dependent attention")
         ax.margins(x=0.25, y=0.2)
-        fig.text(0.01, 0.005, f"mean over tasks: {table['tasks'].iloc[0]}; constants={table['constants'].iloc[0]}",
-                 fontsize=7, color="0.35", ha="left", va="bottom")
+        fig.text(
+            0.01,
+            0.005,
+            f"mean over tasks: {table['tasks'].iloc[0]}; constants={table['constants'].iloc[0]}",
+            fontsize=7,
+            color="0.35",
+            ha="left",
+            va="bottom",
+        )
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         return _save(fig, out)
 
@@ -457,8 +466,9 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
         table: a :func:`papa.tables.constant_kinds_table` frame (main metrics are used).
         out: path stem.
     """
-    _require(table, ["model", "task", "constants", "metric", "mean", "ci95", "original", "is_main"],
-             "plot_constant_kinds")
+    _require(
+        table, ["model", "task", "constants", "metric", "mean", "ci95", "original", "is_main"], "plot_constant_kinds"
+    )
     df = table[table["is_main"].astype(bool)]
     if df.empty:
         raise ValueError("plot_constant_kinds: nothing to plot")
@@ -504,8 +514,14 @@ def plot_mlm(table: pd.DataFrame, out) -> list[str]:
             g = g.sort_values("fraction_dynamic")
             label = model if table["dataset"].nunique() == 1 else f"{model} ({dataset})"
             label += f", {head} head" if several_heads else ""
-            ax.plot(g["fraction_dynamic"], g["neg_log_ppl"], marker=_MARKERS[i % len(_MARKERS)],
-                    linestyle=_LINESTYLES[i % len(_LINESTYLES)], color=colors[i], label=label)
+            ax.plot(
+                g["fraction_dynamic"],
+                g["neg_log_ppl"],
+                marker=_MARKERS[i % len(_MARKERS)],
+                linestyle=_LINESTYLES[i % len(_LINESTYLES)],
+                color=colors[i],
+                label=label,
+            )
         ax.set_xscale("symlog", linthresh=1 / 16)
         ticks = sorted(table["fraction_dynamic"].unique())
         ax.set_xticks(ticks)

@@ -129,8 +129,13 @@ def cache_nbytes(model, encoded: Encoded, dtype: str = "float16") -> int:
     return features_nbytes(int(kept_tokens(encoded).sum()), *model_dims(model), dtype)
 
 
-def choose_strategy(nbytes: int, strategy: str = "auto", budget_mb: float | None = None,
-                    disk_budget_mb: float | None = None, cacheable: bool = True) -> str:
+def choose_strategy(
+    nbytes: int,
+    strategy: str = "auto",
+    budget_mb: float | None = None,
+    disk_budget_mb: float | None = None,
+    cacheable: bool = True,
+) -> str:
     """Where a probe job keeps its hidden states.
 
     ``auto``: ``memory`` if ``nbytes`` fits ``budget_mb`` (None = no limit), else ``disk``
@@ -215,8 +220,16 @@ class FeatureCache:
     `close()` (or garbage collection, or the end of the process) removes it.
     """
 
-    def __init__(self, data: np.ndarray, labels: np.ndarray, offsets: np.ndarray, positions: np.ndarray | None,
-                 token_level: bool, device=None, folder: str | None = None):
+    def __init__(
+        self,
+        data: np.ndarray,
+        labels: np.ndarray,
+        offsets: np.ndarray,
+        positions: np.ndarray | None,
+        token_level: bool,
+        device=None,
+        folder: str | None = None,
+    ):
         self.data, self.labels, self.offsets, self.positions = data, labels, offsets, positions
         self.token_level = token_level
         self.device = device or "cpu"
@@ -282,9 +295,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def extract_features(model, encoded: Encoded, batch_size: int = 64, dtype: str = "float16",
-                     budget_mb: float | None = None, scratch: str | None = None, log_every: float = 10.0,
-                     device=None, strategy: str = "auto") -> FeatureCache:
+def extract_features(
+    model,
+    encoded: Encoded,
+    batch_size: int = 64,
+    dtype: str = "float16",
+    budget_mb: float | None = None,
+    scratch: str | None = None,
+    log_every: float = 10.0,
+    device=None,
+    strategy: str = "auto",
+) -> FeatureCache:
     """Run the (patched) encoder once over ``encoded`` and cache what the probe reads.
 
     ``strategy`` ``memory`` or ``disk`` puts the cache there; ``auto`` keeps it in memory when
@@ -377,9 +398,18 @@ def _sigterm_exits():
 
 
 @contextmanager
-def prepare_features(model, train_enc: Encoded, val_enc: Encoded, strategy: str = "auto", dtype: str = "float16",
-                     batch_size: int = 64, budget_mb: float | None = None, disk_budget_mb: float | None = None,
-                     scratch: str | None = None, backbone_dropout: bool = False):
+def prepare_features(
+    model,
+    train_enc: Encoded,
+    val_enc: Encoded,
+    strategy: str = "auto",
+    dtype: str = "float16",
+    batch_size: int = 64,
+    budget_mb: float | None = None,
+    disk_budget_mb: float | None = None,
+    scratch: str | None = None,
+    backbone_dropout: bool = False,
+):
     """The features of a probe job, kept where they fit (a context manager yielding `PreparedFeatures`).
 
     The cache size of both splits is computed before anything is encoded and `choose_strategy`
@@ -398,19 +428,31 @@ def prepare_features(model, train_enc: Encoded, val_enc: Encoded, strategy: str 
         disk_mb = disk_budget_mb if disk_budget_mb is not None else free_disk_mb(scratch)
     chosen = choose_strategy(total, strategy, budget_mb, disk_mb, cacheable=not backbone_dropout)
     if chosen == "disk" and disk_mb is not None and total > disk_mb * MB:
-        raise OSError(f"cache.strategy disk: the features need {total / MB:.0f} MB but the disk budget under "
-                      f"{scratch or tempfile.gettempdir()} is {disk_mb:.0f} MB; free space, set cache.scratch, or "
-                      f"use strategy auto or reencode")
-    log.info("feature cache: train %.1f MB + validation %.1f MB (%s) = %.1f MB; memory budget %s, disk budget %s "
-             "-> strategy %s%s", sizes["train"] / MB, sizes["validation"] / MB, dtype, total / MB,
-             "none" if budget_mb is None else f"{budget_mb:g} MB", "unused" if disk_mb is None else f"{disk_mb:.0f} MB",
-             chosen, " (backbone dropout: features change every pass)" if backbone_dropout else "")
+        raise OSError(
+            f"cache.strategy disk: the features need {total / MB:.0f} MB but the disk budget under "
+            f"{scratch or tempfile.gettempdir()} is {disk_mb:.0f} MB; free space, set cache.scratch, or "
+            f"use strategy auto or reencode"
+        )
+    log.info(
+        "feature cache: train %.1f MB + validation %.1f MB (%s) = %.1f MB; memory budget %s, disk budget %s "
+        "-> strategy %s%s",
+        sizes["train"] / MB,
+        sizes["validation"] / MB,
+        dtype,
+        total / MB,
+        "none" if budget_mb is None else f"{budget_mb:g} MB",
+        "unused" if disk_mb is None else f"{disk_mb:.0f} MB",
+        chosen,
+        " (backbone dropout: features change every pass)" if backbone_dropout else "",
+    )
     feats: list = []
     with _sigterm_exits():
         try:
             if chosen == "reencode":
-                feats = [LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
-                         LiveFeatures(model, val_enc, dtype=dtype)]
+                feats = [
+                    LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
+                    LiveFeatures(model, val_enc, dtype=dtype),
+                ]
             else:
                 for enc in (train_enc, val_enc):
                     feats.append(extract_features(model, enc, batch_size, dtype, scratch=scratch, strategy=chosen))
@@ -523,8 +565,19 @@ class _SeedRun:
         self.seen += n_examples
 
 
-def train_probes(probes, train, validation, cfg: TrainConfig, metrics, label_names=None, seeds=None,
-                 rng_states=None, extra_params=(), on_epoch=None, live: bool = False) -> list[list[dict]]:
+def train_probes(
+    probes,
+    train,
+    validation,
+    cfg: TrainConfig,
+    metrics,
+    label_names=None,
+    seeds=None,
+    rng_states=None,
+    extra_params=(),
+    on_epoch=None,
+    live: bool = False,
+) -> list[list[dict]]:
     """Train several probes side by side on the same batches (one per seed); evaluate every epoch.
 
     Every batch is read once (one encoder pass for live features) and each probe takes its
@@ -574,18 +627,36 @@ def train_probes(probes, train, validation, cfg: TrainConfig, metrics, label_nam
         elapsed = time.monotonic() - t0
         for seed, run, scores in zip(seeds, runs, all_scores):
             loss = run.total / max(run.seen, 1)
-            log.info("seed %d epoch %d/%d: train loss %.4f, %s (%.1f examples/s, ETA %.0f s)", seed, epoch,
-                     cfg.epochs, loss, ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
-                     epoch * n / elapsed, elapsed / epoch * (cfg.epochs - epoch))
-            run.rows += [{"epoch": epoch, "metric": metric, "score": score, "train_loss": loss}
-                         for metric, score in scores.items()]
+            log.info(
+                "seed %d epoch %d/%d: train loss %.4f, %s (%.1f examples/s, ETA %.0f s)",
+                seed,
+                epoch,
+                cfg.epochs,
+                loss,
+                ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
+                epoch * n / elapsed,
+                elapsed / epoch * (cfg.epochs - epoch),
+            )
+            run.rows += [
+                {"epoch": epoch, "metric": metric, "score": score, "train_loss": loss}
+                for metric, score in scores.items()
+            ]
         if on_epoch is not None:
             on_epoch(epoch)
     return [run.rows for run in runs]
 
 
-def train_probe(probe: nn.Module, train, validation, cfg: TrainConfig, metrics, label_names=None,
-                extra_params=(), on_epoch=None, live: bool = False) -> list[dict]:
+def train_probe(
+    probe: nn.Module,
+    train,
+    validation,
+    cfg: TrainConfig,
+    metrics,
+    label_names=None,
+    extra_params=(),
+    on_epoch=None,
+    live: bool = False,
+) -> list[dict]:
     """Train ``probe`` (and ``extra_params``, e.g. lambda logits) with AdamW; evaluate every epoch.
 
     Args:
@@ -594,13 +665,25 @@ def train_probe(probe: nn.Module, train, validation, cfg: TrainConfig, metrics, 
     Returns:
         One dict per (epoch, metric): ``epoch``, ``metric``, ``score``, plus ``train_loss``.
     """
-    return train_probes([probe], train, validation, cfg, metrics, label_names, extra_params=extra_params,
-                        on_epoch=on_epoch, live=live)[0]
+    return train_probes(
+        [probe], train, validation, cfg, metrics, label_names, extra_params=extra_params, on_epoch=on_epoch, live=live
+    )[0]
 
 
-def run_probe(model, train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int, metrics, cfg: TrainConfig,
-              label_names=None, features=None, seeds=None, trainable=None,
-              backbone_dropout: bool = False) -> list[dict]:
+def run_probe(
+    model,
+    train_enc: Encoded,
+    val_enc: Encoded,
+    kind: str,
+    n_labels: int,
+    metrics,
+    cfg: TrainConfig,
+    label_names=None,
+    features=None,
+    seeds=None,
+    trainable=None,
+    backbone_dropout: bool = False,
+) -> list[dict]:
     """Train and evaluate a fresh probe per seed on a frozen (possibly patched) encoder.
 
     The one probe path: the probe lives on the model's device whatever feeds it.
@@ -626,8 +709,10 @@ def run_probe(model, train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: 
     if not seeds:
         raise ValueError("run_probe needs at least one seed")
     if backbone_dropout and features is not None:
-        raise ValueError("backbone_dropout applies to features=None; prepared features take it from "
-                         "prepare_features(..., backbone_dropout=True)")
+        raise ValueError(
+            "backbone_dropout applies to features=None; prepared features take it from "
+            "prepare_features(..., backbone_dropout=True)"
+        )
     device = next(model.parameters()).device
     if features is None:
         train = LiveFeatures(model, train_enc, device=device, train_mode=backbone_dropout)
@@ -644,22 +729,45 @@ def run_probe(model, train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: 
         shared = replace(cfg, shuffle_seed=seeds[0] if cfg.shuffle_seed is None else cfg.shuffle_seed)
         per_seed = train_probes(probes, train, val, shared, metrics, label_names, seeds=seeds, rng_states=states)
     elif trainable is None:  # cached features: independent runs, each in its own seed's batch order
-        per_seed = [train_probes([probe], train, val, replace(cfg, seed=seed), metrics,
-                                 label_names, seeds=[seed], rng_states=[state])[0]
-                    for seed, probe, state in zip(seeds, probes, states)]
+        per_seed = [
+            train_probes(
+                [probe], train, val, replace(cfg, seed=seed), metrics, label_names, seeds=[seed], rng_states=[state]
+            )[0]
+            for seed, probe, state in zip(seeds, probes, states)
+        ]
     else:
         if features is not None:
             raise ValueError("trained patch parameters need the encoder in the loop: pass features=None")
         per_seed = []
         for seed, probe, state in zip(seeds, probes, states):
             with trainable() as handle:
-                per_seed += train_probes([probe], train, val, replace(cfg, seed=seed), metrics, label_names,
-                                         seeds=[seed], rng_states=[state], extra_params=handle.parameters(), live=True)
+                per_seed += train_probes(
+                    [probe],
+                    train,
+                    val,
+                    replace(cfg, seed=seed),
+                    metrics,
+                    label_names,
+                    seeds=[seed],
+                    rng_states=[state],
+                    extra_params=handle.parameters(),
+                    live=True,
+                )
     return [{"seed": seed, **row} for seed, rows in zip(seeds, per_seed) for row in rows]
 
 
-def learn_lambdas(model, constants, train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int, metrics,
-                  cfg: TrainConfig, label_names=None, backbone_dropout: bool = False):
+def learn_lambdas(
+    model,
+    constants,
+    train_enc: Encoded,
+    val_enc: Encoded,
+    kind: str,
+    n_labels: int,
+    metrics,
+    cfg: TrainConfig,
+    label_names=None,
+    backbone_dropout: bool = False,
+):
     """Train one lambda per head jointly with a probe (paper Sec. 3.2), everything else frozen.
 
     ``backbone_dropout`` runs the encoder's training batches in train mode (the authors' setting).
@@ -670,7 +778,14 @@ def learn_lambdas(model, constants, train_enc: Encoded, val_enc: Encoded, kind: 
     torch.manual_seed(cfg.seed)
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(next(model.parameters()).device)
     with patch(model, constants, mix=True) as handle:
-        rows = train_probe(probe, LiveFeatures(model, train_enc, train_mode=backbone_dropout),
-                           LiveFeatures(model, val_enc), cfg, metrics, label_names,
-                           extra_params=handle.parameters(), live=True)
+        rows = train_probe(
+            probe,
+            LiveFeatures(model, train_enc, train_mode=backbone_dropout),
+            LiveFeatures(model, val_enc),
+            cfg,
+            metrics,
+            label_names,
+            extra_params=handle.parameters(),
+            live=True,
+        )
         return handle.lambdas(), rows

@@ -69,9 +69,17 @@ FAMILIES: dict[str, tuple[str, dict]] = {
     "bert": ("BertForMaskedLM", {"type_vocab_size": 2}),
     "roberta": ("RobertaForMaskedLM", {"type_vocab_size": 1, "layer_norm_eps": 1e-5}),
     # microsoft/deberta-base: relative attention with c2p/p2c terms, no absolute positions, no segments
-    "deberta": ("DebertaForMaskedLM", {"relative_attention": True, "pos_att_type": ["c2p", "p2c"],
-                                       "max_relative_positions": -1, "position_biased_input": False,
-                                       "type_vocab_size": 0, "layer_norm_eps": 1e-7}),  # fmt: skip
+    "deberta": (
+        "DebertaForMaskedLM",
+        {
+            "relative_attention": True,
+            "pos_att_type": ["c2p", "p2c"],
+            "max_relative_positions": -1,
+            "position_biased_input": False,
+            "type_vocab_size": 0,
+            "layer_norm_eps": 1e-7,
+        },
+    ),  # fmt: skip
     "electra": ("ElectraForPreTraining", {"type_vocab_size": 2}),
 }
 
@@ -304,8 +312,13 @@ def build_tokenizer(family: str, vocab_size: int = 4000, seed: int = 0, cache_di
 
         wiki = papa_data.load_task({"name": "wiki", "source": "package"}, cache_dir, seed=seed)
         bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(wiki.splits["train"]["text"].tolist(), vocab_size=vocab_size, min_frequency=2,
-                                special_tokens=_BPE_SPECIALS[family], show_progress=False)
+        bpe.train_from_iterator(
+            wiki.splits["train"]["text"].tolist(),
+            vocab_size=vocab_size,
+            min_frequency=2,
+            special_tokens=_BPE_SPECIALS[family],
+            show_progress=False,
+        )
         with tempfile.TemporaryDirectory() as tmp:
             vocab, merges = bpe.save_model(tmp)
             cls = tf.RobertaTokenizerFast if family == "roberta" else tf.DebertaTokenizerFast

@@ -63,8 +63,10 @@ class ConstantsSpec:
         if isinstance(text, ConstantsSpec):
             return text
         if not isinstance(text, str) or not re.fullmatch(CONSTANTS_PATTERN, text):
-            raise ValueError(f"Constants spec {text!r} is not kind[_trained][@corpus] with kind one of "
-                             f"{', '.join(SPEC_KINDS)}, e.g. 'average', 'average_trained', 'average@wiki'")
+            raise ValueError(
+                f"Constants spec {text!r} is not kind[_trained][@corpus] with kind one of "
+                f"{', '.join(SPEC_KINDS)}, e.g. 'average', 'average_trained', 'average@wiki'"
+            )
         kind, _, corpus = text.partition("@")
         trained = kind.endswith(TRAINED_SUFFIX)
         return cls(kind.removesuffix(TRAINED_SUFFIX) if trained else kind, trained, corpus or None)

@@ -29,7 +29,7 @@ Tables
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,7 @@ MLM_COLUMNS: dict[str, str] = {
     "perplexity": "float64",
 }
 MLM_KEY = ["model", "dataset", "head", "fraction_dynamic"]
+
 
 def t_critical(df: int) -> float:
     """Two-sided 95% Student-t critical value ``t_{0.975, df}`` (``scipy.stats.t.ppf``); NaN for ``df < 1``."""
@@ -353,13 +354,29 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
     input-dependent model's score (the summary's ``baseline``). The head order does not
     matter with every head replaced, so one row per (model, task, constants, metric).
     """
-    _require_columns(summary, ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean",
-                               "ci95", "baseline", "relative_drop", "is_main"], "constant_kinds_table")
+    _require_columns(
+        summary,
+        [
+            "model",
+            "task",
+            "constants",
+            "selection",
+            "fraction_dynamic",
+            "metric",
+            "mean",
+            "ci95",
+            "baseline",
+            "relative_drop",
+            "is_main",
+        ],
+        "constant_kinds_table",
+    )
     df = summary[np.isclose(summary["fraction_dynamic"].astype("float64"), 0.0) & summary["constants"].isin(kinds)]
     df = df.sort_values(["model", "task", "constants", "metric", "selection"], kind="mergesort")
     df = df.drop_duplicates(["model", "task", "constants", "metric"])
-    out = df[["model", "task", "constants", "metric", "n_seeds", "mean", "ci95", "baseline", "relative_drop",
-              "is_main"]].rename(columns={"baseline": "original"})
+    out = df[
+        ["model", "task", "constants", "metric", "n_seeds", "mean", "ci95", "baseline", "relative_drop", "is_main"]
+    ].rename(columns={"baseline": "original"})
     order = {k: i for i, k in enumerate(kinds)}
     out = out.assign(_o=out["constants"].map(order)).sort_values(["model", "task", "_o", "metric"], kind="mergesort")
     return out.drop(columns="_o").reset_index(drop=True)
@@ -378,8 +395,9 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     df = df.sort_values(MLM_KEY, ascending=[True, True, True, False], kind="mergesort")
     curve = ["model", "dataset", "head"]
     full = df[np.isclose(df["fraction_dynamic"], 1.0)].set_index(curve)["neg_log_ppl"]
-    df["drop"] = [full.get(k, np.nan) - v for k, v in zip(df[curve].itertuples(index=False, name=None),
-                                                           df["neg_log_ppl"])]
+    df["drop"] = [
+        full.get(k, np.nan) - v for k, v in zip(df[curve].itertuples(index=False, name=None), df["neg_log_ppl"])
+    ]
     return df.reset_index(drop=True)
 
 
@@ -397,8 +415,9 @@ def _prefer(values: pd.Series, preferred: str) -> str:
     return values.value_counts().sort_index().idxmax()
 
 
-def models_compared_table(summary: pd.DataFrame, constants: str | None = None,
-                          selection: str | None = None) -> pd.DataFrame:
+def models_compared_table(
+    summary: pd.DataFrame, constants: str | None = None, selection: str | None = None
+) -> pd.DataFrame:
     """Fig. 3 analogue: per model, the original score and the relative drop with every head constant.
 
     Per model and task (main metric only, ``is_main``): ``orig`` = mean at fraction 1, ``free``
@@ -420,8 +439,11 @@ def models_compared_table(summary: pd.DataFrame, constants: str | None = None,
         ValueError: a column is missing, nothing is left to compare, or no task is shared by
             all models at fractions 0 and 1.
     """
-    _require_columns(summary, ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean"],
-                     "models_compared_table")
+    _require_columns(
+        summary,
+        ["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean"],
+        "models_compared_table",
+    )
     df = summary[summary["is_main"].astype(bool)] if "is_main" in summary.columns else summary
     if df.empty:
         raise ValueError("models_compared_table: nothing to compare")

@@ -23,8 +23,14 @@ def mpnet():
     return papa.load_encoder("mpnet", device="cpu")
 
 
-TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=80)
+TINY = dict(
+    vocab_size=120,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=80,
+)
 
 
 def tiny_model(family: str):
@@ -43,24 +49,43 @@ def tiny_model(family: str):
     elif family == "xlm-roberta":
         cfg = tf.XLMRobertaConfig(**TINY, pad_token_id=1)
     elif family == "distilbert":
-        cfg = tf.DistilBertConfig(vocab_size=120, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                  max_position_embeddings=80)
+        cfg = tf.DistilBertConfig(
+            vocab_size=120, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=80
+        )
     elif family == "deberta-v2":
-        cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=16, max_relative_positions=32,
-                                 pos_att_type=["p2c", "c2p"], type_vocab_size=2)
+        cfg = tf.DebertaV2Config(
+            **TINY,
+            relative_attention=True,
+            position_buckets=16,
+            max_relative_positions=32,
+            pos_att_type=["p2c", "c2p"],
+            type_vocab_size=2,
+        )
     elif family == "albert":
         cfg = tf.AlbertConfig(**TINY, embedding_size=16, num_hidden_groups=1)
     elif family == "modernbert":
-        cfg = tf.ModernBertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                  intermediate_size=64, max_position_embeddings=80, global_attn_every_n_layers=2,
-                                  local_attention=8, pad_token_id=0)
+        cfg = tf.ModernBertConfig(
+            vocab_size=120,
+            hidden_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=80,
+            global_attn_every_n_layers=2,
+            local_attention=8,
+            pad_token_id=0,
+        )
     elif family == "deberta":
-        cfg = tf.DebertaConfig(**TINY, relative_attention=True, max_relative_positions=32,
-                               pos_att_type=["p2c", "c2p"], type_vocab_size=2)
+        cfg = tf.DebertaConfig(
+            **TINY, relative_attention=True, max_relative_positions=32, pos_att_type=["p2c", "c2p"], type_vocab_size=2
+        )
     elif family == "mpnet":
         cfg = tf.MPNetConfig(**TINY, pad_token_id=1)
     else:
         raise ValueError(family)
-    model = tf.AutoModel.from_config(cfg, attn_implementation="sdpa") if family not in ("deberta", "deberta-v2", "mpnet") \
+    model = (
+        tf.AutoModel.from_config(cfg, attn_implementation="sdpa")
+        if family not in ("deberta", "deberta-v2", "mpnet")
         else tf.AutoModel.from_config(cfg)
+    )
     return papa.models.prepare(model, "cpu")

@@ -43,16 +43,20 @@ def test_effective_average_on_minilm_differs_at_n_above_head_dim(minilm):
     eff = papa.average_attention(model, enc.batches(2), kind="effective")
     assert raw.mean.shape == eff.mean.shape and (raw.mean - eff.mean).abs().max() > 1e-3
     small = papa.encode(tok, ["tiny"], max_length=16)  # N = 16 <= 32: identical
-    assert torch.allclose(papa.average_attention(model, small.batches(1)).mean,
-                          papa.average_attention(model, small.batches(1), kind="effective").mean, atol=1e-5)
+    assert torch.allclose(
+        papa.average_attention(model, small.batches(1)).mean,
+        papa.average_attention(model, small.batches(1), kind="effective").mean,
+        atol=1e-5,
+    )
 
 
 def test_effective_constants_are_usable(minilm):
     """Average effective attention has signed entries: no mass on pad keys, and applied with
     L1 row normalisation every hidden state stays finite (a signed row sum can be ~0)."""
     model, tok = minilm
-    enc = papa.encode(tok, ["a long enough sentence " * 12, "short one", "a medium length sentence here"],
-                      max_length=64)
+    enc = papa.encode(
+        tok, ["a long enough sentence " * 12, "short one", "a medium length sentence here"], max_length=64
+    )
     eff = papa.average_attention(model, enc.batches(3), kind="effective")
     assert (eff.mean < 0).any()  # N = 64 > d' = 32: really signed
     one = enc.subset([1])  # a short example alone: its effective attention ignores pad keys
@@ -100,16 +104,24 @@ def test_trained_constants_are_updated_by_the_probe_and_dropped_after(minilm):
     from papa.probe import LiveFeatures, TrainConfig, build_probe, train_probe
 
     model, tok = minilm
-    enc = papa.encode(tok, ["a great film", "awful acting", "loved it", "dull"] * 4, labels=[1, 0, 1, 0] * 4,
-                      max_length=16)
+    enc = papa.encode(
+        tok, ["a great film", "awful acting", "loved it", "dull"] * 4, labels=[1, 0, 1, 0] * 4, max_length=16
+    )
     C = papa.data_free("toeplitz", 6, 12, 16)
     L, H = papa.model_shape(model)
     probe = build_probe("sequence", model, 16, 2)
     with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool), trainable_constants=True) as h:
         (param,) = h.parameters()
         before = param.detach().clone()
-        train_probe(probe, LiveFeatures(model, enc), LiveFeatures(model, enc), TrainConfig(lr=1e-2, epochs=1,
-                    batch_size=8), ["accuracy"], extra_params=h.parameters(), live=True)
+        train_probe(
+            probe,
+            LiveFeatures(model, enc),
+            LiveFeatures(model, enc),
+            TrainConfig(lr=1e-2, epochs=1, batch_size=8),
+            ["accuracy"],
+            extra_params=h.parameters(),
+            live=True,
+        )
         assert (param.detach() - before).abs().max() > 1e-4
     assert torch.equal(C.mean, papa.data_free("toeplitz", 6, 12, 16).mean)  # the input is not modified
     assert not any(p.requires_grad for p in model.parameters())

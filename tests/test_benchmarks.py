@@ -15,9 +15,11 @@ def test_child_peak_rss_is_not_the_parents():
     """A subprocess's ru_maxrss also carries its parent's peak (fork/vfork + exec); the memory
     benchmark's children report their own VmHWM instead."""
     ballast = bytearray(800 * 2**20)
-    ballast[:: 4096] = b"x" * len(ballast[:: 4096])  # touch every page: 800 MB resident
-    code = ("import json, resource, sys; sys.path.insert(0, 'benchmarks'); import run; "
-            "print(json.dumps([run._peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page: 800 MB resident
+    code = (
+        "import json, resource, sys; sys.path.insert(0, 'benchmarks'); import run; "
+        "print(json.dumps([run._peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     own, ru_maxrss = json.loads(out.stdout.strip().splitlines()[-1])
     del ballast

@@ -303,8 +303,13 @@ def test_pip_download_is_moved_into_place_atomically(tmp_path, monkeypatch):
     assert got.stat().st_mode & 0o777 == 0o640  # papa.io.atomic_path: the umask's permissions
     assert [p.name for p in (tmp_path / "downloads").iterdir()] == [archive.filename]  # no temp files left
     bad = replace(archive, filename="other.tar.gz", sha256="0" * 64)
-    monkeypatch.setattr(downloads.subprocess, "run", lambda cmd, **k: (
-        Path(cmd[-1], "other.tar.gz").write_bytes(blob), subprocess.CompletedProcess(cmd, 0, "", ""))[1])
+    monkeypatch.setattr(
+        downloads.subprocess,
+        "run",
+        lambda cmd, **k: (Path(cmd[-1], "other.tar.gz").write_bytes(blob), subprocess.CompletedProcess(cmd, 0, "", ""))[
+            1
+        ],
+    )
     with pytest.raises(D.DataIntegrityError, match="not the pinned one"):
         D.fetch_pinned(bad, tmp_path)
     assert not (tmp_path / "downloads" / "other.tar.gz").exists()
@@ -474,7 +479,7 @@ def test_error_unknown_task():
 def test_error_unknown_source():
     with pytest.raises(D.TaskSpecError, match="unknown source 'web'.*package, hub, local"):
         D.load_task({"name": "rt_sentiment", "source": "web"})
-    with pytest.raises(D.TaskSpecError, match="needs a \"name\""):
+    with pytest.raises(D.TaskSpecError, match='needs a "name"'):
         D.load_task({"source": "package"})
 
 
@@ -520,9 +525,9 @@ def test_error_bad_options(tmp_path):
         D.load_task({**base, "validation_fraction": 1.5}, tmp_path)
     with pytest.raises(D.TaskSpecError, match="does not exist"):
         D.load_task({**base, "validation": str(tmp_path / "nope.csv")}, tmp_path)
-    with pytest.raises(D.TaskSpecError, match="needs \"kind\""):
+    with pytest.raises(D.TaskSpecError, match='needs "kind"'):
         D.load_task({**base, "kind": None}, tmp_path)
-    with pytest.raises(D.TaskSpecError, match="set \"format\""):
+    with pytest.raises(D.TaskSpecError, match='set "format"'):
         D.load_task({**base, "train": str(shutil.copy(p, tmp_path / "t.data"))}, tmp_path)
     c = tmp_path / "two.conll"
     c.write_text("EU B-ORG\n")
@@ -612,8 +617,17 @@ def test_tag_only_in_validation_fails(tmp_path):
     train.write_text("EU B-ORG\nrejects O\n\n")
     val.write_text("Peter B-PER\nruns O\n")
     with pytest.raises(D.TaskSpecError, match=r"'B-PER' at the tags of the validation file .*sentence 1 \(line 1\)"):
-        D.load_task({"name": "mine", "source": "local", "kind": "token", "format": "conll", "train": str(train),
-                     "validation": str(val)}, tmp_path)
+        D.load_task(
+            {
+                "name": "mine",
+                "source": "local",
+                "kind": "token",
+                "format": "conll",
+                "train": str(train),
+                "validation": str(val),
+            },
+            tmp_path,
+        )
 
 
 def test_non_utf8_csv_names_file_and_line(tmp_path):

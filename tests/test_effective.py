@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import papa
-from papa.models import attention_modules, model_shape
+from papa.models import attention_modules
 from papa.patterns import head_patterns
 
 from .conftest import tiny_model
@@ -69,8 +69,12 @@ def _naive_average(model, family, batch, effective):
         A = out.attentions[layer].double()
         if effective:
             V = _values(family, mod, out.hidden_states[layer])
-            A = torch.cat([papa.effective_attention(A[e : e + 1], V[e : e + 1], valid=valid[e : e + 1])
-                           for e in range(A.shape[0])]).double()
+            A = torch.cat(
+                [
+                    papa.effective_attention(A[e : e + 1], V[e : e + 1], valid=valid[e : e + 1])
+                    for e in range(A.shape[0])
+                ]
+            ).double()
         sums.append((A * pair[:, None]).sum(0))
     count = pair.sum(0)
     return torch.where(count > 0, torch.stack(sums) / count.clamp_min(1), torch.zeros((), dtype=torch.float64))
@@ -134,9 +138,14 @@ def _old_head_patterns(mean, count, band=1):
     ent = -(rows * rows.clamp_min(1e-300).log()).sum(-1)
     tv = 0.5 * (rows - valid / n_valid[:, None]).abs().sum(-1)
     avg = lambda x: (x * w).sum(-1).flatten().numpy()  # noqa: E731
-    return {"diag_mass": avg((rows * band_mask).sum(-1)), "cls_mass": avg(rows[..., 0]),
-            "sep_mass": avg(rows[..., N - 1]), "entropy": avg(ent),
-            "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)), "dist_uniform": avg(tv)}
+    return {
+        "diag_mass": avg((rows * band_mask).sum(-1)),
+        "cls_mass": avg(rows[..., 0]),
+        "sep_mass": avg(rows[..., N - 1]),
+        "entropy": avg(ent),
+        "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)),
+        "dist_uniform": avg(tv),
+    }
 
 
 def _padded_count(n, n_real):
@@ -278,9 +287,17 @@ def test_tokenize_split_passes_the_encoding_options(tmp_path, bert_tok):
     df = pd.DataFrame({"id": ["0", "1"], "text": [LONG, "short"], "text_b": ["b one", "b two"], "label": [0, 1]})
     data_dir = tmp_path / "data"
     save_task(TaskData("toy", "sequence", ["no", "yes"], {"train": df}, {}), data_dir)
-    enc = tokenize_split("minilm", data_dir, "train", 16, "papa", tmp_path / "t.parquet",
-                         encoding={"single_cap": "authors", "pair_segments": "authors"})
-    ref = papa.encode(bert_tok, df["text"].tolist(), pairs=df["text_b"].tolist(), max_length=16,
-                      pair_segments="authors")
+    enc = tokenize_split(
+        "minilm",
+        data_dir,
+        "train",
+        16,
+        "papa",
+        tmp_path / "t.parquet",
+        encoding={"single_cap": "authors", "pair_segments": "authors"},
+    )
+    ref = papa.encode(
+        bert_tok, df["text"].tolist(), pairs=df["text_b"].tolist(), max_length=16, pair_segments="authors"
+    )
     np.testing.assert_array_equal(enc.token_type_ids, ref.token_type_ids)
     assert enc.meta["pair_segments"] == "authors"

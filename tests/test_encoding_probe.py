@@ -22,8 +22,8 @@ def mpnet_tok():
 
 
 def roberta_tok():
-    from transformers import RobertaTokenizer
     from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import RobertaTokenizer
 
     chars = sorted(ByteLevel.alphabet())
     vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", "<mask>"] + chars)}
@@ -77,7 +77,9 @@ def test_pair_layout_separators_and_segments(tokenizer):
     ref = tokenizer("hello world", "this is a test", return_token_type_ids=True)
     if "token_type_ids" in tokenizer.model_input_names and max(ref["token_type_ids"]) == 1:
         tt = e.token_type_ids[0]
-        assert (tt[1 : N // 2] == 0).all() and tt[N // 2] == ref["token_type_ids"][len(ref["input_ids"]) - len(b_ids) - 2]
+        assert (tt[1 : N // 2] == 0).all() and tt[N // 2] == ref["token_type_ids"][
+            len(ref["input_ids"]) - len(b_ids) - 2
+        ]
         assert (tt[start_b : start_b + len(b_ids)] == 1).all() and tt[N - 1] == 1
     else:
         assert e.token_type_ids is None or (e.token_type_ids == 0).all()
@@ -206,8 +208,16 @@ def test_probe_refuses_a_non_finite_loss(minilm):
     cache = extract_features(model, enc, dtype="float32")
     cache.data[: len(cache.data) // 2] = np.nan
     with pytest.raises(FloatingPointError, match="not finite"):
-        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=1),
-                  features=(cache, cache))
+        run_probe(
+            model,
+            enc,
+            enc,
+            "sequence",
+            2,
+            ["accuracy"],
+            TrainConfig(lr=1e-3, batch_size=8, epochs=1),
+            features=(cache, cache),
+        )
 
 
 def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):
@@ -235,6 +245,15 @@ def test_token_probe_trains_on_first_subwords(minilm):
     enc = papa.encode(tok, words, labels=tags, max_length=16)
     cache = extract_features(model, enc)
     assert cache.data.shape[0] == 42  # one row per word, sub-words and specials dropped
-    rows = run_probe(model, enc, enc, "token", 3, ["entity_f1", "pos_f1"], TrainConfig(lr=1e-3, batch_size=4, epochs=3),
-                     label_names=["O", "B-PER", "B-LOC"], features=(cache, cache))
+    rows = run_probe(
+        model,
+        enc,
+        enc,
+        "token",
+        3,
+        ["entity_f1", "pos_f1"],
+        TrainConfig(lr=1e-3, batch_size=4, epochs=3),
+        label_names=["O", "B-PER", "B-LOC"],
+        features=(cache, cache),
+    )
     assert rows[-1]["score"] == 1.0

@@ -69,9 +69,12 @@ def test_atomic_path_clears_temp_files_of_a_killed_writer(tmp_path):
     import signal
     import subprocess
     import sys
+
     target = tmp_path / "out.parquet"
-    code = ("import time, sys; from papa.io import atomic_path\n"
-            f"with atomic_path({str(target)!r}) as t:\n    t.write_text('partial'); print('in', flush=True); time.sleep(60)")
+    code = (
+        "import time, sys; from papa.io import atomic_path\n"
+        f"with atomic_path({str(target)!r}) as t:\n    t.write_text('partial'); print('in', flush=True); time.sleep(60)"
+    )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "in"
     os.kill(p.pid, signal.SIGKILL)
@@ -95,8 +98,11 @@ def test_constants_load_checks_the_file(tmp_path):
     C.save(good)
     assert torch.equal(ConstantAttention.load(good).mean, C.mean)
     cases = {
-        "nan": ({"mean": C.mean.clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))),
-                 "count": C.count}, {"papa": "{}"}, "NaN/inf"),
+        "nan": (
+            {"mean": C.mean.clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))), "count": C.count},
+            {"papa": "{}"},
+            "NaN/inf",
+        ),
         "shape": ({"mean": C.mean[0], "count": C.count}, {"papa": "{}"}, r"expected \[layers, heads, N, N\]"),
         "stated": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": 4}'}, "metadata states"),
         "meta": ({"mean": C.mean, "count": C.count}, {"papa": "not json"}, "metadata is not a JSON object"),

@@ -26,14 +26,14 @@ def g(x):
 def unrelated():
     return 0
 '''
-B = '''
+B = """
 def helper(x):
     return x + 1
 
 
 def other():
     return 1
-'''
+"""
 C = "K = 3\n"
 SCRIPT = "from papa import a\nprint(a.f(1))\n"
 
@@ -62,13 +62,16 @@ def test_reaches_calls_through_aliases_local_imports_and_constants(pkg):
     assert reached(script, root) == ["papa.a:f", "papa.a:g", "papa.b:helper", "papa.c:K"]
 
 
-@pytest.mark.parametrize("edit", [
-    ("a", '"""Docstring of f."""', '"""Another docstring."""'),
-    ("a", "# a comment", "# another comment"),
-    ("a", "return g(x) + K", "return (g(x)\n            + K)"),
-    ("a", "return 0", "return 1"),  # unrelated() is not reached
-    ("b", "return 1", "return 2"),  # nor is other()
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("a", '"""Docstring of f."""', '"""Another docstring."""'),
+        ("a", "# a comment", "# another comment"),
+        ("a", "return g(x) + K", "return (g(x)\n            + K)"),
+        ("a", "return 0", "return 1"),  # unrelated() is not reached
+        ("b", "return 1", "return 2"),  # nor is other()
+    ],
+)
 def test_comments_formatting_and_unreached_code_keep_the_fingerprint(pkg, edit):
     root, script = pkg
     before = code_fingerprint(script, root)
@@ -76,11 +79,14 @@ def test_comments_formatting_and_unreached_code_keep_the_fingerprint(pkg, edit):
     assert code_fingerprint(script, root) == before
 
 
-@pytest.mark.parametrize("edit", [
-    ("a", "* 2", "* 3"),  # g, called by f
-    ("b", "x + 1", "x + 2"),  # helper, imported inside g
-    ("c", "K = 3", "K = 4"),  # a module constant f uses
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("a", "* 2", "* 3"),  # g, called by f
+        ("b", "x + 1", "x + 2"),  # helper, imported inside g
+        ("c", "K = 3", "K = 4"),  # a module constant f uses
+    ],
+)
 def test_reached_code_changes_the_fingerprint(pkg, edit):
     root, script = pkg
     before = code_fingerprint(script, root)
@@ -101,12 +107,18 @@ def test_workflow_scripts_reach_their_stage_code():
 
 # each script's stage config and function; no script reaches another stage's (no dispatcher reaching them all)
 STAGES = {
-    "prepare_data": ("PrepareDataStage", "prepare_data"), "tokenize": ("TokenizeStage", "tokenize"),
-    "average_attention": ("AverageStage", "average_constants"), "learn_lambda": ("LambdaStage", "learn_lambda"),
-    "probe": ("ProbeStage", "probe_heads"), "mlm": ("MLMStage", "mlm_curves"),
-    "build_data": ("BuildDataStage", "build_data"), "build_model": ("BuildModelStage", "build_model"),
-    "patterns": ("PatternsStage", "pattern_stats"), "aggregate": ("AggregateStage", "aggregate"),
-    "plot": ("PlotStage", "plot_figures"), "mlm_table": ("MLMTableStage", "tabulate_mlm"),
+    "prepare_data": ("PrepareDataStage", "prepare_data"),
+    "tokenize": ("TokenizeStage", "tokenize"),
+    "average_attention": ("AverageStage", "average_constants"),
+    "learn_lambda": ("LambdaStage", "learn_lambda"),
+    "probe": ("ProbeStage", "probe_heads"),
+    "mlm": ("MLMStage", "mlm_curves"),
+    "build_data": ("BuildDataStage", "build_data"),
+    "build_model": ("BuildModelStage", "build_model"),
+    "patterns": ("PatternsStage", "pattern_stats"),
+    "aggregate": ("AggregateStage", "aggregate"),
+    "plot": ("PlotStage", "plot_figures"),
+    "mlm_table": ("MLMTableStage", "tabulate_mlm"),
 }
 
 

@@ -11,8 +11,17 @@ import torch.nn.functional as F
 
 import papa
 from papa import pipeline, tables
-from papa.mlm import (MLMProbe, _masked_logits, learn_mlm_lambdas, mask_tokens, masked, mlm_curve,
-                      negative_log_perplexity, new_probe, train_mlm)
+from papa.mlm import (
+    MLMProbe,
+    _masked_logits,
+    learn_mlm_lambdas,
+    mask_tokens,
+    masked,
+    mlm_curve,
+    negative_log_perplexity,
+    new_probe,
+    train_mlm,
+)
 from papa.models import resolve_model_path
 from papa.probe import TrainConfig
 
@@ -41,8 +50,14 @@ def masked_lm():
     from papa.models import prepare
 
     torch.manual_seed(0)
-    return prepare(tf.BertForMaskedLM(tf.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
-                                                    num_attention_heads=4, intermediate_size=64)), "cpu")
+    return prepare(
+        tf.BertForMaskedLM(
+            tf.BertConfig(
+                vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+            )
+        ),
+        "cpu",
+    )
 
 
 def test_masking_is_seeded_and_keeps_special_tokens():
@@ -133,8 +148,9 @@ def test_probe_path_lambdas_and_curve(family):
     # fraction 1 is a probe trained and scored on the original model
     probe = new_probe(model, 0)
     train_mlm(model, train, MASK, SPECIAL, cfg, probe=probe)
-    assert rows[0]["neg_log_ppl"] == pytest.approx(negative_log_perplexity(model, val, MASK, SPECIAL, probe=probe,
-                                                                           batch_size=cfg.eval_batch_size), abs=1e-6)
+    assert rows[0]["neg_log_ppl"] == pytest.approx(
+        negative_log_perplexity(model, val, MASK, SPECIAL, probe=probe, batch_size=cfg.eval_batch_size), abs=1e-6
+    )
     assert rows[2]["neg_log_ppl"] != rows[0]["neg_log_ppl"]
     with pytest.raises(ValueError, match="pass the train split"):
         mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg)
@@ -164,8 +180,9 @@ def test_pretrained_head_path():
     assert [r["head"] for r in rows] == ["pretrained"] * 3 and "train_loss" not in rows[0]
     assert rows[0]["neg_log_ppl"] == pytest.approx(base, abs=1e-6)  # fraction 1 is the original model
     with papa.patch(model, C, static=torch.ones(2, 4, dtype=torch.bool)):
-        assert rows[2]["neg_log_ppl"] == pytest.approx(negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4),
-                                                       abs=1e-6)
+        assert rows[2]["neg_log_ppl"] == pytest.approx(
+            negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4), abs=1e-6
+        )
 
 
 def test_mlm_needs_a_pretrained_mlm_head(minilm):
@@ -182,12 +199,23 @@ def electra_job(tmp_path_factory):
     d = tmp_path_factory.mktemp("electra")
     tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     torch.manual_seed(0)
-    tf.ElectraForPreTraining(tf.ElectraConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32,
-                                              num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                              max_position_embeddings=64)).save_pretrained(d / "model")
+    tf.ElectraForPreTraining(
+        tf.ElectraConfig(
+            vocab_size=tok.vocab_size,
+            embedding_size=16,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(d / "model")
     tok.save_pretrained(d / "model")
-    texts = [f"the {w} sat on the mat and looked at the {v} for a while" for w in ("cat", "dog", "bird", "fox")
-             for v in ("moon", "sun", "sea", "sky")]
+    texts = [
+        f"the {w} sat on the mat and looked at the {v} for a while"
+        for w in ("cat", "dog", "bird", "fox")
+        for v in ("moon", "sun", "sea", "sky")
+    ]
     for split, part in (("train", texts[:12]), ("validation", texts[12:])):
         pipeline.write_tokens(papa.encode(tok, part, max_length=24), d / f"{split}.parquet", {})
     model, _ = papa.load_encoder(str(d / "model"), device="cpu")
@@ -199,8 +227,9 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
     d = electra_job
     hp = {"head": "probe", "lr": 1e-2, "batch_size": 4, "epochs": 1, "lambda": {"extra_lr": 0.1}, "seed": 0}
     args = (str(d / "model"), d / "C.safetensors", d / "train.parquet", d / "validation.parquet")
-    df = pipeline.run_mlm(*args, hp, [1, 0.5, 0], d / "scores.parquet", d / "lambdas.parquet",
-                          {"model": "electra", "dataset": "toy"})
+    df = pipeline.run_mlm(
+        *args, hp, [1, 0.5, 0], d / "scores.parquet", d / "lambdas.parquet", {"model": "electra", "dataset": "toy"}
+    )
     assert df["head"].tolist() == ["probe"] * 3 and df.n_dynamic.tolist() == [8, 4, 0]
     assert df.n_eval.eq(4).all() and np.isfinite(df.neg_log_ppl).all()
     table = tables.mlm_table([pd.read_parquet(d / "scores.parquet")])
@@ -214,9 +243,20 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
 
 
 def test_mlm_table_keeps_heads_apart():
-    rows = lambda head, v: pd.DataFrame({"model": "m", "dataset": "wiki", "head": head, "n_eval": 4,  # noqa: E731
-                                         "fraction_dynamic": [1.0, 0.0], "n_dynamic": [8, 0],
-                                         "neg_log_ppl": [v, v - 1.5], "perplexity": np.exp([-v, 1.5 - v])})
+    def rows(head, v):
+        return pd.DataFrame(
+            {
+                "model": "m",
+                "dataset": "wiki",
+                "head": head,
+                "n_eval": 4,
+                "fraction_dynamic": [1.0, 0.0],
+                "n_dynamic": [8, 0],
+                "neg_log_ppl": [v, v - 1.5],
+                "perplexity": np.exp([-v, 1.5 - v]),
+            }
+        )
+
     table = tables.mlm_table([rows("probe", -3.0), rows("pretrained", -2.0)])
     assert table.groupby("head")["drop"].apply(list).to_dict() == {"pretrained": [0.0, 1.5], "probe": [0.0, 1.5]}
     with pytest.raises(ValueError, match="share the same key"):

@@ -1,6 +1,5 @@
 """Invariants of constant-attention substitution, per model family and on the real MiniLM."""
 
-import numpy as np
 import pytest
 import torch
 
@@ -9,7 +8,18 @@ from papa.patching import SequenceLengthMismatch
 
 from .conftest import tiny_model
 
-FAMILIES = ["bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "modernbert", "deberta", "deberta-v2", "mpnet"]
+FAMILIES = [
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "electra",
+    "distilbert",
+    "albert",
+    "modernbert",
+    "deberta",
+    "deberta-v2",
+    "mpnet",
+]
 N = 16
 
 
@@ -160,8 +170,9 @@ def test_average_matches_naive_reference(minilm):
 
 def test_constant_attention_save_load(tmp_path, minilm):
     model = minilm[0]
-    C = papa.average_attention(model, [papa_batch(model, [8, 16])], metadata={"model": "minilm", "corpus": "toy",
-                                                                              "layout": "papa"})
+    C = papa.average_attention(
+        model, [papa_batch(model, [8, 16])], metadata={"model": "minilm", "corpus": "toy", "layout": "papa"}
+    )
     C.save(tmp_path / "c.safetensors")
     D = papa.ConstantAttention.load(tmp_path / "c.safetensors")
     assert torch.equal(C.mean, D.mean) and torch.equal(C.count, D.count)
@@ -195,8 +206,9 @@ def test_lambda_training_moves_lambdas(minilm):
     texts = ["a great film", "awful acting", "loved it", "boring and dull"] * 8
     enc = papa.encode(tok, texts, labels=[1, 0, 1, 0] * 8, max_length=16)
     C = papa.average_attention(model, enc.batches(16))
-    lam, rows = learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-2, epochs=1,
-                                                                                            batch_size=8))
+    lam, rows = learn_lambdas(
+        model, C, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-2, epochs=1, batch_size=8)
+    )
     assert lam.shape == (6, 12) and ((lam - 0.5).abs() > 1e-4).any()
     assert rows[0]["metric"] == "accuracy" and 0 <= rows[0]["score"] <= 1
     assert not hasattr(model.encoder.layer[0].attention.self, "_papa")

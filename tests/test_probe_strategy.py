@@ -14,8 +14,16 @@ import torch
 import papa
 import papa.pipeline as pipeline
 import papa.probe as probe_mod
-from papa.probe import (MB, LiveFeatures, TrainConfig, cache_nbytes, choose_strategy, extract_features,
-                        prepare_features, run_probe)
+from papa.probe import (
+    MB,
+    LiveFeatures,
+    TrainConfig,
+    cache_nbytes,
+    choose_strategy,
+    extract_features,
+    prepare_features,
+    run_probe,
+)
 
 TEXTS = ["a great film", "awful acting", "i loved it", "boring and dull", "not bad at all", "a terrible plot"]
 
@@ -40,10 +48,22 @@ def _run(job, out, cache, seeds=(0, 1), constants="average", hp=None, fraction=0
     out.mkdir(parents=True, exist_ok=True)
     labels = {"model": "minilm", "task": "toy", "constants": constants, "selection": "first_to_last"}
     hp = {"lr": 1e-3, "batch_size": 8, "epochs": 2, "order_seed": 0, **(hp or {})}
-    return pipeline.run_probes("minilm", job / "average.safetensors", None, "first_to_last", fraction, list(seeds),
-                               job / "train.parquet", job / "validation.parquet", {"metrics": ["accuracy", "mcc"]},
-                               hp, {"batch_size": 8, **cache}, [out / f"seed{s}.parquet" for s in seeds], labels,
-                               trained_constants=constants.endswith("_trained"))
+    return pipeline.run_probes(
+        "minilm",
+        job / "average.safetensors",
+        None,
+        "first_to_last",
+        fraction,
+        list(seeds),
+        job / "train.parquet",
+        job / "validation.parquet",
+        {"metrics": ["accuracy", "mcc"]},
+        hp,
+        {"batch_size": 8, **cache},
+        [out / f"seed{s}.parquet" for s in seeds],
+        labels,
+        trained_constants=constants.endswith("_trained"),
+    )
 
 
 def _scores(frames):
@@ -110,8 +130,16 @@ def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
     assert alone3 != [{**r, "seed": 3} for r in alone5]  # the seeds differ
     with prepare_features(model, enc, enc, "reencode", "float32") as live:
         lockstep = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[3, 5])
-        live5 = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(**{**vars(seed5),
-                          "shuffle_seed": 3}), features=live)
+        live5 = run_probe(
+            model,
+            enc,
+            enc,
+            "sequence",
+            2,
+            ["accuracy"],
+            TrainConfig(**{**vars(seed5), "shuffle_seed": 3}),
+            features=live,
+        )
     assert [r for r in lockstep if r["seed"] == 5] == live5
 
 
@@ -135,8 +163,12 @@ def test_choose_strategy_by_size():
 def test_cache_size_is_known_exactly_before_encoding(minilm, dtype):
     model, tok = minilm
     seq = _toy(tok, 8)
-    tagged = papa.encode(tok, [["John", "lives", "in", "Paris"], ["Mary", "likes", "Berlin"]] * 3,
-                         labels=[[1, 0, 0, 2], [1, 0, 2]] * 3, max_length=16)
+    tagged = papa.encode(
+        tok,
+        [["John", "lives", "in", "Paris"], ["Mary", "likes", "Berlin"]] * 3,
+        labels=[[1, 0, 0, 2], [1, 0, 2]] * 3,
+        max_length=16,
+    )
     for enc in (seq, tagged):
         assert cache_nbytes(model, enc, dtype) == extract_features(model, enc, dtype=dtype).nbytes
 
@@ -161,8 +193,9 @@ def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path):
         assert df.model_revision.isna().all()  # recorded; MiniLM is a local folder, no hub commit
         out[name] = _scores(frames)
     model = papa.load_encoder("minilm")[0]
-    size = sum(cache_nbytes(model, pipeline.read_tokens(job / f"{s}.parquet"), "float32")
-               for s in ("train", "validation"))
+    size = sum(
+        cache_nbytes(model, pipeline.read_tokens(job / f"{s}.parquet"), "float32") for s in ("train", "validation")
+    )
     assert size > 0.01 * MB and set(df.cache_mb) == {size / MB}
     pd.testing.assert_frame_equal(out["memory"], out["disk"])
     mem, re = out["memory"], out["reencode"]
@@ -195,8 +228,17 @@ def test_reencode_runs_the_encoder_once_per_epoch_for_all_seeds(minilm):
     hook = model.register_forward_hook(lambda m, i, o: calls.append(1))
     try:
         with prepare_features(model, train, val, "reencode", "float32") as feats:
-            run_probe(model, train, val, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=2,
-                      eval_batch_size=8), features=feats, seeds=[0, 1, 2])
+            run_probe(
+                model,
+                train,
+                val,
+                "sequence",
+                2,
+                ["accuracy"],
+                TrainConfig(lr=1e-3, batch_size=8, epochs=2, eval_batch_size=8),
+                features=feats,
+                seeds=[0, 1, 2],
+            )
     finally:
         hook.remove()
     assert len(calls) == 2 * (24 // 8 + 12 // 8 + 1)  # per epoch: 3 train + 2 validation batches, whatever the seeds
@@ -225,8 +267,7 @@ def test_disk_strategy_refuses_a_cache_larger_than_the_disk_budget(minilm, tmp_p
     model, tok = minilm
     enc = _toy(tok, 8)
     with pytest.raises(OSError, match="disk budget"):
-        with prepare_features(model, enc, enc, "disk", budget_mb=0.001, disk_budget_mb=0.001,
-                              scratch=str(tmp_path)):
+        with prepare_features(model, enc, enc, "disk", budget_mb=0.001, disk_budget_mb=0.001, scratch=str(tmp_path)):
             pass
 
 
@@ -251,8 +292,16 @@ def test_max_grad_norm_clips_what_the_optimizer_sees(minilm):
         run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
         free = norms[:]
         norms.clear()
-        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(**{**vars(cfg), "max_grad_norm": 0.01}),
-                  features=(cache, cache))
+        run_probe(
+            model,
+            enc,
+            enc,
+            "sequence",
+            2,
+            ["accuracy"],
+            TrainConfig(**{**vars(cfg), "max_grad_norm": 0.01}),
+            features=(cache, cache),
+        )
     finally:
         handle.remove()
     assert min(free) > 0.01 and max(norms) <= 0.01 * (1 + 1e-5)
@@ -279,15 +328,27 @@ def test_backbone_dropout_changes_features_run_to_run_only_when_on(minilm):
 
 
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
-    frames = _run(job, tmp_path, {"dtype": "float32", "strategy": "memory"}, seeds=[0],
-                  hp={"epochs": 1, "backbone_dropout": True, "max_grad_norm": 1.0})
+    frames = _run(
+        job,
+        tmp_path,
+        {"dtype": "float32", "strategy": "memory"},
+        seeds=[0],
+        hp={"epochs": 1, "backbone_dropout": True, "max_grad_norm": 1.0},
+    )
     assert set(frames[0].cache_strategy) == {"reencode"}
     out = {}
     for dropout in (False, True):  # the lambda stage reads the same hparams
-        pipeline.run_lambda("minilm", job / "average.safetensors", job / "train.parquet", job / "validation.parquet",
-                            {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1,
-                                                        "backbone_dropout": dropout, "max_grad_norm": 1.0},
-                            tmp_path / f"l{dropout}.parquet", tmp_path / f"m{dropout}.parquet", {"task": "toy"})
+        pipeline.run_lambda(
+            "minilm",
+            job / "average.safetensors",
+            job / "train.parquet",
+            job / "validation.parquet",
+            {"metrics": ["accuracy"]},
+            {"lr": 1e-2, "batch_size": 8, "epochs": 1, "backbone_dropout": dropout, "max_grad_norm": 1.0},
+            tmp_path / f"l{dropout}.parquet",
+            tmp_path / f"m{dropout}.parquet",
+            {"task": "toy"},
+        )
         out[dropout] = pd.read_parquet(tmp_path / f"l{dropout}.parquet")["lambda"].to_numpy()
     assert not np.array_equal(out[False], out[True])
 
@@ -320,7 +381,8 @@ def test_cost_estimate_of_the_paper_grid():
     probes, lambdas = workflow_jobs(root / "config/paper.yaml", root)
     assert ("bert-base", "cola", "average", "lambda", 0.5) in probes and ("bert-base", "cola", "average") in lambdas
     df = estimate(paper, probes, lambdas, tokens_per_s=2e5, disk_budget_mb=500 * 1024).set_index(
-        ["stage", "model", "task", "constants", "selection", "fraction_dynamic"])
+        ["stage", "model", "task", "constants", "selection", "fraction_dynamic"]
+    )
     assert len(df) == len(probes) + len(lambdas)
     mnli = df.loc[("probe", "bert-large", "mnli", "average", "lambda", 0.5)]
     assert mnli.strategy == "reencode" and mnli.cache_mb > 500 * 1024

@@ -88,41 +88,79 @@ def test_stage_configs_read_a_snakemake_job():
     from papa import pipeline
     from papa.probe import TrainConfig
 
-    wc = NS(model="m", task="t", constants="average_trained@wiki", selection="lambda", fraction_dynamic="0.0625",
-            dataset="wiki", kind="toeplitz", n="64", split="train")
+    wc = NS(
+        model="m",
+        task="t",
+        constants="average_trained@wiki",
+        selection="lambda",
+        fraction_dynamic="0.0625",
+        dataset="wiki",
+        kind="toeplitz",
+        n="64",
+        split="train",
+    )
     hp = {"lr": 1e-3, "batch_size": 8, "epochs": 2, "seed": 5, "max_grad_norm": 1, "backbone_dropout": True}
-    probe = pipeline.ProbeStage._from_snakemake(NS(
-        input=NS(constants="c.safetensors", lambdas=[], train="tr.parquet", validation="va.parquet"),
-        output=["s0.parquet", "s1.parquet"], wildcards=wc, config={"cache": {"strategy": "auto", "dtype": "float16",
-                                                                            "batch_size": 64, "budget_mb": 10}},
-        params=NS(model="hub/m", hp=hp, metrics=["accuracy"], seeds=[3, 4], cache_dtype="float32", order_seed=7)))
+    probe = pipeline.ProbeStage._from_snakemake(
+        NS(
+            input=NS(constants="c.safetensors", lambdas=[], train="tr.parquet", validation="va.parquet"),
+            output=["s0.parquet", "s1.parquet"],
+            wildcards=wc,
+            config={"cache": {"strategy": "auto", "dtype": "float16", "batch_size": 64, "budget_mb": 10}},
+            params=NS(model="hub/m", hp=hp, metrics=["accuracy"], seeds=[3, 4], cache_dtype="float32", order_seed=7),
+        )
+    )
     assert probe["fraction_dynamic"] == 0.0625 and probe["trained_constants"] and probe["lambdas"] is None
     assert probe["hparams"] == TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, max_grad_norm=1.0)
     assert probe["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=10) and probe["order_seed"] == 7
     assert probe["labels"] == {"model": "m", "task": "t", "constants": "average_trained@wiki", "selection": "lambda"}
     pipeline.ProbeStage(**probe)  # every field given, none unknown
-    lam = pipeline.LambdaStage._from_snakemake(NS(
-        input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
-        output=NS(lambdas="l.parquet", metrics="m.parquet"), wildcards=wc,
-        params=NS(model="hub/m", hp={**hp, "max_train": 100}, metrics=["accuracy"])))
+    lam = pipeline.LambdaStage._from_snakemake(
+        NS(
+            input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
+            output=NS(lambdas="l.parquet", metrics="m.parquet"),
+            wildcards=wc,
+            params=NS(model="hub/m", hp={**hp, "max_train": 100}, metrics=["accuracy"]),
+        )
+    )
     assert lam["seed"] == 5 and lam["hparams"].seed == 5 and lam["max_train"] == 100 and lam["backbone_dropout"]
     pipeline.LambdaStage(**lam)
-    avg = pipeline.AverageStage._from_snakemake(NS(
-        input=NS(tokens="tok.parquet"), output=["toeplitz.safetensors"], wildcards=wc,
-        params=NS(model="hub/m", batch_size=None, max_examples=None, seed=0)))
+    avg = pipeline.AverageStage._from_snakemake(
+        NS(
+            input=NS(tokens="tok.parquet"),
+            output=["toeplitz.safetensors"],
+            wildcards=wc,
+            params=NS(model="hub/m", batch_size=None, max_examples=None, seed=0),
+        )
+    )
     assert (avg["kind"], avg["corpus"], avg["batch_size"]) == ("toeplitz", "wiki", None)
     pipeline.AverageStage(**avg)
-    mlm_hp = {"head": "probe", "lr": 5e-4, "batch_size": 8, "epochs": 1, "mask_prob": 0.15, "seed": 0,
-              "lambda": {"extra_lr": 0.05}}
-    mlm = pipeline.MLMStage._from_snakemake(NS(
-        input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
-        output=NS(scores="s.parquet", lambdas="l.parquet"), wildcards=wc,
-        params=NS(model="hub/m", hp=mlm_hp, fraction_dynamic=[1, 0.5, 0])))
+    mlm_hp = {
+        "head": "probe",
+        "lr": 5e-4,
+        "batch_size": 8,
+        "epochs": 1,
+        "mask_prob": 0.15,
+        "seed": 0,
+        "lambda": {"extra_lr": 0.05},
+    }
+    mlm = pipeline.MLMStage._from_snakemake(
+        NS(
+            input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
+            output=NS(scores="s.parquet", lambdas="l.parquet"),
+            wildcards=wc,
+            params=NS(model="hub/m", hp=mlm_hp, fraction_dynamic=[1, 0.5, 0]),
+        )
+    )
     assert mlm["fraction_dynamic"] == [1.0, 0.5, 0.0] and mlm["labels"] == {"model": "m", "dataset": "wiki"}
     assert mlm["hparams"].extra_lr is None and mlm["lambda_hparams"].extra_lr == 0.05
     pipeline.MLMStage(**mlm)
-    tok = pipeline.TokenizeStage._from_snakemake(NS(
-        input=NS(meta="d/wiki/meta.json"), output=["t.parquet"], wildcards=wc,
-        params=NS(model="hub/m", layout="papa", encoding={"single_cap": "paper"})))
+    tok = pipeline.TokenizeStage._from_snakemake(
+        NS(
+            input=NS(meta="d/wiki/meta.json"),
+            output=["t.parquet"],
+            wildcards=wc,
+            params=NS(model="hub/m", layout="papa", encoding={"single_cap": "paper"}),
+        )
+    )
     assert (tok["data_dir"], tok["max_length"], tok["split"]) == ("d/wiki", 64, "train")
     pipeline.TokenizeStage(**tok)

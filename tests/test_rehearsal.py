@@ -98,10 +98,29 @@ def test_conll_files_have_the_conll2003_layout(built_data):
 def test_ner_and_chunk_heuristics():
     toks = ["Mr.", "Vinken", "of", "Elsevier", "N.V.", "Corp.", "moved", "to", "New", "York", "with", "Reuters"]
     pos = ["NNP", "NNP", "IN", "NNP", "NNP", "NNP", "VBD", "TO", "NNP", "NNP", "IN", "NNP"]
-    assert rehearsal.ner_tags(toks, pos) == ["O", "B-PER", "O", "B-ORG", "I-ORG", "I-ORG", "O", "O", "B-LOC",
-                                             "I-LOC", "O", "B-MISC"]
-    assert rehearsal.chunk_tags(["DT", "JJ", "NN", "VBD", "IN", "NNP", ","]) == \
-        ["B-NP", "I-NP", "I-NP", "B-VP", "B-PP", "B-NP", "O"]
+    assert rehearsal.ner_tags(toks, pos) == [
+        "O",
+        "B-PER",
+        "O",
+        "B-ORG",
+        "I-ORG",
+        "I-ORG",
+        "O",
+        "O",
+        "B-LOC",
+        "I-LOC",
+        "O",
+        "B-MISC",
+    ]
+    assert rehearsal.chunk_tags(["DT", "JJ", "NN", "VBD", "IN", "NNP", ","]) == [
+        "B-NP",
+        "I-NP",
+        "I-NP",
+        "B-VP",
+        "B-PP",
+        "B-NP",
+        "O",
+    ]
 
 
 def test_build_data_is_seeded(tmp_path):
@@ -160,7 +179,7 @@ def test_roberta_pair_separators_in_the_papa_layout(built_models):
     ids = enc.input_ids[0].tolist()
     assert ids[0] == tok.bos_token_id
     assert [j for j, t in enumerate(ids) if t == tok.eos_token_id] == [N // 2, N // 2 + 1, N - 1]
-    assert ids[1:N // 2] == plain[1:i] + [tok.pad_token_id] * (N // 2 - i)
+    assert ids[1 : N // 2] == plain[1:i] + [tok.pad_token_id] * (N // 2 - i)
     assert ids[N // 2 + 2 : N // 2 + 2 + len(plain) - i - 3] == plain[i + 2 : -1]
     assert enc.attention_mask[0, N // 2] == 1 and enc.attention_mask[0, N - 2] == 0
 
@@ -213,10 +232,14 @@ def test_rehearsal_keeps_the_shape_of_the_paper_config():
     assert set(reh["tasks"]) == set(paper["tasks"])
     for t, tc in paper["tasks"].items():
         rc = reh["tasks"][t]
-        assert (rc["dataset"], rc["metrics"], rc.get("main_metric")) == (tc["dataset"], tc["metrics"],
-                                                                         tc.get("main_metric")), t
-        assert dataset_kind(rc["dataset"], reh["datasets"][rc["dataset"]]) == \
-            dataset_kind(tc["dataset"], paper["datasets"][tc["dataset"]]), t
+        assert (rc["dataset"], rc["metrics"], rc.get("main_metric")) == (
+            tc["dataset"],
+            tc["metrics"],
+            tc.get("main_metric"),
+        ), t
+        assert dataset_kind(rc["dataset"], reh["datasets"][rc["dataset"]]) == dataset_kind(
+            tc["dataset"], paper["datasets"][tc["dataset"]]
+        ), t
         assert rc["max_length"] <= tc["max_length"] and rc["max_length"] % 2 == tc["max_length"] % 2
     assert set(reh["datasets"]) == set(paper["datasets"])
     pa, ra = paper["analyses"], reh["analyses"]
@@ -224,8 +247,7 @@ def test_rehearsal_keeps_the_shape_of_the_paper_config():
     for key in ("constant_kinds", "cross_corpus", "head_orders", "patterns"):
         assert ra[key] == pa[key], key
     assert pa["tasks"] is None and ra["tasks"]  # rehearsal: one sequence and one token task (budget)
-    kinds = {dataset_kind(reh["tasks"][t]["dataset"], reh["datasets"][reh["tasks"][t]["dataset"]])
-             for t in ra["tasks"]}
+    kinds = {dataset_kind(reh["tasks"][t]["dataset"], reh["datasets"][reh["tasks"][t]["dataset"]]) for t in ra["tasks"]}
     assert kinds == {"sequence", "token"}
     assert set(ra["mlm"]) <= set(pa["mlm"])
     for key in ("dataset", "head", "mask_prob"):
@@ -235,8 +257,10 @@ def test_rehearsal_keeps_the_shape_of_the_paper_config():
               for m, v in paper["models"].items()}  # fmt: skip
     family.update({m: spec["build"]["family"] for m, spec in reh["models"].items()})
     assert {family[m] for m in paper["models"]} == {family[m] for m in reh["models"]}
-    tasks_of = lambda cfg: {(family[m], tuple(cfg.get("model_tasks", {}).get(m, cfg["tasks"])))  # noqa: E731
-                            for m in cfg["models"]}
+
+    def tasks_of(cfg):
+        return {(family[m], tuple(cfg.get("model_tasks", {}).get(m, cfg["tasks"]))) for m in cfg["models"]}
+
     assert tasks_of(paper) == tasks_of(reh)
     assert {family[m] for m in pa["mlm"]["models"]} == {family[m] for m in ra["mlm"]["models"]}
 
@@ -287,8 +311,9 @@ def test_editing_a_local_csv_reruns_prepare_data_and_what_depends_on_it(tmp_path
                                             for i in range(12)))  # fmt: skip
     cfg = yaml.safe_load((repo / "config/smoke.yaml").read_text())
     cfg["results"] = "res"
-    cfg["datasets"] = {"reviews": {"source": "local", "kind": "sequence", "train": str(csv),
-                                   "validation_fraction": 0.25}}
+    cfg["datasets"] = {
+        "reviews": {"source": "local", "kind": "sequence", "train": str(csv), "validation_fraction": 0.25}
+    }
     cfg["tasks"] = {"reviews": {**cfg["tasks"]["rt_sentiment"], "dataset": "reviews", "metrics": ["accuracy"],
                                 "main_metric": "accuracy"}}  # fmt: skip
     cfg["analyses"] = {}
@@ -329,7 +354,10 @@ def test_full_rehearsal_writes_every_table(tmp_path):
             tc = cfg["tasks"][task]
             got = probe[(probe.model == model) & (probe.task == task) & (probe.constants == "average")
                         & (probe.selection == "lambda")]  # fmt: skip
-            assert sorted(got.fraction_dynamic.unique()) == sorted(float(f) for f in sweep["fraction_dynamic"]), (model, task)
+            assert sorted(got.fraction_dynamic.unique()) == sorted(float(f) for f in sweep["fraction_dynamic"]), (
+                model,
+                task,
+            )
             assert set(got.seed) == set(sweep["seeds"]), (model, task)
             assert set(got.metric) == set(tc["metrics"]), (model, task)
     an = cfg["analyses"]

@@ -44,8 +44,23 @@ LOCAL_RULES = ("aggregate", "plot")
 # columns that legitimately differ between two runs of the same pipeline,
 # matched as whole words of the column name ("run_seconds", "host", ...)
 VOLATILE_WORDS = {
-    "time", "times", "timing", "seconds", "secs", "duration", "elapsed", "date",
-    "timestamp", "host", "hostname", "node", "pid", "jobid", "slurm", "path", "device",
+    "time",
+    "times",
+    "timing",
+    "seconds",
+    "secs",
+    "duration",
+    "elapsed",
+    "date",
+    "timestamp",
+    "host",
+    "hostname",
+    "node",
+    "pid",
+    "jobid",
+    "slurm",
+    "path",
+    "device",
 }
 
 TOY_TIMEOUT_S = 300
@@ -133,10 +148,7 @@ def run_snakemake(workdir: Path, *args: str, timeout: int, env=None) -> Run:
             m = RUN_ID.search(output)
             if m and shutil.which("scancel"):
                 subprocess.run(["scancel", "--name", m.group(1)], check=False)
-            pytest.fail(
-                f"{' '.join(cmd)} did not finish within {timeout} s\n"
-                + "\n".join(output.splitlines()[-80:])
-            )
+            pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s\n" + "\n".join(output.splitlines()[-80:]))
     return Run(cmd, returncode, log.read_text(), time.monotonic() - start, workdir)
 
 
@@ -161,12 +173,8 @@ def slurm_jobs_of(run: Run) -> dict[str, tuple[str, str]]:
         submitted[slurm_jobid] = (rule, sm_jobid)
     remote = {j: r for j, (r, local) in rule_of_job.items() if not local}
     assert remote, "the run executed no Slurm job at all:\n" + run.tail()
-    not_submitted = {
-        j: r for j, r in remote.items() if j not in {s for _, s in submitted.values()}
-    }
-    assert not not_submitted, (
-        f"jobs ran without a Slurm submission: {not_submitted}\n" + run.tail()
-    )
+    not_submitted = {j: r for j, r in remote.items() if j not in {s for _, s in submitted.values()}}
+    assert not not_submitted, f"jobs ran without a Slurm submission: {not_submitted}\n" + run.tail()
     return submitted
 
 
@@ -237,14 +245,14 @@ def _cluster_is_up() -> bool:
     try:
         out = subprocess.run(
             ["sinfo", "--noheader", "--Node", "--format=%T"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
     states = out.stdout.split()
-    return out.returncode == 0 and any(
-        s in ("idle", "mixed", "allocated", "completing") for s in states
-    )
+    return out.returncode == 0 and any(s in ("idle", "mixed", "allocated", "completing") for s in states)
 
 
 @pytest.fixture(scope="session")
@@ -261,13 +269,9 @@ def slurm_cluster(tmp_path_factory):
             yield None
             return
         _unavailable(
-            "starting a Slurm test cluster needs root "
-            "(or start one first: sudo scripts/slurm-cluster.sh start)"
+            "starting a Slurm test cluster needs root (or start one first: sudo scripts/slurm-cluster.sh start)"
         )
-    installed = all(
-        shutil.which(b) or Path("/usr/sbin", b).exists()
-        for b in ("slurmctld", "slurmd", "sinfo")
-    )
+    installed = all(shutil.which(b) or Path("/usr/sbin", b).exists() for b in ("slurmctld", "slurmd", "sinfo"))
     if not installed and shutil.which("apt-get") is None:
         _unavailable("Slurm is not installed and apt-get is not available")
 
@@ -284,17 +288,13 @@ def slurm_cluster(tmp_path_factory):
             timeout=900,
         )
         if started.returncode != 0:
-            pytest.fail(
-                "scripts/slurm-cluster.sh start failed:\n" + started.stdout + started.stderr
-            )
+            pytest.fail("scripts/slurm-cluster.sh start failed:\n" + started.stdout + started.stderr)
         yield run_dir
     finally:
         if (run_dir / "slurmctld.pid").exists() and shutil.which("scancel"):
             # our own controller: no job of this session may outlive it
             subprocess.run(["scancel", "--user", "root"], check=False, timeout=30)
-        subprocess.run(
-            ["bash", str(CLUSTER_SCRIPT), "stop"], env=env, check=False, timeout=120
-        )
+        subprocess.run(["bash", str(CLUSTER_SCRIPT), "stop"], env=env, check=False, timeout=120)
 
 
 # ----------------------------------------------------------------- profile
@@ -329,9 +329,7 @@ def test_toy_workflow_runs_through_slurm(slurm_cluster, tmp_path):
     wd = copy_toy(tmp_path / "toy")
     # the partition switch of the profile (the test cluster's only partition
     # is "main"; the other tests use the cluster default)
-    run = run_snakemake(
-        wd, "--profile", "slurm", timeout=TOY_TIMEOUT_S, env=_env(PAPA_SLURM_PARTITION="main")
-    )
+    run = run_snakemake(wd, "--profile", "slurm", timeout=TOY_TIMEOUT_S, env=_env(PAPA_SLURM_PARTITION="main"))
     print(f"toy workflow through Slurm: {run.seconds:.1f} s end to end")
     assert run.returncode == 0, run.tail()
 
@@ -347,16 +345,11 @@ def test_toy_workflow_runs_through_slurm(slurm_cluster, tmp_path):
         assert comment.startswith(f"rule_{rule}"), (slurm_jobid, comment)
 
     # each job recorded the Slurm job id it ran under; aggregate ran locally
-    rows = [
-        line.split("\t")
-        for line in (wd / "toy_results" / "summary.tsv").read_text().splitlines()
-    ]
+    rows = [line.split("\t") for line in (wd / "toy_results" / "summary.tsv").read_text().splitlines()]
     seen = {}
     for step, sample, slurm_jobid, _host in rows:
         seen[(step, sample)] = slurm_jobid
-    assert set(seen) == {
-        ("prepare", "a"), ("prepare", "b"), ("probe", "a"), ("probe", "b"), ("aggregate", "all")
-    }
+    assert set(seen) == {("prepare", "a"), ("prepare", "b"), ("probe", "a"), ("probe", "b"), ("aggregate", "all")}
     assert seen.pop(("aggregate", "all")) == "", "aggregate must be a local rule"
     assert set(seen.values()) == set(submitted), (seen, submitted)
 
@@ -367,7 +360,9 @@ def test_gpu_request_reaches_sbatch(slurm_cluster, tmp_path):
     wd = copy_toy(tmp_path / "toy")
     run = run_snakemake(
         wd,
-        "--profile", "slurm", "toy_results/probe/a.tsv",
+        "--profile",
+        "slurm",
+        "toy_results/probe/a.tsv",
         timeout=FAIL_TIMEOUT_S,
         env=_env(PAPA_SLURM_GPUS="1"),
     )
@@ -378,9 +373,7 @@ def test_gpu_request_reaches_sbatch(slurm_cluster, tmp_path):
 
 def test_failing_job_fails_workflow_promptly(slurm_cluster, tmp_path):
     wd = copy_toy(tmp_path / "toy")
-    run = run_snakemake(
-        wd, "--profile", "slurm", "--config", "fail=probe", timeout=FAIL_TIMEOUT_S
-    )
+    run = run_snakemake(wd, "--profile", "slurm", "--config", "fail=probe", timeout=FAIL_TIMEOUT_S)
     print(f"failing toy workflow through Slurm: exit {run.returncode} after {run.seconds:.1f} s")
     assert run.returncode != 0, run.tail()
     assert run.seconds < FAIL_TIMEOUT_S
@@ -400,10 +393,7 @@ def test_failing_job_fails_workflow_promptly(slurm_cluster, tmp_path):
 def _sorted_frame(df):
     import pandas as pd
 
-    drop = [
-        c for c in df.columns
-        if VOLATILE_WORDS & set(re.split(r"[^a-z0-9]+", str(c).lower()))
-    ]
+    drop = [c for c in df.columns if VOLATILE_WORDS & set(re.split(r"[^a-z0-9]+", str(c).lower()))]
     df = df.drop(columns=drop)
     floats = [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
     keys = [c for c in df.columns if c not in floats]
@@ -436,7 +426,10 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
 
     run = run_snakemake(
         slurm_wd,
-        "--profile", "slurm", "--configfile", "config/smoke.yaml",
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/smoke.yaml",
         "--slurm-keep-successful-logs",
         timeout=PIPELINE_TIMEOUT_S,
     )
@@ -453,7 +446,11 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
     )
 
     local = run_snakemake(
-        local_wd, "--cores", "2", "--configfile", "config/smoke.yaml",
+        local_wd,
+        "--cores",
+        "2",
+        "--configfile",
+        "config/smoke.yaml",
         timeout=PIPELINE_TIMEOUT_S,
         env=_env(),
     )
@@ -495,14 +492,29 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     target = f"{results}/probe/bert/sst2/average/lambda/fraction_dynamic={fraction:g}/seed{seeds[0]}.parquet"
 
     run = run_snakemake(
-        wd, target, "--profile", "slurm", "--configfile", "config/rehearsal.yaml",
+        wd,
+        target,
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/rehearsal.yaml",
         timeout=PIPELINE_TIMEOUT_S,
     )
     print(f"rehearsal slice through Slurm: {run.seconds:.1f} s end to end")
     assert run.returncode == 0, run.tail(150)
     rules = sorted(rule for rule, _ in slurm_jobs_of(run).values())
-    assert rules == sorted(["build_model", "build_data", "prepare_data", "tokenize", "tokenize",
-                            "average_attention", "learn_lambda", "probe"]), rules
+    assert rules == sorted(
+        [
+            "build_model",
+            "build_data",
+            "prepare_data",
+            "tokenize",
+            "tokenize",
+            "average_attention",
+            "learn_lambda",
+            "probe",
+        ]
+    ), rules
     assert (wd / results / "built/models/bert/config.json").exists()
     assert (wd / results / "built/data/glue_sst2/train.tsv").exists()
     probe = pd.read_parquet(wd / target)

@@ -51,14 +51,17 @@ def test_constants_spec_fields():
     assert ConstantsSpec.parse("toeplitz") == ConstantsSpec("toeplitz")
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("averge", "is not kind[_trained][@corpus]"),
-    ("identity_trained", "is not kind[_trained][@corpus]"),  # identity cannot train
-    ("average@", "is not kind[_trained][@corpus]"),
-    ("average@a/b", "is not kind[_trained][@corpus]"),
-    ("Average", "is not kind[_trained][@corpus]"),
-    (3, "is not kind[_trained][@corpus]"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("averge", "is not kind[_trained][@corpus]"),
+        ("identity_trained", "is not kind[_trained][@corpus]"),  # identity cannot train
+        ("average@", "is not kind[_trained][@corpus]"),
+        ("average@a/b", "is not kind[_trained][@corpus]"),
+        ("Average", "is not kind[_trained][@corpus]"),
+        (3, "is not kind[_trained][@corpus]"),
+    ],
+)
 def test_constants_spec_rejects_bad_specs_clearly(text, needle):
     with pytest.raises(ValueError, match=r"choose|kind\[_trained\]") as e:
         ConstantsSpec.parse(text)
@@ -135,10 +138,22 @@ def test_validation_fills_nested_defaults():
         del cfg[key]
     _validated(cfg)
     assert cfg["averaging"] == {"batch_size": 32, "max_examples": None}
-    assert cfg["cache"] == {"dtype": "float16", "budget_mb": 4096, "batch_size": 64, "strategy": "auto",
-                            "disk_budget_mb": None, "scratch": None}
-    assert cfg["analyses"] == {"tasks": None, "constant_kinds": [], "cross_corpus": [], "head_orders": [],
-                               "patterns": None, "mlm": None}
+    assert cfg["cache"] == {
+        "dtype": "float16",
+        "budget_mb": 4096,
+        "batch_size": 64,
+        "strategy": "auto",
+        "disk_budget_mb": None,
+        "scratch": None,
+    }
+    assert cfg["analyses"] == {
+        "tasks": None,
+        "constant_kinds": [],
+        "cross_corpus": [],
+        "head_orders": [],
+        "patterns": None,
+        "mlm": None,
+    }
     assert cfg["build_data"] == {} and cfg["model_tasks"] == {}
     cfg = _config()
     cfg["analyses"].update(patterns={}, mlm={"models": ["minilm"]})
@@ -158,8 +173,9 @@ def test_library_defaults_equal_the_schema_defaults(schema):
 
     averaging = p["averaging"]
     assert pipeline.AverageStage.batch_size == default(averaging, "batch_size")
-    assert inspect.signature(pipeline.make_constants).parameters["batch_size"].default == default(averaging,
-                                                                                                  "batch_size")
+    assert inspect.signature(pipeline.make_constants).parameters["batch_size"].default == default(
+        averaging, "batch_size"
+    )
     cache = pipeline.CacheConfig()
     for key in props(p["cache"]):
         assert getattr(cache, key) == default(p["cache"], key), key
@@ -172,8 +188,10 @@ def test_library_defaults_equal_the_schema_defaults(schema):
     for key in ("n_train", "n_validation"):
         assert build_data_sig[key].default == build_data[key]["default"], key
     build_model = p["models"]["additionalProperties"]["oneOf"][1]["properties"]["build"]["properties"]
-    assert inspect.signature(rehearsal.build_model).parameters["vocab_size"].default == \
-        build_model["vocab_size"]["default"]
+    assert (
+        inspect.signature(rehearsal.build_model).parameters["vocab_size"].default
+        == build_model["vocab_size"]["default"]
+    )
 
 
 # ----------------------------------------------------------------------------- the deprecated sweep.fractions

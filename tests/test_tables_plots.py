@@ -40,9 +40,21 @@ def run_frame(model, task, fraction, seed, selection="lambda", constants="averag
             final = final_score(model, task, fraction, seed, metric, selection)
             # Earlier epochs are much worse: a summary that used them would be visibly off.
             score = final if epoch == EPOCHS[-1] else final - 0.5
-            rows.append(dict(model=model, task=task, constants=constants, selection=selection,
-                             fraction_dynamic=fraction, n_dynamic=round(fraction * N_HEADS), seed=seed,
-                             epoch=epoch, metric=metric, score=score, train_loss=1.0 / (epoch + 1)))
+            rows.append(
+                dict(
+                    model=model,
+                    task=task,
+                    constants=constants,
+                    selection=selection,
+                    fraction_dynamic=fraction,
+                    n_dynamic=round(fraction * N_HEADS),
+                    seed=seed,
+                    epoch=epoch,
+                    metric=metric,
+                    score=score,
+                    train_loss=1.0 / (epoch + 1),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -50,8 +62,12 @@ def run_frame(model, task, fraction, seed, selection="lambda", constants="averag
 def frames():
     out = [run_frame(m, t, f, s) for m in MODELS for t in TASKS for f in FRACTIONS for s in SEEDS]
     # Selection-order runs (Fig. 5) for one model/task.
-    out += [run_frame("roberta-base", "sst2", f, s, selection=sel)
-            for sel in ["reversed", "random"] for f in FRACTIONS for s in SEEDS]
+    out += [
+        run_frame("roberta-base", "sst2", f, s, selection=sel)
+        for sel in ["reversed", "random"]
+        for f in FRACTIONS
+        for s in SEEDS
+    ]
     rng = np.random.default_rng(0)
     order = rng.permutation(len(out))
     return [out[i] for i in order]  # unordered input: the table must sort it
@@ -73,8 +89,9 @@ def lambdas_frame(model="roberta-base", task="sst2", layers=4, heads=6, seed=0) 
     rank = np.empty(layers * heads, dtype=int)
     rank[np.argsort(lam, kind="stable")] = np.arange(layers * heads)
     layer, head = np.divmod(np.arange(layers * heads), heads)
-    return pd.DataFrame(dict(model=model, task=task, constants="average", layer=layer, head=head,
-                             **{"lambda": lam}, rank=rank))
+    return pd.DataFrame(
+        dict(model=model, task=task, constants="average", layer=layer, head=head, **{"lambda": lam}, rank=rank)
+    )
 
 
 # --------------------------------------------------------------------------- probe_table
@@ -119,8 +136,9 @@ def test_summary_uses_final_epoch_only(summary):
     assert len(summary) == (len(MODELS) * len(TASKS) * len(FRACTIONS) + 2 * len(FRACTIONS)) * len(METRICS)
     assert (summary["n_seeds"] == 3).all()
     for _, row in summary.sample(20, random_state=0).iterrows():
-        expected = np.mean([final_score(row.model, row.task, row.fraction_dynamic, s, row.metric, row.selection)
-                            for s in SEEDS])
+        expected = np.mean(
+            [final_score(row.model, row.task, row.fraction_dynamic, s, row.metric, row.selection) for s in SEEDS]
+        )
         assert row["mean"] == pytest.approx(expected, abs=1e-12)
 
 
@@ -134,9 +152,22 @@ def test_summary_takes_max_epoch_per_run_even_if_runs_differ():
 
 
 def test_summary_mean_and_ci_by_hand():
-    rows = [dict(model="m", task="t", constants="average", selection="lambda", fraction_dynamic=1.0, n_dynamic=12,
-                 seed=s, epoch=e, metric="accuracy", score=(x if e == 3 else 0.0))
-            for s, x in zip([0, 1, 2], [0.8, 0.9, 1.0]) for e in [0, 3]]
+    rows = [
+        dict(
+            model="m",
+            task="t",
+            constants="average",
+            selection="lambda",
+            fraction_dynamic=1.0,
+            n_dynamic=12,
+            seed=s,
+            epoch=e,
+            metric="accuracy",
+            score=(x if e == 3 else 0.0),
+        )
+        for s, x in zip([0, 1, 2], [0.8, 0.9, 1.0])
+        for e in [0, 3]
+    ]
     s = tables.summary_table(tables.probe_table([pd.DataFrame(rows)]))
     assert len(s) == 1
     row = s.iloc[0]
@@ -167,8 +198,12 @@ def test_summary_single_seed_has_nan_spread():
 
 
 def test_summary_relative_drop_and_main_metric(summary):
-    sel = summary[(summary.model == "roberta-base") & (summary.task == "sst2") & (summary.selection == "lambda")
-                  & (summary.metric == "accuracy")].set_index("fraction_dynamic")
+    sel = summary[
+        (summary.model == "roberta-base")
+        & (summary.task == "sst2")
+        & (summary.selection == "lambda")
+        & (summary.metric == "accuracy")
+    ].set_index("fraction_dynamic")
     base = sel.loc[1.0, "mean"]
     assert (sel["baseline"] == base).all()
     for f in FRACTIONS:
@@ -216,7 +251,8 @@ def test_lambdas_table_concat_sort_validate():
     assert len(lam) == len(a) + len(b)
     assert lam.iloc[0]["model"] == "bert-base"
     assert list(lam[lam.model == "roberta-base"][["layer", "head"]].itertuples(index=False, name=None)) == [
-        (layer, head) for layer in range(4) for head in range(6)]
+        (layer, head) for layer in range(4) for head in range(6)
+    ]
     assert lam["layer"].dtype == np.int64 and lam["lambda"].dtype == np.float64
     with pytest.raises(ValueError, match="'rank'"):
         tables.lambdas_table([a.drop(columns="rank")])
@@ -281,8 +317,12 @@ def test_models_compared_table(summary):
     assert set(tables.models_compared_table(one)["tasks"]) == {"sst2"}
     assert set(tables.models_compared_table(summary, selection="random")["model"]) == {"roberta-base"}
     with pytest.raises(ValueError, match="no task is shared"):
-        tables.models_compared_table(summary[~((summary.model == "bert-base") & (summary.task == "sst2"))
-                                             & ~((summary.model == "roberta-base") & (summary.task == "cola"))])
+        tables.models_compared_table(
+            summary[
+                ~((summary.model == "bert-base") & (summary.task == "sst2"))
+                & ~((summary.model == "roberta-base") & (summary.task == "cola"))
+            ]
+        )
     with pytest.raises(ValueError, match="both fraction 1 and fraction 0"):
         tables.models_compared_table(summary[summary.fraction_dynamic > 0])
 
@@ -361,8 +401,11 @@ def _constants(path, kind="average", seed=0, layers=2, heads=3, n=10):
     mean = torch.softmax(torch.randn(layers, heads, n, n, generator=g), -1)
     if kind == "effective":
         mean = mean - 0.03  # signed rows
-    C = ConstantAttention(mean, torch.ones(n, n, dtype=torch.float64),
-                          {"kind": kind, "N": n, "layers": layers, "heads": heads, "model": "hub/id-not-the-name"})
+    C = ConstantAttention(
+        mean,
+        torch.ones(n, n, dtype=torch.float64),
+        {"kind": kind, "N": n, "layers": layers, "heads": heads, "model": "hub/id-not-the-name"},
+    )
     C.save(path)
     return C
 
@@ -373,11 +416,12 @@ def test_pattern_stats_stage(tmp_path):
 
     raw = _constants(tmp_path / "a.safetensors")
     eff = _constants(tmp_path / "e.safetensors", "effective", seed=1)
-    sm = SimpleNamespace(input=_Files(average=str(tmp_path / "a.safetensors"),
-                                      effective=str(tmp_path / "e.safetensors")),
-                         output=_Files([str(tmp_path / "out" / "N10.parquet")]),
-                         params=_Files(patterns={"band": 2, "diag_threshold": 0.05, "special_threshold": 0.5}),
-                         wildcards=_Files(model="bert", dataset="wiki", n="10"))
+    sm = SimpleNamespace(
+        input=_Files(average=str(tmp_path / "a.safetensors"), effective=str(tmp_path / "e.safetensors")),
+        output=_Files([str(tmp_path / "out" / "N10.parquet")]),
+        params=_Files(patterns={"band": 2, "diag_threshold": 0.05, "special_threshold": 0.5}),
+        wildcards=_Files(model="bert", dataset="wiki", n="10"),
+    )
     stage = pipeline.PatternsStage(**pipeline.PatternsStage._from_snakemake(sm))
     assert (stage.model, stage.corpus, stage.n, stage.band, stage.diag_threshold) == ("bert", "wiki", 10, 2, 0.05)
     df = pipeline.pattern_stats(stage)
@@ -399,8 +443,13 @@ def report(tmp_path_factory, frames):
 
     root = tmp_path_factory.mktemp("report")
     probes = []
-    kinds = [run_frame(m, t, 0.0, s, constants=c) for m in MODELS for t in TASKS for s in SEEDS
-             for c in ["identity", "average@wiki"]]
+    kinds = [
+        run_frame(m, t, 0.0, s, constants=c)
+        for m in MODELS
+        for t in TASKS
+        for s in SEEDS
+        for c in ["identity", "average@wiki"]
+    ]
     for i, f in enumerate(frames + kinds):
         probes.append(str(root / "probe" / f"{i}.parquet"))
         io.write_parquet(f, probes[-1])
@@ -411,22 +460,37 @@ def report(tmp_path_factory, frames):
     # matrix files named so that nothing can be read off their paths: the labels come from ConstantsFile
     _constants(root / "m1.safetensors")
     data_free("identity", 2, 3, 10).save(root / "m2.safetensors")
-    matrices = [pipeline.ConstantsFile(path=str(root / "m1.safetensors"), model="bert-base", corpus="wiki", n=10,
-                                       kind="average"),
-                pipeline.ConstantsFile(path=str(root / "m2.safetensors"), model="bert-base", corpus="wiki", n=10,
-                                       kind="identity")]
+    matrices = [
+        pipeline.ConstantsFile(
+            path=str(root / "m1.safetensors"), model="bert-base", corpus="wiki", n=10, kind="average"
+        ),
+        pipeline.ConstantsFile(
+            path=str(root / "m2.safetensors"), model="bert-base", corpus="wiki", n=10, kind="identity"
+        ),
+    ]
     T, P = root / "tables", root / "plots"
-    agg = pipeline.AggregateStage(probes=probes, lambdas=lambdas, patterns=[], main_metric=MAIN,
-                                  kinds=["average", "identity", "average@wiki"],
-                                  **{f"out_{k}": str(T / f"{k}.parquet")
-                                     for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]})
+    agg = pipeline.AggregateStage(
+        probes=probes,
+        lambdas=lambdas,
+        patterns=[],
+        main_metric=MAIN,
+        kinds=["average", "identity", "average@wiki"],
+        **{f"out_{k}": str(T / f"{k}.parquet") for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]},
+    )
     out = pipeline.aggregate(agg)
-    plot = pipeline.PlotStage(summary=agg.out_summary, lambdas=agg.out_lambdas, constant_kinds=agg.out_constant_kinds,
-                              constants=matrices, sweep_constants=["average"], sweep_selections=["lambda"],
-                              out_fraction_curves=str(P / "fraction_curves"),
-                              out_constant_kinds=str(P / "constant_kinds"),
-                              out_head_orders=str(P / "head_orders"), out_models_compared=str(P / "models_compared"),
-                              out_heads=str(P / "heads"))
+    plot = pipeline.PlotStage(
+        summary=agg.out_summary,
+        lambdas=agg.out_lambdas,
+        constant_kinds=agg.out_constant_kinds,
+        constants=matrices,
+        sweep_constants=["average"],
+        sweep_selections=["lambda"],
+        out_fraction_curves=str(P / "fraction_curves"),
+        out_constant_kinds=str(P / "constant_kinds"),
+        out_head_orders=str(P / "head_orders"),
+        out_models_compared=str(P / "models_compared"),
+        out_heads=str(P / "heads"),
+    )
     pipeline.plot_figures(plot)
     return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
 
@@ -439,12 +503,14 @@ def test_aggregate_stage_writes_the_tables(report):
     pd.testing.assert_frame_equal(io.read_parquet(agg.out_probe), probe)
     summary = tables.summary_table(probe, MAIN, share_baseline=True)
     pd.testing.assert_frame_equal(io.read_parquet(agg.out_summary), summary)
-    pd.testing.assert_frame_equal(io.read_parquet(agg.out_lambdas),
-                                  tables.lambdas_table([pd.read_parquet(p) for p in report.lambdas]))
+    pd.testing.assert_frame_equal(
+        io.read_parquet(agg.out_lambdas), tables.lambdas_table([pd.read_parquet(p) for p in report.lambdas])
+    )
     kinds = io.read_parquet(agg.out_constant_kinds)
     pd.testing.assert_frame_equal(kinds, tables.constant_kinds_table(summary, agg.kinds))
-    assert list(kinds[(kinds.model == "bert-base") & (kinds.task == "cola") & (kinds.metric == "mcc")]["constants"]) \
-        == ["average", "identity", "average@wiki"]
+    assert list(
+        kinds[(kinds.model == "bert-base") & (kinds.task == "cola") & (kinds.metric == "mcc")]["constants"]
+    ) == ["average", "identity", "average@wiki"]
     assert io.read_parquet(agg.out_patterns).empty and out["patterns"].empty
     assert set(out) == {"probe", "summary", "lambdas", "constant_kinds", "patterns"}
 
@@ -454,8 +520,14 @@ def test_aggregate_stage_without_lambdas_or_patterns(report, tmp_path):
 
     from papa import io, pipeline
 
-    agg = replace(report.agg, lambdas=[], **{f"out_{k}": str(tmp_path / f"{k}.parquet")
-                                             for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]})
+    agg = replace(
+        report.agg,
+        lambdas=[],
+        **{
+            f"out_{k}": str(tmp_path / f"{k}.parquet")
+            for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]
+        },
+    )
     pipeline.aggregate(agg)
     lam = io.read_parquet(agg.out_lambdas)
     assert lam.empty and list(lam.columns) == list(tables.LAMBDAS_COLUMNS)
@@ -482,16 +554,31 @@ def test_plot_stage_from_snakemake_job():
     from papa import pipeline
 
     sm = SimpleNamespace(
-        input=_Files(summary="t/summary.parquet", lambdas="t/lambdas.parquet", kinds="t/constant_kinds.parquet",
-                     constants=["c/0.safetensors", "c/1.safetensors"]),
-        params=_Files(sweep={"constants": ["average"], "selections": ["lambda", "random"]},
-                      matrices=[{"model": "m", "corpus": "wiki", "n": 64, "kind": "average"},
-                                {"model": "m", "corpus": "sst2", "n": 64, "kind": "identity"}]),
-        output=_Files(fig2=["p/fraction_curves.png", "p/fraction_curves.svg"], kinds=["p/constant_kinds.png"],
-                      orders=["p/head_orders.png"], models=["p/models_compared.png"], heatmaps="p/heads"))
+        input=_Files(
+            summary="t/summary.parquet",
+            lambdas="t/lambdas.parquet",
+            kinds="t/constant_kinds.parquet",
+            constants=["c/0.safetensors", "c/1.safetensors"],
+        ),
+        params=_Files(
+            sweep={"constants": ["average"], "selections": ["lambda", "random"]},
+            matrices=[
+                {"model": "m", "corpus": "wiki", "n": 64, "kind": "average"},
+                {"model": "m", "corpus": "sst2", "n": 64, "kind": "identity"},
+            ],
+        ),
+        output=_Files(
+            fig2=["p/fraction_curves.png", "p/fraction_curves.svg"],
+            kinds=["p/constant_kinds.png"],
+            orders=["p/head_orders.png"],
+            models=["p/models_compared.png"],
+            heatmaps="p/heads",
+        ),
+    )
     stage = pipeline.PlotStage(**pipeline.PlotStage._from_snakemake(sm))
-    assert stage.constants[1] == pipeline.ConstantsFile(path="c/1.safetensors", model="m", corpus="sst2", n=64,
-                                                        kind="identity")
+    assert stage.constants[1] == pipeline.ConstantsFile(
+        path="c/1.safetensors", model="m", corpus="sst2", n=64, kind="identity"
+    )
     assert stage.out_fraction_curves == "p/fraction_curves" and stage.out_heads == "p/heads"
     assert stage.sweep_selections == ["lambda", "random"]
     sm.params.matrices = sm.params.matrices[:1]  # labels and files out of step: an error, not a wrong label
@@ -504,14 +591,27 @@ def test_mlm_table_stage(tmp_path):
 
     frames = []
     for m in ["bert", "roberta"]:
-        df = pd.DataFrame([dict(model=m, dataset="wiki", head="probe", n_eval=10, fraction_dynamic=f,
-                                n_dynamic=int(f * 8), neg_log_ppl=-2.0 - (1 - f), perplexity=np.exp(3 - f))
-                           for f in [1.0, 0.5, 0.0]])
+        df = pd.DataFrame(
+            [
+                dict(
+                    model=m,
+                    dataset="wiki",
+                    head="probe",
+                    n_eval=10,
+                    fraction_dynamic=f,
+                    n_dynamic=int(f * 8),
+                    neg_log_ppl=-2.0 - (1 - f),
+                    perplexity=np.exp(3 - f),
+                )
+                for f in [1.0, 0.5, 0.0]
+            ]
+        )
         frames.append(df)
         io.write_parquet(df, tmp_path / f"{m}.parquet")
-    sm = SimpleNamespace(input=_Files([str(tmp_path / "bert.parquet"), str(tmp_path / "roberta.parquet")]),
-                         output=_Files(table=str(tmp_path / "mlm.parquet"), plot=[str(tmp_path / "mlm.png"),
-                                                                                   str(tmp_path / "mlm.svg")]))
+    sm = SimpleNamespace(
+        input=_Files([str(tmp_path / "bert.parquet"), str(tmp_path / "roberta.parquet")]),
+        output=_Files(table=str(tmp_path / "mlm.parquet"), plot=[str(tmp_path / "mlm.png"), str(tmp_path / "mlm.svg")]),
+    )
     stage = pipeline.MLMTableStage(**pipeline.MLMTableStage._from_snakemake(sm))
     assert stage.out_plot == str(tmp_path / "mlm")
     table = pipeline.tabulate_mlm(stage)

@@ -25,8 +25,13 @@ SMOKE = "config/smoke.yaml"
 
 def copy_repo(dst: Path) -> Path:
     """The files git would ship (tracked + untracked, not ignored)."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                         check=True).stdout.decode().split("\0")
+    out = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, out):
         src = ROOT / rel
         if src.is_file():
@@ -38,7 +43,9 @@ def copy_repo(dst: Path) -> Path:
 def smk(cwd, *args, check=True, timeout=900):
     p = subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+        )
     return p
 
 
@@ -77,8 +84,18 @@ def test_smoke_run_writes_the_tables(smoke):
     repo, seconds = smoke[:2]
     res = repo / "results-smoke"
     probe = pd.read_parquet(res / "tables/probe.parquet")
-    assert {"model", "task", "constants", "selection", "fraction_dynamic", "n_dynamic", "seed", "epoch", "metric",
-            "score"} <= set(probe.columns)
+    assert {
+        "model",
+        "task",
+        "constants",
+        "selection",
+        "fraction_dynamic",
+        "n_dynamic",
+        "seed",
+        "epoch",
+        "metric",
+        "score",
+    } <= set(probe.columns)
     assert set(probe.task) == {"rt_sentiment", "wsj_pos"} and set(probe.seed) == {0, 1}
     assert sorted(probe.fraction_dynamic.unique()) == [0.0, 0.5, 1.0]
     assert set(probe.query("fraction_dynamic == 0.5").n_dynamic) == {36}  # of MiniLM's 72 heads
@@ -98,13 +115,17 @@ def test_smoke_run_writes_the_tables(smoke):
         assert (res / f"plots/{f}.png").stat().st_size > 1000
     kinds = pd.read_parquet(res / "tables/constant_kinds.parquet").query("is_main and task == 'rt_sentiment'")
     assert kinds.constants.tolist() == ["average", "identity", "effective"]
-    assert (kinds.original == summary.query("task == 'rt_sentiment' and fraction_dynamic == 1 and "
-                                            "metric == 'accuracy'")["mean"].iloc[0]).all()
+    assert (
+        kinds.original
+        == summary.query("task == 'rt_sentiment' and fraction_dynamic == 1 and metric == 'accuracy'")["mean"].iloc[0]
+    ).all()
     pat = pd.read_parquet(res / "tables/patterns.parquet")
     assert set(pat.attention) == {"raw", "effective"} and len(pat) == 2 * 2 * 72
     assert pat.diag_mass.between(0, 1).all() and pat.entropy.ge(0).all()
     # every rule wrote its log and benchmark
-    assert (res / "logs/probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5.log").read_text().count("epoch") >= 2
+    assert (res / "logs/probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5.log").read_text().count(
+        "epoch"
+    ) >= 2
     assert any((res / "benchmarks/average_attention").rglob("*.tsv"))
     print(f"smoke workflow: {seconds:.0f} s")
 
@@ -131,11 +152,16 @@ def test_library_code_change_reruns_the_stages_that_run_it(smoke):
     original = probe_py.read_text()
     try:
         # a comment and a docstring change nothing
-        probe_py.write_text(original.replace('"""Train ``probe``', '"""Train the probe ``probe``', 1)
-                            .replace("        opt.step()\n", "        opt.step()  # a comment\n", 1))
+        probe_py.write_text(
+            original.replace('"""Train ``probe``', '"""Train the probe ``probe``', 1).replace(
+                "        opt.step()\n", "        opt.step()  # a comment\n", 1
+            )
+        )
         assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
         # a code change in train_probe reruns every stage that trains a probe, and nothing upstream
-        probe_py.write_text(original.replace("loss_fn = nn.CrossEntropyLoss()", "loss_fn = nn.CrossEntropyLoss(reduction='mean')", 1))
+        probe_py.write_text(
+            original.replace("loss_fn = nn.CrossEntropyLoss()", "loss_fn = nn.CrossEntropyLoss(reduction='mean')", 1)
+        )
         counts = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
         assert set(counts) == {"learn_lambda", "probe", "aggregate", "plot", "all"}, counts
     finally:
@@ -148,8 +174,15 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
     cfg = write_config(repo, "avg.yaml", lambda c: c["averaging"].update(max_examples=64))
     counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
     # average and effective matrices of both tasks (not the data-free identity), then everything after
-    assert counts == {"average_attention": 4, "learn_lambda": 2, "patterns": 2, "probe": 8, "aggregate": 1,
-                      "plot": 1, "all": 1}, counts
+    assert counts == {
+        "average_attention": 4,
+        "learn_lambda": 2,
+        "patterns": 2,
+        "probe": 8,
+        "aggregate": 1,
+        "plot": 1,
+        "all": 1,
+    }, counts
 
 
 @pytest.mark.parametrize(
@@ -183,8 +216,13 @@ def test_killed_job_leaves_no_finished_output(smoke):
     cfg = write_config(repo, "kill.yaml", lambda c: c["tasks"]["wsj_pos"]["probe"].update(lr=2e-3, epochs=50))
     target = "results-smoke/probe/minilm/wsj_pos/average/lambda/fraction_dynamic=0/seed0.parquet"
     log = repo / "results-smoke/logs/probe/minilm/wsj_pos/average/lambda/fraction_dynamic=0.log"
-    proc = subprocess.Popen([SNAKEMAKE, target, "--cores", "1", "--configfile", cfg], cwd=repo,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [SNAKEMAKE, target, "--cores", "1", "--configfile", cfg],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and "epoch 1/50" not in (log.read_text() if log.exists() else ""):
@@ -211,11 +249,19 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
 
     repo = smoke[0]
     tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-    sizes = dict(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                 intermediate_size=64, max_position_embeddings=64)
+    sizes = dict(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     tf.set_seed(0)
-    for name, model in (("tinymlm", tf.BertForMaskedLM(tf.BertConfig(**sizes))),
-                        ("tinyelectra", tf.ElectraForPreTraining(tf.ElectraConfig(**sizes, embedding_size=16)))):
+    for name, model in (
+        ("tinymlm", tf.BertForMaskedLM(tf.BertConfig(**sizes))),
+        ("tinyelectra", tf.ElectraForPreTraining(tf.ElectraConfig(**sizes, embedding_size=16))),
+    ):
         model.save_pretrained(repo / name)
         tok.save_pretrained(repo / name)
 
@@ -224,8 +270,16 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
         c["models"].update({m: str(repo / m) for m in models})
         c["model_tasks"] = {m: [] for m in models}
         c["datasets"]["wiki"] = {"source": "package", "max_train": 48, "max_validation": 24}
-        c["analyses"]["mlm"] = {"models": list(models), "head": head, "dataset": "wiki", "max_length": 32,
-                                "batch_size": 8, "epochs": 1, "lr": 1e-3, "lambda": {"extra_lr": 0.05}}
+        c["analyses"]["mlm"] = {
+            "models": list(models),
+            "head": head,
+            "dataset": "wiki",
+            "max_length": 32,
+            "batch_size": 8,
+            "epochs": 1,
+            "lr": 1e-3,
+            "lambda": {"extra_lr": 0.05},
+        }
 
     cfg = write_config(repo, "mlm.yaml", edit)
     # MLM-only models: no probe, lambda or patterns job of the task sweep
@@ -249,8 +303,9 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
     assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"pretrained"}
     assert np.isfinite(table.neg_log_ppl).all() and "train_loss" not in table
     # an MLM setting is part of the job: changing it reruns the MLM job and the table only
-    cfg3 = write_config(repo, "mlm3.yaml", lambda c: (edit(c, "pretrained", ("tinymlm",)),
-                                                      c["analyses"]["mlm"].update(mask_prob=0.2)))
+    cfg3 = write_config(
+        repo, "mlm3.yaml", lambda c: (edit(c, "pretrained", ("tinymlm",)), c["analyses"]["mlm"].update(mask_prob=0.2))
+    )
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg3).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
 
@@ -265,8 +320,13 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
     kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
     killed = 0
     for sig in kills:
-        proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete"], cwd=repo,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [SNAKEMAKE, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete"],
+            cwd=repo,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(rng.uniform(4, 30))
         if proc.poll() is None:
             os.killpg(proc.pid, sig)  # the whole process group, as a terminal's Ctrl-C or a lost node does
@@ -278,9 +338,14 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
     smk(repo, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
     clean = smoke[3]
     for table in sorted(clean.glob("*.parquet")):
-        pd.testing.assert_frame_equal(pd.read_parquet(repo / "results-smoke" / "tables" / table.name),
-                                      pd.read_parquet(table), check_exact=True, obj=table.name)
-    leftovers = [p for p in (repo / "results-smoke").rglob("*") if p.name.endswith(".tmp")
-                 or p.name.startswith("papa-features-")]
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(repo / "results-smoke" / "tables" / table.name),
+            pd.read_parquet(table),
+            check_exact=True,
+            obj=table.name,
+        )
+    leftovers = [
+        p for p in (repo / "results-smoke").rglob("*") if p.name.endswith(".tmp") or p.name.startswith("papa-features-")
+    ]
     assert not leftovers, leftovers
     assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout

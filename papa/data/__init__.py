@@ -92,8 +92,12 @@ from .task import (
     read_task,
     save_task,
 )
-from .wikitext import SENTENCE_BREAK, sentence_chunks, wiki_paragraphs
-from .wikitext import _RE_SENT  # noqa: F401 - old name of SENTENCE_BREAK, which papa.rehearsal uses
+from .wikitext import (
+    _RE_SENT,  # noqa: F401 - old name of SENTENCE_BREAK, which papa.rehearsal uses
+    SENTENCE_BREAK,
+    sentence_chunks,
+    wiki_paragraphs,
+)
 
 __all__ = [
     "ARCHIVES",

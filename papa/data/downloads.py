@@ -155,9 +155,7 @@ def fetch_member(f: PinnedFile, out: str | Path, cache_dir: str | Path) -> Path:
         data = read_member(data, member)
     got = hashlib.sha256(data).hexdigest()
     if got != f.sha256:
-        raise DataIntegrityError(
-            f"{f.members[-1]} from {f.archive.filename} has sha256 {got}, expected {f.sha256}"
-        )
+        raise DataIntegrityError(f"{f.members[-1]} from {f.archive.filename} has sha256 {got}, expected {f.sha256}")
     with atomic_path(out) as tmp:
         tmp.write_bytes(data)
     return out

@@ -126,8 +126,9 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             lines = [t.strip() for t in ds[base.text]]
             keep = [t for t in lines if t and not (t.startswith("=") and t.endswith("="))]
             dropped[ours] = len(lines) - len(keep)
-            df = pd.DataFrame({"id": [f"{name}-{theirs}-{i}" for i in range(len(keep))], "text": keep,
-                               "text_b": None, "label": -1})
+            df = pd.DataFrame(
+                {"id": [f"{name}-{theirs}-{i}" for i in range(len(keep))], "text": keep, "text_b": None, "label": -1}
+            )
         elif kind == "sequence":
             need = [base.text, "label"] + ([base.text_b] if base.text_b else [])
             require_columns(need, cols, f"{hub_id} split {theirs}")
@@ -170,7 +171,6 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     prov["n_dropped"] = int(sum(dropped.values()))
     if dropped:
         prov["dropped_per_split"] = dropped
-        prov["dropped_reason"] = ("blank or heading lines" if base.unlabeled
-                                  else "no label (-1) / empty sentence")
+        prov["dropped_reason"] = "blank or heading lines" if base.unlabeled else "no label (-1) / empty sentence"
     prov["label_names_source"] = "hub features" if label_names != list(default_labels) else "papa.data.LABEL_SETS"
     return kind, label_names, splits, prov

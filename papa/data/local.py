@@ -42,7 +42,7 @@ def _file_format(spec: dict, path: Path) -> str:
         if s in _FORMATS:
             return _FORMATS[s]
     raise TaskSpecError(
-        f"cannot tell the format of {path} from its name; set \"format\" to one of csv, tsv, jsonl, parquet, conll"
+        f'cannot tell the format of {path} from its name; set "format" to one of csv, tsv, jsonl, parquet, conll'
     )
 
 
@@ -100,7 +100,9 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                 toks.append(tok)
                 tags.append(tag)
         except UnicodeDecodeError as e:
-            raise TaskSpecError(f"{path}:{lineno + 1} is not UTF-8 text ({e.reason}); re-save the file as UTF-8") from None
+            raise TaskSpecError(
+                f"{path}:{lineno + 1} is not UTF-8 text ({e.reason}); re-save the file as UTF-8"
+            ) from None
     if toks:
         sents.append((toks, tags, start))
     return sents
@@ -134,8 +136,12 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
             raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
         sents = _read_conll(path, int(spec.get("tag_column", -1)), int(spec.get("token_column", 0)),
                             spec.get("separator"))  # fmt: skip
-        return {"tokens": [s[0] for s in sents], "tags": [s[1] for s in sents], "_format": ["conll"],
-                "_where": [f"line {s[2]}" for s in sents]}
+        return {
+            "tokens": [s[0] for s in sents],
+            "tags": [s[1] for s in sents],
+            "_format": ["conll"],
+            "_where": [f"line {s[2]}" for s in sents],
+        }
     import datasets
 
     kw: dict = {}
@@ -197,13 +203,13 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
             out.append(int(v))
         elif listed:
             raise TaskSpecError(
-                f"label {v!r} at {at} is not in labels {list(labels)}; add it to \"labels\" or fix the data"
+                f'label {v!r} at {at} is not in labels {list(labels)}; add it to "labels" or fix the data'
             )
         else:
             raise TaskSpecError(
                 f"label {v!r} at {at} never occurs in the train split, whose labels are {list(labels)}: it would "
                 f"become a new class and shift the others. List every label in the dataset's config "
-                f"(\"labels\": [...]) or fix the data"
+                f'("labels": [...]) or fix the data'
             )
     return out
 
@@ -225,7 +231,7 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
                 raise TaskSpecError(
                     f"integer labels of {where} skip {missing} (e.g. {rows[i] if rows else f'row {i + 1}'} has "
                     f"{int(vals[i])}): those classes would never occur. List the labels in the dataset's config "
-                    f"(\"labels\": [...]) or renumber them 0..{len(uniq) - 1}"
+                    f'("labels": [...]) or renumber them 0..{len(uniq) - 1}'
                 )
             return [str(i) for i in range(uniq[-1] + 1)]
         return [str(i) for i in uniq]
@@ -246,9 +252,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     known_kind, known_labels = LABEL_SETS.get(name, (None, None))
     kind = spec.get("kind") or known_kind
     if kind not in ("sequence", "token"):
-        raise TaskSpecError(f"local task {name!r} needs \"kind\": \"sequence\" or \"token\" (got {spec.get('kind')!r})")
+        raise TaskSpecError(f'local task {name!r} needs "kind": "sequence" or "token" (got {spec.get("kind")!r})')
     if "train" not in spec or not spec["train"]:
-        raise TaskSpecError(f"local task {name!r} needs a \"train\" file (and usually a \"validation\" file)")
+        raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
     files = {k: Path(spec[k]).expanduser() for k in _LOCAL_SPLIT_KEYS if spec.get(k)}
     for split, p in files.items():
         if not p.is_file():
@@ -257,10 +263,10 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     labels = spec.get("labels")
     if labels is not None:
         if not isinstance(labels, (list, tuple)) or not labels:
-            raise TaskSpecError(f"\"labels\" must be a non-empty list of label names, got {labels!r}")
+            raise TaskSpecError(f'"labels" must be a non-empty list of label names, got {labels!r}')
         labels = [str(x) for x in labels]
         if len(set(labels)) != len(labels):
-            raise TaskSpecError(f"\"labels\" has duplicates: {labels}")
+            raise TaskSpecError(f'"labels" has duplicates: {labels}')
     elif known_labels:
         labels = list(known_labels)
     listed = labels is not None
@@ -308,8 +314,13 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             if unlabeled:
                 y = [-1] * len(keep)
             else:
-                y = _map_labels([rec[label_col][i] for i in keep], labels, f"column {label_col!r} of the {where}",
-                                [rows[split][i] for i in keep], listed)
+                y = _map_labels(
+                    [rec[label_col][i] for i in keep],
+                    labels,
+                    f"column {label_col!r} of the {where}",
+                    [rows[split][i] for i in keep],
+                    listed,
+                )
             tb = None
             if text_b_col:
                 tb = [None if rec[text_b_col][i] is None else str(rec[text_b_col][i]) for i in keep]
@@ -325,8 +336,10 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             if not rec[tok_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no sentences")
         if labels is None:  # from the train split only: a tag must be trainable
-            labels = _infer_label_names([t for s in raw["train"][tag_col] for t in s],
-                                        f"the tags of the train file {prov_files['train']['path']}")
+            labels = _infer_label_names(
+                [t for s in raw["train"][tag_col] for t in s],
+                f"the tags of the train file {prov_files['train']['path']}",
+            )
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
             toks, tags = [], []
@@ -334,8 +347,15 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 if len(tk) != len(tg):
                     raise TaskSpecError(f"sentence {k} of the {where} has {len(tk)} tokens but {len(tg)} tags")
                 toks.append([str(t) for t in tk])
-                tags.append(_map_labels(list(tg), labels, f"the tags of the {where}",
-                                        [f"sentence {k + 1} ({rows[split][k]})"] * len(tg), listed))
+                tags.append(
+                    _map_labels(
+                        list(tg),
+                        labels,
+                        f"the tags of the {where}",
+                        [f"sentence {k + 1} ({rows[split][k]})"] * len(tg),
+                        listed,
+                    )
+                )
             ids = [f"{name}-{split}-{i}" for i in range(len(toks))]
             splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})

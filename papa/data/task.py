@@ -220,7 +220,10 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
 
 
 def _seeded_split(
-    df: pd.DataFrame, fraction: float, seed: int, stratify: bool,
+    df: pd.DataFrame,
+    fraction: float,
+    seed: int,
+    stratify: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Deterministic train/validation split (stratified by label, or by article groups)."""
     rng = _rng(seed, 0)
@@ -294,12 +297,10 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         DataIntegrityError: a download does not match its pinned sha256.
     """
     if not isinstance(spec, dict):
-        raise TaskSpecError(
-            f"a task spec must be a dict with at least \"name\" and \"source\", got {type(spec).__name__}"
-        )
+        raise TaskSpecError(f'a task spec must be a dict with at least "name" and "source", got {type(spec).__name__}')
     name = spec.get("name")
     if not name or not isinstance(name, str):
-        raise TaskSpecError(f"the task spec needs a \"name\" (got {name!r})")
+        raise TaskSpecError(f'the task spec needs a "name" (got {name!r})')
     source = spec.get("source")
     if source not in SOURCES:
         raise TaskSpecError(f"unknown source {source!r} for task {name!r}; choose one of: {', '.join(SOURCES)}")
@@ -308,7 +309,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         hint = f" ({name!r} is a {known.source_name} task)" if known else ""
         raise TaskSpecError(
             f"unknown {source} task {name!r}{hint}; known {source} tasks: {', '.join(KNOWN_TASKS[source])} "
-            f"(or use source \"local\" with your own files)"
+            f'(or use source "local" with your own files)'
         )
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TaskSpecError(f"seed must be an integer, got {seed!r}")

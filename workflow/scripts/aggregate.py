@@ -1,4 +1,5 @@
 """Snakemake adapter: per-run Parquet files -> the tables (papa.pipeline.aggregate)."""
+
 import sys
 from pathlib import Path
 

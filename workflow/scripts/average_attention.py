@@ -1,4 +1,5 @@
 """Snakemake adapter: constant matrices for one (model, corpus, N, kind) (papa.pipeline.average_constants)."""
+
 import sys
 from pathlib import Path
 

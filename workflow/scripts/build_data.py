@@ -1,4 +1,5 @@
 """Snakemake adapter: write GLUE/CoNLL-shaped local files (papa.pipeline.build_data)."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Snakemake adapter: build a tiny random model and its tokenizer (papa.pipeline.build_model)."""
+
 import sys
 from pathlib import Path
 

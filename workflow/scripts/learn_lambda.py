@@ -1,4 +1,5 @@
 """Snakemake adapter: learn lambdas for one (model, task, constants) (papa.pipeline.learn_lambda)."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Snakemake adapter: masked-LM negative log-perplexity per fraction_dynamic (papa.pipeline.mlm_curves)."""
+
 import sys
 from pathlib import Path
 

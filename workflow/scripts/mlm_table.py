@@ -1,4 +1,5 @@
 """Snakemake adapter: per-model MLM curves -> mlm.parquet and its plot (papa.pipeline.tabulate_mlm)."""
+
 import sys
 from pathlib import Path
 

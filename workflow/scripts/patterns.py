@@ -1,4 +1,5 @@
 """Snakemake adapter: pattern statistics of raw and effective constant matrices (papa.pipeline.pattern_stats)."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Snakemake adapter: figures from the tables (papa.pipeline.plot_figures)."""
+
 import sys
 from pathlib import Path
 

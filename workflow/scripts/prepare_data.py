@@ -1,5 +1,6 @@
 """Snakemake adapter: prepare one dataset (papa.pipeline.prepare_data; downloads are cached in $PAPA_CACHE
 or ~/.cache/papa)."""
+
 import sys
 from pathlib import Path
 

@@ -1,5 +1,6 @@
 """Snakemake adapter: probes for one (model, task, constants, selection, fraction_dynamic), every seed
 (papa.pipeline.probe_heads)."""
+
 import sys
 from pathlib import Path
 

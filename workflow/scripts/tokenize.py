@@ -1,4 +1,5 @@
 """Snakemake adapter: tokenize one split (papa.pipeline.tokenize)."""
+
 import sys
 from pathlib import Path
 
