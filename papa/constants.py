@@ -17,16 +17,18 @@ import json
 import logging
 import time
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .models import model_shape
+from .spec import CONSTANT_KINDS
 
 log = logging.getLogger(__name__)
 
-KINDS = ("average", "effective", "identity", "toeplitz", "zeros", "uniform")
+KINDS = CONSTANT_KINDS  # old name, replaced by papa.spec.CONSTANT_KINDS
 
 
 @dataclass
@@ -126,9 +128,9 @@ class _Recorder:
         then only pad-query rows need zeroing, done in place on ``probs``.
         """
         if probs.shape[-1] != self.n:
-            from .patching import _check_length
+            from .patching import check_length
 
-            _check_length(self.n, probs.shape[-1])
+            check_length(self.n, probs.shape[-1])
         if self.effective:
             if value is None:
                 raise ValueError(
@@ -190,7 +192,7 @@ def average_attention(
         total: number of examples, for the progress ETA.
         metadata: extra metadata stored with the result.
     """
-    from .patching import PatchHandle
+    from .patching import record_attention
 
     if kind not in ("average", "effective"):
         raise ValueError(f"average_attention kind must be 'average' or 'effective', got {kind!r}")
@@ -201,8 +203,7 @@ def average_attention(
     n_examples = 0
     n_short = 0  # examples with at most head_dim real tokens (effective attention equals raw there)
     t0 = last = time.monotonic()
-    handle = None
-    try:
+    with ExitStack() as recording:  # leaving it removes the recording patch
         with torch.inference_mode():
             for batch in batches:
                 ids = batch["input_ids"]
@@ -210,7 +211,7 @@ def average_attention(
                 if recorder is None:
                     recorder = _Recorder(L, H, n, device, effective=(kind == "effective"))
                     count = torch.zeros(n, n, dtype=torch.float64, device=device)
-                    handle = PatchHandle(model, None, _record=recorder)
+                    recording.enter_context(record_attention(model, recorder.add, values=recorder.effective))
                 batch = {k: v.to(device) for k, v in batch.items() if k != "labels"}
                 model(**batch)
                 mask = batch.get("attention_mask")
@@ -231,9 +232,6 @@ def average_attention(
                     log.info(
                         "averaged %d%s examples, %.1f examples/s%s", n_examples, f"/{total}" if total else "", rate, eta
                     )
-    finally:
-        if handle is not None:
-            handle.remove()
     if recorder is None:
         raise ValueError("average_attention got no batches: the corpus is empty")
     mean = torch.where(

@@ -260,6 +260,128 @@ def test_data_free_kinds_rows_sum_to_one_after_masking():
     assert masked_constant(papa.data_free("zeros", 1, 1, 4).mean[0], valid[:, :4]).abs().sum() == 0
 
 
+def test_mode_names_and_handle_modes():
+    from papa.patching import Mode
+
+    assert Mode("static") is Mode.STATIC and Mode.MIX == "mix" and Mode.RECORD.value == "record"
+    with pytest.raises(ValueError, match="Unknown patch mode 'average'; choose from static, mix, record"):
+        Mode("average")
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    C = papa.data_free("uniform", L, H, N)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)) as h:
+        assert h.mode is Mode.STATIC and h.lambda_logits is None
+        with pytest.raises(RuntimeError, match="mix=True"):
+            h.set_lambdas(0.5)
+    with papa.patch(model, C, mix=True) as h:
+        assert h.mode is Mode.MIX and h.parameters() == [h.lambda_logits]
+
+
+def test_check_length_says_how_to_fix_it():
+    from papa.patching import check_length
+
+    check_length(16, 16)  # equal lengths pass
+    with pytest.raises(SequenceLengthMismatch) as e:
+        check_length(16, 32)
+    assert isinstance(e.value, ValueError)
+    msg = str(e.value)
+    assert "16x16" in msg and "sequence length 32" in msg
+    assert "papa.encode(..., max_length=16)" in msg and "max_length=32" in msg
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "deberta", "mpnet"])
+def test_record_attention_hands_every_layer_its_attention(family):
+    """Both routes: one call per layer and forward pass, probabilities as eager attention has them,
+    values only when asked, the model's output unchanged and the model restored on leaving."""
+    from papa.patching import record_attention
+
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [5, 16, 9])
+    valid_ref = batch["attention_mask"].bool()
+    ref = hidden(model, batch)
+    for values in (False, True):
+        calls = []
+
+        def on_attention(layer, probs, valid, value, keys_masked, calls=calls):
+            calls.append((layer, probs.clone(), valid, None if value is None else value.clone(), keys_masked))
+
+        with record_attention(model, on_attention, values=values) as h:
+            assert h.mode == "record" and h.constants is None
+            out = hidden(model, batch)
+        assert [c[0] for c in calls] == list(range(L))
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        for _, probs, valid, value, _ in calls:
+            assert probs.shape == (3, H, N, N) and torch.equal(valid, valid_ref)
+            rows = probs.sum(-1)[:, :, valid_ref[0]]
+            torch.testing.assert_close(rows, torch.ones_like(rows))
+            assert (value is not None) == values
+            if values:
+                assert value.shape[:3] == (3, H, N)
+    assert not any(hasattr(m, "_papa") for m in model.modules())
+    assert torch.equal(hidden(model, batch), ref)
+    # the eager attention maps are what a recording sees (registry route: computed as eager computes them)
+    eager = [c[1] for c in calls]
+    if family in ("bert", "albert"):
+        model.set_attn_implementation("eager")
+        try:
+            with torch.no_grad():
+                att = model(**batch, output_attentions=True).attentions
+        finally:
+            model.set_attn_implementation("sdpa")
+        for a, b in zip(att, eager, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_record_attention_rolls_back_a_failed_installation(monkeypatch):
+    """Installation failing half-way (here: values asked of a model type without a value reader)
+    leaves nothing behind: the undo stack pops what was already installed."""
+    from papa.patching import record_attention, values
+
+    model = tiny_model("mpnet")
+    hooks_before = {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in model.named_modules()}
+    monkeypatch.delitem(values.VALUE_READERS, "mpnet")
+    with pytest.raises(ValueError, match="add it to papa.patching.values.VALUE_READERS"):
+        with record_attention(model, lambda *a: None, values=True):
+            pass
+    assert not any(hasattr(m, "_papa") for m in model.modules())
+    assert {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in model.named_modules()} == hooks_before
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "deberta-v2"])
+def test_undo_stack_restores_exactly_and_only_once(family):
+    """Every installed change is undone by remove(): the same submodules, hooks, attention function;
+    a second remove() after another patch was installed leaves that patch alone."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [6, 11])
+    ref = hidden(model, batch)
+    children = {n: m for n, m in model.named_modules()}
+    hooks = {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in model.named_modules()}
+    impl = model.config._attn_implementation
+    C = papa.average_attention(model, [batch])  # a recording patch, installed and removed
+    assert model.config._attn_implementation == impl
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, 1::2] = True
+
+    h = papa.patch(model, C, static=static)
+    patched = hidden(model, batch)
+    assert not torch.equal(patched, ref)  # the patch is really installed
+    changed = {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in model.named_modules()} != hooks
+    assert changed or model.config._attn_implementation != impl
+    h.remove()
+    assert dict(model.named_modules()) == children  # the very same module objects (query/key put back)
+    assert {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in model.named_modules()} == hooks
+    assert model.config._attn_implementation == impl
+    assert not any(hasattr(m, "_papa") for m in model.modules())
+    assert torch.equal(hidden(model, batch), ref)
+
+    with papa.patch(model, C, static=static):
+        h.remove()  # already removed: must not undo the new patch
+        assert torch.equal(hidden(model, batch), patched)
+    assert torch.equal(hidden(model, batch), ref)
+
+
 def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     """A model shipped as byte chunks of one zip in several wheels: assembled once, checked, atomic."""
     import hashlib

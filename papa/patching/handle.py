@@ -1,0 +1,170 @@
+"""The patched model's handle: validating a patch, owning its trainable tensors, undoing it.
+
+`patch` (the public entry) builds a `PatchHandle`. The handle checks the constants and the static
+mask against the model, owns the tensors a patch trains (lambda logits, trainable constants),
+builds one `LayerState` per layer and lets `papa.patching.routes.install` put them in place. Every
+change installation makes is pushed onto the handle's undo stack (a `contextlib.ExitStack`);
+`remove()` pops them all, so the model is exactly as before. What the patched layers compute is
+`papa.patching.modes`; recording attention is `papa.patching.record_attention`.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import torch
+from torch import nn
+
+from ..models import attention_modules, family_of, num_heads
+from . import routes
+from .modes import Context, LayerState, Mode, OnAttention
+
+
+class PatchHandle:
+    """A patched model. Use as a context manager, or call `remove()`.
+
+    Attributes:
+        mode: the `Mode` of every patched layer.
+        lambda_logits: [layers, heads] trainable logits ``w`` (``mix=True`` only);
+            ``lambda = sigmoid(w)``.
+        constants: [layers, heads, N, N] constant matrices in use (a Parameter when trainable).
+        static: bool [layers, heads] (on the CPU), the heads using their constant matrix alone.
+    """
+
+    def __init__(self, model, constants, static=None, mix: bool = False, trainable_constants: bool = False):
+        self._setup(model, Mode.MIX if mix else Mode.STATIC, Context(), constants, static, trainable_constants)
+
+    @classmethod
+    def _recording(cls, model, on_attention: OnAttention, values: bool = False) -> PatchHandle:
+        """A handle in `Mode.RECORD` (the constructor behind `papa.patching.record_attention`)."""
+        self = cls.__new__(cls)
+        self._setup(model, Mode.RECORD, Context(on_attention=on_attention, needs_values=values), None, None, False)
+        return self
+
+    def _setup(self, model, mode: Mode, ctx: Context, constants, static, trainable_constants: bool) -> None:
+        self.model = model
+        self.mode = mode
+        self.family = family_of(model)
+        self.modules = attention_modules(model)
+        L, H = len(self.modules), num_heads(model)
+        self.shape = (L, H)
+        routes.check_unpatched(self.modules)
+        device = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        self.ctx = ctx
+        self._undo = ExitStack()  # every installed change pushes its undo; remove() pops them all
+
+        self.constants = None if mode is Mode.RECORD else self._checked_constants(constants, device, dtype)
+        if trainable_constants:
+            self.constants = nn.Parameter(self.constants.clone(), requires_grad=True)
+        self.static = self._checked_static(static)
+        self.lambda_logits = nn.Parameter(torch.zeros(L, H, device=device, dtype=dtype)) if mode is Mode.MIX else None
+        if mode is Mode.STATIC and not self.static.any() and not trainable_constants:
+            return  # no head is static: leave the model untouched (fraction 1 is the stock model, at stock speed)
+
+        try:
+            routes.install(model, [self._layer_state(layer, device) for layer in range(L)], self._undo)
+        except Exception:
+            self.remove()
+            raise
+
+    # -- validation
+    def _checked_constants(self, constants, device, dtype) -> torch.Tensor:
+        L, H = self.shape
+        C = constants if isinstance(constants, torch.Tensor) else constants.mean
+        C = torch.as_tensor(C)
+        if not torch.isfinite(C).all():
+            bad = int((~torch.isfinite(C)).sum())
+            raise ValueError(
+                f"Constant matrices hold {bad} NaN/inf values: they would make every output NaN. "
+                f"Recompute them (papa.average_attention) or check the file they came from"
+            )
+        if C.dim() != 4 or tuple(C.shape[:2]) != (L, H) or C.shape[-1] != C.shape[-2]:
+            raise ValueError(
+                f"Constant matrices have shape {tuple(C.shape)}; this model needs [layers={L}, heads={H}, N, N]. "
+                f"Were they averaged on another model?"
+            )
+        return C.to(device=device, dtype=dtype)
+
+    def _checked_static(self, static) -> torch.Tensor:
+        L, H = self.shape
+        if static is None:
+            static = torch.zeros(L, H, dtype=torch.bool)
+        static = torch.as_tensor(static, dtype=torch.bool)
+        if tuple(static.shape) != (L, H):
+            raise ValueError(f"static must be a bool mask of shape [layers={L}, heads={H}], got {tuple(static.shape)}")
+        return static.cpu()
+
+    # -- one layer's state
+    def _layer_state(self, layer: int, device) -> LayerState:
+        s_mask = self.static[layer]
+        st = LayerState(
+            ctx=self.ctx,
+            layer=layer,
+            mode=self.mode,
+            static_idx=torch.nonzero(s_mask).flatten().to(device),
+            dyn_idx=torch.nonzero(~s_mask).flatten().to(device),
+        )
+        if self.mode is Mode.STATIC:
+            st.const = self._const_getter(layer, st.static_idx)
+        elif self.mode is Mode.MIX:
+            st.const = self._const_getter(layer, None)
+            st.lam_logit = lambda: self.lambda_logits[layer]
+        return st
+
+    def _const_getter(self, layer, idx):
+        if isinstance(self.constants, nn.Parameter):  # read at every call: the values change while training
+            if idx is None:
+                return lambda: self.constants[layer]
+            return lambda: self.constants[layer].index_select(0, idx)
+        C = self.constants[layer] if idx is None else self.constants[layer].index_select(0, idx).contiguous()
+        return lambda: C
+
+    # -- lambdas and trainable tensors
+    def lambdas(self) -> torch.Tensor:
+        """[layers, heads] current lambda = sigmoid(w) (mix mode)."""
+        if self.lambda_logits is None:
+            raise RuntimeError("lambdas() needs patch(..., mix=True)")
+        return torch.sigmoid(self.lambda_logits.detach()).cpu()
+
+    def set_lambdas(self, lam) -> None:
+        """Set every lambda (values in [0, 1]; 1 is exactly the original attention)."""
+        if self.lambda_logits is None:
+            raise RuntimeError("set_lambdas() needs patch(..., mix=True)")
+        lam = torch.as_tensor(lam, dtype=self.lambda_logits.dtype, device=self.lambda_logits.device)
+        with torch.no_grad():
+            self.lambda_logits.copy_(torch.logit(lam.expand(self.shape)))
+
+    def parameters(self) -> list[nn.Parameter]:
+        """Trainable tensors the patch adds (lambda logits, trainable constants)."""
+        return [p for p in (self.lambda_logits, self.constants) if isinstance(p, nn.Parameter)]
+
+    # -- undo
+    def remove(self) -> None:
+        """Undo the patch: the model is exactly as before. Only this handle's own changes are undone,
+        once: removing a handle again (after another patch was installed) changes nothing."""
+        self._undo.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+def patch(model, constants, static=None, mix: bool = False, trainable_constants: bool = False) -> PatchHandle:
+    """Make heads of ``model`` use constant attention matrices.
+
+    Args:
+        model: a supported encoder (see ``papa.models.FAMILIES``).
+        constants: `papa.ConstantAttention` or a tensor [layers, heads, N, N].
+        static: bool [layers, heads]; True = that head uses its constant matrix. None = no head.
+        mix: every non-static head uses ``sigmoid(w) * A + (1 - sigmoid(w)) * C_masked`` with a
+            trainable logit ``w`` initialised at 0 (lambda = 0.5).
+        trainable_constants: the constant matrices become trainable parameters (the paper's
+            "labeled" matrices, Table 1).
+    Returns:
+        A `PatchHandle` (context manager); ``remove()`` restores the model exactly.
+    """
+    return PatchHandle(model, constants, static=static, mix=mix, trainable_constants=trainable_constants)

@@ -1,0 +1,102 @@
+"""The tensor maths of a patched head, knowing nothing of models, modes or routes.
+
+A constant matrix ``C`` [N, N] is used, per example, restricted to the valid (non-pad) key and
+query positions and row-normalised (L1); rows of pad queries are zero. `constant_output` applies
+it to values without materialising a per-example N x N matrix; `masked_constant` builds those
+matrices (the dropout route needs them as attention probabilities). Input-dependent heads run
+through transformers' own sdpa attention function (`sdpa_heads`); recording computes the
+probabilities as transformers' eager attention does (`eager_probs`). `check_length` fails clearly
+when constants and inputs disagree on N.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class SequenceLengthMismatch(ValueError):
+    """Constant matrices and inputs disagree on the sequence length N."""
+
+
+def check_length(n_const: int, n_input: int) -> None:
+    """Raise `SequenceLengthMismatch` (saying how to fix it) unless the constants' N is the input's."""
+    if n_const != n_input:
+        raise SequenceLengthMismatch(
+            f"The constant matrices are {n_const}x{n_const} but the input has sequence length {n_input}. "
+            f"Tokenize with papa.encode(..., max_length={n_const}) (papa layout pads every input to N), or "
+            f"average attention again at max_length={n_input}."
+        )
+
+
+def constant_output(C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Output of heads using constant matrices, masked and row-normalised per example.
+
+    Args:
+        C: [h, N, N] constant matrices.
+        v: [B, h, N, d] values of those heads.
+        valid: [B, N] bool (non-pad tokens) or None (all valid).
+    Returns:
+        [B, h, N, d] equal to ``normalise(C * valid_q valid_k^T) @ v`` with pad-query rows zero.
+        Rows are L1-normalised (divided by the sum of absolute values over valid keys): for
+        the usual non-negative matrices that is the paper's "rows sum to 1"; signed matrices
+        (effective attention) stay well defined where a signed row sum would be near 0.
+    """
+    B, h, N, d = v.shape
+    tiny = torch.finfo(v.dtype).tiny
+    Cabs = C.abs()
+    m = None if valid is None else valid.to(v.dtype)  # [B, N]
+    if m is not None:
+        v = v * m[:, None, :, None]
+    # one [h, N, N] @ [h, N, B*d] product: broadcasting C over the batch would copy it B times
+    vt = v.permute(1, 2, 0, 3).reshape(h, N, B * d)
+    num = torch.bmm(C, vt).view(h, N, B, d).permute(2, 0, 1, 3)  # [B, h, N, d]
+    if m is None:
+        den = Cabs.sum(-1)[None, :, :, None]
+    else:
+        den = torch.matmul(Cabs, m.t()).permute(2, 0, 1)[..., None]  # [B, h, N, 1]
+    out = num / den.clamp_min(tiny)
+    return out if m is None else out * m[:, None, :, None]
+
+
+def masked_constant(C: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """The per-example matrices [B, h, N, N] that `constant_output` applies implicitly
+    ([1, h, N, N] when ``valid`` is None: the same for every example)."""
+    tiny = torch.finfo(C.dtype).tiny
+    if valid is None:
+        return (C / C.abs().sum(-1, keepdim=True).clamp_min(tiny))[None]
+    m = valid.to(C.dtype)
+    Cm = C[None] * m[:, None, None, :]
+    Cm = Cm / Cm.abs().sum(-1, keepdim=True).clamp_min(tiny)
+    return Cm * m[:, None, :, None]
+
+
+def bool_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """An attention mask as booleans (True = attend); an additive float mask keeps its non-masked entries."""
+    if attention_mask is None or attention_mask.dtype == torch.bool:
+        return attention_mask
+    return attention_mask > torch.finfo(attention_mask.dtype).min / 2
+
+
+def sdpa_heads(module, query, key, value, mask, scaling: float, dropout: float = 0.0) -> torch.Tensor:
+    """Input-dependent attention of the given heads through transformers' sdpa attention function.
+
+    Args:
+        module: the attention module (transformers reads its ``num_key_value_groups``, if any).
+        query, key, value: [B, h, N, d] of the heads to compute.
+        mask: bool attention mask (broadcastable to [B, h, N, N]) or None.
+    Returns:
+        [B, h, N, d] (a transposed view of transformers' [B, N, h, d] output). Encoders attend both
+        ways, so ``is_causal`` is False whether or not a mask is given.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    out, _ = sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling, is_causal=False)
+    return out.transpose(1, 2)
+
+
+def eager_probs(query, key, mask, scaling: float) -> torch.Tensor:
+    """Attention probabilities [B, h, N, N] computed as transformers' eager attention does."""
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    if mask is not None:
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1)

@@ -1,0 +1,243 @@
+"""Installing patched layers on a model: the two routes into a family's attention.
+
+* **registry** (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, ModernBERT): PAPA registers an
+  attention function named ``"papa"`` in transformers' ``AttentionInterface`` (and the sdpa mask
+  function under the same name in ``AttentionMaskInterface``, so the padding mask still arrives)
+  and switches the model to it while patched. Input-dependent heads run through transformers'
+  own sdpa attention function, like stock ``sdpa``. In static mode, static heads never compute
+  queries or keys: their query/key projections are replaced by projections of the
+  input-dependent heads only (`HeadSubsetLinear`), and their output is ``C_masked @ V``
+  computed by `papa.patching.kernels.constant_output`.
+* **dropout** (DeBERTa v1, DeBERTa-v2/v3, MPNet): these compute their own softmax; the attention
+  probabilities pass through the module's dropout, where a forward hook replaces them. When the
+  values are recorded, a forward hook on the value projection (`papa.patching.values`) hands the
+  same forward pass's per-head values to the recorder.
+
+Either way a `LayerState` is attached to each attention module as ``module._papa`` and what it
+computes is its mode's one implementation (`papa.patching.modes.run`). Every change is pushed
+onto the caller's undo stack (`contextlib.ExitStack`); closing it leaves the model exactly as before.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from contextlib import ExitStack
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..models import attention_modules, family_of
+from . import modes
+from .kernels import bool_mask, constant_output, eager_probs, masked_constant, sdpa_heads
+from .modes import LayerState, Mode
+from .values import value_reader
+
+ATTN_NAME = "papa"
+_registered = False
+_lock = threading.Lock()
+
+# ----------------------------------------------------------------------------- registry route
+
+
+class RegistryHeads:
+    """One layer's heads as the registry attention function sees them (results are head outputs)."""
+
+    def __init__(self, module, query, key, value, mask, scaling, dropout, st: LayerState):
+        self.module, self.query, self.key, self.value = module, query, key, value
+        self.mask, self.scaling, self.dropout, self.st = mask, scaling, dropout, st
+        self.n = value.shape[-2]
+        self.keys_masked = mask is not None
+
+    def dynamic(self, idx=None):
+        """sdpa of heads ``idx``; with pruned projections, query/key already hold exactly those heads."""
+        q, k, v = self.query, self.key, self.value
+        if idx is not None:
+            v = v.index_select(1, idx)
+            if not self.st.pruned:
+                q, k = q.index_select(1, idx), k.index_select(1, idx)
+        return sdpa_heads(self.module, q, k, v, self.mask, self.scaling, self.dropout)
+
+    def constant(self, C, idx=None):
+        v = self.value if idx is None or idx.numel() == self.value.shape[1] else self.value.index_select(1, idx)
+        return constant_output(C, v, self.st.ctx.mask2d)
+
+    def canvas(self):
+        return self.value.new_empty(self.value.shape)
+
+    def probs(self):
+        return eager_probs(self.query, self.key, self.mask, self.scaling)
+
+    def apply(self, probs):
+        return torch.matmul(probs, self.value)
+
+    def values(self):
+        return self.value if self.st.ctx.needs_values else None
+
+
+def papa_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The attention function PAPA registers in transformers' AttentionInterface: ``([B, N, H, d], None)``."""
+    st = getattr(module, "_papa", None)
+    if isinstance(st, dict):  # a module shared by several layers: they run in order
+        ctx = next(iter(st.values())).ctx
+        st, ctx.calls = st[ctx.calls], ctx.calls + 1
+    if scaling is None:
+        scaling = value.size(-1) ** -0.5
+    mask = bool_mask(attention_mask)
+    if st is None:  # not a patched module: stock sdpa behaviour
+        out = sdpa_heads(module, query, key, value, mask, scaling, dropout)
+    else:
+        out = modes.run(st, RegistryHeads(module, query, key, value, mask, scaling, dropout, st))
+    return out.transpose(1, 2).contiguous(), None
+
+
+def ensure_registered() -> None:
+    """Register `papa_attention` (and the sdpa mask function) under `ATTN_NAME`, once per process."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(ATTN_NAME, papa_attention)
+        # without a mask function under the same name the padding mask silently arrives as None
+        AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+        _registered = True
+
+
+class HeadSubsetLinear(nn.Module):
+    """A query/key projection computing only the given heads (the input-dependent ones)."""
+
+    def __init__(self, linear: nn.Linear, heads: torch.Tensor, head_dim: int):
+        super().__init__()
+        w = linear.weight.detach().view(-1, head_dim, linear.in_features)[heads].reshape(-1, linear.in_features)
+        self.register_buffer("weight", w.clone(), persistent=False)
+        if linear.bias is not None:
+            b = linear.bias.detach().view(-1, head_dim)[heads].reshape(-1)
+            self.register_buffer("bias", b.clone(), persistent=False)
+        else:
+            self.bias = None
+        self.head_dim = head_dim
+        self.empty = heads.numel() == 0
+
+    def forward(self, x):
+        if self.empty:  # a zero-cost stand-in of one head: the attention function never reads it
+            return x.new_zeros(()).expand(*x.shape[:-1], self.head_dim)
+        return F.linear(x, self.weight, self.bias)
+
+
+# ----------------------------------------------------------------------------- dropout route
+
+
+class DropoutHeads:
+    """One layer's heads as the dropout hook sees them (results are attention probabilities)."""
+
+    keys_masked = False  # the model goes on to use the probabilities the hook returns
+
+    def __init__(self, probs: torch.Tensor, st: LayerState):
+        self._probs, self.st = probs, st
+        self.n = probs.shape[-1]
+
+    def dynamic(self, idx=None):
+        return self._probs if idx is None else self._probs[:, idx]
+
+    def constant(self, C, idx=None):
+        if self._probs.dim() != 4:
+            raise RuntimeError(f"Expected attention probabilities [B, H, N, N], got {tuple(self._probs.shape)}")
+        return masked_constant(C, self.st.ctx.mask2d).to(self._probs.dtype)
+
+    def canvas(self):
+        return self._probs.new_empty(self._probs.shape)
+
+    def probs(self):
+        return self._probs
+
+    def apply(self, probs):
+        return probs  # the module multiplies them by its values itself
+
+    def values(self):
+        # values of this forward pass (recorded only when asked); popped, so never reused
+        return self.st.extra.pop("value", None)
+
+
+def _dropout_hook(st: LayerState):
+    def hook(mod, inputs, probs):
+        if st.mode is Mode.STATIC and st.static_idx.numel() == 0:
+            # no head of this layer replaced: the probabilities pass untouched, and (unlike the registry
+            # route's empty constant path) trainable constants stay out of the autograd graph, as always here
+            return probs
+        return modes.run(st, DropoutHeads(probs, st))
+
+    return hook
+
+
+def _value_hook(model, mod, st: LayerState, undo: ExitStack) -> None:
+    """Keep the per-head values of ``mod``'s current forward pass in ``st.extra["value"]``."""
+    attr, read = value_reader(model.config.model_type)
+
+    def hook(proj, inputs, out):
+        st.extra["value"] = read(mod, out)
+
+    undo.callback(getattr(mod, attr).register_forward_hook(hook).remove)
+
+
+# ----------------------------------------------------------------------------- installation
+
+
+def check_unpatched(modules) -> None:
+    """Fail if any of these attention modules already carries a PAPA patch."""
+    for m in set(modules):
+        if getattr(m, "_papa", None) is not None:
+            raise RuntimeError("This model is already patched by PAPA; remove() the other patch first.")
+
+
+def _release(mod, state) -> None:
+    """Detach ``state`` from ``mod``, unless another patch has replaced it since."""
+    if getattr(mod, "_papa", None) is state:
+        del mod._papa
+
+
+def install(model, states: list[LayerState], undo: ExitStack) -> None:
+    """Make ``model``'s attention modules run ``states`` (one per layer), pushing every change onto ``undo``.
+
+    On an exception the changes made so far stay on ``undo``: the caller closes it.
+    """
+    fam = family_of(model)
+    ctx = states[0].ctx
+    base = getattr(model, "base_model", model)
+    sig = inspect.signature(base.forward)
+
+    def capture_mask(mod, args, kwargs):
+        bound = sig.bind_partial(*args, **kwargs).arguments
+        mask = bound.get("attention_mask")
+        ctx.mask2d = None if mask is None else mask.to(torch.bool)
+        ctx.calls = 0
+
+    undo.callback(base.register_forward_pre_hook(capture_mask, with_kwargs=True).remove)
+    for mod, st in zip(attention_modules(model), states, strict=True):
+        if st.mode is Mode.STATIC and fam.route == "registry" and fam.prunable and st.static_idx.numel():
+            head_dim = getattr(mod, "attention_head_size", None) or mod.dim // mod.n_heads
+            for attr in (fam.query, fam.key):
+                orig = getattr(mod, attr)
+                setattr(mod, attr, HeadSubsetLinear(orig, st.dyn_idx, head_dim))
+                undo.callback(setattr, mod, attr, orig)
+            st.pruned = True
+        if fam.shared:
+            if not isinstance(getattr(mod, "_papa", None), dict):
+                mod._papa = {}
+                undo.callback(_release, mod, mod._papa)
+            mod._papa[st.layer] = st
+        else:
+            mod._papa = st
+            undo.callback(_release, mod, st)
+        if fam.route == "dropout":
+            if st.mode is Mode.RECORD and ctx.needs_values:
+                _value_hook(model, mod, st, undo)
+            undo.callback(getattr(mod, fam.dropout).register_forward_hook(_dropout_hook(st)).remove)
+    if fam.route == "registry":
+        ensure_registered()
+        orig_impl = model.config._attn_implementation
+        model.set_attn_implementation(ATTN_NAME)
+        undo.callback(model.set_attn_implementation, orig_impl)
