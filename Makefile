@@ -1,11 +1,14 @@
 # `make run`: install into .venv and run the default workflow (real MiniLM, offline corpora).
-# `make test`: install into .venv, lint, and run the whole test suite (what .ci/run runs);
-# `make check`: its fast tier; `make lint`: ruff's linter and formatter check.
+# `make test`: install into .venv, lint, and run the test suite (what .ci/run runs) in $(WORKERS) pytest-xdist
+# workers, one test file per worker (the Slurm tests mostly wait on the scheduler, so the whole-workflow tests run
+# beside them); everything but the `rehearsal` tier, the 23-minute full rehearsal that `make rehearse` runs;
+# `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
+WORKERS ?= 2
 CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
@@ -13,7 +16,7 @@ CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 # results_of(config): its top-level `results:` value (quotes and comments stripped), or the schema's default
 results_of = $(or $(shell sed -n 's/^results:[[:space:]]*["'\'']\{0,1\}\([^"'\''#[:space:]]*\).*/\1/p' $(1)),results)
 
-.PHONY: install run test lint check report bench clean
+.PHONY: install run test lint check rehearse report bench clean
 
 $(BIN)/snakemake: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +33,7 @@ report: install
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_of,$(CONFIG))/report.html
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not rehearsal"
 
 lint: install
 	$(BIN)/ruff check .
@@ -39,6 +42,10 @@ lint: install
 # the fast tier for contributors: everything but whole-workflow and Slurm runs (`make test` runs all)
 check: install
 	$(BIN)/python -m pytest -m "not slow and not slurm" -x
+
+# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 384 jobs, ~23 min on 2 cores)
+rehearse: install
+	$(BIN)/python -m pytest -m rehearsal
 
 bench: install
 	$(BIN)/python benchmarks/run.py

@@ -1,5 +1,6 @@
 """Project-level promises: one dependency list, the README's commands, a clean lint."""
 
+import os
 import re
 import subprocess
 import sys
@@ -35,20 +36,26 @@ def test_readme_commands_are_what_ci_runs():
 
 def _make_n(*args) -> list[str]:
     """The commands ``make`` would run for ``args`` (a dry run, the venv taken as installed)."""
-    p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", *args], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # not a sub-make
+    cmd = ["make", "-n", "--no-print-directory", "-o", ".venv/bin/snakemake", *args]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     return p.stdout.splitlines()
 
 
-def test_make_test_lints_then_runs_the_whole_suite_and_make_check_the_fast_tier():
+def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehearse_the_rehearsal():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert any(r.startswith("ruff==") for r in project["project"]["optional-dependencies"]["test"])  # pinned
     assert project["tool"]["ruff"]["line-length"] == 120
     lint = [".venv/bin/ruff check .", ".venv/bin/ruff format --check ."]
-    assert _make_n("test") == [*lint, ".venv/bin/python -m pytest"] and _make_n("lint") == lint
+    assert any(r.startswith("pytest-xdist") for r in project["project"]["optional-dependencies"]["test"])
+    suite = '.venv/bin/python -m pytest -n 2 --dist loadfile -m "not rehearsal"'
+    assert _make_n("test") == [*lint, suite] and _make_n("lint") == lint
     assert _make_n("check") == ['.venv/bin/python -m pytest -m "not slow and not slurm" -x']
+    assert _make_n("rehearse") == [".venv/bin/python -m pytest -m rehearsal"]
     markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
-    assert set(markers) == {"slow", "slurm"} and all("make check" in m or "make test" in m for m in markers.values())
+    assert set(markers) == {"slow", "slurm", "rehearsal"}
+    assert all(any(f"make {t}" in m for t in ("check", "test", "rehearse")) for m in markers.values())
 
 
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
