@@ -634,7 +634,7 @@ def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, se
     (`papa.spec.needs_lambdas`)."""
     L, H = model_shape(model)
     if not is_partial(fraction_dynamic):  # every order gives the same mask: all heads static (0) or none (1)
-        return torch.full((L, H), float(fraction_dynamic) == 0.0, dtype=torch.bool)
+        return torch.full((L, H), bool(spec.is_all_constant(fraction_dynamic)), dtype=torch.bool)
     lam = None
     if needs_lambdas(selection, fraction_dynamic):
         if lambdas_path is None:

@@ -15,6 +15,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 # ----------------------------------------------------------------------------- constant matrices
 
 #: Kinds averaged over a corpus (paper Sec. 3.1; ``effective``: Table 1's effective attention).
@@ -108,6 +110,11 @@ ALL_METRICS = METRICS["sequence"] + METRICS["token"]
 
 # ----------------------------------------------------------------------------- fraction_dynamic
 
+#: ``fraction_dynamic`` of the original model (every head input-dependent): the baseline of the tables.
+ORIGINAL = 1.0
+#: ``fraction_dynamic`` with every head constant: where the constant kinds and corpora are compared.
+ALL_CONSTANT = 0.0
+
 
 def check_fraction(fraction_dynamic) -> float:
     """``fraction_dynamic`` as a float, failing unless it lies in [0, 1]."""
@@ -131,7 +138,17 @@ def n_dynamic(fraction_dynamic, total: int) -> int:
 def is_partial(fraction_dynamic) -> bool:
     """True when some heads are static and some input-dependent (0 < f < 1): only then does the
     head order matter. At 1 the model is the original; at 0 every head is constant."""
-    return 0.0 < check_fraction(fraction_dynamic) < 1.0
+    return ALL_CONSTANT < check_fraction(fraction_dynamic) < ORIGINAL
+
+
+def is_original(fraction_dynamic):
+    """True where ``fraction_dynamic`` (a number or an array of them) is `ORIGINAL`, up to float noise."""
+    return np.isclose(np.asarray(fraction_dynamic, dtype="float64"), ORIGINAL)
+
+
+def is_all_constant(fraction_dynamic):
+    """True where ``fraction_dynamic`` (a number or an array of them) is `ALL_CONSTANT`, up to float noise."""
+    return np.isclose(np.asarray(fraction_dynamic, dtype="float64"), ALL_CONSTANT)
 
 
 def needs_lambdas(order: str, fraction_dynamic) -> bool:

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from . import spec
+
 __all__ = [
     "PROBE_COLUMNS",
     "SUMMARY_COLUMNS",
@@ -283,7 +285,7 @@ def summary_table(
     out["ci_low"] = out["mean"] - out["ci95"]
     out["ci_high"] = out["mean"] + out["ci95"]
 
-    full = np.isclose(out["fraction_dynamic"].to_numpy(dtype="float64"), 1.0)
+    full = spec.is_original(out["fraction_dynamic"])
     base_key = ["model", "task", "constants", "selection", "metric"]
     base = out.loc[full, base_key + ["mean"]].rename(columns={"mean": "baseline"})
     out = out.merge(base, on=base_key, how="left", validate="many_to_one")
@@ -371,7 +373,7 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
         ],
         "constant_kinds_table",
     )
-    df = summary[np.isclose(summary["fraction_dynamic"].astype("float64"), 0.0) & summary["constants"].isin(kinds)]
+    df = summary[spec.is_all_constant(summary["fraction_dynamic"]) & summary["constants"].isin(kinds)]
     df = df.sort_values(["model", "task", "constants", "metric", "selection"], kind="mergesort")
     df = df.drop_duplicates(["model", "task", "constants", "metric"])
     out = df[
@@ -394,7 +396,7 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     _check_unique(df, MLM_KEY, "mlm_table")
     df = df.sort_values(MLM_KEY, ascending=[True, True, True, False], kind="mergesort")
     curve = ["model", "dataset", "head"]
-    full = df[np.isclose(df["fraction_dynamic"], 1.0)].set_index(curve)["neg_log_ppl"]
+    full = df[spec.is_original(df["fraction_dynamic"])].set_index(curve)["neg_log_ppl"]
     df["drop"] = [
         full.get(k, np.nan) - v for k, v in zip(df[curve].itertuples(index=False, name=None), df["neg_log_ppl"])
     ]
@@ -452,8 +454,8 @@ def models_compared_table(
     df = df[(df["constants"] == constants) & (df["selection"] == selection)]
     frac = df["fraction_dynamic"].astype(float)
     key = ["model", "task", "metric"]
-    orig = df[np.isclose(frac, 1.0)].set_index(key)["mean"].rename("orig")
-    free = df[np.isclose(frac, 0.0)].set_index(key)["mean"].rename("free")
+    orig = df[spec.is_original(frac)].set_index(key)["mean"].rename("orig")
+    free = df[spec.is_all_constant(frac)].set_index(key)["mean"].rename("free")
     both = pd.concat([orig, free], axis=1, join="inner").reset_index()
     if both.empty:
         raise ValueError("models_compared_table: no (model, task) with both fraction 1 and fraction 0")

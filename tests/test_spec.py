@@ -91,6 +91,15 @@ def test_fraction_dynamic_helpers():
         spec.needs_lambdas("lambdas", 0.5)
 
 
+def test_every_fraction_is_exactly_one_of_all_constant_partial_original():
+    grid = [0, 1e-4, 1 / 16, 0.5, 1 - 1e-3, 1.0, 0.1 + 0.2 - 0.3]  # the last one: 0 up to float noise
+    const, orig = spec.is_all_constant(grid).tolist(), spec.is_original(grid).tolist()
+    assert const == [True, False, False, False, False, False, True]
+    assert orig == [False, False, False, False, False, True, False]
+    assert [spec.is_partial(f) for f in grid[:-1]] == [False, True, True, True, True, False]
+    assert spec.format_fraction(spec.ALL_CONSTANT) == "0" and spec.format_fraction(spec.ORIGINAL) == "1"
+
+
 def test_old_names_are_aliases_of_the_vocabulary():
     from papa import metrics, pipeline, selection
 

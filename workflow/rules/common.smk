@@ -157,13 +157,14 @@ def runs():
     head orders at every partial fraction_dynamic), without duplicates; each model on its `model_tasks`.
     fraction_dynamic is formatted as in paths."""
     fraction_dynamic = [format_fraction(f) for f in SWEEP["fraction_dynamic"]]
+    ALL_CONSTANT = format_fraction(spec.ALL_CONSTANT)  # the analyses replace every head
     out = []
     for m in config["models"]:
         for t in model_tasks(m):
             out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
         for t in [t for t in ANALYSES["tasks"] or config["tasks"] if t in model_tasks(m)]:
-            out += [(m, t, k, "lambda", "0") for k in ANALYSES["constant_kinds"]]
-            out += [(m, t, str(ConstantsSpec("average", corpus=c)), "lambda", "0") for c in ANALYSES["cross_corpus"]]
+            out += [(m, t, k, "lambda", ALL_CONSTANT) for k in ANALYSES["constant_kinds"]]
+            out += [(m, t, str(ConstantsSpec("average", corpus=c)), "lambda", ALL_CONSTANT) for c in ANALYSES["cross_corpus"]]
             out += [(m, t, "average", o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
                     if is_partial(f)]
     return list(dict.fromkeys(out))
