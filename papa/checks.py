@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS
-from .spec import METRICS, ConstantsSpec
+from .spec import ALL_CONSTANT, METRICS, ORIGINAL, ConstantsSpec, is_all_constant, is_original
 
 #: Deprecated config keys -> the key that replaced them: (section, old, new).
 RENAMED_KEYS = (("sweep", "fractions", "fraction_dynamic"),)
@@ -161,6 +161,18 @@ def check_config(config: dict) -> None:
         dup = sorted({v for v in values if values.count(v) > 1})
         if dup:
             errors.append(f"sweep.{key} lists {', '.join(f'{v:g}' for v in dup)} more than once; list each once")
+    fractions = [float(v) for v in sweep.get("fraction_dynamic", [])]
+    ends = {ORIGINAL: "the original model, the baseline of relative_drop", ALL_CONSTANT: "every head constant"}
+    missing = [f"{f:g} ({why})" for f, why in ends.items() if fractions and not any(is_original(v) if f == ORIGINAL
+               else is_all_constant(v) for v in fractions)]  # fmt: skip
+    if missing:
+        errors.append(f"sweep.fraction_dynamic lacks {' and '.join(missing)}: the summary table and Fig. 3 "
+                      f"(plots/models_compared) compare the two ends; add them")  # fmt: skip
+    runs = {m: set(config.get("model_tasks", {}).get(m, config.get("tasks", {}))) for m in config.get("models", {})}
+    runs = {m: tasks for m, tasks in runs.items() if tasks}  # model_tasks: [] = an MLM-only model
+    if len(runs) > 1 and not set.intersection(*runs.values()):
+        errors.append(f"model_tasks: models {', '.join(sorted(runs))} share no task; Fig. 3 (plots/models_compared) "
+                      f"compares the models on the tasks all of them run: give them one task in common")  # fmt: skip
     limits = {m: position_limit(p) for m, p in config.get("models", {}).items() if isinstance(p, str)}
     for task, tc in config.get("tasks", {}).items():
         spec = datasets.get(tc.get("dataset"), {})

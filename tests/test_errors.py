@@ -64,6 +64,26 @@ def test_check_config_names_every_problem():
     assert "sweep.seeds lists 0 more than once" in msg
 
 
+def test_check_config_fails_early_where_the_last_stage_would():
+    """What plot/models_compared needs (fractions 1 and 0, a task every probed model runs) is checked before any
+    job, not after the GPU hours."""
+    from papa.checks import ConfigError, check_config
+
+    cfg = _config()
+    cfg["sweep"]["fraction_dynamic"] = [0.5, 0.0625]
+    cfg["models"]["minilm2"] = cfg["models"]["minilm"]
+    cfg["model_tasks"] = {"minilm": ["wsj_pos"], "minilm2": ["rt_sentiment"]}
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    msg = str(e.value)
+    assert "sweep.fraction_dynamic lacks 1 (the original model, the baseline of relative_drop) and 0" in msg
+    assert "model_tasks: models minilm, minilm2 share no task" in msg
+    cfg["sweep"]["fraction_dynamic"] = [1, 0.5, 0.1 + 0.2 - 0.3]  # 0 up to float noise counts
+    cfg["model_tasks"] = {"minilm": ["wsj_pos", "rt_sentiment"], "minilm2": ["rt_sentiment"], "minilm3": []}
+    cfg["models"]["minilm3"] = cfg["models"]["minilm"]  # [] = an MLM-only model, not in Fig. 3
+    check_config(cfg)
+
+
 def test_atomic_path_clears_temp_files_of_a_killed_writer(tmp_path):
     import os
     import signal
