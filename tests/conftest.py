@@ -1,4 +1,7 @@
+import json
 import os
+import shutil
+import time
 
 import pytest
 import torch
@@ -6,6 +9,31 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def smoke_once(tmp_path_factory):
+    """The smoke workflow (config/smoke.yaml) run from scratch once per pytest session, however many
+    pytest-xdist workers ask for it: the first runs it under a file lock, the others wait and reuse it.
+    Returns ``(repo, info)``: the finished repository (results and Snakemake's metadata included; copy
+    it, never edit it) and ``info`` (``seconds``, ``stdout``, ``stderr`` of the run)."""
+    from filelock import FileLock
+
+    from tests.test_workflow import SMOKE, copy_repo, smk
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, shared by its workers
+    repo, done = root / "smoke-once", root / "smoke-once.json"
+    with FileLock(str(root / "smoke-once.lock")):
+        if not done.exists():
+            shutil.rmtree(repo, ignore_errors=True)
+            copy_repo(repo)
+            t0 = time.monotonic()
+            p = smk(repo, "--cores", "2", "--configfile", SMOKE)
+            info = {"seconds": time.monotonic() - t0, "stdout": p.stdout, "stderr": p.stderr}
+            done.write_text(json.dumps(info))
+    return repo, json.loads(done.read_text())
 
 
 @pytest.fixture(scope="session")

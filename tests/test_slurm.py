@@ -412,7 +412,10 @@ def _results_dir(configfile: Path) -> str:
     return str((yaml.safe_load(configfile.read_text()) or {}).get("results") or "results")
 
 
-def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
+def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
+    """The smoke workflow through Slurm writes the tables a local run writes. The local run is the
+    session's one smoke run (conftest's `smoke_once`, shared with test_workflow.py), asked for after the
+    Slurm run, by when another pytest-xdist worker has usually finished it."""
     if not (PIPELINE_SNAKEFILE.exists() and SMOKE_CONFIG.exists()):
         pytest.skip("pipeline not present (Snakefile / config/smoke.yaml)")
     pd = pytest.importorskip("pandas")
@@ -420,9 +423,7 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
 
     results = _results_dir(SMOKE_CONFIG)
     slurm_wd = copy_repo(tmp_path / "slurm-run")
-    local_wd = copy_repo(tmp_path / "local-run")
-    for wd in (slurm_wd, local_wd):  # outputs of earlier runs must not count
-        shutil.rmtree(wd / results, ignore_errors=True)
+    shutil.rmtree(slurm_wd / results, ignore_errors=True)  # outputs of earlier runs must not count
 
     run = run_snakemake(
         slurm_wd,
@@ -445,17 +446,8 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path):
         "declare `localrules: aggregate, plot` in the Snakefile"
     )
 
-    local = run_snakemake(
-        local_wd,
-        "--cores",
-        "2",
-        "--configfile",
-        "config/smoke.yaml",
-        timeout=PIPELINE_TIMEOUT_S,
-        env=_env(),
-    )
-    print(f"smoke pipeline locally: {local.seconds:.1f} s")
-    assert local.returncode == 0, local.tail(150)
+    local_wd, local = request.getfixturevalue("smoke_once")
+    print(f"smoke pipeline locally: {local['seconds']:.1f} s")
 
     for name in PIPELINE_TABLES:
         a = slurm_wd / results / "tables" / name
