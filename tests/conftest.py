@@ -11,6 +11,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 
+#: The long test files (minutes each), started first so that pytest-xdist (`make test`: one file per worker) gives
+#: each its own worker instead of leaving one to start after the others.
+LONG_FILES = ("test_workflow.py", "test_rehearsal.py", "test_slurm.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The long files first, in `LONG_FILES` order; the order within a file, and of the other files, is kept."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
+
+
 @pytest.fixture(scope="session")
 def smoke_once(tmp_path_factory):
     """The smoke workflow (config/smoke.yaml) run from scratch once per pytest session, however many

@@ -134,6 +134,8 @@ def run_snakemake(workdir: Path, *args: str, timeout: int, env=None) -> Run:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            # pytest-xdist workers ignore SIGINT and exec keeps it ignored: the timeout's Ctrl-C must reach it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             returncode = proc.wait(timeout=timeout)

@@ -32,6 +32,12 @@ _NO_SLURM = Path(tempfile.mkdtemp(prefix="papa-local-runs-"))
 LOCAL_ENV = {**os.environ, "PATH": f"{_NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+def ctrl_c_works():
+    """``preexec_fn`` for a Snakemake that a test interrupts: pytest-xdist workers ignore SIGINT, and an ignored
+    signal stays ignored across exec, so without this the child (and its jobs) would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def copy_repo(dst: Path) -> Path:
     """The files git would ship (tracked + untracked, not ignored)."""
     out = (
@@ -333,7 +339,7 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
     resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
     Each kill lands a random 0-2 s after the run's first or second finished job (not at a wall-clock
     time, which a loaded machine would turn into a different test): every run makes progress and the
-    27-job workflow outlasts the five kills."""
+    27-job workflow outlasts the five kills, each of which must stop its run."""
     import random
 
     repo = copy_repo(tmp_path / "repo")
@@ -350,6 +356,7 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=LOCAL_ENV,
+                preexec_fn=ctrl_c_works,
             )
         jobs, deadline = rng.randint(1, 2), time.monotonic() + 300
         while proc.poll() is None and log.read_text().count("Finished jobid") < jobs and time.monotonic() < deadline:
