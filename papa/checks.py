@@ -144,6 +144,11 @@ def _cross_references(config: dict) -> list[str]:
     return errors
 
 
+def model_tasks(config: dict, model: str) -> list[str]:
+    """The tasks ``model``'s probes run: ``model_tasks.<model>``, by default every task of ``config``."""
+    return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))
+
+
 def check_config(config: dict) -> None:
     """Raise a `ConfigError` listing every problem found; the schema has already validated the shape
     (and filled in its defaults)."""
@@ -162,13 +167,15 @@ def check_config(config: dict) -> None:
         if dup:
             errors.append(f"sweep.{key} lists {', '.join(f'{v:g}' for v in dup)} more than once; list each once")
     fractions = [float(v) for v in sweep.get("fraction_dynamic", [])]
-    ends = {ORIGINAL: "the original model, the baseline of relative_drop", ALL_CONSTANT: "every head constant"}
-    missing = [f"{f:g} ({why})" for f, why in ends.items() if fractions and not any(is_original(v) if f == ORIGINAL
-               else is_all_constant(v) for v in fractions)]  # fmt: skip
+    ends = [
+        (ORIGINAL, "the original model, the baseline of relative_drop", is_original),
+        (ALL_CONSTANT, "every head constant", is_all_constant),
+    ]
+    missing = [f"{f:g} ({why})" for f, why, is_end in ends if fractions and not is_end(fractions).any()]
     if missing:
         errors.append(f"sweep.fraction_dynamic lacks {' and '.join(missing)}: the summary table and Fig. 3 "
                       f"(plots/models_compared) compare the two ends; add them")  # fmt: skip
-    runs = {m: set(config.get("model_tasks", {}).get(m, config.get("tasks", {}))) for m in config.get("models", {})}
+    runs = {m: set(model_tasks(config, m)) for m in config.get("models", {})}
     runs = {m: tasks for m, tasks in runs.items() if tasks}  # model_tasks: [] = an MLM-only model
     if len(runs) > 1 and not set.intersection(*runs.values()):
         errors.append(f"model_tasks: models {', '.join(sorted(runs))} share no task; Fig. 3 (plots/models_compared) "

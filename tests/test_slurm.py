@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_workflow import ctrl_c_works
+
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,8 +136,7 @@ def run_snakemake(workdir: Path, *args: str, timeout: int, env=None) -> Run:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
-            # pytest-xdist workers ignore SIGINT and exec keeps it ignored: the timeout's Ctrl-C must reach it
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=ctrl_c_works,  # the timeout's Ctrl-C must reach it under pytest-xdist
         )
         try:
             returncode = proc.wait(timeout=timeout)

@@ -3,6 +3,7 @@
 One smoke run in a copy of the repository; dry runs then check what a change reruns.
 """
 
+import atexit
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ SMOKE = "config/smoke.yaml"
 # time Snakemake starts; with Slurm installed but no controller up (CI before and after test_slurm.py's cluster) each
 # start waits those 10 s. The runs here are local, so a `scontrol` that fails at once answers for the cluster.
 _NO_SLURM = Path(tempfile.mkdtemp(prefix="papa-local-runs-"))
+atexit.register(shutil.rmtree, _NO_SLURM, True)
 (_NO_SLURM / "scontrol").write_text("#!/bin/sh\nexit 1\n")
 (_NO_SLURM / "scontrol").chmod(0o755)
 LOCAL_ENV = {**os.environ, "PATH": f"{_NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"}

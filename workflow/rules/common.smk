@@ -6,7 +6,7 @@ import re
 import sys
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
-from papa import spec
+from papa import checks, spec
 from papa.checks import check_config, migrate_config
 from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
 from snakemake.logging import logger
@@ -25,7 +25,6 @@ CACHE = config["cache"]
 AVERAGING = config["averaging"]
 ANALYSES = config["analyses"]
 MLM = ANALYSES["mlm"] or {}
-MODEL_TASKS = config["model_tasks"]  # models that run only some tasks ([] = analyses.mlm only)
 BUILD_DATA = config["build_data"]  # local files the workflow builds (rule build_data)
 BUILT_MODELS = {m: s["build"] for m, s in config["models"].items() if isinstance(s, dict)}  # rule build_model
 
@@ -147,8 +146,8 @@ def probe_outputs(model, task, constants, selection, fraction_dynamic):
 
 
 def model_tasks(model):
-    """The tasks ``model``'s probes run: model_tasks.<model>, default every task."""
-    return MODEL_TASKS.get(model, list(config["tasks"]))
+    """The tasks ``model``'s probes run (`papa.checks.model_tasks`)."""
+    return checks.model_tasks(config, model)
 
 
 def runs():
@@ -157,14 +156,14 @@ def runs():
     head orders at every partial fraction_dynamic), without duplicates; each model on its `model_tasks`.
     fraction_dynamic is formatted as in paths."""
     fraction_dynamic = [format_fraction(f) for f in SWEEP["fraction_dynamic"]]
-    ALL_CONSTANT = format_fraction(spec.ALL_CONSTANT)  # the analyses replace every head
+    all_constant = format_fraction(spec.ALL_CONSTANT)  # the analyses replace every head
     out = []
     for m in config["models"]:
         for t in model_tasks(m):
             out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
         for t in [t for t in ANALYSES["tasks"] or config["tasks"] if t in model_tasks(m)]:
-            out += [(m, t, k, "lambda", ALL_CONSTANT) for k in ANALYSES["constant_kinds"]]
-            out += [(m, t, str(ConstantsSpec("average", corpus=c)), "lambda", ALL_CONSTANT) for c in ANALYSES["cross_corpus"]]
+            out += [(m, t, k, "lambda", all_constant) for k in ANALYSES["constant_kinds"]]
+            out += [(m, t, str(ConstantsSpec("average", corpus=c)), "lambda", all_constant) for c in ANALYSES["cross_corpus"]]
             out += [(m, t, "average", o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
                     if is_partial(f)]
     return list(dict.fromkeys(out))
