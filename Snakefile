@@ -1,6 +1,6 @@
 # PAPA: tokenize -> average attention -> learn lambda -> probe with k% of heads replaced
 # -> aggregate into Parquet tables -> plot.   `snakemake --cores all`
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -11,10 +11,7 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
-include: "workflow/rules/common.smk"
+include: "workflow/rules/common.smk"  # validates the config first (papa.checks.validate_config)
 include: "workflow/rules/rehearsal.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/papa.smk"

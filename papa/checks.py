@@ -5,6 +5,9 @@ otherwise surface hours later inside a job (a metric that does not fit the task 
 sequence length beyond the model's positions, an unknown package dataset, duplicate
 seeds) fails before any job starts, naming the config key and what to change.
 `migrate_config` renames the deprecated keys a config may still use before anything reads it.
+`validate_config` (`load_config` for a file) does all of it in the workflow's order: rename,
+validate against the schema filling in its defaults, fill in the derived defaults, cross-check;
+the Snakefile calls it, and a notebook or `papa.cost` sees through it the config the rules see.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS
 from .spec import ALL_CONSTANT, METRICS, ORIGINAL, ConstantsSpec, is_all_constant, is_original
+
+#: The workflow's config schema (its ``default:``s are the one source of the config's defaults).
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 #: Deprecated config keys -> the key that replaced them: (section, old, new).
 RENAMED_KEYS = (("sweep", "fractions", "fraction_dynamic"),)
@@ -49,6 +55,39 @@ def migrate_config(config: dict, warn=None) -> dict:
             warn(message)
         block[new] = block.pop(old)
     return config
+
+
+def fill_derived_defaults(config: dict) -> dict:
+    """Fill in the defaults the schema cannot state because they derive from other keys:
+    ``tasks.<t>.main_metric`` = the task's first metric. In place; returns ``config``."""
+    for tc in (config.get("tasks") or {}).values():
+        if isinstance(tc, dict) and tc.get("metrics"):
+            tc.setdefault("main_metric", tc["metrics"][0])
+    return config
+
+
+def validate_config(config: dict, warn=None) -> dict:
+    """What the workflow does to a config before any rule reads it, in order: rename deprecated
+    keys (`migrate_config`, ``warn`` as there), validate it against `SCHEMA` filling in the
+    schema's defaults, fill in the derived ones (`fill_derived_defaults`), cross-check it
+    (`check_config`). In place; returns ``config``; fails with the offending key named."""
+    from snakemake.utils import validate
+
+    if not SCHEMA.is_file():
+        raise FileNotFoundError(f"{SCHEMA} is missing: papa reads the workflow's schema from its checkout "
+                                f"(pip install -e . from a clone of the project)")  # fmt: skip
+    migrate_config(config, warn)
+    validate(config, str(SCHEMA), set_default=True)
+    fill_derived_defaults(config)
+    check_config(config)
+    return config
+
+
+def load_config(path, warn=None) -> dict:
+    """The config file at ``path`` as the workflow sees it (`validate_config`)."""
+    import yaml
+
+    return validate_config(yaml.safe_load(Path(path).read_text()), warn)
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:
@@ -112,7 +151,7 @@ def _cross_references(config: dict) -> list[str]:
         if tc.get("dataset") not in datasets:
             errors.append(f"tasks.{t}.dataset = {tc.get('dataset')!r} is not a key of 'datasets' "
                           f"({', '.join(datasets)})")  # fmt: skip
-        if tc.get("main_metric", tc["metrics"][0]) not in tc["metrics"]:
+        if "main_metric" in tc and tc["main_metric"] not in tc["metrics"]:
             errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics")
     for t in analyses.get("tasks") or []:
         if t not in tasks:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from .models import model_shape
-from .spec import CONSTANT_KINDS
+from .spec import CONSTANT_KINDS, DATA_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +194,10 @@ def average_attention(
     """
     from .patching import record_attention
 
-    if kind not in ("average", "effective"):
-        raise ValueError(f"average_attention kind must be 'average' or 'effective', got {kind!r}")
+    if kind not in DATA_KINDS:
+        raise ValueError(
+            f"average_attention kind must be one of {', '.join(DATA_KINDS)} (papa.spec.DATA_KINDS), got {kind!r}"
+        )
     L, H = model_shape(model)
     device = next(model.parameters()).device
     recorder = None

@@ -10,6 +10,7 @@ padded length and model size (`gpu_hours`).
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .checks import validate_config
 from .probe import MB, choose_strategy, features_nbytes
 from .spec import ConstantsSpec
 
@@ -103,15 +105,17 @@ def gpu_hours(
 
 def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_budget_mb: float | None) -> pd.DataFrame:
     """One row per job of ``config`` (`workflow_jobs`): cache size, strategy, encoder passes
-    (examples x passes) and GPU-hours, this project's way and the authors'.
+    (examples x passes) and GPU-hours, this project's way and the authors'. ``config`` is read as
+    the workflow reads it (a validated copy, `papa.checks.validate_config`: the schema's defaults).
 
     This project: a probe job encodes train + validation once (``memory``/``disk``), or once per
     epoch for all seeds (``reencode``); trained constants run the encoder with gradients every
     epoch of every seed (``live``). The authors: every seed re-encodes every epoch. Validation is
     counted once per epoch on both sides; lambda jobs are the same on both sides.
     """
-    cache = config.get("cache") or {}
-    dtype, budget = cache.get("dtype", "float16"), cache.get("budget_mb")
+    config = validate_config(copy.deepcopy(config))  # the schema's defaults, as the workflow sees them
+    cache = config["cache"]
+    dtype, budget = cache["dtype"], cache["budget_mb"]
     seeds = len(config["sweep"]["seeds"])
     rows = []
     for stage, jobs in (("probe", probe_jobs), ("lambda", lambda_jobs)):
@@ -138,7 +142,7 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
                 strategy, ours, grad = "live", seeds * epochs * per_epoch, True
                 authors = ours
             else:
-                strategy = choose_strategy(nbytes, cache.get("strategy", "auto"), budget, disk_budget_mb)
+                strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
                 ours = per_epoch * (epochs if strategy == "reencode" else 1)
                 grad, authors = False, seeds * epochs * per_epoch
             factor = GRAD_PASS_COST if grad else 1.0

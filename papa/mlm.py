@@ -33,6 +33,7 @@ from torch import nn
 
 from .encoding import IGNORE, Encoded
 from .probe import LiveFeatures, TrainConfig, model_dims
+from .spec import METHOD_ORDER
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,7 @@ def mlm_curve(
     mask_prob: float = 0.15,
     head: str = "probe",
     train: Encoded | None = None,
-    selection: str = "lambda",
+    selection: str = METHOD_ORDER,
 ) -> list[dict]:
     """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, for each
     value f of ``fraction_dynamic`` (a list).

@@ -478,6 +478,21 @@ def train_config(hp: dict, seed: int) -> TrainConfig:
 _train_cfg = train_config
 
 
+def stage_options(hp: dict) -> dict:
+    """The settings of a ``probe``/``lambda`` hparams block that a stage takes beside the
+    trainer's (`train_config`): ``max_train`` and ``backbone_dropout``, where the block gives
+    them; absent ones keep the stage's defaults (None: every example; False)."""
+    return {k: hp[k] for k in ("max_train", "backbone_dropout") if k in hp}
+
+
+def subsample(data, max_n: int | None, rng: np.random.Generator):
+    """A random subset of ``max_n`` examples of ``data`` (`Encoded` or `TaskData`), drawn with
+    ``rng`` and kept in their order; ``data`` itself when ``max_n`` is None or not smaller."""
+    if not max_n or len(data) <= max_n:
+        return data
+    return data.subset(np.sort(rng.permutation(len(data))[:max_n]))
+
+
 def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
     """(layer, head, lambda, rank) per head of lambdas [layers, heads]; rank 0 is replaced first."""
     L, H = lam.shape
@@ -543,8 +558,7 @@ class LambdaStage(Stage):
             out_metrics=sm.output.metrics,
             metrics=list(sm.params.metrics),
             hparams=train_config(hp, seed),
-            max_train=hp.get("max_train"),
-            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            **stage_options(hp),
             seed=seed,
             labels={"model": wc.model, "task": wc.task, "constants": wc.constants},
         )
@@ -555,8 +569,7 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     m, _ = load_encoder(stage.model)
     C = ConstantAttention.load(stage.constants)
     train, val = read_tokens(stage.train), read_tokens(stage.validation)
-    if stage.max_train and len(train) > stage.max_train:
-        train = train.subset(np.sort(np.random.default_rng(stage.seed).permutation(len(train))[: stage.max_train]))
+    train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
     info = task_info(train)
     lam, rows = learn_lambdas(
         m,
@@ -604,8 +617,7 @@ def run_lambda(
             out_metrics=str(out_metrics),
             metrics=list(task_cfg["metrics"]),
             hparams=train_config(hp, seed),
-            max_train=hp.get("max_train"),
-            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            **stage_options(hp),
             labels=dict(labels),
             seed=seed,
         )
@@ -660,6 +672,8 @@ class ProbeStage(Stage):
         fraction_dynamic: share of heads left input-dependent.
         seeds: the probe seeds (one output each).
         hparams: the trainer settings (``tasks.<t>.probe``; its seed is the first of ``seeds``).
+        max_train: train every seed's probe on one random subset of this many examples, drawn
+            with ``seed`` (None = all).
         backbone_dropout: dropout inside the frozen encoder for training batches.
         trained_constants: the matrices train with the probe (a ``_trained`` constants spec).
         order_seed: seeds the ``random`` head order.
@@ -678,6 +692,7 @@ class ProbeStage(Stage):
     fraction_dynamic: float
     seeds: list[int]
     hparams: TrainConfig
+    max_train: int | None = None
     backbone_dropout: bool = False
     trained_constants: bool = False
     order_seed: int = 0
@@ -699,7 +714,7 @@ class ProbeStage(Stage):
             fraction_dynamic=float(wc.fraction_dynamic),
             seeds=seeds,
             hparams=train_config(hp, seeds[0]),
-            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            **stage_options(hp),
             trained_constants=ConstantsSpec.parse(wc.constants).trained,
             order_seed=int(sm.params.order_seed),
             cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
@@ -725,6 +740,7 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     m, _ = load_encoder(stage.model)
     C = ConstantAttention.load(stage.constants)
     train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
     info = task_info(train)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
@@ -815,7 +831,7 @@ def run_probes(
     hparams block, plus ``order_seed``; ``cache``: the config's ``cache`` keys, a missing
     ``budget_mb`` meaning no memory limit as before) and calls `probe_heads`, which replaced it.
     """
-    seeds = [int(s) for s in seeds]
+    seeds, order_seed = [int(s) for s in seeds], int(hp.get("order_seed", 0))
     return probe_heads(
         ProbeStage(
             model=model,
@@ -829,9 +845,10 @@ def run_probes(
             fraction_dynamic=float(fraction_dynamic),
             seeds=seeds,
             hparams=train_config(hp, seeds[0]),
-            backbone_dropout=bool(hp.get("backbone_dropout", False)),
+            **stage_options(hp),
             trained_constants=trained_constants,
-            order_seed=int(hp.get("order_seed", 0)),
+            order_seed=order_seed,
+            seed=order_seed,
             cache=CacheConfig(**{"budget_mb": None, **cache}),
             labels=dict(labels),
         )
@@ -929,10 +946,7 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     C = ConstantAttention.load(stage.constants)
     train, val = read_tokens(stage.train), read_tokens(stage.validation)
     rng = np.random.default_rng(stage.seed)
-    if stage.max_train and len(train) > stage.max_train:
-        train = train.subset(np.sort(rng.permutation(len(train))[: stage.max_train]))
-    if stage.max_eval and len(val) > stage.max_eval:
-        val = val.subset(np.sort(rng.permutation(len(val))[: stage.max_eval]))
+    train, val = subsample(train, stage.max_train, rng), subsample(val, stage.max_eval, rng)
     if len(train) == 0 or len(val) == 0:
         raise ValueError(f"MLM analysis: empty split (train {len(train)}, validation {len(val)} examples)")
     special = set(tok.all_special_ids)
@@ -1201,7 +1215,7 @@ def plot_figures(stage: PlotStage) -> None:
     sweep = summary[summary.constants.isin(stage.sweep_constants) & summary.selection.isin(stage.sweep_selections)]
     plots.plot_fraction_curves(sweep, stage.out_fraction_curves)
     plots.plot_constant_kinds(io.read_parquet(stage.constant_kinds), stage.out_constant_kinds)
-    plots.plot_selection_orders(summary[summary.constants == "average"], stage.out_head_orders)
+    plots.plot_selection_orders(summary[summary.constants == spec.METHOD_CONSTANTS], stage.out_head_orders)
     plots.plot_models_compared(tables.models_compared_table(summary), stage.out_models_compared)
     out = Path(stage.out_heads)
     out.mkdir(parents=True, exist_ok=True)

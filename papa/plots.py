@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .io import atomic_path
-from .spec import HEAD_ORDERS
+from .spec import HEAD_ORDERS, METHOD_CONSTANTS
 from .tables import models_compared_table
 
 __all__ = [
@@ -306,7 +306,7 @@ def plot_lambda_heatmap(lambdas_df: pd.DataFrame, out) -> list[str]:
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.tick_params(axis="y", rotation=0)
-        suffix = "" if constants == "average" else f" [{constants}]"
+        suffix = "" if constants == METHOD_CONSTANTS else f" [{constants}]"
         ax.set_title(f"Head importance lambda: {model} / {task}{suffix}")
         fig.tight_layout()
         return _save(fig, out)

@@ -98,6 +98,15 @@ HEAD_ORDERS = ("lambda", "reversed", "first_to_last", "last_to_first", "random")
 #: Orders that rank heads by learned lambdas.
 LAMBDA_ORDERS = ("lambda", "reversed")
 
+# ----------------------------------------------------------------------------- the paper's method
+
+#: The constants of the paper's method (PAPA): attention averaged on the task's own data. The
+#: default of ``sweep.constants``; the Sec. 5 analyses vary the constants around it.
+METHOD_CONSTANTS = "average"
+#: The head order of the paper's method: lowest learned lambda replaced first. The default of
+#: ``sweep.selections``; the Sec. 5 analyses vary the order around it.
+METHOD_ORDER = "lambda"
+
 # ----------------------------------------------------------------------------- tasks and metrics
 
 TASK_KINDS = ("sequence", "token")

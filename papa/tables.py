@@ -428,9 +428,9 @@ def models_compared_table(
 
     Args:
         summary: a :func:`summary_table` frame.
-        constants, selection: which rows to use; default ``"average"`` / ``"lambda"`` if
-            present, else the most frequent value (at fractions 0 and 1 the selection
-            order makes no difference).
+        constants, selection: which rows to use; default the paper's method
+            (`papa.spec.METHOD_CONSTANTS` / `METHOD_ORDER`) if present, else the most frequent
+            value (at fractions 0 and 1 the selection order makes no difference).
 
     Returns:
         One row per model (sorted): ``model, orig, drop`` and, the same on every row, the
@@ -449,8 +449,8 @@ def models_compared_table(
     df = summary[summary["is_main"].astype(bool)] if "is_main" in summary.columns else summary
     if df.empty:
         raise ValueError("models_compared_table: nothing to compare")
-    constants = constants or _prefer(df["constants"], "average")
-    selection = selection or _prefer(df["selection"], "lambda")
+    constants = constants or _prefer(df["constants"], spec.METHOD_CONSTANTS)
+    selection = selection or _prefer(df["selection"], spec.METHOD_ORDER)
     df = df[(df["constants"] == constants) & (df["selection"] == selection)]
     frac = df["fraction_dynamic"].astype(float)
     key = ["model", "task", "metric"]

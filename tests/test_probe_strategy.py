@@ -103,6 +103,27 @@ def test_pipeline_probes_go_through_run_probe_on_the_model_device(job, tmp_path,
     assert set(frames[0].cache_strategy) == {"live" if constants.endswith("_trained") else "memory"}
 
 
+def test_probe_max_train_trains_every_seed_on_one_drawn_subset(job, tmp_path, monkeypatch):
+    """tasks.<t>.probe.max_train (the schema's hparams key) is honoured by the probe stage, not only
+    by the lambda stage: every seed trains on the same seeded subset, the one the lambda stage draws."""
+    seen = []
+    real_run = pipeline.run_probe
+
+    def run_probe(model, train, *a, **kw):
+        seen.append(train.input_ids.copy())
+        return real_run(model, train, *a, **kw)
+
+    monkeypatch.setattr(pipeline, "run_probe", run_probe)
+    _run(job, tmp_path / "all", {"dtype": "float32"}, hp={"epochs": 1}, fraction=0)
+    frames = _run(job, tmp_path / "some", {"dtype": "float32"}, hp={"epochs": 1, "max_train": 10}, fraction=0)
+    full = pipeline.read_tokens(job / "train.parquet")
+    assert [len(t) for t in seen] == [len(full), 10] and len(frames) == 2
+    drawn = pipeline.subsample(full, 10, np.random.default_rng(0))  # order_seed 0 seeds the draw
+    assert np.array_equal(seen[1], drawn.input_ids)
+    assert pipeline.subsample(full, None, np.random.default_rng(0)) is full
+    assert pipeline.subsample(full, len(full), np.random.default_rng(0)) is full
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_pipeline_probes_train_on_cuda(job, tmp_path, monkeypatch):
     load = pipeline.load_encoder
@@ -391,6 +412,25 @@ def test_cost_estimate_of_the_paper_grid():
     assert cola.strategy == "memory" and cola.passes_ours == 8_551 + 1_043
     assert cola.passes_authors == 3 * 15 * cola.passes_ours
     assert (df.passes_authors >= df.passes_ours).all()
+
+
+def test_cost_estimate_uses_the_schemas_cache_defaults():
+    """A config without a cache section is estimated with the defaults the workflow runs with (the
+    schema's budget_mb, 4096), not with an unlimited memory budget."""
+    import yaml
+
+    from papa.cost import estimate
+
+    root = Path(__file__).resolve().parents[1]
+    paper = yaml.safe_load((root / "config/paper.yaml").read_text())
+    jobs = [("bert-large", "mnli", "average", "lambda", 0.5), ("bert-base", "cola", "average", "lambda", 0.5)]
+    lambdas = [("bert-base", "cola", "average")]
+    paper.pop("cache")
+    df = estimate(paper, jobs, lambdas, tokens_per_s=2e5, disk_budget_mb=None)  # no disk limit
+    assert "cache" not in paper  # the caller's config is left as it was
+    probes = df[df.stage == "probe"].set_index("task")
+    assert probes.loc["mnli", "cache_mb"] > 4096 and probes.loc["mnli", "strategy"] == "disk"
+    assert probes.loc["cola", "cache_mb"] < 4096 and probes.loc["cola", "strategy"] == "memory"
 
 
 def test_disk_caches_of_killed_jobs_are_cleared_on_the_next_run(minilm, tmp_path):

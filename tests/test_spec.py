@@ -256,3 +256,45 @@ def test_check_config_catches_cross_references():
     assert "sweep.constants entry 'average@nowhere' names a corpus that is not a key of 'datasets'" in msg
     assert "tasks.rt_sentiment.dataset = 'sst9' is not a key of 'datasets'" in msg
     assert "analyses.tasks entry 'nope' is not a key of 'tasks'" in msg
+
+
+def test_schema_defaults_of_the_sweep_are_the_papers_method(schema):
+    sweep = schema["properties"]["sweep"]["properties"]
+    assert sweep["constants"]["default"] == [spec.METHOD_CONSTANTS]
+    assert sweep["selections"]["default"] == [spec.METHOD_ORDER]
+    assert (
+        spec.METHOD_ORDER in spec.LAMBDA_ORDERS and ConstantsSpec.parse(spec.METHOD_CONSTANTS).kind in spec.DATA_KINDS
+    )
+
+
+# ----------------------------------------------------------------------------- validate_config: the workflow's config
+
+
+def test_validate_config_renames_fills_defaults_and_checks(schema):
+    from papa.checks import SCHEMA as CHECKS_SCHEMA
+    from papa.checks import ConfigError, load_config, validate_config
+
+    assert CHECKS_SCHEMA == SCHEMA  # the library validates with the workflow's schema
+    cfg = _config()
+    cfg["sweep"]["fractions"] = cfg["sweep"].pop("fraction_dynamic")
+    cfg.pop("cache", None), cfg.pop("averaging", None)
+    first = next(iter(cfg["tasks"]))
+    cfg["tasks"][first].pop("main_metric", None)
+    messages = []
+    assert validate_config(cfg, messages.append) is cfg
+    assert messages == ["config key sweep.fractions is deprecated: rename it sweep.fraction_dynamic"]
+    assert cfg["sweep"]["fraction_dynamic"] == [1, 0.5, 0] and "fractions" not in cfg["sweep"]
+    props = schema["properties"]
+    assert cfg["cache"] == {k: v["default"] for k, v in props["cache"]["properties"].items()}
+    assert cfg["averaging"] == {k: v["default"] for k, v in props["averaging"]["properties"].items()}
+    assert cfg["tasks"][first]["main_metric"] == cfg["tasks"][first]["metrics"][0]  # the derived default
+    assert load_config(ROOT / "config/smoke.yaml")["cache"] == _validated(_config())["cache"]
+
+    bad = _config()
+    bad["tasks"][first]["main_metric"] = "bleu"
+    with pytest.raises(ConfigError, match=f"tasks.{first}.main_metric = 'bleu' is not one of tasks.{first}.metrics"):
+        validate_config(bad)
+    bad = _config()
+    bad["sweep"]["fraction"] = [1, 0]  # a typo of a key: the schema names it
+    with pytest.raises(Exception, match="fraction"):
+        validate_config(bad)

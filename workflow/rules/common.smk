@@ -1,18 +1,19 @@
 # Helpers shared by the rules: config lookups and path builders. The vocabulary (constant kinds, the
 # constants spec, head orders, fraction_dynamic) is papa.spec's; the config checks are papa.checks'; the
-# defaults are the schema's (filled in by `validate` in the Snakefile).
+# defaults are the schema's (filled in by papa.checks.validate_config, below).
 import os
 import re
 import sys
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
 from papa import checks, spec
-from papa.checks import check_config, migrate_config
+from papa.checks import validate_config
 from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
 from snakemake.logging import logger
 
-migrate_config(config, logger.warning)  # deprecated keys (sweep.fractions) -> new names, before anything reads them
-check_config(config)  # what the schema cannot say: cross-references, metric vs task kind, N vs positions, duplicates
+# before anything reads the config: deprecated keys (sweep.fractions) renamed, the schema's defaults filled in, and
+# what the schema cannot say checked (cross-references, metric vs task kind, N vs positions, duplicates)
+validate_config(config, logger.warning)
 
 R = config["results"]
 CONDA_ENV = "../../environment.yml"
@@ -162,9 +163,11 @@ def runs():
         for t in model_tasks(m):
             out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
         for t in [t for t in ANALYSES["tasks"] or config["tasks"] if t in model_tasks(m)]:
-            out += [(m, t, k, "lambda", all_constant) for k in ANALYSES["constant_kinds"]]
-            out += [(m, t, str(ConstantsSpec("average", corpus=c)), "lambda", all_constant) for c in ANALYSES["cross_corpus"]]
-            out += [(m, t, "average", o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
+            # the analyses vary one part of the paper's method (papa.spec.METHOD_*) at a time
+            out += [(m, t, k, spec.METHOD_ORDER, all_constant) for k in ANALYSES["constant_kinds"]]
+            out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c)), spec.METHOD_ORDER, all_constant)
+                    for c in ANALYSES["cross_corpus"]]
+            out += [(m, t, spec.METHOD_CONSTANTS, o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
                     if is_partial(f)]
     return list(dict.fromkeys(out))
 
@@ -202,9 +205,9 @@ def mlm_files():
 def constant_kinds_rows():
     """The constants specs of constant_kinds.parquet, in row order (paper Tables 1-2): average, the other
     analyses.constant_kinds, then average@<corpus> for each analyses.cross_corpus dataset (used by rule aggregate)."""
-    specs = [ConstantsSpec("average")]
-    specs += [s for s in map(ConstantsSpec.parse, ANALYSES.get("constant_kinds", [])) if s != specs[0]]
-    specs += [ConstantsSpec("average", corpus=c) for c in ANALYSES.get("cross_corpus", [])]
+    specs = [ConstantsSpec.parse(spec.METHOD_CONSTANTS)]
+    specs += [s for s in map(ConstantsSpec.parse, ANALYSES["constant_kinds"]) if s != specs[0]]
+    specs += [ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c) for c in ANALYSES["cross_corpus"]]
     return [str(s) for s in specs]
 
 

@@ -21,7 +21,7 @@ rule aggregate:
     params:
         code=code("aggregate.py"),  # the papa code the script reaches: a change reruns this rule
         kinds=constant_kinds_rows(),
-        main_metric=canon({t: tc.get("main_metric", tc["metrics"][0]) for t, tc in config["tasks"].items()}),
+        main_metric=canon({t: tc["main_metric"] for t, tc in config["tasks"].items()}),
     conda:
         CONDA_ENV
     log:
