@@ -221,6 +221,9 @@ def check_config(config: dict) -> None:
                       f"compares the models on the tasks all of them run: give them one task in common")  # fmt: skip
     limits = {m: position_limit(p) for m, p in config.get("models", {}).items() if isinstance(p, str)}
     for task, tc in config.get("tasks", {}).items():
+        if "seed" in (tc.get("probe") or {}):  # the schema's hparams block is shared with tasks.<t>.lambda
+            errors.append(f"tasks.{task}.probe.seed is not used: the probes' seeds are sweep.seeds; to seed the "
+                          f"lambda stage, set tasks.{task}.lambda.seed")  # fmt: skip
         spec = datasets.get(tc.get("dataset"), {})
         kind = dataset_kind(tc.get("dataset", ""), spec)
         allowed = METRICS.get(kind)

@@ -295,6 +295,10 @@ def test_validate_config_renames_fills_defaults_and_checks(schema):
     with pytest.raises(ConfigError, match=f"tasks.{first}.main_metric = 'bleu' is not one of tasks.{first}.metrics"):
         validate_config(bad)
     bad = _config()
+    bad["tasks"][first]["probe"]["seed"] = 3  # accepted by the shared hparams schema, read by no probe
+    with pytest.raises(ConfigError, match=f"tasks.{first}.probe.seed is not used: the probes' seeds are sweep.seeds"):
+        validate_config(bad)
+    bad = _config()
     bad["sweep"]["fraction"] = [1, 0]  # a typo of a key: the schema names it
     with pytest.raises(Exception, match="fraction"):
         validate_config(bad)
