@@ -392,9 +392,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         if not stage.batch_size:
             raise ValueError(f"averaging {spec.kind!r} matrices needs a batch size")
         m, _ = load_encoder(stage.model)
-        rows = None
-        if stage.max_examples and n_rows > stage.max_examples:
-            rows = np.sort(np.random.default_rng(0).permutation(n_rows)[: stage.max_examples])
+        rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(0))
         total = n_rows if rows is None else len(rows)
         batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
         C = average_attention(
@@ -485,12 +483,20 @@ def stage_options(hp: dict) -> dict:
     return {k: hp[k] for k in ("max_train", "backbone_dropout") if k in hp}
 
 
+def draw_rows(n: int, max_n: int | None, rng: np.random.Generator) -> np.ndarray | None:
+    """Sorted row numbers of a random subset of ``max_n`` of ``n`` examples, drawn with ``rng``;
+    None (every row) when ``max_n`` is None or not smaller than ``n``. (`papa.data` subsamples
+    datasets with its own, different draw; both are kept as they are, so results do not move.)"""
+    if not max_n or n <= max_n:
+        return None
+    return np.sort(rng.permutation(n)[:max_n])
+
+
 def subsample(data, max_n: int | None, rng: np.random.Generator):
-    """A random subset of ``max_n`` examples of ``data`` (`Encoded` or `TaskData`), drawn with
-    ``rng`` and kept in their order; ``data`` itself when ``max_n`` is None or not smaller."""
-    if not max_n or len(data) <= max_n:
-        return data
-    return data.subset(np.sort(rng.permutation(len(data))[:max_n]))
+    """A random subset of ``max_n`` examples of ``data`` (`Encoded` or `TaskData`, `draw_rows`),
+    kept in their order; ``data`` itself when ``max_n`` is None or not smaller."""
+    rows = draw_rows(len(data), max_n, rng)
+    return data if rows is None else data.subset(rows)
 
 
 def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
