@@ -33,7 +33,7 @@ from torch import nn
 
 from .encoding import IGNORE, Encoded
 from .probe import LiveFeatures, TrainConfig, model_dims
-from .spec import METHOD_ORDER
+from .spec import METHOD_ORDER, renamed_arguments
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +260,7 @@ def learn_mlm_lambdas(
         return handle.lambdas(), losses
 
 
+@renamed_arguments(fractions="fraction_dynamic")
 def mlm_curve(
     model,
     constants,

@@ -646,6 +646,7 @@ class CacheConfig:
     scratch: str | None = None
 
 
+@spec.renamed_arguments(fraction="fraction_dynamic")
 def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, seed: int = 0) -> torch.Tensor:
     """Bool [layers, heads], True = static, for a head order at ``fraction_dynamic``
     (`papa.selection.select_static`); ``lambdas_path`` is read when the order needs lambdas
@@ -815,6 +816,7 @@ def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed) -> pd.Data
     return df
 
 
+@spec.renamed_arguments(fraction="fraction_dynamic")
 def run_probes(
     model: str,
     constants_path,
@@ -991,6 +993,7 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     return df
 
 
+@spec.renamed_arguments(fractions="fraction_dynamic")
 def run_mlm(
     model: str,
     constants_path,

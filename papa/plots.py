@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .io import atomic_path
-from .spec import HEAD_ORDERS, METHOD_CONSTANTS
+from .spec import HEAD_ORDERS, METHOD_CONSTANTS, renamed_arguments
 from .tables import models_compared_table
 
 __all__ = [
@@ -48,6 +48,8 @@ __all__ = [
 
 FORMATS = ("png", "svg")
 DPI = 150
+#: The head orders in the plots' legend order: `papa.spec.HEAD_ORDERS` (this name is kept for notebooks).
+SELECTION_ORDER = HEAD_ORDERS
 
 SELECTION_LABELS = {
     "lambda": "PAPA (lambda, ours)",
@@ -408,6 +410,7 @@ def plot_constant_heads(
         return _save(fig, out)
 
 
+@renamed_arguments(summary="table")
 def plot_models_compared(
     table: pd.DataFrame,
     out,

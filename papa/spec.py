@@ -11,8 +11,10 @@ equal to them.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,3 +171,26 @@ def needs_lambdas(order: str, fraction_dynamic) -> bool:
 
 #: ``fraction_dynamic`` as `format_fraction` writes it in paths (1, 0.5, 0.0625, 0, 1e-05).
 FRACTION_PATTERN = r"[0-9.e-]+"
+
+
+def renamed_arguments(**old_to_new):
+    """Decorator: a call that passes an argument by its old keyword (``old=new`` pairs, such as
+    ``fraction="fraction_dynamic"``) still works, with a DeprecationWarning naming the new
+    keyword; passing both names fails. Keeps notebooks written against the names
+    ``fraction_dynamic`` had before it was one name end to end (the config key
+    ``sweep.fractions``: `papa.checks.RENAMED_KEYS`)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{fn.__name__}() got both {old!r} and its new name {new!r}; pass {new!r}")
+                    warnings.warn(f"{fn.__name__}({old}=...) is deprecated; use {new}=", DeprecationWarning, 2)
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return call
+
+    return wrap

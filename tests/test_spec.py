@@ -106,6 +106,57 @@ def test_old_names_are_aliases_of_the_vocabulary():
     assert selection.ORDERS is spec.HEAD_ORDERS and selection.n_dynamic is spec.n_dynamic
     assert metrics.SEQUENCE_METRICS is spec.METRICS["sequence"] and metrics.TOKEN_METRICS is spec.METRICS["token"]
     assert pipeline.DATA_FREE is spec.DATA_FREE and not hasattr(pipeline, "TRAINED")
+    from papa import plots
+
+    assert plots.SELECTION_ORDER is spec.HEAD_ORDERS
+
+
+def test_renamed_arguments_map_an_old_keyword_to_its_new_name():
+    @spec.renamed_arguments(fraction="fraction_dynamic")
+    def f(a, fraction_dynamic=1.0):
+        return a, fraction_dynamic
+
+    with pytest.warns(DeprecationWarning, match=r"f\(fraction=...\) is deprecated; use fraction_dynamic="):
+        assert f(1, fraction=0.5) == (1, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name, by keyword or position: no warning
+        assert f(1, fraction_dynamic=0.25) == (1, 0.25) and f(1, 0.125) == (1, 0.125)
+    with pytest.raises(TypeError, match="both 'fraction' and its new name 'fraction_dynamic'"):
+        f(1, fraction=0.5, fraction_dynamic=0.5)
+    assert list(inspect.signature(f).parameters) == ["a", "fraction_dynamic"]  # help() shows the new names
+
+
+def _kept_for_notebooks():
+    from papa import mlm, pipeline, plots
+
+    return [
+        (pipeline.static_mask, "fraction"),
+        (pipeline.run_probes, "fraction"),
+        (pipeline.run_mlm, "fractions"),
+        (mlm.mlm_curve, "fractions"),
+        (plots.plot_models_compared, "summary"),
+    ]
+
+
+@pytest.mark.parametrize("fn, old", _kept_for_notebooks(), ids=lambda v: getattr(v, "__name__", v))
+def test_functions_kept_for_notebooks_accept_their_old_keywords(fn, old):
+    # the old keyword is taken (with a warning): the call then fails for want of the other arguments,
+    # not with "unexpected keyword argument"
+    with pytest.warns(DeprecationWarning, match=f"{old}=..."), pytest.raises(TypeError, match="missing") as err:
+        fn(**{old: 0.5})
+    assert old not in str(err.value)
+
+
+def test_static_mask_by_its_old_keyword_is_the_same_mask():
+    from papa import pipeline
+
+    from .conftest import tiny_model
+
+    model = tiny_model("bert")
+    new = pipeline.static_mask(model, None, "first_to_last", fraction_dynamic=0.5)
+    with pytest.warns(DeprecationWarning):
+        assert pipeline.static_mask(model, None, "first_to_last", fraction=0.5).equal(new)
+    assert 0 < int(new.sum()) < new.numel()
 
 
 # ----------------------------------------------------------------------------- the schema speaks the same vocabulary
