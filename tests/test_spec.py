@@ -194,9 +194,10 @@ def test_the_metrics_of_each_task_kind_are_implemented():
 
 def test_validation_fills_nested_defaults():
     cfg = _config()
-    for key in ("averaging", "cache", "analyses"):
+    for key in ("averaging", "cache", "analyses", "resources"):
         del cfg[key]
     _validated(cfg)
+    assert cfg["resources"] == {"default": {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0}}
     assert cfg["averaging"] == {"batch_size": 32, "max_examples": None}
     assert cfg["cache"] == {
         "dtype": "float16",
@@ -220,6 +221,15 @@ def test_validation_fills_nested_defaults():
     _validated(cfg)
     assert cfg["analyses"]["patterns"] == {"band": 1, "diag_threshold": 0.3, "special_threshold": 0.5}
     assert cfg["analyses"]["mlm"]["dataset"] == "wiki" and cfg["analyses"]["mlm"]["max_length"] == 128
+
+
+def test_resource_defaults_fill_resources_default_only():
+    # a rule's own entry overrides resources.default key by key (common.smk's res): a default filled into
+    # resources.<rule> would silently override what the config gives under resources.default
+    cfg = _config()
+    cfg["resources"] = {"default": {"mem_mb": 500}, "probe": {"gpu": 1}}
+    _validated(cfg)
+    assert cfg["resources"] == {"default": {"threads": 1, "mem_mb": 500, "runtime": 30, "gpu": 0}, "probe": {"gpu": 1}}
 
 
 def test_library_defaults_equal_the_schema_defaults(schema):

@@ -58,11 +58,8 @@ def canon(obj):
 
 
 def res(rule_name):
-    """Resources of a rule: config resources.<rule> over resources.default."""
-    r = dict(threads=1, mem_mb=2000, runtime=30, gpu=0)
-    r.update(config.get("resources", {}).get("default", {}))
-    r.update(config.get("resources", {}).get(rule_name, {}))
-    return r
+    """Resources of a rule: config resources.<rule> over resources.default (whose keys the schema fills in)."""
+    return {**config["resources"]["default"], **config["resources"].get(rule_name, {})}
 
 
 def model_path(model):
