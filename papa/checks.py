@@ -58,11 +58,31 @@ def migrate_config(config: dict, warn=None) -> dict:
 
 
 def fill_derived_defaults(config: dict) -> dict:
-    """Fill in the defaults the schema cannot state because they derive from other keys:
-    ``tasks.<t>.main_metric`` = the task's first metric. In place; returns ``config``."""
+    """Fill in the defaults the schema cannot state because they derive from other keys (after
+    validation: the schema's own defaults, the top-level ``seed`` among them, are in):
+
+    * ``tasks.<t>.main_metric``: the task's first metric;
+    * ``tasks.<t>.lambda``: the lambda stage's complete hparams, the probe's overridden key by key
+      by the block's own, with ``seed`` the top-level seed unless the block gives one;
+    * ``seed`` of ``analyses.mlm``, of ``models.<m>.build`` and of ``build_data.<k>``: the
+      top-level seed unless given.
+
+    Idempotent (a filled config validates and fills to itself). In place; returns ``config``."""
+    seed = config.get("seed", 0)
     for tc in (config.get("tasks") or {}).values():
-        if isinstance(tc, dict) and tc.get("metrics"):
+        if not isinstance(tc, dict):
+            continue
+        if tc.get("metrics"):
             tc.setdefault("main_metric", tc["metrics"][0])
+        if isinstance(tc.get("probe"), dict):
+            tc["lambda"] = {**tc["probe"], **(tc.get("lambda") or {})}
+            tc["lambda"].setdefault("seed", seed)
+    blocks = [(config.get("analyses") or {}).get("mlm")]
+    blocks += [entry.get("build") for entry in (config.get("models") or {}).values() if isinstance(entry, dict)]
+    blocks += list((config.get("build_data") or {}).values())
+    for block in blocks:
+        if isinstance(block, dict):
+            block.setdefault("seed", seed)
     return config
 
 

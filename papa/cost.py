@@ -130,7 +130,7 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
                     )
             ds = DATASETS[task["dataset"]]
             L, H, params = MODELS[config["models"][m]]
-            hp = {**task["probe"], **(task.get("lambda") or {})} if stage == "lambda" else task["probe"]
+            hp = task[stage]  # tasks.<t>.lambda: complete after validation (the probe's where it gives none)
             N, epochs = int(task["max_length"]), int(hp["epochs"])
             kept = min(ds["tokens"], N)
             nbytes = features_nbytes(round((ds["train"] + ds["validation"]) * kept), L + 1, H, dtype)

@@ -363,3 +363,32 @@ def test_validate_config_renames_fills_defaults_and_checks(schema):
     bad["sweep"]["fraction"] = [1, 0]  # a typo of a key: the schema names it
     with pytest.raises(Exception, match="fraction"):
         validate_config(bad)
+
+
+def test_validate_config_fills_the_derived_defaults_once():
+    import copy
+
+    from papa.checks import validate_config
+
+    cfg = _config("rehearsal")
+    cfg["seed"] = 7
+    tasks = list(cfg["tasks"])
+    own, inherits = tasks[0], tasks[1]
+    cfg["tasks"][own]["lambda"] = {**cfg["tasks"][own]["probe"], "lr": 0.25, "seed": 3}
+    cfg["tasks"][inherits].pop("lambda", None)
+    cfg["analyses"]["mlm"].pop("seed", None)
+    built = [m for m, e in cfg["models"].items() if isinstance(e, dict)]
+    assert built and cfg["build_data"]
+    for block in [cfg["models"][m]["build"] for m in built] + list(cfg["build_data"].values()):
+        block.pop("seed", None)
+    probe = copy.deepcopy(cfg["tasks"][inherits]["probe"])
+    validate_config(cfg)
+    # the lambda stage's hparams: the probe's, overridden key by key; seed the top-level one unless given
+    assert cfg["tasks"][inherits]["lambda"] == {**probe, "seed": 7}
+    assert cfg["tasks"][own]["lambda"]["lr"] == 0.25 and cfg["tasks"][own]["lambda"]["seed"] == 3
+    assert cfg["analyses"]["mlm"]["seed"] == 7
+    assert all(cfg["models"][m]["build"]["seed"] == 7 for m in built)
+    assert all(block["seed"] == 7 for block in cfg["build_data"].values())
+    # a filled config validates (tasks.<t>.lambda is a complete hparams block) and fills to itself
+    again = copy.deepcopy(cfg)
+    assert validate_config(again) == cfg

@@ -104,11 +104,8 @@ def task_cfg(task):
 
 
 def lambda_hp(task):
-    """Lambda-stage hyperparameters: tasks.<t>.lambda, defaulting to the probe's."""
-    hp = dict(task_cfg(task)["probe"])
-    hp.update(task_cfg(task).get("lambda", {}))
-    hp.setdefault("seed", SEED)
-    return canon(hp)
+    """Lambda-stage hyperparameters: tasks.<t>.lambda (the probe's where it gives none, papa.checks.fill_derived_defaults)."""
+    return canon(task_cfg(task)["lambda"])
 
 
 def tokens(model, dataset, n, split):
@@ -188,9 +185,7 @@ def pattern_files():
 
 def mlm_hp():
     """Settings of the MLM analysis that its results depend on (not which models run it)."""
-    hp = {k: v for k, v in MLM.items() if k not in ("models", "dataset", "max_length")}
-    hp.setdefault("seed", SEED)
-    return canon(hp)
+    return canon({k: v for k, v in MLM.items() if k not in ("models", "dataset", "max_length")})
 
 
 def mlm_files():

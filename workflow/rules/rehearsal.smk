@@ -10,7 +10,7 @@ rule build_model:
         model=one_of(BUILT_MODELS),
     params:
         code=code("build_model.py"),  # the papa code the script reaches: a change reruns this rule
-        build=lambda wc: canon({"seed": SEED, **BUILT_MODELS[wc.model]}),
+        build=lambda wc: canon(BUILT_MODELS[wc.model]),  # seed: the top-level one unless given
     conda:
         CONDA_ENV
     log:
@@ -33,7 +33,7 @@ rule build_data:
         source=one_of(BUILD_DATA),
     params:
         code=code("build_data.py"),  # the papa code the script reaches: a change reruns this rule
-        build=lambda wc: canon({"seed": SEED, **BUILD_DATA[wc.source]}),
+        build=lambda wc: canon(BUILD_DATA[wc.source]),  # seed: the top-level one unless given
     conda:
         CONDA_ENV
     log:
