@@ -1,4 +1,4 @@
-# Helpers shared by the rules: config lookups and path builders. The vocabulary (constant kinds, the
+# Helpers shared by the rules: path builders (where each artifact lives) and config lookups. The vocabulary (constant kinds, the
 # constants spec, head orders, fraction_dynamic) is papa.spec's; the config checks are papa.checks'; the
 # defaults are the schema's (filled in by papa.checks.validate_config, below).
 import os
@@ -43,9 +43,56 @@ def one_of(keys):
     return "|".join(re.escape(k) for k in keys) or "(?!)"
 
 
+# ----------------------------------------------------------------------------- where each artifact lives
+# Each layout is written once, here; rules pass wildcards ("{model}") for the parts they match.
+
+
 def built_data_dir(key):
     """Folder of the files rule build_data writes for build_data.<key>."""
     return f"{R}/built/data/{key}"
+
+
+def built_model_dir(model):
+    """Folder of the model rule build_model writes for a ``models.<m>: {build: ...}`` entry."""
+    return f"{R}/built/models/{model}"
+
+
+def data_file(dataset, name):
+    """A file of a prepared dataset (rule prepare_data): ``<split>.parquet`` or ``meta.json``."""
+    return f"{R}/data/{dataset}/{name}"
+
+
+def tokens(model, dataset, n, split):
+    """A tokenized split (rule tokenize) of a dataset at N."""
+    return f"{R}/tokens/{model}/{dataset}/N{n}/{split}.parquet"
+
+
+def constants_path(model, dataset, n, kind):
+    """Constant matrices of one kind averaged on a dataset at N (rule average_attention)."""
+    return f"{R}/constants/{model}/{dataset}/N{n}/{kind}.safetensors"
+
+
+def lambda_dir(model, task, constants):
+    """Folder of the learned lambdas of a task with a constants spec (rule learn_lambda)."""
+    return f"{R}/lambda/{model}/{task}/{constants}"
+
+
+def probe_dir(model, task, constants, selection, fraction_dynamic):
+    """Folder of one probe run's per-seed files (``fraction_dynamic`` as a path segment, papa.spec.format_fraction)."""
+    return f"{R}/probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={fraction_dynamic}"
+
+
+def patterns_path(model, dataset, n):
+    """Matrix-pattern table of a model's matrices averaged on a dataset at N (rule patterns)."""
+    return f"{R}/patterns/{model}/{dataset}/N{n}.parquet"
+
+
+def mlm_dir(model, dataset, n):
+    """Folder of the masked-LM curve of a model on a dataset at N (rule mlm)."""
+    return f"{R}/mlm/{model}/{dataset}/N{n}"
+
+
+# ----------------------------------------------------------------------------- config lookups
 
 
 def canon(obj):
@@ -66,7 +113,7 @@ def model_path(model):
     """Where a model loads from: its config string (hub id, folder, alias), or for a model the
     workflow builds (``{build: ...}``, rule build_model) the folder that rule writes."""
     entry = config["models"][model]
-    return f"{R}/built/models/{model}" if isinstance(entry, dict) else entry
+    return built_model_dir(model) if isinstance(entry, dict) else entry
 
 
 def model_input(model):
@@ -108,10 +155,6 @@ def lambda_hp(task):
     return canon(task_cfg(task)["lambda"])
 
 
-def tokens(model, dataset, n, split):
-    return f"{R}/tokens/{model}/{dataset}/N{n}/{split}.parquet"
-
-
 def task_tokens(model, task, split):
     """The token file of a task's split: its dataset at its max_length."""
     return tokens(model, task_cfg(task)["dataset"], task_cfg(task)["max_length"], split)
@@ -122,16 +165,11 @@ def constants_file(model, task, constants):
     averaged on the spec's corpus, else on the task's own dataset, at the task's N."""
     c = ConstantsSpec.parse(constants)
     corpus = c.corpus_or(task_cfg(task)["dataset"])
-    return f"{R}/constants/{model}/{corpus}/N{task_cfg(task)['max_length']}/{c.kind}.safetensors"
+    return constants_path(model, corpus, task_cfg(task)["max_length"], c.kind)
 
 
 def lambda_file(model, task, constants):
-    return f"{R}/lambda/{model}/{task}/{constants}/lambdas.parquet"
-
-
-def probe_dir(model, task, constants, selection, fraction_dynamic):
-    """Folder of one probe run's per-seed files (``fraction_dynamic`` as a path segment, papa.spec.format_fraction)."""
-    return f"{R}/probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={fraction_dynamic}"
+    return lambda_dir(model, task, constants) + "/lambdas.parquet"
 
 
 def probe_outputs(model, task, constants, selection, fraction_dynamic):
@@ -179,7 +217,7 @@ def pattern_files():
     """Matrix-pattern tables (paper Sec. 5.1) for every task's own averaging corpus."""
     if not ANALYSES["patterns"]:
         return []
-    return sorted({f"{R}/patterns/{m}/{task_cfg(t)['dataset']}/N{task_cfg(t)['max_length']}.parquet"
+    return sorted({patterns_path(m, task_cfg(t)["dataset"], task_cfg(t)["max_length"])
                    for m in config["models"] for t in model_tasks(m)})
 
 
@@ -191,7 +229,7 @@ def mlm_hp():
 def mlm_files():
     if not MLM.get("models"):
         return []
-    return [f"{R}/mlm/{m}/{MLM['dataset']}/N{MLM['max_length']}/scores.parquet" for m in MLM["models"]]
+    return [mlm_dir(m, MLM["dataset"], MLM["max_length"]) + "/scores.parquet" for m in MLM["models"]]
 
 
 def constant_kinds_rows():

@@ -3,9 +3,9 @@ rule prepare_data:
     input:
         lambda wc: dataset_input(wc.dataset),  # local files (or the built folder): an edit reruns this
     output:
-        train=f"{R}/data/{{dataset}}/train.parquet",
-        validation=f"{R}/data/{{dataset}}/validation.parquet",
-        meta=f"{R}/data/{{dataset}}/meta.json",
+        train=data_file("{dataset}", "train.parquet"),
+        validation=data_file("{dataset}", "validation.parquet"),
+        meta=data_file("{dataset}", "meta.json"),
     params:
         code=code("prepare_data.py"),  # the papa code the script reaches: a change reruns this rule
         spec=lambda wc: dataset_spec(wc.dataset),
@@ -27,11 +27,11 @@ rule prepare_data:
 rule tokenize:
     """Tokenize one split in the PAPA layout (final separator at N-1)."""
     input:
-        meta=f"{R}/data/{{dataset}}/meta.json",
-        split=f"{R}/data/{{dataset}}/{{split}}.parquet",
+        meta=data_file("{dataset}", "meta.json"),
+        split=data_file("{dataset}", "{split}.parquet"),
         model=lambda wc: model_input(wc.model),
     output:
-        f"{R}/tokens/{{model}}/{{dataset}}/N{{n}}/{{split}}.parquet",
+        tokens("{model}", "{dataset}", "{n}", "{split}"),
     params:
         code=code("tokenize.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),

@@ -4,7 +4,7 @@ rule average_attention:
         tokens=tokens("{model}", "{dataset}", "{n}", "train"),
         model=lambda wc: model_input(wc.model),
     output:
-        f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.safetensors",
+        constants_path("{model}", "{dataset}", "{n}", "{kind}"),
     params:
         code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
@@ -36,7 +36,7 @@ rule learn_lambda:
         model=lambda wc: model_input(wc.model),
     output:
         lambdas=lambda_file("{model}", "{task}", "{constants}"),
-        metrics=f"{R}/lambda/{{model}}/{{task}}/{{constants}}/metrics.parquet",
+        metrics=lambda_dir("{model}", "{task}", "{constants}") + "/metrics.parquet",
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
@@ -97,10 +97,10 @@ rule probe:
 rule patterns:
     """Per-head pattern statistics of raw and effective average attention (paper Sec. 5.1)."""
     input:
-        average=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/average.safetensors",
-        effective=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/effective.safetensors",
+        average=constants_path("{model}", "{dataset}", "{n}", "average"),
+        effective=constants_path("{model}", "{dataset}", "{n}", "effective"),
     output:
-        f"{R}/patterns/{{model}}/{{dataset}}/N{{n}}.parquet",
+        patterns_path("{model}", "{dataset}", "{n}"),
     params:
         code=code("patterns.py"),  # the papa code the script reaches: a change reruns this rule
         patterns=canon(ANALYSES["patterns"] or {}),
@@ -123,13 +123,13 @@ rule mlm:
     loss, then per fraction_dynamic a fresh probe trained on the patched frozen encoder (analyses.mlm.head probe, any
     encoder) or the checkpoint's frozen MLM head (head pretrained)."""
     input:
-        constants=f"{R}/constants/{{model}}/{{dataset}}/N{{n}}/average.safetensors",
+        constants=constants_path("{model}", "{dataset}", "{n}", spec.METHOD_CONSTANTS),
         train=tokens("{model}", "{dataset}", "{n}", "train"),
         validation=tokens("{model}", "{dataset}", "{n}", "validation"),
         model=lambda wc: model_input(wc.model),
     output:
-        scores=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/scores.parquet",
-        lambdas=f"{R}/mlm/{{model}}/{{dataset}}/N{{n}}/lambdas.parquet",
+        scores=mlm_dir("{model}", "{dataset}", "{n}") + "/scores.parquet",
+        lambdas=mlm_dir("{model}", "{dataset}", "{n}") + "/lambdas.parquet",
     params:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),

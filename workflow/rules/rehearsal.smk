@@ -5,7 +5,7 @@
 rule build_model:
     """A tiny randomly initialised model of one family with its tokenizer (papa.rehearsal.build_model)."""
     output:
-        directory(f"{R}/built/models/{{model}}"),
+        directory(built_model_dir("{model}")),
     wildcard_constraints:
         model=one_of(BUILT_MODELS),
     params:
