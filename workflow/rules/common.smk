@@ -53,12 +53,12 @@ def built_data_dir(key):
 
 
 def built_model_dir(model):
-    """Folder of the model rule build_model writes for a ``models.<m>: {build: ...}`` entry."""
+    """Folder of a model the workflow builds (``build`` entry under ``models``; rule build_model)."""
     return f"{R}/built/models/{model}"
 
 
 def data_file(dataset, name):
-    """A file of a prepared dataset (rule prepare_data): ``<split>.parquet`` or ``meta.json``."""
+    """A file of a prepared dataset (``<split>.parquet`` or ``meta.json``, rule prepare_data)."""
     return f"{R}/data/{dataset}/{name}"
 
 
@@ -72,9 +72,10 @@ def constants_path(model, dataset, n, kind):
     return f"{R}/constants/{model}/{dataset}/N{n}/{kind}.safetensors"
 
 
-def lambda_dir(model, task, constants):
-    """Folder of the learned lambdas of a task with a constants spec (rule learn_lambda)."""
-    return f"{R}/lambda/{model}/{task}/{constants}"
+def lambda_path(model, task, constants, name):
+    """A file (``lambdas.parquet``, ``metrics.parquet``) of the lambdas learned for a task with a constants
+    spec (rule learn_lambda)."""
+    return f"{R}/lambda/{model}/{task}/{constants}/{name}"
 
 
 def probe_dir(model, task, constants, selection, fraction_dynamic):
@@ -87,9 +88,10 @@ def patterns_path(model, dataset, n):
     return f"{R}/patterns/{model}/{dataset}/N{n}.parquet"
 
 
-def mlm_dir(model, dataset, n):
-    """Folder of the masked-LM curve of a model on a dataset at N (rule mlm)."""
-    return f"{R}/mlm/{model}/{dataset}/N{n}"
+def mlm_path(model, dataset, n, name):
+    """A file (``scores.parquet``, ``lambdas.parquet``) of the masked-LM curve of a model on a dataset at N
+    (rule mlm)."""
+    return f"{R}/mlm/{model}/{dataset}/N{n}/{name}"
 
 
 # ----------------------------------------------------------------------------- config lookups
@@ -169,7 +171,7 @@ def constants_file(model, task, constants):
 
 
 def lambda_file(model, task, constants):
-    return lambda_dir(model, task, constants) + "/lambdas.parquet"
+    return lambda_path(model, task, constants, "lambdas.parquet")
 
 
 def probe_outputs(model, task, constants, selection, fraction_dynamic):
@@ -229,7 +231,7 @@ def mlm_hp():
 def mlm_files():
     if not MLM.get("models"):
         return []
-    return [mlm_dir(m, MLM["dataset"], MLM["max_length"]) + "/scores.parquet" for m in MLM["models"]]
+    return [mlm_path(m, MLM["dataset"], MLM["max_length"], "scores.parquet") for m in MLM["models"]]
 
 
 def constant_kinds_rows():

@@ -36,7 +36,7 @@ rule learn_lambda:
         model=lambda wc: model_input(wc.model),
     output:
         lambdas=lambda_file("{model}", "{task}", "{constants}"),
-        metrics=lambda_dir("{model}", "{task}", "{constants}") + "/metrics.parquet",
+        metrics=lambda_path("{model}", "{task}", "{constants}", "metrics.parquet"),
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
@@ -128,8 +128,8 @@ rule mlm:
         validation=tokens("{model}", "{dataset}", "{n}", "validation"),
         model=lambda wc: model_input(wc.model),
     output:
-        scores=mlm_dir("{model}", "{dataset}", "{n}") + "/scores.parquet",
-        lambdas=mlm_dir("{model}", "{dataset}", "{n}") + "/lambdas.parquet",
+        scores=mlm_path("{model}", "{dataset}", "{n}", "scores.parquet"),
+        lambdas=mlm_path("{model}", "{dataset}", "{n}", "lambdas.parquet"),
     params:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
