@@ -16,7 +16,7 @@ import json
 import warnings
 from pathlib import Path
 
-from .data import KNOWN_TASKS, LABEL_SETS
+from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .spec import ALL_CONSTANT, METRICS, ORIGINAL, ConstantsSpec, is_all_constant, is_original
 
 #: The workflow's config schema (its ``default:``s are the one source of the config's defaults).
@@ -197,7 +197,7 @@ def _cross_references(config: dict) -> list[str]:
         if "build" in dc and dc["build"] not in build_data:
             errors.append(f"datasets.{d}.build = {dc['build']!r} is not a key of 'build_data' "
                           f"({', '.join(build_data)})")  # fmt: skip
-        if "build" in dc and (dc["source"] != "local" or {"train", "validation", "test"} & set(dc)):
+        if "build" in dc and (dc["source"] != "local" or set(LOCAL_FILE_KEYS) & set(dc)):
             errors.append(f"datasets.{d}: a built dataset is source: local without train/validation/test (the "
                           f"workflow fills in the paths of the files it builds)")  # fmt: skip
     return errors

@@ -62,7 +62,7 @@ The package, one concern per module:
 
 from .downloads import PinnedArchive, PinnedFile, default_cache_dir, fetch_pinned, sha256_file
 from .errors import DataIntegrityError, DataUnavailableError, TaskSpecError
-from .local import read_conll
+from .local import LOCAL_FILE_KEYS, read_conll
 from .registry import (
     ARCHIVES,
     DATASETS,
@@ -110,6 +110,7 @@ __all__ = [
     "HubSource",
     "KNOWN_TASKS",
     "LABEL_SETS",
+    "LOCAL_FILE_KEYS",
     "META_FILE",
     "META_VERSION",
     "NER_TAGS",

@@ -26,7 +26,8 @@ SPEC_KEYS = frozenset({
 
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "json", ".json": "json",
             ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # fmt: skip
-_LOCAL_SPLIT_KEYS = ("train", "validation", "test")
+#: The spec keys naming a local dataset's files, one per split (``validation``/``test``: held-out splits).
+LOCAL_FILE_KEYS = ("train", "validation", "test")
 
 
 def _file_format(spec: dict, path: Path) -> str:
@@ -255,7 +256,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         raise TaskSpecError(f'local task {name!r} needs "kind": "sequence" or "token" (got {spec.get("kind")!r})')
     if "train" not in spec or not spec["train"]:
         raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
-    files = {k: Path(spec[k]).expanduser() for k in _LOCAL_SPLIT_KEYS if spec.get(k)}
+    files = {k: Path(spec[k]).expanduser() for k in LOCAL_FILE_KEYS if spec.get(k)}
     for split, p in files.items():
         if not p.is_file():
             raise TaskSpecError(f"{split} file {str(p)!r} of local task {name!r} does not exist")

@@ -8,6 +8,7 @@ import sys
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
 from papa import checks, spec
 from papa.checks import validate_config
+from papa.data import LOCAL_FILE_KEYS
 from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
 from snakemake.logging import logger
 
@@ -145,7 +146,7 @@ def dataset_input(dataset):
         return [built_data_dir(entry["build"])]
     if entry["source"] != "local":
         return []
-    return [entry[split] for split in ("train", "validation", "test") if entry.get(split)]
+    return [entry[key] for key in LOCAL_FILE_KEYS if entry.get(key)]
 
 
 def task_cfg(task):
