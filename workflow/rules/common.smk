@@ -1,6 +1,6 @@
-# Helpers shared by the rules: path builders (where each artifact lives) and config lookups. The vocabulary (constant kinds, the
-# constants spec, head orders, fraction_dynamic) is papa.spec's; the config checks are papa.checks'; the
-# defaults are the schema's (filled in by papa.checks.validate_config, below).
+# Helpers shared by the rules: path builders (where each artifact lives) and config lookups. The
+# vocabulary (constant kinds, the constants spec, head orders, fraction_dynamic) is papa.spec's; the config
+# checks are papa.checks'; the defaults are the schema's (filled in by papa.checks.validate_config, below).
 import os
 import re
 import sys
