@@ -154,7 +154,8 @@ def task_cfg(task):
 
 
 def lambda_hp(task):
-    """Lambda-stage hyperparameters: tasks.<t>.lambda (the probe's where it gives none, papa.checks.fill_derived_defaults)."""
+    """Lambda-stage hyperparameters: tasks.<t>.lambda, complete after validation (the probe's where it gives
+    none, papa.checks.fill_derived_defaults)."""
     return canon(task_cfg(task)["lambda"])
 
 
