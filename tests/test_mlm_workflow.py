@@ -1,5 +1,5 @@
 """The MLM stage (Sec. 5.5) through the workflow, in its own repository copy: its own file so that
-pytest-xdist (`make test`, one file per worker) can run it beside test_workflow.py's smoke and chaos runs."""
+pytest-xdist (`make test`, one file per worker) runs it beside test_workflow.py's smoke and chaos runs."""
 
 import re
 
