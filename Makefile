@@ -1,8 +1,7 @@
 # `make run`: install into .venv and run the default workflow (real MiniLM, offline corpora).
 # `make test`: install into .venv, lint, and run the test suite (what .ci/run runs) in $(WORKERS) pytest-xdist
-# workers, one test file per worker, the four long files first, each on its own worker (the Slurm tests mostly
-# wait on the scheduler and the smoke-run tests on the one smoke run, so the whole-workflow files share the 2 cores
-# beside them); everything but the
+# workers, one test file per worker, the three long files first, each on its own worker (the Slurm tests mostly
+# wait on the scheduler, so the two whole-workflow files share the 2 cores beside them); everything but the
 # `rehearsal` tier, the 23-minute full rehearsal that `make rehearse` runs;
 # `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...).
@@ -10,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
-WORKERS ?= 4
+WORKERS ?= 3
 CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml

@@ -13,7 +13,7 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 #: The long test files (minutes each), started first so that pytest-xdist (`make test`: one file per worker) gives
 #: each its own worker instead of leaving one to start after the others.
-LONG_FILES = ("test_workflow.py", "test_rehearsal.py", "test_slurm.py", "test_mlm_workflow.py")
+LONG_FILES = ("test_workflow.py", "test_rehearsal.py", "test_slurm.py")
 
 
 def pytest_collection_modifyitems(config, items):
