@@ -65,8 +65,11 @@ VOLATILE_WORDS = {
     "device",
 }
 
-TOY_TIMEOUT_S = 300
-FAIL_TIMEOUT_S = 180
+# Generous: on CI's two cores these jobs queue behind three pytest workers' model runs (a one-line toy job
+# once took 4 min 40 s from submission to completion there, and the 300 s limit failed a CI run); a healthy
+# run takes about a minute, and a hung one still fails.
+TOY_TIMEOUT_S = 900
+FAIL_TIMEOUT_S = 480
 PIPELINE_TIMEOUT_S = int(os.environ.get("PAPA_SLURM_PIPELINE_TIMEOUT", "1800"))
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
