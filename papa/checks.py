@@ -190,7 +190,11 @@ def _cross_references(config: dict) -> list[str]:
             errors.append(f"model_tasks entry {m!r} is not a key of 'models'")
         errors += [f"model_tasks.{m} entry {t!r} is not a key of 'tasks'" for t in ts if t not in tasks]
     for c in config.get("sweep", {}).get("constants") or []:
-        corpus = ConstantsSpec.parse(c).corpus
+        try:
+            corpus = ConstantsSpec.parse(c).corpus
+        except ValueError as e:  # e.g. a data-free kind with a corpus (the schema's pattern admits it)
+            errors.append(f"sweep.constants entry {c!r}: {e}")
+            continue
         if corpus is not None and corpus not in datasets:
             errors.append(f"sweep.constants entry {c!r} names a corpus that is not a key of 'datasets'")
     for d, dc in datasets.items():
