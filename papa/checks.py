@@ -2,8 +2,8 @@
 
 The workflow runs `check_config` when it parses the config, so a mistake that would
 otherwise surface hours later inside a job (a metric that does not fit the task kind, a
-sequence length beyond the model's positions, an unknown package dataset, duplicate
-seeds) fails before any job starts, naming the config key and what to change.
+sequence length beyond the model's positions, an unknown package dataset, a seed or
+task listed twice) fails before any job starts, naming the config key and what to change.
 `migrate_config` renames the deprecated keys a config may still use before anything reads it.
 `validate_config` (`load_config` for a file) does all of it in the workflow's order: rename,
 validate against the schema filling in its defaults, fill in the derived defaults, cross-check;
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
-from .spec import ALL_CONSTANT, METRICS, ORIGINAL, ConstantsSpec, is_all_constant, is_original
+from .spec import ALL_CONSTANT, DATA_KINDS, METRICS, ORIGINAL, ConstantsSpec, is_all_constant, is_original
 
 #: The workflow's config schema (its ``default:``s are the one source of the config's defaults).
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
@@ -189,14 +190,14 @@ def _cross_references(config: dict) -> list[str]:
         if m not in models:
             errors.append(f"model_tasks entry {m!r} is not a key of 'models'")
         errors += [f"model_tasks.{m} entry {t!r} is not a key of 'tasks'" for t in ts if t not in tasks]
-    for c in config.get("sweep", {}).get("constants") or []:
-        try:
-            corpus = ConstantsSpec.parse(c).corpus
-        except ValueError as e:  # e.g. a data-free kind with a corpus (the schema's pattern admits it)
-            errors.append(f"sweep.constants entry {c!r}: {e}")
-            continue
-        if corpus is not None and corpus not in datasets:
-            errors.append(f"sweep.constants entry {c!r} names a corpus that is not a key of 'datasets'")
+    for text in config.get("sweep", {}).get("constants") or []:
+        c = ConstantsSpec.parse(text)
+        if c.corpus is not None and c.data_free:  # the same matrices as the bare kind under a second label
+            errors.append(f"sweep.constants entry {text!r}: {c.kind!r} matrices need no data, so '@{c.corpus}' "
+                          f"changes nothing; write {str(ConstantsSpec(c.kind, c.trained))!r} (only "
+                          f"{' and '.join(DATA_KINDS)} matrices are averaged on a corpus)")  # fmt: skip
+        elif c.corpus is not None and c.corpus not in datasets:
+            errors.append(f"sweep.constants entry {text!r} names a corpus that is not a key of 'datasets'")
     for d, dc in datasets.items():
         if "build" in dc and dc["build"] not in build_data:
             errors.append(f"datasets.{d}.build = {dc['build']!r} is not a key of 'build_data' "
@@ -205,6 +206,27 @@ def _cross_references(config: dict) -> list[str]:
             errors.append(f"datasets.{d}: a built dataset is source: local without train/validation/test (the "
                           f"workflow fills in the paths of the files it builds)")  # fmt: skip
     return errors
+
+
+def _lists(config: dict):
+    """(key, values) of every list in the config whose entries name one run, task, metric, ... each: a repeated
+    entry is a typo or a paste (it would name the same files twice, or be silently dropped)."""
+    sweep, analyses = config.get("sweep", {}), config.get("analyses") or {}
+    for key in ("seeds", "fraction_dynamic", "constants", "selections"):
+        yield f"sweep.{key}", sweep.get(key) or []
+    for key in ("tasks", "constant_kinds", "cross_corpus", "head_orders"):
+        yield f"analyses.{key}", analyses.get(key) or []
+    yield "analyses.mlm.models", (analyses.get("mlm") or {}).get("models") or []
+    for t, tc in config.get("tasks", {}).items():
+        yield f"tasks.{t}.metrics", tc.get("metrics") or []
+    for m, ts in (config.get("model_tasks") or {}).items():
+        yield f"model_tasks.{m}", ts or []
+
+
+def _repeated(values: list) -> list[str]:
+    """The entries of ``values`` given more than once (numbers by value: 1 and 1.0 are one)."""
+    counts = Counter(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values)
+    return [f"{v:g}" if isinstance(v, float) else repr(v) for v, n in counts.items() if n > 1]
 
 
 def model_tasks(config: dict, model: str) -> list[str]:
@@ -224,11 +246,10 @@ def check_config(config: dict) -> None:
                           f"{', '.join(KNOWN_TASKS[source])} (or source: local with your own files)")  # fmt: skip
     errors += _cross_references(config)
     sweep = config.get("sweep", {})
-    for key in ("seeds", "fraction_dynamic"):
-        values = [float(v) for v in sweep.get(key, [])]
-        dup = sorted({v for v in values if values.count(v) > 1})
+    for key, values in _lists(config):
+        dup = _repeated(values)
         if dup:
-            errors.append(f"sweep.{key} lists {', '.join(f'{v:g}' for v in dup)} more than once; list each once")
+            errors.append(f"{key} lists {', '.join(dup)} more than once; list each once")
     fractions = [float(v) for v in sweep.get("fraction_dynamic", [])]
     ends = [
         (ORIGINAL, "the original model, the baseline of relative_drop", is_original),

@@ -46,8 +46,8 @@ class ConstantsSpec:
     Attributes:
         kind: one of `CONSTANT_KINDS` (the matrices' file is ``<kind>.safetensors``).
         trained: the matrices train with the probe (``_trained``; only `TRAINABLE` kinds).
-        corpus: the dataset the matrices are averaged on; None = the task's own dataset (only
-            `DATA_KINDS` take one: data-free matrices are the same on every corpus).
+        corpus: the dataset the matrices are averaged on; None = the task's own dataset (a
+            data-free kind's matrices are the same on every corpus: the workflow's config check refuses one).
     """
 
     kind: str
@@ -61,13 +61,6 @@ class ConstantsSpec:
             raise ValueError(f"{self.kind!r} matrices cannot be trained; trainable kinds: {', '.join(TRAINABLE)}")
         if self.corpus is not None and not re.fullmatch(NAME_PATTERN, self.corpus):
             raise ValueError(f"Corpus name {self.corpus!r} is not a dataset name ({NAME_PATTERN})")
-        if self.corpus is not None and self.kind in DATA_FREE:
-            # the same matrices on any corpus: a second label for the same run, and a corpus tokenized for nothing
-            bare = str(ConstantsSpec(self.kind, self.trained))
-            raise ValueError(
-                f"{self.kind!r} matrices need no data, so '@{self.corpus}' changes nothing; write {bare!r} "
-                f"(only {' and '.join(DATA_KINDS)} matrices are averaged on a corpus)"
-            )
 
     @classmethod
     def parse(cls, text: str | ConstantsSpec) -> ConstantsSpec:

@@ -64,6 +64,55 @@ def test_check_config_names_every_problem():
     assert "sweep.seeds lists 0 more than once" in msg
 
 
+def test_check_config_refuses_an_entry_listed_twice_in_any_list():
+    """A repeated entry is a typo or a paste; in seeds it names the same file twice, elsewhere it was dropped
+    silently. Every list of the config that names runs, tasks, metrics or models refuses one, naming the key."""
+    from papa.checks import ConfigError, check_config
+
+    lists = {
+        ("sweep", "seeds"): ([0, 1], 1),
+        ("sweep", "fraction_dynamic"): ([1, 0.5, 0], 0.5),
+        ("sweep", "constants"): (["average", "identity"], "identity"),
+        ("sweep", "selections"): (["lambda", "random"], "random"),
+        ("analyses", "tasks"): (["rt_sentiment"], "rt_sentiment"),
+        ("analyses", "constant_kinds"): (["average", "zeros"], "zeros"),
+        ("analyses", "head_orders"): (["random"], "random"),
+        ("tasks", "rt_sentiment", "metrics"): (["accuracy", "f1"], "f1"),
+        ("model_tasks", "minilm"): (["rt_sentiment", "wsj_pos"], "wsj_pos"),
+    }
+    for path, (values, again) in lists.items():
+        cfg = _config()
+        cfg.setdefault("model_tasks", {})
+        *parents, key = path
+        node = cfg
+        for p in parents:
+            node = node[p]
+        node[key] = values
+        check_config(cfg)  # each once: fine
+        node[key] = values + [again]
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg)
+        shown = repr(again) if isinstance(again, str) else f"{again:g}"
+        assert f"{'.'.join(path)} lists {shown} more than once; list each once" in str(e.value), path
+    cfg = _config()
+    cfg["sweep"]["fraction_dynamic"] = [1, 0.5, 1.0, 0]  # the same number written twice
+    with pytest.raises(ConfigError, match="sweep.fraction_dynamic lists 1 more than once"):
+        check_config(cfg)
+
+
+def test_sweep_lists_are_not_empty():
+    """An empty sweep.constants or sweep.selections would leave the summary table and Fig. 3 empty."""
+    from snakemake.exceptions import WorkflowError
+
+    from papa.checks import validate_config
+
+    for key in ("constants", "selections"):
+        cfg = _config()
+        cfg["sweep"][key] = []
+        with pytest.raises(WorkflowError, match="should be non-empty"):
+            validate_config(cfg)
+
+
 def test_check_config_fails_early_where_the_last_stage_would():
     """What plot/models_compared needs (fractions 1 and 0, a task every probed model runs) is checked before any
     job, not after the GPU hours."""

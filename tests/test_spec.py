@@ -35,15 +35,8 @@ def _validated(cfg):
 # ----------------------------------------------------------------------------- the constants spec
 
 
-@pytest.mark.parametrize(
-    "kind, corpus",
-    [
-        (kind, corpus)
-        for kind in spec.SPEC_KINDS
-        for corpus in (None, "wiki", "my-corpus.v2")
-        if corpus is None or not spec.is_data_free(kind)  # data-free kinds take no corpus (test below)
-    ],
-)
+@pytest.mark.parametrize("kind", spec.SPEC_KINDS)
+@pytest.mark.parametrize("corpus", [None, "wiki", "my-corpus.v2"])
 def test_constants_spec_round_trips(kind, corpus):
     text = kind + (f"@{corpus}" if corpus else "")
     c = ConstantsSpec.parse(text)
@@ -73,18 +66,6 @@ def test_constants_spec_rejects_bad_specs_clearly(text, needle):
     with pytest.raises(ValueError, match=r"choose|kind\[_trained\]") as e:
         ConstantsSpec.parse(text)
     assert needle in str(e.value) and "average_trained" in str(e.value)  # names what is allowed
-
-
-@pytest.mark.parametrize("kind", [k for k in spec.SPEC_KINDS if spec.is_data_free(k)])
-def test_data_free_kinds_take_no_corpus(kind):
-    """``uniform@wiki`` would be the same matrices as ``uniform`` under a second label (and tokenize wiki
-    for nothing): refused, saying what to write instead."""
-    with pytest.raises(ValueError, match="need no data") as e:
-        ConstantsSpec.parse(f"{kind}@wiki")
-    assert f"write {kind!r}" in str(e.value)
-    with pytest.raises(ValueError, match="need no data"):
-        ConstantsSpec(kind.removesuffix(spec.TRAINED_SUFFIX), kind.endswith(spec.TRAINED_SUFFIX), "wiki")
-    assert not spec.is_data_free("average@wiki") and not spec.is_data_free("effective@wiki")
 
 
 def test_constants_spec_constructor_checks_kinds():
@@ -327,14 +308,16 @@ def test_check_config_catches_cross_references():
     from papa.checks import ConfigError, check_config
 
     cfg = _validated(_config())
-    cfg["sweep"]["constants"] = ["average@nowhere", "uniform@wiki"]
+    cfg["sweep"]["constants"] = ["average@nowhere", "uniform@wiki", "toeplitz_trained@wiki"]
     cfg["tasks"]["rt_sentiment"]["dataset"] = "sst9"
     cfg["analyses"]["tasks"] = ["nope"]
     with pytest.raises(ConfigError) as e:
         check_config(cfg)
     msg = str(e.value)
     assert "sweep.constants entry 'average@nowhere' names a corpus that is not a key of 'datasets'" in msg
-    assert "sweep.constants entry 'uniform@wiki': 'uniform' matrices need no data" in msg  # collected, not raised
+    # uniform@wiki would be uniform's matrices under a second label (and tokenize wiki for nothing)
+    assert "sweep.constants entry 'uniform@wiki': 'uniform' matrices need no data" in msg and "write 'uniform'" in msg
+    assert "write 'toeplitz_trained'" in msg
     assert "tasks.rt_sentiment.dataset = 'sst9' is not a key of 'datasets'" in msg
     assert "analyses.tasks entry 'nope' is not a key of 'tasks'" in msg
 
