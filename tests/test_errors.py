@@ -77,12 +77,15 @@ def test_check_config_refuses_an_entry_listed_twice_in_any_list():
         ("analyses", "tasks"): (["rt_sentiment"], "rt_sentiment"),
         ("analyses", "constant_kinds"): (["average", "zeros"], "zeros"),
         ("analyses", "head_orders"): (["random"], "random"),
+        ("analyses", "cross_corpus"): (["wsj_pos"], "wsj_pos"),
+        ("analyses", "mlm", "models"): (["minilm"], "minilm"),
         ("tasks", "rt_sentiment", "metrics"): (["accuracy", "f1"], "f1"),
         ("model_tasks", "minilm"): (["rt_sentiment", "wsj_pos"], "wsj_pos"),
     }
     for path, (values, again) in lists.items():
         cfg = _config()
         cfg.setdefault("model_tasks", {})
+        cfg["analyses"]["mlm"] = {"dataset": "rt_sentiment"}
         *parents, key = path
         node = cfg
         for p in parents:
