@@ -25,7 +25,7 @@ from papa.mlm import (
 from papa.models import resolve_model_path
 from papa.probe import TrainConfig
 
-from .conftest import tiny_model
+from .conftest import TINY, tiny_model
 
 MASK, SPECIAL = 3, {1, 2}  # the tiny vocabulary's mask token and [CLS]/[SEP]
 
@@ -200,15 +200,7 @@ def electra_job(tmp_path_factory):
     tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     torch.manual_seed(0)
     tf.ElectraForPreTraining(
-        tf.ElectraConfig(
-            vocab_size=tok.vocab_size,
-            embedding_size=16,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=64,
-        )
+        tf.ElectraConfig(**{**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}, embedding_size=16)
     ).save_pretrained(d / "model")
     tok.save_pretrained(d / "model")
     texts = [

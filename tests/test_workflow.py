@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from .conftest import TINY
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
@@ -275,14 +277,7 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
 
     repo = smoke[0]
     tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-    sizes = dict(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    sizes = {**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}
     tf.set_seed(0)
     for name, model in (
         ("tinymlm", tf.BertForMaskedLM(tf.BertConfig(**sizes))),
