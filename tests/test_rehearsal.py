@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -387,8 +388,10 @@ def test_rehearsal_sample_runs_every_rule_family_and_task_kind(tmp_path):
     orders = probe[probe.task.isin(an["tasks"])]
     assert set(orders.selection) == set(an["head_orders"])
     assert set(orders.constants) >= set(an["constant_kinds"]) | {f"average@{c}" for c in an["cross_corpus"]}
-    mlm = pd.read_parquet(res / "mlm.parquet")
+    mlm = pd.read_parquet(res / "mlm.parquet")  # ELECTRA: an MLM-only model (model_tasks: []), the trained probe
     assert set(mlm.model) == {"electra"} and set(mlm["head"]) == {"probe"}
+    assert mlm.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and np.isfinite(mlm.neg_log_ppl).all()
+    assert mlm["drop"].iloc[0] == 0 and (mlm.perplexity > 1).all()
     for table in ("summary", "lambdas", "constant_kinds", "patterns"):
         assert len(pd.read_parquet(res / f"{table}.parquet")), table
     plots = {p.name for p in (repo / cfg["results"] / "plots").glob("*.png")}

@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
 SMOKE = "config/smoke.yaml"
+#: the per-(model, task) output folders of the stages after prepare_data (results/<stage>/<model>/<task>/...)
+STAGE_DIRS = ("tokens", "constants", "lambda", "probe", "patterns")
 
 # Snakemake's Slurm executor plugin (a project dependency) runs `scontrol show config`, with a 10 s timeout, every
 # time Snakemake starts; with Slurm installed but no controller up (CI before and after test_slurm.py's cluster) each
@@ -267,10 +269,11 @@ def test_killed_job_leaves_no_finished_output(smoke):
 
 
 def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
-    """Sec. 5.5 through the workflow: a tiny random BertForMaskedLM and a tiny ELECTRA discriminator
-    saved as local folders (with MiniLM's tokenizer), MLM-only models (model_tasks: []), go through
-    averaging, MLM lambdas and the per-fraction curve with the paper's trained probe; then the BERT
-    one with its frozen pretrained head."""
+    """Sec. 5.5 through the workflow: a tiny random BertForMaskedLM saved as a local folder (with MiniLM's
+    tokenizer), an MLM-only model (model_tasks: []), goes through averaging, MLM lambdas and the
+    per-fraction curve with the paper's trained probe, then with its frozen pretrained head. (An ELECTRA
+    discriminator, which has no pretrained MLM head, goes through the same stages with the trained probe in
+    test_rehearsal.py's sample.)"""
     import transformers as tf
 
     from papa.models import resolve_model_path
@@ -279,14 +282,10 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
     tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     sizes = {**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}
     tf.set_seed(0)
-    for name, model in (
-        ("tinymlm", tf.BertForMaskedLM(tf.BertConfig(**sizes))),
-        ("tinyelectra", tf.ElectraForPreTraining(tf.ElectraConfig(**sizes, embedding_size=16))),
-    ):
-        model.save_pretrained(repo / name)
-        tok.save_pretrained(repo / name)
+    tf.BertForMaskedLM(tf.BertConfig(**sizes)).save_pretrained(repo / "tinymlm")
+    tok.save_pretrained(repo / "tinymlm")
 
-    def edit(c, head="probe", models=("tinymlm", "tinyelectra")):
+    def edit(c, head="probe", models=("tinymlm",)):
         c["results"] = "results-mlm"
         c["models"].update({m: str(repo / m) for m in models})
         c["model_tasks"] = {m: [] for m in models}
@@ -305,18 +304,18 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
     cfg = write_config(repo, "mlm.yaml", edit)
     # MLM-only models: no probe, lambda or patterns job of the task sweep
     planned = smk(repo, "-n", "--configfile", cfg).stdout
-    assert "mlm/tinyelectra" in planned and not re.search(r"(probe|lambda|patterns)/tiny", planned)
+    assert "mlm/tinymlm" in planned and not re.search(r"(probe|lambda|patterns)/tiny", planned)
     smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg)
     table = pd.read_parquet(repo / "results-mlm/tables/mlm.parquet")
-    assert table.model.tolist() == ["tinyelectra"] * 3 + ["tinymlm"] * 3 and set(table["head"]) == {"probe"}
-    assert table.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] * 2 and table.n_dynamic.tolist() == [8, 4, 0] * 2
+    assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"probe"}
+    assert table.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and table.n_dynamic.tolist() == [8, 4, 0]
     assert table.n_eval.eq(24).all() and np.isfinite(table.neg_log_ppl).all()
     assert table.groupby("model")["drop"].first().eq(0).all() and (table.perplexity > 1).all()
     assert (repo / "results-mlm/plots/mlm.png").stat().st_size > 1000
-    lam = pd.read_parquet(repo / "results-mlm/mlm/tinyelectra/wiki/N32/lambdas.parquet")
+    lam = pd.read_parquet(repo / "results-mlm/mlm/tinymlm/wiki/N32/lambdas.parquet")
     assert sorted(lam["rank"]) == list(range(8))
     # the frozen pretrained head (BERT only: ELECTRA's discriminator has none) reruns that job and the table
-    cfg2 = write_config(repo, "mlm2.yaml", lambda c: edit(c, "pretrained", ("tinymlm",)))
+    cfg2 = write_config(repo, "mlm2.yaml", lambda c: edit(c, "pretrained"))
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
     smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg2)
@@ -325,23 +324,35 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
     assert np.isfinite(table.neg_log_ppl).all() and "train_loss" not in table
     # an MLM setting is part of the job: changing it reruns the MLM job and the table only
     cfg3 = write_config(
-        repo, "mlm3.yaml", lambda c: (edit(c, "pretrained", ("tinymlm",)), c["analyses"]["mlm"].update(mask_prob=0.2))
+        repo, "mlm3.yaml", lambda c: (edit(c, "pretrained"), c["analyses"]["mlm"].update(mask_prob=0.2))
     )
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg3).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
 
 
-def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
+def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
     resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
-    Each kill lands a random 0-2 s after the run's first or second finished job (not at a wall-clock
-    time, which a loaded machine would turn into a different test): every run makes progress and the
-    27-job workflow outlasts the five kills, each of which must stop its run."""
+    It starts from the clean run with one task's results lost (every rt_sentiment output from its prepared
+    data on, the tables and the figures: 16 jobs, every rule among them; the whole workflow from scratch
+    would spend CI's time on the jobs of the other task too). Each kill lands a random 0-2 s after the
+    run's first or second finished job (not at a wall-clock time, which a loaded machine would turn into a
+    different test): every run makes progress and the 16 jobs outlast the four kills (at most ~3 jobs
+    finish per run), each of which must stop its run."""
     import random
 
-    repo = copy_repo(tmp_path / "repo")
+    done = smoke_once[0]  # the session's clean run, never edited (the module's `smoke` copy is)
+    repo = tmp_path / "repo"
+    shutil.copytree(done, repo, symlinks=True)  # file times kept: the other task stays up to date
+    res = repo / "results-smoke"
+    lost = [res / d / "rt_sentiment" for d in ("data", *(f"{s}/minilm" for s in STAGE_DIRS))]
+    for path in [*lost, res / "tables", res / "plots"]:
+        assert path.exists(), path
+        shutil.rmtree(path)
+    planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
+    assert sum(planned.values()) - planned.pop("all") == 16 and planned["prepare_data"] == 1, planned
     rng = random.Random(13)
-    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
+    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT]
     killed = 0
     for i, sig in enumerate(kills):
         log = tmp_path / f"run{i}.log"
@@ -367,7 +378,7 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke, tmp_path):
             smk(repo, "--unlock", "--configfile", SMOKE)
     assert killed == len(kills), f"the workflow finished after {killed} of {len(kills)} kills"
     smk(repo, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
-    clean = smoke[3]
+    clean = done / "results-smoke" / "tables"
     for table in sorted(clean.glob("*.parquet")):
         pd.testing.assert_frame_equal(
             pd.read_parquet(repo / "results-smoke" / "tables" / table.name),
