@@ -92,17 +92,17 @@ def write_config(repo: Path, name: str, edit) -> str:
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory, smoke_once):
-    """A copy, for this module's tests to edit, of the session's one smoke run (conftest's `smoke_once`,
-    which test_slurm.py compares a Slurm run with): results, Snakemake's metadata and file times included."""
+    """``(repo, seconds)``: a copy, for this module's tests to edit, of the session's one smoke run (conftest's
+    `smoke_once`, which the chaos test and test_slurm.py copy too): results, Snakemake's metadata and file times
+    included; and the run's seconds."""
     done, info = smoke_once
     repo = tmp_path_factory.mktemp("smoke") / "repo"
     shutil.copytree(done, repo, symlinks=True)  # copy2: file times kept, so the copy is up to date
-    clean = done / "results-smoke" / "tables"  # the clean run's tables, before any test edits
-    return repo, info["seconds"], info, clean
+    return repo, info["seconds"]
 
 
 def test_smoke_run_writes_the_tables(smoke):
-    repo, seconds = smoke[:2]
+    repo, seconds = smoke
     res = repo / "results-smoke"
     probe = pd.read_parquet(res / "tables/probe.parquet")
     assert {
