@@ -25,8 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
 SMOKE = "config/smoke.yaml"
-#: the per-(model, task) output folders of the stages after prepare_data (results/<stage>/<model>/<task>/...)
-STAGE_DIRS = ("tokens", "constants", "lambda", "probe", "patterns")
 
 # Snakemake's Slurm executor plugin (a project dependency) runs `scontrol show config`, with a 10 s timeout, every
 # time Snakemake starts; with Slurm installed but no controller up (CI before and after test_slurm.py's cluster) each
@@ -59,6 +57,21 @@ def copy_repo(dst: Path) -> Path:
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / rel)
     return dst
+
+
+def copy_without_task(done: Path, dst: Path, task: str, *, data: bool, results: str = "results-smoke") -> list[Path]:
+    """Copy the finished run in ``done`` to ``dst`` (file times and Snakemake's metadata kept, so the rest stays up
+    to date) and delete ``task``'s outputs (its prepared data too if ``data``; tokens, constants, lambdas, probes
+    and patterns of the smoke config's one model) with the tables and figures: the next run redoes that task's jobs
+    and nothing else. Returns the deleted task folders, relative to the results folder."""
+    shutil.copytree(done, dst, symlinks=True)
+    res = dst / results
+    lost = [Path("data", task)] if data else []
+    lost += [Path(stage, "minilm", task) for stage in ("tokens", "constants", "lambda", "probe", "patterns")]
+    for rel in [*lost, Path("tables"), Path("plots")]:
+        assert (res / rel).exists(), res / rel
+        shutil.rmtree(res / rel)
+    return lost
 
 
 def smk(cwd, *args, check=True, timeout=900):
@@ -343,12 +356,7 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
 
     done = smoke_once[0]  # the session's clean run, never edited (the module's `smoke` copy is)
     repo = tmp_path / "repo"
-    shutil.copytree(done, repo, symlinks=True)  # file times kept: the other task stays up to date
-    res = repo / "results-smoke"
-    lost = [res / d / "rt_sentiment" for d in ("data", *(f"{s}/minilm" for s in STAGE_DIRS))]
-    for path in [*lost, res / "tables", res / "plots"]:
-        assert path.exists(), path
-        shutil.rmtree(path)
+    copy_without_task(done, repo, "rt_sentiment", data=True)
     planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
     assert sum(planned.values()) - planned.pop("all") == 16 and planned["prepare_data"] == 1, planned
     rng = random.Random(13)
