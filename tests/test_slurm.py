@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_workflow import copy_without_task, ctrl_c_works
+from tests.test_workflow import copy_repo, copy_without_task, ctrl_c_works
 
 pytestmark = pytest.mark.slurm
 
@@ -204,41 +204,6 @@ def copy_toy(dst: Path) -> Path:
     dst.mkdir(parents=True)
     shutil.copy(TOY_SNAKEFILE, dst / "Snakefile")
     shutil.copytree(PROFILE_DIR, dst / "slurm")
-    return dst
-
-
-def copy_repo(dst: Path) -> Path:
-    """Copy the repository's tracked and untracked-but-not-ignored files."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=REPO,
-            capture_output=True,
-            check=True,
-        ).stdout.decode()
-        files = [f for f in listed.split("\0") if f]
-    except (OSError, subprocess.CalledProcessError):
-        files = None
-    if files is None:
-        shutil.copytree(
-            REPO,
-            dst,
-            symlinks=True,
-            ignore=shutil.ignore_patterns(
-                ".git", ".venv", ".snakemake", "results", "logs", "__pycache__", ".pytest_cache"
-            ),
-        )
-        return dst
-    for rel in files:
-        src = REPO / rel
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the working tree
-        target = dst / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            target.symlink_to(os.readlink(src))
-        elif src.is_file():
-            shutil.copy2(src, target)
     return dst
 
 

@@ -43,19 +43,26 @@ def ctrl_c_works():
 
 
 def copy_repo(dst: Path) -> Path:
-    """The files git would ship (tracked + untracked, not ignored)."""
-    out = (
-        subprocess.run(
+    """The files git would ship (tracked + untracked, not ignored; links kept as links); without git, the tree
+    minus what git ignores here (.git, the virtual environment, results, caches)."""
+    try:
+        listed = subprocess.run(
             ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        ignore = shutil.ignore_patterns(
+            ".git", ".venv", ".snakemake", "results*", "logs", "__pycache__", ".pytest_cache"
         )
-        .stdout.decode()
-        .split("\0")
-    )
-    for rel in filter(None, out):
-        src = ROOT / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
+        shutil.copytree(ROOT, dst, symlinks=True, ignore=ignore)
+        return dst
+    for rel in filter(None, listed.split("\0")):
+        src, target = ROOT / rel, dst / rel
+        if src.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(os.readlink(src))
+        elif src.is_file():  # else deleted in the working tree
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
     return dst
 
 
