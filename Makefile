@@ -14,8 +14,12 @@ CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 
-# results_of(config): its top-level `results:` value (quotes and comments stripped), or the schema's default
-results_of = $(or $(shell sed -n 's/^results:[[:space:]]*["'\'']\{0,1\}\([^"'\''#[:space:]]*\).*/\1/p' $(1)),results)
+# results_of(config): its top-level `results:` value (a trailing comment and quotes stripped), or the schema's
+# default; results_path(config): that value quoted for the shell, after checking it is one plain path (papa.checks
+# refuses whitespace in it: make would split it and remove, or report into, another folder)
+results_of = $(or $(shell sed -n 's/^results:[[:space:]]*//p' $(1) | sed 's/[[:space:]]#.*//; s/[[:space:]]*$$//; s/^["'\'']\(.*\)["'\'']$$/\1/'),results)
+results_path = $(if $(filter-out 1,$(words $(call results_of,$(1)))),$(error $(1): results: '$(call results_of,$(1))' \
+  contains whitespace, which papa refuses (make would split it into several folders): give one plain path),'$(call results_of,$(1))')
 
 .PHONY: install run test lint check rehearse report bench clean
 
@@ -31,7 +35,7 @@ run: install
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 report: install
-	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_of,$(CONFIG))/report.html
+	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html
 
 test: lint
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not rehearsal"
@@ -52,4 +56,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(foreach c,$(CLEAN_CONFIGS),$(call results_of,$(c))) .snakemake
+	rm -rf -- $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c))) .snakemake

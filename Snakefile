@@ -20,7 +20,8 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        rules.aggregate.output,
-        rules.plot.output,
+        # no probe run (every model has model_tasks: []): the MLM analysis only, no tables or figures of probes
+        rules.aggregate.output if runs() else [],
+        rules.plot.output if runs() else [],
         rules.mlm_table.output if mlm_files() else [],
     default_target: True

@@ -18,7 +18,18 @@ from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
-from .spec import ALL_CONSTANT, DATA_KINDS, METRICS, ORIGINAL, ConstantsSpec, is_all_constant, is_original
+from .spec import (
+    ALL_CONSTANT,
+    DATA_KINDS,
+    METHOD_CONSTANTS,
+    METRICS,
+    ORIGINAL,
+    ConstantsSpec,
+    format_fraction,
+    is_all_constant,
+    is_original,
+    is_partial,
+)
 
 #: The workflow's config schema (its ``default:``s are the one source of the config's defaults).
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
@@ -234,6 +245,137 @@ def model_tasks(config: dict, model: str) -> list[str]:
     return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))
 
 
+def _results_folder(config: dict) -> list[str]:
+    """The ``results:`` folder must be one plain path: Snakemake reads ``{}`` in it as wildcards and does not
+    expand ``~``, and the Makefile's ``make clean`` / ``make report`` (and any shell) split it at whitespace."""
+    r = config.get("results")
+    if not isinstance(r, str):
+        return []
+    if not r.strip():
+        return ["results is empty: name the folder the workflow writes to (the default is results)"]
+    errors = []
+    if any(c.isspace() for c in r):
+        errors.append(f"results = {r!r} contains whitespace: make clean and make report would split it into "
+                      f"several paths; use e.g. {'_'.join(r.split())!r}")  # fmt: skip
+    if r.startswith("~"):
+        home = str(Path(r).expanduser())
+        errors.append(f"results = {r!r}: Snakemake does not expand '~' (it would write to a folder named '~' in "
+                      f"the working directory); write the absolute path, e.g. {home!r}")  # fmt: skip
+    if "{" in r or "}" in r:
+        errors.append(f"results = {r!r} contains '{{' or '}}', which Snakemake reads as wildcards in every output "
+                      f"path; remove them")  # fmt: skip
+    return errors
+
+
+def _source_keys(datasets: dict) -> list[str]:
+    """Keys of a dataset entry that its ``source`` does not read (``train:`` under ``source: package`` loads the
+    package corpus, not the file): each belongs to another source, so the entry means something else."""
+    from .data.task import COMMON_KEYS, SOURCE_KEYS
+
+    errors = []
+    for d, dc in datasets.items():
+        source = dc.get("source")
+        if source not in SOURCE_KEYS:
+            continue
+        unread = sorted(set(dc) - COMMON_KEYS - SOURCE_KEYS[source] - {"build"})
+        for key in unread:
+            owners = " or ".join(f"source: {o}" for o, keys in SOURCE_KEYS.items() if key in keys)
+            errors.append(f"datasets.{d}.{key} is a key of {owners}, and this dataset is source: {source}, which "
+                          f"does not read it: remove it, or change the source")  # fmt: skip
+    return errors
+
+
+def is_pair_dataset(name: str, spec: dict) -> bool:
+    """Whether a dataset spec of the config gives sentence pairs (a second text column)."""
+    from .data import DATASETS
+
+    if spec.get("source") == "local":
+        return bool(spec.get("text_b_column"))
+    entry = DATASETS.get(spec.get("name", name))
+    return bool(entry is not None and getattr(entry.source, "text_b", None))
+
+
+def built_position_limit(build: dict) -> int | None:
+    """`position_limit` of a model the workflow builds (``models.<m>.build``, `papa.rehearsal.build_model`)."""
+    from .rehearsal import FAMILIES, TINY
+
+    family, overrides = build["family"], build.get("config") or {}
+    cfg = {**FAMILIES[family][1], **TINY, **overrides}
+    if family == "deberta" and cfg.get("position_biased_input") is False:
+        return None
+    n = int(cfg["max_position_embeddings"])
+    # build_model gives RoBERTa 2 extra positions (its padding index) unless the config sets the number itself
+    return n - 2 if family == "roberta" and "max_position_embeddings" in overrides else n
+
+
+def _models(models: dict) -> list[str]:
+    """A model folder that is not there, a model family PAPA cannot patch, a built model's config key that its
+    transformers config does not have (it would be kept as an unused attribute, silently)."""
+    import difflib
+
+    from .models import FAMILIES, looks_like_path, split_revision
+
+    errors = []
+    for m, entry in models.items():
+        if isinstance(entry, dict):
+            overrides = entry["build"].get("config") or {}
+            if overrides:
+                from transformers import AutoConfig
+
+                cls = type(AutoConfig.for_model(entry["build"]["family"]))
+                known = set(cls().to_dict()) | set(getattr(cls, "attribute_map", {}))
+                for key in sorted(set(overrides) - known):
+                    near = difflib.get_close_matches(key, sorted(known), n=1)
+                    hint = f"did you mean {near[0]!r}?" if near else f"see transformers' {cls.__name__}"
+                    errors.append(f"models.{m}.build.config.{key} is not a key of {cls.__name__}: {hint}")
+            continue
+        path = split_revision(entry)[0]
+        if looks_like_path(path) and not Path(path).expanduser().is_dir():
+            errors.append(f"models.{m} = {entry!r} is not a folder on this machine (from {Path.cwd()}); fix the "
+                          f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip
+            continue
+        cfg = _local_config(entry)
+        if cfg is not None and cfg.get("model_type") not in FAMILIES:
+            errors.append(f"models.{m} = {entry!r} is a {cfg.get('model_type')!r} model, which PAPA cannot patch; "
+                          f"supported model types: {', '.join(sorted(FAMILIES))}")  # fmt: skip
+    return errors
+
+
+def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
+    """Settings that would silently run nothing: an MLM analysis without models, head orders without a partial
+    fraction_dynamic to compare them at, a config whose models run no task and no MLM analysis."""
+    errors = []
+    analyses = config.get("analyses") or {}
+    mlm = analyses.get("mlm")
+    if isinstance(mlm, dict) and not mlm.get("models"):
+        errors.append("analyses.mlm has no models: list the models to score under analyses.mlm.models (keys of "
+                      "'models'), or remove analyses.mlm")  # fmt: skip
+    if analyses.get("head_orders") and fractions and not any(is_partial(f) for f in fractions):
+        errors.append(f"analyses.head_orders compares head orders at the partial fractions of sweep.fraction_dynamic "
+                      f"(0 < f < 1), and it has none ({', '.join(f'{f:g}' for f in fractions)}): add one (e.g. "
+                      f"0.5), or set analyses.head_orders: []")  # fmt: skip
+    if analyses.get("tasks") == [] and METHOD_CONSTANTS not in config.get("sweep", {}).get("constants", []):
+        errors.append(f"analyses.tasks: [] runs no analyses, so plots/constant_kinds and plots/head_orders draw the "
+                      f"sweep's {METHOD_CONSTANTS!r} runs only, and sweep.constants lacks {METHOD_CONSTANTS!r}: add "
+                      f"it, or give analyses.tasks the tasks to analyse")  # fmt: skip
+    probing = [m for m in config.get("models", {}) if model_tasks(config, m)]
+    if config.get("models") and not probing and not (isinstance(mlm, dict) and mlm.get("models")):
+        errors.append("no model runs a task (model_tasks gives each []) and analyses.mlm scores none: nothing to "
+                      "run; give a model its tasks in model_tasks")  # fmt: skip
+    return errors
+
+
+def _fractions_that_name_one_run(fractions: list) -> list[str]:
+    """Different fraction_dynamic values written the same in the run folder (`papa.spec.format_fraction`:
+    0.5 and 0.5000001 are both ``fraction_dynamic=0.5``): one run would stand for both."""
+    names: dict[str, list] = {}
+    for f in fractions:
+        names.setdefault(format_fraction(f), []).append(f)
+    return [f"sweep.fraction_dynamic: {', '.join(map(str, given))} are all written fraction_dynamic={name} in the "
+            f"run folders (6 significant digits), so they would be one run; list one of them"
+            for name, given in names.items() if len(set(map(float, given))) > 1]  # fmt: skip
+
+
 def check_config(config: dict) -> None:
     """Raise a `ConfigError` listing every problem found; the schema has already validated the shape
     (and filled in its defaults)."""
@@ -251,6 +393,13 @@ def check_config(config: dict) -> None:
         if dup:
             errors.append(f"{key} lists {', '.join(dup)} more than once; list each once")
     fractions = [float(v) for v in sweep.get("fraction_dynamic", [])]
+    errors += _fractions_that_name_one_run(sweep.get("fraction_dynamic", []))
+    errors += _results_folder(config) + _source_keys(datasets) + _models(config.get("models", {}))
+    errors += _nothing_lost(config, fractions)
+    for key, value in (config.get("encoding") or {}).items():
+        if value == "authors" and config.get("layout") == "standard":
+            errors.append(f"encoding.{key}: 'authors' reproduces the authors' papa layout, and layout is standard: "
+                          f"set layout: papa, or encoding.{key}: paper")  # fmt: skip
     ends = [
         (ORIGINAL, "the original model, the baseline of relative_drop", is_original),
         (ALL_CONSTANT, "every head constant", is_all_constant),
@@ -264,7 +413,14 @@ def check_config(config: dict) -> None:
     if len(runs) > 1 and not set.intersection(*runs.values()):
         errors.append(f"model_tasks: models {', '.join(sorted(runs))} share no task; Fig. 3 (plots/models_compared) "
                       f"compares the models on the tasks all of them run: give them one task in common")  # fmt: skip
-    limits = {m: position_limit(p) for m, p in config.get("models", {}).items() if isinstance(p, str)}
+    limits = {m: position_limit(p) if isinstance(p, str) else built_position_limit(p["build"])
+              for m, p in config.get("models", {}).items()}  # fmt: skip
+    mlm = (config.get("analyses") or {}).get("mlm") or {}
+    for model in mlm.get("models") or []:
+        n, limit = mlm.get("max_length"), limits.get(model)
+        if n is not None and limit is not None and n > limit:
+            errors.append(f"analyses.mlm.max_length = {n} exceeds the {limit} positions of model {model!r}; "
+                          f"use at most {limit}")  # fmt: skip
     for task, tc in config.get("tasks", {}).items():
         if "seed" in (tc.get("probe") or {}):  # the schema's hparams block is shared with tasks.<t>.lambda
             errors.append(f"tasks.{task}.probe.seed is not used: the probes' seeds are sweep.seeds; to seed the "
@@ -277,7 +433,12 @@ def check_config(config: dict) -> None:
                 errors.append(f"tasks.{task}.metrics: {metric!r} does not fit dataset {tc['dataset']!r}, a {kind} "
                               f"task; use {', '.join(allowed)}")  # fmt: skip
         n = tc.get("max_length")
+        if n is not None and n % 2 and is_pair_dataset(tc.get("dataset", ""), spec):
+            errors.append(f"tasks.{task}.max_length = {n} is odd, and {tc['dataset']!r} gives sentence pairs, which "
+                          f"need an even N (sentence B starts at N/2); use {n - 1} or {n + 1}")  # fmt: skip
         for model, limit in limits.items():
+            if task not in model_tasks(config, model):
+                continue
             if n is not None and limit is not None and n > limit:
                 errors.append(f"tasks.{task}.max_length = {n} exceeds the {limit} positions of model {model!r}; "
                               f"use at most {limit}")  # fmt: skip

@@ -85,7 +85,7 @@ def test_check_config_refuses_an_entry_listed_twice_in_any_list():
     for path, (values, again) in lists.items():
         cfg = _config()
         cfg.setdefault("model_tasks", {})
-        cfg["analyses"]["mlm"] = {"dataset": "rt_sentiment"}
+        cfg["analyses"]["mlm"] = {"dataset": "rt_sentiment", "models": ["minilm"]}
         *parents, key = path
         node = cfg
         for p in parents:
@@ -243,3 +243,121 @@ def test_hub_model_revision_pins_and_is_recorded(tmp_path):
     assert model_revision(model) is None  # a local folder: no hub commit
     model.config._commit_hash = "abc123"  # what from_pretrained sets for a hub download
     assert model_revision(model) == "abc123"
+
+
+def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(tmp_path):
+    """Each setting here was accepted and then ran nothing, ran something other than it says, or failed only
+    inside a job; each now fails at the start, naming the key and what to change."""
+    from papa.checks import ConfigError, check_config
+
+    def problems(edit) -> str:
+        cfg = _config()
+        edit(cfg)
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg)
+        return str(e.value)
+
+    def fractions(c, values):
+        c["sweep"]["fraction_dynamic"] = values
+
+    msg = problems(lambda c: fractions(c, [1, 0.5, 0.5000001, 0]))  # both run folders: fraction_dynamic=0.5
+    assert "0.5, 0.5000001 are all written fraction_dynamic=0.5" in msg and "list one of them" in msg
+    msg = problems(lambda c: (fractions(c, [1, 0]), c.setdefault("analyses", {}).update(head_orders=["random"])))
+    assert "analyses.head_orders compares head orders at the partial fractions" in msg and "(1, 0)" in msg
+    msg = problems(lambda c: c.setdefault("analyses", {}).update(mlm={"dataset": "rt_sentiment"}))
+    assert "analyses.mlm has no models" in msg
+    msg = problems(lambda c: (c["analyses"].update(tasks=[]), c["sweep"].update(constants=["identity"])))
+    assert "analyses.tasks: [] runs no analyses" in msg and "sweep.constants lacks 'average'" in msg
+    msg = problems(lambda c: c.update(model_tasks={"minilm": []}))
+    assert "no model runs a task" in msg and "nothing to run" in msg
+    msg = problems(lambda c: c.update(layout="standard", encoding={"single_cap": "authors"}))
+    assert "encoding.single_cap: 'authors' reproduces the authors' papa layout" in msg
+    # keys of another source are not read: the package corpus would load, not the file
+    msg = problems(lambda c: c["datasets"]["rt_sentiment"].update(train="mine.csv", kind="sequence"))
+    assert "datasets.rt_sentiment.train is a key of source: local" in msg
+    assert "datasets.rt_sentiment.kind is a key of source: local" in msg and "source: package" in msg
+    msg = problems(lambda c: c["datasets"]["wsj_pos"].update(hub_id="org/x"))
+    assert "datasets.wsj_pos.hub_id is a key of source: hub" in msg
+    # the results folder is one plain path
+    for results, says in (
+        ("", "results is empty"),
+        ("runs/papa results", "contains whitespace"),
+        ("~/papa-results", "Snakemake does not expand '~'"),
+        ("res{x}", "reads as wildcards"),
+    ):
+        assert says in problems(lambda c, r=results: c.update(results=r)), results
+    # what is fine stays fine: analyses.tasks: [] (no analyses), an MLM-only model beside a probing one
+    cfg = _config()
+    cfg.setdefault("analyses", {})["tasks"] = []
+    cfg["models"]["mlm_only"] = cfg["models"]["minilm"]
+    cfg["model_tasks"] = {"mlm_only": []}
+    cfg["analyses"]["mlm"] = {"models": ["mlm_only"], "dataset": "rt_sentiment", "max_length": 64}
+    check_config(cfg)
+
+
+def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
+    """Local folders must exist and hold a model PAPA can patch; max_length (the tasks' and the MLM analysis') fits
+    every model that runs it, built models included; a built model's config keys are its family's; pair tasks
+    need an even N. All fail before any job (they used to fail inside one, or not at all)."""
+    import json
+
+    from papa.checks import ConfigError, built_position_limit, check_config
+
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_positions": 1024}))
+    cfg = _config()
+    cfg["models"].update(gpt=str(gpt2), gone=str(tmp_path / "no" / "such" / "model"))
+    cfg.setdefault("analyses", {})["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment", "max_length": 600}
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    msg = str(e.value)
+    assert f"models.gpt = '{gpt2}' is a 'gpt2' model, which PAPA cannot patch; supported model types: " in msg
+    assert "models.gone = " in msg and "is not a folder on this machine" in msg
+    assert "analyses.mlm.max_length = 600 exceeds the 512 positions of model 'minilm'" in msg
+
+    built = yaml_config("rehearsal.yaml")
+    assert {m: built_position_limit(e["build"]) for m, e in built["models"].items()} == {
+        "bert": 128, "roberta": 128, "deberta": None, "electra": 128
+    }  # fmt: skip
+    assert built_position_limit({"family": "roberta", "config": {"max_position_embeddings": 66}}) == 64
+    check_config(built)
+    built["tasks"]["cola"]["max_length"] = 256  # beyond bert's, roberta's and electra's 128 (electra runs mnli only)
+    built["tasks"]["mrpc"]["max_length"] = 63  # a pair task
+    built["models"]["bert"]["build"]["config"] = {"num_attention_head": 4, "hidden_size": 32}
+    with pytest.raises(ConfigError) as e:
+        check_config(built)
+    msg = str(e.value)
+    assert "tasks.cola.max_length = 256 exceeds the 128 positions of model 'bert'" in msg
+    assert "model 'roberta'" in msg and "model 'electra'" not in msg and "model 'deberta'" not in msg
+    assert "tasks.mrpc.max_length = 63 is odd, and 'mrpc' gives sentence pairs" in msg and "use 62 or 64" in msg
+    assert "models.bert.build.config.num_attention_head is not a key of BertConfig: did you mean " in msg
+    assert "hidden_size" not in msg
+
+
+def test_seeds_are_in_numpys_range():
+    """A negative seed (or one past 2**32) passed validation and failed inside the first job."""
+    from snakemake.exceptions import WorkflowError
+
+    from papa.checks import validate_config
+
+    for edit in (
+        lambda c: c.update(seed=-1),
+        lambda c: c["sweep"].update(seeds=[0, 2**32]),
+        lambda c: c["tasks"]["rt_sentiment"].update({"lambda": {**c["tasks"]["rt_sentiment"]["probe"], "seed": -3}}),
+    ):
+        cfg = _config()
+        edit(cfg)
+        with pytest.raises(WorkflowError, match="less than the minimum of 0|greater than the maximum of 4294967295"):
+            validate_config(cfg)
+    cfg = _config()
+    cfg["seed"] = 2**32 - 1
+    validate_config(cfg)
+
+
+def yaml_config(name: str) -> dict:
+    import yaml
+
+    from tests.test_workflow import ROOT
+
+    return yaml.safe_load((ROOT / "config" / name).read_text())

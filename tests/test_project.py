@@ -62,13 +62,24 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     configs = ("config/config.yaml", "config/smoke.yaml", "config/rehearsal.yaml")
     results = [yaml.safe_load((ROOT / c).read_text()).get("results", "results") for c in configs]
     assert {"results-smoke", "results-rehearsal"} <= set(results)  # the tests' runs, README's folders
-    assert _make_n("clean") == [f"rm -rf {' '.join(results)} .snakemake"]
+    assert _make_n("clean") == [f"rm -rf -- {' '.join(repr(r) for r in results)} .snakemake"]
     moved, default = tmp_path / "moved.yaml", tmp_path / "default.yaml"
     moved.write_text("seed: 0\nresults: 'elsewhere/out'  # a comment\nmodels: {results: no}\n")
     default.write_text("seed: 0\n")  # no results key: the schema's default folder
     report = _make_n("report", f"CONFIG={moved}")
-    assert report == [f".venv/bin/snakemake --configfile {moved} --report elsewhere/out/report.html"]
-    assert _make_n("clean", f"CLEAN_CONFIGS={default} {moved}") == ["rm -rf results elsewhere/out .snakemake"]
+    assert report == [f".venv/bin/snakemake --configfile {moved} --report 'elsewhere/out'/report.html"]
+    assert _make_n("clean", f"CLEAN_CONFIGS={default} {moved}") == ["rm -rf -- 'results' 'elsewhere/out' .snakemake"]
+    # quoted for the shell: '~' is not expanded (Snakemake writes a folder named '~' there, papa.checks refuses it)
+    home = tmp_path / "home.yaml"
+    home.write_text("results: ~/papa-results\n")
+    assert _make_n("clean", f"CLEAN_CONFIGS={home}") == ["rm -rf -- '~/papa-results' .snakemake"]
+    # a folder with whitespace: make would split it into two paths and remove another folder; it refuses
+    spaced = tmp_path / "spaced.yaml"
+    spaced.write_text('results: "runs/papa results"  # papa.checks refuses it too\n')
+    for target, var in (("clean", f"CLEAN_CONFIGS={spaced}"), ("report", f"CONFIG={spaced}")):
+        p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, var], cwd=ROOT, capture_output=True,
+                           text=True)  # fmt: skip
+        assert p.returncode != 0 and "contains whitespace" in p.stderr and "rm -rf" not in p.stdout, p
 
 
 def test_snakemake_lint_is_clean():

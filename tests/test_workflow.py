@@ -350,6 +350,34 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
 
 
+def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):
+    """``analyses.tasks: []`` means no task (it used to mean every task, as null does): on the finished smoke run,
+    only the tables and figures redo, and the summary is the clean run's sweep rows exactly. A config whose
+    models run no task (``model_tasks: []``) but the MLM analysis plans no probe tables (aggregate used to
+    fail on an empty list of probe runs)."""
+    done = smoke_once[0]
+    repo = tmp_path / "repo"
+    shutil.copytree(done, repo, symlinks=True)  # file times and Snakemake's metadata kept: up to date
+    cfg = write_config(repo, "no_analyses.yaml", lambda c: c["analyses"].update(tasks=[]))
+    planned = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    assert planned == {"aggregate": 1, "plot": 1, "all": 1}, planned
+    smk(repo, "--cores", "2", "--configfile", cfg)
+    clean = pd.read_parquet(done / "results-smoke/tables/summary.parquet")
+    assert {"identity", "effective"} <= set(clean.constants) and "random" in set(clean.selection)
+    sweep = yaml.safe_load((repo / SMOKE).read_text())["sweep"]
+    expected = clean[clean.constants.isin(sweep["constants"]) & clean.selection.isin(sweep["selections"])]
+    summary = pd.read_parquet(repo / "results-smoke/tables/summary.parquet")
+    pd.testing.assert_frame_equal(summary, expected.reset_index(drop=True), check_exact=True)
+
+    def mlm_only(c):
+        c["model_tasks"] = {"minilm": []}
+        c["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment", "max_length": 32}
+
+    planned = job_counts(smk(repo, "-n", "--configfile", write_config(repo, "mlm_only.yaml", mlm_only)).stdout)
+    # the smoke run's tokens and averaged matrices are reused: only the MLM job, its table and the target run
+    assert planned == {"mlm": 1, "mlm_table": 1, "all": 1}, planned
+
+
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
     resume each time; the final tables equal the clean run's exactly, and no temporary file is left.

@@ -42,6 +42,8 @@ COMMON_KEYS = frozenset({"name", "source", "max_train", "max_validation", "valid
 #: Spec keys load_task understands (others are ignored and listed in provenance). The config
 #: schema's ``datasets`` properties are these plus ``build`` (a test holds them equal).
 SPEC_KEYS: set[str] = set(COMMON_KEYS | packages.SPEC_KEYS | hub.SPEC_KEYS | local.SPEC_KEYS)
+#: The keys each source reads besides `COMMON_KEYS` (``papa.checks`` refuses another source's key in a spec).
+SOURCE_KEYS: dict[str, frozenset[str]] = {"package": packages.SPEC_KEYS, "hub": hub.SPEC_KEYS, "local": local.SPEC_KEYS}
 
 
 @dataclass

@@ -198,7 +198,8 @@ def runs():
     for m in config["models"]:
         for t in model_tasks(m):
             out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
-        for t in [t for t in ANALYSES["tasks"] or config["tasks"] if t in model_tasks(m)]:
+        analysed = config["tasks"] if ANALYSES["tasks"] is None else ANALYSES["tasks"]  # null = all, [] = none
+        for t in [t for t in analysed if t in model_tasks(m)]:
             # the analyses vary one part of the paper's method (papa.spec.METHOD_*) at a time
             out += [(m, t, k, spec.METHOD_ORDER, all_constant) for k in ANALYSES["constant_kinds"]]
             out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c)), spec.METHOD_ORDER, all_constant)
