@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -263,6 +264,9 @@ def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None 
     (harmonic series around the diagonal); ``zeros``: pruning (every head outputs 0);
     ``uniform``: all ones (uniform over the valid tokens after masking).
     """
+    for name, value in (("layers", layers), ("heads", heads), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"data_free: {name} must be a positive integer, got {value!r}")
     i = torch.arange(n)
     if kind == "identity":
         m = torch.eye(n)

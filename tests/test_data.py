@@ -243,9 +243,11 @@ def test_spec_keys_are_the_union_of_the_sources_keys():
 
     parts = [task.COMMON_KEYS, packages.SPEC_KEYS, hub.SPEC_KEYS, local.SPEC_KEYS]
     assert sum(map(len, parts)) == len(D.SPEC_KEYS) == len(set().union(*parts))  # each key read by one part
-    t = D.load_task({"name": "hedge", "source": "package", "max_train": 10, "max_validation": 10,
-                     "hub_timeout": 3, "colour": "red"})  # fmt: skip
-    assert t.provenance["ignored_spec_keys"] == ["colour"]  # a key of another source is not "unknown"
+    t = D.load_task({"name": "hedge", "source": "package", "max_train": 10, "max_validation": 10, "hub_timeout": 3})
+    assert t.provenance["ignored_spec_keys"] == ["hub_timeout"]  # another source's key: kept, recorded as unread
+    # a key no source reads (a typo) would silently change nothing: it fails, naming the key and the near one
+    with pytest.raises(D.TaskSpecError, match=r"unknown spec key 'max_trian' \(did you mean 'max_train'\?\)"):
+        D.load_task({"name": "hedge", "source": "package", "max_trian": 10})
 
 
 def _toy_archive(lines: str) -> tuple[D.PinnedArchive, bytes]:
@@ -635,6 +637,61 @@ def test_non_utf8_csv_names_file_and_line(tmp_path):
     p.write_bytes("sentence,label\nfine,pos\ncaf\u00e9,neg\n".encode("latin-1"))
     with pytest.raises(D.TaskSpecError, match=r"latin1\.csv:3 is not UTF-8 text"):
         D.load_task(_seq_spec(p, p), tmp_path)
+
+
+def test_unreadable_local_files_say_what_the_reader_found(tmp_path):
+    """A ragged CSV row or a wrong ``format``: the reader's own error (not datasets' "An error occurred while
+    generating the dataset"), and where the format came from."""
+    ragged = _csv(tmp_path, "ragged.csv", "a b,pos\nc d,neg,extra\ne f,pos\n")
+    with pytest.raises(D.TaskSpecError, match=r"train file .*ragged\.csv as csv \(format 'csv' is read from the "
+                       r"name 'ragged\.csv'\): ParserError: .*Expected 2 fields in line 3, saw 3"):  # fmt: skip
+        D.load_task(_seq_spec(ragged), tmp_path)
+    good = _csv(tmp_path, "good.csv", "a b,pos\nc d,neg\n")
+    with pytest.raises(D.TaskSpecError, match=r"good\.csv as json \(format 'json' is the spec's format\): "
+                       r"ArrowInvalid: JSON parse error.*set format"):  # fmt: skip
+        D.load_task(_seq_spec(good, format="jsonl"), tmp_path)
+
+
+def test_one_class_in_train_fails(tmp_path):
+    """A probe trained on one class learns nothing: a train split with a single label (or tag) fails at load,
+    whether the labels are inferred or listed, and an unlabeled corpus (label_column: null) is still fine."""
+    one = _csv(tmp_path, "one.csv", "".join(f"sentence {i},pos\n" for i in range(10)))
+    with pytest.raises(D.TaskSpecError, match=r"train split of task 'x' holds one class \('pos' of \['pos'\]\)"):
+        D.load_task(_seq_spec(one), tmp_path)
+    with pytest.raises(D.TaskSpecError, match=r"one class \('pos' of \['neg', 'pos'\]\).*raise max_train"):
+        D.load_task(_seq_spec(one, labels=["neg", "pos"]), tmp_path)
+    corpus = D.load_task(_seq_spec(one, label_column=None), tmp_path)
+    assert corpus.label_names == [] and set(corpus.splits["train"]["label"]) == {-1}
+    tags = tmp_path / "tags.jsonl"
+    tags.write_text("".join(json.dumps({"tokens": ["a", "b"], "tags": ["O", "O"]}) + "\n" for _ in range(10)))
+    with pytest.raises(D.TaskSpecError, match=r"holds one class \('O' of \['O'\]\).*the tag column"):
+        D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(tags)}, tmp_path)
+
+
+def test_cells_of_the_wrong_shape_fail_naming_the_row(tmp_path):
+    """Token columns must hold lists (a string would be split into characters), text and label columns one value
+    each (a list would be written "['a', 'b']"); a token/tag count mismatch names the sentence from 1 and its row."""
+    p = tmp_path / "tok.jsonl"
+
+    def token_task(rows):
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(p)}, tmp_path)
+
+    ok = {"tokens": ["a", "b"], "tags": ["O", "B"]}
+    with pytest.raises(D.TaskSpecError, match=r"row 2 \(line 2\): column 'tokens' \(tokens_column\) holds the str "
+                       r"'a b', not a list"):  # fmt: skip
+        token_task([ok, {"tokens": "a b", "tags": ["O", "B"]}])
+    with pytest.raises(D.TaskSpecError, match=r"row 1 \(line 1\): column 'tags' \(tags_column\) holds the str 'OB'"):
+        token_task([{"tokens": ["a", "b"], "tags": "OB"}, ok])
+    with pytest.raises(D.TaskSpecError, match=r"sentence 3 \(row 3 \(line 3\)\) of the train file .* has 2 tokens but "
+                       r"1 tags"):  # fmt: skip
+        token_task([ok, ok, {"tokens": ["a", "b"], "tags": ["O"]}])
+    q = tmp_path / "seq.jsonl"
+    q.write_text("".join(json.dumps({"sentence": t, "label": y}) + "\n" for t, y in
+                         [("a b", "pos"), (["c", "d"], "neg"), ("e", "neg")]))  # fmt: skip
+    with pytest.raises(D.TaskSpecError, match=r"row 2 \(line 2\): column 'sentence' \(text_column\) holds a list "
+                       r"\(\['c', 'd'\]\), not one value"):  # fmt: skip
+        D.load_task(_seq_spec(q), tmp_path)
 
 
 def test_atomic_outputs_honour_the_umask(tmp_path):

@@ -202,6 +202,31 @@ def test_patch_refuses_nan_constants(minilm):
     assert model.config._attn_implementation == "sdpa"  # nothing left installed
 
 
+def test_patch_takes_a_mask_not_head_indices_and_data_free_a_positive_size(minilm):
+    """``static`` of 0/1 integers is the bool mask it spells; any other value (head indices, scores) fails rather
+    than being read as True; data_free with no positions (or layers, heads) fails rather than making empty matrices."""
+    import torch
+
+    model, tok = minilm
+    x = papa.encode(tok, ["the film was fine", "a dull and long story"], max_length=16).model_inputs()
+    C = papa.data_free("toeplitz", 6, 12, 16)
+    mask = torch.zeros(6, 12, dtype=torch.bool)
+    mask[:, ::3] = True
+    with papa.patch(model, C, static=mask):
+        as_bool = model(**x).last_hidden_state
+    with papa.patch(model, C, static=mask.long()):  # 0/1 integers: the same mask
+        assert torch.equal(model(**x).last_hidden_state, as_bool)
+    indices = torch.zeros(6, 12, dtype=torch.long)
+    indices[:, 0] = torch.arange(6) + 1  # "head numbers", not a mask
+    for bad in (indices, torch.full((6, 12), 0.3)):
+        with pytest.raises(ValueError, match=r"static must be a bool mask \[layers=6, heads=12\].*papa.selection"):
+            papa.patch(model, C, static=bad)
+    assert model.config._attn_implementation == "sdpa"  # nothing left installed
+    for args in ((6, 12, 0), (0, 12, 16), (6, -1, 16), (6, 12, 2.5)):
+        with pytest.raises(ValueError, match="data_free: (n|layers|heads) must be a positive integer"):
+            papa.data_free("uniform", *args)
+
+
 def test_a_stale_handle_undoes_only_its_own_patch(minilm):
     """A removed, B patched, A removed again: B must stay intact (and removing B restores the stock model)."""
     import torch

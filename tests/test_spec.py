@@ -257,7 +257,7 @@ def test_library_defaults_equal_the_schema_defaults(schema):
     build_data_sig = inspect.signature(rehearsal.build_data).parameters
     for key in ("n_train", "n_validation"):
         assert build_data_sig[key].default == build_data[key]["default"], key
-    build_model = p["models"]["additionalProperties"]["oneOf"][1]["properties"]["build"]["properties"]
+    build_model = p["models"]["additionalProperties"]["then"]["properties"]["build"]["properties"]
     assert (
         inspect.signature(rehearsal.build_model).parameters["vocab_size"].default
         == build_model["vocab_size"]["default"]

@@ -168,7 +168,13 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     except Exception as e:  # noqa: BLE001
         if "corresponds to no data" in str(e):
             raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
-        raise TaskSpecError(f"could not read {path} as {fmt}: {type(e).__name__}: {e}") from e
+        cause = _reader_error(e)  # datasets wraps the reader's error (a ragged CSV row) in DatasetGenerationError
+        hint = f"format {fmt!r} is " + (
+            "the spec's format" if spec.get("format") else f"read from the name {path.name!r}"
+        )
+        raise TaskSpecError(f"could not read the {split} file {path} as {fmt} ({hint}): {type(cause).__name__}: "
+                            f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll), "
+                            f"separator or header to match it") from e  # fmt: skip
     out = ds.to_dict()
     out["_format"] = [fmt]
     first_line = {"csv": 1 if spec.get("header") is False else 2, "tsv": 1 if spec.get("header") is False else 2,
@@ -176,6 +182,37 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     n = ds.num_rows
     out["_where"] = [f"row {i + 1}" + (f" (line {i + first_line})" if first_line else "") for i in range(n)]
     return out
+
+
+def _reader_error(e: BaseException) -> BaseException:
+    """The reader's own error under ``datasets``' wrappers (DatasetGenerationError from a pandas ParserError)."""
+    seen = {id(e)}
+    while type(e).__module__.startswith("datasets") and (inner := e.__cause__ or e.__context__) is not None:
+        if id(inner) in seen:
+            break
+        seen.add(id(inner))
+        e = inner
+    return e
+
+
+def _check_cells(values: list, column: str, key: str, where: str, rows: list[str], list_valued: bool) -> None:
+    """Each cell of ``column`` is one value (text, a label, an id), or, for ``list_valued`` token columns, a list
+    of them: a string there would be read a character at a time, a list in a text column written as "['a', 'b']"."""
+
+    def scalar(v) -> bool:
+        return v is None or isinstance(v, (str, int, float, bool, np.generic))
+
+    for i, v in enumerate(values):
+        if list_valued and not (isinstance(v, (list, tuple)) and all(scalar(x) for x in v)):
+            shown = f"the {type(v).__name__} {v!r}"[:80] if v is not None else "nothing"
+            raise TaskSpecError(f"{where}, {rows[i]}: column {column!r} ({key}) holds {shown}, not a list of "
+                                f"values, one per token: write it as a list (JSON lines: [\"The\", \"cat\"]), "
+                                f"or use format conll for a column file")  # fmt: skip
+        if not list_valued and not scalar(v):
+            shown = f"{v!r}"[:80]
+            raise TaskSpecError(f"{where}, {rows[i]}: column {column!r} ({key}) holds a {type(v).__name__} "
+                                f"({shown}), not one value: join it into one string, or name another column "
+                                f"as {key}")  # fmt: skip
 
 
 def _is_missing(v) -> bool:
@@ -300,6 +337,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             require_columns([c for c in (text_col, text_b_col, label_col, id_col) if c], cols, where, keys)
             if not rec[text_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no rows")
+            for col in (c for c in (text_col, text_b_col, label_col, id_col) if c):
+                _check_cells(rec[col], col, keys[col], where, rows[split], list_valued=False)
         if not unlabeled and labels is None:  # from the train split only: a class must be trainable
             labels = _infer_label_names(raw["train"][label_col], f"column {label_col!r} of the train file "
                                         f"{prov_files['train']['path']}", rows["train"])  # fmt: skip
@@ -336,6 +375,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             require_columns([tok_col, tag_col], list(rec), where, {tag_col: "tags_column", tok_col: "tokens_column"})
             if not rec[tok_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no sentences")
+            for col, key in ((tok_col, "tokens_column"), (tag_col, "tags_column")):
+                _check_cells(rec[col], col, key, where, rows[split], list_valued=True)
         if labels is None:  # from the train split only: a tag must be trainable
             labels = _infer_label_names(
                 [t for s in raw["train"][tag_col] for t in s],
@@ -346,7 +387,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             toks, tags = [], []
             for k, (tk, tg) in enumerate(zip(rec[tok_col], rec[tag_col])):
                 if len(tk) != len(tg):
-                    raise TaskSpecError(f"sentence {k} of the {where} has {len(tk)} tokens but {len(tg)} tags")
+                    raise TaskSpecError(f"sentence {k + 1} ({rows[split][k]}) of the {where} has {len(tk)} tokens "
+                                        f"but {len(tg)} tags: give each token one tag")  # fmt: skip
                 toks.append([str(t) for t in tk])
                 tags.append(
                     _map_labels(

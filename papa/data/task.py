@@ -188,6 +188,16 @@ def _check_labels(task_name: str, kind: str, label_names: list[str], splits: dic
             ok = all(0 <= t < n for tags in df["tags"] for t in tags)
         if not ok:
             raise DataIntegrityError(f"task {task_name!r} split {split!r} has labels outside 0..{n - 1}")
+    if n:  # a labeled task: a probe (and lambda) trained on one class learns nothing about the others
+        y = splits["train"]["label"] if kind == "sequence" else splits["train"]["tags"].explode().dropna()
+        present = sorted(set(int(v) for v in y))
+        if len(present) < 2:
+            only = repr(label_names[present[0]]) if present else "none"
+            raise TaskSpecError(
+                f"the train split of task {task_name!r} holds one class ({only} of {label_names}): a probe cannot "
+                f"learn from it. Check the {'label' if kind == 'sequence' else 'tag'} column, raise max_train if a "
+                f"subsample left one class, or, for a corpus used only for averaging, set label_column: null"
+            )
 
 
 def _arrow_schema(kind: str):
@@ -313,6 +323,14 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
             f"unknown {source} task {name!r}{hint}; known {source} tasks: {', '.join(KNOWN_TASKS[source])} "
             f'(or use source "local" with your own files)'
         )
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        import difflib
+
+        near = {k: difflib.get_close_matches(k, SPEC_KEYS, 1) for k in unknown}
+        hints = [f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown]
+        raise TaskSpecError(f"task {name!r}: unknown spec key {', '.join(hints)}; the keys of a {source} spec are "
+                            f"{', '.join(sorted(COMMON_KEYS | SOURCE_KEYS[source]))}")  # fmt: skip
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TaskSpecError(f"seed must be an integer, got {seed!r}")
     seed = int(seed)
@@ -353,7 +371,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     splits = {k: normalize_frame(v, kind) for k, v in ordered.items()}
     _check_labels(name, kind, label_names, splits)
 
-    ignored = sorted(set(spec) - SPEC_KEYS)
+    ignored = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source])  # another source's keys (hub_timeout on a package)
     provenance = {"task": name, "source": source, "kind": kind, "seed": seed, **prov,
                   "split": split_info, "split_sizes": {k: len(v) for k, v in splits.items()},
                   "spec": {k: spec[k] for k in sorted(spec)}}  # fmt: skip

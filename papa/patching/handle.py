@@ -90,7 +90,13 @@ class PatchHandle:
         L, H = self.shape
         if static is None:
             static = torch.zeros(L, H, dtype=torch.bool)
-        static = torch.as_tensor(static, dtype=torch.bool)
+        given = torch.as_tensor(static)
+        if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
+            raise ValueError(f"static must be a bool mask [layers={L}, heads={H}] (True = constant head), got "
+                             f"{given.dtype} values {sorted(set(given.flatten().tolist()))[:6]}: a list of head "
+                             f"indices or a score would be read as a mask; build the mask (papa.selection)"
+                             )  # fmt: skip
+        static = given.to(torch.bool)
         if tuple(static.shape) != (L, H):
             raise ValueError(f"static must be a bool mask of shape [layers={L}, heads={H}], got {tuple(static.shape)}")
         return static.cpu()
