@@ -392,6 +392,7 @@ def test_schema_knows_the_cache_strategy_and_the_authors_options():
 # ----------------------------------------------------------------------------- paper-scale cost
 
 
+@pytest.mark.slow  # a Snakemake dry run of the whole paper grid (~18 s): `make test`, not the fast tier
 def test_cost_estimate_of_the_paper_grid():
     import yaml
 

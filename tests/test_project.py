@@ -7,6 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +83,7 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
         assert p.returncode != 0 and "contains whitespace" in p.stderr and "rm -rf" not in p.stdout, p
 
 
+@pytest.mark.slow  # Snakemake parses and lints the whole workflow (~13 s): `make test`, not the fast tier
 def test_snakemake_lint_is_clean():
     snakemake = str(Path(sys.executable).with_name("snakemake"))
     p = subprocess.run([snakemake, "--lint"], cwd=ROOT, capture_output=True, text=True, timeout=300)
