@@ -297,15 +297,13 @@ def is_pair_dataset(name: str, spec: dict) -> bool:
 
 def built_position_limit(build: dict) -> int | None:
     """`position_limit` of a model the workflow builds (``models.<m>.build``, `papa.rehearsal.build_model`)."""
-    from .rehearsal import FAMILIES, TINY
+    from .rehearsal import FAMILIES, _max_positions
 
     family, overrides = build["family"], build.get("config") or {}
-    cfg = {**FAMILIES[family][1], **TINY, **overrides}
-    if family == "deberta" and cfg.get("position_biased_input") is False:
+    if family == "deberta" and {**FAMILIES[family][1], **overrides}.get("position_biased_input") is False:
         return None
-    n = int(cfg["max_position_embeddings"])
-    # build_model gives RoBERTa 2 extra positions (its padding index) unless the config sets the number itself
-    return n - 2 if family == "roberta" and "max_position_embeddings" in overrides else n
+    n = _max_positions(family, overrides)  # the number build_model gives the model
+    return n - 2 if family == "roberta" else n  # RoBERTa: positions 0 and 1 precede the tokens (padding index 1)
 
 
 def _models(models: dict) -> list[str]:
