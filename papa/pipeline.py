@@ -458,6 +458,23 @@ def task_info(tokens: Encoded) -> TaskInfo:
     return TaskInfo("token" if tokens.token_level else "sequence", list(names))
 
 
+def check_train_classes(train: Encoded, info: TaskInfo, block: str, task: str | None, n_before: int) -> None:
+    """Fail when the train examples a probe will see (after the stage's ``max_train`` subsample
+    and truncation to ``max_length``) hold fewer than two classes: `papa.load_task` checks the
+    dataset's own train split, but a small ``tasks.<t>.<block>.max_train`` can still draw one class."""
+    y = np.asarray(train.labels)
+    present = np.unique(y[y >= 0]) if y.size else y
+    if len(present) >= 2:
+        return
+    what = "tag" if info.kind == "token" else "label"
+    found = f"one class ({info.label_names[int(present[0])]!r}" if len(present) else f"no {what} ("
+    raise ValueError(
+        f"the {block} stage of task {task!r} would train on {found} of {info.label_names}): its "
+        f"{len(train)} train examples (drawn from {n_before}) hold no other {what}. "
+        f"Raise tasks.{task}.{block}.max_train (null = every example)"
+    )
+
+
 def train_config(hp: dict, seed: int) -> TrainConfig:
     """The trainer settings of a ``probe``/``lambda`` hparams block of the config (``lr``,
     ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout``, ``extra_lr``,
@@ -575,8 +592,10 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     m, _ = load_encoder(stage.model)
     C = ConstantAttention.load(stage.constants)
     train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    n_before = len(train)
     train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
     info = task_info(train)
+    check_train_classes(train, info, "lambda", stage.labels.get("task"), n_before)
     lam, rows = learn_lambdas(
         m,
         C,
@@ -747,8 +766,10 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     m, _ = load_encoder(stage.model)
     C = ConstantAttention.load(stage.constants)
     train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    n_before = len(train)
     train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
     info = task_info(train)
+    check_train_classes(train, info, "probe", stage.labels.get("task"), n_before)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
     n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)

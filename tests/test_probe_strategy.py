@@ -124,6 +124,28 @@ def test_probe_max_train_trains_every_seed_on_one_drawn_subset(job, tmp_path, mo
     assert pipeline.subsample(full, len(full), np.random.default_rng(0)) is full
 
 
+def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path):
+    """load_task checks the dataset's train split; the stages' own max_train draw is checked again
+    (one example is one class), naming the key to raise; token tasks ignore -100 positions."""
+    with pytest.raises(
+        ValueError,
+        match=r"probe stage of task 'toy' would train on one class .*1 train examples "
+        r"\(drawn from 24\).*tasks\.toy\.probe\.max_train",
+    ):
+        _run(job, tmp_path, {"dtype": "float32"}, hp={"epochs": 1, "max_train": 1}, fraction=0)
+    assert not list(tmp_path.glob("*.parquet"))
+    full = pipeline.read_tokens(job / "train.parquet")
+    pipeline.check_train_classes(full, pipeline.task_info(full), "probe", "toy", len(full))  # two classes: passes
+    info = pipeline.TaskInfo("token", ["NN", "VB"])
+    tags = np.full((2, 4), -100)
+    tags[:, 1] = 0
+    one = papa.Encoded(np.zeros((2, 4), np.int64), np.ones((2, 4), np.int64), None, tags, "standard", 4)
+    with pytest.raises(ValueError, match=r"lambda stage .*one class \('NN' of .*no other tag.*tasks\.pos\.lambda"):
+        pipeline.check_train_classes(one, info, "lambda", "pos", 9)
+    tags[1, 2] = 1
+    pipeline.check_train_classes(one, info, "lambda", "pos", 9)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_pipeline_probes_train_on_cuda(job, tmp_path, monkeypatch):
     load = pipeline.load_encoder
