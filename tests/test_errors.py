@@ -44,6 +44,26 @@ def _config(**edits):
     return cfg
 
 
+def _invalid_configs():
+    from tests.test_workflow import INVALID_CONFIGS
+
+    return [pytest.param(edit, needle, id=needle[:40]) for edit, needle in INVALID_CONFIGS]
+
+
+@pytest.mark.parametrize("edit, needle", _invalid_configs())
+def test_invalid_config_names_the_key(edit, needle):
+    """Every bad config of tests/test_workflow.py, through what the workflow runs before any rule
+    (`papa.checks.validate_config`); three of them also through Snakemake there."""
+    from papa.checks import validate_config
+
+    cfg = _config()
+    edit(cfg)
+    with pytest.raises(Exception) as err:  # noqa: B017 (schema errors are Snakemake's WorkflowError)
+        validate_config(cfg, warn=lambda msg: None)
+    assert needle in str(err.value), str(err.value)
+    validate_config(_config(), warn=lambda msg: None)  # the unedited config passes
+
+
 def test_check_config_names_every_problem():
     from papa.checks import ConfigError, check_config, position_limit
 
