@@ -1,6 +1,7 @@
 # `make run`: install into .venv and run the default workflow (real MiniLM, offline corpora).
 # `make test`: install into .venv, lint, and run the test suite (what .ci/run runs) in $(WORKERS) pytest-xdist
-# workers, one test file per worker, the three long files first, each on its own worker (the Slurm tests mostly
+# workers, one test file per worker, the three long files first, each on its own worker (--no-loadscope-reorder:
+# by default pytest-xdist starts the files with the most tests first, the long files last; the Slurm tests mostly
 # wait on the scheduler, so the two whole-workflow files share the 2 cores beside them); everything but the
 # `rehearsal` tier, the 23-minute full rehearsal that `make rehearse` runs;
 # `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
@@ -38,7 +39,7 @@ report: install
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html
 
 test: lint
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not rehearsal"
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not rehearsal"
 
 lint: install
 	$(BIN)/ruff check .
