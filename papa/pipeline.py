@@ -475,6 +475,18 @@ def check_train_classes(train: Encoded, info: TaskInfo, block: str, task: str | 
     )
 
 
+def train_split(path, max_train: int | None, seed: int, block: str, task: str | None) -> tuple[Encoded, TaskInfo]:
+    """The train tokens a lambda or probe stage trains on, read before its model loads: a random subset of
+    ``max_train`` examples drawn with ``seed`` (`subsample`), its `task_info`, checked to hold two classes
+    (`check_train_classes`, naming ``tasks.<task>.<block>.max_train``)."""
+    train = read_tokens(path)
+    n_before = len(train)
+    train = subsample(train, max_train, np.random.default_rng(seed))
+    info = task_info(train)
+    check_train_classes(train, info, block, task, n_before)
+    return train, info
+
+
 def train_config(hp: dict, seed: int) -> TrainConfig:
     """The trainer settings of a ``probe``/``lambda`` hparams block of the config (``lr``,
     ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout``, ``extra_lr``,
@@ -589,13 +601,10 @@ class LambdaStage(Stage):
 
 def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
+    train, info = train_split(stage.train, stage.max_train, stage.seed, "lambda", stage.labels.get("task"))
+    val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model)
     C = ConstantAttention.load(stage.constants)
-    train, val = read_tokens(stage.train), read_tokens(stage.validation)
-    n_before = len(train)
-    train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
-    info = task_info(train)
-    check_train_classes(train, info, "lambda", stage.labels.get("task"), n_before)
     lam, rows = learn_lambdas(
         m,
         C,
@@ -763,13 +772,10 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     seeds, cache = list(stage.seeds), stage.cache
     if len(stage.outs) != len(seeds):
         raise ValueError("one output per seed")
+    train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", stage.labels.get("task"))
+    val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model)
     C = ConstantAttention.load(stage.constants)
-    train, val = read_tokens(stage.train), read_tokens(stage.validation)
-    n_before = len(train)
-    train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
-    info = task_info(train)
-    check_train_classes(train, info, "probe", stage.labels.get("task"), n_before)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
     n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)
