@@ -1,8 +1,9 @@
 # `make run`: install into .venv and run the default workflow (real MiniLM, offline corpora).
 # `make test`: install into .venv, lint, and run the test suite (what .ci/run runs) in $(WORKERS) pytest-xdist
-# workers, one test file per worker, the three long files first, each on its own worker (--no-loadscope-reorder:
-# by default pytest-xdist starts the files with the most tests first, the long files last; the Slurm tests mostly
-# wait on the scheduler, so the two whole-workflow files share the 2 cores beside them); everything but the
+# workers, one test file per worker, the long files first, the three longest each on its own worker from the start
+# (tests/conftest.py; --no-loadscope-reorder: by default pytest-xdist starts the files with the most tests first,
+# the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
+# beside them); everything but the
 # `rehearsal` tier, the 23-minute full rehearsal that `make rehearse` runs;
 # `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...).

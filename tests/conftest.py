@@ -11,15 +11,22 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 
-#: The long test files (minutes each), started first so that pytest-xdist (`make test`: one file per worker) gives
-#: each its own worker instead of leaving one to start after the others.
-LONG_FILES = ("test_workflow.py", "test_rehearsal.py", "test_slurm.py")
+#: The long test files (minutes each), longest first. `make test` runs pytest-xdist with one file per worker
+#: (`--dist loadfile`, `--no-loadscope-reorder`): the first three start at once, one per worker (the rehearsal
+#: sample's run, the smoke workflow's runs, the Slurm runs: 15-20 minutes each on 2 cores), and the next two (the
+#: MLM workflow run, the rehearsal's dry runs) go to the first worker to run low, ahead of the short files.
+LONG_FILES = ("test_rehearsal_run.py", "test_workflow.py", "test_slurm.py", "test_mlm.py", "test_rehearsal.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The long files first, in `LONG_FILES` order; the order within a file, and of the other files, is kept."""
-    rank = {name: i for i, name in enumerate(LONG_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
+    """The long files first, in `LONG_FILES` order, then the others in their order; within a file, its tests marked
+    `slow` first, the rest after them, each in their order. pytest-xdist hands a worker its next file as soon as
+    at most two of its current file's tests are pending, so that file waits behind those two: a fast tail keeps it
+    from waiting behind a minutes-long test."""
+    order = {name: i for i, name in enumerate(LONG_FILES)}
+    for item in items:
+        order.setdefault(item.path.name, len(order))
+    items.sort(key=lambda item: (order[item.path.name], item.get_closest_marker("slow") is None))
 
 
 @pytest.fixture(scope="session")

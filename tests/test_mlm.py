@@ -1,6 +1,7 @@
 """The masked-LM analysis (paper Sec. 5.5, Fig. 6a) on tiny random models: the paper's trained
 probe (any encoder, ELECTRA's discriminator included) and the frozen pretrained MLM head."""
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -253,3 +254,69 @@ def test_mlm_table_keeps_heads_apart():
     assert table.groupby("head")["drop"].apply(list).to_dict() == {"pretrained": [0.0, 1.5], "probe": [0.0, 1.5]}
     with pytest.raises(ValueError, match="share the same key"):
         tables.mlm_table([rows("probe", -3.0), rows("probe", -2.0)])
+
+
+# ----------------------------------------------------------------------------- through the workflow
+
+
+@pytest.mark.slow  # a workflow run: `make test`, not the fast tier
+def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
+    """Sec. 5.5 through the workflow: a tiny random BertForMaskedLM saved as a local folder (with MiniLM's
+    tokenizer), an MLM-only model (model_tasks: []), goes through averaging, MLM lambdas and the
+    per-fraction curve with the paper's trained probe, then with its frozen pretrained head. (An ELECTRA
+    discriminator, which has no pretrained MLM head, goes through the same stages with the trained probe in
+    test_rehearsal_run.py's sample.)"""
+    import transformers as tf
+
+    from tests.test_workflow import copy_repo, job_counts, smk, write_config
+
+    repo = copy_repo(tmp_path / "repo")
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    sizes = {**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}
+    tf.set_seed(0)
+    tf.BertForMaskedLM(tf.BertConfig(**sizes)).save_pretrained(repo / "tinymlm")
+    tok.save_pretrained(repo / "tinymlm")
+
+    def edit(c, head="probe", models=("tinymlm",)):
+        c["results"] = "results-mlm"
+        c["models"].update({m: str(repo / m) for m in models})
+        c["model_tasks"] = {m: [] for m in models}
+        c["datasets"]["wiki"] = {"source": "package", "max_train": 48, "max_validation": 24}
+        c["analyses"]["mlm"] = {
+            "models": list(models),
+            "head": head,
+            "dataset": "wiki",
+            "max_length": 32,
+            "batch_size": 8,
+            "epochs": 1,
+            "lr": 1e-3,
+            "lambda": {"extra_lr": 0.05},
+        }
+
+    cfg = write_config(repo, "mlm.yaml", edit)
+    # MLM-only models: no probe, lambda or patterns job of the task sweep
+    planned = smk(repo, "-n", "--configfile", cfg).stdout
+    assert "mlm/tinymlm" in planned and not re.search(r"(probe|lambda|patterns)/tiny", planned)
+    smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg)
+    table = pd.read_parquet(repo / "results-mlm/tables/mlm.parquet")
+    assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"probe"}
+    assert table.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and table.n_dynamic.tolist() == [8, 4, 0]
+    assert table.n_eval.eq(24).all() and np.isfinite(table.neg_log_ppl).all()
+    assert table.groupby("model")["drop"].first().eq(0).all() and (table.perplexity > 1).all()
+    assert (repo / "results-mlm/plots/mlm.png").stat().st_size > 1000
+    lam = pd.read_parquet(repo / "results-mlm/mlm/tinymlm/wiki/N32/lambdas.parquet")
+    assert sorted(lam["rank"]) == list(range(8))
+    # the frozen pretrained head (BERT only: ELECTRA's discriminator has none) reruns that job and the table
+    cfg2 = write_config(repo, "mlm2.yaml", lambda c: edit(c, "pretrained"))
+    counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
+    assert counts == {"mlm": 1, "mlm_table": 1}, counts
+    smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg2)
+    table = pd.read_parquet(repo / "results-mlm/tables/mlm.parquet")
+    assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"pretrained"}
+    assert np.isfinite(table.neg_log_ppl).all() and "train_loss" not in table
+    # an MLM setting is part of the job: changing it reruns the MLM job and the table only
+    cfg3 = write_config(
+        repo, "mlm3.yaml", lambda c: (edit(c, "pretrained"), c["analyses"]["mlm"].update(mask_prob=0.2))
+    )
+    counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg3).stdout)
+    assert counts == {"mlm": 1, "mlm_table": 1}, counts

@@ -1,9 +1,10 @@
 """config/rehearsal.yaml: the paper's grid offline on tiny built models and GLUE/CoNLL-shaped local data.
 
 Fast tests: the builders of papa.rehearsal (files in the originals' layout, read back through the
-``source: local`` path; models of every family, RoBERTa's pair separators in the PAPA layout), the
-drift test (rehearsal.yaml keeps the shape of paper.yaml), and that editing a local data file
-reruns prepare_data and what depends on it. The full rehearsal run is marked ``slow``.
+``source: local`` path; models of every family, RoBERTa's pair separators in the PAPA layout) and the
+drift test (rehearsal.yaml keeps the shape of paper.yaml). Slow: the dry runs of paper.yaml and the
+rehearsal have the same rules and path shapes, and editing a local data file reruns prepare_data and what
+depends on it. The rehearsal's runs (the sample CI runs, the full rehearsal) are in tests/test_rehearsal_run.py.
 """
 
 import json
@@ -11,8 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 import yaml
 
@@ -327,117 +326,3 @@ def test_editing_a_local_csv_reruns_prepare_data_and_what_depends_on_it(tmp_path
         f.write("one more review,1\n")
     counts = job_counts(smk(repo, target, "-n", "--configfile", "config/local.yaml").stdout)
     assert counts == {"prepare_data": 1, "tokenize": 1}
-
-
-# ----------------------------------------------------------------------------- the rehearsal sample (CI)
-
-
-def rehearsal_sample(cfg: dict) -> dict:
-    """rehearsal.yaml cut to CI's budget (84 jobs instead of 384) with every rule, model family, task shape and
-    metric still in it: the fractions 1, 0.5 and 0 (the ends feed the summary's baseline and Fig. 3), one seed;
-    BERT, RoBERTa and DeBERTa on a pair task (Fig. 3 compares models on a shared task) and on the entity,
-    single-sentence and POS task respectively, ELECTRA on the MLM probe only; the analyses on the POS task with
-    three constant kinds (one trained) and two head orders."""
-    cfg = yaml.safe_load(yaml.safe_dump(cfg))
-    cfg["sweep"].update(fraction_dynamic=[1, 0.5, 0], seeds=cfg["sweep"]["seeds"][:1])
-    cfg["model_tasks"] = {
-        "bert": ["mrpc", "ner"],
-        "roberta": ["mrpc", "cola"],
-        "deberta": ["mrpc", "pos"],
-        "electra": [],
-    }
-    an = cfg["analyses"]
-    an.update(
-        tasks=["pos"], constant_kinds=["average", "effective", "toeplitz_trained"], head_orders=["lambda", "random"]
-    )
-    an["mlm"]["models"] = ["electra"]
-    return cfg
-
-
-@pytest.mark.slow
-def test_rehearsal_sample_runs_every_rule_family_and_task_kind(tmp_path):
-    """What CI runs of the rehearsal (the full run is `make rehearse`): from scratch, builds included, to the
-    tables and figures; the sample's DAG has every rule of the full rehearsal's."""
-    repo = copy_repo(tmp_path / "repo")
-    full = load(REHEARSAL)
-    cfg = rehearsal_sample(full)
-    assert set(cfg["analyses"]["tasks"]) <= {t for ts in cfg["model_tasks"].values() for t in ts}
-
-    def shapes(c):  # (single sentence | sentence pair | tokens, metrics) of every task that runs
-        run = {t for m in c["models"] for t in c.get("model_tasks", {}).get(m, c["tasks"])}
-        ds = [c["datasets"][c["tasks"][t]["dataset"]] for t in run]
-        kinds = {"tokens" if d.get("format") == "conll" else "pair" if "text_b_column" in d else "single" for d in ds}
-        return kinds, {m for t in run for m in c["tasks"][t]["metrics"]}
-
-    assert shapes(cfg) == shapes(full)
-    (repo / "config" / "sample.yaml").write_text(yaml.safe_dump(cfg))
-    dry = job_counts(smk(repo, "-n", "--configfile", "config/sample.yaml").stdout)
-    assert set(dry) == set(job_counts(smk(repo, "-n", "--configfile", REHEARSAL).stdout)), dry
-    assert sum(dry.values()) <= 90, dry  # CI's budget: ~3.5 s of start-up per job
-    t0 = time.monotonic()
-    smk(repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800)
-    print(f"rehearsal sample: {sum(dry.values())} jobs, {time.monotonic() - t0:.0f} s")
-    res = repo / cfg["results"] / "tables"
-    probe = pd.read_parquet(res / "probe.parquet")
-    for model, tasks in cfg["model_tasks"].items():
-        for task in tasks:
-            got = probe[(probe.model == model) & (probe.task == task) & (probe.selection == "lambda")]
-            assert set(got.metric) == set(cfg["tasks"][task]["metrics"]), (model, task)
-            assert set(got.fraction_dynamic) == {1.0, 0.5, 0.0} and got.score.notna().all(), (model, task)
-    an = cfg["analyses"]
-    orders = probe[probe.task.isin(an["tasks"])]
-    assert set(orders.selection) == set(an["head_orders"])
-    assert set(orders.constants) >= set(an["constant_kinds"]) | {f"average@{c}" for c in an["cross_corpus"]}
-    mlm = pd.read_parquet(res / "mlm.parquet")  # ELECTRA: an MLM-only model (model_tasks: []), the trained probe
-    assert set(mlm.model) == {"electra"} and set(mlm["head"]) == {"probe"}
-    assert mlm.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and np.isfinite(mlm.neg_log_ppl).all()
-    assert mlm["drop"].iloc[0] == 0 and (mlm.perplexity > 1).all()
-    for table in ("summary", "lambdas", "constant_kinds", "patterns"):
-        assert len(pd.read_parquet(res / f"{table}.parquet")), table
-    plots = {p.name for p in (repo / cfg["results"] / "plots").glob("*.png")}
-    assert {"fraction_curves.png", "models_compared.png", "constant_kinds.png", "head_orders.png"} <= plots, plots
-
-
-# ----------------------------------------------------------------------------- the full rehearsal
-
-
-@pytest.mark.slow
-@pytest.mark.rehearsal  # `make rehearse`: 23 minutes, beyond CI's budget; `make test` runs the sample below
-def test_full_rehearsal_writes_every_table(tmp_path):
-    """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
-
-    Budget: 384 jobs, 30 min; measured 22 min 47 s in CI on the 2-core machine (2026-11-23), 25 min
-    with other work beside it (~7 s of CPU per job, nearly all of it the Python/torch/transformers
-    start-up of each job, not the tiny models). Every (model,
-    task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table of all four
-    families must be there.
-    """
-    repo = copy_repo(tmp_path / "repo")
-    cfg = load(REHEARSAL)
-    t0 = time.monotonic()
-    smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400)
-    seconds = time.monotonic() - t0
-    res = repo / cfg["results"] / "tables"
-    probe = pd.read_parquet(res / "probe.parquet")
-    sweep = cfg["sweep"]
-    for model in cfg["models"]:
-        for task in cfg.get("model_tasks", {}).get(model, cfg["tasks"]):
-            tc = cfg["tasks"][task]
-            got = probe[(probe.model == model) & (probe.task == task) & (probe.constants == "average")
-                        & (probe.selection == "lambda")]  # fmt: skip
-            assert sorted(got.fraction_dynamic.unique()) == sorted(float(f) for f in sweep["fraction_dynamic"]), (
-                model,
-                task,
-            )
-            assert set(got.seed) == set(sweep["seeds"]), (model, task)
-            assert set(got.metric) == set(tc["metrics"]), (model, task)
-    an = cfg["analyses"]
-    kinds = pd.read_parquet(res / "constant_kinds.parquet")
-    assert len(kinds)
-    orders = probe[probe.task.isin(an["tasks"])]
-    assert set(orders.selection) == set(an["head_orders"])
-    assert set(orders.constants) >= set(an["constant_kinds"]) | {f"average@{c}" for c in an["cross_corpus"]}
-    mlm = pd.read_parquet(res / "mlm.parquet")
-    assert set(mlm.model) == set(an["mlm"]["models"])
-    assert len(pd.read_parquet(res / "patterns.parquet"))
-    print(f"rehearsal: {seconds:.0f} s end to end")

@@ -383,6 +383,58 @@ def _results_dir(configfile: Path) -> str:
     return str((yaml.safe_load(configfile.read_text()) or {}).get("results") or "results")
 
 
+REHEARSAL_CONFIG = REPO / "config" / "rehearsal.yaml"
+
+
+@pytest.mark.slow  # whole-workflow runs first in the file (tests/conftest.py)
+def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
+    """Part of the rehearsal (config/rehearsal.yaml) as Slurm jobs: the workflow builds a tiny model and
+    GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task, and
+    the built model folder reaches every job that loads it (six DAG levels, ~15 s of polling each)."""
+    import yaml
+
+    if not REHEARSAL_CONFIG.exists():
+        pytest.skip("config/rehearsal.yaml not present")
+    pd = pytest.importorskip("pandas")
+    wd = copy_repo(tmp_path / "rehearsal")
+    results = _results_dir(REHEARSAL_CONFIG)
+    shutil.rmtree(wd / results, ignore_errors=True)
+    cfg = yaml.safe_load(REHEARSAL_CONFIG.read_text())
+    fraction, seeds = 0.5, cfg["sweep"]["seeds"]
+    target = f"{results}/probe/bert/sst2/average/lambda/fraction_dynamic={fraction:g}/seed{seeds[0]}.parquet"
+
+    run = run_snakemake(
+        wd,
+        target,
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/rehearsal.yaml",
+        timeout=PIPELINE_TIMEOUT_S,
+    )
+    print(f"rehearsal slice through Slurm: {run.seconds:.1f} s end to end")
+    assert run.returncode == 0, run.tail(150)
+    rules = sorted(rule for rule, _ in slurm_jobs_of(run).values())
+    assert rules == sorted(
+        [
+            "build_model",
+            "build_data",
+            "prepare_data",
+            "tokenize",
+            "tokenize",
+            "average_attention",
+            "learn_lambda",
+            "probe",
+        ]
+    ), rules
+    assert (wd / results / "built/models/bert/config.json").exists()
+    assert (wd / results / "built/data/glue_sst2/train.tsv").exists()
+    probe = pd.read_parquet(wd / target)
+    assert set(probe["model"]) == {"bert"} and set(probe["task"]) == {"sst2"}
+    assert set(probe["metric"]) == set(cfg["tasks"]["sst2"]["metrics"])
+
+
+@pytest.mark.slow
 def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
     """The smoke workflow's model stages as Slurm jobs compute what the local run computes. It starts from the
     session's one local smoke run (conftest's `smoke_once`, shared with test_workflow.py) with one task's
@@ -442,53 +494,3 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
             atol=1e-6,
             obj=str(rel),
         )
-
-
-REHEARSAL_CONFIG = REPO / "config" / "rehearsal.yaml"
-
-
-def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
-    """Part of the rehearsal (config/rehearsal.yaml) as Slurm jobs: the workflow builds a tiny model and
-    GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task, and
-    the built model folder reaches every job that loads it (six DAG levels, ~15 s of polling each)."""
-    import yaml
-
-    if not REHEARSAL_CONFIG.exists():
-        pytest.skip("config/rehearsal.yaml not present")
-    pd = pytest.importorskip("pandas")
-    wd = copy_repo(tmp_path / "rehearsal")
-    results = _results_dir(REHEARSAL_CONFIG)
-    shutil.rmtree(wd / results, ignore_errors=True)
-    cfg = yaml.safe_load(REHEARSAL_CONFIG.read_text())
-    fraction, seeds = 0.5, cfg["sweep"]["seeds"]
-    target = f"{results}/probe/bert/sst2/average/lambda/fraction_dynamic={fraction:g}/seed{seeds[0]}.parquet"
-
-    run = run_snakemake(
-        wd,
-        target,
-        "--profile",
-        "slurm",
-        "--configfile",
-        "config/rehearsal.yaml",
-        timeout=PIPELINE_TIMEOUT_S,
-    )
-    print(f"rehearsal slice through Slurm: {run.seconds:.1f} s end to end")
-    assert run.returncode == 0, run.tail(150)
-    rules = sorted(rule for rule, _ in slurm_jobs_of(run).values())
-    assert rules == sorted(
-        [
-            "build_model",
-            "build_data",
-            "prepare_data",
-            "tokenize",
-            "tokenize",
-            "average_attention",
-            "learn_lambda",
-            "probe",
-        ]
-    ), rules
-    assert (wd / results / "built/models/bert/config.json").exists()
-    assert (wd / results / "built/data/glue_sst2/train.tsv").exists()
-    probe = pd.read_parquet(wd / target)
-    assert set(probe["model"]) == {"bert"} and set(probe["task"]) == {"sst2"}
-    assert set(probe["metric"]) == set(cfg["tasks"]["sst2"]["metrics"])

@@ -14,12 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
-from .conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -171,6 +168,92 @@ def test_smoke_run_writes_the_tables(smoke):
     print(f"smoke workflow: {seconds:.0f} s")
 
 
+def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
+    """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
+    resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
+    It starts from the clean run with one task's results lost (every rt_sentiment output from its prepared
+    data on, the tables and the figures: 16 jobs, every rule among them; the whole workflow from scratch
+    would spend CI's time on the jobs of the other task too). Each kill lands a random 0-2 s after the
+    run's first or second finished job (not at a wall-clock time, which a loaded machine would turn into a
+    different test): every run makes progress and the 16 jobs outlast the four kills (at most ~3 jobs
+    finish per run), each of which must stop its run."""
+    import random
+
+    done = smoke_once[0]  # the session's clean run, never edited (the module's `smoke` copy is)
+    repo = tmp_path / "repo"
+    copy_without_task(done, repo, "rt_sentiment", data=True)
+    planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
+    assert sum(planned.values()) - planned.pop("all") == 16 and planned["prepare_data"] == 1, planned
+    rng = random.Random(13)
+    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT]
+    killed = 0
+    for i, sig in enumerate(kills):
+        log = tmp_path / f"run{i}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [SNAKEMAKE, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete"],
+                cwd=repo,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=LOCAL_ENV,
+                preexec_fn=ctrl_c_works,
+            )
+        jobs, deadline = rng.randint(1, 2), time.monotonic() + 300
+        while proc.poll() is None and log.read_text().count("Finished jobid") < jobs and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0, 2))
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)  # the whole process group, as a terminal's Ctrl-C or a lost node does
+            killed += 1
+        proc.wait(timeout=300)
+        if sig == signal.SIGKILL:  # a killed Snakemake leaves its lock behind: users run --unlock
+            smk(repo, "--unlock", "--configfile", SMOKE)
+    assert killed == len(kills), f"the workflow finished after {killed} of {len(kills)} kills"
+    smk(repo, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
+    clean = done / "results-smoke" / "tables"
+    for table in sorted(clean.glob("*.parquet")):
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(repo / "results-smoke" / "tables" / table.name),
+            pd.read_parquet(table),
+            check_exact=True,
+            obj=table.name,
+        )
+    leftovers = [
+        p for p in (repo / "results-smoke").rglob("*") if p.name.endswith(".tmp") or p.name.startswith("papa-features-")
+    ]
+    assert not leftovers, leftovers
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
+
+
+def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):
+    """``analyses.tasks: []`` means no task (it used to mean every task, as null does): on the finished smoke run,
+    only the tables and figures redo, and the summary is the clean run's sweep rows exactly. A config whose
+    models run no task (``model_tasks: []``) but the MLM analysis plans no probe tables (aggregate used to
+    fail on an empty list of probe runs)."""
+    done = smoke_once[0]
+    repo = tmp_path / "repo"
+    shutil.copytree(done, repo, symlinks=True)  # file times and Snakemake's metadata kept: up to date
+    cfg = write_config(repo, "no_analyses.yaml", lambda c: c["analyses"].update(tasks=[]))
+    planned = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    assert planned == {"aggregate": 1, "plot": 1, "all": 1}, planned
+    smk(repo, "--cores", "2", "--configfile", cfg)
+    clean = pd.read_parquet(done / "results-smoke/tables/summary.parquet")
+    assert {"identity", "effective"} <= set(clean.constants) and "random" in set(clean.selection)
+    sweep = yaml.safe_load((repo / SMOKE).read_text())["sweep"]
+    expected = clean[clean.constants.isin(sweep["constants"]) & clean.selection.isin(sweep["selections"])]
+    summary = pd.read_parquet(repo / "results-smoke/tables/summary.parquet")
+    pd.testing.assert_frame_equal(summary, expected.reset_index(drop=True), check_exact=True)
+
+    def mlm_only(c):
+        c["model_tasks"] = {"minilm": []}
+        c["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment", "max_length": 32}
+
+    planned = job_counts(smk(repo, "-n", "--configfile", write_config(repo, "mlm_only.yaml", mlm_only)).stdout)
+    # the smoke run's tokens and averaged matrices are reused: only the MLM job, its table and the target run
+    assert planned == {"mlm": 1, "mlm_table": 1, "all": 1}, planned
+
+
 def test_second_run_does_nothing(smoke):
     repo = smoke[0]
     p = smk(repo, "-n", "--configfile", SMOKE)
@@ -290,151 +373,3 @@ def test_killed_job_leaves_no_finished_output(smoke):
     assert not list(out_dir.glob("seed*.parquet")), "a killed job left outputs that look finished"
     counts = job_counts(smk(repo, target, "-n", "--configfile", cfg).stdout)
     assert counts.get("probe") == 1
-
-
-def test_mlm_stage_on_a_tiny_random_masked_lm(smoke):
-    """Sec. 5.5 through the workflow: a tiny random BertForMaskedLM saved as a local folder (with MiniLM's
-    tokenizer), an MLM-only model (model_tasks: []), goes through averaging, MLM lambdas and the
-    per-fraction curve with the paper's trained probe, then with its frozen pretrained head. (An ELECTRA
-    discriminator, which has no pretrained MLM head, goes through the same stages with the trained probe in
-    test_rehearsal.py's sample.)"""
-    import transformers as tf
-
-    from papa.models import resolve_model_path
-
-    repo = smoke[0]
-    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-    sizes = {**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}
-    tf.set_seed(0)
-    tf.BertForMaskedLM(tf.BertConfig(**sizes)).save_pretrained(repo / "tinymlm")
-    tok.save_pretrained(repo / "tinymlm")
-
-    def edit(c, head="probe", models=("tinymlm",)):
-        c["results"] = "results-mlm"
-        c["models"].update({m: str(repo / m) for m in models})
-        c["model_tasks"] = {m: [] for m in models}
-        c["datasets"]["wiki"] = {"source": "package", "max_train": 48, "max_validation": 24}
-        c["analyses"]["mlm"] = {
-            "models": list(models),
-            "head": head,
-            "dataset": "wiki",
-            "max_length": 32,
-            "batch_size": 8,
-            "epochs": 1,
-            "lr": 1e-3,
-            "lambda": {"extra_lr": 0.05},
-        }
-
-    cfg = write_config(repo, "mlm.yaml", edit)
-    # MLM-only models: no probe, lambda or patterns job of the task sweep
-    planned = smk(repo, "-n", "--configfile", cfg).stdout
-    assert "mlm/tinymlm" in planned and not re.search(r"(probe|lambda|patterns)/tiny", planned)
-    smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg)
-    table = pd.read_parquet(repo / "results-mlm/tables/mlm.parquet")
-    assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"probe"}
-    assert table.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and table.n_dynamic.tolist() == [8, 4, 0]
-    assert table.n_eval.eq(24).all() and np.isfinite(table.neg_log_ppl).all()
-    assert table.groupby("model")["drop"].first().eq(0).all() and (table.perplexity > 1).all()
-    assert (repo / "results-mlm/plots/mlm.png").stat().st_size > 1000
-    lam = pd.read_parquet(repo / "results-mlm/mlm/tinymlm/wiki/N32/lambdas.parquet")
-    assert sorted(lam["rank"]) == list(range(8))
-    # the frozen pretrained head (BERT only: ELECTRA's discriminator has none) reruns that job and the table
-    cfg2 = write_config(repo, "mlm2.yaml", lambda c: edit(c, "pretrained"))
-    counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
-    assert counts == {"mlm": 1, "mlm_table": 1}, counts
-    smk(repo, "results-mlm/tables/mlm.parquet", "--cores", "2", "--configfile", cfg2)
-    table = pd.read_parquet(repo / "results-mlm/tables/mlm.parquet")
-    assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"pretrained"}
-    assert np.isfinite(table.neg_log_ppl).all() and "train_loss" not in table
-    # an MLM setting is part of the job: changing it reruns the MLM job and the table only
-    cfg3 = write_config(
-        repo, "mlm3.yaml", lambda c: (edit(c, "pretrained"), c["analyses"]["mlm"].update(mask_prob=0.2))
-    )
-    counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg3).stdout)
-    assert counts == {"mlm": 1, "mlm_table": 1}, counts
-
-
-def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):
-    """``analyses.tasks: []`` means no task (it used to mean every task, as null does): on the finished smoke run,
-    only the tables and figures redo, and the summary is the clean run's sweep rows exactly. A config whose
-    models run no task (``model_tasks: []``) but the MLM analysis plans no probe tables (aggregate used to
-    fail on an empty list of probe runs)."""
-    done = smoke_once[0]
-    repo = tmp_path / "repo"
-    shutil.copytree(done, repo, symlinks=True)  # file times and Snakemake's metadata kept: up to date
-    cfg = write_config(repo, "no_analyses.yaml", lambda c: c["analyses"].update(tasks=[]))
-    planned = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
-    assert planned == {"aggregate": 1, "plot": 1, "all": 1}, planned
-    smk(repo, "--cores", "2", "--configfile", cfg)
-    clean = pd.read_parquet(done / "results-smoke/tables/summary.parquet")
-    assert {"identity", "effective"} <= set(clean.constants) and "random" in set(clean.selection)
-    sweep = yaml.safe_load((repo / SMOKE).read_text())["sweep"]
-    expected = clean[clean.constants.isin(sweep["constants"]) & clean.selection.isin(sweep["selections"])]
-    summary = pd.read_parquet(repo / "results-smoke/tables/summary.parquet")
-    pd.testing.assert_frame_equal(summary, expected.reset_index(drop=True), check_exact=True)
-
-    def mlm_only(c):
-        c["model_tasks"] = {"minilm": []}
-        c["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment", "max_length": 32}
-
-    planned = job_counts(smk(repo, "-n", "--configfile", write_config(repo, "mlm_only.yaml", mlm_only)).stdout)
-    # the smoke run's tokens and averaged matrices are reused: only the MLM job, its table and the target run
-    assert planned == {"mlm": 1, "mlm_table": 1, "all": 1}, planned
-
-
-def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
-    """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
-    resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
-    It starts from the clean run with one task's results lost (every rt_sentiment output from its prepared
-    data on, the tables and the figures: 16 jobs, every rule among them; the whole workflow from scratch
-    would spend CI's time on the jobs of the other task too). Each kill lands a random 0-2 s after the
-    run's first or second finished job (not at a wall-clock time, which a loaded machine would turn into a
-    different test): every run makes progress and the 16 jobs outlast the four kills (at most ~3 jobs
-    finish per run), each of which must stop its run."""
-    import random
-
-    done = smoke_once[0]  # the session's clean run, never edited (the module's `smoke` copy is)
-    repo = tmp_path / "repo"
-    copy_without_task(done, repo, "rt_sentiment", data=True)
-    planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
-    assert sum(planned.values()) - planned.pop("all") == 16 and planned["prepare_data"] == 1, planned
-    rng = random.Random(13)
-    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT]
-    killed = 0
-    for i, sig in enumerate(kills):
-        log = tmp_path / f"run{i}.log"
-        with open(log, "w") as out:
-            proc = subprocess.Popen(
-                [SNAKEMAKE, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete"],
-                cwd=repo,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=LOCAL_ENV,
-                preexec_fn=ctrl_c_works,
-            )
-        jobs, deadline = rng.randint(1, 2), time.monotonic() + 300
-        while proc.poll() is None and log.read_text().count("Finished jobid") < jobs and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(rng.uniform(0, 2))
-        if proc.poll() is None:
-            os.killpg(proc.pid, sig)  # the whole process group, as a terminal's Ctrl-C or a lost node does
-            killed += 1
-        proc.wait(timeout=300)
-        if sig == signal.SIGKILL:  # a killed Snakemake leaves its lock behind: users run --unlock
-            smk(repo, "--unlock", "--configfile", SMOKE)
-    assert killed == len(kills), f"the workflow finished after {killed} of {len(kills)} kills"
-    smk(repo, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
-    clean = done / "results-smoke" / "tables"
-    for table in sorted(clean.glob("*.parquet")):
-        pd.testing.assert_frame_equal(
-            pd.read_parquet(repo / "results-smoke" / "tables" / table.name),
-            pd.read_parquet(table),
-            check_exact=True,
-            obj=table.name,
-        )
-    leftovers = [
-        p for p in (repo / "results-smoke").rglob("*") if p.name.endswith(".tmp") or p.name.startswith("papa-features-")
-    ]
-    assert not leftovers, leftovers
-    assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
