@@ -15,8 +15,9 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 #: (`--dist loadfile`, `--no-loadscope-reorder`): the first three start at once, one per worker (the rehearsal
 #: sample's run, the smoke workflow's runs, the Slurm runs: 14-18 minutes each on 2 cores, side by side), and the
 #: next two (the MLM workflow run, the rehearsal's dry runs) go to the first workers to run low, ahead of the short
-#: files. The workers then end within two minutes of each other (measured in CI); before, the rehearsal's worker
-#: ran its dry runs and the sample one after the other and ended three minutes after the others.
+#: files. The three workers then end within a minute of each other (measured in CI). That balance is not speed: on
+#: CI's 2 cores the CPU is busy all through the tests (vmstat: 0-1% idle after the install), so CI's time is the
+#: tests' CPU (mostly each workflow job's torch/transformers start-up), whatever the order or the number of workers.
 LONG_FILES = ("test_rehearsal_run.py", "test_workflow.py", "test_slurm.py", "test_mlm.py", "test_rehearsal.py")
 
 
