@@ -25,6 +25,7 @@ from papa.mlm import (
 )
 from papa.models import resolve_model_path
 from papa.probe import TrainConfig
+from tests.test_workflow import copy_repo, job_counts, smk, write_config
 
 from .conftest import TINY, tiny_model
 
@@ -267,8 +268,6 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
     discriminator, which has no pretrained MLM head, goes through the same stages with the trained probe in
     test_rehearsal_run.py's sample.)"""
     import transformers as tf
-
-    from tests.test_workflow import copy_repo, job_counts, smk, write_config
 
     repo = copy_repo(tmp_path / "repo")
     tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))

@@ -47,7 +47,15 @@ def rehearsal_sample(cfg: dict) -> dict:
 SAMPLE = rehearsal_sample(load(REHEARSAL))
 
 
-def test_rehearsal_sample_has_every_rule_task_shape_and_metric(tmp_path):
+@pytest.fixture(scope="module")
+def sample_repo(tmp_path_factory):
+    """A copy of the repository with the sample's config as config/sample.yaml (dry-run first, then run)."""
+    repo = copy_repo(tmp_path_factory.mktemp("sample") / "repo")
+    (repo / "config" / "sample.yaml").write_text(yaml.safe_dump(SAMPLE))
+    return repo
+
+
+def test_rehearsal_sample_has_every_rule_task_shape_and_metric(sample_repo):
     """The sample's DAG has every rule of the full rehearsal's, and its tasks every shape (single sentence,
     sentence pair, tokens) and metric of the full rehearsal's, within CI's budget of jobs."""
     full = load(REHEARSAL)
@@ -60,22 +68,18 @@ def test_rehearsal_sample_has_every_rule_task_shape_and_metric(tmp_path):
         return kinds, {m for t in run for m in c["tasks"][t]["metrics"]}
 
     assert shapes(SAMPLE) == shapes(full)
-    repo = copy_repo(tmp_path / "repo")
-    (repo / "config" / "sample.yaml").write_text(yaml.safe_dump(SAMPLE))
-    dry = job_counts(smk(repo, "-n", "--configfile", "config/sample.yaml").stdout)
-    assert set(dry) == set(job_counts(smk(repo, "-n", "--configfile", REHEARSAL).stdout)), dry
+    dry = job_counts(smk(sample_repo, "-n", "--configfile", "config/sample.yaml").stdout)
+    assert set(dry) == set(job_counts(smk(sample_repo, "-n", "--configfile", REHEARSAL).stdout)), dry
     assert sum(dry.values()) <= 90, dry  # CI's budget: ~7 s of CPU per job, nearly all of it start-up
 
 
 @pytest.fixture(scope="module")
-def sample_run(tmp_path_factory):
+def sample_run(sample_repo):
     """The rehearsal sample run from scratch, builds included, to the tables and figures: its results folder."""
-    repo = copy_repo(tmp_path_factory.mktemp("sample") / "repo")
-    (repo / "config" / "sample.yaml").write_text(yaml.safe_dump(SAMPLE))
     t0 = time.monotonic()
-    smk(repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800)
+    smk(sample_repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800)
     print(f"rehearsal sample: {time.monotonic() - t0:.0f} s")
-    return repo / SAMPLE["results"]
+    return sample_repo / SAMPLE["results"]
 
 
 def test_rehearsal_sample_probes_every_model_task_metric_and_fraction(sample_run):
