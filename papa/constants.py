@@ -152,7 +152,11 @@ class _Recorder:
 
 
 def effective_attention(
-    probs: torch.Tensor, value: torch.Tensor, rtol: float | None = None, valid: torch.Tensor | None = None
+    probs: torch.Tensor,
+    value: torch.Tensor,
+    rtol: float | None = None,
+    valid: torch.Tensor | None = None,
+    method: str = "cholesky_qr",
 ) -> torch.Tensor:
     """Effective attention ``A U_r U_r^T`` (Sun & Marasovic 2021).
 
@@ -160,19 +164,98 @@ def effective_attention(
         probs: [B, H, N, N] attention; value: [B, H, N, d] values.
         valid: optional [B, N] bool of real tokens: the rows of V at pad positions are zeroed
             first (A gives them no weight), so the result has no mass on pad keys.
+        rtol: singular values below ``rtol`` times the largest count as zero (default
+            ``max(N, d) * eps``, numpy's ``matrix_rank`` rule).
+        method: how the projector ``U_r U_r^T`` onto the column space of V is computed.
+            ``"cholesky_qr"`` (default): batched Cholesky factorisations and triangular solves
+            (`projector_cholesky_qr`), equal to the SVD's projector to float64 rounding (~1e-14)
+            wherever it is used, with the SVD for the matrices it cannot certify; ~2.5x faster
+            than the SVD on a CPU, and on a GPU the difference between usable and not: there a
+            batched SVD of matrices larger than 32 x 32 runs one matrix at a time (cuSOLVER), 2.3
+            examples/s for MiniLM at N = 64 on an H200. ``"svd"``: a batched SVD for every matrix.
     Removes from each row of A the part in the left null space of V (which never reaches
     the output). Equals A when V has full row rank (N <= d and V generic).
     """
     v = value.detach().double()
     if valid is not None:
         v = v * valid[:, None, :, None].to(v.dtype)
-    U, S, _ = torch.linalg.svd(v, full_matrices=False)  # U [B, H, N, k], k = min(N, d)
+    if method == "svd":
+        proj = projector_svd(v, rtol)
+    elif method == "cholesky_qr":
+        proj = projector_cholesky_qr(v, rtol)
+    else:
+        raise ValueError(f"effective_attention: method must be 'cholesky_qr' or 'svd', got {method!r}")
+    return (probs.double() @ proj).to(probs.dtype)
+
+
+def projector_svd(v: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
+    """[..., N, N] projector ``U_r U_r^T`` onto the column space of each [N, d] matrix of ``v`` (SVD)."""
+    U, S, _ = torch.linalg.svd(v, full_matrices=False)  # U [..., N, k], k = min(N, d)
     if rtol is None:
         rtol = max(v.shape[-2:]) * torch.finfo(v.dtype).eps
-    keep = (S > rtol * S[..., :1]).to(v.dtype)  # [B, H, k]
+    keep = (S > rtol * S[..., :1]).to(v.dtype)  # [..., k]
     Ur = U * keep[..., None, :]
-    proj = Ur @ Ur.transpose(-1, -2)  # [B, H, N, N]
-    return (probs.double() @ proj).to(probs.dtype)
+    return Ur @ Ur.transpose(-1, -2)
+
+
+#: Cholesky paths accept a matrix only when it is this well conditioned (an upper bound on
+#: cond(V) of 1e6, or a first CholeskyQR pass whose Q^T Q is within 0.1 of I: cond(V) <~ 1e7),
+#: far from the SVD's rank threshold (~1e-14 relative), so the SVD would keep every direction too.
+_MAX_COND_GRAM = 1e12
+_MAX_ORTHO_ERR = 0.1
+
+
+def projector_cholesky_qr(v: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
+    """`projector_svd` from batched Cholesky factorisations (fast on GPUs), the SVD as a fallback.
+
+    Each [N, d] matrix of ``v`` (float64; zero rows are pad tokens) with ``m`` non-zero rows:
+
+    * ``m > d`` (tall): the projector onto its d-dimensional column space is ``Q Q^T`` with Q
+      from CholeskyQR2 (R = chol(V^T V), Q = V R^-1, repeated once on Q), accepted when the
+      first pass's ``Q^T Q`` is within 0.1 of the identity (cond(V) below ~1e7: CholeskyQR2 is
+      then orthogonal to rounding, and V has full column rank by a wide margin).
+    * ``m <= d`` (short): if its non-zero rows are linearly independent, the column space is
+      every vector that is 0 on the zero rows: the projector is ``diag(row is non-zero)``
+      (effective attention = attention with pad keys zeroed). Independence is certified by a
+      Cholesky factorisation of ``V V^T`` (the zero rows' diagonal set to the largest entry)
+      with a condition bound ``||G||_F ||L^-1||_F^2`` below 1e12.
+
+    Matrices that fail their check (rank-deficient or ill-conditioned) go through `projector_svd`.
+    """
+    *batch, N, d = v.shape
+    flat = v.reshape(-1, N, d)
+    M = flat.shape[0]
+    nonzero = flat.abs().amax(-1) > 0  # [M, N]
+    tall = nonzero.sum(-1) > d
+    P = torch.zeros(M, N, N, dtype=v.dtype, device=v.device)
+    ok = torch.zeros(M, dtype=torch.bool, device=v.device)
+    if bool(tall.any()):
+        V = flat[tall]
+        eye = torch.eye(d, dtype=v.dtype, device=v.device)
+        R, info = torch.linalg.cholesky_ex(V.transpose(-1, -2) @ V, upper=True)
+        Q = torch.linalg.solve_triangular(R, V, upper=True, left=False)  # V R^-1
+        G = Q.transpose(-1, -2) @ Q
+        err = (G - eye).abs().amax((-2, -1))
+        R2, info2 = torch.linalg.cholesky_ex(G, upper=True)
+        Q = torch.linalg.solve_triangular(R2, Q, upper=True, left=False)
+        P[tall] = Q @ Q.transpose(-1, -2)
+        ok[tall] = (info == 0) & (info2 == 0) & (err < _MAX_ORTHO_ERR)  # NaN fails
+    short = ~tall
+    if bool(short.any()):
+        V, nz = flat[short], nonzero[short]
+        G = V @ V.transpose(-1, -2)  # [*, N, N]; zero rows give zero rows and columns
+        scale = G.diagonal(dim1=-2, dim2=-1).amax(-1).clamp_min(torch.finfo(v.dtype).tiny)
+        G = G + torch.diag_embed((~nz).to(v.dtype) * scale[:, None])
+        L, info = torch.linalg.cholesky_ex(G)
+        eye = torch.eye(N, dtype=v.dtype, device=v.device).expand_as(G)
+        Linv = torch.linalg.solve_triangular(L, eye, upper=False)
+        bound = torch.linalg.matrix_norm(G) * torch.linalg.matrix_norm(Linv) ** 2  # >= cond_2(G)
+        P[short] = torch.diag_embed(nz.to(v.dtype))
+        ok[short] = (info == 0) & (bound < _MAX_COND_GRAM)
+    bad = ~ok
+    if bool(bad.any()):
+        P[bad] = projector_svd(flat[bad], rtol)
+    return P.reshape(*batch, N, N)
 
 
 def average_attention(

@@ -36,6 +36,70 @@ def test_effective_attention_projects_out_the_null_space_when_n_gt_head_dim():
     assert torch.allclose((A - E) @ V, torch.zeros(()).double(), atol=1e-10)  # the removed part never reaches it
 
 
+def _values_with_pads(seed=0, B=6, H=4, N=24, d=8):
+    """Random values [B, H, N, d] with right padding (lengths from 3 to N) and the valid mask."""
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randn(B, H, N, d, generator=g, dtype=torch.float64)
+    lengths = torch.tensor([N, N - 1, d + 1, d, 5, 3])[:B]  # tall (> d real rows) and short (<= d) examples
+    valid = torch.arange(N)[None] < lengths[:, None]
+    return v * valid[:, None, :, None], valid
+
+
+def _spy_svd(monkeypatch):
+    """Count the matrices the Cholesky path hands to the SVD."""
+    from papa import constants
+
+    seen = []
+    real = constants.projector_svd
+
+    def spy(v, rtol=None):
+        seen.append(v.shape[0])
+        return real(v, rtol)
+
+    monkeypatch.setattr(constants, "projector_svd", spy)
+    return seen, real
+
+
+def test_cholesky_projector_equals_the_svd_projector_on_generic_values(monkeypatch):
+    from papa.constants import projector_cholesky_qr
+
+    v, _ = _values_with_pads()
+    seen, svd = _spy_svd(monkeypatch)
+    P = projector_cholesky_qr(v)
+    assert seen == []  # every matrix certified: the fast path, no SVD
+    assert torch.allclose(P, svd(v), atol=1e-12)
+    assert torch.allclose(P @ P, P, atol=1e-12) and torch.allclose(P, P.transpose(-1, -2))
+    # short examples (<= d real rows): the projector keeps exactly the real rows
+    assert torch.equal(P[4:], torch.diag_embed((v[4:].abs().amax(-1) > 0).double()))
+
+
+def test_cholesky_projector_falls_back_to_the_svd_on_rank_deficient_values(monkeypatch):
+    from papa.constants import projector_cholesky_qr
+
+    v, _ = _values_with_pads(seed=1)
+    v[0, 0, :, 3:] = 0  # tall, column rank 3 < d
+    v[4, 1, 1] = v[4, 1, 0]  # short, two equal rows
+    v[1, 2, :, 1] = v[1, 2, :, 0] * (1 + 1e-10)  # tall, full rank but cond ~1e10: not certified
+    v[5, 3] = 0  # no non-zero row at all
+    seen, svd = _spy_svd(monkeypatch)
+    P = projector_cholesky_qr(v)
+    assert seen == [4]  # exactly the four matrices above
+    assert torch.allclose(P, svd(v), atol=1e-12)
+    assert torch.linalg.matrix_rank(P[0, 0]).item() == 3 and P[4, 1].trace().round().item() == 4
+
+
+def test_effective_attention_methods_agree_and_are_checked():
+    v, valid = _values_with_pads(seed=2)
+    g = torch.Generator().manual_seed(3)
+    A = torch.softmax(torch.randn(*v.shape[:2], v.shape[2], v.shape[2], generator=g, dtype=torch.float64), -1)
+    fast = papa.effective_attention(A, v, valid=valid)
+    ref = papa.effective_attention(A, v, valid=valid, method="svd")
+    assert torch.allclose(fast, ref, atol=1e-12)
+    assert np.allclose(fast.numpy(), _svd_reference(A.numpy(), v.numpy()), atol=1e-10)
+    with pytest.raises(ValueError, match="method must be 'cholesky_qr' or 'svd'"):
+        papa.effective_attention(A, v, method="qr")
+
+
 def test_effective_average_on_minilm_differs_at_n_above_head_dim(minilm):
     model, tok = minilm
     enc = papa.encode(tok, ["a long enough sentence " * 12, "short one"], max_length=64)  # N = 64 > d' = 32

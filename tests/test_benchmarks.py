@@ -25,3 +25,42 @@ def test_child_peak_rss_is_not_the_parents():
     del ballast
     # the child itself (python, torch, papa: a few hundred MB) is far smaller than the ballast
     assert 50 < own < 600, (own, ru_maxrss)
+
+
+def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path):
+    """benchmarks/compare_runs.py: rows matched on the table's keys whatever their order, the
+    largest difference per result column, rows present on one side only, per-rule times."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import compare_runs
+
+    def summary(means, ci):
+        return pd.DataFrame(
+            {
+                "model": "m",
+                "task": "t",
+                "constants": "average",
+                "selection": "lambda",
+                "fraction_dynamic": [1.0, 0.5, 0.0][: len(means)],
+                "metric": "accuracy",
+                "mean": means,
+                "ci95": ci,
+            }  # fmt: skip
+        )
+
+    for run, means, ci in (("a", [0.9, 0.8, 0.7], [0.01, 0.01, 0.01]), ("b", [0.85, 0.8], [0.01, 0.02])):
+        (tmp_path / run / "tables").mkdir(parents=True)
+        df = summary(means, ci)
+        (df.iloc[::-1] if run == "b" else df).to_parquet(tmp_path / run / "tables" / "summary.parquet")  # order differs
+    bench = tmp_path / "a" / "benchmarks" / "probe" / "m"
+    bench.mkdir(parents=True)
+    for i, s in enumerate((3.0, 5.0)):
+        (bench / f"{i}.tsv").write_text(f"s\th:m:s\n{s}\t0:00:0{int(s)}\n")
+    res = compare_runs.compare(tmp_path / "a", tmp_path / "b")["tables"]["summary"]
+    assert (res["matched"], res["only_a"], res["only_b"]) == (2, 1, 0)
+    assert res["columns"]["mean"]["max_abs"] == pytest.approx(0.05)
+    assert res["columns"]["ci95"]["max_abs"] == pytest.approx(0.01)
+    assert res["means_within_seed_ci95"] == "1/2"  # 0.05 apart is outside both runs' ci95
+    times = compare_runs.rule_times(tmp_path / "a").set_index("rule")
+    assert times.loc["probe", "jobs"] == 2 and times.loc["probe", "total_s"] == 8.0

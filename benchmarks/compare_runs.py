@@ -1,0 +1,143 @@
+"""Compare two finished runs of one config (e.g. CUDA vs CPU): their tables, and each rule's time.
+
+    python benchmarks/compare_runs.py RESULTS_A RESULTS_B [--out FILE.json]
+    python benchmarks/compare_runs.py --times RESULTS          # per-rule times of one run
+
+``RESULTS_*`` are ``results:`` folders of finished runs (``tables/*.parquet``, ``benchmarks/``).
+For every table both runs have, rows are matched on the table's key columns (the settings a row
+stands for: model, task, fraction_dynamic, seed, ...) and every other numeric column is compared:
+the largest and the mean absolute difference. Scores are trained, so two devices agree on them only
+up to the training noise: for ``summary`` the report also counts the rows whose mean differs by less
+than the seed spread (the larger of the two runs' ``ci95``); ``lambdas`` are compared by the
+Spearman correlation of each (model, task, constants)'s lambdas, ``patterns`` (no training: plain
+statistics of averaged matrices) by absolute difference alone.
+
+Per-rule times come from the rules' ``benchmark:`` files (Snakemake's ``s`` column: the job's wall
+time, start-up included): jobs, total, median and largest seconds per rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, SUMMARY_KEY  # noqa: E402
+
+# The columns that say what a row stands for (the library's table keys); every other numeric column
+# is a result. Columns derived from results (a lambda's rank, a probe's training loss) are results.
+KEYS = {
+    "summary": SUMMARY_KEY,
+    "probe": PROBE_KEY,
+    "lambdas": LAMBDAS_KEY,
+    "mlm": MLM_KEY,
+    "patterns": ["model", "corpus", "N", "attention", "layer", "head"],
+    "constant_kinds": ["model", "task", "constants", "metric"],
+}
+
+
+def keys_of(name: str, df: pd.DataFrame) -> list[str]:
+    """``KEYS[name]`` (those ``df`` has), else every non-float column."""
+    if name in KEYS:
+        return [k for k in KEYS[name] if k in df.columns]
+    return [c for c in df.columns if not pd.api.types.is_float_dtype(df[c])]
+
+
+def compare_table(name: str, a: pd.DataFrame, b: pd.DataFrame) -> dict:
+    """Rows matched on the keys; per numeric result column, the max and mean |a - b|."""
+    keys = keys_of(name, a)
+    m = a.merge(b, on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
+    both = m[m["_merge"] == "both"]
+    out: dict = {
+        "keys": keys,
+        "rows_a": len(a),
+        "rows_b": len(b),
+        "matched": len(both),
+        "only_a": int((m["_merge"] == "left_only").sum()),
+        "only_b": int((m["_merge"] == "right_only").sum()),
+        "columns": {},
+    }
+    for c in a.columns:
+        if c in keys or c not in b.columns or not pd.api.types.is_numeric_dtype(a[c]) or a[c].dtype == bool:
+            continue
+        d = (both[f"{c}_a"].astype(float) - both[f"{c}_b"].astype(float)).abs()
+        out["columns"][c] = {
+            "max_abs": float(d.max()) if len(d) else None,
+            "mean_abs": float(d.mean()) if len(d) else None,
+        }
+    if name == "summary" and {"mean_a", "ci95_a", "ci95_b"} <= set(both.columns):
+        spread = np.maximum(both["ci95_a"].fillna(0), both["ci95_b"].fillna(0))
+        within = (both["mean_a"] - both["mean_b"]).abs() <= spread
+        out["means_within_seed_ci95"] = f"{int(within.sum())}/{len(both)}"
+    if name == "lambdas" and len(both):
+        rho = [
+            g["lambda_a"].rank().corr(g["lambda_b"].rank())
+            for _, g in both.groupby(["model", "task", "constants"])
+            if len(g) > 1
+        ]
+        out["lambda_spearman"] = {"min": float(np.nanmin(rho)), "median": float(np.nanmedian(rho)), "groups": len(rho)}
+    return out
+
+
+def compare(a: str | Path, b: str | Path) -> dict:
+    """Every table the two results folders both have, compared (`compare_table`)."""
+    ta, tb = Path(a) / "tables", Path(b) / "tables"
+    names_a = {p.stem for p in ta.glob("*.parquet")}
+    names_b = {p.stem for p in tb.glob("*.parquet")}
+    res = {"a": str(a), "b": str(b), "only_in_a": sorted(names_a - names_b), "only_in_b": sorted(names_b - names_a)}
+    res["tables"] = {
+        n: compare_table(n, pd.read_parquet(ta / f"{n}.parquet"), pd.read_parquet(tb / f"{n}.parquet"))
+        for n in sorted(names_a & names_b)
+    }
+    return res
+
+
+def rule_times(results: str | Path) -> pd.DataFrame:
+    """Per rule: jobs, total, median and largest wall seconds (``<results>/benchmarks/<rule>/...tsv``)."""
+    root = Path(results) / "benchmarks"
+    rows = []
+    for tsv in sorted(root.rglob("*.tsv")):
+        rel = tsv.relative_to(root)
+        rule = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        s = pd.read_csv(tsv, sep="\t")["s"]
+        rows.append({"rule": rule, "s": float(s.iloc[0])})
+    if not rows:
+        return pd.DataFrame(columns=["rule", "jobs", "total_s", "median_s", "max_s"])
+    df = pd.DataFrame(rows)
+    return (
+        df.groupby("rule")["s"]
+        .agg(jobs="size", total_s="sum", median_s="median", max_s="max")
+        .round(1)
+        .reset_index()
+        .sort_values("total_s", ascending=False)
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="+", help="one results folder (--times) or two (compare)")
+    ap.add_argument("--times", action="store_true", help="print per-rule times of each folder")
+    ap.add_argument("--out", help="write the comparison as JSON here")
+    args = ap.parse_args(argv)
+    if args.times:
+        for r in args.results:
+            print(f"# {r}\n{rule_times(r).to_string(index=False)}\n")
+        return
+    if len(args.results) != 2:
+        sys.exit("compare needs two results folders (or --times)")
+    res = compare(*args.results)
+    text = json.dumps(res, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
