@@ -2,6 +2,7 @@
 
     python benchmarks/compare_runs.py RESULTS_A RESULTS_B [--out FILE.json]
     python benchmarks/compare_runs.py --times RESULTS          # per-rule times of one run
+    python benchmarks/compare_runs.py --probe-logs PARTIAL FINISHED   # a run stopped before `aggregate`
 
 ``RESULTS_*`` are ``results:`` folders of finished runs (``tables/*.parquet``, ``benchmarks/``).
 For every table both runs have, rows are matched on the table's key columns (the settings a row
@@ -12,6 +13,11 @@ than the seed spread (the larger of the two runs' ``ci95``); ``lambdas`` are com
 Spearman correlation of each (model, task, constants)'s lambdas, ``patterns`` (no training: plain
 statistics of averaged matrices) by absolute difference alone.
 
+A run stopped before its tables (``--probe-logs``) is compared through its probe jobs' logs: the
+score of every seed's last epoch (`probe_log_scores`, four decimals as logged) against the finished
+run's probe table, per (task, constants, selection, fraction_dynamic, metric): the largest per-seed
+difference and whether the seed means differ by less than the finished run's ``ci95``.
+
 Per-rule times come from the rules' ``benchmark:`` files (Snakemake's ``s`` column: the job's wall
 time, start-up included): jobs, total, median and largest seconds per rule.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -120,10 +127,66 @@ def rule_times(results: str | Path) -> pd.DataFrame:
     )
 
 
+_LOG_LINE = re.compile(r"seed (\d+) epoch (\d+)/(\d+): train loss [-\d.naif]+, (.*?) \(")
+
+
+def probe_log_scores(results: str | Path) -> pd.DataFrame:
+    """The last epoch's scores of every seed from ``<results>/logs/probe/<model>/<task>/<constants>/<selection>/
+    fraction_dynamic=<f>.log`` (the probe stage's progress lines)."""
+    rows = []
+    for log in sorted((Path(results) / "logs" / "probe").glob("*/*/*/*/fraction_dynamic=*.log")):
+        model, task, constants, selection = log.parts[-5:-1]
+        frac = float(log.stem.split("=", 1)[1])
+        for m in _LOG_LINE.finditer(log.read_text()):
+            seed, epoch, epochs = map(int, m.groups()[:3])
+            if epoch != epochs:
+                continue
+            for item in m.group(4).split(", "):
+                metric, score = item.rsplit(" ", 1)
+                rows.append(
+                    {"model": model, "task": task, "constants": constants, "selection": selection,
+                     "fraction_dynamic": frac, "seed": seed, "metric": metric, "score": float(score)}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def compare_probe_logs(partial: str | Path, finished: str | Path) -> dict:
+    """`probe_log_scores` of ``partial`` against ``finished``'s probe and summary tables."""
+    logs = probe_log_scores(partial)
+    probe = pd.read_parquet(Path(finished) / "tables" / "probe.parquet")
+    last = probe[
+        probe["epoch"]
+        == probe.groupby(["model", "task", "constants", "selection", "fraction_dynamic", "seed"])["epoch"].transform(
+            "max"
+        )
+    ]
+    keys = ["model", "task", "constants", "selection", "fraction_dynamic", "metric"]
+    m = logs.merge(last[keys + ["seed", "score"]], on=keys + ["seed"], suffixes=("_a", "_b"))
+    summary = pd.read_parquet(Path(finished) / "tables" / "summary.parquet")
+    m["diff"] = (m["score_a"] - m["score_b"]).abs()
+    g = m.groupby(keys).agg(
+        seeds=("seed", "size"), mean_a=("score_a", "mean"), mean_b=("score_b", "mean"), max_seed_diff=("diff", "max")
+    )
+    g = g.reset_index().merge(summary[keys + ["ci95"]], on=keys, how="left")
+    within = (g["mean_a"] - g["mean_b"]).abs() <= g["ci95"].fillna(0)
+    return {
+        "partial": str(partial),
+        "finished": str(finished),
+        "jobs_logged": int(logs.groupby(keys[:-1]).ngroups) if len(logs) else 0,
+        "settings_compared": len(g),
+        "seed_scores_compared": len(m),
+        "max_seed_diff": float(g["max_seed_diff"].max()) if len(g) else None,
+        "max_mean_diff": float((g["mean_a"] - g["mean_b"]).abs().max()) if len(g) else None,
+        "means_within_ci95": f"{int(within.sum())}/{len(g)}",
+        "rows": g.round(4).to_dict(orient="records"),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+", help="one results folder (--times) or two (compare)")
     ap.add_argument("--times", action="store_true", help="print per-rule times of each folder")
+    ap.add_argument("--probe-logs", action="store_true", help="compare a stopped run's probe logs with a finished run")
     ap.add_argument("--out", help="write the comparison as JSON here")
     args = ap.parse_args(argv)
     if args.times:
@@ -132,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if len(args.results) != 2:
         sys.exit("compare needs two results folders (or --times)")
-    res = compare(*args.results)
+    res = compare_probe_logs(*args.results) if args.probe_logs else compare(*args.results)
     text = json.dumps(res, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -64,3 +64,38 @@ def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path):
     assert res["means_within_seed_ci95"] == "1/2"  # 0.05 apart is outside both runs' ci95
     times = compare_runs.rule_times(tmp_path / "a").set_index("rule")
     assert times.loc["probe", "jobs"] == 2 and times.loc["probe", "total_s"] == 8.0
+
+
+def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path):
+    """--probe-logs: the last epoch of every seed, parsed from the probe stage's log lines, against a
+    finished run's probe table (earlier epochs and other settings ignored)."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import compare_runs
+
+    log = tmp_path / "partial" / "logs" / "probe" / "m" / "t" / "average" / "lambda" / "fraction_dynamic=0.5.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "x papa.probe INFO seed 0 epoch 1/2: train loss 0.7, accuracy 0.5000, f1 0.4000 (9 examples/s, ETA 1 s)\n"
+        "x papa.probe INFO seed 0 epoch 2/2: train loss 0.6, accuracy 0.8000, f1 0.7000 (9 examples/s, ETA 0 s)\n"
+        "x papa.probe INFO seed 1 epoch 2/2: train loss 0.6, accuracy 0.9000, f1 0.8000 (9 examples/s, ETA 0 s)\n"
+    )
+    scores = compare_runs.probe_log_scores(tmp_path / "partial")
+    assert sorted(zip(scores["seed"], scores["metric"], scores["score"])) == [
+        (0, "accuracy", 0.8), (0, "f1", 0.7), (1, "accuracy", 0.9), (1, "f1", 0.8)
+    ]  # fmt: skip
+    tables = tmp_path / "finished" / "tables"
+    tables.mkdir(parents=True)
+    key = {"model": "m", "task": "t", "constants": "average", "selection": "lambda", "fraction_dynamic": 0.5}
+    pd.DataFrame(
+        [
+            {**key, "seed": s, "epoch": e, "metric": "accuracy", "score": v}
+            for s, e, v in ((0, 1, 0.1), (0, 2, 0.75), (1, 2, 0.9))
+        ]  # fmt: skip
+    ).to_parquet(tables / "probe.parquet")
+    pd.DataFrame([{**key, "metric": "accuracy", "ci95": 0.01}]).to_parquet(tables / "summary.parquet")
+    res = compare_runs.compare_probe_logs(tmp_path / "partial", tmp_path / "finished")
+    assert (res["settings_compared"], res["seed_scores_compared"]) == (1, 2)
+    assert res["max_seed_diff"] == pytest.approx(0.05) and res["max_mean_diff"] == pytest.approx(0.025)
+    assert res["means_within_ci95"] == "0/1"
