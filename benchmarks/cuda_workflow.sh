@@ -8,15 +8,17 @@
 # ($WORK/NAME, default WORK=/tmp/papa-cuda), all NAMEs at once (give each its share of the cores); `:cpu`
 # hides the GPU from that run (CUDA_VISIBLE_DEVICES=) for a CPU reference on the same machine and
 # software. Each run stops after $LIMIT seconds (default 1200). Writes OUT/NAME.tar.gz (the config's
-# results folder less its tokens, matrices, caches, built models and SVG copies of the figures) and OUT/runs.tsv (name, config,
-# device, cores, exit status, wall seconds). Needs snakemake and the project's packages on PATH/PYTHONPATH.
+# results folder less its tokens, matrices, caches, built models and SVG copies of the figures) and
+# OUT/runs.tsv (name, config, device, cores, exit status, wall seconds). Needs snakemake and the
+# project's packages on PATH/PYTHONPATH.
 set -u
-out=$1
+mkdir -p "$1" || exit
+out=$(cd "$1" && pwd) # absolute: each run packs its results from inside its own copy
 shift
 work=${WORK:-/tmp/papa-cuda}
 limit=${LIMIT:-1200}
 root=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out" "$work"
+mkdir -p "$work"
 printf 'name\tconfig\tdevice\tcores\trc\twall_s\n' >"$out/runs.tsv"
 run_one() {
     local name=$1 config=$2 cores=$3 dev=$4 dir=$work/$1 t0 rc results
