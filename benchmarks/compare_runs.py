@@ -153,15 +153,10 @@ def probe_log_scores(results: str | Path) -> pd.DataFrame:
 def compare_probe_logs(partial: str | Path, finished: str | Path) -> dict:
     """`probe_log_scores` of ``partial`` against ``finished``'s probe and summary tables."""
     logs = probe_log_scores(partial)
+    keys, run = SUMMARY_KEY, SUMMARY_KEY + ["seed"]  # a setting; one seed's run of it (as `summary_table`)
     probe = pd.read_parquet(Path(finished) / "tables" / "probe.parquet")
-    last = probe[
-        probe["epoch"]
-        == probe.groupby(["model", "task", "constants", "selection", "fraction_dynamic", "seed"])["epoch"].transform(
-            "max"
-        )
-    ]
-    keys = ["model", "task", "constants", "selection", "fraction_dynamic", "metric"]
-    m = logs.merge(last[keys + ["seed", "score"]], on=keys + ["seed"], suffixes=("_a", "_b"))
+    last = probe[probe["epoch"] == probe.groupby(run)["epoch"].transform("max")]
+    m = logs.merge(last[run + ["score"]], on=run, suffixes=("_a", "_b"))
     summary = pd.read_parquet(Path(finished) / "tables" / "summary.parquet")
     m["diff"] = (m["score_a"] - m["score_b"]).abs()
     g = m.groupby(keys).agg(
@@ -172,7 +167,7 @@ def compare_probe_logs(partial: str | Path, finished: str | Path) -> dict:
     return {
         "partial": str(partial),
         "finished": str(finished),
-        "jobs_logged": int(logs.groupby(keys[:-1]).ngroups) if len(logs) else 0,
+        "jobs_logged": int(logs.groupby([k for k in keys if k != "metric"]).ngroups) if len(logs) else 0,
         "settings_compared": len(g),
         "seed_scores_compared": len(m),
         "max_seed_diff": float(g["max_seed_diff"].max()) if len(g) else None,

@@ -33,8 +33,9 @@ run_one() {
     fi
     rc=$?
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$config" "$dev" "$cores" "$rc" "$(($(date +%s) - t0))" >>"$out/runs.tsv"
-    results=$(sed -n 's/^results:[[:space:]]*//p' "$dir/$config" | sed 's/[[:space:]]#.*//')
-    results=${results:-results}
+    # the results folder as the workflow reads it (schema default, quotes): papa.checks.load_config
+    results=$(cd "$dir" && python3 -c 'import sys; from papa.checks import load_config
+print(load_config(sys.argv[1])["results"])' "$config" 2>/dev/null) || results=results
     (cd "$dir" && tar czf "$out/$name.tar.gz" --exclude="*.svg" snakemake.log \
         $(cd "$dir" && ls -d "$results"/tables "$results"/benchmarks "$results"/logs "$results"/plots 2>/dev/null))
 }

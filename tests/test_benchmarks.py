@@ -27,13 +27,19 @@ def test_child_peak_rss_is_not_the_parents():
     assert 50 < own < 600, (own, ru_maxrss)
 
 
-def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path):
+@pytest.fixture
+def compare_runs(monkeypatch):
+    """benchmarks/compare_runs.py, imported as a module."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import compare_runs
+
+    return compare_runs
+
+
+def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path, compare_runs):
     """benchmarks/compare_runs.py: rows matched on the table's keys whatever their order, the
     largest difference per result column, rows present on one side only, per-rule times."""
     import pandas as pd
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import compare_runs
 
     def summary(means, ci):
         return pd.DataFrame(
@@ -66,13 +72,10 @@ def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path):
     assert times.loc["probe", "jobs"] == 2 and times.loc["probe", "total_s"] == 8.0
 
 
-def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path):
+def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path, compare_runs):
     """--probe-logs: the last epoch of every seed, parsed from the probe stage's log lines, against a
     finished run's probe table (earlier epochs and other settings ignored)."""
     import pandas as pd
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import compare_runs
 
     log = tmp_path / "partial" / "logs" / "probe" / "m" / "t" / "average" / "lambda" / "fraction_dynamic=0.5.log"
     log.parent.mkdir(parents=True)
