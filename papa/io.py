@@ -182,4 +182,24 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
     if deterministic:
+        use_deterministic_algorithms()
+
+
+def use_deterministic_algorithms() -> None:
+    """``torch.use_deterministic_algorithms(True, warn_only=True)`` at a fraction of its start-up cost.
+
+    torch's function imports ``torch._inductor.config`` (torch.compile's settings; with it sympy and much of
+    inductor: ~2 s of CPU, a fifth of a short workflow job's) only to set ``deterministic`` there. papa never
+    compiles, so while inductor is not imported this sets the same two things without importing it: the
+    global flag (``torch._C._set_deterministic_algorithms``, what torch's function sets) and the
+    ``TORCHINDUCTOR_DETERMINISTIC=1`` environment variable, from which inductor's config takes
+    ``deterministic`` when something imports it later. Once inductor is imported (or where a torch lacks the
+    private setter), torch's own function runs."""
+    import torch
+
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if "torch._inductor.config" in sys.modules or set_flag is None:
         torch.use_deterministic_algorithms(True, warn_only=True)
+        return
+    os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+    set_flag(True, warn_only=True)

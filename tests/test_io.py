@@ -106,3 +106,28 @@ def test_a_failed_rehearsal_model_build_leaves_the_old_folder(tmp_path, monkeypa
     with pytest.raises(RuntimeError, match="tokenizer training failed"):
         rehearsal.build_model("bert", target)
     assert _tree(target) == {"config.json": "{}"} and [p.name for p in tmp_path.iterdir()] == ["bert"]
+
+
+def test_seed_everything_sets_torchs_deterministic_state_without_importing_inductor():
+    """`io.seed_everything` leaves torch as ``torch.use_deterministic_algorithms(True, warn_only=True)`` does
+    (the global flag, warn-only, and inductor's ``deterministic`` once inductor is imported) but without
+    importing ``torch._inductor.config`` itself (~2 s of every workflow job's start-up); with inductor already
+    imported it calls torch's function. A fresh interpreter, without the variable this process may have set."""
+    code = """
+import sys, torch
+from papa import io
+io.seed_everything(0)
+assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+assert "torch._inductor.config" not in sys.modules
+import torch._inductor.config as inductor
+assert inductor.deterministic is True
+torch.use_deterministic_algorithms(False)
+assert inductor.deterministic is False and not torch.are_deterministic_algorithms_enabled()
+io.seed_everything(0)
+assert inductor.deterministic is True
+assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-3000:]
