@@ -8,7 +8,11 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One torch thread per pytest-xdist worker: `make test` runs three workers on CI's 2 cores beside whole-workflow runs,
+# and there a second OpenMP thread spins between the tiny models' small operations, CPU the workflows then lack (the
+# 107 tests of test_patching/test_effective/test_analyses beside a workflow run: 58.6 s of CPU with two threads, 22.9 s
+# with one). Alone (`make check`) two threads are a little faster (90 s against 96 s wall, measured).
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
 
 
 #: The long test files (minutes each), longest first. `make test` runs pytest-xdist with one file per worker
