@@ -36,7 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, SUMMARY_KEY  # noqa: E402
+from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, RUN_KEY, SUMMARY_KEY, last_epochs  # noqa: E402
 
 # The columns that say what a row stands for (the library's table keys); every other numeric column
 # is a result. Columns derived from results (a lambda's rank, a probe's training loss) are results.
@@ -153,21 +153,19 @@ def probe_log_scores(results: str | Path) -> pd.DataFrame:
 def compare_probe_logs(partial: str | Path, finished: str | Path) -> dict:
     """`probe_log_scores` of ``partial`` against ``finished``'s probe and summary tables."""
     logs = probe_log_scores(partial)
-    keys, run = SUMMARY_KEY, SUMMARY_KEY + ["seed"]  # a setting; one seed's run of it (as `summary_table`)
-    probe = pd.read_parquet(Path(finished) / "tables" / "probe.parquet")
-    last = probe[probe["epoch"] == probe.groupby(run)["epoch"].transform("max")]
-    m = logs.merge(last[run + ["score"]], on=run, suffixes=("_a", "_b"))
+    last = last_epochs(pd.read_parquet(Path(finished) / "tables" / "probe.parquet"))
+    m = logs.merge(last[RUN_KEY + ["score"]], on=RUN_KEY, suffixes=("_a", "_b"))
     summary = pd.read_parquet(Path(finished) / "tables" / "summary.parquet")
     m["diff"] = (m["score_a"] - m["score_b"]).abs()
-    g = m.groupby(keys).agg(
+    g = m.groupby(SUMMARY_KEY).agg(
         seeds=("seed", "size"), mean_a=("score_a", "mean"), mean_b=("score_b", "mean"), max_seed_diff=("diff", "max")
     )
-    g = g.reset_index().merge(summary[keys + ["ci95"]], on=keys, how="left")
+    g = g.reset_index().merge(summary[SUMMARY_KEY + ["ci95"]], on=SUMMARY_KEY, how="left")
     within = (g["mean_a"] - g["mean_b"]).abs() <= g["ci95"].fillna(0)
     return {
         "partial": str(partial),
         "finished": str(finished),
-        "jobs_logged": int(logs.groupby([k for k in keys if k != "metric"]).ngroups) if len(logs) else 0,
+        "jobs_logged": int(logs.groupby([k for k in SUMMARY_KEY if k != "metric"]).ngroups) if len(logs) else 0,
         "settings_compared": len(g),
         "seed_scores_compared": len(m),
         "max_seed_diff": float(g["max_seed_diff"].max()) if len(g) else None,

@@ -69,6 +69,8 @@ PROBE_COLUMNS: dict[str, str] = {
 PROBE_KEY = ["model", "task", "constants", "selection", "fraction_dynamic", "seed", "epoch", "metric"]
 #: Sort order of the probe table (fraction_dynamic descending, everything else ascending).
 PROBE_SORT = PROBE_KEY
+#: Columns that identify one seed's run of a setting: its rows over epochs (the summary keeps each run's last).
+RUN_KEY = ["model", "task", "constants", "selection", "fraction_dynamic", "seed", "metric"]
 #: Columns that identify one row of the summary table.
 SUMMARY_KEY = ["model", "task", "constants", "selection", "fraction_dynamic", "metric"]
 #: Columns of the summary table, in order.
@@ -213,6 +215,13 @@ def probe_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return df
 
 
+def last_epochs(probe: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each run's last epoch (`RUN_KEY`): the scores the summary averages over seeds."""
+    if not len(probe):
+        return probe
+    return probe[probe["epoch"] == probe.groupby(RUN_KEY, sort=False)["epoch"].transform("max")]
+
+
 def summary_table(
     probe: pd.DataFrame,
     main_metric: dict[str, str] | None = None,
@@ -261,10 +270,7 @@ def summary_table(
     df = _cast(probe[list(PROBE_COLUMNS)], PROBE_COLUMNS, "summary_table")
     _check_unique(df, PROBE_KEY, "summary_table")
 
-    run_key = ["model", "task", "constants", "selection", "fraction_dynamic", "seed", "metric"]
-    if len(df):
-        last = df.groupby(run_key, sort=False)["epoch"].transform("max")
-        df = df[df["epoch"] == last]
+    df = last_epochs(df)
 
     grouped = df.groupby(SUMMARY_KEY, sort=True)
     out = grouped.agg(
