@@ -20,6 +20,7 @@ from pathlib import Path
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .spec import (
     ALL_CONSTANT,
+    BINARY_METRICS,
     DATA_KINDS,
     METHOD_CONSTANTS,
     METRICS,
@@ -29,6 +30,7 @@ from .spec import (
     is_all_constant,
     is_original,
     is_partial,
+    n_dynamic,
 )
 
 #: The workflow's config schema (its ``default:``s are the one source of the config's defaults).
@@ -98,11 +100,49 @@ def fill_derived_defaults(config: dict) -> dict:
     return config
 
 
+def integers_as_int(value, schema: dict, root: dict | None = None):
+    """``value`` with every integer-valued float where ``schema`` says ``type: integer`` made an int (YAML's
+    ``32.0``, which JSON Schema's integer accepts, would otherwise reach paths as ``N32.0`` or ``seed1.0``).
+
+    Walks the schema generically: ``properties``, ``additionalProperties``, ``items``, ``$ref`` (a JSON pointer
+    into ``root``, default ``schema``) and the subschemas of ``allOf`` / ``anyOf`` / ``oneOf`` / ``then`` /
+    ``else`` (an integer-valued float and its int are the same JSON number, so converting never changes which
+    branch matches). Dicts and lists in place; returns the value (converted if it is a float itself)."""
+    root = schema if root is None else root
+    if not isinstance(schema, dict):
+        return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target = root
+        for part in ref[2:].split("/"):
+            target = target[part.replace("~1", "/").replace("~0", "~")]
+        value = integers_as_int(value, target, root)
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(key) or []:
+            value = integers_as_int(value, sub, root)
+    for key in ("then", "else"):
+        value = integers_as_int(value, schema.get(key), root)
+    types = schema.get("type")
+    if isinstance(value, float) and value.is_integer() and "integer" in (types if isinstance(types, list) else [types]):
+        return int(value)
+    if isinstance(value, dict):
+        properties, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+        for k, v in value.items():
+            sub = properties.get(k, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                value[k] = integers_as_int(v, sub, root)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value[:] = [integers_as_int(v, schema["items"], root) for v in value]
+    return value
+
+
 def validate_config(config: dict, warn=None) -> dict:
     """What the workflow does to a config before any rule reads it, in order: rename deprecated
     keys (`migrate_config`, ``warn`` as there), validate it against `SCHEMA` filling in the
-    schema's defaults, fill in the derived ones (`fill_derived_defaults`), cross-check it
-    (`check_config`). In place; returns ``config``; fails with the offending key named."""
+    schema's defaults, make the integer-valued floats of integer keys ints (`integers_as_int`), fill in the
+    derived defaults (`fill_derived_defaults`), cross-check it (`check_config`). In place; returns ``config``;
+    fails with the offending key named."""
+    import yaml
     from snakemake.utils import validate
 
     if not SCHEMA.is_file():
@@ -110,6 +150,7 @@ def validate_config(config: dict, warn=None) -> dict:
                                 f"(pip install -e . from a clone of the project)")  # fmt: skip
     migrate_config(config, warn)
     validate(config, str(SCHEMA), set_default=True)
+    integers_as_int(config, yaml.safe_load(SCHEMA.read_text()))
     fill_derived_defaults(config)
     check_config(config)
     return config
@@ -125,6 +166,21 @@ def load_config(path, warn=None) -> dict:
 def dataset_kind(name: str, spec: dict) -> str | None:
     """``"sequence"`` or ``"token"`` for a dataset spec of the config, None if unknown before loading."""
     return spec.get("kind") or LABEL_SETS.get(spec.get("name", name), (None, None))[0]
+
+
+def dataset_labels(name: str, spec: dict) -> list[str] | None:
+    """The label names of a dataset spec of the config as `papa.data.load_task` will give them, known before
+    loading: ``[]`` for an unlabeled corpus (a registry dataset without labels, such as ``wiki``, or a local
+    sequence dataset with ``label_column: null``), None when they are read from the data (inferred)."""
+    name = spec.get("name", name)
+    kind, known = LABEL_SETS.get(name, (None, None))
+    if spec.get("source") != "local":
+        return None if known is None else list(known)
+    if dataset_kind(name, spec) == "sequence" and "label_column" in spec and spec["label_column"] is None:
+        return []
+    if spec.get("labels"):
+        return [str(x) for x in spec["labels"]]
+    return list(known) if known else None  # a local copy of a registry dataset gets its labels
 
 
 def _local_config(name_or_path: str) -> dict | None:
@@ -267,6 +323,26 @@ def _results_folder(config: dict) -> list[str]:
     return errors
 
 
+def _names(config: dict) -> list[str]:
+    """Names of models, datasets, tasks and built data are path components (``<results>/tokens/<model>/...``):
+    ``.`` and ``..``, which the schema's name pattern allows, would put the outputs outside their stage folders,
+    and any name starting with ``.`` hides them."""
+    return [f"{section}: {name!r} starts with '.', and the name is a folder in the output paths ('..' leaves its "
+            f"stage folder, '.' merges into it, '.name' is hidden): start it with a letter, digit, '_' or '-'"
+            for section in ("models", "datasets", "tasks", "build_data")
+            for name in (config.get(section) or {}) if str(name).startswith(".")]  # fmt: skip
+
+
+def _scratch_folder(config: dict) -> list[str]:
+    """``cache.scratch`` is used as given (`papa.probe`): a leading ``~`` would be a folder named '~'."""
+    scratch = (config.get("cache") or {}).get("scratch")
+    if isinstance(scratch, str) and scratch.startswith("~"):
+        home = str(Path(scratch).expanduser())
+        return [f"cache.scratch = {scratch!r}: '~' is not expanded (the disk caches would go to a folder named '~' "
+                f"in the working directory); write the absolute path, e.g. {home!r}"]  # fmt: skip
+    return []
+
+
 def _source_keys(datasets: dict) -> list[str]:
     """Keys of a dataset entry that its ``source`` does not read (``train:`` under ``source: package`` loads the
     package corpus, not the file): each belongs to another source, so the entry means something else."""
@@ -282,6 +358,80 @@ def _source_keys(datasets: dict) -> list[str]:
             owners = " or ".join(f"source: {o}" for o, keys in SOURCE_KEYS.items() if key in keys)
             errors.append(f"datasets.{d}.{key} is a key of {owners}, and this dataset is source: {source}, which "
                           f"does not read it: remove it, or change the source")  # fmt: skip
+    return errors
+
+
+#: Local spec keys only one task kind reads (`papa.data.local.load_local`).
+KIND_KEYS = {
+    "sequence": frozenset({"text_column", "text_b_column", "label_column", "id_column"}),
+    "token": frozenset({"tokens_column", "tags_column", "tag_column", "token_column"}),
+}
+#: Local spec keys only some file formats read, by format (``conll`` reads its columns by position, the others
+#: by name; a key in none of these is read in every format).
+FORMAT_KEYS = {
+    "conll": frozenset({"tag_column", "token_column", "separator"}),
+    "csv": frozenset({"header", "column_names", "tokens_column", "tags_column"}),
+    "tsv": frozenset({"header", "column_names", "tokens_column", "tags_column"}),
+    "json": frozenset({"tokens_column", "tags_column"}),
+    "parquet": frozenset({"tokens_column", "tags_column"}),
+}
+
+
+def _local_format(spec: dict, build_data: dict) -> str | None:
+    """The file format a local dataset is read in (`papa.data.local`: ``format``, else the train file's suffix;
+    a built dataset's train file is the one rule build_data writes), None when unknown before loading."""
+    from .data.errors import TaskSpecError
+    from .data.local import _file_format
+
+    train = spec.get("train")
+    if spec.get("build") in build_data:
+        from .rehearsal import SHAPES
+
+        train = SHAPES.get(build_data[spec["build"]].get("shape"), {}).get("train")
+    if not spec.get("format") and not train:
+        return None
+    try:
+        return _file_format(spec, Path(train or "."))
+    except TaskSpecError:
+        return None  # load_task names the file and the formats
+
+
+def _unread_keys(config: dict) -> list[str]:
+    """Keys of a dataset entry that its task kind or file format does not read (``text_column`` on a token task,
+    ``separator`` on a CSV file, ``validation_fraction`` where there is a validation split): accepted and
+    ignored, they mean something the data loading then does not do."""
+    from .data import DATASETS
+
+    errors = []
+    build_data = config.get("build_data") or {}
+    for d, dc in (config.get("datasets") or {}).items():
+        name = dc.get("name", d)
+        if dc.get("source") == "local":
+            kind, fmt = dataset_kind(d, dc), _local_format(dc, build_data)
+            if fmt == "conll" and kind == "sequence":
+                errors.append(f"datasets.{d}: format conll is for token tasks, and {d!r} is a sequence task: set "
+                              f"kind: token, or give a csv, tsv, jsonl or parquet file")  # fmt: skip
+            for key in sorted(k for k, v in dc.items() if v is not None):  # null: the key's default, harmless
+                owner = next((k for k, keys in KIND_KEYS.items() if key in keys), None)
+                readers = [f for f, keys in FORMAT_KEYS.items() if key in keys]
+                if owner is not None and kind in KIND_KEYS and owner != kind:
+                    errors.append(f"datasets.{d}.{key} is read by {owner} tasks only, and {d!r} is a {kind} task: "
+                                  f"remove it (or set kind: {owner})")  # fmt: skip
+                elif fmt is not None and readers and fmt not in readers:
+                    errors.append(f"datasets.{d}.{key} is read by format {', '.join(readers)} only, and {d!r} is "
+                                  f"read as {fmt} (its format key, else its train file's suffix): remove it, or "
+                                  f"set format")  # fmt: skip
+            if kind == "sequence" and "label_column" in dc and dc["label_column"] is None and dc.get("labels"):
+                errors.append(f"datasets.{d}.labels names classes, and label_column: null makes {d!r} an unlabeled "
+                              f"corpus: remove labels, or name the label column")  # fmt: skip
+            has_validation = bool(dc.get("validation") or dc.get("build"))
+        else:
+            entry = DATASETS.get(name)
+            has_validation = entry is not None and "validation" in (getattr(entry.source, "splits", None) or {})
+        if "validation_fraction" in dc and has_validation:
+            errors.append(f"datasets.{d}.validation_fraction is not read: {d!r} has a validation split (its "
+                          f"validation file, the built files or the source's own), so train is not split: remove "
+                          f"it")  # fmt: skip
     return errors
 
 
@@ -341,7 +491,8 @@ def _models(models: dict) -> list[str]:
 
 def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
     """Settings that would silently run nothing: an MLM analysis without models, head orders without a partial
-    fraction_dynamic to compare them at, a config whose models run no task and no MLM analysis."""
+    fraction_dynamic to compare them at, an analysed task that no model runs (`model_tasks`), a config whose models
+    run no task and no MLM analysis."""
     errors = []
     analyses = config.get("analyses") or {}
     mlm = analyses.get("mlm")
@@ -357,9 +508,54 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
                       f"sweep's {METHOD_CONSTANTS!r} runs only, and sweep.constants lacks {METHOD_CONSTANTS!r}: add "
                       f"it, or give analyses.tasks the tasks to analyse")  # fmt: skip
     probing = [m for m in config.get("models", {}) if model_tasks(config, m)]
+    run = {t for m in config.get("models", {}) for t in model_tasks(config, m)}
+    for t in analyses.get("tasks") or []:
+        if t in config.get("tasks", {}) and t not in run:
+            errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "
+                          f"dropped: add {t!r} to a model's model_tasks, or remove it from analyses.tasks")  # fmt: skip
     if config.get("models") and not probing and not (isinstance(mlm, dict) and mlm.get("models")):
         errors.append("no model runs a task (model_tasks gives each []) and analyses.mlm scores none: nothing to "
                       "run; give a model its tasks in model_tasks")  # fmt: skip
+    return errors
+
+
+def head_count(entry) -> int | None:
+    """Layers x heads of a model of the config (``models.<m>``) when known without loading it: a built model's
+    (`papa.rehearsal.model_config`: its family's, `papa.rehearsal.TINY`, its overrides), a model folder's
+    config.json on this machine; None otherwise."""
+    if isinstance(entry, dict):
+        from .rehearsal import FAMILIES, TINY
+
+        build = entry.get("build") or {}
+        cfg = {**FAMILIES.get(build.get("family"), ("", {}))[1], **TINY, **(build.get("config") or {})}
+    else:
+        cfg = _local_config(entry) or {}
+    layers, heads = cfg.get("num_hidden_layers"), cfg.get("num_attention_heads")
+    return int(layers) * int(heads) if isinstance(layers, int) and isinstance(heads, int) else None
+
+
+def _fractions_that_leave_the_same_heads(config: dict, fractions: list) -> list[str]:
+    """fraction_dynamic values that leave a model the same number of input-dependent heads (`papa.spec.n_dynamic`:
+    0.0625 and 0.07 both leave 5 of 72): one run under two labels, a partial one possibly the all-constant run or
+    the original model. Only for models whose head count is known before loading (`head_count`)."""
+    errors = []
+    for m, entry in (config.get("models") or {}).items():
+        total = head_count(entry)
+        if not total:
+            continue
+        counts: dict[int, list] = {}
+        named: dict[str, float] = {}  # values written as one run folder are reported as such
+        for f in fractions:
+            named.setdefault(format_fraction(f), float(f))
+        for f in named.values():
+            counts.setdefault(n_dynamic(f, total), []).append(f)
+        for n, given in counts.items():
+            if len(given) > 1:
+                what = {0: " (every head constant)", total: " (the original model)"}.get(n, "")
+                errors.append(f"sweep.fraction_dynamic: {', '.join(f'{f:g}' for f in given)} all leave {n} of the "
+                              f"{total} heads of model {m!r} input-dependent{what} (papa.spec.n_dynamic: "
+                              f"round(fraction x heads)), so they are one run under several labels: list one of "
+                              f"them")  # fmt: skip
     return errors
 
 
@@ -392,7 +588,10 @@ def check_config(config: dict) -> None:
             errors.append(f"{key} lists {', '.join(dup)} more than once; list each once")
     fractions = [float(v) for v in sweep.get("fraction_dynamic", [])]
     errors += _fractions_that_name_one_run(sweep.get("fraction_dynamic", []))
-    errors += _results_folder(config) + _source_keys(datasets) + _models(config.get("models", {}))
+    errors += _fractions_that_leave_the_same_heads(config, fractions)
+    errors += _names(config) + _results_folder(config) + _scratch_folder(config) + _source_keys(datasets)
+    errors += _unread_keys(config)
+    errors += _models(config.get("models", {}))
     errors += _nothing_lost(config, fractions)
     for key, value in (config.get("encoding") or {}).items():
         if value == "authors" and config.get("layout") == "standard":
@@ -425,11 +624,21 @@ def check_config(config: dict) -> None:
                           f"lambda stage, set tasks.{task}.lambda.seed")  # fmt: skip
         spec = datasets.get(tc.get("dataset"), {})
         kind = dataset_kind(tc.get("dataset", ""), spec)
+        labels = dataset_labels(tc.get("dataset", ""), spec) if tc.get("dataset") in datasets else None
+        if labels == []:
+            errors.append(f"tasks.{task}.dataset = {tc['dataset']!r} is an unlabeled corpus (no label names), so "
+                          f"its probes have nothing to learn; use it for averaging (sweep.constants "
+                          f"average@{tc['dataset']}, analyses.cross_corpus, analyses.mlm.dataset) or point the task "
+                          f"at a labeled dataset")  # fmt: skip
         allowed = METRICS.get(kind)
         for metric in tc.get("metrics", []):
             if allowed is not None and metric not in allowed:
                 errors.append(f"tasks.{task}.metrics: {metric!r} does not fit dataset {tc['dataset']!r}, a {kind} "
                               f"task; use {', '.join(allowed)}")  # fmt: skip
+            elif metric in BINARY_METRICS and labels and len(labels) > 2:
+                errors.append(f"tasks.{task}.metrics: {metric!r} is binary F1 (of label 1), and task {task} has "
+                              f"{len(labels)} labels ({', '.join(labels)}, dataset {tc['dataset']!r}): use "
+                              f"{BINARY_METRICS[metric]!r}")  # fmt: skip
         n = tc.get("max_length")
         if n is not None and n % 2 and is_pair_dataset(tc.get("dataset", ""), spec):
             errors.append(f"tasks.{task}.max_length = {n} is odd, and {tc['dataset']!r} gives sentence pairs, which "

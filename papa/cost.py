@@ -108,8 +108,9 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
     (examples x passes) and GPU-hours, this project's way and the authors'. ``config`` is read as
     the workflow reads it (a validated copy, `papa.checks.validate_config`: the schema's defaults).
 
-    This project: a probe job encodes train + validation once (``memory``/``disk``), or once per
-    epoch for all seeds (``reencode``); trained constants run the encoder with gradients every
+    This project: a probe job encodes train + validation once (``memory``/``disk``), or every epoch
+    of every seed (``reencode``; every epoch for all seeds at once under ``sweep.batch_order:
+    shared``); trained constants run the encoder with gradients every
     epoch of every seed (``live``). The authors: every seed re-encodes every epoch. Validation is
     counted once per epoch on both sides; lambda jobs are the same on both sides.
     """
@@ -117,6 +118,7 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
     cache = config["cache"]
     dtype, budget = cache["dtype"], cache["budget_mb"]
     seeds = len(config["sweep"]["seeds"])
+    reencoded_seeds = 1 if config["sweep"]["batch_order"] == "shared" else seeds  # encoder passes per epoch
     rows = []
     for stage, jobs in (("probe", probe_jobs), ("lambda", lambda_jobs)):
         for job in jobs:
@@ -143,7 +145,7 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
                 authors = ours
             else:
                 strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
-                ours = per_epoch * (epochs if strategy == "reencode" else 1)
+                ours = per_epoch * (reencoded_seeds * epochs if strategy == "reencode" else 1)
                 grad, authors = False, seeds * epochs * per_epoch
             factor = GRAD_PASS_COST if grad else 1.0
             rows.append(

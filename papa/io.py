@@ -141,33 +141,59 @@ def read_parquet(path: str | Path):
     return parquet_file(path).read().to_pandas()
 
 
-def write_parquet(df, path: str | Path) -> None:
+#: The key of papa's provenance in a Parquet file's schema metadata (and a safetensors file's metadata).
+PROVENANCE_KEY = "papa"
+
+
+def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
+    """Write ``df`` (without its index) atomically; ``provenance`` (what decided the result: a stage's
+    settings and the environment, `papa.pipeline.Stage.provenance`) is stored as JSON in the file's
+    schema metadata under `PROVENANCE_KEY`, beside pandas' own; `read_provenance` reads it back."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    if provenance is not None:
+        meta = dict(table.schema.metadata or {})
+        meta[PROVENANCE_KEY.encode()] = json.dumps(provenance, sort_keys=True, default=str).encode()
+        table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False)
+        pq.write_table(table, tmp)
+
+
+def read_provenance(path: str | Path) -> dict | None:
+    """The provenance `write_parquet` stored in a Parquet file (None if it has none)."""
+    import json
+
+    meta = parquet_file(path).schema_arrow.metadata or {}
+    raw = meta.get(PROVENANCE_KEY.encode())
+    return None if raw is None else json.loads(raw)
 
 
 def environment() -> dict:
     """Versions of the things that decide a result, recorded next to it."""
-    import numpy
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
-    import transformers
+
+    def installed(name):  # the installed version, without importing the package (transformers: seconds)
+        try:
+            return version(name)
+        except PackageNotFoundError:  # pragma: no cover - not installed as a package
+            return None
 
     env = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "numpy": numpy.__version__,
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "threads": torch.get_num_threads(),
     }
-    try:
-        from importlib.metadata import version
-
-        env["papa"] = version("papa")
-    except Exception:  # pragma: no cover - not installed as a package
-        env["papa"] = None
+    env.update({name: installed(name) for name in ("transformers", "numpy", "pandas", "pyarrow", "scikit-learn")})
+    env["papa"] = installed("papa")
     return env
 
 

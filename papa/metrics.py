@@ -17,12 +17,41 @@ import warnings
 
 import numpy as np
 
-from .spec import ALL_METRICS, METRICS
+from .spec import ALL_METRICS, BINARY_METRICS, METRICS
 
 #: Metrics of sequence tasks: `papa.spec.METRICS` ``["sequence"]`` (this name is kept for notebooks).
 SEQUENCE_METRICS = METRICS["sequence"]
 #: Metrics of token tasks: `papa.spec.METRICS` ``["token"]`` (this name is kept for notebooks).
 TOKEN_METRICS = METRICS["token"]
+
+
+#: Metrics that read the tag strings (seqeval).
+TAG_METRICS = ("entity_f1", "pos_seqeval_f1")
+
+
+def check_metrics(metrics, kind: str | None = None, n_labels: int | None = None, label_names=None) -> list[str]:
+    """``metrics`` as a list, failing before any training on what `compute` would refuse (or
+    compute wrongly) after it: a bare string, an unknown metric, a metric of the other task kind
+    (`papa.spec.METRICS`), a binary metric (`papa.spec.BINARY_METRICS`) on more than two labels, a seqeval
+    metric (`TAG_METRICS`) without ``label_names``. ``kind``/``n_labels`` None skip those checks."""
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics must be a list of metric names, got the string {metrics!r}; write [{metrics!r}]")
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError(f"metrics is empty; choose from {', '.join(ALL_METRICS)}")
+    for m in metrics:
+        if m not in ALL_METRICS:
+            raise ValueError(f"Unknown metric {m!r}; choose from {', '.join(ALL_METRICS)}")
+        if kind in METRICS and m not in METRICS[kind]:
+            raise ValueError(f"metric {m!r} does not score a {kind} task; choose from {', '.join(METRICS[kind])}")
+        if m in BINARY_METRICS and n_labels is not None and n_labels > 2:
+            raise ValueError(
+                f"metric {m!r} is binary F1 (positive class = label 1) and the task has {n_labels} labels; "
+                f"use {BINARY_METRICS[m]}"
+            )
+        if m in TAG_METRICS and label_names is None:
+            raise ValueError(f"metric {m!r} needs label_names (the tag strings)")
+    return metrics
 
 
 def _flat_tokens(y_true, y_pred):

@@ -168,7 +168,7 @@ def train_mlm(
     extra = list(extra_params)
     groups = [{"params": list(probe.parameters()), "lr": cfg.lr}] if probe is not None else []
     if extra:
-        groups.append({"params": extra, "lr": cfg.extra_lr or cfg.lr, "weight_decay": 0.0})
+        groups.append({"params": extra, "lr": cfg.lr if cfg.extra_lr is None else cfg.extra_lr, "weight_decay": 0.0})
     if not groups:
         raise ValueError("train_mlm: nothing to train (no probe and no patch parameters)")
     n = len(encoded)

@@ -96,6 +96,15 @@ class Stage:
         setup(stage.log, stage.threads, stage.seed)
         return stage
 
+    def provenance(self, **extra) -> dict:
+        """What decided this stage's outputs, recorded next to them (`papa.io.write_parquet`,
+        `papa.io.read_provenance`): the stage, its settings (every input, output and parameter:
+        the dataclass's fields), the environment (`papa.io.environment`: versions, device,
+        threads) and ``extra``."""
+        from dataclasses import asdict
+
+        return {"stage": type(self).__name__, "settings": asdict(self), "environment": io.environment(), **extra}
+
 
 # ----------------------------------------------------------------------------- data
 
@@ -191,7 +200,12 @@ class PrepareDataStage(Stage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        return dict(spec=dict(sm.params.spec), out_dir=str(Path(sm.output.meta).parent), seed=int(sm.params.seed))
+        from .data.hub import ACCESS_KEYS
+
+        spec = dict(sm.params.spec)
+        # how to reach the hub (timeout, cache folder): from the config, not a param, since it changes no data
+        spec.update({k: v for k, v in sm.config["datasets"][spec["name"]].items() if k in ACCESS_KEYS})
+        return dict(spec=spec, out_dir=str(Path(sm.output.meta).parent), seed=int(sm.params.seed))
 
 
 def prepare_data(stage: PrepareDataStage):
@@ -260,9 +274,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
     """Tokenize one split of a prepared dataset into ``stage.out``; return the `Encoded` split."""
     from .data import read_task
 
-    task = read_task(stage.data_dir)
-    if stage.split not in task.splits:
-        raise ValueError(f"Dataset {task.name!r} has no split {stage.split!r}; it has {sorted(task.splits)}")
+    task = read_task(stage.data_dir, [stage.split])  # its split only: the other splits are no input of the job
     df = task.splits[stage.split]
     if len(df) == 0:
         raise ValueError(f"Split {stage.split!r} of dataset {task.name!r} is empty: check its source or max_* "
@@ -303,6 +315,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
             "split": stage.split,
             "kind": task.kind,
             "label_names": task.label_names,
+            "environment": io.environment(),  # the tokenizer's transformers version among them
         },
     )
     return enc
@@ -619,8 +632,9 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     )
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    io.write_parquet(df, stage.out_lambdas)
-    io.write_parquet(_label(pd.DataFrame(rows), stage.labels), stage.out_metrics)
+    record = stage.provenance()
+    io.write_parquet(df, stage.out_lambdas, record)
+    io.write_parquet(_label(pd.DataFrame(rows), stage.labels), stage.out_metrics, record)
     return df
 
 
@@ -674,6 +688,24 @@ class CacheConfig:
     scratch: str | None = None
 
 
+def read_lambdas(path, shape: tuple[int, int]) -> torch.Tensor:
+    """The lambdas [layers, heads] of a ``learn_lambda`` table (`lambda_frame`), failing unless it
+    holds one finite lambda per head of a model of ``shape``."""
+    L, H = shape
+    df = io.read_parquet(path)
+    heads = list(zip(df["layer"].tolist(), df["head"].tolist()))
+    if sorted(heads) != [(layer, head) for layer in range(L) for head in range(H)]:
+        raise ValueError(
+            f"{path}: {len(df)} lambdas (layers {df['layer'].min()}-{df['layer'].max()}, heads "
+            f"{df['head'].min()}-{df['head'].max()}), but the model has {L} layers x {H} heads, one lambda each; "
+            f"were they learned on another model? Learn them again for this one (rule learn_lambda)"
+        )
+    df = df.sort_values(["layer", "head"])
+    if not np.isfinite(df["lambda"].to_numpy(dtype="float64")).all():
+        raise ValueError(f"{path}: lambdas contain NaN/inf; they give no head order, learn them again")
+    return torch.tensor(df["lambda"].to_numpy(dtype="float64")).view(L, H)
+
+
 @spec.renamed_arguments(fraction="fraction_dynamic")
 def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, seed: int = 0) -> torch.Tensor:
     """Bool [layers, heads], True = static, for a head order at ``fraction_dynamic``
@@ -686,8 +718,7 @@ def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, se
     if needs_lambdas(selection, fraction_dynamic):
         if lambdas_path is None:
             raise ValueError(f"Head order {selection!r} needs learned lambdas")
-        df = io.read_parquet(lambdas_path).sort_values(["layer", "head"])
-        lam = torch.tensor(df["lambda"].to_numpy()).view(L, H)
+        lam = read_lambdas(lambdas_path, (L, H))
     return select_static(head_order(selection, (L, H), lam, seed=seed), fraction_dynamic, (L, H))
 
 
@@ -712,6 +743,8 @@ class ProbeStage(Stage):
         backbone_dropout: dropout inside the frozen encoder for training batches.
         trained_constants: the matrices train with the probe (a ``_trained`` constants spec).
         order_seed: seeds the ``random`` head order.
+        batch_order: ``per_seed`` (each seed its own batch order, the paper's independent runs) or
+            ``shared`` (every seed in the first seed's order; `papa.probe.run_probe`).
         cache: where the hidden states are kept (not a rule param: it does not change scores).
         labels: columns of every row (model, task, constants, selection).
     """
@@ -731,6 +764,7 @@ class ProbeStage(Stage):
     backbone_dropout: bool = False
     trained_constants: bool = False
     order_seed: int = 0
+    batch_order: str = "per_seed"
     cache: CacheConfig = CacheConfig()
     labels: dict[str, str]
 
@@ -752,6 +786,7 @@ class ProbeStage(Stage):
             **stage_options(hp),
             trained_constants=ConstantsSpec.parse(wc.constants).trained,
             order_seed=int(sm.params.order_seed),
+            batch_order=sm.params.batch_order,
             cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
             seed=int(sm.params.order_seed),
             labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection},
@@ -763,11 +798,12 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     one Parquet per seed.
 
     The frozen encoder runs once when its hidden states are cached (``cache.strategy`` memory or
-    disk; each seed then trains in its own batch order) or once per epoch with every seed trained
-    side by side on the same batches (``reencode``, also forced by ``backbone_dropout``;
-    `papa.probe.run_probe`); trained constants need the encoder in the loop, seed after seed
-    (strategy ``live``). Each Parquet records ``cache_strategy`` and ``cache_mb``
-    (the size of the train + validation hidden states, whether or not they were cached).
+    disk) or every epoch (``reencode``, also forced by ``backbone_dropout``): of every seed with
+    ``batch_order`` per_seed (each seed its own batch order), once for all seeds side by side with
+    ``shared`` (`papa.probe.run_probe`); the scores depend on the batch order, not on the strategy.
+    Trained constants need the encoder in the loop, seed after seed (strategy ``live``). Each
+    Parquet records ``cache_strategy`` and ``cache_mb`` (the size of the train + validation hidden
+    states, whether or not they were cached).
     """
     seeds, cache = list(stage.seeds), stage.cache
     if len(stage.outs) != len(seeds):
@@ -797,6 +833,7 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
             *args,
             seeds=seeds,
             backbone_dropout=dropout,
+            batch_order=stage.batch_order,
             trainable=lambda: patch(m, C, static=static, trainable_constants=True),
         )
     else:
@@ -818,28 +855,29 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
             log.info(
                 "features ready (%s) in %.1f s; training %d seeds", feats.strategy, time.monotonic() - t0, len(seeds)
             )
-            rows = run_probe(*args, features=feats, seeds=seeds)
+            rows = run_probe(*args, features=feats, seeds=seeds, batch_order=stage.batch_order)
             strategy, nbytes = feats.strategy, feats.nbytes
     log.info("probes done in %.1f s", time.monotonic() - t0)
     df = pd.DataFrame(rows)
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
+    record = stage.provenance(cache_strategy=strategy)
     return [
         _write_rows(
-            df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic, n_dynamic, seed
+            df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic, n_dynamic, seed, record
         )
         for seed, out in zip(seeds, stage.outs, strict=True)
     ]
 
 
-def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed) -> pd.DataFrame:
+def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed, record=None) -> pd.DataFrame:
     df = pd.DataFrame(rows).reset_index(drop=True)
     df.insert(0, "seed", seed)
     df.insert(0, "n_dynamic", n_dynamic)
     df.insert(0, "fraction_dynamic", float(fraction_dynamic))
     for k in reversed(["model", "task", "constants", "selection"]):
         df.insert(0, k, labels[k])
-    io.write_parquet(df, out)
+    io.write_parquet(df, out, record)
     return df
 
 
@@ -859,12 +897,14 @@ def run_probes(
     outs: list,
     labels: dict,
     trained_constants: bool = False,
+    batch_order: str = "per_seed",
 ) -> list[pd.DataFrame]:
     """Train a fresh probe per seed with ``fraction_dynamic`` of the heads input-dependent.
 
     Kept for notebooks: builds a `ProbeStage` (``task_cfg``: its ``metrics``; ``hp``: a probe
     hparams block, plus ``order_seed``; ``cache``: the config's ``cache`` keys, a missing
-    ``budget_mb`` meaning no memory limit as before) and calls `probe_heads`, which replaced it.
+    ``budget_mb`` meaning no memory limit as before; ``batch_order``: the config's
+    ``sweep.batch_order``) and calls `probe_heads`, which replaced it.
     """
     seeds, order_seed = [int(s) for s in seeds], int(hp.get("order_seed", 0))
     return probe_heads(
@@ -883,6 +923,7 @@ def run_probes(
             **stage_options(hp),
             trained_constants=trained_constants,
             order_seed=order_seed,
+            batch_order=batch_order,
             seed=order_seed,
             cache=CacheConfig(**{"budget_mb": None, **cache}),
             labels=dict(labels),
@@ -1015,8 +1056,9 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     for k, v in reversed(list(stage.labels.items())):
         ldf.insert(0, k, v)
         df.insert(0, k, v)
-    io.write_parquet(ldf, stage.out_lambdas)
-    io.write_parquet(df, stage.out_scores)
+    record = stage.provenance(model_revision=model_revision(m))
+    io.write_parquet(ldf, stage.out_lambdas, record)
+    io.write_parquet(df, stage.out_scores, record)
     return df
 
 
@@ -1111,7 +1153,7 @@ def pattern_stats(stage: PatternsStage) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True)
     for k, v in reversed([("model", stage.model), ("corpus", stage.corpus), ("N", stage.n)]):
         out.insert(0, k, v)
-    io.write_parquet(out, stage.out)
+    io.write_parquet(out, stage.out, stage.provenance())
     return out
 
 
@@ -1161,17 +1203,18 @@ def aggregate(stage: AggregateStage) -> dict[str, pd.DataFrame]:
     lambdas, constant-kinds and patterns tables; return them by name."""
     from . import tables
 
+    record = stage.provenance()
     probe = tables.probe_table([io.read_parquet(p) for p in stage.probes])
-    io.write_parquet(probe, stage.out_probe)
+    io.write_parquet(probe, stage.out_probe, record)
     summary = tables.summary_table(probe, stage.main_metric, share_baseline=True)
-    io.write_parquet(summary, stage.out_summary)
+    io.write_parquet(summary, stage.out_summary, record)
     lam = [io.read_parquet(p) for p in stage.lambdas]
     lambdas = tables.lambdas_table(lam) if lam else pd.DataFrame(columns=list(tables.LAMBDAS_COLUMNS))
-    io.write_parquet(lambdas, stage.out_lambdas)
+    io.write_parquet(lambdas, stage.out_lambdas, record)
     kinds = tables.constant_kinds_table(summary, stage.kinds)
-    io.write_parquet(kinds, stage.out_constant_kinds)
+    io.write_parquet(kinds, stage.out_constant_kinds, record)
     patterns = tables.patterns_table([io.read_parquet(p) for p in stage.patterns])
-    io.write_parquet(patterns, stage.out_patterns)
+    io.write_parquet(patterns, stage.out_patterns, record)
     return {"probe": probe, "summary": summary, "lambdas": lambdas, "constant_kinds": kinds, "patterns": patterns}
 
 
@@ -1253,20 +1296,19 @@ def plot_figures(stage: PlotStage) -> None:
     plots.plot_constant_kinds(io.read_parquet(stage.constant_kinds), stage.out_constant_kinds)
     plots.plot_selection_orders(summary[summary.constants == spec.METHOD_CONSTANTS], stage.out_head_orders)
     plots.plot_models_compared(tables.models_compared_table(summary), stage.out_models_compared)
-    out = Path(stage.out_heads)
-    out.mkdir(parents=True, exist_ok=True)
-    lam = io.read_parquet(stage.lambdas)
-    for (model, task, constants), df in lam.groupby(["model", "task", "constants"]) if len(lam) else []:
-        plots.plot_lambda_heatmap(df, out / f"lambdas_{model}_{task}_{constants}")
-    for f in stage.constants:
-        if is_data_free(f.kind):
-            continue  # the same matrix for every head: nothing to see
-        C = ConstantAttention.load(f.path)
-        plots.plot_constant_heads(
-            C.mean.numpy(),
-            out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
-            title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})",
-        )
+    with io.atomic_dir(stage.out_heads) as out:  # the folder appears complete, without an earlier run's figures
+        lam = io.read_parquet(stage.lambdas)
+        for (model, task, constants), df in lam.groupby(["model", "task", "constants"]) if len(lam) else []:
+            plots.plot_lambda_heatmap(df, out / f"lambdas_{model}_{task}_{constants}")
+        for f in stage.constants:
+            if is_data_free(f.kind):
+                continue  # the same matrix for every head: nothing to see
+            C = ConstantAttention.load(f.path)
+            plots.plot_constant_heads(
+                C.mean.numpy(),
+                out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
+                title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})",
+            )
 
 
 @dataclass(kw_only=True)
@@ -1296,6 +1338,6 @@ def tabulate_mlm(stage: MLMTableStage) -> pd.DataFrame:
     from . import plots, tables
 
     table = tables.mlm_table([io.read_parquet(p) for p in stage.scores])
-    io.write_parquet(table, stage.out_table)
+    io.write_parquet(table, stage.out_table, stage.provenance())
     plots.plot_mlm(table, stage.out_plot)
     return table

@@ -12,9 +12,10 @@ seed or epoch, so `extract_features` runs the encoder once and every seed trains
 cache (`FeatureCache`); `LiveFeatures` re-runs the encoder per batch (needed when lambdas
 or constants are trained, or the encoder's dropout is on). `prepare_features` sizes the cache
 before encoding and keeps it in memory, memory-mapped on disk, or re-encodes every epoch
-(`choose_strategy`). `run_probe` trains one probe per seed side by side on the same batches,
-so one pass over the features (or one encoder pass per epoch) feeds every seed, and the
-scores do not depend on where the features were kept.
+(`choose_strategy`). `run_probe` trains one probe per seed, each in its own batch order
+(``batch_order="per_seed"``, the paper's independent runs) or all in the first seed's
+(``"shared"``: side by side, so one encoder pass per epoch feeds every seed when re-encoding);
+the scores do not depend on where the features were kept, only on the batch order.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import torch
 from torch import nn
 
 from .encoding import IGNORE, Encoded
-from .metrics import compute_all
+from .metrics import check_metrics, compute_all
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class TokenProbe(nn.Module):
 MB = 2**20
 #: Where a probe job's hidden states live (`choose_strategy`).
 STRATEGIES = ("auto", "memory", "disk", "reencode")
+#: How the seeds of a probe job are ordered (`run_probe`): each in its own seed's batch order
+#: (independent runs, as in the paper), or every seed in the first seed's order.
+BATCH_ORDERS = ("per_seed", "shared")
 
 
 def model_dims(model) -> tuple[int, int]:
@@ -479,6 +483,34 @@ class TrainConfig:
     max_grad_norm: float | None = None  # clip the gradient norm (the authors: 1.0); None = no clipping
     shuffle_seed: int | None = None  # seed of the batch order; None = seed
 
+    def __post_init__(self):
+        positive = {"lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs}
+        positive.update(eval_batch_size=self.eval_batch_size, extra_lr=self.extra_lr, max_grad_norm=self.max_grad_norm)
+        bad = [f"{k}={v!r}" for k, v in positive.items() if v is not None and not v > 0]
+        if not 0 <= self.dropout < 1:
+            bad.append(f"dropout={self.dropout!r} (must be in [0, 1))")
+        if self.weight_decay < 0:
+            bad.append(f"weight_decay={self.weight_decay!r} (must be >= 0)")
+        if bad:
+            raise ValueError(
+                f"TrainConfig: {', '.join(bad)}; learning rates, batch sizes, epochs and max_grad_norm "
+                f"must be > 0 (extra_lr and max_grad_norm may be None)"
+            )
+
+
+def check_labels(enc: Encoded, n_labels: int, split: str = "train") -> None:
+    """Fail before training when ``enc`` holds a label the probe's ``n_labels`` outputs cannot score
+    (torch would raise an opaque index error mid-epoch)."""
+    if enc.labels is None:
+        raise ValueError(f"the {split} tokens have no labels: a probe needs a labeled task")
+    labels = np.asarray(enc.labels)
+    labels = labels[labels != IGNORE]
+    if labels.size and (labels.min() < 0 or labels.max() >= n_labels):
+        raise ValueError(
+            f"the {split} labels run from {labels.min()} to {labels.max()}, but the probe has n_labels={n_labels} "
+            f"outputs (labels 0..{n_labels - 1}); pass the task's number of labels"
+        )
+
 
 def build_probe(kind: str, model, max_length: int, n_labels: int, dropout: float = 0.1) -> nn.Module:
     n_layers, hidden = model_dims(model)
@@ -535,7 +567,9 @@ class _SeedRun:
         groups = [{"params": [p for p in probe.parameters() if p.requires_grad], "lr": cfg.lr}]
         extra = [p for p in extra_params]
         if extra:
-            groups.append({"params": extra, "lr": cfg.extra_lr or cfg.lr, "weight_decay": 0.0})
+            groups.append(
+                {"params": extra, "lr": cfg.lr if cfg.extra_lr is None else cfg.extra_lr, "weight_decay": 0.0}
+            )
         self.params = [p for g in groups for p in g["params"]]
         self.opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rng_state = rng_state if rng_state is not None else _rng_state(self.device)
@@ -577,6 +611,8 @@ def train_probes(
     extra_params=(),
     on_epoch=None,
     live: bool = False,
+    runs_after: int = 0,
+    log_every: float = 10.0,
 ) -> list[list[dict]]:
     """Train several probes side by side on the same batches (one per seed); evaluate every epoch.
 
@@ -590,6 +626,10 @@ def train_probes(
         seeds: a name per probe, for logs and errors (default ``cfg.seed``).
         extra_params: trainable patch parameters (lambdas, constants), with a single probe.
         live: features need gradients (trained patch parameters), so batches run with grad.
+        runs_after: trainings of this length the caller runs after this one (the seeds still to
+            come), counted in the logged ETA.
+        log_every: seconds between progress lines inside an epoch (examples done, examples/s, ETA):
+            an epoch that re-encodes, or trains lambdas through the encoder, takes minutes to hours.
     Returns:
         Per probe, one dict per (epoch, metric): ``epoch``, ``metric``, ``score``, ``train_loss``.
     """
@@ -603,7 +643,13 @@ def train_probes(
     g = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
     loss_fn = nn.CrossEntropyLoss()
     n = len(train)
-    t0 = time.monotonic()
+    t0 = last = time.monotonic()
+    names = ", ".join(map(str, seeds))
+
+    def eta(done: int, elapsed: float) -> float:
+        """Seconds left at the rate so far: this training's examples, then ``runs_after`` more."""
+        return elapsed / max(done, 1) * ((cfg.epochs * n - done) + runs_after * cfg.epochs * n)
+
     for epoch in range(1, cfg.epochs + 1):
         for run in runs:
             run.probe.train()
@@ -617,6 +663,19 @@ def train_probes(
                     if batch is None:
                         batch = train.batch(idx, grad=live)
                     run.step(*batch, loss_fn, len(idx))
+            now = time.monotonic()
+            if now - last >= log_every:
+                last, done = now, (epoch - 1) * n + start + len(idx)
+                log.info(
+                    "seed %s epoch %d/%d: %d/%d examples (%.1f examples/s, ETA %.0f s)",
+                    names,
+                    epoch,
+                    cfg.epochs,
+                    start + len(idx),
+                    n,
+                    done / (now - t0),
+                    eta(done, now - t0),
+                )
         for seed, run in zip(seeds, runs):
             if not math.isfinite(run.total):
                 raise FloatingPointError(
@@ -635,7 +694,7 @@ def train_probes(
                 loss,
                 ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
                 epoch * n / elapsed,
-                elapsed / epoch * (cfg.epochs - epoch),
+                eta(epoch * n, elapsed),
             )
             run.rows += [
                 {"epoch": epoch, "metric": metric, "score": score, "train_loss": loss}
@@ -683,6 +742,7 @@ def run_probe(
     seeds=None,
     trainable=None,
     backbone_dropout: bool = False,
+    batch_order: str = "per_seed",
 ) -> list[dict]:
     """Train and evaluate a fresh probe per seed on a frozen (possibly patched) encoder.
 
@@ -691,23 +751,32 @@ def run_probe(
     Args:
         features: ``(train, validation)`` features (`FeatureCache`/`LiveFeatures`, or
             `PreparedFeatures` from `prepare_features`); None re-runs the encoder for every batch.
-        seeds: one probe per seed (default ``[cfg.seed]``). From cached features (`FeatureCache`,
-            strategies ``memory``/``disk``) each seed trains on its own: its initialisation, dropout
-            and batch order all come from the seed, as in the paper's independent runs. From live
-            features (re-encoding: strategy ``reencode``, or ``features=None``) the seeds train side by
-            side on the same batches in one order (``cfg.shuffle_seed``, default the first seed), so one
-            encoder pass per epoch feeds every seed; they then differ in initialisation and dropout.
+        seeds: one probe per seed (default ``[cfg.seed]``); each seed's initialisation and dropout
+            come from the seed.
         trainable: a callable returning a patch (context manager with ``parameters()``) applied
             around each seed's training, whose parameters train with the probe (the ``*_trained``
             constants); the encoder then runs live with gradients, one seed after the other.
         backbone_dropout: with ``features=None``, the encoder runs its training batches in train
             mode (dropout on, the authors' setting), without gradients to its weights.
+        batch_order: ``per_seed`` (default): every seed is an independent run in its own batch
+            order (``cfg.shuffle_seed`` if set, else the seed), as in the paper; from live
+            features (strategy ``reencode``, ``features=None``) the encoder then runs every epoch
+            of every seed. ``shared``: every seed trains in the first seed's order (or
+            ``cfg.shuffle_seed``), side by side where the encoder does not train, so one encoder
+            pass per epoch feeds every seed; the seeds then differ in initialisation and
+            dropout only. Either way the scores do not depend on where the features were kept
+            (the strategy), only on this choice.
     Returns:
         One dict per (seed, epoch, metric): ``seed``, ``epoch``, ``metric``, ``score``, ``train_loss``.
     """
     seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
     if not seeds:
         raise ValueError("run_probe needs at least one seed")
+    metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
+    check_labels(train_enc, n_labels, "train")
+    check_labels(val_enc, n_labels, "validation")
+    if batch_order not in BATCH_ORDERS:
+        raise ValueError(f"Unknown batch_order {batch_order!r}; choose from {', '.join(BATCH_ORDERS)}")
     if backbone_dropout and features is not None:
         raise ValueError(
             "backbone_dropout applies to features=None; prepared features take it from "
@@ -725,21 +794,30 @@ def run_probe(
         torch.manual_seed(seed)
         probes.append(build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(device))
         states.append(_rng_state(device))
-    if trainable is None and isinstance(train, LiveFeatures):  # one encoder pass per epoch feeds every seed
-        shared = replace(cfg, shuffle_seed=seeds[0] if cfg.shuffle_seed is None else cfg.shuffle_seed)
-        per_seed = train_probes(probes, train, val, shared, metrics, label_names, seeds=seeds, rng_states=states)
-    elif trainable is None:  # cached features: independent runs, each in its own seed's batch order
+    if batch_order == "shared":  # every seed in the first seed's order
+        cfg = replace(cfg, shuffle_seed=seeds[0] if cfg.shuffle_seed is None else cfg.shuffle_seed)
+    if trainable is None and batch_order == "shared":  # side by side: one pass over the features feeds every seed
+        per_seed = train_probes(probes, train, val, cfg, metrics, label_names, seeds=seeds, rng_states=states)
+    elif trainable is None:  # independent runs, each in its own seed's batch order (live: re-encoded per seed)
         per_seed = [
             train_probes(
-                [probe], train, val, replace(cfg, seed=seed), metrics, label_names, seeds=[seed], rng_states=[state]
+                [probe],
+                train,
+                val,
+                replace(cfg, seed=seed),
+                metrics,
+                label_names,
+                seeds=[seed],
+                rng_states=[state],
+                runs_after=len(seeds) - 1 - k,
             )[0]
-            for seed, probe, state in zip(seeds, probes, states)
+            for k, (seed, probe, state) in enumerate(zip(seeds, probes, states))
         ]
     else:
         if features is not None:
             raise ValueError("trained patch parameters need the encoder in the loop: pass features=None")
         per_seed = []
-        for seed, probe, state in zip(seeds, probes, states):
+        for k, (seed, probe, state) in enumerate(zip(seeds, probes, states)):
             with trainable() as handle:
                 per_seed += train_probes(
                     [probe],
@@ -752,6 +830,7 @@ def run_probe(
                     rng_states=[state],
                     extra_params=handle.parameters(),
                     live=True,
+                    runs_after=len(seeds) - 1 - k,
                 )
     return [{"seed": seed, **row} for seed, rows in zip(seeds, per_seed) for row in rows]
 
@@ -775,6 +854,9 @@ def learn_lambdas(
     """
     from .patching import patch
 
+    metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
+    check_labels(train_enc, n_labels, "train")
+    check_labels(val_enc, n_labels, "validation")
     torch.manual_seed(cfg.seed)
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(next(model.parameters()).device)
     with patch(model, constants, mix=True) as handle:

@@ -255,6 +255,11 @@ def build_data(shape: str, out_dir: str | Path, n_train: int = 64, n_validation:
         split -> path of the file written.
     """
     files = data_files(shape, out_dir)
+    if not Path(out_dir).exists():  # the workflow's case: the whole folder appears at once (atomic_dir)
+        with atomic_dir(out_dir) as tmp:
+            build_data(shape, tmp, n_train, n_validation, seed, cache_dir)
+        return files
+    # an existing folder (a notebook's) keeps what else it holds: each file is written atomically
     if n_train < 1 or n_validation < 1:
         raise ValueError(f"n_train and n_validation must be at least 1, got {n_train} and {n_validation}")
     corpus = {"cola": "hedge", "sst2": "rt_sentiment", "mrpc": "wiki", "mnli": "rt_sentiment",

@@ -31,10 +31,13 @@ def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None 
     if order in spec.LAMBDA_ORDERS:
         if lambdas is None:
             raise ValueError(f"head order {order!r} needs the learned lambdas")
+        lambdas = torch.as_tensor(lambdas, dtype=torch.float64)
         if tuple(lambdas.shape) != (L, H):
             raise ValueError(f"lambdas have shape {tuple(lambdas.shape)}, model has {(L, H)}")
+        if not torch.isfinite(lambdas).all():
+            raise ValueError("lambdas contain NaN/inf: they give no head order; learn them again")
         r = rank_heads(lambdas)
-        return r if order == "lambda" else rank_heads(-torch.as_tensor(lambdas, dtype=torch.float64))
+        return r if order == "lambda" else rank_heads(-lambdas)
     if order == "first_to_last":
         return torch.arange(total)
     if order == "last_to_first":
@@ -56,6 +59,8 @@ def select_static(ranking: torch.Tensor, fraction_dynamic: float, shape: tuple[i
         raise ValueError("select_static needs shape=(layers, heads)")
     if shape[0] * shape[1] != total:
         raise ValueError(f"ranking has {total} heads, shape {shape} has {shape[0] * shape[1]}")
+    if not torch.equal(torch.sort(ranking).values, torch.arange(total)):
+        raise ValueError(f"ranking must order every head index 0..{total - 1} once (a permutation)")
     n_dynamic = spec.n_dynamic(fraction_dynamic, total)
     static = torch.zeros(total, dtype=torch.bool)
     static[ranking[: total - n_dynamic]] = True

@@ -119,6 +119,9 @@ METRICS = {
     "token": ("entity_f1", "pos_seqeval_f1", "pos_f1", "token_accuracy"),
 }
 ALL_METRICS = METRICS["sequence"] + METRICS["token"]
+#: Metrics defined for two classes only (``f1``: F1 of the positive class, label 1), each with the
+#: metric to use on more classes.
+BINARY_METRICS = {"f1": "macro_f1"}
 
 # ----------------------------------------------------------------------------- fraction_dynamic
 

@@ -567,6 +567,13 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
     for f in ("meta.json", "train.parquet", "validation.parquet"):
         assert (tmp_path / "alias" / f).read_bytes() == (tmp_path / "rt_sentiment" / f).read_bytes()
     assert D.read_task(tmp_path / "alias").provenance == rt.provenance
+    # one split alone (the tokenize job's input): the other split's file is not opened
+    (tmp_path / "alias" / "train.parquet").write_bytes(b"not parquet")
+    only = D.read_task(tmp_path / "alias", ["validation"])
+    assert list(only.splits) == ["validation"]
+    pd.testing.assert_frame_equal(only.splits["validation"], rt.splits["validation"])
+    with pytest.raises(ValueError, match="has no split test"):
+        D.read_task(tmp_path / "alias", ["test"])
 
 
 # --------------------------------------------------------------------------- bad local data fails, naming the place
@@ -644,8 +651,9 @@ def test_unreadable_local_files_say_what_the_reader_found(tmp_path):
     generating the dataset"), and where the format came from."""
     ragged = _csv(tmp_path, "ragged.csv", "a b,pos\nc d,neg,extra\ne f,pos\n")
     with pytest.raises(D.TaskSpecError, match=r"train file .*ragged\.csv as csv \(format 'csv' is read from the "
-                       r"name 'ragged\.csv'\): ParserError: .*Expected 2 fields in line 3, saw 3"):  # fmt: skip
+                       r"name 'ragged\.csv'\): ParserError: .*Expected 2 fields in line 3, saw 3") as e:  # fmt: skip
         D.load_task(_seq_spec(ragged), tmp_path)
+    assert "or header to match it" in str(e.value) and "separator" not in str(e.value)  # separator: CoNLL files only
     good = _csv(tmp_path, "good.csv", "a b,pos\nc d,neg\n")
     with pytest.raises(D.TaskSpecError, match=r"good\.csv as json \(format 'json' is the spec's format\): "
                        r"ArrowInvalid: JSON parse error.*set format"):  # fmt: skip
@@ -708,3 +716,24 @@ def test_atomic_outputs_honour_the_umask(tmp_path):
         os.umask(old)
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "b.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
+    """hub_timeout and hf_cache_dir (papa.data.hub.ACCESS_KEYS) change no data: they stay out of the recorded
+    spec (meta.json, which every later job reads) and out of prepare_data's params; the stage still gets them,
+    from the config."""
+    from types import SimpleNamespace
+
+    from papa.data.hub import ACCESS_KEYS
+    from papa.pipeline import PrepareDataStage
+
+    assert ACCESS_KEYS == {"hub_timeout", "hf_cache_dir"}
+    task = D.load_task({"name": "rt_sentiment", "source": "package", "hub_timeout": 3}, cache_dir)
+    assert "hub_timeout" not in task.provenance["spec"]
+    entry = {"source": "hub", "hub_timeout": 30, "hf_cache_dir": "/scratch/hf"}
+    sm = SimpleNamespace(
+        params=SimpleNamespace(spec={"name": "glue_sst2", "source": "hub"}, seed=0),
+        output=SimpleNamespace(meta="results/data/glue_sst2/meta.json"),
+        config={"datasets": {"glue_sst2": entry}},
+    )
+    assert PrepareDataStage._from_snakemake(sm)["spec"] == {"name": "glue_sst2", **entry}

@@ -406,3 +406,173 @@ def yaml_config(name: str) -> dict:
     from tests.test_workflow import ROOT
 
     return yaml.safe_load((ROOT / "config" / name).read_text())
+
+
+def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_more_labels():
+    """A task on an unlabeled corpus failed only in its learn_lambda/probe jobs ("Task tokens have no label
+    names"), binary f1 on a 3-label task after a full epoch (in scikit-learn); both now fail at config time."""
+    from papa.checks import ConfigError, check_config
+
+    def problems(edit) -> str:
+        cfg = _config()
+        edit(cfg)
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg)
+        return str(e.value)
+
+    def unlabeled(c, spec):
+        c["datasets"]["corpus"] = spec
+        c["tasks"]["rt_sentiment"]["dataset"] = "corpus"
+
+    for spec in ({"source": "package", "name": "wiki"}, {"source": "hub", "name": "wikitext103"},
+                 {"source": "local", "train": "t.csv", "kind": "sequence", "label_column": None}):  # fmt: skip
+        msg = problems(lambda c, s=spec: unlabeled(c, s))
+        assert "tasks.rt_sentiment.dataset = 'corpus' is an unlabeled corpus" in msg, spec
+        assert "average@corpus" in msg and "point the task at a labeled dataset" in msg
+    # a local dataset named like a registry corpus reads its labels from label_column (default 'label'): fine
+    cfg = _config()
+    unlabeled(cfg, {"source": "local", "name": "wiki", "train": "t.csv", "kind": "sequence"})
+    check_config(cfg)
+
+    def three_labels(c, spec):
+        c["datasets"]["nli"] = spec
+        c["tasks"]["rt_sentiment"].update(dataset="nli", metrics=["accuracy", "f1"], main_metric="accuracy")
+
+    for spec in ({"source": "hub", "name": "mnli"},
+                 {"source": "local", "train": "t.csv", "kind": "sequence", "labels": ["a", "b", "c"]},
+                 {"source": "local", "name": "mnli", "train": "t.csv"}):  # fmt: skip
+        msg = problems(lambda c, s=spec: three_labels(c, s))
+        assert "tasks.rt_sentiment.metrics: 'f1' is binary F1 (of label 1), and task rt_sentiment has 3 labels" in msg
+        assert "use 'macro_f1'" in msg
+    for spec in ({"source": "hub", "name": "mrpc"},  # two labels, or labels read from the data: fine
+                 {"source": "local", "train": "t.csv", "kind": "sequence"}):  # fmt: skip
+        cfg = _config()
+        three_labels(cfg, spec)
+        check_config(cfg)
+    cfg = _config()
+    three_labels(cfg, {"source": "hub", "name": "mnli"})
+    cfg["tasks"]["rt_sentiment"]["metrics"] = ["accuracy", "macro_f1", "mcc"]
+    check_config(cfg)
+
+
+def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_under_tilde():
+    """analyses.tasks naming a task no model runs dropped its analyses silently; a name '..' put outputs outside
+    their stage folders (results/tokens/../...); cache.scratch: ~/scratch made a folder named '~'."""
+    from papa.checks import ConfigError, check_config
+
+    def problems(edit) -> str:
+        cfg = _config()
+        edit(cfg)
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg)
+        return str(e.value)
+
+    msg = problems(lambda c: c.update(model_tasks={"minilm": ["wsj_pos"]}))  # analyses.tasks: [rt_sentiment]
+    assert "analyses.tasks: 'rt_sentiment' is run by no model (model_tasks)" in msg
+    assert "add 'rt_sentiment' to a model's model_tasks, or remove it from analyses.tasks" in msg
+    cfg = _config()
+    cfg["model_tasks"] = {"minilm": ["wsj_pos"]}
+    cfg["analyses"]["tasks"] = ["wsj_pos"]
+    check_config(cfg)
+
+    def rename(c, section, old, new):
+        c[section][new] = c[section].pop(old)
+
+    for section, old in (("models", "minilm"), ("datasets", "wsj_pos"), ("tasks", "wsj_pos")):
+        for name in ("..", ".", ".hidden"):
+            msg = problems(lambda c, s=section, o=old, n=name: rename(c, s, o, n))
+            assert f"{section}: {name!r} starts with '.'" in msg and "start it with a letter, digit" in msg
+    cfg = _config()
+    rename(cfg, "models", "minilm", "mini.lm-v2_")  # a dot inside a name is fine
+    check_config(cfg)
+
+    msg = problems(lambda c: c["cache"].update(scratch="~/scratch"))
+    assert "cache.scratch = '~/scratch': '~' is not expanded" in msg and "write the absolute path" in msg
+    cfg = _config()
+    cfg["cache"]["scratch"] = "/tmp/papa-scratch"
+    check_config(cfg)
+
+
+def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read():
+    """A local dataset's key that its task kind or file format does not read (separator on a CSV file, text_column on
+    a token task, tag_column on a sequence task, validation_fraction beside a validation file) was accepted and
+    ignored; each now fails at config time, naming the key."""
+    from papa.checks import ConfigError, check_config
+
+    def problems(spec, d="mine") -> str:
+        cfg = _config()
+        cfg["datasets"][d] = spec
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg)
+        return str(e.value)
+
+    seq = {"source": "local", "kind": "sequence", "train": "t.csv"}
+    tok = {"source": "local", "kind": "token", "train": "t.conll"}
+    assert ("datasets.mine.separator is read by format conll only, and 'mine' is read as csv"
+            in problems({**seq, "separator": ";"}))  # fmt: skip
+    assert "datasets.mine.tag_column is read by token tasks only, and 'mine' is a sequence task" in problems(
+        {**seq, "tag_column": 1}
+    )
+    for key in ("text_column", "label_column", "text_b_column", "id_column"):
+        msg = problems({**tok, key: "x"})
+        assert f"datasets.mine.{key} is read by sequence tasks only, and 'mine' is a token task" in msg
+    msg = problems({**tok, "tokens_column": "words", "header": False})
+    assert "datasets.mine.tokens_column is read by format csv, tsv, json, parquet only, and 'mine' is read as" in msg
+    assert "'mine' is read as conll" in msg
+    assert "datasets.mine.header is read by format csv, tsv only" in msg
+    assert "datasets.mine.column_names is read by format csv, tsv only, and 'mine' is read as parquet" in problems(
+        {**seq, "train": "t.parquet", "column_names": ["a", "b"]}
+    )
+    assert "format conll is for token tasks" in problems({**seq, "format": "conll"})
+    msg = problems({**seq, "validation": "v.csv", "validation_fraction": 0.1})
+    assert "datasets.mine.validation_fraction is not read: 'mine' has a validation split" in msg
+    msg = problems({"source": "hub", "name": "sst2", "validation_fraction": 0.1})
+    assert "datasets.mine.validation_fraction is not read" in msg
+    assert "datasets.mine.labels names classes, and label_column: null" in problems(
+        {**seq, "label_column": None, "labels": ["a", "b"]}
+    )
+    # what each kind and format reads is fine, and a key on a file whose format is unknown before loading
+    cfg = _config()
+    cfg["datasets"].update(
+        a={**seq, "separator": None, "text_column": "s", "header": False, "column_names": ["s", "label"]},
+        b={**tok, "tag_column": 3, "token_column": 0, "separator": "\t", "labels": ["O", "B-X"]},
+        c={**tok, "train": "t.jsonl", "tokens_column": "words", "tags_column": "ner"},
+        d={**seq, "validation_fraction": 0.1},
+        e={"source": "package", "name": "hedge", "validation_fraction": 0.3},
+        f={**tok, "train": "t.txt", "tag_column": 1},  # format unknown: load_task asks for it
+    )
+    check_config(cfg)
+    built = yaml_config("rehearsal.yaml")  # built data: the files rule build_data writes (tsv, conll)
+    check_config(built)
+    built["datasets"]["sst2"]["separator"] = ","
+    with pytest.raises(ConfigError) as e:
+        check_config(built)
+    assert "datasets.sst2.separator is read by format conll only, and 'sst2' is read as tsv" in str(e.value)
+
+
+def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
+    """0.0625 and 0.07 both leave 5 of MiniLM's 72 heads input-dependent (one run under two labels); 0.001 leaves
+    0, the all-constant run labelled partial. Known before loading for a local model and a built one."""
+    from papa.checks import ConfigError, check_config, head_count
+
+    assert head_count("minilm") == 72 and head_count({"build": {"family": "bert"}}) == 16
+    assert head_count({"build": {"family": "bert", "config": {"num_hidden_layers": 3}}}) == 24
+
+    def problems(fractions, config=None) -> str:
+        cfg = config or _config()
+        cfg["sweep"]["fraction_dynamic"] = fractions
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg)
+        return str(e.value)
+
+    msg = problems([1, 0.5, 0.0625, 0.07, 0])
+    assert "sweep.fraction_dynamic: 0.0625, 0.07 all leave 5 of the 72 heads of model 'minilm' input-dependent" in msg
+    assert "list one of them" in msg
+    msg = problems([1, 0.5, 0.001, 0])
+    assert "0.001, 0 all leave 0 of the 72 heads of model 'minilm' input-dependent (every head constant)" in msg
+    assert "0.999, 1 all leave 72 of the 72 heads" in problems([0.999, 1, 0.5, 0])
+    built = yaml_config("rehearsal.yaml")  # 16 heads: 0.0625 leaves 1, and 0.04 x 16 = 0.64 rounds to 1
+    assert "0.0625, 0.04 all leave 1 of the 16 heads of model 'bert'" in problems([1, 0.0625, 0.04, 0], built)
+    cfg = _config()
+    cfg["sweep"]["fraction_dynamic"] = [1, 0.5, 0.0625, 0.05, 0]  # 5 and 4 of 72: two runs
+    check_config(cfg)

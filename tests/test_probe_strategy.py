@@ -4,6 +4,7 @@ disk / re-encode, chosen from sizes known before encoding), and the authors' tra
 
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,7 @@ def job(minilm, tmp_path_factory):
     return d
 
 
-def _run(job, out, cache, seeds=(0, 1), constants="average", hp=None, fraction=0.5):
+def _run(job, out, cache, seeds=(0, 1), constants="average", hp=None, fraction=0.5, batch_order="per_seed"):
     out.mkdir(parents=True, exist_ok=True)
     labels = {"model": "minilm", "task": "toy", "constants": constants, "selection": "first_to_last"}
     hp = {"lr": 1e-3, "batch_size": 8, "epochs": 2, "order_seed": 0, **(hp or {})}
@@ -63,6 +64,7 @@ def _run(job, out, cache, seeds=(0, 1), constants="average", hp=None, fraction=0
         [out / f"seed{s}.parquet" for s in seeds],
         labels,
         trained_constants=constants.endswith("_trained"),
+        batch_order=batch_order,
     )
 
 
@@ -157,9 +159,9 @@ def test_pipeline_probes_train_on_cuda(job, tmp_path, monkeypatch):
 
 
 def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
-    """From a cache each seed is an independent run (its own initialisation, dropout and batch order);
-    re-encoding trains the seeds side by side in the first seed's batch order, each keeping its own
-    random-number state, so training with others changes nothing for it."""
+    """Each seed is an independent run (its own initialisation, dropout and batch order), from a cache
+    or re-encoded; batch_order shared trains the seeds side by side in the first seed's batch order,
+    each keeping its own random-number state, so training with others changes nothing for it."""
     model, tok = minilm
     enc = _toy(tok)
     cache = extract_features(model, enc, dtype="float32")
@@ -172,7 +174,11 @@ def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
     assert [r for r in both if r["seed"] == 5] == alone5
     assert alone3 != [{**r, "seed": 3} for r in alone5]  # the seeds differ
     with prepare_features(model, enc, enc, "reencode", "float32") as live:
-        lockstep = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[3, 5])
+        own = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[3, 5])
+        alone_live5 = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], seed5, features=live)
+        lockstep = run_probe(
+            model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[3, 5], batch_order="shared"
+        )
         live5 = run_probe(
             model,
             enc,
@@ -183,6 +189,7 @@ def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
             TrainConfig(**{**vars(seed5), "shuffle_seed": 3}),
             features=live,
         )
+    assert [r for r in own if r["seed"] == 5] == alone_live5
     assert [r for r in lockstep if r["seed"] == 5] == live5
 
 
@@ -216,12 +223,13 @@ def test_cache_size_is_known_exactly_before_encoding(minilm, dtype):
         assert cache_nbytes(model, enc, dtype) == extract_features(model, enc, dtype=dtype).nbytes
 
 
-def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path):
+@pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
+def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path, batch_order):
     """At cache.budget_mb below the features: disk (fits the disk budget) and reencode (does
     not) run. float32: memory and disk identical; reencode equal within 1e-6 (scores) and 1e-5
-    relative (losses) for the first seed, whose batch order the re-encoded seeds share: the same
-    batches, but hidden states computed in other batch shapes and pooled padded instead of ragged.
-    The strategy and size are recorded."""
+    relative (losses) for every seed, under either batch order: the same batches, but hidden
+    states computed in other batch shapes and pooled padded instead of ragged. So the scores do
+    not depend on the memory or disk a machine has. The strategy and size are recorded."""
     scratch = tmp_path / "scratch"
     runs = {
         "memory": {"budget_mb": None},
@@ -230,7 +238,7 @@ def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path):
     }
     out = {}
     for name, cache in runs.items():
-        frames = _run(job, tmp_path / name, {"dtype": "float32", "strategy": "auto", **cache})
+        frames = _run(job, tmp_path / name, {"dtype": "float32", "strategy": "auto", **cache}, batch_order=batch_order)
         df = pd.concat(frames)
         assert set(df.cache_strategy) == {name}
         assert df.model_revision.isna().all()  # recorded; MiniLM is a local folder, no hub commit
@@ -243,7 +251,7 @@ def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path):
     pd.testing.assert_frame_equal(out["memory"], out["disk"])
     mem, re = out["memory"], out["reencode"]
     assert (mem[["seed", "epoch", "metric"]] == re[["seed", "epoch", "metric"]]).all().all()
-    mem, re = mem[mem.seed == 0], re[re.seed == 0]
+    assert set(mem.seed) == {0, 1}
     np.testing.assert_allclose(re.score, mem.score, atol=1e-6)
     np.testing.assert_allclose(re.train_loss, mem.train_loss, rtol=1e-5)
     assert not scratch.exists() or not any(scratch.iterdir())  # the disk cache is gone
@@ -259,12 +267,13 @@ def test_float16_reencode_rounds_like_the_cache(minilm):
     with prepare_features(model, enc, enc, "reencode", "float16") as live:
         b = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live, seeds=[0, 1])
     assert isinstance(live.train, LiveFeatures) and mem.strategy == "memory"
-    a, b = [r for r in a if r["seed"] == 0], [r for r in b if r["seed"] == 0]  # the order both share
+    assert [r["seed"] for r in a] == [r["seed"] for r in b] and {r["seed"] for r in a} == {0, 1}
     assert [r["score"] for r in a] == pytest.approx([r["score"] for r in b], abs=1e-6)
     assert [r["train_loss"] for r in a] == pytest.approx([r["train_loss"] for r in b], rel=1e-5)
 
 
-def test_reencode_runs_the_encoder_once_per_epoch_for_all_seeds(minilm):
+@pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
+def test_reencode_runs_the_encoder_every_epoch_of_every_seed_or_once_shared(minilm, batch_order):
     model, tok = minilm
     train, val = _toy(tok, 24), _toy(tok, 12)
     calls = []
@@ -281,10 +290,32 @@ def test_reencode_runs_the_encoder_once_per_epoch_for_all_seeds(minilm):
                 TrainConfig(lr=1e-3, batch_size=8, epochs=2, eval_batch_size=8),
                 features=feats,
                 seeds=[0, 1, 2],
+                batch_order=batch_order,
             )
     finally:
         hook.remove()
-    assert len(calls) == 2 * (24 // 8 + 12 // 8 + 1)  # per epoch: 3 train + 2 validation batches, whatever the seeds
+    per_epoch = 24 // 8 + 12 // 8 + 1  # 3 train + 2 validation batches
+    assert len(calls) == 2 * per_epoch * (3 if batch_order == "per_seed" else 1)
+
+
+def test_batch_order_changes_the_later_seeds_only(minilm):
+    """per_seed: each seed its own batch order (independent runs); shared: every seed in the first
+    seed's. The first seed is the same run either way; a later seed is not (its batches differ),
+    and shared equals per_seed with every seed's order pinned to the first (cfg.shuffle_seed)."""
+    model, tok = minilm
+    enc = _toy(tok)
+    cfg = TrainConfig(lr=1e-2, batch_size=8, epochs=2)
+    with prepare_features(model, enc, enc, "memory", "float32") as feats:
+        run = lambda order, c=cfg: pd.DataFrame(  # noqa: E731
+            run_probe(model, enc, enc, "sequence", 2, ["accuracy"], c, features=feats, seeds=[0, 1], batch_order=order)
+        )
+        own, shared = run("per_seed"), run("shared")
+        pinned = run("per_seed", replace(cfg, shuffle_seed=0))
+        with pytest.raises(ValueError, match="per_seed, shared"):
+            run("first")
+    pd.testing.assert_frame_equal(own[own.seed == 0], shared[shared.seed == 0])
+    assert not np.allclose(own[own.seed == 1].train_loss, shared[shared.seed == 1].train_loss)
+    pd.testing.assert_frame_equal(shared, pinned)
 
 
 def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path):
@@ -430,6 +461,11 @@ def test_cost_estimate_of_the_paper_grid():
     assert len(df) == len(probes) + len(lambdas)
     mnli = df.loc[("probe", "bert-large", "mnli", "average", "lambda", 0.5)]
     assert mnli.strategy == "reencode" and mnli.cache_mb > 500 * 1024
+    # re-encoded every epoch of every seed (sweep.batch_order per_seed), as the authors did
+    assert mnli.passes_ours == 3 * 4 * (392_702 + 9_832) and mnli.passes_authors == mnli.passes_ours
+    shared = estimate({**paper, "sweep": {**paper["sweep"], "batch_order": "shared"}}, probes, lambdas, 2e5, 500 * 1024)
+    shared = shared.set_index(["stage", "model", "task", "constants", "selection", "fraction_dynamic"])
+    mnli = shared.loc[("probe", "bert-large", "mnli", "average", "lambda", 0.5)]
     assert mnli.passes_ours == 4 * (392_702 + 9_832) and mnli.passes_authors == 3 * mnli.passes_ours
     cola = df.loc[("probe", "bert-base", "cola", "average", "lambda", 0.5)]
     assert cola.strategy == "memory" and cola.passes_ours == 8_551 + 1_043
@@ -476,3 +512,88 @@ def test_disk_caches_of_killed_jobs_are_cleared_on_the_next_run(minilm, tmp_path
     assert not stale.exists() and live.exists() and other.exists()
     assert Path(cache.folder).name.startswith(f"papa-features-{host}-{os.getpid()}-")
     cache.close()
+
+
+# ----------------------------------------------------------------------------- bad input fails before training
+
+
+@pytest.mark.parametrize(
+    "metrics, n_labels, error, needle",
+    [
+        ("accuracy", 2, TypeError, r"write \['accuracy'\]"),
+        (["acc"], 2, ValueError, "Unknown metric 'acc'"),
+        (["f1"], 3, ValueError, "use macro_f1"),
+        (["pos_f1"], 2, ValueError, "does not score a sequence task"),
+        (["accuracy"], 1, ValueError, "n_labels=1"),
+    ],
+)
+def test_probe_inputs_fail_before_any_training(minilm, monkeypatch, metrics, n_labels, error, needle):
+    """What the metrics or the label count would break after an epoch (sklearn on a 3-class binary F1, a
+    metric name, torch's index error) fails before the first step, in run_probe and learn_lambdas alike."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+
+    def no_training(*a, **kw):
+        raise AssertionError("trained before checking its inputs")
+
+    monkeypatch.setattr(probe_mod, "train_probes", no_training)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    with pytest.raises(error, match=needle):
+        run_probe(model, enc, enc, "sequence", n_labels, metrics, cfg)
+    C = papa.average_attention(model, enc.batches(4))
+    with pytest.raises(error, match=needle):
+        probe_mod.learn_lambdas(model, C, enc, enc, "sequence", n_labels, metrics, cfg)
+
+
+@pytest.mark.parametrize("bad", [{"lr": 0}, {"extra_lr": 0.0}, {"extra_lr": -0.05}, {"epochs": 0}, {"dropout": 1.0}])
+def test_train_config_refuses_settings_that_do_not_train(bad):
+    """extra_lr 0 used to mean the probe's lr (``extra_lr or lr``) and a negative one ascended the gradient."""
+    with pytest.raises(ValueError, match="TrainConfig: " + next(iter(bad))):
+        TrainConfig(**{"lr": 1e-3, **bad})
+
+
+def test_lambdas_of_another_model_or_not_finite_are_refused(minilm, tmp_path):
+    """static_mask reads the lambda table of the learn_lambda rule: one from another model (2 x 8 heads, or
+    12 x 6 on MiniLM's 6 x 12, which a reshape would silently accept) or with a NaN fails, naming the file."""
+    model, _ = minilm
+    L, H = papa.model_shape(model)
+    good = pipeline.lambda_frame(torch.rand(L, H, generator=torch.Generator().manual_seed(0)))
+    cases = {
+        "other": pipeline.lambda_frame(torch.rand(2, 8)),
+        "transposed": pipeline.lambda_frame(torch.rand(H, L)),
+        "nan": good.assign(**{"lambda": np.where(good.index == 3, np.nan, good["lambda"])}),
+    }
+    for name, df in cases.items():
+        path = tmp_path / f"{name}.parquet"
+        papa.io.write_parquet(df, path)
+        with pytest.raises(ValueError, match="learn them again|Learn them again") as e:
+            pipeline.static_mask(model, path, "lambda", 0.5)
+        assert str(path) in str(e.value)
+    papa.io.write_parquet(good, tmp_path / "good.parquet")
+    mask = pipeline.static_mask(model, tmp_path / "good.parquet", "lambda", 0.5)
+    assert mask.sum() == L * H - papa.spec.n_dynamic(0.5, L * H)
+    with pytest.raises(ValueError, match="permutation"):
+        papa.selection.select_static(torch.tensor([0, 0, 1, 2]), 0.5, (2, 2))
+
+
+def test_training_logs_progress_inside_epochs_and_counts_the_seeds_to_come(minilm, caplog):
+    """A re-encoding or lambda epoch can take an hour: progress (examples, examples/s, ETA) is logged inside it,
+    and the ETA of a seed trained before others counts their epochs (it used to say 0 s after each seed)."""
+    import logging
+    import re
+
+    model, tok = minilm
+    enc = _toy(tok, 16)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=2)
+    probe = probe_mod.build_probe("sequence", model, enc.max_length, 2)
+    with caplog.at_level(logging.INFO, logger="papa.probe"):
+        probe_mod.train_probes(
+            [probe], LiveFeatures(model, enc), LiveFeatures(model, enc), cfg, ["accuracy"], log_every=0, runs_after=2
+        )
+    inside = [r.getMessage() for r in caplog.records if "examples (" in r.getMessage()]
+    assert len(inside) == 2 * 16 // 4 and "epoch 1/2: 4/16 examples" in inside[0]
+    last = [r.getMessage() for r in caplog.records if "epoch 2/2: train loss" in r.getMessage()][0]
+    assert float(re.search(r"ETA (\d+) s", last).group(1)) >= 0 and "examples/s" in last
+    # two more trainings of 2 epochs x 16 examples remain: the ETA is theirs, not 0
+    rate = float(re.search(r"\(([\d.]+) examples/s", last).group(1))
+    assert float(re.search(r"ETA (\d+) s", last).group(1)) == pytest.approx(2 * 2 * 16 / rate, rel=0.05, abs=1)

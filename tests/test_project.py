@@ -126,10 +126,19 @@ def test_stage_configs_read_a_snakemake_job():
             output=["s0.parquet", "s1.parquet"],
             wildcards=wc,
             config={"cache": {"strategy": "auto", "dtype": "float16", "batch_size": 64, "budget_mb": 10}},
-            params=NS(model="hub/m", hp=hp, metrics=["accuracy"], seeds=[3, 4], cache_dtype="float32", order_seed=7),
+            params=NS(
+                model="hub/m",
+                hp=hp,
+                metrics=["accuracy"],
+                seeds=[3, 4],
+                batch_order="shared",
+                cache_dtype="float32",
+                order_seed=7,
+            ),
         )
     )
     assert probe["fraction_dynamic"] == 0.0625 and probe["trained_constants"] and probe["lambdas"] is None
+    assert probe["batch_order"] == "shared"
     assert probe["hparams"] == TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, max_grad_norm=1.0)
     assert probe["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=10) and probe["order_seed"] == 7
     assert probe["labels"] == {"model": "m", "task": "t", "constants": "average_trained@wiki", "selection": "lambda"}

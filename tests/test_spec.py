@@ -171,6 +171,10 @@ def test_schema_enums_and_patterns_are_the_vocabulary(schema):
     assert tuple(analyses["head_orders"]["items"]["enum"]) == spec.HEAD_ORDERS
     assert tuple(p["tasks"]["additionalProperties"]["properties"]["metrics"]["items"]["enum"]) == spec.ALL_METRICS
     assert tuple(p["datasets"]["additionalProperties"]["properties"]["kind"]["enum"]) == spec.TASK_KINDS
+    from papa.probe import BATCH_ORDERS, STRATEGIES
+
+    assert tuple(sweep["batch_order"]["enum"]) == BATCH_ORDERS and sweep["batch_order"]["default"] == "per_seed"
+    assert tuple(p["cache"]["properties"]["strategy"]["enum"]) == STRATEGIES
     for key in ("models", "datasets", "tasks", "build_data"):
         assert p[key]["propertyNames"]["pattern"] == f"^{spec.NAME_PATTERN}$", key
     for key in ("fraction_dynamic", "fractions"):  # the new name and its deprecated alias
@@ -395,3 +399,75 @@ def test_validate_config_fills_the_derived_defaults_once():
     # a filled config validates (tasks.<t>.lambda is a complete hparams block) and fills to itself
     again = copy.deepcopy(cfg)
     assert validate_config(again) == cfg
+
+
+def test_validate_config_makes_integer_valued_floats_of_integer_keys_ints():
+    """JSON Schema's integer accepts 32.0, which then reached paths as N32.0 and seed1.0: every integer key of the
+    schema (in a list, under additionalProperties, behind a $ref, under if/then) comes out an int."""
+    from papa.checks import validate_config
+
+    cfg = _config()
+    cfg["tasks"]["rt_sentiment"]["max_length"] = 32.0
+    cfg["tasks"]["rt_sentiment"]["probe"].update(batch_size=16.0, epochs=2.0, lr=1.0)  # lr is a number: kept
+    cfg["sweep"].update(seeds=[0, 1.0], fraction_dynamic=[1.0, 0.5, 0])  # fractions are numbers: kept
+    cfg["seed"] = 3.0
+    cfg["analyses"].update(patterns={"band": 2.0}, mlm={"models": ["minilm"], "dataset": "rt_sentiment",
+                                                        "max_length": 32.0, "max_train": 10.0})  # fmt: skip
+    cfg["resources"]["probe"] = {"threads": 2.0}
+    cfg["build_data"] = {"glue_sst2": {"shape": "sst2", "n_train": 8.0}}
+    validate_config(cfg)
+    task, mlm = cfg["tasks"]["rt_sentiment"], cfg["analyses"]["mlm"]
+    ints = [task["max_length"], task["probe"]["batch_size"], task["probe"]["epochs"], task["lambda"]["seed"],
+            *cfg["sweep"]["seeds"], cfg["seed"], cfg["analyses"]["patterns"]["band"], mlm["max_length"],
+            mlm["max_train"], cfg["resources"]["probe"]["threads"],
+            cfg["build_data"]["glue_sst2"]["n_train"]]  # fmt: skip
+    assert all(type(v) is int for v in ints), ints
+    assert f"N{task['max_length']}" == "N32" and f"seed{cfg['sweep']['seeds'][1]}" == "seed1"
+    assert type(task["probe"]["lr"]) is float and cfg["sweep"]["fraction_dynamic"][0] == 1.0
+    assert type(cfg["sweep"]["fraction_dynamic"][0]) is float
+    # a built model's seed sits under if/then in additionalProperties
+    built = _config("rehearsal")
+    built["models"]["bert"]["build"].update(seed=5.0, vocab_size=500.0)
+    validate_config(built)
+    assert [type(v) for v in built["models"]["bert"]["build"].values() if isinstance(v, (int, float))] == [int, int]
+    # generic: $ref and items; a value that is no integer-valued float is left as it is
+    from papa.checks import integers_as_int
+
+    schema = {"definitions": {"n": {"type": ["integer", "null"]}},
+              "type": "array", "items": {"$ref": "#/definitions/n"}}  # fmt: skip
+    assert [type(v) for v in integers_as_int([1.0, None, 2], schema)] == [int, type(None), int]
+
+
+def test_a_partial_lambda_block_takes_the_probes_other_keys():
+    """tasks.<t>.lambda may leave out any key (the docs say: those are the probe's); the schema used to require lr,
+    batch_size and epochs there as in the probe block, which still requires them. extra_lr must be positive."""
+    from snakemake.exceptions import WorkflowError
+
+    from papa.checks import validate_config
+
+    cfg = _config()
+    task = cfg["tasks"]["rt_sentiment"]
+    task["lambda"] = {"extra_lr": 0.05}
+    _validated(copy_of(cfg))  # Snakemake's validate, as the workflow calls it
+    probe = dict(task["probe"])
+    validate_config(cfg)
+    assert cfg["tasks"]["rt_sentiment"]["lambda"] == {**probe, "extra_lr": 0.05, "seed": 0}  # complete
+    cfg = _config()
+    cfg["tasks"]["rt_sentiment"]["lambda"] = {"epochs": 1, "extra_lr": None}  # null: the lambdas take lr
+    validate_config(cfg)
+    for edit, says in (
+        (lambda t: t["probe"].pop("lr"), "'lr' is a required property"),  # the probe block still needs its keys
+        (lambda t: t["lambda"].update(extra_lr=0), "0 is less than or equal to the minimum of 0"),
+        (lambda t: t["lambda"].update(extra_lr=-0.1), "-0.1 is less than or equal to the minimum of 0"),
+        (lambda t: t["lambda"].update(lrr=1.0), "'lrr'"),  # still no unknown key
+    ):
+        cfg = _config()
+        edit(cfg["tasks"]["rt_sentiment"])
+        with pytest.raises(WorkflowError, match=says):
+            validate_config(cfg)
+
+
+def copy_of(cfg):
+    import copy
+
+    return copy.deepcopy(cfg)

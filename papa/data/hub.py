@@ -20,6 +20,9 @@ from .registry import HUB_SPECS, PACKAGE_TASKS, Dataset
 
 #: Spec keys hub datasets take (besides those of every source, `papa.data.task.COMMON_KEYS`).
 SPEC_KEYS = frozenset({"hub_id", "hub_config", "revision", "data_dir", "hub_timeout", "hf_cache_dir"})
+#: Spec keys that say how to reach the hub, not what is loaded: left out of the recorded spec (and of
+#: the workflow's params), so a longer timeout or another cache folder reruns nothing.
+ACCESS_KEYS = frozenset({"hub_timeout", "hf_cache_dir"})
 
 
 def _hub_unavailable(name: str, hub_id: str, why: str) -> DataUnavailableError:

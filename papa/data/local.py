@@ -173,8 +173,8 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
             "the spec's format" if spec.get("format") else f"read from the name {path.name!r}"
         )
         raise TaskSpecError(f"could not read the {split} file {path} as {fmt} ({hint}): {type(cause).__name__}: "
-                            f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll), "
-                            f"separator or header to match it") from e  # fmt: skip
+                            f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
+                            f"or header to match it") from e  # fmt: skip
     out = ds.to_dict()
     out["_format"] = [fmt]
     first_line = {"csv": 1 if spec.get("header") is False else 2, "tsv": 1 if spec.get("header") is False else 2,

@@ -123,8 +123,9 @@ class TaskData:
         return target
 
     @classmethod
-    def read(cls, out_dir: str | Path) -> TaskData:
-        """Read a folder written by `TaskData.save` back into an identical `TaskData`."""
+    def read(cls, out_dir: str | Path, splits=None) -> TaskData:
+        """Read a folder written by `TaskData.save` back into an identical `TaskData`; ``splits``
+        (names) reads only those (the others' files are not opened), None = every split."""
         out_dir = Path(out_dir)
         meta_path = out_dir / META_FILE
         if not meta_path.is_file():
@@ -133,8 +134,13 @@ class TaskData:
                 f"(or is incomplete)"
             )
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if splits is not None:
+            missing = sorted(set(splits) - set(meta["splits"]))
+            if missing:
+                raise ValueError(f"{out_dir} has no split {', '.join(missing)}; it has {sorted(meta['splits'])}")
+        wanted = meta["splits"] if splits is None else {k: n for k, n in meta["splits"].items() if k in splits}
         splits = {}
-        for split, n in meta["splits"].items():
+        for split, n in wanted.items():
             table = parquet_file(out_dir / f"{split}.parquet").read()
             df = normalize_frame(pd.DataFrame(table.to_pydict()), meta["kind"])
             if len(df) != n:
@@ -374,7 +380,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     ignored = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source])  # another source's keys (hub_timeout on a package)
     provenance = {"task": name, "source": source, "kind": kind, "seed": seed, **prov,
                   "split": split_info, "split_sizes": {k: len(v) for k, v in splits.items()},
-                  "spec": {k: spec[k] for k in sorted(spec)}}  # fmt: skip
+                  "spec": {k: spec[k] for k in sorted(spec) if k not in hub.ACCESS_KEYS}}  # fmt: skip
     if ignored:
         provenance["ignored_spec_keys"] = ignored
     if kind == "token":
@@ -395,6 +401,6 @@ def save_task(task: TaskData, out_dir: str | Path) -> Path:
     return TaskData.save(task, out_dir)
 
 
-def read_task(out_dir: str | Path) -> TaskData:
-    """Alias of `TaskData.read` (``TaskData.read(out_dir)``), kept for the workflow and notebooks."""
-    return TaskData.read(out_dir)
+def read_task(out_dir: str | Path, splits=None) -> TaskData:
+    """Alias of `TaskData.read` (``TaskData.read(out_dir, splits)``), kept for the workflow and notebooks."""
+    return TaskData.read(out_dir, splits)

@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)  # papa from this checkout
 from papa import checks, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
+from papa.data.hub import ACCESS_KEYS
 from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
 from snakemake.logging import logger
 
@@ -120,16 +121,31 @@ def model_path(model):
 
 
 def model_input(model):
-    """The model's folder as a job input when it has one (built by the workflow, or a local folder):
-    a rebuilt or replaced model then reruns the jobs that load it. Hub ids and aliases: none."""
-    path = model_path(model)
-    return [path] if isinstance(config["models"][model], dict) or os.path.isdir(os.path.expanduser(path)) else []
+    """The model as a job input when it is a folder, so a rebuilt, replaced or edited model reruns the jobs
+    that load it: the folder rule build_model writes, or every file of a local folder (its hidden entries
+    left out). A file, not the folder: a file overwritten in place leaves its folder's time as it was.
+    Hub ids and aliases: none."""
+    if isinstance(config["models"][model], dict):
+        return [model_path(model)]
+    path = os.path.expanduser(model_path(model))
+    return folder_files(path) if os.path.isdir(path) else []
+
+
+def folder_files(path):
+    """Every file under ``path``, sorted, without hidden files and folders (``.git``, ``.cache``)."""
+    out = []
+    for root, dirs, files in os.walk(path, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+    return out
 
 
 def dataset_spec(dataset):
-    """The papa.data spec of a dataset: its config entry, named; a dataset built by the workflow
-    (``build: <key of build_data>``, rule build_data) gets the paths of the files that rule writes."""
-    entry = {"name": dataset, **config["datasets"][dataset]}
+    """The papa.data spec of a dataset: its config entry, named, without the keys that only say how to reach
+    the hub (papa.data.hub.ACCESS_KEYS: prepare_data reads them from the config, so changing them reruns
+    nothing); a dataset built by the workflow (``build: <key of build_data>``, rule build_data) gets the paths
+    of the files that rule writes."""
+    entry = {"name": dataset, **{k: v for k, v in config["datasets"][dataset].items() if k not in ACCESS_KEYS}}
     key = entry.pop("build", None)
     if key:
         from papa.rehearsal import data_files
@@ -146,7 +162,7 @@ def dataset_input(dataset):
         return [built_data_dir(entry["build"])]
     if entry["source"] != "local":
         return []
-    return [entry[key] for key in LOCAL_FILE_KEYS if entry.get(key)]
+    return [os.path.expanduser(entry[key]) for key in LOCAL_FILE_KEYS if entry.get(key)]  # papa.data expands ~
 
 
 def task_cfg(task):

@@ -59,8 +59,9 @@ rule learn_lambda:
 
 rule probe:
     """A share fraction_dynamic of the heads input-dependent, the others constant; one probe per seed, from
-    hidden states encoded once and cached in memory or on disk, or re-encoded every epoch for all seeds at once
-    (cache.strategy, recorded in the output; not a param, so a changed budget reruns nothing)."""
+    hidden states encoded once and cached in memory or on disk, or re-encoded every epoch (cache.strategy,
+    recorded in the output; not a param: the scores do not depend on it, so a changed budget reruns nothing).
+    sweep.batch_order (each seed its own batch order, or all in the first seed's) does change them: a param."""
     input:
         constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
         lambdas=lambda wc: (
@@ -77,6 +78,7 @@ rule probe:
         hp=lambda wc: canon(task_cfg(wc.task)["probe"]),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         seeds=SWEEP["seeds"],
+        batch_order=SWEEP["batch_order"],
         cache_dtype=CACHE["dtype"],
         order_seed=SEED,
     conda:
