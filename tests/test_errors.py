@@ -474,6 +474,10 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
     cfg["model_tasks"] = {"minilm": ["wsj_pos"]}
     cfg["analyses"]["tasks"] = ["wsj_pos"]
     check_config(cfg)
+    cfg = _config()  # an MLM-only config runs no task at all: its analyses.tasks drop nothing it asks for
+    cfg["model_tasks"] = {"minilm": []}
+    cfg["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment"}
+    check_config(cfg)
 
     def rename(c, section, old, new):
         c[section][new] = c[section].pop(old)
