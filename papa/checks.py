@@ -521,13 +521,13 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
 
 def head_count(entry) -> int | None:
     """Layers x heads of a model of the config (``models.<m>``) when known without loading it: a built model's
-    (`papa.rehearsal.model_config`: its family's, `papa.rehearsal.TINY`, its overrides), a model folder's
-    config.json on this machine; None otherwise."""
+    (`papa.rehearsal.config_values`), a model folder's config.json on this machine; None otherwise."""
     if isinstance(entry, dict):
-        from .rehearsal import FAMILIES, TINY
+        from .rehearsal import FAMILIES, config_values
 
         build = entry.get("build") or {}
-        cfg = {**FAMILIES.get(build.get("family"), ("", {}))[1], **TINY, **(build.get("config") or {})}
+        family = build.get("family")
+        cfg = config_values(family, build.get("config")) if family in FAMILIES else {}
     else:
         cfg = _local_config(entry) or {}
     layers, heads = cfg.get("num_hidden_layers"), cfg.get("num_attention_heads")

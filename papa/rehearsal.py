@@ -331,18 +331,24 @@ def build_tokenizer(family: str, vocab_size: int = 4000, seed: int = 0, cache_di
     return tok
 
 
+def config_values(family: str, config: dict | None = None) -> dict:
+    """The config values of a built model that need no tokenizer: family defaults, `TINY` sizes
+    (with the positions and ELECTRA's embedding size they imply), ``config`` overrides."""
+    sizes = {**TINY, "max_position_embeddings": _max_positions(family, config)}
+    if family == "electra":
+        sizes["embedding_size"] = (config or {}).get("hidden_size", TINY["hidden_size"])
+    return {**FAMILIES[family][1], **sizes, **(config or {})}
+
+
 def model_config(family: str, tokenizer, config: dict | None = None):
-    """The transformers config of a built model: family defaults, `TINY` sizes, ``config`` overrides,
-    vocabulary size and special-token ids from ``tokenizer``."""
+    """The transformers config of a built model: `config_values`, then the vocabulary size and
+    special-token ids from ``tokenizer``."""
     import transformers as tf
 
-    sizes = {**TINY, "max_position_embeddings": _max_positions(family, config)}
     ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
     if family == "roberta":
         ids.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    if family == "electra":
-        sizes["embedding_size"] = (config or {}).get("hidden_size", TINY["hidden_size"])
-    return tf.AutoConfig.for_model(family, **{**FAMILIES[family][1], **sizes, **(config or {}), **ids})
+    return tf.AutoConfig.for_model(family, **{**config_values(family, config), **ids})
 
 
 def build_model(family: str, out_dir: str | Path, config: dict | None = None, seed: int = 0,

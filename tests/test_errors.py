@@ -44,6 +44,17 @@ def _config(**edits):
     return cfg
 
 
+def _problems(edit) -> str:
+    """The error of `papa.checks.check_config` on a copy of the test config changed by ``edit``."""
+    from papa.checks import ConfigError, check_config
+
+    cfg = _config()
+    edit(cfg)
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    return str(e.value)
+
+
 def _invalid_configs():
     from tests.test_workflow import INVALID_CONFIGS
 
@@ -293,35 +304,28 @@ def test_hub_model_revision_pins_and_is_recorded(tmp_path):
 def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(tmp_path):
     """Each setting here was accepted and then ran nothing, ran something other than it says, or failed only
     inside a job; each now fails at the start, naming the key and what to change."""
-    from papa.checks import ConfigError, check_config
-
-    def problems(edit) -> str:
-        cfg = _config()
-        edit(cfg)
-        with pytest.raises(ConfigError) as e:
-            check_config(cfg)
-        return str(e.value)
+    from papa.checks import check_config
 
     def fractions(c, values):
         c["sweep"]["fraction_dynamic"] = values
 
-    msg = problems(lambda c: fractions(c, [1, 0.5, 0.5000001, 0]))  # both run folders: fraction_dynamic=0.5
+    msg = _problems(lambda c: fractions(c, [1, 0.5, 0.5000001, 0]))  # both run folders: fraction_dynamic=0.5
     assert "0.5, 0.5000001 are all written fraction_dynamic=0.5" in msg and "list one of them" in msg
-    msg = problems(lambda c: (fractions(c, [1, 0]), c.setdefault("analyses", {}).update(head_orders=["random"])))
+    msg = _problems(lambda c: (fractions(c, [1, 0]), c.setdefault("analyses", {}).update(head_orders=["random"])))
     assert "analyses.head_orders compares head orders at the partial fractions" in msg and "(1, 0)" in msg
-    msg = problems(lambda c: c.setdefault("analyses", {}).update(mlm={"dataset": "rt_sentiment"}))
+    msg = _problems(lambda c: c.setdefault("analyses", {}).update(mlm={"dataset": "rt_sentiment"}))
     assert "analyses.mlm has no models" in msg
-    msg = problems(lambda c: (c["analyses"].update(tasks=[]), c["sweep"].update(constants=["identity"])))
+    msg = _problems(lambda c: (c["analyses"].update(tasks=[]), c["sweep"].update(constants=["identity"])))
     assert "analyses.tasks: [] runs no analyses" in msg and "sweep.constants lacks 'average'" in msg
-    msg = problems(lambda c: c.update(model_tasks={"minilm": []}))
+    msg = _problems(lambda c: c.update(model_tasks={"minilm": []}))
     assert "no model runs a task" in msg and "nothing to run" in msg
-    msg = problems(lambda c: c.update(layout="standard", encoding={"single_cap": "authors"}))
+    msg = _problems(lambda c: c.update(layout="standard", encoding={"single_cap": "authors"}))
     assert "encoding.single_cap: 'authors' reproduces the authors' papa layout" in msg
     # keys of another source are not read: the package corpus would load, not the file
-    msg = problems(lambda c: c["datasets"]["rt_sentiment"].update(train="mine.csv", kind="sequence"))
+    msg = _problems(lambda c: c["datasets"]["rt_sentiment"].update(train="mine.csv", kind="sequence"))
     assert "datasets.rt_sentiment.train is a key of source: local" in msg
     assert "datasets.rt_sentiment.kind is a key of source: local" in msg and "source: package" in msg
-    msg = problems(lambda c: c["datasets"]["wsj_pos"].update(hub_id="org/x"))
+    msg = _problems(lambda c: c["datasets"]["wsj_pos"].update(hub_id="org/x"))
     assert "datasets.wsj_pos.hub_id is a key of source: hub" in msg
     # the results folder is one plain path
     for results, says in (
@@ -330,7 +334,7 @@ def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(
         ("~/papa-results", "Snakemake does not expand '~'"),
         ("res{x}", "reads as wildcards"),
     ):
-        assert says in problems(lambda c, r=results: c.update(results=r)), results
+        assert says in _problems(lambda c, r=results: c.update(results=r)), results
     # what is fine stays fine: analyses.tasks: [] (no analyses), an MLM-only model beside a probing one
     cfg = _config()
     cfg.setdefault("analyses", {})["tasks"] = []
@@ -411,14 +415,7 @@ def yaml_config(name: str) -> dict:
 def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_more_labels():
     """A task on an unlabeled corpus failed only in its learn_lambda/probe jobs ("Task tokens have no label
     names"), binary f1 on a 3-label task after a full epoch (in scikit-learn); both now fail at config time."""
-    from papa.checks import ConfigError, check_config
-
-    def problems(edit) -> str:
-        cfg = _config()
-        edit(cfg)
-        with pytest.raises(ConfigError) as e:
-            check_config(cfg)
-        return str(e.value)
+    from papa.checks import check_config
 
     def unlabeled(c, spec):
         c["datasets"]["corpus"] = spec
@@ -426,7 +423,7 @@ def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_mor
 
     for spec in ({"source": "package", "name": "wiki"}, {"source": "hub", "name": "wikitext103"},
                  {"source": "local", "train": "t.csv", "kind": "sequence", "label_column": None}):  # fmt: skip
-        msg = problems(lambda c, s=spec: unlabeled(c, s))
+        msg = _problems(lambda c, s=spec: unlabeled(c, s))
         assert "tasks.rt_sentiment.dataset = 'corpus' is an unlabeled corpus" in msg, spec
         assert "average@corpus" in msg and "point the task at a labeled dataset" in msg
     # a local dataset named like a registry corpus reads its labels from label_column (default 'label'): fine
@@ -441,7 +438,7 @@ def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_mor
     for spec in ({"source": "hub", "name": "mnli"},
                  {"source": "local", "train": "t.csv", "kind": "sequence", "labels": ["a", "b", "c"]},
                  {"source": "local", "name": "mnli", "train": "t.csv"}):  # fmt: skip
-        msg = problems(lambda c, s=spec: three_labels(c, s))
+        msg = _problems(lambda c, s=spec: three_labels(c, s))
         assert "tasks.rt_sentiment.metrics: 'f1' is binary F1 (of label 1), and task rt_sentiment has 3 labels" in msg
         assert "use 'macro_f1'" in msg
     for spec in ({"source": "hub", "name": "mrpc"},  # two labels, or labels read from the data: fine
@@ -458,16 +455,9 @@ def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_mor
 def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_under_tilde():
     """analyses.tasks naming a task no model runs dropped its analyses silently; a name '..' put outputs outside
     their stage folders (results/tokens/../...); cache.scratch: ~/scratch made a folder named '~'."""
-    from papa.checks import ConfigError, check_config
+    from papa.checks import check_config
 
-    def problems(edit) -> str:
-        cfg = _config()
-        edit(cfg)
-        with pytest.raises(ConfigError) as e:
-            check_config(cfg)
-        return str(e.value)
-
-    msg = problems(lambda c: c.update(model_tasks={"minilm": ["wsj_pos"]}))  # analyses.tasks: [rt_sentiment]
+    msg = _problems(lambda c: c.update(model_tasks={"minilm": ["wsj_pos"]}))  # analyses.tasks: [rt_sentiment]
     assert "analyses.tasks: 'rt_sentiment' is run by no model (model_tasks)" in msg
     assert "add 'rt_sentiment' to a model's model_tasks, or remove it from analyses.tasks" in msg
     cfg = _config()
@@ -484,13 +474,13 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
 
     for section, old in (("models", "minilm"), ("datasets", "wsj_pos"), ("tasks", "wsj_pos")):
         for name in ("..", ".", ".hidden"):
-            msg = problems(lambda c, s=section, o=old, n=name: rename(c, s, o, n))
+            msg = _problems(lambda c, s=section, o=old, n=name: rename(c, s, o, n))
             assert f"{section}: {name!r} starts with '.'" in msg and "start it with a letter, digit" in msg
     cfg = _config()
     rename(cfg, "models", "minilm", "mini.lm-v2_")  # a dot inside a name is fine
     check_config(cfg)
 
-    msg = problems(lambda c: c["cache"].update(scratch="~/scratch"))
+    msg = _problems(lambda c: c["cache"].update(scratch="~/scratch"))
     assert "cache.scratch = '~/scratch': '~' is not expanded" in msg and "write the absolute path" in msg
     cfg = _config()
     cfg["cache"]["scratch"] = "/tmp/papa-scratch"
@@ -504,11 +494,7 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read():
     from papa.checks import ConfigError, check_config
 
     def problems(spec, d="mine") -> str:
-        cfg = _config()
-        cfg["datasets"][d] = spec
-        with pytest.raises(ConfigError) as e:
-            check_config(cfg)
-        return str(e.value)
+        return _problems(lambda c: c["datasets"].update({d: spec}))
 
     seq = {"source": "local", "kind": "sequence", "train": "t.csv"}
     tok = {"source": "local", "kind": "token", "train": "t.conll"}

@@ -1,6 +1,7 @@
 # Helpers shared by the rules: path builders (where each artifact lives) and config lookups. The
 # vocabulary (constant kinds, the constants spec, head orders, fraction_dynamic) is papa.spec's; the config
 # checks are papa.checks'; the defaults are the schema's (filled in by papa.checks.validate_config, below).
+import functools
 import os
 import re
 import sys
@@ -128,16 +129,18 @@ def model_input(model):
     if isinstance(config["models"][model], dict):
         return [model_path(model)]
     path = os.path.expanduser(model_path(model))
-    return folder_files(path) if os.path.isdir(path) else []
+    return list(folder_files(path)) if os.path.isdir(path) else []
 
 
+@functools.lru_cache(maxsize=None)
 def folder_files(path):
-    """Every file under ``path``, sorted, without hidden files and folders (``.git``, ``.cache``)."""
+    """Every file under ``path``, sorted, without hidden files and folders (``.git``, ``.cache``); listed once
+    per Snakemake run, not once per job that loads the model."""
     out = []
     for root, dirs, files in os.walk(path, followlinks=True):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
-    return out
+    return tuple(out)
 
 
 def dataset_spec(dataset):
