@@ -301,6 +301,17 @@ def model_tasks(config: dict, model: str) -> list[str]:
     return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))
 
 
+def compared_models(config: dict) -> list[str]:
+    """The models Fig. 3 (plots/models_compared) compares: those whose probes run every task of
+    ``config``, or, when no model runs them all, every model that runs a task. A model probed on a
+    few tasks for another figure (``model_tasks``: ELECTRA on MNLI in config/paper.yaml, for Fig. 6b)
+    would otherwise narrow every model's average to the tasks it runs."""
+    every = set(config.get("tasks") or {})
+    runs = {m: set(model_tasks(config, m)) for m in config.get("models") or {}}
+    runs = {m: tasks for m, tasks in runs.items() if tasks}  # model_tasks: [] = an MLM-only model
+    return [m for m, tasks in runs.items() if tasks >= every] or list(runs)
+
+
 def _results_folder(config: dict) -> list[str]:
     """The ``results:`` folder must be one plain path: Snakemake reads ``{}`` in it as wildcards and does not
     expand ``~``, and the Makefile's ``make clean`` / ``make report`` (and any shell) split it at whitespace."""
@@ -605,8 +616,7 @@ def check_config(config: dict) -> None:
     if missing:
         errors.append(f"sweep.fraction_dynamic lacks {' and '.join(missing)}: the summary table and Fig. 3 "
                       f"(plots/models_compared) compare the two ends; add them")  # fmt: skip
-    runs = {m: set(model_tasks(config, m)) for m in config.get("models", {})}
-    runs = {m: tasks for m, tasks in runs.items() if tasks}  # model_tasks: [] = an MLM-only model
+    runs = {m: set(model_tasks(config, m)) for m in compared_models(config)}
     if len(runs) > 1 and not set.intersection(*runs.values()):
         errors.append(f"model_tasks: models {', '.join(sorted(runs))} share no task; Fig. 3 (plots/models_compared) "
                       f"compares the models on the tasks all of them run: give them one task in common")  # fmt: skip

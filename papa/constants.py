@@ -39,7 +39,8 @@ class ConstantAttention:
     Attributes:
         mean: float32 [layers, heads, N, N].
         count: float64 [N, N], how many examples had (i, j) valid (ones for data-free kinds).
-        metadata: model, corpus, n_examples, N, layout, kind, ...
+        metadata: N, layers, heads, kind, n_examples (and head_dim for effective attention), plus
+            what the caller adds (the workflow: model, corpus, layout, environment, ...)
     """
 
     mean: torch.Tensor

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .encoding import IGNORE, Encoded
-from .probe import LiveFeatures, TrainConfig, model_dims
+from .probe import LiveFeatures, TrainConfig, init_probe, model_dims
 from .spec import METHOD_ORDER, renamed_arguments
 
 log = logging.getLogger(__name__)
@@ -136,10 +136,11 @@ def perplexity(neg_log_ppl: float) -> float:
     return math.exp(-neg_log_ppl)
 
 
-def new_probe(model, seed: int) -> MLMProbe:
-    """A freshly initialised `MLMProbe` for ``model`` (seeded), on the model's device."""
+def new_probe(model, seed: int, init: str = "normal") -> MLMProbe:
+    """A freshly initialised `MLMProbe` for ``model`` (seeded; `papa.probe.init_probe`: by default
+    N(0, ``initializer_range``) weights and zero biases, as the authors'), on the model's device."""
     torch.manual_seed(seed)
-    return MLMProbe.for_model(model).to(next(model.parameters()).device)
+    return init_probe(MLMProbe.for_model(model), model, init).to(next(model.parameters()).device)
 
 
 def train_mlm(
@@ -253,7 +254,7 @@ def learn_mlm_lambdas(
 
     _check_head(head)
     with patch(model, constants, mix=True) as handle:
-        probe = new_probe(model, cfg.seed) if head == "probe" else None
+        probe = new_probe(model, cfg.seed, cfg.init) if head == "probe" else None
         losses = train_mlm(
             model, encoded, mask_token_id, special_ids, cfg, mask_prob, probe=probe, extra_params=handle.parameters()
         )
@@ -301,7 +302,7 @@ def mlm_curve(
         with patch(model, constants, static=select_static(ranking, float(f), shape)):
             probe = None
             if head == "probe":
-                probe = new_probe(model, cfg.seed)
+                probe = new_probe(model, cfg.seed, cfg.init)
                 row["train_loss"] = train_mlm(model, train, mask_token_id, special_ids, cfg, mask_prob, probe)[-1]
             nll = negative_log_perplexity(
                 model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe

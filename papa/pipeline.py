@@ -357,8 +357,8 @@ class AverageStage(Stage):
         corpus: the corpus's name, recorded in the file's metadata.
         batch_size: examples per forward pass (config ``averaging.batch_size``; its default is
             the schema's, which tests/test_spec.py holds equal); unused by data-free kinds.
-        max_examples: average over a seeded random subset (seed 0) of this many examples, in
-            file order; None = every example.
+        max_examples: average over a random subset of this many examples drawn with ``seed`` (the
+            config's top-level seed), in file order; None = every example.
     """
 
     model: str
@@ -405,7 +405,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         if not stage.batch_size:
             raise ValueError(f"averaging {spec.kind!r} matrices needs a batch size")
         m, _ = load_encoder(stage.model)
-        rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(0))
+        rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(stage.seed))
         total = n_rows if rows is None else len(rows)
         batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
         C = average_attention(
@@ -503,9 +503,9 @@ def train_split(path, max_train: int | None, seed: int, block: str, task: str | 
 def train_config(hp: dict, seed: int) -> TrainConfig:
     """The trainer settings of a ``probe``/``lambda`` hparams block of the config (``lr``,
     ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout``, ``extra_lr``,
-    ``max_grad_norm``: the authors clipped at 1.0, null = no clipping; others keep
-    `papa.probe.TrainConfig`'s defaults)."""
-    optional = {k: hp[k] for k in ("extra_lr", "max_grad_norm") if k in hp}
+    ``max_grad_norm``: the authors clipped at 1.0, null = no clipping; ``init``: how a fresh probe
+    starts, `papa.probe.PROBE_INITS`; others keep `papa.probe.TrainConfig`'s defaults)."""
+    optional = {k: hp[k] for k in ("extra_lr", "max_grad_norm", "init") if k in hp}
     optional.update({k: float(hp[k]) for k in ("weight_decay", "dropout") if k in hp})
     if optional.get("max_grad_norm") is not None:
         optional["max_grad_norm"] = float(optional["max_grad_norm"])
@@ -1246,6 +1246,8 @@ class PlotStage(Stage):
         constants: the constant-matrix files whose representative heads are drawn (data-free
             kinds are skipped: every head holds the same matrix).
         sweep_constants, sweep_selections: the main sweep's constants and head orders (Fig. 2).
+        compared_models: the models Fig. 3 compares (`papa.checks.compared_models`: those that run
+            every task); None = every model of the summary table.
         out_fraction_curves, out_constant_kinds, out_head_orders, out_models_compared: path stems
             (``.png`` and ``.svg`` are written).
         out_heads: folder of the lambda heatmaps and constant-matrix figures.
@@ -1262,6 +1264,7 @@ class PlotStage(Stage):
     out_head_orders: str
     out_models_compared: str
     out_heads: str
+    compared_models: list[str] | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -1275,6 +1278,7 @@ class PlotStage(Stage):
             constants=[ConstantsFile(path=p, **m) for p, m in zip(sm.input.constants, sm.params.matrices, strict=True)],
             sweep_constants=list(sm.params.sweep["constants"]),
             sweep_selections=list(sm.params.sweep["selections"]),
+            compared_models=list(sm.params.compared_models),
             out_fraction_curves=stem(sm.output.fig2),
             out_constant_kinds=stem(sm.output.kinds),
             out_head_orders=stem(sm.output.orders),
@@ -1295,7 +1299,8 @@ def plot_figures(stage: PlotStage) -> None:
     plots.plot_fraction_curves(sweep, stage.out_fraction_curves)
     plots.plot_constant_kinds(io.read_parquet(stage.constant_kinds), stage.out_constant_kinds)
     plots.plot_selection_orders(summary[summary.constants == spec.METHOD_CONSTANTS], stage.out_head_orders)
-    plots.plot_models_compared(tables.models_compared_table(summary), stage.out_models_compared)
+    compared = tables.models_compared_table(summary, models=stage.compared_models)
+    plots.plot_models_compared(compared, stage.out_models_compared)
     with io.atomic_dir(stage.out_heads) as out:  # the folder appears complete, without an earlier run's figures
         lam = io.read_parquet(stage.lambdas)
         for (model, task, constants), df in lam.groupby(["model", "task", "constants"]) if len(lam) else []:

@@ -104,6 +104,11 @@ class TokenProbe(nn.Module):
 MB = 2**20
 #: Where a probe job's hidden states live (`choose_strategy`).
 STRATEGIES = ("auto", "memory", "disk", "reencode")
+#: How a fresh probe's Linear layers start (`init_probe`): ``normal`` draws weights from N(0,
+#: the encoder's ``initializer_range``) with zero biases, what the authors' probes got from
+#: transformers' ``_init_weights`` (their probes were modules of the Hugging Face model);
+#: ``pytorch`` keeps torch's ``nn.Linear`` default (uniform, +-1/sqrt(fan_in), biases too).
+PROBE_INITS = ("normal", "pytorch")
 #: How the seeds of a probe job are ordered (`run_probe`): each in its own seed's batch order
 #: (independent runs, as in the paper), or every seed in the first seed's order.
 BATCH_ORDERS = ("per_seed", "shared")
@@ -144,7 +149,8 @@ def choose_strategy(
 
     ``auto``: ``memory`` if ``nbytes`` fits ``budget_mb`` (None = no limit), else ``disk``
     (memory-mapped) if it fits ``disk_budget_mb`` (None = no limit), else ``reencode`` (the
-    frozen encoder runs again every epoch, one pass feeding every seed). An explicit strategy
+    frozen encoder runs again every epoch of every seed; one pass per epoch feeds every seed under
+    ``batch_order="shared"``). An explicit strategy
     is kept, except that features that change from pass to pass (``cacheable=False``: backbone
     dropout) are always re-encoded.
     """
@@ -482,6 +488,7 @@ class TrainConfig:
     eval_batch_size: int = 64
     max_grad_norm: float | None = None  # clip the gradient norm (the authors: 1.0); None = no clipping
     shuffle_seed: int | None = None  # seed of the batch order; None = seed
+    init: str = "normal"  # how a fresh probe starts (`PROBE_INITS`, `init_probe`)
 
     def __post_init__(self):
         positive = {"lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs}
@@ -491,10 +498,13 @@ class TrainConfig:
             bad.append(f"dropout={self.dropout!r} (must be in [0, 1))")
         if self.weight_decay < 0:
             bad.append(f"weight_decay={self.weight_decay!r} (must be >= 0)")
+        if self.init not in PROBE_INITS:
+            bad.append(f"init={self.init!r} (one of {', '.join(PROBE_INITS)})")
         if bad:
             raise ValueError(
                 f"TrainConfig: {', '.join(bad)}; learning rates, batch sizes, epochs and max_grad_norm "
-                f"must be > 0 (extra_lr and max_grad_norm may be None)"
+                f"must be > 0 (extra_lr and max_grad_norm may be None), dropout in [0, 1), init one of "
+                f"{', '.join(PROBE_INITS)}"
             )
 
 
@@ -512,12 +522,43 @@ def check_labels(enc: Encoded, n_labels: int, split: str = "train") -> None:
         )
 
 
-def build_probe(kind: str, model, max_length: int, n_labels: int, dropout: float = 0.1) -> nn.Module:
+def initializer_range(model) -> float:
+    """The standard deviation ``model``'s config initialises its Linear layers with
+    (``initializer_range``; DistilBERT and others without it: 0.02, transformers' usual value)."""
+    value = getattr(model.config, "initializer_range", None)
+    return 0.02 if value is None else float(value)
+
+
+def init_probe(probe: nn.Module, model, init: str = "normal") -> nn.Module:
+    """Initialise a fresh probe's Linear layers in place, from the global torch generator.
+
+    ``normal``: weights from N(0, `initializer_range` of ``model``), biases 0, as the authors'
+    probes started: they were submodules of the Hugging Face model, which transformers'
+    ``_init_weights`` initialises that way. ``pytorch``: left as ``nn.Linear`` made them.
+    Other parameters (the sequence probe's per-position weights, 1/N) are not touched.
+    """
+    if init not in PROBE_INITS:
+        raise ValueError(f"init must be one of {', '.join(PROBE_INITS)}, got {init!r}")
+    if init == "normal":
+        std = initializer_range(model)
+        with torch.no_grad():
+            for layer in probe.modules():
+                if isinstance(layer, nn.Linear):
+                    layer.weight.normal_(0.0, std)
+                    if layer.bias is not None:
+                        layer.bias.zero_()
+    return probe
+
+
+def build_probe(
+    kind: str, model, max_length: int, n_labels: int, dropout: float = 0.1, init: str = "normal"
+) -> nn.Module:
+    """A fresh sequence or token probe sized for ``model``, initialised by `init_probe`."""
     n_layers, hidden = model_dims(model)
     if kind == "token":
-        return TokenProbe(n_layers, hidden, n_labels)
+        return init_probe(TokenProbe(n_layers, hidden, n_labels), model, init)
     if kind == "sequence":
-        return SequenceProbe(n_layers, max_length, hidden, n_labels, dropout)
+        return init_probe(SequenceProbe(n_layers, max_length, hidden, n_labels, dropout), model, init)
     raise ValueError(f"probe kind must be 'sequence' or 'token', got {kind!r}")
 
 
@@ -792,7 +833,7 @@ def run_probe(
     probes, states = [], []
     for seed in seeds:
         torch.manual_seed(seed)
-        probes.append(build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(device))
+        probes.append(build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device))
         states.append(_rng_state(device))
     if batch_order == "shared":  # every seed in the first seed's order
         cfg = replace(cfg, shuffle_seed=seeds[0] if cfg.shuffle_seed is None else cfg.shuffle_seed)
@@ -858,7 +899,8 @@ def learn_lambdas(
     check_labels(train_enc, n_labels, "train")
     check_labels(val_enc, n_labels, "validation")
     torch.manual_seed(cfg.seed)
-    probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout).to(next(model.parameters()).device)
+    device = next(model.parameters()).device
+    probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device)
     with patch(model, constants, mix=True) as handle:
         rows = train_probe(
             probe,

@@ -424,7 +424,7 @@ def _prefer(values: pd.Series, preferred: str) -> str:
 
 
 def models_compared_table(
-    summary: pd.DataFrame, constants: str | None = None, selection: str | None = None
+    summary: pd.DataFrame, constants: str | None = None, selection: str | None = None, models=None
 ) -> pd.DataFrame:
     """Fig. 3 analogue: per model, the original score and the relative drop with every head constant.
 
@@ -437,6 +437,10 @@ def models_compared_table(
         constants, selection: which rows to use; default the paper's method
             (`papa.spec.METHOD_CONSTANTS` / `METHOD_ORDER`) if present, else the most frequent
             value (at fractions 0 and 1 the selection order makes no difference).
+        models: the models to compare (default: every model of ``summary``). The workflow passes
+            `papa.checks.compared_models`, the models that run every task: a model probed on a few
+            tasks for another figure (ELECTRA on MNLI in config/paper.yaml, Fig. 6b) would
+            otherwise narrow every model's average to those tasks.
 
     Returns:
         One row per model (sorted): ``model, orig, drop`` and, the same on every row, the
@@ -444,8 +448,8 @@ def models_compared_table(
         comma-separated).
 
     Raises:
-        ValueError: a column is missing, nothing is left to compare, or no task is shared by
-            all models at fractions 0 and 1.
+        ValueError: a column is missing, a model of ``models`` has no row, nothing is left to
+            compare, or no task is shared by all models at fractions 0 and 1.
     """
     _require_columns(
         summary,
@@ -453,6 +457,12 @@ def models_compared_table(
         "models_compared_table",
     )
     df = summary[summary["is_main"].astype(bool)] if "is_main" in summary.columns else summary
+    if models is not None:
+        models = [models] if isinstance(models, str) else list(models)
+        absent = sorted(set(models) - set(df["model"]))
+        if absent:
+            raise ValueError(f"models_compared_table: models {', '.join(absent)} have no row in the summary table")
+        df = df[df["model"].isin(models)]
     if df.empty:
         raise ValueError("models_compared_table: nothing to compare")
     constants = constants or _prefer(df["constants"], spec.METHOD_CONSTANTS)

@@ -199,6 +199,48 @@ def test_probe_is_seeded_and_learns(minilm):
     assert a[-1]["score"] == 1.0 and a[-1]["train_loss"] < a[0]["train_loss"]
 
 
+def test_probe_init_normal_is_the_authors_and_pytorch_is_torchs(minilm, monkeypatch):
+    """``normal`` (the default): every Linear weight of the sequence, token and MLM probes from
+    N(0, initializer_range) and zero biases, as transformers' _init_weights gave the authors' probes;
+    ``pytorch``: nn.Linear's own uniform(+-1/sqrt(fan_in)), biases included; and the training paths
+    build their probes with the TrainConfig's init."""
+    import types
+
+    from papa import probe as P
+    from papa.mlm import new_probe
+    from papa.probe import TrainConfig, build_probe, run_probe
+
+    model, tok = minilm
+    wide = types.SimpleNamespace(config=types.SimpleNamespace(**{**model.config.to_dict(), "initializer_range": 0.2}))
+    wide.parameters = model.parameters
+    torch.manual_seed(0)
+    for probe in (build_probe("sequence", wide, 16, 3), build_probe("token", wide, 16, 5), new_probe(wide, 0)):
+        linears = [m for m in probe.modules() if isinstance(m, torch.nn.Linear)]
+        assert len(linears) == 2
+        for m in linears:
+            assert m.weight.std().item() == pytest.approx(0.2, rel=0.05) and abs(m.weight.mean().item()) < 0.01
+            assert torch.equal(m.bias, torch.zeros_like(m.bias))
+    seq = build_probe("sequence", wide, 16, 3)
+    assert torch.equal(seq.pos_weight, torch.full_like(seq.pos_weight, 1 / 16))  # 1/N, as the authors'
+    torch.manual_seed(0)
+    torch_init = build_probe("sequence", wide, 16, 3, init="pytorch")
+    for m in [m for m in torch_init.modules() if isinstance(m, torch.nn.Linear)]:
+        bound = 1 / m.in_features**0.5
+        assert m.weight.abs().max() <= bound and m.weight.std().item() == pytest.approx(bound / 3**0.5, rel=0.05)
+        assert (m.bias != 0).all()
+    assert P.initializer_range(model) == model.config.initializer_range == 0.02
+    with pytest.raises(ValueError, match="init"):
+        TrainConfig(init="xavier")
+
+    seen = []
+    real = P.init_probe
+    monkeypatch.setattr(P, "init_probe", lambda probe, m, init="normal": seen.append(init) or real(probe, m, init))
+    enc = _toy(tok, 8)
+    for init in P.PROBE_INITS:
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(lr=1e-3, batch_size=8, epochs=1, init=init))
+    assert seen == list(P.PROBE_INITS)
+
+
 def test_probe_refuses_a_non_finite_loss(minilm):
     """NaN hidden states stop the run instead of scoring chance (NaN constants are refused earlier, by patch())."""
     from papa.probe import TrainConfig, extract_features, run_probe

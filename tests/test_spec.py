@@ -171,9 +171,12 @@ def test_schema_enums_and_patterns_are_the_vocabulary(schema):
     assert tuple(analyses["head_orders"]["items"]["enum"]) == spec.HEAD_ORDERS
     assert tuple(p["tasks"]["additionalProperties"]["properties"]["metrics"]["items"]["enum"]) == spec.ALL_METRICS
     assert tuple(p["datasets"]["additionalProperties"]["properties"]["kind"]["enum"]) == spec.TASK_KINDS
-    from papa.probe import BATCH_ORDERS, STRATEGIES
+    from papa.probe import BATCH_ORDERS, PROBE_INITS, STRATEGIES, TrainConfig
 
     assert tuple(sweep["batch_order"]["enum"]) == BATCH_ORDERS and sweep["batch_order"]["default"] == "per_seed"
+    assert tuple(schema["definitions"]["lambda_hparams"]["properties"]["init"]["enum"]) == PROBE_INITS
+    assert tuple(analyses["mlm"]["then"]["properties"]["init"]["enum"]) == PROBE_INITS
+    assert TrainConfig().init == PROBE_INITS[0]  # the default the schema's descriptions name
     assert tuple(p["cache"]["properties"]["strategy"]["enum"]) == STRATEGIES
     for key in ("models", "datasets", "tasks", "build_data"):
         assert p[key]["propertyNames"]["pattern"] == f"^{spec.NAME_PATTERN}$", key

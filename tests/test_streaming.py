@@ -116,6 +116,21 @@ def test_make_constants_streams_exactly_the_in_memory_average(minilm, token_file
     assert torch.equal(papa.ConstantAttention.load(tmp_path / "C.safetensors").mean, ref.mean)
 
 
+def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, tmp_path):
+    """``averaging.max_examples`` draws its subset with the config's top-level seed (the stage's), not a
+    fixed one: seed 5 averages rng(5)'s 50 examples, which differ from seed 0's."""
+    model = minilm[0]
+    enc, path = token_file
+    stage = pipeline.AverageStage(
+        model="minilm", kind="average", tokens=str(path), out=str(tmp_path / "C5.safetensors"), batch_size=16,
+        max_examples=50, seed=5,
+    )  # fmt: skip
+    C = pipeline.average_constants(stage)
+    rows = np.sort(np.random.default_rng(5).permutation(len(enc))[:50])
+    assert not np.array_equal(rows, np.sort(np.random.default_rng(0).permutation(len(enc))[:50]))
+    assert torch.equal(C.mean, papa.average_attention(model, enc.subset(rows).batches(16)).mean)
+
+
 def test_make_constants_rejects_an_empty_corpus(minilm, tmp_path):
     empty = papa.Encoded(np.zeros((0, 8), np.int64), np.zeros((0, 8), np.int64), None, None, "papa", 8)
     path = tmp_path / "empty.parquet"

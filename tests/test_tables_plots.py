@@ -325,6 +325,34 @@ def test_models_compared_table(summary):
         )
     with pytest.raises(ValueError, match="both fraction 1 and fraction 0"):
         tables.models_compared_table(summary[summary.fraction_dynamic > 0])
+    # models= compares those models only, on the tasks they share: here bert-base without cola would
+    # narrow roberta-base to sst2 as well, unless it is left out
+    only = tables.models_compared_table(one, models=["roberta-base"])
+    assert list(only["model"]) == ["roberta-base"] and set(only["tasks"]) == {"cola, sst2"}
+    row = only.iloc[0]
+    assert row["orig"] == pytest.approx(
+        np.mean([np.mean([final_score("roberta-base", t, 1.0, s, MAIN[t]) for s in SEEDS]) for t in TASKS])
+    )
+    with pytest.raises(ValueError, match="electra-base have no row"):
+        tables.models_compared_table(summary, models=["roberta-base", "electra-base"])
+
+
+def test_compared_models_are_those_that_run_every_task():
+    """Fig. 3 compares the models that run every task: config/paper.yaml's ELECTRA (MNLI only, for Fig. 6b) is
+    left out, so the six BERT/RoBERTa/DeBERTa models are averaged over all six tasks, as in the paper."""
+    import yaml
+
+    from papa import checks
+
+    paper = yaml.safe_load(open(Path(__file__).parents[1] / "config" / "paper.yaml"))
+    assert "electra-base" in paper["models"] and paper["model_tasks"]["electra-base"] == ["mnli"]
+    assert checks.compared_models(paper) == [m for m in paper["models"] if m != "electra-base"]
+    tasks = {"a": {}, "b": {}}
+    two = {"models": {"x": "x", "y": "y", "z": "z"}, "tasks": tasks}
+    assert checks.compared_models(two) == ["x", "y", "z"]  # every model runs every task
+    assert checks.compared_models({**two, "model_tasks": {"z": ["a"], "y": []}}) == ["x"]  # y: MLM only
+    # no model runs every task: every model that runs one (the config check then asks for a shared task)
+    assert checks.compared_models({**two, "model_tasks": {"x": ["a"], "y": ["b"], "z": []}}) == ["x", "y"]
 
 
 def test_plot_models_compared(summary, plot_dir):
@@ -562,6 +590,7 @@ def test_plot_stage_from_snakemake_job():
         ),
         params=_Files(
             sweep={"constants": ["average"], "selections": ["lambda", "random"]},
+            compared_models=["m"],
             matrices=[
                 {"model": "m", "corpus": "wiki", "n": 64, "kind": "average"},
                 {"model": "m", "corpus": "sst2", "n": 64, "kind": "identity"},
@@ -580,9 +609,9 @@ def test_plot_stage_from_snakemake_job():
         path="c/1.safetensors", model="m", corpus="sst2", n=64, kind="identity"
     )
     assert stage.out_fraction_curves == "p/fraction_curves" and stage.out_heads == "p/heads"
-    assert stage.sweep_selections == ["lambda", "random"]
+    assert stage.sweep_selections == ["lambda", "random"] and stage.compared_models == ["m"]
     sm.params.matrices = sm.params.matrices[:1]  # labels and files out of step: an error, not a wrong label
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="zip|length|shorter|longer"):
         pipeline.PlotStage._from_snakemake(sm)
 
 

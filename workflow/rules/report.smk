@@ -76,6 +76,7 @@ rule plot:
         code=code("plot.py"),  # the papa code the script reaches: a change reruns this rule
         sweep=canon({"constants": [str(ConstantsSpec.parse(c)) for c in CONSTANTS], "selections": SELECTIONS}),
         matrices=lambda wc: list(drawn_constants().values()),  # what each of input.constants holds, in order
+        compared_models=checks.compared_models(config),  # Fig. 3: the models that run every task
     log:
         f"{R}/logs/plot.log",
     benchmark:
