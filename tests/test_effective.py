@@ -15,6 +15,7 @@ from papa.patterns import head_patterns
 from .conftest import tiny_model
 
 DROPOUT_FAMILIES = ["deberta", "deberta-v2", "mpnet"]
+REGISTRY_FAMILIES = ["bert", "albert"]  # the attention-function route (ALBERT: one module, shared)
 HEAD_DIM = 8  # tiny models: hidden 32, 4 heads
 
 
@@ -53,6 +54,8 @@ def _values(family, mod, hidden):
         v = hidden @ w_v.t() + mod.v_bias
     elif family == "deberta-v2":
         v = hidden @ mod.value_proj.weight.t() + mod.value_proj.bias
+    elif family in REGISTRY_FAMILIES:  # BertSelfAttention, AlbertAttention: a value projection per layer
+        v = hidden @ mod.value.weight.t() + mod.value.bias
     else:
         v = hidden @ mod.v.weight.t() + mod.v.bias
     return v.view(B, N, H, -1).transpose(1, 2)
@@ -65,7 +68,9 @@ def _naive_average(model, family, batch, effective):
     valid = batch["attention_mask"].bool()
     pair = (valid[:, :, None] & valid[:, None, :]).double()  # [B, N, N]
     sums = []
-    for layer, mod in enumerate(attention_modules(model)):
+    mods = attention_modules(model)
+    mods = mods * len(out.attentions) if len(mods) == 1 else mods  # ALBERT: one module for every layer
+    for layer, mod in enumerate(mods):
         A = out.attentions[layer].double()
         if effective:
             V = _values(family, mod, out.hidden_states[layer])
@@ -93,6 +98,23 @@ def test_effective_average_on_the_dropout_route_matches_a_naive_reference(family
     assert (eff.mean - raw.mean).abs().max() > 1e-3
     # recording leaves no hook behind
     assert all(not m._forward_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize("family", REGISTRY_FAMILIES)
+def test_effective_average_on_the_registry_route_matches_a_naive_reference(family):
+    """The registry route records each head's own values: effective attention averaged through papa equals
+    A U_r U_r^T computed from eager attention and the value projection's weights, head by head."""
+    model = _model(family)
+    batch = _batch(family, [16, 11, 8, 5], 16)  # N = 16 > d' = 8: effective differs from raw
+    eff = papa.average_attention(model, [batch], kind="effective")
+    model.set_attn_implementation("eager")  # the reference reads eager attention maps
+    try:
+        ref = _naive_average(model, family, batch, effective=True)
+    finally:
+        model.set_attn_implementation("sdpa")
+    assert eff.mean.shape == ref.shape
+    assert torch.allclose(eff.mean.double(), ref, atol=1e-5)
+    assert (eff.mean - papa.average_attention(model, [batch]).mean).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("family", DROPOUT_FAMILIES)

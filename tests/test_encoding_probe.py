@@ -135,6 +135,11 @@ def test_metrics_match_sklearn_and_seqeval():
     assert compute("accuracy", y, p) == skm.accuracy_score(y, p)
     assert compute("f1", y, p) == skm.f1_score(y, p)
     assert compute("mcc", y, p) == skm.matthews_corrcoef(y, p)
+    y3, p3 = rng.integers(0, 3, 60), rng.integers(0, 3, 60)  # macro F1: the mean of the per-class F1 scores
+    assert compute("macro_f1", y3, p3) == pytest.approx(skm.f1_score(y3, p3, average="macro"))
+    per_class = skm.f1_score(y3, p3, average=None)
+    assert compute("macro_f1", y3, p3) == pytest.approx(per_class.mean())
+    assert compute("macro_f1", y3, p3) != pytest.approx(skm.f1_score(y3, p3, average="micro"))
     # a hand-checked case: tp=2, fp=1, fn=1 -> F1 = 2/3; MCC of a perfect inverse is -1
     assert compute("f1", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == pytest.approx(2 / 3)
     assert compute("mcc", [0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1)

@@ -71,6 +71,12 @@ def test_masking_is_seeded_and_keeps_special_tokens():
     assert not np.array_equal(ids, mask_tokens(enc, MASK, SPECIAL, seed=5)[0])
     m = masked(enc, MASK, SPECIAL, seed=4)
     assert m.token_level and np.array_equal(m.input_ids, ids) and np.array_equal(m.labels, labels)
+    # the share masked is mask_prob of the real, non-special tokens (long rows: the at-least-one rule rarely acts)
+    long = tiny_corpus(n=200, N=64, seed=1)
+    real = long.attention_mask.astype(bool) & ~np.isin(long.input_ids, list(SPECIAL))
+    for prob in (0.15, 0.4):
+        share = (mask_tokens(long, MASK, SPECIAL, mask_prob=prob, seed=2)[1] != -100).sum() / real.sum()
+        assert abs(share - prob) < 0.02, (prob, share)
 
 
 @pytest.mark.parametrize("family", ["bert", "electra"])

@@ -89,6 +89,113 @@ def test_mix_with_lambda_one_is_the_original(family_model):
     assert (ref[:, :, valid[0]] - half[:, :, valid[0]]).abs().max() > 1e-4
 
 
+def _first_layer_context(model, batch):
+    """The heads' concatenated outputs of layer 0 (the input of the projection after attention): linear in
+    each head's attention matrix, and layer 0's inputs do not depend on the patch."""
+    seen = []
+    dense = model.encoder.layer[0].attention.output.dense
+    hook = dense.register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach().clone()))
+    try:
+        hidden(model, batch)
+    finally:
+        hook.remove()
+    return seen[0]
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2", "minilm"])  # registry route, dropout route, real weights
+def test_mix_is_lambda_times_a_plus_one_minus_lambda_times_c(family, minilm):
+    """Every head's output under mix is lambda * (its output with A) + (1 - lambda) * (with its masked C), with
+    per-head lambdas; lambda = 0 is exactly the constant matrix static mode uses."""
+    model = minilm[0] if family == "minilm" else tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    C = papa.average_attention(model, [papa_batch(model, [10, 5], seed=3)])
+    lam = 0.1 + 0.8 * torch.rand(L, H, generator=torch.Generator().manual_seed(0))
+    stock = _first_layer_context(model, batch)
+    with papa.patch(model, C, mix=True) as h:
+        h.set_lambdas(1.0)
+        one = _first_layer_context(model, batch)
+        h.set_lambdas(0.0)
+        zero = _first_layer_context(model, batch)
+        h.set_lambdas(lam)
+        mixed = _first_layer_context(model, batch)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        static = _first_layer_context(model, batch)
+    valid = batch["attention_mask"].bool()
+    d = one.shape[-1] // H
+    weight = lam[0].repeat_interleave(d)  # each head's lambda over its d output features
+    expected = weight * one + (1 - weight) * zero
+    assert (mixed - expected)[valid].abs().max() < 1e-5
+    assert (zero - static)[valid].abs().max() < 1e-5
+    assert (one - stock)[valid].abs().max() < 1e-5  # lambda = 1: the stock heads
+    assert (one - zero)[valid].abs().max() > 1e-3  # A and C differ, so the mix is seen
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2", "minilm"])
+def test_static_heads_under_mix_use_their_constant_matrix(family, minilm):
+    """patch(mix=True, static=s): the heads of s use C whatever the lambdas, the others mix; with every lambda
+    1 it is the static patch with s, with every lambda 0 every head is constant."""
+    model = minilm[0] if family == "minilm" else tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [6, 13])
+    C = papa.average_attention(model, [papa_batch(model, [16, 8], seed=5)])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[0, ::2] = True
+    static[-1, 1] = True
+    with papa.patch(model, C, static=static):
+        ref = hidden(model, batch)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        all_constant = hidden(model, batch)
+    with papa.patch(model, C, static=static, mix=True) as h:
+        h.set_lambdas(1.0)
+        out = hidden(model, batch)
+        h.set_lambdas(0.0)
+        none_dynamic = hidden(model, batch)
+    valid = batch["attention_mask"].bool()
+    assert (ref - out)[:, :, valid[0]].abs().max() < 1e-5 and (ref - out)[1][:, valid[1]].abs().max() < 1e-5
+    assert (all_constant - none_dynamic)[0][:, valid[0]].abs().max() < 1e-5
+    with papa.patch(model, C, static=static, mix=True) as h:  # the static heads do change layer 0's output
+        h.set_lambdas(1.0)
+        changed = _first_layer_context(model, batch)
+    assert (changed - _first_layer_context(model, batch))[valid].abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "deberta", "deberta-v2", "mpnet"])  # both routes
+def test_trainable_constants_get_gradients_on_every_route(family):
+    """trainable_constants: the static heads' matrices are parameters the model's output depends on, on the
+    registry route and on the dropout-hook route alike (a gradient reaches every layer's matrices), and the
+    patched forward equals the frozen-constants forward."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    C = papa.data_free("toeplitz", L, H, N)
+    static = torch.ones(L, H, dtype=torch.bool)
+    with papa.patch(model, C, static=static):
+        frozen = hidden(model, batch)
+    with papa.patch(model, C, static=static, trainable_constants=True) as h:
+        (param,) = h.parameters()
+        out = torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)
+        out[:, -1].pow(2).sum().backward()
+        assert param.grad is not None and torch.isfinite(param.grad).all()
+        assert (param.grad.flatten(2).abs().amax(-1) > 0).all()  # every (layer, head)
+    valid = batch["attention_mask"].bool()
+    assert (out.detach() - frozen)[0][:, valid[0]].abs().max() < 1e-5
+
+
+def test_a_patched_model_is_not_patched_twice(minilm):
+    model = minilm[0]
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [9])
+    C = papa.average_attention(model, [batch])
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        for kw in (dict(static=torch.ones(L, H, dtype=torch.bool)), dict(mix=True)):
+            with pytest.raises(RuntimeError, match="already patched"):
+                papa.patch(model, C, **kw)
+        patched = hidden(model, batch)  # the refused patch left the first one in place
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):  # after remove(): allowed again
+        assert torch.equal(hidden(model, batch), patched)
+
+
 def test_remove_restores_exactly(family_model):
     model = family_model
     batch = papa_batch(model, [6, 11])
@@ -164,8 +271,11 @@ def test_average_matches_naive_reference(minilm):
     assert C.mean.dtype == torch.float32 and C.mean.shape == (6, 12, N, N)
     assert torch.equal(C.count, pair.sum(0))
     assert (C.mean.double() - naive).abs().max().item() < 1e-6
-    # entries never valid (count 0) are 0
-    assert C.count.min() > 0 or (C.mean[..., C.count == 0] == 0).all()
+    # entries never valid (count 0) are 0: a corpus without a full-length example leaves some
+    short = papa.average_attention(model, [papa_batch(model, [5, 9])])
+    assert (short.count == 0).any() and (short.count > 0).any()
+    assert (short.mean[..., short.count == 0] == 0).all()
+    assert (short.mean[..., short.count > 0] != 0).any()
 
 
 def test_constant_attention_save_load(tmp_path, minilm):
@@ -214,6 +324,54 @@ def test_lambda_training_moves_lambdas(minilm):
     assert not hasattr(model.encoder.layer[0].attention.self, "_papa")
 
 
+def test_one_lambda_step_descends_the_loss(minilm):
+    """One AdamW step on one full batch moves each lambda logit (0 at the start) against its gradient: by
+    about extra_lr, with the sign of -grad. The gradient is computed by hand: the same probe (same seed and
+    init) on the patched model's hidden states, cross-entropy over the batch."""
+    import torch.nn.functional as F
+
+    from papa.probe import TrainConfig, build_probe, learn_lambdas
+
+    model, tok = minilm
+    texts = ["a great film", "awful acting", "loved it", "boring and dull", "fine work", "a mess"] * 2
+    labels = [1, 0, 1, 0, 1, 0] * 2
+    enc = papa.encode(tok, texts, labels=labels, max_length=16)
+    C = papa.average_attention(model, enc.batches(16))
+    cfg = TrainConfig(lr=1e-3, extra_lr=1e-2, epochs=1, batch_size=len(texts), dropout=0.0, seed=3)
+    lam, _ = learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], cfg)
+    step = torch.logit(lam.double())  # the logits after the one step
+
+    torch.manual_seed(cfg.seed)
+    probe = build_probe("sequence", model, 16, 2, 0.0)
+    with papa.patch(model, C, mix=True) as h:
+        inputs = enc.model_inputs()
+        states = torch.stack(model(**inputs, output_hidden_states=True).hidden_states, 1)
+        loss = F.cross_entropy(probe(states, inputs["attention_mask"]), torch.tensor(labels))
+        loss.backward()
+        grad = h.lambda_logits.grad.double()
+    clear = grad.abs() > 1e-3 * grad.abs().max()  # AdamW's first step is -lr * grad / (|grad| + eps)
+    assert clear.sum() > 0.9 * grad.numel()
+    assert torch.equal(torch.sign(step[clear]), -torch.sign(grad[clear]))
+    assert torch.allclose(step[clear].abs(), torch.full_like(step[clear], cfg.extra_lr), rtol=1e-2)
+
+
+def test_bad_arguments_of_averaging_and_head_orders_fail_clearly(minilm):
+    from papa.selection import head_order
+
+    model = minilm[0]
+    with pytest.raises(ValueError, match="kind must be one of average, effective"):
+        papa.average_attention(model, [papa_batch(model, [9])], kind="identity")
+    with pytest.raises(ValueError, match="got no batches"):
+        papa.average_attention(model, iter([]))
+    for order in ("lambda", "reversed"):
+        with pytest.raises(ValueError, match=f"head order '{order}' needs the learned lambdas"):
+            head_order(order, (6, 12))
+    with pytest.raises(ValueError, match=r"lambdas have shape \(2, 3\), model has \(6, 12\)"):
+        head_order("lambda", (6, 12), torch.rand(2, 3))
+    with pytest.raises(ValueError, match="Unknown head order 'best'"):
+        head_order("best", (6, 12))
+
+
 def test_selection_orders():
     from papa.selection import head_order, n_dynamic, select_static
 
@@ -223,6 +381,12 @@ def test_selection_orders():
     assert head_order("reversed", (2, 3), lam).tolist() == [0, 4, 2, 5, 3, 1]
     assert head_order("last_to_first", (2, 3)).tolist() == [3, 4, 5, 0, 1, 2]
     assert torch.equal(head_order("random", (2, 3), seed=4), head_order("random", (2, 3), seed=4))
+    ties = torch.tensor([[0.5, 0.5], [0.5, 0.1]])  # equal lambdas: by layer, then head, in either direction
+    assert head_order("lambda", (2, 2), ties).tolist() == [3, 0, 1, 2]
+    assert head_order("reversed", (2, 2), ties).tolist() == [0, 1, 2, 3]
+    orders = {tuple(head_order("random", (6, 12), seed=s).tolist()) for s in range(5)}
+    assert len(orders) == 5 and all(sorted(o) == list(range(72)) for o in orders)  # permutations, one per seed
+    assert tuple(range(72)) not in orders and tuple(head_order("first_to_last", (6, 12)).tolist()) == tuple(range(72))
     s = select_static(r, 0.5, (2, 3))
     assert s.sum() == 3 and s.flatten()[[1, 3, 5]].all()
     assert select_static(r, 1.0, (2, 3)).sum() == 0 and select_static(r, 0.0, (2, 3)).all()
@@ -249,8 +413,8 @@ def test_data_free_kinds_rows_sum_to_one_after_masking():
     from papa.patching import masked_constant
 
     valid = torch.tensor([[1] * 5 + [0] * 2 + [1], [1] * 8]).bool()
-    for kind in ("identity", "toeplitz", "uniform", "average"):
-        C = papa.data_free(kind if kind != "average" else "uniform", 2, 3, 8)
+    for kind in ("identity", "toeplitz", "uniform"):
+        C = papa.data_free(kind, 2, 3, 8)
         Cm = masked_constant(C.mean[0], valid)
         rows = Cm.sum(-1)
         assert torch.allclose(rows[0, :, valid[0]], torch.ones(1)) and (rows[0, :, ~valid[0]] == 0).all()

@@ -539,6 +539,14 @@ def test_aggregate_stage_writes_the_tables(report):
     assert list(
         kinds[(kinds.model == "bert-base") & (kinds.task == "cola") & (kinds.metric == "mcc")]["constants"]
     ) == ["average", "identity", "average@wiki"]
+    # every row by hand: the final-epoch score at fraction 0 over the seeds, against fraction 1's
+    assert len(kinds) == len(MODELS) * len(TASKS) * len(agg.kinds) * len(METRICS)
+    for _, row in kinds.iterrows():
+        free = np.mean([final_score(row.model, row.task, 0.0, s, row.metric) for s in SEEDS])
+        orig = np.mean([final_score(row.model, row.task, 1.0, s, row.metric) for s in SEEDS])
+        assert row["n_seeds"] == len(SEEDS) and row["is_main"] == (row.metric == MAIN[row.task])
+        assert row["mean"] == pytest.approx(free) and row["original"] == pytest.approx(orig)
+        assert row["relative_drop"] == pytest.approx((orig - free) / orig)
     assert io.read_parquet(agg.out_patterns).empty and out["patterns"].empty
     assert set(out) == {"probe", "summary", "lambdas", "constant_kinds", "patterns"}
 
