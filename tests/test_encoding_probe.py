@@ -236,6 +236,10 @@ def test_probe_init_normal_is_the_authors_and_pytorch_is_torchs(minilm, monkeypa
     assert P.initializer_range(model) == model.config.initializer_range == 0.02
     with pytest.raises(ValueError, match="init"):
         TrainConfig(init="xavier")
+    from papa.pipeline import train_config  # the config's probe/lambda/mlm blocks: init where given, else normal
+
+    block = {"lr": 1e-3, "batch_size": 8, "epochs": 1}
+    assert train_config(block, 0).init == "normal" and train_config({**block, "init": "pytorch"}, 0).init == "pytorch"
 
     seen = []
     real = P.init_probe
