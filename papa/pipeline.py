@@ -1056,7 +1056,9 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     for k, v in reversed(list(stage.labels.items())):
         ldf.insert(0, k, v)
         df.insert(0, k, v)
-    record = stage.provenance(model_revision=model_revision(m))
+    revision = model_revision(m)  # the hub commit the weights came from (None: local), as in the probe tables
+    df["model_revision"] = ldf["model_revision"] = revision
+    record = stage.provenance(model_revision=revision)
     io.write_parquet(ldf, stage.out_lambdas, record)
     io.write_parquet(df, stage.out_scores, record)
     return df

@@ -307,10 +307,11 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
     assert table.model.tolist() == ["tinymlm"] * 3 and set(table["head"]) == {"probe"}
     assert table.fraction_dynamic.tolist() == [1.0, 0.5, 0.0] and table.n_dynamic.tolist() == [8, 4, 0]
     assert table.n_eval.eq(24).all() and np.isfinite(table.neg_log_ppl).all()
+    assert table.model_revision.isna().all()  # a local (built) model: no hub commit, as in the probe tables
     assert table.groupby("model")["drop"].first().eq(0).all() and (table.perplexity > 1).all()
     assert (repo / "results-mlm/plots/mlm.png").stat().st_size > 1000
     lam = pd.read_parquet(repo / "results-mlm/mlm/tinymlm/wiki/N32/lambdas.parquet")
-    assert sorted(lam["rank"]) == list(range(8))
+    assert sorted(lam["rank"]) == list(range(8)) and lam.model_revision.isna().all()
     # the frozen pretrained head (BERT only: ELECTRA's discriminator has none) reruns that job and the table
     cfg2 = write_config(repo, "mlm2.yaml", lambda c: edit(c, "pretrained"))
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
