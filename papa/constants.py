@@ -276,6 +276,7 @@ def average_attention(
             metadata then also holds ``head_dim`` and ``n_examples_at_most_head_dim``).
         total: number of examples, for the progress ETA.
         metadata: extra metadata stored with the result.
+        log_every: seconds between progress lines (examples, examples/s, ETA) in the log.
     """
     from .patching import record_attention
 
@@ -347,6 +348,12 @@ def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None 
     ``identity``: each token attends to itself; ``toeplitz``: weight ``1 / (1 + |i - j|)``
     (harmonic series around the diagonal); ``zeros``: pruning (every head outputs 0);
     ``uniform``: all ones (uniform over the valid tokens after masking).
+
+    Args:
+        kind: ``identity``, ``toeplitz``, ``zeros`` or ``uniform`` (`papa.spec.DATA_FREE`).
+        layers, heads: the model's shape (`papa.model_shape`); every head gets the same matrix.
+        n: the sequence length N (positive integers, all three).
+        metadata: extra metadata stored with the result.
     """
     for name, value in (("layers", layers), ("heads", heads), ("n", n)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:

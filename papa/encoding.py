@@ -343,6 +343,7 @@ def encode(
     """Tokenize ``texts`` (and ``pairs``) to exactly ``max_length`` tokens.
 
     Args:
+        tokenizer: the model's tokenizer (`papa.load_encoder` returns it beside the model).
         texts: strings, or lists of words for token-level tasks (then ``labels`` are per word).
         pairs: second sentences for pair tasks.
         layout: ``"papa"`` (final separator at N-1, middle separator at N/2) or ``"standard"``.

@@ -215,11 +215,12 @@ def load_encoder(
 
     Args:
         name_or_path: hub id (``org/name@revision`` pins a commit, tag or branch), local folder, or
-            an alias (``minilm``); `model_revision` tells the commit a hub model resolved to.
+            an alias (``minilm``); `papa.models.model_revision` tells the commit a hub model resolved to.
         task_head: ``None`` for the bare encoder, ``"mlm"`` for a masked-LM head,
             ``"sequence"`` / ``"token"`` for transformers' classification heads.
         num_labels: passed to classification heads.
         device: ``"cuda"`` when available by default.
+        dtype: the weights' dtype (e.g. ``torch.float16`` on a GPU); None = as stored (float32 here).
     Returns:
         ``(model, tokenizer)``; every parameter has ``requires_grad=False``.
     """
