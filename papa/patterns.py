@@ -12,7 +12,11 @@ Per head, over the query rows that occurred in the averaging corpus (weighted by
 =================  ==========================================================================
 ``diag_mass``      mass of ``p`` within ``band`` of the diagonal
 ``cls_mass``       mass of ``p`` on column 0 (the first special token)
-``sep_mass``       mass of ``p`` on column N-1 (the final separator in the papa layout)
+``sep_mass``       mass of ``p`` on the separator columns: N-1 (the final separator in the papa
+                   layout) and, in a sentence-pair corpus, the middle separator block at N/2
+                   (the positions holding the separator token in most examples of the corpus,
+                   `SeparatorCounter`, recorded in the constants' metadata as
+                   ``separator_positions``)
 ``entropy``        entropy of ``p`` in nats, in [0, log n_valid]
 ``entropy_norm``   entropy / log of the number of valid keys n_valid, in [0, 1]
 ``dist_uniform``   total variation distance of ``p`` from uniform over the valid keys, in [0, 1]
@@ -28,17 +32,42 @@ import pandas as pd
 import torch
 
 
-def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1) -> pd.DataFrame:
+class SeparatorCounter:
+    """Counts, per position, how many examples hold the separator token there (among their valid
+    tokens), batch by batch; `positions` are those where most examples do: N-1 in the papa layout,
+    plus the middle separator block at N/2 for sentence pairs (two tokens for RoBERTa's ``</s></s>``)."""
+
+    def __init__(self, n: int, separator_id: int):
+        self.counts = np.zeros(n, dtype=np.int64)
+        self.n_examples = 0
+        self.separator_id = int(separator_id)
+
+    def update(self, input_ids, attention_mask) -> None:
+        ids, mask = np.asarray(input_ids), np.asarray(attention_mask).astype(bool)
+        self.counts += ((ids == self.separator_id) & mask).sum(0)
+        self.n_examples += len(ids)
+
+    def positions(self, share: float = 0.5) -> list[int]:
+        """The positions holding the separator in more than ``share`` of the examples counted."""
+        return [int(p) for p in np.nonzero(self.counts > share * self.n_examples)[0]] if self.n_examples else []
+
+
+def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separators=None) -> pd.DataFrame:
     """One row per (layer, head) with the statistics above.
 
     Args:
         mean: [layers, heads, N, N] constant matrices (raw or effective, signed allowed).
         count: [N, N] how many examples had (i, j) valid; 0 marks pairs never seen.
         band: half-width of the diagonal band of ``diag_mass``.
+        separators: the separator columns of ``sep_mass`` (`SeparatorCounter.positions`, the
+            constants' ``separator_positions``); None = N-1 alone, the papa layout's final separator.
     """
     C = torch.as_tensor(mean, dtype=torch.float64)
     cnt = torch.as_tensor(count, dtype=torch.float64)
     L, H, N, _ = C.shape
+    separators = [N - 1] if separators is None else sorted({int(p) for p in separators})
+    if any(not 0 <= p < N for p in separators):
+        raise ValueError(f"separator positions {separators} lie outside the {N} positions of the matrices")
     valid = cnt > 0  # [N, N]
     row_w = torch.diagonal(cnt).clone()  # how often query i was a real token
     signed = C * valid
@@ -64,7 +93,7 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1) -> pd.
             "head": np.tile(np.arange(H), L),
             "diag_mass": avg((rows * band_mask).sum(-1)).flatten().numpy(),
             "cls_mass": avg(rows[..., 0]).flatten().numpy(),
-            "sep_mass": avg(rows[..., N - 1]).flatten().numpy(),
+            "sep_mass": avg(rows[..., separators].sum(-1)).flatten().numpy(),
             "entropy": avg(ent).flatten().numpy(),
             "entropy_norm": avg(ent / n_valid.log().clamp_min(1e-12)).flatten().numpy(),
             "dist_uniform": avg(tv).flatten().numpy(),

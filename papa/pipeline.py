@@ -36,6 +36,7 @@ from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode, stream_tokens, token_meta  # noqa: F401 (the last two: notebooks)
 from .models import load_encoder, model_revision, model_shape, resolve_model_path, split_revision
 from .patching import patch
+from .patterns import SeparatorCounter
 from .probe import PAPER_HPARAMS, TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
 from .selection import head_order, select_static
 from .spec import DATA_FREE, ConstantsSpec, is_partial, needs_lambdas  # noqa: F401
@@ -404,13 +405,21 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             raise ValueError(f"{stage.tokens} holds no examples: the averaging corpus is empty")
         if not stage.batch_size:
             raise ValueError(f"averaging {spec.kind!r} matrices needs a batch size")
-        m, _ = load_encoder(stage.model)
+        m, tok = load_encoder(stage.model)
         rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(stage.seed))
         total = n_rows if rows is None else len(rows)
-        batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
+        separator_id = getattr(tok, "sep_token_id", None)
+        separators = None if separator_id is None else SeparatorCounter(N, separator_id)
+
+        def batches():
+            for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows):
+                if separators is not None:  # where the corpus puts its separators: Sec. 5.1's [SEP] columns
+                    separators.update(b.input_ids, b.attention_mask)
+                yield b.model_inputs()
+
         C = average_attention(
             m,
-            batches,
+            batches(),
             kind=spec.kind,
             total=total,
             metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
@@ -418,6 +427,8 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
     C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
     if not spec.data_free:
         C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
+        if separators is not None:
+            C.metadata["separator_positions"] = separators.positions()
     C.save(stage.out)
     return C
 
@@ -1148,7 +1159,9 @@ def pattern_stats(stage: PatternsStage) -> pd.DataFrame:
     frames = []
     for attention, path in (("raw", stage.average), ("effective", stage.effective)):
         C = ConstantAttention.load(path)
-        df = classify(head_patterns(C.mean, C.count, band=stage.band), stage.diag_threshold, stage.special_threshold)
+        separators = C.metadata.get("separator_positions")  # None (older files, notebooks): N-1
+        stats = head_patterns(C.mean, C.count, band=stage.band, separators=separators)
+        df = classify(stats, stage.diag_threshold, stage.special_threshold)
         log.info("%s attention: %s", attention, summary_line(df))
         df.insert(0, "attention", attention)
         frames.append(df)

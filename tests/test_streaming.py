@@ -131,6 +131,50 @@ def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, t
     assert torch.equal(C.mean, papa.average_attention(model, enc.subset(rows).batches(16)).mean)
 
 
+def test_the_separator_columns_of_sec_5_1_are_where_the_corpus_puts_separators(minilm, tmp_path):
+    """Averaging records the positions that hold [SEP] in most examples: N-1 for single sentences, N/2 and
+    N-1 for sentence pairs (papa layout); the patterns stage counts every one of them in sep_mass."""
+    from papa.patterns import head_patterns
+
+    model, tok = minilm
+    texts, second = ["a great film indeed", "bad", "i loved it"] * 4, ["yes it was", "no", "so did i"] * 4
+    recorded = {}
+    for name, enc in (("single", papa.encode(tok, texts, max_length=16)),
+                      ("pair", papa.encode(tok, texts, pairs=second, max_length=16))):  # fmt: skip
+        enc.save(tmp_path / f"{name}.parquet", {"dataset": name})
+        for kind in ("average", "effective"):
+            stage = pipeline.AverageStage(
+                model="minilm", kind=kind, tokens=str(tmp_path / f"{name}.parquet"),
+                out=str(tmp_path / f"{name}-{kind}.safetensors"), batch_size=4,
+            )  # fmt: skip
+            pipeline.average_constants(stage)
+            C = papa.ConstantAttention.load(stage.out)
+            recorded[name, kind] = C.metadata["separator_positions"]
+    assert recorded == {("single", k): [15] for k in ("average", "effective")} | {
+        ("pair", k): [8, 15] for k in ("average", "effective")
+    }
+    C = papa.ConstantAttention.load(tmp_path / "pair-average.safetensors")
+    stats = pipeline.pattern_stats(
+        pipeline.PatternsStage(
+            average=str(tmp_path / "pair-average.safetensors"),
+            effective=str(tmp_path / "pair-effective.safetensors"),
+            out=str(tmp_path / "patterns.parquet"),
+            model="minilm",
+            corpus="pair",
+            n=16,
+            band=1,
+            diag_threshold=0.3,
+            special_threshold=0.5,
+        )  # fmt: skip
+    )
+    raw = stats[stats.attention == "raw"].reset_index(drop=True)
+    both, last = head_patterns(C.mean, C.count, separators=[8, 15]), head_patterns(C.mean, C.count)
+    np.testing.assert_allclose(raw["sep_mass"], both["sep_mass"])
+    assert (both["sep_mass"] > last["sep_mass"]).all()  # the middle [SEP] holds mass of its own
+    with pytest.raises(ValueError, match="outside the 16 positions"):
+        head_patterns(C.mean, C.count, separators=[16])
+
+
 def test_make_constants_rejects_an_empty_corpus(minilm, tmp_path):
     empty = papa.Encoded(np.zeros((0, 8), np.int64), np.zeros((0, 8), np.int64), None, None, "papa", 8)
     path = tmp_path / "empty.parquet"
