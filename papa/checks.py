@@ -520,8 +520,8 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
                       f"it, or give analyses.tasks the tasks to analyse")  # fmt: skip
     probing = [m for m in config.get("models", {}) if model_tasks(config, m)]
     run = {t for m in config.get("models", {}) for t in model_tasks(config, m)}
-    for t in analyses.get("tasks") or [] if run else []:  # no task at all (an MLM-only config): nothing to drop
-        if t in config.get("tasks", {}) and t not in run:
+    for t in analyses.get("tasks") or []:
+        if run and t in config.get("tasks", {}) and t not in run:  # run empty: an MLM-only config drops nothing
             errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "
                           f"dropped: add {t!r} to a model's model_tasks, or remove it from analyses.tasks")  # fmt: skip
     if config.get("models") and not probing and not (isinstance(mlm, dict) and mlm.get("models")):

@@ -316,6 +316,18 @@ def special_template(tokenizer, pair: bool) -> _Template:
     )
 
 
+def separator_positions(tokenizer, max_length: int, pair: bool, layout: str = "papa") -> list[int]:
+    """Where `encode` puts the separators of every example: in the papa layout the final separator
+    block ends at N-1 and, for pairs, the middle block starts at N/2 (RoBERTa's ``</s></s>``: N/2 and
+    N/2 + 1); in the ``standard`` layout they follow each text, so no position is fixed ([])."""
+    if layout != "papa":
+        return []
+    tpl = special_template(tokenizer, pair)
+    N, half = int(max_length), int(max_length) // 2
+    middle = list(range(half, half + len(tpl.mid))) if pair else []
+    return middle + list(range(N - len(tpl.suffix), N))
+
+
 def _tokenize(tokenizer, texts, words: bool):
     if words:
         texts = [list(w) for w in texts]

@@ -14,8 +14,7 @@ Per head, over the query rows that occurred in the averaging corpus (weighted by
 ``cls_mass``       mass of ``p`` on column 0 (the first special token)
 ``sep_mass``       mass of ``p`` on the separator columns: N-1 (the final separator in the papa
                    layout) and, in a sentence-pair corpus, the middle separator block at N/2
-                   (the positions holding the separator token in most examples of the corpus,
-                   `SeparatorCounter`, recorded in the constants' metadata as
+                   (`papa.encoding.separator_positions`, recorded in the constants' metadata as
                    ``separator_positions``)
 ``entropy``        entropy of ``p`` in nats, in [0, log n_valid]
 ``entropy_norm``   entropy / log of the number of valid keys n_valid, in [0, 1]
@@ -32,26 +31,6 @@ import pandas as pd
 import torch
 
 
-class SeparatorCounter:
-    """Counts, per position, how many examples hold the separator token there (among their valid
-    tokens), batch by batch; `positions` are those where most examples do: N-1 in the papa layout,
-    plus the middle separator block at N/2 for sentence pairs (two tokens for RoBERTa's ``</s></s>``)."""
-
-    def __init__(self, n: int, separator_id: int):
-        self.counts = np.zeros(n, dtype=np.int64)
-        self.n_examples = 0
-        self.separator_id = int(separator_id)
-
-    def update(self, input_ids, attention_mask) -> None:
-        ids, mask = np.asarray(input_ids), np.asarray(attention_mask).astype(bool)
-        self.counts += ((ids == self.separator_id) & mask).sum(0)
-        self.n_examples += len(ids)
-
-    def positions(self, share: float = 0.5) -> list[int]:
-        """The positions holding the separator in more than ``share`` of the examples counted."""
-        return [int(p) for p in np.nonzero(self.counts > share * self.n_examples)[0]] if self.n_examples else []
-
-
 def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separators=None) -> pd.DataFrame:
     """One row per (layer, head) with the statistics above.
 
@@ -59,7 +38,7 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
         mean: [layers, heads, N, N] constant matrices (raw or effective, signed allowed).
         count: [N, N] how many examples had (i, j) valid; 0 marks pairs never seen.
         band: half-width of the diagonal band of ``diag_mass``.
-        separators: the separator columns of ``sep_mass`` (`SeparatorCounter.positions`, the
+        separators: the separator columns of ``sep_mass`` (`papa.encoding.separator_positions`, the
             constants' ``separator_positions``); None = N-1 alone, the papa layout's final separator.
     """
     C = torch.as_tensor(mean, dtype=torch.float64)

@@ -33,10 +33,9 @@ import torch
 
 from . import io, spec
 from .constants import ConstantAttention, average_attention, data_free
-from .encoding import Encoded, encode, stream_tokens, token_meta  # noqa: F401 (the last two: notebooks)
+from .encoding import Encoded, encode, separator_positions, stream_tokens, token_meta  # noqa: F401 (last two: notebooks)
 from .models import load_encoder, model_revision, model_shape, resolve_model_path, split_revision
 from .patching import patch
-from .patterns import SeparatorCounter
 from .probe import PAPER_HPARAMS, TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
 from .selection import head_order, select_static
 from .spec import DATA_FREE, ConstantsSpec, is_partial, needs_lambdas  # noqa: F401
@@ -408,18 +407,10 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         m, tok = load_encoder(stage.model)
         rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(stage.seed))
         total = n_rows if rows is None else len(rows)
-        separator_id = getattr(tok, "sep_token_id", None)
-        separators = None if separator_id is None else SeparatorCounter(N, separator_id)
-
-        def batches():
-            for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows):
-                if separators is not None:  # where the corpus puts its separators: Sec. 5.1's [SEP] columns
-                    separators.update(b.input_ids, b.attention_mask)
-                yield b.model_inputs()
-
+        batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
         C = average_attention(
             m,
-            batches(),
+            batches,
             kind=spec.kind,
             total=total,
             metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
@@ -427,8 +418,9 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
     C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
     if not spec.data_free:
         C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
-        if separators is not None:
-            C.metadata["separator_positions"] = separators.positions()
+        # where the corpus's separators sit (Sec. 5.1's [SEP] columns, papa.patterns.head_patterns)
+        layout = meta.get("layout", "papa")
+        C.metadata["separator_positions"] = separator_positions(tok, N, bool(meta.get("pair")), layout)
     C.save(stage.out)
     return C
 

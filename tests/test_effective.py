@@ -177,23 +177,22 @@ def _padded_count(n, n_real):
     return count
 
 
-def test_separator_counter_finds_the_positions_most_examples_hold_the_separator_at():
-    """RoBERTa's pair block </s></s> at N/2 and N/2 + 1 and the final </s> at N-1 count; a separator that only
-    some examples have at a position (the standard layout's) does not, nor a masked (pad) one."""
-    from papa.patterns import SeparatorCounter
+def test_separator_positions_follow_the_encoding(bert_tok, tmp_path):
+    """RoBERTa's pair block </s></s> at N/2 and N/2 + 1 and the final </s> at N-1 count, BERT's [SEP] at N/2 and
+    N-1; single sentences: N-1; the standard layout fixes no position. Each equals where `encode` put them."""
+    from papa.encoding import separator_positions
+    from papa.rehearsal import build_tokenizer
 
-    sep, n = 2, 16
-    ids = np.full((10, n), 7)
-    ids[:, [8, 9, 15]] = sep
-    ids[:3, 5] = sep  # 3 of 10 examples
-    mask = np.ones_like(ids)
-    ids[:, 12], mask[:, 12] = sep, 0  # padding that happens to have the separator's id
-    counter = SeparatorCounter(n, sep)
-    counter.update(ids[:4], mask[:4])
-    counter.update(ids[4:], mask[4:])  # batch by batch, as the averaging streams the corpus
-    assert counter.n_examples == 10 and counter.positions() == [8, 9, 15]
-    assert counter.positions(share=0.2) == [5, 8, 9, 15]
-    assert SeparatorCounter(n, sep).positions() == []
+    roberta = build_tokenizer("roberta", cache_dir=tmp_path)
+    assert separator_positions(roberta, 16, pair=True) == [8, 9, 15]
+    assert separator_positions(bert_tok, 16, pair=True) == [8, 15]
+    assert separator_positions(roberta, 16, pair=False) == separator_positions(bert_tok, 16, pair=False) == [15]
+    assert separator_positions(bert_tok, 16, pair=True, layout="standard") == []
+    for tok in (roberta, bert_tok):
+        enc = papa.encode(tok, ["a fine film", "no"], pairs=["it was", "bad"], max_length=16)
+        sep = tok.sep_token_id
+        held = [p for p in range(16) if (enc.input_ids[:, p] == sep).all()]
+        assert held == separator_positions(tok, 16, pair=True)
 
 
 def test_pattern_statistics_of_raw_matrices_are_unchanged():
