@@ -2,7 +2,11 @@
 
 Every file or folder the library writes goes through `atomic_path` (a file) or `atomic_dir`
 (a folder): written under a temporary name next to its target and renamed into place only
-when complete, so an interrupted job never leaves an output that looks finished.
+when complete, so an interrupted job never leaves an output that looks finished. The data reach
+the disk (fsync) before the rename, and the rename before the writer returns, so a node that
+loses power or crashes (a Slurm node, a laptop) cannot leave a complete-looking name over an
+empty or partial file either: filesystems other than ext4 (XFS, Lustre, NFS) may otherwise
+persist a rename before the data it names.
 """
 
 from __future__ import annotations
@@ -42,6 +46,38 @@ def _remove_stale_temps(path: Path) -> None:
                 _remove(e.path)
 
 
+def _fsync(p: str | Path) -> None:
+    """Flush a file's or a folder's data and metadata to the disk.
+
+    A folder is flushed so that the renames and new entries in it are durable; filesystems that
+    cannot flush a folder (some network ones refuse with EINVAL) are left to their own order.
+    """
+    folder = os.path.isdir(p)
+    try:
+        fd = os.open(p, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
+    except OSError:
+        if not folder:
+            raise
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not folder:
+            raise
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: str | Path) -> None:
+    """`_fsync` every file and folder under ``root`` (files first, ``root`` last)."""
+    for folder, _, files in os.walk(root, topdown=False):
+        for f in files:
+            path = os.path.join(folder, f)
+            if not os.path.islink(path):
+                _fsync(path)
+        _fsync(folder)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path):
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
@@ -60,7 +96,9 @@ def atomic_path(path: str | Path):
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~current_umask())
+        _fsync(tmp)
         os.replace(tmp, path)
+        _fsync(path.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -86,6 +124,7 @@ def atomic_dir(path: str | Path):
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o777 & ~current_umask())
+        _fsync_tree(tmp)
         if os.path.lexists(path):  # rename() cannot replace a folder that has files: move it aside first
             old = Path(tempfile.mkdtemp(**_temp_name(path)))  # empty, so rename() may replace it
             os.replace(path, old if path.is_dir() and not path.is_symlink() else old / path.name)
@@ -93,6 +132,7 @@ def atomic_dir(path: str | Path):
             _remove(old)
         else:
             os.replace(tmp, path)
+        _fsync(path.parent)
     except BaseException:
         _remove(tmp)
         raise

@@ -131,3 +131,47 @@ print("ok")
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-3000:]
+
+
+def _durability_log(monkeypatch):
+    """Record os.fsync (by the path its descriptor names) and os.replace, in order."""
+    events = []
+    fsync, replace = os.fsync, os.replace
+
+    def logged_fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def logged_replace(src, dst):
+        events.append(("replace", str(src), str(dst)))
+        replace(src, dst)
+
+    monkeypatch.setattr(io.os, "fsync", logged_fsync)
+    monkeypatch.setattr(io.os, "replace", logged_replace)
+    return events
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names descriptors through /proc")
+def test_atomic_path_flushes_the_data_before_the_rename_and_the_rename_after(tmp_path, monkeypatch):
+    """A crash after the rename cannot leave the finished name over unflushed (empty) data."""
+    events = _durability_log(monkeypatch)
+    target = tmp_path / "out.parquet"
+    with io.atomic_path(target) as tmp:
+        tmp.write_text("rows")
+    assert events == [("fsync", str(tmp)), ("replace", str(tmp), str(target)), ("fsync", str(tmp_path))]
+    assert target.read_text() == "rows"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names descriptors through /proc")
+def test_atomic_dir_flushes_every_file_before_the_rename(tmp_path, monkeypatch):
+    events = _durability_log(monkeypatch)
+    target = tmp_path / "heads"
+    with io.atomic_dir(target) as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "a.png").write_text("a")
+        (tmp / "sub" / "b.png").write_text("b")
+    first_replace = next(i for i, e in enumerate(events) if e[0] == "replace")
+    flushed = {e[1] for e in events[:first_replace] if e[0] == "fsync"}
+    assert {str(tmp / "a.png"), str(tmp / "sub" / "b.png"), str(tmp / "sub"), str(tmp)} <= flushed
+    assert events[-1] == ("fsync", str(tmp_path))  # the rename itself made durable
+    assert _tree(target) == {"a.png": "a", "sub/b.png": "b"}
