@@ -439,3 +439,31 @@ def test_killed_job_leaves_no_finished_output(smoke):
     assert not list(out_dir.glob("seed*.parquet")), "a killed job left outputs that look finished"
     counts = job_counts(smk(repo, target, "-n", "--configfile", cfg).stdout)
     assert counts.get("probe") == 1
+
+
+def test_a_retried_job_asks_for_more_memory_and_time():
+    """The Slurm profile retries a failed job once (``retries: 1``); a job killed for memory or time
+    (OUT_OF_MEMORY, TIMEOUT) must come back with more, not with the request that failed: mem_mb and runtime
+    are the config's values on the first attempt and times the attempt number after it (paper.yaml's)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    cfg = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["resources"]
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        wf = api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[ROOT / "config/paper.yaml"]),
+            storage_settings=StorageSettings(),
+            snakefile=ROOT / "Snakefile",
+            workdir=ROOT,
+        )._workflow  # Snakemake's parsed workflow (pinned version): the rules as the scheduler sees them
+        checked = 0
+        for rule in wf.rules:
+            if rule.name not in cfg or rule.name == "default":
+                continue
+            for key in ("mem_mb", "runtime"):
+                base = {**cfg["default"], **cfg[rule.name]}[key]
+                got = [rule.resources[key].evaluate(None, attempt=a).value for a in (1, 2, 3)]
+                assert got == [base, 2 * base, 3 * base], (rule.name, key, got)
+                checked += 1
+    assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each

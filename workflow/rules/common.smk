@@ -114,6 +114,14 @@ def res(rule_name):
     return {**config["resources"]["default"], **config["resources"].get(rule_name, {})}
 
 
+def grows(rule_name, key):
+    """Resource ``key`` (mem_mb, runtime) of ``rule_name`` per attempt of a job. The configured value on the
+    first attempt, times the attempt number on a retry (the Slurm profile's ``retries: 1``), so a job that
+    Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with twice as much."""
+    base = res(rule_name)[key]
+    return lambda wildcards, attempt: base * attempt
+
+
 def model_path(model):
     """Where a model loads from: its config string (hub id, folder, alias), or for a model the
     workflow builds (``{build: ...}``, rule build_model) the folder that rule writes."""

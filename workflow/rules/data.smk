@@ -18,8 +18,8 @@ rule prepare_data:
         f"{R}/benchmarks/prepare_data/{{dataset}}.tsv"
     threads: res("prepare_data")["threads"]
     resources:
-        mem_mb=res("prepare_data")["mem_mb"],
-        runtime=res("prepare_data")["runtime"],
+        mem_mb=grows("prepare_data", "mem_mb"),
+        runtime=grows("prepare_data", "runtime"),
     script:
         "../scripts/prepare_data.py"
 
@@ -45,7 +45,7 @@ rule tokenize:
         f"{R}/benchmarks/tokenize/{{model}}/{{dataset}}/N{{n}}/{{split}}.tsv"
     threads: res("tokenize")["threads"]
     resources:
-        mem_mb=res("tokenize")["mem_mb"],
-        runtime=res("tokenize")["runtime"],
+        mem_mb=grows("tokenize", "mem_mb"),
+        runtime=grows("tokenize", "runtime"),
     script:
         "../scripts/tokenize.py"

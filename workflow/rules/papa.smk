@@ -20,8 +20,8 @@ rule average_attention:
         f"{R}/benchmarks/average_attention/{{model}}/{{dataset}}/N{{n}}/{{kind}}.tsv"
     threads: res("average_attention")["threads"]
     resources:
-        mem_mb=res("average_attention")["mem_mb"],
-        runtime=res("average_attention")["runtime"],
+        mem_mb=grows("average_attention", "mem_mb"),
+        runtime=grows("average_attention", "runtime"),
         gpu=res("average_attention")["gpu"],
     script:
         "../scripts/average_attention.py"
@@ -50,8 +50,8 @@ rule learn_lambda:
         f"{R}/benchmarks/learn_lambda/{{model}}/{{task}}/{{constants}}.tsv"
     threads: res("learn_lambda")["threads"]
     resources:
-        mem_mb=res("learn_lambda")["mem_mb"],
-        runtime=res("learn_lambda")["runtime"],
+        mem_mb=grows("learn_lambda", "mem_mb"),
+        runtime=grows("learn_lambda", "runtime"),
         gpu=res("learn_lambda")["gpu"],
     script:
         "../scripts/learn_lambda.py"
@@ -89,8 +89,8 @@ rule probe:
         f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.tsv"
     threads: res("probe")["threads"]
     resources:
-        mem_mb=res("probe")["mem_mb"],
-        runtime=res("probe")["runtime"],
+        mem_mb=grows("probe", "mem_mb"),
+        runtime=grows("probe", "runtime"),
         gpu=res("probe")["gpu"],
     script:
         "../scripts/probe.py"
@@ -114,8 +114,8 @@ rule patterns:
         f"{R}/benchmarks/patterns/{{model}}/{{dataset}}/N{{n}}.tsv"
     threads: 1
     resources:
-        mem_mb=res("patterns")["mem_mb"],
-        runtime=res("patterns")["runtime"],
+        mem_mb=grows("patterns", "mem_mb"),
+        runtime=grows("patterns", "runtime"),
     script:
         "../scripts/patterns.py"
 
@@ -145,8 +145,8 @@ rule mlm:
         f"{R}/benchmarks/mlm/{{model}}/{{dataset}}/N{{n}}.tsv"
     threads: res("mlm")["threads"]
     resources:
-        mem_mb=res("mlm")["mem_mb"],
-        runtime=res("mlm")["runtime"],
+        mem_mb=grows("mlm", "mem_mb"),
+        runtime=grows("mlm", "runtime"),
         gpu=res("mlm")["gpu"],
     script:
         "../scripts/mlm.py"

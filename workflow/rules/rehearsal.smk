@@ -19,8 +19,8 @@ rule build_model:
         f"{R}/benchmarks/build_model/{{model}}.tsv"
     threads: 1
     resources:
-        mem_mb=res("build_model")["mem_mb"],
-        runtime=res("build_model")["runtime"],
+        mem_mb=grows("build_model", "mem_mb"),
+        runtime=grows("build_model", "runtime"),
     script:
         "../scripts/build_model.py"
 
@@ -42,7 +42,7 @@ rule build_data:
         f"{R}/benchmarks/build_data/{{source}}.tsv"
     threads: 1
     resources:
-        mem_mb=res("build_data")["mem_mb"],
-        runtime=res("build_data")["runtime"],
+        mem_mb=grows("build_data", "mem_mb"),
+        runtime=grows("build_data", "runtime"),
     script:
         "../scripts/build_data.py"

@@ -30,8 +30,8 @@ rule aggregate:
         f"{R}/benchmarks/aggregate.tsv"
     threads: 1
     resources:
-        mem_mb=res("aggregate")["mem_mb"],
-        runtime=res("aggregate")["runtime"],
+        mem_mb=grows("aggregate", "mem_mb"),
+        runtime=grows("aggregate", "runtime"),
     script:
         "../scripts/aggregate.py"
 
@@ -83,8 +83,8 @@ rule plot:
         f"{R}/benchmarks/plot.tsv"
     threads: 1
     resources:
-        mem_mb=res("plot")["mem_mb"],
-        runtime=res("plot")["runtime"],
+        mem_mb=grows("plot", "mem_mb"),
+        runtime=grows("plot", "runtime"),
     script:
         "../scripts/plot.py"
 
@@ -110,7 +110,7 @@ rule mlm_table:
         f"{R}/benchmarks/mlm_table.tsv"
     threads: 1
     resources:
-        mem_mb=res("aggregate")["mem_mb"],
-        runtime=res("aggregate")["runtime"],
+        mem_mb=grows("aggregate", "mem_mb"),
+        runtime=grows("aggregate", "runtime"),
     script:
         "../scripts/mlm_table.py"
