@@ -298,6 +298,11 @@ def test_dry_runs_of_paper_and_rehearsal_have_the_same_rules_and_path_shapes(tmp
     built = {p for p in reh_paths if p.startswith("rr/built/")}
     assert len(built) == 10 and "rp/tables/summary.parquet" in paper_paths and len(paper_paths) > 1000
     assert shapes(paper_paths, load(PAPER), "rp") == shapes(reh_paths - built, load(REHEARSAL), "rr")
+    # cross_corpus [mnli] on MNLI itself is the method's own matrix: one run, named average, not a second average@mnli
+    probes = {p for p in paper_paths if p.startswith("rp/probe/")}
+    assert not {p for p in probes if "/mnli/average@mnli/" in p}
+    assert {p for p in probes if "/mrpc/average@mnli/" in p}
+    assert "rp/probe/bert-base/mnli/average/lambda/fraction_dynamic=0/seed0.parquet" in probes
 
 
 # ----------------------------------------------------------------------------- local inputs (issue #14)

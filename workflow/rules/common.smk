@@ -229,8 +229,9 @@ def runs():
         for t in [t for t in analysed if t in model_tasks(m)]:
             # the analyses vary one part of the paper's method (papa.spec.METHOD_*) at a time
             out += [(m, t, k, spec.METHOD_ORDER, all_constant) for k in ANALYSES["constant_kinds"]]
-            out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c)), spec.METHOD_ORDER, all_constant)
-                    for c in ANALYSES["cross_corpus"]]
+            # averaged on the task's own corpus, average@<corpus> is the method's own matrix: one run, named average
+            out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=None if c == task_cfg(t)["dataset"] else c)),
+                     spec.METHOD_ORDER, all_constant) for c in ANALYSES["cross_corpus"]]
             out += [(m, t, spec.METHOD_CONSTANTS, o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
                     if is_partial(f)]
     return list(dict.fromkeys(out))
