@@ -737,3 +737,76 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
         config={"datasets": {"glue_sst2": entry}},
     )
     assert PrepareDataStage._from_snakemake(sm)["spec"] == {"name": "glue_sst2", **entry}
+
+
+def _fake_glue_mnli():
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+    label = ClassLabel(names=["entailment", "neutral", "contradiction"])
+    f = Features({"premise": Value("string"), "hypothesis": Value("string"), "idx": Value("int32"), "label": label})
+
+    def split(labels, tag):
+        n = len(labels)
+        rows = {"premise": [f"{tag} p{i}" for i in range(n)], "hypothesis": [f"{tag} h{i}" for i in range(n)]}
+        return Dataset.from_dict({**rows, "label": labels, "idx": list(range(n))}, features=f)
+
+    return DatasetDict(
+        train=split([0, 1, 2, 0], "train"),
+        validation_matched=split([1, 2], "matched"),
+        validation_mismatched=split([2, 0, 1, -1], "mismatched"),
+        test_matched=split([-1, -1], "test"),
+        test_mismatched=split([-1], "test"),
+    )
+
+
+def _fake_conll2003():
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
+
+    ner = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    tags = {"pos_tags": D.PTB_TAGS, "chunk_tags": ["O", "B-NP", "I-NP"], "ner_tags": ner}
+    f = Features(
+        {"id": Value("string"), "tokens": List(Value("string"))}
+        | {k: List(ClassLabel(names=v)) for k, v in tags.items()}
+    )
+
+    def split(n):
+        rows = {"tokens": [["EU", "rejects", "German"]] * n, "pos_tags": [[22, 42, 16]] * n}
+        rows |= {"chunk_tags": [[1, 0, 1]] * n, "ner_tags": [[3, 0, 7]] * n}
+        return Dataset.from_dict({"id": [str(i) for i in range(n)], **rows}, features=f)
+
+    return DatasetDict(train=split(3), validation=split(2), test=split(2))
+
+
+def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp_path):
+    """A successful hub load, with DatasetDicts shaped like nyu-mll/glue's MNLI and eriktks/conll2003 (ClassLabel
+    features, -1 labels in the test splits): the paper's validation split (MNLI mismatched), the test splits never
+    used, unlabeled rows dropped, label ids in the hub's order, the resolved commit passed on as the revision."""
+    import datasets
+
+    from papa.data import hub
+
+    calls = []
+
+    def load_dataset(hub_id, config, **kw):
+        calls.append((hub_id, config, kw))
+        return _fake_glue_mnli() if config == "mnli" else _fake_conll2003()
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(hub, "_hub_offline", lambda: False)
+    monkeypatch.setattr(hub, "_probe_hub", lambda name, hub_id, revision, timeout: "0123abcd")
+    t = D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
+    assert calls[-1][:2] == ("nyu-mll/glue", "mnli") and calls[-1][2]["revision"] == "0123abcd"
+    assert t.label_names == ["entailment", "neutral", "contradiction"]
+    assert t.splits["validation"]["text"].tolist() == ["mismatched p0", "mismatched p1", "mismatched p2"]
+    assert t.splits["validation"]["text_b"].tolist() == ["mismatched h0", "mismatched h1", "mismatched h2"]
+    assert t.splits["validation"]["label"].tolist() == [2, 0, 1]  # the -1 row dropped, ids as on the hub
+    assert set(t.splits) == {"train", "validation", "validation_matched"} and len(t.splits["train"]) == 4
+    assert t.splits["validation_matched"]["text"].tolist() == ["matched p0", "matched p1"]
+    assert t.provenance["label_names_source"] == "hub features" and t.provenance["n_dropped"] == 1
+
+    for name, tags in (("conll2003_pos", [22, 42, 16]), ("conll2003_ner", [3, 0, 7])):
+        t = D.load_task({"name": name, "source": "hub"}, tmp_path)
+        assert calls[-1][0] == "eriktks/conll2003" and calls[-1][2]["revision"] == "0123abcd"
+        assert t.splits["train"]["tags"].tolist() == [tags] * 3 and len(t.splits["validation"]) == 2
+        assert t.provenance["label_names_source"] == "hub features"
+    assert t.label_names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]

@@ -118,6 +118,7 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             "data_dir": data_dir, "datasets_version": datasets.__version__, "offline_cache": offline}  # fmt: skip
     splits: dict[str, pd.DataFrame] = {}
     label_names = list(default_labels)
+    names_from_hub = False  # the label names the hub's ClassLabel features give (ids index them), over LABEL_SETS
     dropped = {}
     for ours, theirs in base.splits.items():
         if theirs not in dd:
@@ -137,7 +138,7 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             require_columns(need, cols, f"{hub_id} split {theirs}")
             names = getattr(ds.features["label"], "names", None)
             if names:
-                label_names = list(names)
+                label_names, names_from_hub = list(names), True
             d = ds.to_dict()
             n = len(d["label"])
             ids = [str(i) for i in d.get("idx", range(n))]
@@ -156,7 +157,7 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             feat = ds.features[base.tags]
             names = getattr(getattr(feat, "feature", None), "names", None)
             if names:
-                label_names = list(names)
+                label_names, names_from_hub = list(names), True
             d = ds.to_dict()
             n = len(d["tokens"])
             ids = d.get("id", range(n))
@@ -175,5 +176,5 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     if dropped:
         prov["dropped_per_split"] = dropped
         prov["dropped_reason"] = "blank or heading lines" if base.unlabeled else "no label (-1) / empty sentence"
-    prov["label_names_source"] = "hub features" if label_names != list(default_labels) else "papa.data.LABEL_SETS"
+    prov["label_names_source"] = "hub features" if names_from_hub else "papa.data.LABEL_SETS"
     return kind, label_names, splits, prov
