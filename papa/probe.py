@@ -177,6 +177,40 @@ def free_disk_mb(scratch: str | None = None) -> float:
     return max(0, free - max(2**30, free // 10)) / MB
 
 
+class CacheSpaceError(OSError):
+    """The disk under ``scratch`` cannot hold a feature cache (checked by reserving its whole size up front)."""
+
+
+def reserve_disk(path: str | Path) -> bool:
+    """Allocate every block of the file ``path`` now (Linux ``fallocate``), at its current size.
+
+    A memory-mapped cache file starts sparse: without this, jobs that share a node's scratch disk
+    would each see the same free space, each choose the disk, and the later ones fail partway
+    (SIGBUS on a full disk) hours into encoding. Reserved, the job that does not fit fails here, at
+    once, with `CacheSpaceError`. Returns False where the filesystem or the OS cannot reserve
+    (no ``fallocate``: macOS, some network filesystems), leaving the file sparse as before.
+    """
+    import ctypes
+    import errno
+
+    try:
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    except (AttributeError, OSError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if fallocate(fd, 0, 0, size) == 0:
+            return True
+        err = ctypes.get_errno()
+    finally:
+        os.close(fd)
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        raise CacheSpaceError(err, f"no room for a {size / MB:.0f} MB feature cache: {os.strerror(err)}", str(path))
+    return False  # EOPNOTSUPP, ENOSYS, EINVAL...: this filesystem cannot reserve
+
+
 def _hidden(model, inputs) -> torch.Tensor:
     out = model(**inputs, output_hidden_states=True)
     return torch.stack(out.hidden_states, dim=1)  # [B, L+1, N, H]
@@ -348,8 +382,13 @@ def extract_features(
             Path(scratch).mkdir(parents=True, exist_ok=True)
         remove_stale_caches(scratch)
         folder = tempfile.mkdtemp(prefix=f"{_CACHE_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=scratch)
-        data = np.lib.format.open_memmap(f"{folder}/features.npy", mode="w+", dtype=np_dtype, shape=shape)
-        where = f"memory-mapped file {folder}/features.npy"
+        try:
+            data = np.lib.format.open_memmap(f"{folder}/features.npy", mode="w+", dtype=np_dtype, shape=shape)
+            reserved = reserve_disk(f"{folder}/features.npy")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        where = f"memory-mapped file {folder}/features.npy" + ("" if reserved else " (not reserved: sparse)")
     cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)
     log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / MB, dtype, where)
     t0 = last = time.monotonic()
@@ -464,8 +503,21 @@ def prepare_features(
                     LiveFeatures(model, val_enc, dtype=dtype),
                 ]
             else:
-                for enc in (train_enc, val_enc):
-                    feats.append(extract_features(model, enc, batch_size, dtype, scratch=scratch, strategy=chosen))
+                try:
+                    for enc in (train_enc, val_enc):
+                        feats.append(extract_features(model, enc, batch_size, dtype, scratch=scratch, strategy=chosen))
+                except CacheSpaceError as e:
+                    if strategy != "auto":
+                        raise
+                    # another job took the space between our look at it and our reservation: re-encode instead
+                    log.warning("%s; falling back to strategy reencode", e)
+                    for f in feats:
+                        f.close()
+                    chosen = "reencode"
+                    feats = [
+                        LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
+                        LiveFeatures(model, val_enc, dtype=dtype),
+                    ]
             yield PreparedFeatures(*feats, strategy=chosen, nbytes=total)
         finally:
             for f in feats:

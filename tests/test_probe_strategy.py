@@ -597,3 +597,51 @@ def test_training_logs_progress_inside_epochs_and_counts_the_seeds_to_come(minil
     # two more trainings of 2 epochs x 16 examples remain: the ETA is theirs, not 0
     rate = float(re.search(r"\(([\d.]+) examples/s", last).group(1))
     assert float(re.search(r"ETA (\d+) s", last).group(1)) == pytest.approx(2 * 2 * 16 / rate, rel=0.05, abs=1)
+
+
+def test_a_disk_cache_is_reserved_in_full_when_it_is_created(tmp_path):
+    """A memory-mapped cache file starts sparse; reserve_disk allocates all of it at once, so a job that
+    does not fit fails at the start rather than partway through encoding."""
+    path = tmp_path / "features.npy"
+    with open(path, "wb") as f:
+        f.truncate(8 * 2**20)  # sparse: no block allocated yet
+    if not probe_mod.reserve_disk(path):
+        pytest.skip("this filesystem cannot reserve space (no fallocate)")
+    assert os.stat(path).st_blocks * 512 >= 8 * 2**20
+    assert os.path.getsize(path) == 8 * 2**20
+
+
+class _FullDisk:
+    """ctypes.CDLL(None) stand-in whose fallocate fails as on a full disk (ENOSPC)."""
+
+    def __init__(self, *args, **kwargs):
+        import ctypes
+        import errno
+
+        def fallocate(fd, mode, offset, length):
+            ctypes.set_errno(errno.ENOSPC)
+            return -1
+
+        self.fallocate = fallocate
+
+
+def test_a_disk_cache_that_no_longer_fits_falls_back_to_reencoding(minilm, tmp_path, monkeypatch):
+    """Two jobs on one node may both see room for their cache on the scratch disk; the one whose reservation
+    fails re-encodes under strategy auto (same scores), fails at once under strategy disk, and leaves no folder."""
+    import ctypes
+
+    model, tok = minilm
+    enc = _toy(tok)
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=1, seed=0)
+    with prepare_features(model, enc, enc, "reencode", "float32") as live:
+        want = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=live)
+    monkeypatch.setattr(ctypes, "CDLL", _FullDisk)
+    scratch = tmp_path / "scratch"
+    with prepare_features(model, enc, enc, "auto", "float32", budget_mb=0, scratch=str(scratch)) as feats:
+        assert feats.strategy == "reencode"
+        assert run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats) == want
+    assert not list(scratch.iterdir())
+    with pytest.raises(probe_mod.CacheSpaceError, match="no room"):
+        with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
+            pass
+    assert not list(scratch.iterdir())
