@@ -11,6 +11,10 @@ configs: code paths and timings, not science). Writes ``gpu_check.json`` to ``--
 2. A BERT-base-shaped encoder (12 x 12 heads, d' = 64) at N = 128: forward time of stock
    eager and sdpa attention vs PAPA with every fraction of heads static, and
    `papa.average_attention` vs an eager forward with ``output_attentions=True``.
+3. Effective attention (`papa.constants.effective_attention`) on padded batches of MiniLM's shape
+   (d' = 32, N = 64) and BERT-base's (d' = 64, N = 128): examples/s of one layer's projector by
+   ``method="cholesky_qr"`` (the default) and ``"svd"``, their largest difference, and
+   `papa.average_attention(kind="effective")` examples/s on the BERT-base-shaped encoder.
 """
 
 from __future__ import annotations
@@ -124,6 +128,43 @@ def timings(device, batch=64, n=128) -> dict:
     return res
 
 
+def effective_timings(device) -> dict:
+    import transformers as tf
+
+    from papa.constants import effective_attention
+
+    res = {}
+    g = torch.Generator(device="cpu").manual_seed(0)
+    for name, heads, n, d, batch in (("minilm_N64", 12, 64, 32, 32), ("bert_base_N128", 12, 128, 64, 32)):
+        lengths = torch.randint(n // 4, n + 1, (batch,), generator=g)
+        valid = (torch.arange(n)[None] < lengths[:, None]).to(device)
+        probs = torch.softmax(torch.randn(batch, heads, n, n, generator=g), -1).to(device)
+        value = torch.randn(batch, heads, n, d, generator=g).to(device)
+        out = {}
+        for method, reps in (("cholesky_qr", 10), ("svd", 2)):
+            k = batch if method == "cholesky_qr" else 4  # the SVD runs one matrix at a time on CUDA
+            p, v, m = probs[:k], value[:k], valid[:k]
+            sec = timed(lambda p=p, v=v, m=m, method=method: effective_attention(p, v, valid=m, method=method), reps)
+            out[f"{method}_examples_per_s_one_layer"] = k / sec
+        a = effective_attention(probs[:4], value[:4], valid=valid[:4], method="cholesky_qr")
+        b = effective_attention(probs[:4], value[:4], valid=valid[:4], method="svd")
+        out["max_abs_diff"] = (a - b).abs().max().item()
+        out["speedup"] = out["cholesky_qr_examples_per_s_one_layer"] / out["svd_examples_per_s_one_layer"]
+        res[name] = out
+        print(name, out, flush=True)
+    torch.manual_seed(0)
+    model = papa.models.prepare(tf.AutoModel.from_config(tf.BertConfig(), attn_implementation="sdpa"), device)
+    batch, n = 32, 128
+    ids = torch.randint(1000, 20000, (batch, n), device=device)
+    lengths = torch.randint(n // 4, n + 1, (batch,), device=device)
+    mask = (torch.arange(n, device=device)[None] < lengths[:, None]).long()
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    sec = timed(lambda: papa.average_attention(model, [inputs], kind="effective", log_every=1e9), 3)
+    res["average_attention_effective_bert_base_N128_examples_per_s"] = batch / sec
+    print(res, flush=True)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
@@ -139,6 +180,7 @@ def main():
         "transformers": transformers.__version__,
         "invariants": invariants(device),
         "timings": timings(device),
+        "effective_attention": effective_timings(device),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
