@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -463,7 +464,17 @@ def test_a_retried_job_asks_for_more_memory_and_time():
                 continue
             for key in ("mem_mb", "runtime"):
                 base = {**cfg["default"], **cfg[rule.name]}[key]
-                got = [rule.resources[key].evaluate(None, attempt=a).value for a in (1, 2, 3)]
+                got = [rule.resources[key].evaluate(SimpleNamespace(task="cola"), attempt=a).value for a in (1, 2, 3)]
                 assert got == [base, 2 * base, 3 * base], (rule.name, key, got)
                 checked += 1
+        # a task's own resources (tasks.mnli.resources.probe in paper.yaml) over the rule's, for its jobs only
+        probe = wf.get_rule("probe")
+        task_cfg = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["tasks"]["mnli"]["resources"]["probe"]
+        mnli, cola = SimpleNamespace(task="mnli"), SimpleNamespace(task="cola")
+        assert [probe.resources["runtime"].evaluate(mnli, attempt=a).value for a in (1, 2)] == [
+            task_cfg["runtime"],
+            2 * task_cfg["runtime"],
+        ]
+        assert probe.resources["runtime"].evaluate(cola, attempt=1).value == cfg["probe"]["runtime"]
+        assert probe.resources["mem_mb"].evaluate(mnli, attempt=1).value == cfg["probe"]["mem_mb"]
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each

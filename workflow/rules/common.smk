@@ -109,15 +109,27 @@ def canon(obj):
     return obj
 
 
-def res(rule_name):
-    """Resources of a rule: config resources.<rule> over resources.default (whose keys the schema fills in)."""
-    return {**config["resources"]["default"], **config["resources"].get(rule_name, {})}
+def res(rule_name, task=None):
+    """Resources of a rule: config resources.<rule> over resources.default (whose keys the schema fills in), and
+    for a task's job (probe, learn_lambda) tasks.<task>.resources.<rule> over both."""
+    out = {**config["resources"]["default"], **config["resources"].get(rule_name, {})}
+    if task is not None:
+        out.update(task_cfg(task).get("resources", {}).get(rule_name, {}))
+    return out
 
 
-def grows(rule_name, key):
-    """Resource ``key`` (mem_mb, runtime) of ``rule_name`` per attempt of a job. The configured value on the
-    first attempt, times the attempt number on a retry (the Slurm profile's ``retries: 1``), so a job that
-    Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with twice as much."""
+def task_res(rule_name, key):
+    """Resource ``key`` of a job of a per-task rule (probe, learn_lambda), from its task's wildcard."""
+    return lambda wildcards: res(rule_name, wildcards.task)[key]
+
+
+def grows(rule_name, key, per_task=False):
+    """Resource ``key`` (mem_mb, runtime) of ``rule_name`` per attempt of a job (``per_task``: from the job's task,
+    `res`). The configured value on the first attempt, times the attempt number on a retry (the Slurm profile's
+    ``retries: 1``), so a job that Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with
+    twice as much."""
+    if per_task:
+        return lambda wildcards, attempt: res(rule_name, wildcards.task)[key] * attempt
     base = res(rule_name)[key]
     return lambda wildcards, attempt: base * attempt
 

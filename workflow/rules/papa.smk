@@ -48,11 +48,11 @@ rule learn_lambda:
         f"{R}/logs/learn_lambda/{{model}}/{{task}}/{{constants}}.log",
     benchmark:
         f"{R}/benchmarks/learn_lambda/{{model}}/{{task}}/{{constants}}.tsv"
-    threads: res("learn_lambda")["threads"]
+    threads: task_res("learn_lambda", "threads")
     resources:
-        mem_mb=grows("learn_lambda", "mem_mb"),
-        runtime=grows("learn_lambda", "runtime"),
-        gpu=res("learn_lambda")["gpu"],
+        mem_mb=grows("learn_lambda", "mem_mb", per_task=True),
+        runtime=grows("learn_lambda", "runtime", per_task=True),
+        gpu=task_res("learn_lambda", "gpu"),
     script:
         "../scripts/learn_lambda.py"
 
@@ -87,11 +87,11 @@ rule probe:
         f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.log",
     benchmark:
         f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.tsv"
-    threads: res("probe")["threads"]
+    threads: task_res("probe", "threads")
     resources:
-        mem_mb=grows("probe", "mem_mb"),
-        runtime=grows("probe", "runtime"),
-        gpu=res("probe")["gpu"],
+        mem_mb=grows("probe", "mem_mb", per_task=True),
+        runtime=grows("probe", "runtime", per_task=True),
+        gpu=task_res("probe", "gpu"),
     script:
         "../scripts/probe.py"
 
