@@ -497,12 +497,7 @@ def prepare_features(
     feats: list = []
     with _sigterm_exits():
         try:
-            if chosen == "reencode":
-                feats = [
-                    LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
-                    LiveFeatures(model, val_enc, dtype=dtype),
-                ]
-            else:
+            if chosen != "reencode":
                 try:
                     for enc in (train_enc, val_enc):
                         feats.append(extract_features(model, enc, batch_size, dtype, scratch=scratch, strategy=chosen))
@@ -514,10 +509,11 @@ def prepare_features(
                     for f in feats:
                         f.close()
                     chosen = "reencode"
-                    feats = [
-                        LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
-                        LiveFeatures(model, val_enc, dtype=dtype),
-                    ]
+            if chosen == "reencode":
+                feats = [
+                    LiveFeatures(model, train_enc, dtype=dtype, train_mode=backbone_dropout),
+                    LiveFeatures(model, val_enc, dtype=dtype),
+                ]
             yield PreparedFeatures(*feats, strategy=chosen, nbytes=total)
         finally:
             for f in feats:

@@ -15,7 +15,7 @@ import functools
 import math
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -87,6 +87,11 @@ class ConstantsSpec:
     def corpus_or(self, task_dataset: str) -> str:
         """The dataset the matrices are computed on: the spec's corpus, else the task's own."""
         return self.corpus or task_dataset
+
+    def on_task(self, task_dataset: str) -> ConstantsSpec:
+        """This spec as a task on ``task_dataset`` runs it: ``@<that dataset>`` names the task's own matrices,
+        the same as no corpus, so it is dropped (``average@mnli`` on MNLI is ``average``: one run, not two)."""
+        return replace(self, corpus=None) if self.corpus == task_dataset else self
 
 
 def is_data_free(kind: str) -> bool:

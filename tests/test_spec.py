@@ -474,3 +474,10 @@ def copy_of(cfg):
     import copy
 
     return copy.deepcopy(cfg)
+
+
+def test_a_spec_on_its_tasks_own_corpus_is_the_tasks_own_matrices():
+    assert ConstantsSpec.parse("average@mnli").on_task("mnli") == ConstantsSpec("average")
+    assert str(ConstantsSpec.parse("average_trained@mnli").on_task("mnli")) == "average_trained"
+    assert str(ConstantsSpec.parse("average@wiki").on_task("mnli")) == "average@wiki"
+    assert str(ConstantsSpec.parse("average").on_task("mnli")) == "average"

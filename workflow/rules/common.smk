@@ -119,19 +119,16 @@ def res(rule_name, task=None):
 
 
 def task_res(rule_name, key):
-    """Resource ``key`` of a job of a per-task rule (probe, learn_lambda), from its task's wildcard."""
-    return lambda wildcards: res(rule_name, wildcards.task)[key]
+    """Resource ``key`` of a job of ``rule_name``: `res` for the job's task, when the rule has a task wildcard."""
+    return lambda wildcards: res(rule_name, getattr(wildcards, "task", None))[key]
 
 
-def grows(rule_name, key, per_task=False):
-    """Resource ``key`` (mem_mb, runtime) of ``rule_name`` per attempt of a job (``per_task``: from the job's task,
-    `res`). The configured value on the first attempt, times the attempt number on a retry (the Slurm profile's
-    ``retries: 1``), so a job that Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with
-    twice as much."""
-    if per_task:
-        return lambda wildcards, attempt: res(rule_name, wildcards.task)[key] * attempt
-    base = res(rule_name)[key]
-    return lambda wildcards, attempt: base * attempt
+def grows(rule_name, key):
+    """Resource ``key`` (mem_mb, runtime) of a job of ``rule_name`` per attempt (`task_res`): the configured value
+    on the first attempt, times the attempt number on a retry (the Slurm profile's ``retries: 1``), so a job that
+    Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with twice as much."""
+    value = task_res(rule_name, key)
+    return lambda wildcards, attempt: value(wildcards) * attempt
 
 
 def model_path(model):
@@ -241,11 +238,12 @@ def runs():
         for t in [t for t in analysed if t in model_tasks(m)]:
             # the analyses vary one part of the paper's method (papa.spec.METHOD_*) at a time
             out += [(m, t, k, spec.METHOD_ORDER, all_constant) for k in ANALYSES["constant_kinds"]]
-            # averaged on the task's own corpus, average@<corpus> is the method's own matrix: one run, named average
-            out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=None if c == task_cfg(t)["dataset"] else c)),
-                     spec.METHOD_ORDER, all_constant) for c in ANALYSES["cross_corpus"]]
+            out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c)), spec.METHOD_ORDER, all_constant)
+                    for c in ANALYSES["cross_corpus"]]
             out += [(m, t, spec.METHOD_CONSTANTS, o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
                     if is_partial(f)]
+    # a constants spec on its task's own corpus is the task's own matrices (ConstantsSpec.on_task): one run
+    out = [(m, t, str(ConstantsSpec.parse(c).on_task(task_cfg(t)["dataset"])), s, f) for m, t, c, s, f in out]
     return list(dict.fromkeys(out))
 
 

@@ -50,8 +50,8 @@ rule learn_lambda:
         f"{R}/benchmarks/learn_lambda/{{model}}/{{task}}/{{constants}}.tsv"
     threads: task_res("learn_lambda", "threads")
     resources:
-        mem_mb=grows("learn_lambda", "mem_mb", per_task=True),
-        runtime=grows("learn_lambda", "runtime", per_task=True),
+        mem_mb=grows("learn_lambda", "mem_mb"),
+        runtime=grows("learn_lambda", "runtime"),
         gpu=task_res("learn_lambda", "gpu"),
     script:
         "../scripts/learn_lambda.py"
@@ -89,8 +89,8 @@ rule probe:
         f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.tsv"
     threads: task_res("probe", "threads")
     resources:
-        mem_mb=grows("probe", "mem_mb", per_task=True),
-        runtime=grows("probe", "runtime", per_task=True),
+        mem_mb=grows("probe", "mem_mb"),
+        runtime=grows("probe", "runtime"),
         gpu=task_res("probe", "gpu"),
     script:
         "../scripts/probe.py"
