@@ -329,6 +329,9 @@ def separator_positions(tokenizer, max_length: int, pair: bool, layout: str = "p
 
 
 def _tokenize(tokenizer, texts, words: bool):
+    # whole texts, no special tokens: `encode` lays out and truncates them itself (counted in n_truncated), so
+    # transformers' warning that a text longer than model_max_length "will result in indexing errors" would be
+    # false (verbose=False silences it; it filled every tokenize log of a run with long inputs)
     if words:
         texts = [list(w) for w in texts]
         if getattr(tokenizer, "add_prefix_space", None) is False:
@@ -336,9 +339,9 @@ def _tokenize(tokenizer, texts, words: bool):
             # space ("Ġworld"), as add_prefix_space=True does (HF run_ner, the authors' run_papa_ner.py);
             # without it transformers 5 silently encodes every word as the start of a text ("w or ld")
             texts = [[" " + w for w in ws] for ws in texts]
-        enc = tokenizer(texts, is_split_into_words=True, add_special_tokens=False)
+        enc = tokenizer(texts, is_split_into_words=True, add_special_tokens=False, verbose=False)
         return enc["input_ids"], [enc.word_ids(i) for i in range(len(texts))]
-    enc = tokenizer(list(texts), add_special_tokens=False)
+    enc = tokenizer(list(texts), add_special_tokens=False, verbose=False)
     return enc["input_ids"], None
 
 

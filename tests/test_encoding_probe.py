@@ -94,6 +94,28 @@ def test_truncation_is_counted(minilm):
     assert p.n_truncated == 1
 
 
+def test_long_texts_raise_no_length_warning(minilm, caplog):
+    # encode truncates whole texts itself: transformers' warning that a text longer than model_max_length "will
+    # result in indexing errors" is false here (it appeared in every tokenize log of the rehearsal)
+    import copy
+    import logging
+
+    import transformers
+
+    tok = copy.deepcopy(minilm[1])
+    tok.deprecation_warnings.clear()  # transformers warns once per tokenizer
+    words = ["word"] * (tok.model_max_length + 10)
+    transformers.logging.enable_propagation()
+    try:
+        with caplog.at_level(logging.WARNING):
+            e = papa.encode(tok, [" ".join(words)], max_length=16)
+            w = papa.encode(tok, [words], labels=[[0] * len(words)], max_length=16)
+    finally:
+        transformers.logging.disable_propagation()
+    assert e.n_truncated == 1 and w.n_truncated == 1
+    assert not [r for r in caplog.records if "longer than the specified maximum" in r.getMessage()]
+
+
 def test_word_alignment_first_subword(minilm):
     tok = minilm[1]
     words = [["Johanson", "lives", "in", "Paris"]]
