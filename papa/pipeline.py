@@ -12,7 +12,7 @@ looks finished. Usable without Snakemake.
 | build_model | `BuildModelStage` | `build_model` |
 | prepare_data | `PrepareDataStage` | `prepare_data` |
 | tokenize | `TokenizeStage` | `tokenize` |
-| average_attention | `AverageStage` | `average_constants` |
+| average_attention, data_free_constants | `AverageStage` | `average_constants` |
 | learn_lambda | `LambdaStage` | `learn_lambda` |
 | probe | `ProbeStage` | `probe_heads` |
 | mlm | `MLMStage` | `mlm_curves` |
@@ -347,7 +347,7 @@ def tokenize_split(
 
 @dataclass(kw_only=True)
 class AverageStage(Stage):
-    """Rule ``average_attention``: the constant matrices of one (model, corpus, N, kind).
+    """Rules ``average_attention`` and ``data_free_constants``: the constant matrices of one (model, corpus, N, kind).
 
     Attributes:
         model: what `papa.load_encoder` loads (hub id, folder, alias).

@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from papa import spec
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
@@ -478,3 +480,41 @@ def test_a_retried_job_asks_for_more_memory_and_time():
         assert probe.resources["runtime"].evaluate(cola, attempt=1).value == cfg["probe"]["runtime"]
         assert probe.resources["mem_mb"].evaluate(mnli, attempt=1).value == cfg["probe"]["mem_mb"]
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each
+
+
+def dry_run_resources(output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, resources) of every job a dry run prints."""
+    jobs, rule = [], None
+    for line in output.splitlines():
+        if m := re.match(r"(?:local)?rule (\w+):$", line):
+            rule = m.group(1)
+        elif rule and (m := re.match(r"\s+resources: (.*)$", line)):
+            jobs.append((rule, dict(kv.split("=", 1) for kv in m.group(1).split(", "))))
+            rule = None
+    return jobs
+
+
+@pytest.mark.slow
+def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
+    """paper.yaml's averaging jobs ask for one GPU, 32 GB and 4 h; its 111 data-free constant jobs (identity,
+    toeplitz, zeros, uniform: a matrix from the model's config and N alone) asked for the same, each waiting in a
+    GPU queue to write a matrix of zeros. They are rule data_free_constants: resources.default's request, and the
+    profile's set-resources names only the model rules."""
+    repo = copy_repo(tmp_path / "repo")
+    out = smk(repo, "-n", "--profile", "slurm", "--configfile", "config/paper.yaml").stdout
+    jobs = dry_run_resources(out)
+    by_rule = {}
+    for rule, res in jobs:
+        by_rule.setdefault(rule, []).append(res)
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["resources"]
+    free = by_rule["data_free_constants"]
+    assert len(free) == 111 and {r["gpu"] for r in free} == {"0"}, free[:3]
+    assert {r["mem_mb"] for r in free} == {str(paper["default"]["mem_mb"])}
+    for rule in ("average_attention", "learn_lambda", "probe", "mlm"):
+        assert by_rule[rule] and {r["gpu"] for r in by_rule[rule]} == {"1"}, rule
+    assert {r["mem_mb"] for r in by_rule["average_attention"]} == {str(paper["average_attention"]["mem_mb"])}
+    # each kind in its own rule (paper.yaml's data-free kinds: identity, toeplitz, zeros)
+    for rule, kinds in (("data_free_constants", spec.DATA_FREE), ("average_attention", spec.DATA_KINDS)):
+        built = {m.group(1) for m in re.finditer(rf"^rule {rule}:\n(?:.*\n)*?\s+wildcards: .*kind=(\w+)", out, re.M)}
+        assert built and built <= set(kinds), (rule, built)
+    assert len(jobs) == 1265

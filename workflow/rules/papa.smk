@@ -1,16 +1,18 @@
 rule average_attention:
-    """Constant matrices per (model, corpus, N): the masked mean attention (or a data-free kind)."""
+    """Constant matrices per (model, corpus, N): the masked mean attention (kinds spec.DATA_KINDS: average,
+    effective). The data-free kinds are rule data_free_constants."""
     input:
         tokens=tokens("{model}", "{dataset}", "{n}", "train"),
         model=lambda wc: model_input(wc.model),
     output:
         constants_path("{model}", "{dataset}", "{n}", "{kind}"),
+    wildcard_constraints:
+        kind=one_of(spec.DATA_KINDS),
     params:
         code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        # data-free kinds do not depend on the averaging settings: no rerun when those change
-        batch_size=lambda wc: None if spec.is_data_free(wc.kind) else AVERAGING["batch_size"],
-        max_examples=lambda wc: None if spec.is_data_free(wc.kind) else AVERAGING["max_examples"],
+        batch_size=AVERAGING["batch_size"],
+        max_examples=AVERAGING["max_examples"],
         seed=SEED,
     conda:
         CONDA_ENV
@@ -23,6 +25,40 @@ rule average_attention:
         mem_mb=grows("average_attention", "mem_mb"),
         runtime=grows("average_attention", "runtime"),
         gpu=res("average_attention")["gpu"],
+    script:
+        "../scripts/average_attention.py"
+
+
+rule data_free_constants:
+    """A data-free constant kind (spec.DATA_FREE: identity, toeplitz, zeros, uniform) per (model, corpus, N), built
+    from the model's config and N alone: its own rule so that its job asks for resources.data_free_constants (by
+    default resources.default: no GPU), not for the GPU and memory of rule average_attention (under the Slurm
+    profile those jobs waited in a GPU queue to write a matrix of zeros)."""
+    input:
+        tokens=tokens("{model}", "{dataset}", "{n}", "train"),  # its N (the token file's metadata)
+        model=lambda wc: model_input(wc.model),
+    output:
+        constants_path("{model}", "{dataset}", "{n}", "{kind}"),
+    wildcard_constraints:
+        kind=one_of(spec.DATA_FREE),
+    params:
+        code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
+        model=lambda wc: model_path(wc.model),
+        # no averaging settings: a change to them reruns no data-free matrix
+        batch_size=None,
+        max_examples=None,
+        seed=SEED,
+    conda:
+        CONDA_ENV
+    log:
+        f"{R}/logs/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
+    benchmark:
+        f"{R}/benchmarks/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.tsv"
+    threads: res("data_free_constants")["threads"]
+    resources:
+        mem_mb=grows("data_free_constants", "mem_mb"),
+        runtime=grows("data_free_constants", "runtime"),
+        gpu=res("data_free_constants")["gpu"],
     script:
         "../scripts/average_attention.py"
 
