@@ -39,8 +39,6 @@ PIPELINE_SNAKEFILE = REPO / "Snakefile"
 SMOKE_CONFIG = REPO / "config" / "smoke.yaml"
 # <results>/tables/..., <results> being `results:` of the config (default results)
 PIPELINE_TABLES = ("probe.parquet", "summary.parquet", "lambdas.parquet")
-# rules the profile asks a GPU for
-GPU_RULES = ("average_attention", "learn_lambda", "probe")
 # rules that must run in the snakemake process, not as Slurm jobs
 LOCAL_RULES = ("aggregate", "plot")
 # columns that legitimately differ between two runs of the same pipeline,
@@ -389,8 +387,9 @@ REHEARSAL_CONFIG = REPO / "config" / "rehearsal.yaml"
 @pytest.mark.slow  # whole-workflow runs first in the file (tests/conftest.py)
 def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     """Part of the rehearsal (config/rehearsal.yaml) as Slurm jobs: the workflow builds a tiny model and
-    GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task, and
-    the built model folder reaches every job that loads it (six DAG levels, ~15 s of polling each)."""
+    GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task (and a data-free
+    matrix beside the averaging), and the built model folder reaches every job that loads it (six DAG levels,
+    ~15 s of polling each)."""
     import yaml
 
     if not REHEARSAL_CONFIG.exists():
@@ -402,10 +401,13 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     cfg = yaml.safe_load(REHEARSAL_CONFIG.read_text())
     fraction, seeds = 0.5, cfg["sweep"]["seeds"]
     target = f"{results}/probe/bert/sst2/average/lambda/fraction_dynamic={fraction:g}/seed{seeds[0]}.parquet"
+    n = cfg["tasks"]["sst2"]["max_length"]
+    data_free = f"{results}/constants/bert/sst2/N{n}/identity.safetensors"  # rule data_free_constants, beside averaging
 
     run = run_snakemake(
         wd,
         target,
+        data_free,
         "--profile",
         "slurm",
         "--configfile",
@@ -423,10 +425,12 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
             "tokenize",
             "tokenize",
             "average_attention",
+            "data_free_constants",
             "learn_lambda",
             "probe",
         ]
     ), rules
+    assert (wd / data_free).stat().st_size > 0
     assert (wd / results / "built/models/bert/config.json").exists()
     assert (wd / results / "built/data/glue_sst2/train.tsv").exists()
     probe = pd.read_parquet(wd / target)

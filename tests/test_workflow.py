@@ -501,7 +501,13 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     GPU queue to write a matrix of zeros. They are rule data_free_constants: resources.default's request, and the
     profile's set-resources names only the model rules."""
     repo = copy_repo(tmp_path / "repo")
-    out = smk(repo, "-n", "--profile", "slurm", "--configfile", "config/paper.yaml").stdout
+    env = {**LOCAL_ENV, "PAPA_SLURM_GPUS": "1"}  # the profile's default, whatever this shell sets
+    run = subprocess.run(
+        [SNAKEMAKE, "-n", "--profile", "slurm", "--configfile", "config/paper.yaml"],
+        cwd=repo, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout
     jobs = dry_run_resources(out)
     by_rule = {}
     for rule, res in jobs:
