@@ -331,7 +331,7 @@ def separator_positions(tokenizer, max_length: int, pair: bool, layout: str = "p
 def _tokenize(tokenizer, texts, words: bool):
     # whole texts, no special tokens: `encode` lays out and truncates them itself (counted in n_truncated), so
     # transformers' warning that a text longer than model_max_length "will result in indexing errors" would be
-    # false (verbose=False silences it; it filled every tokenize log of a run with long inputs)
+    # false (verbose=False silences it; it filled the console of the H100 rehearsal, once per tokenizing job)
     if words:
         texts = [list(w) for w in texts]
         if getattr(tokenizer, "add_prefix_space", None) is False:

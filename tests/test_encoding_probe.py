@@ -96,7 +96,7 @@ def test_truncation_is_counted(minilm):
 
 def test_long_texts_raise_no_length_warning(minilm, caplog):
     # encode truncates whole texts itself: transformers' warning that a text longer than model_max_length "will
-    # result in indexing errors" is false here (it appeared in every tokenize log of the rehearsal)
+    # result in indexing errors" is false here (the H100 rehearsal printed it once per tokenizing job)
     import copy
     import logging
 
