@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_workflow import copy_repo, copy_without_task, ctrl_c_works
+from tests.test_workflow import copy_repo, copy_without_task, ctrl_c_works, dry_run_jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -277,18 +277,13 @@ def test_profile_gpu_switch_dry_run(tmp_path):
     cpu = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120)
     assert cpu.returncode == 0, cpu.tail()
 
-    def probe_resources(run):
-        lines = run.output.splitlines()
-        found = []
-        for i, line in enumerate(lines):
-            if line.strip() == "rule probe:":
-                block = "\n".join(lines[i : i + 12])
-                found.append(re.search(r"resources: (.*)", block).group(1))
+    def probe_gpus(run):
+        found = {j["resources"]["gpu"] for rule, j in dry_run_jobs(run.output) if rule == "probe"}
         assert found, run.tail()
         return found
 
-    assert all("gpu=1" in r for r in probe_resources(gpu))
-    assert all("gpu=0" in r for r in probe_resources(cpu))
+    assert probe_gpus(gpu) == {"1"}
+    assert probe_gpus(cpu) == {"0"}
     # prepare is no GPU rule
     assert "gpu=" not in gpu.output.split("rule probe:")[0]
 

@@ -451,7 +451,8 @@ def test_a_retried_job_asks_for_more_memory_and_time():
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
-    cfg = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["resources"]
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    cfg = paper["resources"]
     with SnakemakeApi(OutputSettings(quiet=True)) as api:
         wf = api.workflow(
             resource_settings=ResourceSettings(),
@@ -471,7 +472,7 @@ def test_a_retried_job_asks_for_more_memory_and_time():
                 checked += 1
         # a task's own resources (tasks.mnli.resources.probe in paper.yaml) over the rule's, for its jobs only
         probe = wf.get_rule("probe")
-        task_cfg = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["tasks"]["mnli"]["resources"]["probe"]
+        task_cfg = paper["tasks"]["mnli"]["resources"]["probe"]
         mnli, cola = SimpleNamespace(task="mnli"), SimpleNamespace(task="cola")
         assert [probe.resources["runtime"].evaluate(mnli, attempt=a).value for a in (1, 2)] == [
             task_cfg["runtime"],
@@ -482,15 +483,15 @@ def test_a_retried_job_asks_for_more_memory_and_time():
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each
 
 
-def dry_run_resources(output: str) -> list[tuple[str, dict[str, str]]]:
-    """(rule, resources) of every job a dry run prints."""
-    jobs, rule = [], None
+def dry_run_jobs(output: str) -> list[tuple[str, dict[str, dict[str, str]]]]:
+    """(rule, {"resources": {...}, "wildcards": {...}}) of every job a dry run prints, its ``key=value`` lines
+    parsed (a job without wildcards has none)."""
+    jobs = []
     for line in output.splitlines():
         if m := re.match(r"(?:local)?rule (\w+):$", line):
-            rule = m.group(1)
-        elif rule and (m := re.match(r"\s+resources: (.*)$", line)):
-            jobs.append((rule, dict(kv.split("=", 1) for kv in m.group(1).split(", "))))
-            rule = None
+            jobs.append((m.group(1), {}))
+        elif jobs and (m := re.match(r"\s+(resources|wildcards): (.*)$", line)):
+            jobs[-1][1][m.group(1)] = dict(kv.split("=", 1) for kv in m.group(2).split(", "))
     return jobs
 
 
@@ -507,20 +508,21 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
         cwd=repo, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    out = run.stdout
-    jobs = dry_run_resources(out)
+    jobs = dry_run_jobs(run.stdout)
     by_rule = {}
-    for rule, res in jobs:
-        by_rule.setdefault(rule, []).append(res)
+    for rule, fields in jobs:
+        by_rule.setdefault(rule, []).append(fields)
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["resources"]
     free = by_rule["data_free_constants"]
-    assert len(free) == 111 and {r["gpu"] for r in free} == {"0"}, free[:3]
-    assert {r["mem_mb"] for r in free} == {str(paper["default"]["mem_mb"])}
+    assert len(free) == 111 and {j["resources"]["gpu"] for j in free} == {"0"}, free[:3]
+    assert {j["resources"]["mem_mb"] for j in free} == {str(paper["default"]["mem_mb"])}
     for rule in ("average_attention", "learn_lambda", "probe", "mlm"):
-        assert by_rule[rule] and {r["gpu"] for r in by_rule[rule]} == {"1"}, rule
-    assert {r["mem_mb"] for r in by_rule["average_attention"]} == {str(paper["average_attention"]["mem_mb"])}
+        assert by_rule[rule] and {j["resources"]["gpu"] for j in by_rule[rule]} == {"1"}, rule
+    assert {j["resources"]["mem_mb"] for j in by_rule["average_attention"]} == {
+        str(paper["average_attention"]["mem_mb"])
+    }
     # each kind in its own rule (paper.yaml's data-free kinds: identity, toeplitz, zeros)
     for rule, kinds in (("data_free_constants", spec.DATA_FREE), ("average_attention", spec.DATA_KINDS)):
-        built = {m.group(1) for m in re.finditer(rf"^rule {rule}:\n(?:.*\n)*?\s+wildcards: .*kind=(\w+)", out, re.M)}
+        built = {j["wildcards"]["kind"] for j in by_rule[rule]}
         assert built and built <= set(kinds), (rule, built)
     assert len(jobs) == 1265

@@ -29,27 +29,18 @@ rule average_attention:
         "../scripts/average_attention.py"
 
 
-rule data_free_constants:
-    """A data-free constant kind (spec.DATA_FREE: identity, toeplitz, zeros, uniform) per (model, corpus, N), built
-    from the model's config and N alone: its own rule so that its job asks for resources.data_free_constants (by
-    default resources.default: no GPU), not for the GPU and memory of rule average_attention (under the Slurm
-    profile those jobs waited in a GPU queue to write a matrix of zeros)."""
-    input:
-        tokens=tokens("{model}", "{dataset}", "{n}", "train"),  # its N (the token file's metadata)
-        model=lambda wc: model_input(wc.model),
-    output:
-        constants_path("{model}", "{dataset}", "{n}", "{kind}"),
+# The data-free constant kinds (spec.DATA_FREE: identity, toeplitz, zeros, uniform), built from the model's config and N
+# alone: the averaging rule's job under its own name, so that it asks for resources.data_free_constants (by default
+# resources.default: no GPU), not for the GPU and memory of averaging (under the Slurm profile those jobs waited in a
+# GPU queue to write a matrix of zeros). Its inputs (the token file gives N), output, code and script are
+# average_attention's.
+use rule average_attention as data_free_constants with:
     wildcard_constraints:
         kind=one_of(spec.DATA_FREE),
     params:
-        code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
-        model=lambda wc: model_path(wc.model),
         # no averaging settings: a change to them reruns no data-free matrix
         batch_size=None,
         max_examples=None,
-        seed=SEED,
-    conda:
-        CONDA_ENV
     log:
         f"{R}/logs/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
     benchmark:
@@ -59,8 +50,6 @@ rule data_free_constants:
         mem_mb=grows("data_free_constants", "mem_mb"),
         runtime=grows("data_free_constants", "runtime"),
         gpu=res("data_free_constants")["gpu"],
-    script:
-        "../scripts/average_attention.py"
 
 
 rule learn_lambda:
