@@ -114,7 +114,7 @@ def res(rule_name, task=None):
     for a task's job (probe, learn_lambda) tasks.<task>.resources.<rule> over both."""
     out = {**config["resources"]["default"], **config["resources"].get(rule_name, {})}
     if task is not None:
-        out.update(task_cfg(task).get("resources", {}).get(rule_name, {}))
+        out.update(task_cfg(task)["resources"].get(rule_name, {}))  # the schema fills in tasks.<t>.resources: {}
     return out
 
 
