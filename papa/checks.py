@@ -149,11 +149,37 @@ def validate_config(config: dict, warn=None) -> dict:
         raise FileNotFoundError(f"{SCHEMA} is missing: papa reads the workflow's schema from its checkout "
                                 f"(pip install -e . from a clone of the project)")  # fmt: skip
     migrate_config(config, warn)
+    schema = yaml.safe_load(SCHEMA.read_text())
+    unknown = unknown_keys(config, schema)
+    if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
+        raise ConfigError("\n".join(unknown))
     validate(config, str(SCHEMA), set_default=True)
-    integers_as_int(config, yaml.safe_load(SCHEMA.read_text()))
+    integers_as_int(config, schema)
     fill_derived_defaults(config)
     check_config(config)
     return config
+
+
+def unknown_keys(config: dict, schema: dict) -> list[str]:
+    """One line per key of ``config`` that ``schema`` does not allow where it stands (a misspelt
+    ``sweep.batch_ordr``), with its dotted path, the closest allowed key ("did you mean") and the keys
+    allowed there. Keys the schema allows anywhere (model and task names) are not checked."""
+    import difflib
+
+    from jsonschema.validators import validator_for
+
+    out = []
+    for error in validator_for(schema)(schema).iter_errors(config):
+        if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+            continue
+        known = sorted(error.schema.get("properties") or {})
+        where = ".".join(str(p) for p in error.absolute_path)
+        for key in sorted(set(error.instance) - set(known), key=str):
+            near = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            path, place = (f"{where}.{key}", f"under {where}") if where else (str(key), "at the top level")
+            out.append(f"config key {path!r} is not known: {hint}the keys allowed {place} are {', '.join(known)}")
+    return out
 
 
 def load_config(path, warn=None) -> dict:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .models import model_shape
+from .models import model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_KINDS
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,9 @@ def average_attention(
         kind: ``"average"`` (the method) or ``"effective"`` (average of effective attention; the
             metadata then also holds ``head_dim`` and ``n_examples_at_most_head_dim``).
         total: number of examples, for the progress ETA.
-        metadata: extra metadata stored with the result.
+        metadata: extra metadata stored with the result; ``model`` and ``model_revision`` default to the
+            model's own (its ``name_or_path`` and hub commit), which `papa.patch` compares with the model
+            it patches.
         log_every: seconds between progress lines (examples, examples/s, ETA) in the log.
     """
     from .patching import record_attention
@@ -338,6 +340,9 @@ def average_attention(
             recorder.head_dim,
         )
         meta.update(n_examples_at_most_head_dim=n_short, head_dim=recorder.head_dim)
+    name = getattr(model.config, "_name_or_path", "")
+    if name:
+        meta.update(model=name, model_revision=model_revision(model))
     meta.update(metadata or {})
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta)
 

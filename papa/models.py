@@ -144,6 +144,38 @@ def model_revision(model) -> str | None:
     return getattr(getattr(model, "config", None), "_commit_hash", None)
 
 
+class ConstantsFromAnotherModel(UserWarning):
+    """`papa.patch` was given constant matrices recorded as computed on another model (or another hub
+    revision) than the one patched; their shapes fit, so this may be meant (a pretrained model's averages in
+    a fine-tuned copy of it), but it is not PAPA's measurement."""
+
+
+def _model_key(name_or_path: str) -> str:
+    """What `model_differs` compares: an alias or a folder as its resolved absolute path, a hub id as is."""
+    name = split_revision(name_or_path)[0]
+    try:
+        name = resolve_model_path(name)
+    except Exception:  # a folder since removed, an alias whose package is missing: compare the name as given
+        return name
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.exists() else name
+
+
+def model_differs(recorded: str | None, recorded_revision: str | None, model) -> str | None:
+    """Why ``model`` is not the model a file's metadata names (``recorded``, as given to `load_encoder`:
+    hub id, ``id@revision``, folder or alias; ``recorded_revision``: the hub commit it resolved to), or
+    None when it is the same or when that cannot be told (nothing recorded; a model built in memory)."""
+    loaded = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
+    if not recorded or not loaded:
+        return None
+    if _model_key(str(recorded)) != _model_key(loaded):
+        return f"model {recorded!r}, and the model patched is {loaded!r}"
+    revision = model_revision(model)
+    if recorded_revision and revision and recorded_revision != revision:
+        return f"revision {recorded_revision} of {recorded!r}, and the model patched is its revision {revision}"
+    return None
+
+
 def resolve_model_path(name_or_path: str) -> str:
     """Map an alias to a local folder; pass anything else (hub id, folder) through.
 
@@ -257,9 +289,13 @@ def load_encoder(
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
     except OSError as err:
+        import difflib
+
+        near = difflib.get_close_matches(name.lower(), sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)), n=1)
+        hint = f"Did you mean the offline alias {near[0]!r}? " if near else ""
         raise OSError(
-            f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. Without a model hub, use a local "
-            f"folder or the offline alias 'minilm'."
+            f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. {hint}Without a model hub, use a "
+            f"local folder or the offline alias 'minilm'."
         ) from err
     family_of(model)  # fail early for unsupported families
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]

@@ -14,6 +14,9 @@ def test_missing_local_model_folder_names_the_path(tmp_path):
         papa.load_encoder(str(missing))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         papa.models.resolve_model_path("./no/such/folder")
+    # a misspelt alias is taken for a hub id; where that does not load, the error names the alias meant
+    with pytest.raises(OSError, match="(?s)Could not load 'minlm' .*Did you mean the offline alias 'minilm'?"):
+        papa.load_encoder("minlm")
     # hub ids and aliases are not paths
     assert not papa.models.looks_like_path("FacebookAI/roberta-base")
     assert not papa.models.looks_like_path("minilm")
@@ -73,6 +76,34 @@ def test_invalid_config_names_the_key(edit, needle):
         validate_config(cfg, warn=lambda msg: None)
     assert needle in str(err.value), str(err.value)
     validate_config(_config(), warn=lambda msg: None)  # the unedited config passes
+
+
+def test_misspelt_keys_are_named_with_their_path_and_the_key_meant():
+    """Every key the schema does not allow where it stands, at any depth (behind a $ref, under if/then), in one
+    error before Snakemake's validation; names the user chooses (models, tasks) are not keys to check."""
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    cfg["sed"] = 1
+    cfg["sweep"]["batch_ordr"] = "shared"
+    cfg["models"]["tiny"] = {"build": {"familly": "bert"}}
+    cfg["resources"] = {"prob": {"threads": 1}}
+    cfg["averaging"] = {"xyz": 1}
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda msg: None)
+    lines = str(e.value).splitlines()
+    assert len(lines) == 5, lines
+    for needle in (
+        "'sed' is not known: did you mean 'seed'? the keys allowed at the top level are",
+        "'sweep.batch_ordr' is not known: did you mean 'batch_order'? the keys allowed under sweep are",
+        "'models.tiny.build.familly' is not known: did you mean 'family'?",
+        "'resources.prob' is not known: did you mean 'probe'?",
+        "'averaging.xyz' is not known: the keys allowed under averaging are batch_size, max_examples",
+    ):
+        assert sum(needle in line for line in lines) == 1, (needle, lines)
+    cfg = _config()
+    cfg["models"]["my_model-2.v1"] = cfg["models"]["minilm"]  # a name of the user's, not a misspelt key
+    validate_config(cfg, warn=lambda msg: None)
 
 
 def test_check_config_names_every_problem():
@@ -220,6 +251,51 @@ def test_constants_load_checks_the_file(tmp_path):
     truncated.write_bytes(good.read_bytes()[:100])
     with pytest.raises(io.UnreadableFileError, match="truncated.safetensors is not a readable safetensors file"):
         ConstantAttention.load(truncated)
+
+
+def test_patch_warns_for_constants_recorded_on_another_model(minilm, tmp_path):
+    """Constants of another model (or hub revision) with the same shape are used, with a warning naming
+    both; the same model under another name (its alias, its folder) and data-free kinds raise none."""
+    import warnings
+
+    import torch
+
+    from papa.constants import ConstantAttention, data_free
+    from papa.models import ConstantsFromAnotherModel
+
+    model, tok = minilm
+    enc = papa.encode(tok, ["a short sentence", "and a second, longer sentence"], max_length=16)
+    C = papa.average_attention(model, enc.batches(2))
+    assert C.metadata["model"] == model.config._name_or_path  # recorded without being asked
+    C.save(tmp_path / "c.safetensors")
+    C = ConstantAttention.load(tmp_path / "c.safetensors")
+    static = torch.ones(papa.model_shape(model), dtype=torch.bool)
+
+    def warned(constants) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            papa.patch(model, constants, static=static).remove()
+        return [str(w.message) for w in caught if issubclass(w.category, ConstantsFromAnotherModel)]
+
+    assert warned(C) == [] and warned(C.mean) == []
+    C.metadata["model"] = "minilm"  # the alias of the folder the model was loaded from
+    assert warned(C) == []
+    C.metadata["model"] = "bert-base-uncased"
+    (message,) = warned(C)
+    assert "computed on model 'bert-base-uncased', and the model patched is" in message
+    assert model.config._name_or_path in message
+    other = data_free("identity", *papa.model_shape(model), 16, metadata={"model": "bert-base-uncased"})
+    assert warned(other) == []
+    C.metadata.update(model="org/name@v1", model_revision="abc123")  # a hub model at another commit
+    saved = model.config._name_or_path, getattr(model.config, "_commit_hash", None)
+    model.config._name_or_path, model.config._commit_hash = "org/name", "def456"
+    try:
+        (message,) = warned(C)
+        assert "revision abc123 of 'org/name@v1', and the model patched is its revision def456" in message
+        C.metadata["model_revision"] = "def456"
+        assert warned(C) == []
+    finally:  # the fixture's model is shared by the session's tests
+        model.config._name_or_path, model.config._commit_hash = saved
 
 
 def test_patch_refuses_nan_constants(minilm):

@@ -380,9 +380,16 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_load_it(smok
 #: workflow/rules/common.smk runs before any rule (tests/test_errors.py, in-process, the fast tier); `SNAKEMAKE_CASES`
 #: also through a Snakemake run here: a schema error, a renamed key, a cross-check of papa.checks.
 INVALID_CONFIGS = [
-    (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lrr=1e-3), "lrr"),
-    (lambda c: c.update(sweeps={}), "sweeps"),
-    (lambda c: c["datasets"]["rt_sentiment"].update(max_trian=10), "max_trian"),
+    # a misspelt key: its dotted path and the key meant (papa.checks.unknown_keys)
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lrr=1e-3),
+        "'tasks.rt_sentiment.probe.lrr' is not known: did you mean 'lr'?",
+    ),
+    (lambda c: c.update(sweeps={}), "'sweeps' is not known: did you mean 'sweep'?"),
+    (
+        lambda c: c["datasets"]["rt_sentiment"].update(max_trian=10),
+        "'datasets.rt_sentiment.max_trian' is not known: did you mean 'max_train'?",
+    ),
     (lambda c: c["sweep"].update(fraction_dynamic=[1.5]), "1.5"),
     (lambda c: c["sweep"].update(fractions=[1, 0]), "give only sweep.fraction_dynamic"),
     (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
@@ -403,7 +410,11 @@ INVALID_CONFIGS = [
         "models minilm, minilm2 share no task",
     ),
 ]
-SNAKEMAKE_CASES = ("lrr", "give only sweep.fraction_dynamic", "tasks.wsj_pos.metrics: 'f1' does not fit")
+SNAKEMAKE_CASES = (
+    "'tasks.rt_sentiment.probe.lrr' is not known: did you mean 'lr'?",
+    "give only sweep.fraction_dynamic",
+    "tasks.wsj_pos.metrics: 'f1' does not fit",
+)
 
 
 @pytest.mark.parametrize("edit, needle", [c for c in INVALID_CONFIGS if c[1] in SNAKEMAKE_CASES])

@@ -10,12 +10,14 @@ change installation makes is pushed onto the handle's undo stack (a `contextlib.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import ExitStack
 
 import torch
 from torch import nn
 
-from ..models import attention_modules, family_of, num_heads
+from ..models import ConstantsFromAnotherModel, attention_modules, family_of, model_differs, num_heads
+from ..spec import DATA_FREE
 from . import routes
 from .modes import Context, LayerState, Mode, OnAttention
 
@@ -84,7 +86,22 @@ class PatchHandle:
                 f"Constant matrices have shape {tuple(C.shape)}; this model needs [layers={L}, heads={H}, N, N]. "
                 f"Were they averaged on another model?"
             )
+        self._warn_if_another_model(getattr(constants, "metadata", None) or {})
         return C.to(device=device, dtype=dtype)
+
+    def _warn_if_another_model(self, meta: dict) -> None:
+        """A `ConstantsFromAnotherModel` warning when the constants' metadata names another model than the
+        one patched (data-free kinds depend on the shape alone: never)."""
+        if meta.get("kind") in DATA_FREE:
+            return
+        why = model_differs(meta.get("model"), meta.get("model_revision"), self.model)
+        if why:
+            warnings.warn(
+                f"The constant matrices were computed on {why}. Their shapes fit, so they are used; if that is "
+                f"not what you meant, average attention on the model you patch (papa.average_attention)",
+                ConstantsFromAnotherModel,
+                stacklevel=4,
+            )
 
     def _checked_static(self, static) -> torch.Tensor:
         L, H = self.shape
