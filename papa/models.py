@@ -153,6 +153,10 @@ class ConstantsFromAnotherModel(UserWarning):
 def _model_key(name_or_path: str) -> str:
     """What `model_differs` compares: an alias or a folder as its resolved absolute path, a hub id as is."""
     name = split_revision(name_or_path)[0]
+    if name.lower() in SPLIT_ZIP_ALIASES:  # where it is assembled, without assembling it (a 400 MB fetch)
+        from .data.downloads import default_cache_dir
+
+        name = str(default_cache_dir() / "models" / SPLIT_ZIP_MODELS[SPLIT_ZIP_ALIASES[name.lower()]].folder)
     try:
         name = resolve_model_path(name)
     except Exception:  # a folder since removed, an alias whose package is missing: compare the name as given
