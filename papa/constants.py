@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from .models import model_revision, model_shape
-from .spec import CONSTANT_KINDS, DATA_KINDS
+from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +373,7 @@ def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None 
     elif kind == "uniform":
         m = torch.ones(n, n)
     else:
-        raise ValueError(f"Unknown data-free constant kind {kind!r}; choose from identity, toeplitz, zeros, uniform")
+        raise ValueError(f"Unknown data-free constant kind {kind!r}; choose from {', '.join(DATA_FREE)}")
     meta = {"kind": kind, "N": n, "layers": layers, "heads": heads, "n_examples": 0}
     meta.update(metadata or {})
     return ConstantAttention(m.expand(layers, heads, n, n).clone(), torch.ones(n, n, dtype=torch.float64), meta)
