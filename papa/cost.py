@@ -4,8 +4,10 @@ encoder passes and GPU-hours, next to the authors' procedure (a fresh encoder pa
 of every seed and every fraction).
 
 Estimates, not measurements: split sizes are the published ones, mean word-piece lengths are
-approximate (see `DATASETS`), and GPU time comes from one measured forward throughput scaled by
-padded length and model size (`gpu_hours`).
+approximate (see `DATASETS`). GPU time comes from throughput measured per encoder
+(`benchmarks/gpu_cost.py`: each paper encoder's feature pass at its padded length, and its
+gradient steps, on one GPU; `Throughput`) or, for a model that file lacks, from one forward
+throughput scaled by padded length and model size (`gpu_hours`, `GRAD_PASS_COST`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -52,8 +55,40 @@ MODELS = {
     "google/electra-base-discriminator": (12, 768, 85e6),
 }
 #: A pass that back-propagates through the encoder (lambdas, trained constants) costs about two
-#: forward passes (activation gradients only: the encoder's weights are frozen).
+#: forward passes (activation gradients only: the encoder's weights are frozen). The assumption for a
+#: model `Throughput` has not measured; measured on an H100 it is 2.5 (large) to 3.5 (base, at the
+#: training batch of 16 the GPU is less busy) feature passes (benchmarks/reference/gpu_cost-h100.json).
 GRAD_PASS_COST = 2.0
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Measured throughput per encoder: ``models`` is the ``models`` block of
+    ``benchmarks/gpu_cost.py``'s JSON (hub id -> its ``forward_N<n>`` feature-pass timings and its
+    ``grad_pass_cost``: a gradient step's time per example against the feature pass's)."""
+
+    models: dict
+    source: str = ""
+
+    @classmethod
+    def load(cls, path) -> Throughput:
+        import json
+
+        data = json.loads(Path(path).read_text())
+        if data.get("tiny"):
+            raise ValueError(f"{path} was measured on tiny shapes (gpu_cost.py --tiny): not a paper-scale throughput")
+        return cls(data["models"], f"{Path(path).name} ({data.get('device', '?')})")
+
+    def tokens_per_s(self, model: str, n: int) -> float | None:
+        """Padded tokens/s of ``model``'s feature pass at the measured length closest to ``n`` (None: not
+        measured)."""
+        runs = {int(k.removeprefix("forward_N")): v["tokens_per_s"] for k, v in self.models.get(model, {}).items()
+                if k.startswith("forward_N") and k.removeprefix("forward_N").isdigit()}  # fmt: skip
+        return runs[min(runs, key=lambda m: (abs(m - n), m))] if runs else None
+
+    def grad_pass_cost(self, model: str, kind: str) -> float | None:
+        """``kind`` ``"lambda"`` or ``"trained"``: one gradient step's cost in feature passes."""
+        return (self.models.get(model, {}).get("grad_pass_cost") or {}).get(kind)
 
 
 def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
@@ -103,10 +138,21 @@ def gpu_hours(
     return example_passes * max_length / tokens_per_s * (params / base_params) / 3600
 
 
-def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_budget_mb: float | None) -> pd.DataFrame:
+def estimate(
+    config: dict,
+    probe_jobs,
+    lambda_jobs,
+    tokens_per_s: float,
+    disk_budget_mb: float | None,
+    measured: Throughput | None = None,
+) -> pd.DataFrame:
     """One row per job of ``config`` (`workflow_jobs`): cache size, strategy, encoder passes
     (examples x passes) and GPU-hours, this project's way and the authors'. ``config`` is read as
     the workflow reads it (a validated copy, `papa.checks.validate_config`: the schema's defaults).
+
+    GPU-hours: ``measured``'s throughput for the models it has (column ``throughput``: ``measured``),
+    else ``tokens_per_s`` (a BERT-base-sized encoder's feature pass) scaled by padded length and
+    parameters, and gradient passes at `GRAD_PASS_COST` (``assumed``).
 
     This project: a probe job encodes train + validation once (``memory``/``disk``), or every epoch
     of every seed (``reencode``; every epoch for all seeds at once under ``sweep.batch_order:
@@ -147,7 +193,13 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
                 strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
                 ours = per_epoch * (reencoded_seeds * epochs if strategy == "reencode" else 1)
                 grad, authors = False, seeds * epochs * per_epoch
-            factor = GRAD_PASS_COST if grad else 1.0
+            hub_id = config["models"][m]
+            tps = measured.tokens_per_s(hub_id, N) if measured else None
+            grad_kind = "lambda" if stage == "lambda" else "trained"
+            grad_cost = measured.grad_pass_cost(hub_id, grad_kind) if measured and tps else None
+            factor = (grad_cost or GRAD_PASS_COST) if grad else 1.0
+            # hours of one example-pass: N padded tokens at the model's measured rate, or the scaled assumption
+            per_pass = N / tps / 3600 if tps else gpu_hours(1, N, params, tokens_per_s)
             rows.append(
                 {
                     "stage": stage,
@@ -163,8 +215,9 @@ def estimate(config: dict, probe_jobs, lambda_jobs, tokens_per_s: float, disk_bu
                     "strategy": strategy,
                     "passes_ours": ours,
                     "passes_authors": authors,
-                    "gpu_h_ours": factor * gpu_hours(ours, N, params, tokens_per_s),
-                    "gpu_h_authors": factor * gpu_hours(authors, N, params, tokens_per_s),
+                    "throughput": "measured" if tps else "assumed",
+                    "gpu_h_ours": factor * per_pass * ours,
+                    "gpu_h_authors": factor * per_pass * authors,
                 }
             )
     return pd.DataFrame(rows)

@@ -102,3 +102,65 @@ def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path, compare_runs):
     assert (res["settings_compared"], res["seed_scores_compared"]) == (1, 2)
     assert res["max_seed_diff"] == pytest.approx(0.05) and res["max_mean_diff"] == pytest.approx(0.025)
     assert res["means_within_ci95"] == "0/1"
+
+
+def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_path, monkeypatch):
+    """benchmarks/gpu_cost.py on its CPU code path (--tiny: two families, one per patching route) writes what
+    `papa.cost.Throughput` reads; its shapes cover `papa.cost.MODELS`. The H100 figures themselves are
+    benchmarks/reference/gpu_cost-h100.json."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_cost
+
+    from papa.cost import MODELS, Throughput
+
+    assert set(gpu_cost.SHAPES) == set(MODELS)
+    ids = ["bert-base-uncased", "microsoft/deberta-base"]
+    out = gpu_cost.main(["--tiny", "--device", "cpu", "--reps", "1", "--out", str(tmp_path), "--models", *ids])
+    assert json.loads((tmp_path / "gpu_cost.json").read_text()) == out and out["tiny"]
+    for hub_id in ids:
+        r = out["models"][hub_id]
+        assert (r["layers"], r["heads"]) == (2, 4)
+        for key in ("forward_N64", "forward_N128", "forward_N256", "lambda", "trained"):
+            assert r[key]["s"] > 0 and r[key]["tokens_per_s"] > 0, key
+        assert r["grad_pass_cost"]["lambda"] > 0 and r["grad_pass_cost"]["trained"] > 0
+    with pytest.raises(ValueError, match="tiny shapes"):
+        Throughput.load(tmp_path / "gpu_cost.json")
+    t, bert = Throughput(out["models"]), out["models"]["bert-base-uncased"]
+    assert t.tokens_per_s("bert-base-uncased", 128) == bert["forward_N128"]["tokens_per_s"]
+    assert t.tokens_per_s("bert-base-uncased", 200) == bert["forward_N256"]["tokens_per_s"]  # the nearest N
+    assert t.tokens_per_s("FacebookAI/roberta-base", 128) is None
+
+
+def test_cost_estimate_takes_each_models_measured_throughput():
+    """papa.cost.estimate with a `Throughput`: a measured model's jobs cost example-passes x N at its own
+    rate for that N, its gradient jobs its measured step cost; a model the file lacks keeps the scaled
+    assumption (`gpu_hours`, `GRAD_PASS_COST`), marked ``assumed``."""
+    import yaml
+
+    from papa.cost import GRAD_PASS_COST, Throughput, estimate, gpu_hours
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    measured = Throughput(
+        {
+            "bert-large-uncased": {
+                "forward_N64": {"tokens_per_s": 5e4},
+                "forward_N128": {"tokens_per_s": 7e4},
+                "grad_pass_cost": {"lambda": 2.5, "trained": 3.0},
+            }
+        }  # fmt: skip
+    )
+    probes = [("bert-large", "cola", "average", "lambda", 0.5), ("bert-large", "mnli", "average_trained", "lambda", 0),
+              ("bert-base", "cola", "average", "lambda", 0.5)]  # fmt: skip
+    lambdas = [("bert-large", "cola", "average"), ("bert-base", "cola", "average")]
+    df = estimate(paper, probes, lambdas, 2e5, 500 * 1024, measured).set_index(["stage", "model", "task"])
+    cola = df.loc[("probe", "bert-large", "cola")]  # N = 64
+    assert cola.throughput == "measured" and cola.gpu_h_ours == pytest.approx(cola.passes_ours * 64 / 5e4 / 3600)
+    mnli = df.loc[("probe", "bert-large", "mnli")]  # N = 256 (the nearest measured: 128), trained constants
+    assert mnli.N == 256 and mnli.gpu_h_ours == pytest.approx(3.0 * mnli.passes_ours * 256 / 7e4 / 3600)
+    lam = df.loc[("lambda", "bert-large", "cola")]
+    assert lam.gpu_h_ours == pytest.approx(2.5 * lam.passes_ours * 64 / 5e4 / 3600)
+    base = df.loc[("lambda", "bert-base", "cola")]
+    assert base.throughput == "assumed"
+    assert base.gpu_h_ours == pytest.approx(GRAD_PASS_COST * gpu_hours(base.passes_ours, 64, 85e6, 2e5))
+    reference = Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100.json")
+    assert all(reference.tokens_per_s(m, 128) and reference.grad_pass_cost(m, "trained") for m in reference.models)

@@ -1,0 +1,208 @@
+"""The throughput behind papa.cost's GPU-hours, measured per paper encoder on one GPU.
+
+    python benchmarks/gpu_cost.py [--out DIR]          # on a CUDA device: writes gpu_cost.json
+    python benchmarks/gpu_cost.py --tiny --device cpu  # the code path, on tiny shapes (tests)
+
+`benchmarks/paper_cost.py` turns encoder passes into GPU-hours. Without this file it assumes one
+throughput (a BERT-base-shaped forward, `gpu_check.json`) scaled by parameters, a gradient pass at
+two forward passes (`papa.cost.GRAD_PASS_COST`), and no extra cost for DeBERTa's relative attention.
+This script measures instead, for every encoder of `papa.cost.MODELS` (the paper's), built from its
+hub config's shape with random weights (no hub; timings, not science), on the stages' own calls:
+
+* ``forward``: the probe stage's feature pass (`papa.probe`: frozen encoder, ``inference_mode``,
+  every hidden state), the cache's batch of 64, at N = 64, 128 and 256, unpatched (fraction 1) and
+  with half the heads constant (`papa.patch`, static);
+* ``lambda``: a step of `papa.probe.learn_lambdas` (``patch(mix=True)``: every head mixes its
+  attention and its constant, gradients through the frozen encoder into the lambda logits), and
+  ``trained``: a step of a ``*_trained`` probe (half the heads constant, the constants trainable),
+  both at N = 128 and paper.yaml's training batch of 16;
+* the peak GPU memory of each.
+
+Each timing is the median of ``--reps`` calls after a warm-up; inputs are padded batches (lengths
+drawn between N/4 and N), the way the stages see them. fp32, the weights' dtype the workflow loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import papa  # noqa: E402
+from papa.cost import MODELS  # noqa: E402
+from papa.models import FAMILIES, prepare  # noqa: E402
+from papa.selection import head_order, select_static  # noqa: E402
+
+_ROBERTA = dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5)  # fmt: skip
+_DEBERTA = dict(vocab_size=50265, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
+                max_relative_positions=-1, pos_att_type=["c2p", "p2c"], position_biased_input=False,
+                layer_norm_eps=1e-7)  # fmt: skip
+_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+
+#: hub id -> (model_type, the config keys of its hub config.json that set its shape and cost); every
+#: other key is transformers' default, which for BERT, RoBERTa and DeBERTa is the base shape (12 layers
+#: x 12 heads, hidden 768, feed-forward 3072; ELECTRA's default is the small discriminator, so its base
+#: shape is given). Total parameters, checked: 110M, 335M, 125M, 355M, 139M, 405M, 110M.
+SHAPES = {
+    "bert-base-uncased": ("bert", {}),
+    "bert-large-uncased": ("bert", _LARGE),
+    "FacebookAI/roberta-base": ("roberta", _ROBERTA),
+    "FacebookAI/roberta-large": ("roberta", {**_ROBERTA, **_LARGE}),
+    "microsoft/deberta-base": ("deberta", _DEBERTA),
+    "microsoft/deberta-large": ("deberta", {**_DEBERTA, **_LARGE}),
+    "google/electra-base-discriminator": (
+        "electra",
+        dict(embedding_size=768, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+    ),
+}
+#: --tiny: every family's code path at a shape that runs in seconds on a CPU
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, embedding_size=32)
+#: (and batches of 8 and 4)
+
+FORWARD_BATCH = 64  # paper.yaml's cache.batch_size: the feature pass
+TRAIN_BATCH = 16  # paper.yaml's probe/lambda batch sizes are 8 to 32
+LENGTHS = (64, 128, 256)
+TRAIN_N = 128
+
+
+def build(hub_id: str, tiny: bool, device) -> torch.nn.Module:
+    """A randomly initialised encoder of ``hub_id``'s shape, attention as `papa.load_encoder` sets it."""
+    import transformers as tf
+
+    model_type, keys = SHAPES[hub_id]
+    cfg = tf.AutoConfig.for_model(model_type, **{**keys, **(TINY if tiny else {})})
+    impl = "sdpa" if FAMILIES[model_type].route == "registry" else None
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = tf.AutoModel.from_config(cfg, **({"attn_implementation": impl} if impl else {}))
+    return prepare(model, device)
+
+
+def inputs(model, batch: int, n: int, device, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, min(20000, model.config.vocab_size), (batch, n), generator=g)
+    lengths = torch.randint(n // 4, n + 1, (batch,), generator=g)
+    mask = (torch.arange(n)[None] < lengths[:, None]).long()
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(fn, device, reps: int) -> dict:
+    """Median seconds of ``fn`` over ``reps`` calls after one warm-up, and the peak memory of a call."""
+    cuda = torch.device(device).type == "cuda"
+    fn()
+    sync(device)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        ts.append(time.perf_counter() - t0)
+    out = {"s": sorted(ts)[len(ts) // 2]}
+    if cuda:
+        out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
+def one_model(hub_id: str, tiny: bool, device, reps: int) -> dict:
+    model = build(hub_id, tiny, device)
+    fwd, train = (8, 4) if tiny else (FORWARD_BATCH, TRAIN_BATCH)
+    L, H = papa.model_shape(model)
+    half = select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))
+    res = {"layers": L, "heads": H, "hidden": int(model.config.hidden_size),
+           "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
+
+    def features(batch):
+        with torch.inference_mode():
+            return model(**batch, output_hidden_states=True).hidden_states
+
+    for n in LENGTHS:
+        batch = inputs(model, fwd, n, device)
+        r = measure(lambda batch=batch: features(batch), device, reps)
+        res[f"forward_N{n}"] = {**r, "tokens_per_s": fwd * n / r["s"]}
+    batch = inputs(model, fwd, TRAIN_N, device)
+    C = papa.average_attention(model, [batch], log_every=1e9)
+    with papa.patch(model, C, static=half):
+        r = measure(lambda: features(batch), device, reps)
+    res[f"forward_half_constant_N{TRAIN_N}"] = {**r, "tokens_per_s": fwd * TRAIN_N / r["s"]}
+
+    small = inputs(model, train, TRAIN_N, device, seed=1)
+    r = measure(lambda: features(small), device, reps)
+    res[f"forward_batch{train}_N{TRAIN_N}"] = {**r, "tokens_per_s": train * TRAIN_N / r["s"]}
+
+    def step(handle, params):
+        hidden = model(**small, output_hidden_states=True).hidden_states
+        loss = sum(h.float().pow(2).mean() for h in hidden[1:])
+        grads = torch.autograd.grad(loss, params)
+        return grads
+
+    with papa.patch(model, C, mix=True) as h:
+        r = measure(lambda: step(h, [h.lambda_logits]), device, reps)
+    res["lambda"] = {**r, "tokens_per_s": train * TRAIN_N / r["s"]}
+    with papa.patch(model, C, static=half, trainable_constants=True) as h:
+        r = measure(lambda: step(h, [h.constants]), device, reps)
+    res["trained"] = {**r, "tokens_per_s": train * TRAIN_N / r["s"]}
+    base = res[f"forward_N{TRAIN_N}"]["tokens_per_s"]
+    # what papa.cost multiplies a gradient job's example-passes by: its time per token against the feature pass's
+    res["grad_pass_cost"] = {k: base / res[k]["tokens_per_s"] for k in ("lambda", "trained")}
+    return res
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes: the code path, not the paper's cost")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--models", nargs="*", default=list(MODELS), help="hub ids of papa.cost.MODELS")
+    args = ap.parse_args(argv)
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        sys.exit("gpu_cost.py needs a CUDA device (or --device cpu --tiny for the code path)")
+    missing = set(MODELS) - set(SHAPES)
+    if missing:
+        sys.exit(f"gpu_cost.py has no shape for {', '.join(sorted(missing))}: add it to SHAPES")
+    import transformers
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as the workflow runs it (torch's default)
+    result = {
+        "device": torch.cuda.get_device_name(0) if torch.device(args.device).type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tiny": args.tiny,
+        "forward_batch": 8 if args.tiny else FORWARD_BATCH,
+        "train_batch": 4 if args.tiny else TRAIN_BATCH,
+        "models": {},
+    }
+    for hub_id in args.models:
+        t0 = time.perf_counter()
+        result["models"][hub_id] = one_model(hub_id, args.tiny, args.device, args.reps)
+        gc.collect()  # the model of one_model, before the next one is built
+        if torch.device(args.device).type == "cuda":
+            torch.cuda.empty_cache()
+        r = result["models"][hub_id]
+        print(f"{hub_id}: forward N128 {r['forward_N128']['tokens_per_s']:,.0f} tokens/s, gradient passes "
+              f"{r['grad_pass_cost']['lambda']:.2f}x (lambda) and {r['grad_pass_cost']['trained']:.2f}x (trained), "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_cost.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
