@@ -119,9 +119,25 @@ def measure(fn, device, reps: int) -> dict:
     return out
 
 
-def one_model(hub_id: str, tiny: bool, device, reps: int) -> dict:
+def deviation(model, device, matmul: str) -> dict:
+    """How far ``matmul`` precision moves the feature pass from full fp32 (`torch.set_float32_matmul_precision`):
+    the largest absolute difference of any hidden state, and its ratio to the hidden states' standard deviation."""
+    batch = inputs(model, 8, TRAIN_N, device, seed=2)
+    out = {}
+    for p in ("highest", matmul):
+        torch.set_float32_matmul_precision(p)
+        with torch.inference_mode():
+            out[p] = torch.stack(model(**batch, output_hidden_states=True).hidden_states[1:]).float()
+    diff = (out[matmul] - out["highest"]).abs().max().item()
+    return {"max_abs": diff, "relative_to_std": diff / out["highest"].std().item()}
+
+
+def one_model(hub_id: str, tiny: bool, device, reps: int, matmul: str = "highest") -> dict:
     model = build(hub_id, tiny, device)
     fwd, train = (8, 4) if tiny else (FORWARD_BATCH, TRAIN_BATCH)
+    if matmul != "highest":
+        dev = deviation(model, device, matmul)
+    torch.set_float32_matmul_precision(matmul)
     L, H = papa.model_shape(model)
     half = select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))
     res = {"layers": L, "heads": H, "hidden": int(model.config.hidden_size),
@@ -160,6 +176,9 @@ def one_model(hub_id: str, tiny: bool, device, reps: int) -> dict:
     base = res[f"forward_N{TRAIN_N}"]["tokens_per_s"]
     # what papa.cost multiplies a gradient job's example-passes by: its time per token against the feature pass's
     res["grad_pass_cost"] = {k: base / res[k]["tokens_per_s"] for k in ("lambda", "trained")}
+    if matmul != "highest":
+        res["deviation_from_fp32"] = dev
+    torch.set_float32_matmul_precision("highest")
     return res
 
 
@@ -170,6 +189,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes: the code path, not the paper's cost")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--models", nargs="*", default=list(MODELS), help="hub ids of papa.cost.MODELS")
+    ap.add_argument(
+        "--matmul",
+        default="highest",
+        choices=("highest", "high", "medium"),
+        help="torch.set_float32_matmul_precision: highest = fp32 (torch's default, the workflow's), high = TF32",
+    )
     args = ap.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_cost.py needs a CUDA device (or --device cpu --tiny for the code path)")
@@ -178,19 +203,19 @@ def main(argv=None) -> dict:
         sys.exit(f"gpu_cost.py has no shape for {', '.join(sorted(missing))}: add it to SHAPES")
     import transformers
 
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as the workflow runs it (torch's default)
     result = {
         "device": torch.cuda.get_device_name(0) if torch.device(args.device).type == "cuda" else "cpu",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "tiny": args.tiny,
+        "matmul": args.matmul,
         "forward_batch": 8 if args.tiny else FORWARD_BATCH,
         "train_batch": 4 if args.tiny else TRAIN_BATCH,
         "models": {},
     }
     for hub_id in args.models:
         t0 = time.perf_counter()
-        result["models"][hub_id] = one_model(hub_id, args.tiny, args.device, args.reps)
+        result["models"][hub_id] = one_model(hub_id, args.tiny, args.device, args.reps, args.matmul)
         gc.collect()  # the model of one_model, before the next one is built
         if torch.device(args.device).type == "cuda":
             torch.cuda.empty_cache()
@@ -200,7 +225,8 @@ def main(argv=None) -> dict:
               f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_cost.json").write_text(json.dumps(result, indent=2) + "\n")
+    name = "gpu_cost.json" if args.matmul == "highest" else f"gpu_cost-matmul_{args.matmul}.json"
+    (out / name).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -5,7 +5,8 @@ project picks, encoder passes and GPU-hours vs the authors' procedure (papa.cost
 
 Throughput: each paper encoder's own, measured on an H100 (benchmarks/gpu_cost.py, kept in
 benchmarks/reference/gpu_cost-h100.json: its feature pass at N = 64/128/256, fp32, batch 64, and
-its lambda and trained-constant gradient steps at batch 16, in feature passes); `--measured ''`
+its lambda and trained-constant gradient steps at batch 16, in feature passes; gpu_cost-h100-tf32.json
+for a config with `precision: tf32`); `--measured ''`
 instead uses the earlier assumption: the H100 forward of a BERT-base-shaped encoder (stock sdpa,
 batch 64, N = 128, benchmarks/reference/gpu_check-h100.json) scaled linearly by padded length and
 non-embedding parameters (large = 302M / 85M), a gradient pass at two forward passes.
@@ -46,13 +47,17 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--reference", default=str(ROOT / "benchmarks/reference/gpu_check-h100.json"))
     ap.add_argument(
         "--measured",
-        default=str(ROOT / "benchmarks/reference/gpu_cost-h100.json"),
-        help="benchmarks/gpu_cost.py's JSON: per-model throughput ('' = the scaled --reference alone)",
+        default=None,
+        help="benchmarks/gpu_cost.py's JSON: per-model throughput ('' = the scaled --reference alone); default: "
+        "benchmarks/reference/gpu_cost-h100.json, or gpu_cost-h100-tf32.json for a config with precision: tf32",
     )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
     args = ap.parse_args(argv)
     config = yaml.safe_load(Path(args.config).read_text())
     tps = measured_tokens_per_s(Path(args.reference))
+    if args.measured is None:
+        tf32 = config.get("precision") == "tf32"
+        args.measured = str(ROOT / f"benchmarks/reference/gpu_cost-h100{'-tf32' if tf32 else ''}.json")
     measured = Throughput.load(args.measured) if args.measured else None
     df = estimate(config, *workflow_jobs(args.config, ROOT), tps, args.disk_budget_gb * 1024, measured)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ looks finished. Usable without Snakemake.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -34,7 +35,14 @@ import torch
 from . import io, spec
 from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode, separator_positions, stream_tokens, token_meta  # noqa: F401 (last two: notebooks)
-from .models import load_encoder, model_revision, model_shape, resolve_model_path, split_revision
+from .models import (
+    cuda_matmul_precision,
+    load_encoder,
+    model_revision,
+    model_shape,
+    resolve_model_path,
+    split_revision,
+)
 from .patching import patch
 from .probe import PAPER_HPARAMS, TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
 from .selection import head_order, select_static
@@ -88,10 +96,15 @@ class Stage:
         raise NotImplementedError(f"{cls.__name__} cannot be built from a Snakemake job")
 
     @classmethod
+    def _job_fields(cls, sm) -> dict:
+        """The fields every job of this kind of stage sets alike (its log and threads)."""
+        return {"log": sm.log[0] if len(sm.log) else None, "threads": sm.threads}
+
+    @classmethod
     def from_snakemake(cls, sm):
         """The stage config of a running Snakemake job (``snakemake`` in a script); logging, torch
         threads and seeds are set up before it returns."""
-        fields = {"log": sm.log[0] if len(sm.log) else None, "threads": sm.threads, **cls._from_snakemake(sm)}
+        fields = {**cls._job_fields(sm), **cls._from_snakemake(sm)}
         stage = cls(**fields)
         setup(stage.log, stage.threads, stage.seed)
         return stage
@@ -104,6 +117,30 @@ class Stage:
         from dataclasses import asdict
 
         return {"stage": type(self).__name__, "settings": asdict(self), "environment": io.environment(), **extra}
+
+
+@dataclass(kw_only=True)
+class ModelStage(Stage):
+    """A stage that runs the encoder. ``precision``: CUDA's float32 matrix products while it runs
+    (config ``precision``, `papa.models.PRECISIONS`: ``fp32`` or ``tf32``; `runs_model`)."""
+
+    precision: str = "fp32"
+
+    @classmethod
+    def _job_fields(cls, sm) -> dict:
+        # a rule without the param (data_free_constants: no model runs) keeps fp32
+        return {**super()._job_fields(sm), "precision": getattr(sm.params, "precision", None) or "fp32"}
+
+
+def runs_model(stage_fn):
+    """A `ModelStage` function, run under its stage's ``precision`` (`papa.models.cuda_matmul_precision`)."""
+
+    @functools.wraps(stage_fn)
+    def run(stage, *args, **kwargs):
+        with cuda_matmul_precision(stage.precision):
+            return stage_fn(stage, *args, **kwargs)
+
+    return run
 
 
 # ----------------------------------------------------------------------------- data
@@ -346,7 +383,7 @@ def tokenize_split(
 
 
 @dataclass(kw_only=True)
-class AverageStage(Stage):
+class AverageStage(ModelStage):
     """Rules ``average_attention`` and ``data_free_constants``: the constant matrices of one (model, corpus, N, kind).
 
     Attributes:
@@ -383,6 +420,7 @@ class AverageStage(Stage):
         )
 
 
+@runs_model
 def average_constants(stage: AverageStage) -> ConstantAttention:
     """Average (or effective-average) attention over a tokenized corpus, or build a data-free kind.
 
@@ -567,7 +605,7 @@ def _label(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
 
 
 @dataclass(kw_only=True)
-class LambdaStage(Stage):
+class LambdaStage(ModelStage):
     """Rule ``learn_lambda``: one lambda per head, trained with a probe (paper Sec. 3.2).
 
     Attributes:
@@ -615,6 +653,7 @@ class LambdaStage(Stage):
         )
 
 
+@runs_model
 def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
     train, info = train_split(stage.train, stage.max_train, stage.seed, "lambda", stage.labels.get("task"))
@@ -726,7 +765,7 @@ def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, se
 
 
 @dataclass(kw_only=True)
-class ProbeStage(Stage):
+class ProbeStage(ModelStage):
     """Rule ``probe``: a fresh probe per seed on the encoder with a share ``fraction_dynamic`` of
     its heads input-dependent, the others constant.
 
@@ -796,6 +835,7 @@ class ProbeStage(Stage):
         )
 
 
+@runs_model
 def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     """Train a fresh probe per seed with ``stage.fraction_dynamic`` of the heads input-dependent;
     one Parquet per seed.
@@ -947,7 +987,7 @@ MLM_DEFAULTS = {
 
 
 @dataclass(kw_only=True)
-class MLMStage(Stage):
+class MLMStage(ModelStage):
     """Rule ``mlm`` (paper Sec. 5.5 / Fig. 6a): negative log-perplexity on held-out text per
     ``fraction_dynamic``, heads ranked by lambdas learned with the masked-LM loss.
 
@@ -1013,6 +1053,7 @@ def _mlm_settings(hp: dict) -> dict:
     )
 
 
+@runs_model
 def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     """Write the lambdas and the negative log-perplexity per fraction_dynamic; return the scores."""
     from .mlm import MLM_HEADS, learn_mlm_lambdas, mlm_curve

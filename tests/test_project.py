@@ -193,3 +193,43 @@ def test_stage_configs_read_a_snakemake_job():
     )
     assert (tok["data_dir"], tok["max_length"], tok["split"]) == ("d/wiki", 64, "train")
     pipeline.TokenizeStage(**tok)
+
+
+def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
+    """Config ``precision`` -> the rules' param -> `ModelStage.precision` -> CUDA's float32 matmul setting while
+    the stage function runs (`runs_model`), restored after, also when it fails; CPU products stay exact."""
+    from types import SimpleNamespace as NS
+
+    import torch
+
+    from papa import pipeline
+    from papa.models import cuda_matmul_precision
+
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    job = NS(log=[], threads=1, params=NS(precision="tf32"))
+    assert pipeline.ProbeStage._job_fields(job) == {"log": None, "threads": 1, "precision": "tf32"}
+    assert pipeline.AverageStage._job_fields(NS(log=[], threads=1, params=NS(precision=None)))["precision"] == "fp32"
+    assert "precision" not in pipeline.TokenizeStage._job_fields(job)  # runs no model
+    for stage_fn in (pipeline.average_constants, pipeline.learn_lambda, pipeline.probe_heads, pipeline.mlm_curves):
+        assert stage_fn.__wrapped__, stage_fn  # every stage function that loads the encoder applies it
+
+    seen = []
+
+    @pipeline.runs_model
+    def stage_fn(stage, fail=False):
+        seen.append(matmul.fp32_precision)
+        if fail:
+            raise RuntimeError("the stage failed")
+
+    stage_fn(NS(precision="tf32"))
+    stage_fn(NS(precision="fp32"))
+    with pytest.raises(RuntimeError, match="the stage failed"):
+        stage_fn(NS(precision="tf32"), fail=True)
+    assert seen == ["tf32", "ieee", "tf32"] and matmul.fp32_precision == before
+    with pytest.raises(ValueError, match="precision must be one of fp32, tf32, got 'bf16'"):
+        stage_fn(NS(precision="bf16"))
+    a = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
+    with cuda_matmul_precision("tf32"):
+        tf32_cpu = a @ a
+    assert torch.equal(tf32_cpu, a @ a)  # the CPU's products are exactly as without it

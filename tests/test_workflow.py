@@ -340,6 +340,24 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
     }, counts
 
 
+def test_precision_reruns_the_jobs_that_run_a_model(smoke):
+    """precision (CUDA's float32 matmuls) is a param of averaging, lambda, probe and MLM jobs: tf32 reruns them and
+    what follows, not the data, the tokens or the data-free matrices (no model runs there)."""
+    repo = smoke[0]
+    cfg = write_config(repo, "tf32.yaml", lambda c: c.update(precision="tf32"))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    n_probe_jobs = len(list((repo / "results-smoke/logs/probe").rglob("*.log")))
+    assert counts == {
+        "average_attention": 4,
+        "learn_lambda": 2,
+        "patterns": 2,
+        "probe": n_probe_jobs,
+        "aggregate": 1,
+        "plot": 1,
+        "all": 1,
+    }, counts
+
+
 def test_cache_settings_rerun_nothing_and_the_batch_order_reruns_the_probes(smoke):
     """cache.* says where a probe job keeps its hidden states, which changes no score (the strategies agree for
     every seed, tests/test_probe_strategy.py), so it is no param: a machine with less memory or disk reruns

@@ -21,6 +21,7 @@ validate_config(config, logger.warning)
 R = config["results"]
 CONDA_ENV = "../../environment.yml"
 SEED = int(config["seed"])
+PRECISION = config["precision"]  # CUDA's float32 matmuls in the jobs that run a model (papa.models.PRECISIONS)
 LAYOUT = config["layout"]
 SWEEP = config["sweep"]
 CONSTANTS = SWEEP["constants"]

@@ -14,6 +14,7 @@ rule average_attention:
         batch_size=AVERAGING["batch_size"],
         max_examples=AVERAGING["max_examples"],
         seed=SEED,
+        precision=PRECISION,
     conda:
         CONDA_ENV
     log:
@@ -38,9 +39,10 @@ use rule average_attention as data_free_constants with:
     wildcard_constraints:
         kind=one_of(spec.DATA_FREE),
     params:
-        # no averaging settings: a change to them reruns no data-free matrix
+        # no averaging settings and no precision (no model runs): a change to them reruns no data-free matrix
         batch_size=None,
         max_examples=None,
+        precision=None,
     log:
         f"{R}/logs/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
     benchmark:
@@ -67,6 +69,7 @@ rule learn_lambda:
         model=lambda wc: model_path(wc.model),
         hp=lambda wc: lambda_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
+        precision=PRECISION,
     conda:
         CONDA_ENV
     log:
@@ -106,6 +109,7 @@ rule probe:
         batch_order=SWEEP["batch_order"],
         cache_dtype=CACHE["dtype"],
         order_seed=SEED,
+        precision=PRECISION,
     conda:
         CONDA_ENV
     log:
@@ -162,6 +166,7 @@ rule mlm:
         model=lambda wc: model_path(wc.model),
         hp=mlm_hp(),
         fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
+        precision=PRECISION,
     conda:
         CONDA_ENV
     log:
