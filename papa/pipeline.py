@@ -456,6 +456,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
     C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
     if not spec.data_free:
         C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
+        C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
         # where the corpus's separators sit (Sec. 5.1's [SEP] columns, papa.patterns.head_patterns)
         layout = meta.get("layout", "papa")
         C.metadata["separator_positions"] = separator_positions(tok, N, bool(meta.get("pair")), layout)
