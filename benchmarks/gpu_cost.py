@@ -1,6 +1,7 @@
 """The throughput behind papa.cost's GPU-hours, measured per paper encoder on one GPU.
 
     python benchmarks/gpu_cost.py [--out DIR]          # on a CUDA device: writes gpu_cost.json
+    python benchmarks/gpu_cost.py --precision tf32     # config precision: tf32 (gpu_cost-tf32.json)
     python benchmarks/gpu_cost.py --tiny --device cpu  # the code path, on tiny shapes (tests)
 
 `benchmarks/paper_cost.py` turns encoder passes into GPU-hours. Without this file it assumes one
@@ -19,7 +20,11 @@ hub config's shape with random weights (no hub; timings, not science), on the st
 * the peak GPU memory of each.
 
 Each timing is the median of ``--reps`` calls after a warm-up; inputs are padded batches (lengths
-drawn between N/4 and N), the way the stages see them. fp32, the weights' dtype the workflow loads.
+drawn between N/4 and N), the way the stages see them. Weights in float32, as the workflow loads them;
+their matrix products in ``--precision`` (fp32 or tf32, set as the stages set the config's ``precision``),
+and under tf32 also how far it moves the hidden states from fp32 (``deviation_from_fp32``).
+benchmarks/reference/gpu_cost-h100-tf32.json was measured by this script's earlier ``--matmul high``
+(``torch.set_float32_matmul_precision("high")``: on CUDA the same TF32 products).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 import papa  # noqa: E402
 from papa.cost import MODELS  # noqa: E402
-from papa.models import FAMILIES, prepare  # noqa: E402
+from papa.models import FAMILIES, PRECISIONS, cuda_matmul_precision, prepare  # noqa: E402
 from papa.selection import head_order, select_static  # noqa: E402
 
 _ROBERTA = dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
@@ -119,25 +124,32 @@ def measure(fn, device, reps: int) -> dict:
     return out
 
 
-def deviation(model, device, matmul: str) -> dict:
-    """How far ``matmul`` precision moves the feature pass from full fp32 (`torch.set_float32_matmul_precision`):
-    the largest absolute difference of any hidden state, and its ratio to the hidden states' standard deviation."""
+def deviation(model, device, precision: str) -> dict:
+    """How far ``precision`` moves the feature pass from full fp32: the largest absolute difference of any
+    hidden state, and its ratio to the hidden states' standard deviation."""
     batch = inputs(model, 8, TRAIN_N, device, seed=2)
     out = {}
-    for p in ("highest", matmul):
-        torch.set_float32_matmul_precision(p)
-        with torch.inference_mode():
+    for p in ("fp32", precision):
+        with cuda_matmul_precision(p), torch.inference_mode():
             out[p] = torch.stack(model(**batch, output_hidden_states=True).hidden_states[1:]).float()
-    diff = (out[matmul] - out["highest"]).abs().max().item()
-    return {"max_abs": diff, "relative_to_std": diff / out["highest"].std().item()}
+    diff = (out[precision] - out["fp32"]).abs().max().item()
+    return {"max_abs": diff, "relative_to_std": diff / out["fp32"].std().item()}
 
 
-def one_model(hub_id: str, tiny: bool, device, reps: int, matmul: str = "highest") -> dict:
+def one_model(hub_id: str, tiny: bool, device, reps: int, precision: str = "fp32") -> dict:
+    """Every timing of one encoder, its matrix products in ``precision`` (the config's, applied as the
+    workflow's stages apply it: `papa.models.cuda_matmul_precision`)."""
     model = build(hub_id, tiny, device)
+    dev = deviation(model, device, precision) if precision != "fp32" else None
+    with cuda_matmul_precision(precision):
+        res = _timings(model, tiny, device, reps)
+    if dev is not None:
+        res["deviation_from_fp32"] = dev
+    return res
+
+
+def _timings(model, tiny: bool, device, reps: int) -> dict:
     fwd, train = (8, 4) if tiny else (FORWARD_BATCH, TRAIN_BATCH)
-    if matmul != "highest":
-        dev = deviation(model, device, matmul)
-    torch.set_float32_matmul_precision(matmul)
     L, H = papa.model_shape(model)
     half = select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))
     res = {"layers": L, "heads": H, "hidden": int(model.config.hidden_size),
@@ -161,24 +173,19 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, matmul: str = "highest
     r = measure(lambda: features(small), device, reps)
     res[f"forward_batch{train}_N{TRAIN_N}"] = {**r, "tokens_per_s": train * TRAIN_N / r["s"]}
 
-    def step(handle, params):
+    def step(params):  # forward, then the gradient of a loss on every hidden state into ``params``
         hidden = model(**small, output_hidden_states=True).hidden_states
-        loss = sum(h.float().pow(2).mean() for h in hidden[1:])
-        grads = torch.autograd.grad(loss, params)
-        return grads
+        return torch.autograd.grad(sum(h.float().pow(2).mean() for h in hidden[1:]), params)
 
     with papa.patch(model, C, mix=True) as h:
-        r = measure(lambda: step(h, [h.lambda_logits]), device, reps)
+        r = measure(lambda: step([h.lambda_logits]), device, reps)
     res["lambda"] = {**r, "tokens_per_s": train * TRAIN_N / r["s"]}
     with papa.patch(model, C, static=half, trainable_constants=True) as h:
-        r = measure(lambda: step(h, [h.constants]), device, reps)
+        r = measure(lambda: step([h.constants]), device, reps)
     res["trained"] = {**r, "tokens_per_s": train * TRAIN_N / r["s"]}
     base = res[f"forward_N{TRAIN_N}"]["tokens_per_s"]
     # what papa.cost multiplies a gradient job's example-passes by: its time per token against the feature pass's
     res["grad_pass_cost"] = {k: base / res[k]["tokens_per_s"] for k in ("lambda", "trained")}
-    if matmul != "highest":
-        res["deviation_from_fp32"] = dev
-    torch.set_float32_matmul_precision("highest")
     return res
 
 
@@ -190,10 +197,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--models", nargs="*", default=list(MODELS), help="hub ids of papa.cost.MODELS")
     ap.add_argument(
-        "--matmul",
-        default="highest",
-        choices=("highest", "high", "medium"),
-        help="torch.set_float32_matmul_precision: highest = fp32 (torch's default, the workflow's), high = TF32",
+        "--precision",
+        default="fp32",
+        choices=PRECISIONS,
+        help="CUDA's float32 matmuls, as the config's precision sets them (fp32: the workflow's default)",
     )
     args = ap.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
@@ -208,14 +215,14 @@ def main(argv=None) -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "tiny": args.tiny,
-        "matmul": args.matmul,
+        "precision": args.precision,
         "forward_batch": 8 if args.tiny else FORWARD_BATCH,
         "train_batch": 4 if args.tiny else TRAIN_BATCH,
         "models": {},
     }
     for hub_id in args.models:
         t0 = time.perf_counter()
-        result["models"][hub_id] = one_model(hub_id, args.tiny, args.device, args.reps, args.matmul)
+        result["models"][hub_id] = one_model(hub_id, args.tiny, args.device, args.reps, args.precision)
         gc.collect()  # the model of one_model, before the next one is built
         if torch.device(args.device).type == "cuda":
             torch.cuda.empty_cache()
@@ -225,7 +232,7 @@ def main(argv=None) -> dict:
               f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = "gpu_cost.json" if args.matmul == "highest" else f"gpu_cost-matmul_{args.matmul}.json"
+    name = "gpu_cost.json" if args.precision == "fp32" else f"gpu_cost-{args.precision}.json"
     (out / name).write_text(json.dumps(result, indent=2) + "\n")
     return result
 

@@ -115,16 +115,19 @@ def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_
 
     assert set(gpu_cost.SHAPES) == set(MODELS)
     ids = ["bert-base-uncased", "microsoft/deberta-base"]
-    out = gpu_cost.main(["--tiny", "--device", "cpu", "--reps", "1", "--out", str(tmp_path), "--models", *ids])
-    assert json.loads((tmp_path / "gpu_cost.json").read_text()) == out and out["tiny"]
+    argv = ["--tiny", "--device", "cpu", "--reps", "1", "--precision", "tf32", "--out", str(tmp_path), "--models"]
+    out = gpu_cost.main([*argv, *ids])
+    assert json.loads((tmp_path / "gpu_cost-tf32.json").read_text()) == out and out["tiny"]
+    assert out["precision"] == "tf32"
     for hub_id in ids:
         r = out["models"][hub_id]
         assert (r["layers"], r["heads"]) == (2, 4)
         for key in ("forward_N64", "forward_N128", "forward_N256", "lambda", "trained"):
             assert r[key]["s"] > 0 and r[key]["tokens_per_s"] > 0, key
         assert r["grad_pass_cost"]["lambda"] > 0 and r["grad_pass_cost"]["trained"] > 0
+        assert r["deviation_from_fp32"]["max_abs"] == 0.0  # tf32 is CUDA's: the CPU's products stay exact
     with pytest.raises(ValueError, match="tiny shapes"):
-        Throughput.load(tmp_path / "gpu_cost.json")
+        Throughput.load(tmp_path / "gpu_cost-tf32.json")
     t, bert = Throughput(out["models"]), out["models"]["bert-base-uncased"]
     assert t.tokens_per_s("bert-base-uncased", 128) == bert["forward_N128"]["tokens_per_s"]
     assert t.tokens_per_s("bert-base-uncased", 200) == bert["forward_N256"]["tokens_per_s"]  # the nearest N
