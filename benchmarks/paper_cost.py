@@ -90,6 +90,16 @@ def main(argv=None) -> pd.DataFrame:
     print("\ntotals (passes in millions of example-passes):")
     print(total.round(1).to_string())
     print("\nstrategies of the probe jobs:", probes.strategy.value_counts().to_dict())
+    risky = df[df.runtime_share > 0.75].sort_values("runtime_share", ascending=False)
+    cols = ["stage", "model", "task", "constants", "fraction_dynamic", "gpu_h_ours", "runtime_min", "runtime_share"]
+    print(f"\njobs estimated above 75% of their runtime limit (a slower GPU would time them out): {len(risky)}")
+    if len(risky):
+        print(risky[cols].round(2).to_string(index=False))
+    top = df.loc[df.runtime_share.idxmax()]
+    print(
+        f"the fullest: {top.stage} {top.model} {top.task} {top.constants}, {top.gpu_h_ours:.1f} GPU-h of "
+        f"{top.runtime_min / 60:g} h ({top.runtime_share:.0%})"
+    )
     print("\n" + DATASET_SOURCES)
     return df
 

@@ -322,6 +322,18 @@ def _repeated(values: list) -> list[str]:
     return [f"{v:g}" if isinstance(v, float) else repr(v) for v, n in counts.items() if n > 1]
 
 
+def job_resources(config: dict, rule: str, task: str | None = None) -> dict:
+    """The resources a job of ``rule`` asks for on its first attempt, in a validated config (the schema fills
+    in ``resources.default`` and every ``tasks.<t>.resources``): ``resources.<rule>`` over ``resources.default``,
+    and for a task's job (probe, learn_lambda) ``tasks.<task>.resources.<rule>`` over both. The workflow's
+    rules ask for these (a retry for ``attempt`` times its mem_mb and runtime); `papa.cost` sets each job's
+    estimate against its runtime."""
+    out = {**config["resources"]["default"], **config["resources"].get(rule, {})}
+    if task is not None:
+        out.update(config["tasks"][task]["resources"].get(rule, {}))
+    return out
+
+
 def model_tasks(config: dict, model: str) -> list[str]:
     """The tasks ``model``'s probes run: ``model_tasks.<model>``, by default every task of ``config``."""
     return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))

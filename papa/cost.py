@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .checks import validate_config
+from .checks import job_resources, validate_config
 from .probe import MB, choose_strategy, features_nbytes
 from .spec import ConstantsSpec
 
@@ -152,7 +152,9 @@ def estimate(
 
     GPU-hours: ``measured``'s throughput for the models it has (column ``throughput``: ``measured``),
     else ``tokens_per_s`` (a BERT-base-sized encoder's feature pass) scaled by padded length and
-    parameters, and gradient passes at `GRAD_PASS_COST` (``assumed``).
+    parameters, and gradient passes at `GRAD_PASS_COST` (``assumed``). ``runtime_min``: the job's
+    time limit as the workflow asks for it (`papa.checks.job_resources`); ``runtime_share``: the
+    estimate's share of it.
 
     This project: a probe job encodes train + validation once (``memory``/``disk``), or every epoch
     of every seed (``reencode``; every epoch for all seeds at once under ``sweep.batch_order:
@@ -218,6 +220,11 @@ def estimate(
                     "throughput": "measured" if tps else "assumed",
                     "gpu_h_ours": factor * per_pass * ours,
                     "gpu_h_authors": factor * per_pass * authors,
+                    # the job's first-attempt time limit (resources.<rule>, tasks.<t>.resources), and the share of it
+                    # the estimate fills: a job near 1 risks a TIMEOUT on a GPU a little slower than the measured one
+                    "runtime_min": job_resources(config, "probe" if stage == "probe" else "learn_lambda", t)["runtime"],
                 }
             )
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df["runtime_share"] = df["gpu_h_ours"] * 60 / df["runtime_min"]
+    return df

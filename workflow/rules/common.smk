@@ -111,12 +111,9 @@ def canon(obj):
 
 
 def res(rule_name, task=None):
-    """Resources of a rule: config resources.<rule> over resources.default (whose keys the schema fills in), and
+    """Resources of a rule's job (papa.checks.job_resources): config resources.<rule> over resources.default, and
     for a task's job (probe, learn_lambda) tasks.<task>.resources.<rule> over both."""
-    out = {**config["resources"]["default"], **config["resources"].get(rule_name, {})}
-    if task is not None:
-        out.update(task_cfg(task)["resources"].get(rule_name, {}))  # the schema fills in tasks.<t>.resources: {}
-    return out
+    return checks.job_resources(config, rule_name, task)
 
 
 def task_res(rule_name, key):
