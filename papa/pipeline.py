@@ -192,14 +192,15 @@ class BuildModelStage(Stage):
         family: ``bert``, ``roberta``, ``deberta`` (v1) or ``electra`` (discriminator).
         out: the model's folder.
         config: transformers config overrides (None = `papa.rehearsal.TINY`).
-        vocab_size: size of the trained byte-level BPE (RoBERTa, DeBERTa).
+        vocab_size: size of the trained byte-level BPE (RoBERTa, DeBERTa); None for BERT and ELECTRA,
+            whose tokenizer is MiniLM's (`papa.rehearsal.build_settings`).
         seed: also seeds the weights.
     """
 
     family: str
     out: str
     config: dict | None
-    vocab_size: int
+    vocab_size: int | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -209,7 +210,7 @@ class BuildModelStage(Stage):
             family=build["family"],
             out=sm.output[0],
             config=None if config is None else dict(config),
-            vocab_size=int(build["vocab_size"]),
+            vocab_size=None if build.get("vocab_size") is None else int(build["vocab_size"]),
             seed=int(build["seed"]),
         )
 
@@ -218,7 +219,8 @@ def build_model(stage: BuildModelStage) -> Path:
     """Build the model into ``stage.out``; return the folder."""
     from . import rehearsal
 
-    return rehearsal.build_model(stage.family, stage.out, stage.config, stage.seed, stage.vocab_size)
+    sized = {} if stage.vocab_size is None else {"vocab_size": stage.vocab_size}  # else build_model's default
+    return rehearsal.build_model(stage.family, stage.out, stage.config, stage.seed, **sized)
 
 
 @dataclass(kw_only=True)

@@ -92,6 +92,16 @@ TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "in
 #: one all-MiniLM-L6-v2 ships), ``"bpe"`` trains a byte-level BPE on the offline wiki corpus.
 TOKENIZERS = {"bert": "minilm", "electra": "minilm", "roberta": "bpe", "deberta": "bpe"}
 
+
+def build_settings(build: dict) -> dict:
+    """The settings of a config's ``models.<m>.build`` that `build_model` reads for its family: all of them,
+    but ``vocab_size`` only where the family's tokenizer is the BPE trained here (RoBERTa, DeBERTa; BERT and
+    ELECTRA take MiniLM's WordPiece). The workflow's build_model param: a changed ``vocab_size`` rebuilds
+    only the models it sizes."""
+    unread = () if TOKENIZERS.get(build.get("family")) == "bpe" else ("vocab_size",)
+    return {k: v for k, v in build.items() if k not in unread}
+
+
 _BPE_SPECIALS = {  # in id order, as in the real vocabularies
     "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     "deberta": ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],

@@ -331,3 +331,41 @@ def test_editing_a_local_csv_reruns_prepare_data_and_what_depends_on_it(tmp_path
         f.write("one more review,1\n")
     counts = job_counts(smk(repo, target, "-n", "--configfile", "config/local.yaml").stdout)
     assert counts == {"prepare_data": 1, "tokenize": 1}
+
+
+def test_build_settings_keep_vocab_size_only_where_a_bpe_is_trained():
+    """A built model's params are the settings its family reads: BERT and ELECTRA take MiniLM's WordPiece, so
+    vocab_size (which the schema fills in for every build) is no param of theirs."""
+    for family, kind in rehearsal.TOKENIZERS.items():
+        build = {"family": family, "seed": 3, "vocab_size": 500, "config": {"num_hidden_layers": 1}}
+        got = rehearsal.build_settings(build)
+        assert ("vocab_size" in got) == (kind == "bpe"), family
+        assert {k: v for k, v in build.items() if k != "vocab_size"}.items() <= got.items()
+
+
+@pytest.mark.slow
+def test_a_changed_vocab_size_rebuilds_only_the_models_it_sizes(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    cfg = {
+        "results": "res",
+        "models": {"tiny-bert": {"build": {"family": "bert"}}, "tiny-roberta": {"build": {"family": "roberta"}}},
+        "datasets": {"rt_sentiment": {"source": "package"}},
+        "tasks": {
+            "rt_sentiment": {
+                "dataset": "rt_sentiment",
+                "max_length": 32,
+                "metrics": ["accuracy"],
+                "probe": {"lr": 1e-3, "batch_size": 8, "epochs": 1},
+            }
+        },  # fmt: skip
+        "sweep": {"fraction_dynamic": [1, 0], "seeds": [0]},
+    }
+    (repo / "config/built.yaml").write_text(yaml.safe_dump(cfg))
+    targets = ["res/built/models/tiny-bert", "res/built/models/tiny-roberta"]
+    smk(repo, *targets, "--cores", "1", "--configfile", "config/built.yaml")
+    assert job_counts(smk(repo, *targets, "-n", "--configfile", "config/built.yaml").stdout) == {}
+    for m in cfg["models"].values():
+        m["build"]["vocab_size"] = 600
+    (repo / "config/built.yaml").write_text(yaml.safe_dump(cfg))
+    p = smk(repo, *targets, "-n", "--configfile", "config/built.yaml")
+    assert job_counts(p.stdout) == {"build_model": 1} and "model=tiny-roberta" in p.stdout, p.stdout[-2000:]

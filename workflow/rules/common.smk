@@ -7,7 +7,7 @@ import re
 import sys
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
-from papa import checks, spec
+from papa import checks, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS

@@ -10,7 +10,8 @@ rule build_model:
         model=one_of(BUILT_MODELS),
     params:
         code=code("build_model.py"),  # the papa code the script reaches: a change reruns this rule
-        build=lambda wc: canon(BUILT_MODELS[wc.model]),  # seed: the top-level one unless given
+        # seed: the top-level one unless given; vocab_size only for the families that train a BPE
+        build=lambda wc: canon(rehearsal.build_settings(BUILT_MODELS[wc.model])),
     conda:
         CONDA_ENV
     log:
