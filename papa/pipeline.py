@@ -128,8 +128,9 @@ class ModelStage(Stage):
 
     @classmethod
     def _job_fields(cls, sm) -> dict:
-        # a rule without the param (data_free_constants: no model runs) keeps fp32
-        return {**super()._job_fields(sm), "precision": getattr(sm.params, "precision", None) or "fp32"}
+        # a rule whose param is None (data_free_constants: no model runs) keeps the default
+        precision = getattr(sm.params, "precision", None)
+        return {**super()._job_fields(sm), **({"precision": precision} if precision else {})}
 
 
 def runs_model(stage_fn):
@@ -457,7 +458,6 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         )
     C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
     if not spec.data_free:
-        C.metadata["model_revision"] = model_revision(m)  # the hub commit the weights came from
         C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
         # where the corpus's separators sit (Sec. 5.1's [SEP] columns, papa.patterns.head_patterns)
         layout = meta.get("layout", "papa")

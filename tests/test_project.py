@@ -209,7 +209,8 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
     before = matmul.fp32_precision
     job = NS(log=[], threads=1, params=NS(precision="tf32"))
     assert pipeline.ProbeStage._job_fields(job) == {"log": None, "threads": 1, "precision": "tf32"}
-    assert pipeline.AverageStage._job_fields(NS(log=[], threads=1, params=NS(precision=None)))["precision"] == "fp32"
+    data_free = pipeline.AverageStage._job_fields(NS(log=[], threads=1, params=NS(precision=None)))
+    assert pipeline.AverageStage(model="m", kind="zeros", tokens="t", out="o", **data_free).precision == "fp32"
     assert "precision" not in pipeline.TokenizeStage._job_fields(job)  # runs no model
     for stage_fn in (pipeline.average_constants, pipeline.learn_lambda, pipeline.probe_heads, pipeline.mlm_curves):
         assert stage_fn.__wrapped__, stage_fn  # every stage function that loads the encoder applies it
