@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from gpu_cost import measure  # noqa: E402  (benchmarks/, this script's folder)
 
 import papa  # noqa: E402
 from papa.selection import head_order, select_static  # noqa: E402
@@ -74,15 +75,8 @@ def invariants(device) -> dict:
 
 
 def timed(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append(time.perf_counter() - t0)
-    return sorted(ts)[len(ts) // 2]
+    """Median seconds of ``fn`` on the GPU (`gpu_cost.measure`: one warm-up, synchronised calls)."""
+    return measure(fn, "cuda", reps)["s"]
 
 
 def timings(device, batch=64, n=128) -> dict:
