@@ -150,7 +150,7 @@ def test_cost_estimate_takes_each_models_measured_throughput():
                 "forward_N128": {"tokens_per_s": 7e4},
                 "grad_pass_cost": {"lambda": 2.5, "trained": 3.0},
             }
-        }  # fmt: skip
+        }
     )
     probes = [("bert-large", "cola", "average", "lambda", 0.5), ("bert-large", "mnli", "average_trained", "lambda", 0),
               ("bert-base", "cola", "average", "lambda", 0.5)]  # fmt: skip
