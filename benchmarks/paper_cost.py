@@ -65,7 +65,7 @@ def main(argv=None) -> pd.DataFrame:
 
     probes = df[df.stage == "probe"]
     per_task = probes.groupby(["model", "task"], sort=False).agg(
-        jobs=("strategy", "size"),
+        jobs=("jobs", "sum"),
         cache_gb=("cache_mb", lambda s: s.max() / 1024),
         strategy=("strategy", lambda s: "/".join(sorted(set(s) - {"live"}))),
         passes_ours_M=("passes_ours", lambda s: s.sum() / 1e6),
@@ -91,14 +91,15 @@ def main(argv=None) -> pd.DataFrame:
     print(total.round(1).to_string())
     print("\nstrategies of the probe jobs:", probes.strategy.value_counts().to_dict())
     risky = df[df.runtime_share > 0.75].sort_values("runtime_share", ascending=False)
-    cols = ["stage", "model", "task", "constants", "fraction_dynamic", "gpu_h_ours", "runtime_min", "runtime_share"]
+    cols = ["stage", "model", "task", "constants", "fraction_dynamic", "jobs", "gpu_h_ours", "runtime_min"]
+    cols += ["runtime_share"]
     print(f"\njobs estimated above 75% of their runtime limit (a slower GPU would time them out): {len(risky)}")
     if len(risky):
         print(risky[cols].round(2).to_string(index=False))
     top = df.loc[df.runtime_share.idxmax()]
     print(
-        f"the fullest: {top.stage} {top.model} {top.task} {top.constants}, {top.gpu_h_ours:.1f} GPU-h of "
-        f"{top.runtime_min / 60:g} h ({top.runtime_share:.0%})"
+        f"the fullest: {top.stage} {top.model} {top.task} {top.constants}, {top.gpu_h_ours / top.jobs:.1f} GPU-h "
+        f"a job ({top.jobs} job{'s' if top.jobs > 1 else ''}) of {top.runtime_min / 60:g} h ({top.runtime_share:.0%})"
     )
     print("\n" + DATASET_SOURCES)
     return df

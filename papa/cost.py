@@ -119,7 +119,9 @@ def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
             if len(cols) < 3 or not cols[0].startswith(results):
                 continue
             parts = Path(cols[0]).relative_to(results).parts
-            if cols[2] == "probe":  # probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={f}/seed{s}.parquet
+            # probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={f}/seed{s}.parquet; rule probe_trained
+            # runs a seed per job, the run's seeds are one row here (`estimate` counts its jobs)
+            if cols[2] in ("probe", "probe_trained"):
                 key, _, value = parts[5].partition("=")
                 if key != "fraction_dynamic":
                     raise RuntimeError(f"unexpected probe path {cols[0]}: no fraction_dynamic=<value> segment")
@@ -146,15 +148,17 @@ def estimate(
     disk_budget_mb: float | None,
     measured: Throughput | None = None,
 ) -> pd.DataFrame:
-    """One row per job of ``config`` (`workflow_jobs`): cache size, strategy, encoder passes
-    (examples x passes) and GPU-hours, this project's way and the authors'. ``config`` is read as
-    the workflow reads it (a validated copy, `papa.checks.validate_config`: the schema's defaults).
+    """One row per probe run or lambda job of ``config`` (`workflow_jobs`): cache size, strategy,
+    encoder passes (examples x passes) and GPU-hours, this project's way and the authors'; ``jobs``:
+    the Snakemake jobs the row's hours are split over (a trained-constants run: one per seed, rule
+    ``probe_trained``). ``config`` is read as the workflow reads it (a validated copy,
+    `papa.checks.validate_config`: the schema's defaults).
 
     GPU-hours: ``measured``'s throughput for the models it has (column ``throughput``: ``measured``),
     else ``tokens_per_s`` (a BERT-base-sized encoder's feature pass) scaled by padded length and
     parameters, and gradient passes at `GRAD_PASS_COST` (``assumed``). ``runtime_min``: the job's
-    time limit as the workflow asks for it (`papa.checks.job_resources`); ``runtime_share``: the
-    estimate's share of it.
+    time limit as the workflow asks for it (`papa.checks.job_resources`); ``runtime_share``: one
+    job's estimate's share of it.
 
     This project: a probe job encodes train + validation once (``memory``/``disk``), or every epoch
     of every seed (``reencode``; every epoch for all seeds at once under ``sweep.batch_order:
@@ -185,11 +189,12 @@ def estimate(
             kept = min(ds["tokens"], N)
             nbytes = features_nbytes(round((ds["train"] + ds["validation"]) * kept), L + 1, H, dtype)
             per_epoch = ds["train"] + ds["validation"]
+            jobs = 1
             if stage == "lambda":
                 strategy, ours, grad = "live", epochs * per_epoch, True
                 authors = ours
-            elif ConstantsSpec.parse(job[2]).trained:
-                strategy, ours, grad = "live", seeds * epochs * per_epoch, True
+            elif ConstantsSpec.parse(job[2]).trained:  # rule probe_trained: a job per seed
+                strategy, ours, grad, jobs = "live", seeds * epochs * per_epoch, True, seeds
                 authors = ours
             else:
                 strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
@@ -213,6 +218,7 @@ def estimate(
                     "N": N,
                     "epochs": epochs,
                     "seeds": seeds if stage == "probe" else 1,
+                    "jobs": jobs,
                     "cache_mb": nbytes / MB,
                     "strategy": strategy,
                     "passes_ours": ours,
@@ -226,5 +232,5 @@ def estimate(
                 }
             )
     df = pd.DataFrame(rows)
-    df["runtime_share"] = df["gpu_h_ours"] * 60 / df["runtime_min"]
+    df["runtime_share"] = df["gpu_h_ours"] / df["jobs"] * 60 / df["runtime_min"]  # of one job's limit
     return df

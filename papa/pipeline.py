@@ -14,7 +14,7 @@ looks finished. Usable without Snakemake.
 | tokenize | `TokenizeStage` | `tokenize` |
 | average_attention, data_free_constants | `AverageStage` | `average_constants` |
 | learn_lambda | `LambdaStage` | `learn_lambda` |
-| probe | `ProbeStage` | `probe_heads` |
+| probe, probe_trained | `ProbeStage` | `probe_heads` |
 | mlm | `MLMStage` | `mlm_curves` |
 | patterns, aggregate, plot, mlm_table | see the end of the module | |
 """
@@ -25,7 +25,7 @@ import functools
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -769,8 +769,9 @@ def static_mask(model, lambdas_path, selection: str, fraction_dynamic: float, se
 
 @dataclass(kw_only=True)
 class ProbeStage(ModelStage):
-    """Rule ``probe``: a fresh probe per seed on the encoder with a share ``fraction_dynamic`` of
-    its heads input-dependent, the others constant.
+    """Rules ``probe`` and ``probe_trained``: a fresh probe per seed on the encoder with a share
+    ``fraction_dynamic`` of its heads input-dependent, the others constant (``probe_trained``:
+    trained constants, one seed per job).
 
     Attributes:
         model: what `papa.load_encoder` loads.
@@ -790,6 +791,8 @@ class ProbeStage(ModelStage):
         order_seed: seeds the ``random`` head order.
         batch_order: ``per_seed`` (each seed its own batch order, the paper's independent runs) or
             ``shared`` (every seed in the first seed's order; `papa.probe.run_probe`).
+        first_seed: under ``shared``, the seed whose batch order every seed follows, when this job
+            trains only some of the sweep's seeds (rule ``probe_trained``); None = the first of ``seeds``.
         cache: where the hidden states are kept (not a rule param: it does not change scores).
         labels: columns of every row (model, task, constants, selection).
     """
@@ -810,6 +813,7 @@ class ProbeStage(ModelStage):
     trained_constants: bool = False
     order_seed: int = 0
     batch_order: str = "per_seed"
+    first_seed: int | None = None
     cache: CacheConfig = CacheConfig()
     labels: dict[str, str]
 
@@ -832,6 +836,7 @@ class ProbeStage(ModelStage):
             trained_constants=ConstantsSpec.parse(wc.constants).trained,
             order_seed=int(sm.params.order_seed),
             batch_order=sm.params.batch_order,
+            first_seed=getattr(sm.params, "first_seed", None),  # rule probe_trained's param
             cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
             seed=int(sm.params.order_seed),
             labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection},
@@ -847,7 +852,8 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     disk) or every epoch (``reencode``, also forced by ``backbone_dropout``): of every seed with
     ``batch_order`` per_seed (each seed its own batch order), once for all seeds side by side with
     ``shared`` (`papa.probe.run_probe`); the scores depend on the batch order, not on the strategy.
-    Trained constants need the encoder in the loop, seed after seed (strategy ``live``). Each
+    Trained constants need the encoder in the loop, seed after seed (strategy ``live``; the
+    workflow gives each seed a job of its own, rule ``probe_trained``, with the same scores). Each
     Parquet records ``cache_strategy`` and ``cache_mb`` (the size of the train + validation hidden
     states, whether or not they were cached).
     """
@@ -869,8 +875,10 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
         stage.fraction_dynamic,
         stage.selection,
     )
-    dropout = stage.backbone_dropout
-    args = (m, train, val, info.kind, info.n_labels, list(stage.metrics), stage.hparams, info.label_names)
+    dropout, hparams = stage.backbone_dropout, stage.hparams
+    if stage.batch_order == "shared" and stage.first_seed is not None and hparams.shuffle_seed is None:
+        hparams = replace(hparams, shuffle_seed=int(stage.first_seed))  # the sweep's first seed's batch order
+    args = (m, train, val, info.kind, info.n_labels, list(stage.metrics), hparams, info.label_names)
     t0 = time.monotonic()
     if stage.trained_constants:
         strategy, nbytes = "live", cache_nbytes(m, train, cache.dtype) + cache_nbytes(m, val, cache.dtype)

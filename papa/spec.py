@@ -37,6 +37,12 @@ SPEC_KINDS = CONSTANT_KINDS + tuple(k + TRAINED_SUFFIX for k in TRAINABLE)
 NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 #: ``kind[_trained][@corpus]`` (the config schema's pattern for sweep.constants is this one).
 CONSTANTS_PATTERN = rf"({'|'.join(SPEC_KINDS)})(@{NAME_PATTERN})?"
+#: The specs whose matrices train with the probe (``<kind>_trained[@corpus]``): the encoder runs with
+#: gradients for every batch, and the seeds share nothing, so the workflow runs one job per seed (rule
+#: ``probe_trained``).
+TRAINED_CONSTANTS_PATTERN = rf"({'|'.join(k + TRAINED_SUFFIX for k in TRAINABLE)})(@{NAME_PATTERN})?"
+#: The specs whose matrices stay fixed: one job for all seeds, which share the encoder's hidden states (rule ``probe``).
+FIXED_CONSTANTS_PATTERN = rf"({'|'.join(CONSTANT_KINDS)})(@{NAME_PATTERN})?"
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,40 @@ def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
     assert [r for r in lockstep if r["seed"] == 5] == live5
 
 
+@pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
+def test_trained_constants_one_job_per_seed_score_as_one_job(job, tmp_path, batch_order):
+    """Rule probe_trained runs each seed of trained constants as a job of its own (ProbeStage with one
+    seed, and the sweep's first seed under batch_order shared): the same scores as one job training the
+    seeds one after the other. Without first_seed, a lone seed under shared trains in its own order."""
+
+    def stage(seeds, out, first_seed=None):
+        return pipeline.ProbeStage(
+            model="minilm",
+            constants=str(job / "average.safetensors"),
+            lambdas=None,
+            train=str(job / "train.parquet"),
+            validation=str(job / "validation.parquet"),
+            outs=[str(tmp_path / out / f"seed{s}.parquet") for s in seeds],
+            metrics=["accuracy"],
+            selection="first_to_last",
+            fraction_dynamic=0.5,
+            seeds=list(seeds),
+            hparams=TrainConfig(lr=1e-3, batch_size=8, epochs=1, seed=seeds[0], dropout=0.3),
+            trained_constants=True,
+            batch_order=batch_order,
+            first_seed=first_seed,
+            labels={"model": "minilm", "task": "toy", "constants": "average_trained", "selection": "first_to_last"},
+        )
+
+    together = _scores(pipeline.probe_heads(stage([0, 1], "together")))
+    apart = _scores([pipeline.probe_heads(stage([s], f"alone{s}", first_seed=0))[0] for s in (0, 1)])
+    pd.testing.assert_frame_equal(apart, together)
+    assert not together[together.seed == 0].score.equals(together[together.seed == 1].score)  # the seeds differ
+    own_order = _scores(pipeline.probe_heads(stage([1], "own")))
+    seed1 = together[together.seed == 1].reset_index(drop=True)
+    assert own_order.equals(seed1) == (batch_order == "per_seed")
+
+
 # ----------------------------------------------------------------------------- cache strategy
 
 

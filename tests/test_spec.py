@@ -46,6 +46,20 @@ def test_constants_spec_round_trips(kind, corpus):
     assert c.data_free == (c.kind in spec.DATA_FREE) == spec.is_data_free(text)
 
 
+@pytest.mark.parametrize("corpus", [None, "wiki", "my_corpus-2.v1"])
+def test_trained_and_fixed_patterns_split_every_spec(corpus):
+    """Rules probe_trained and probe take the specs these patterns match: each spec exactly one of them, by
+    whether its matrices train (the workflow's wildcard constraints; a spec in neither or both would make
+    Snakemake find no rule or two for its probe files)."""
+    import re
+
+    for kind in spec.SPEC_KINDS:
+        text = str(ConstantsSpec.parse(kind + (f"@{corpus}" if corpus else "")))
+        trained = bool(re.fullmatch(spec.TRAINED_CONSTANTS_PATTERN, text))
+        assert trained == ConstantsSpec.parse(text).trained, text
+        assert bool(re.fullmatch(spec.FIXED_CONSTANTS_PATTERN, text)) != trained, text
+
+
 def test_constants_spec_fields():
     assert ConstantsSpec.parse("average_trained@wiki") == ConstantsSpec("average", trained=True, corpus="wiki")
     assert ConstantsSpec.parse("toeplitz") == ConstantsSpec("toeplitz")

@@ -509,6 +509,12 @@ def test_a_retried_job_asks_for_more_memory_and_time():
         ]
         assert probe.resources["runtime"].evaluate(cola, attempt=1).value == cfg["probe"]["runtime"]
         assert probe.resources["mem_mb"].evaluate(mnli, attempt=1).value == cfg["probe"]["mem_mb"]
+        trained = wf.get_rule("probe_trained")  # a job per seed of trained constants: the probe's resources
+        for key in ("mem_mb", "runtime"):
+            for wc in (mnli, cola):
+                assert [trained.resources[key].evaluate(wc, attempt=a).value for a in (1, 2)] == [
+                    probe.resources[key].evaluate(wc, attempt=a).value for a in (1, 2)
+                ], key
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each
 
 
@@ -545,8 +551,18 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     free = by_rule["data_free_constants"]
     assert len(free) == 111 and {j["resources"]["gpu"] for j in free} == {"0"}, free[:3]
     assert {j["resources"]["mem_mb"] for j in free} == {str(paper["default"]["mem_mb"])}
-    for rule in ("average_attention", "learn_lambda", "probe", "mlm"):
+    for rule in ("average_attention", "learn_lambda", "probe", "probe_trained", "mlm"):
         assert by_rule[rule] and {j["resources"]["gpu"] for j in by_rule[rule]} == {"1"}, rule
+    # trained constants: a job per seed (rule probe_trained), fixed ones a job for every seed (rule probe)
+    seeds = {str(s) for s in yaml.safe_load((ROOT / "config/paper.yaml").read_text())["sweep"]["seeds"]}
+    runs = {}
+    for j in by_rule["probe_trained"]:
+        wc = j["wildcards"]
+        assert spec.ConstantsSpec.parse(wc["constants"]).trained, wc
+        runs.setdefault(tuple(v for k, v in sorted(wc.items()) if k != "seed"), set()).add(wc["seed"])
+    assert runs and all(found == seeds for found in runs.values()), runs
+    assert not any(spec.ConstantsSpec.parse(j["wildcards"]["constants"]).trained for j in by_rule["probe"])
+    assert not any("seed" in j["wildcards"] for j in by_rule["probe"])
     assert {j["resources"]["mem_mb"] for j in by_rule["average_attention"]} == {
         str(paper["average_attention"]["mem_mb"])
     }
@@ -554,4 +570,4 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     for rule, kinds in (("data_free_constants", spec.DATA_FREE), ("average_attention", spec.DATA_KINDS)):
         built = {j["wildcards"]["kind"] for j in by_rule[rule]}
         assert built and built <= set(kinds), (rule, built)
-    assert len(jobs) == 1265
+    assert len(jobs) == 1413  # 1,265 before trained constants ran a job per seed (74 runs x 2 more)

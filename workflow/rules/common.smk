@@ -210,10 +210,14 @@ def lambda_file(model, task, constants):
     return lambda_path(model, task, constants, "lambdas.parquet")
 
 
+def probe_output(model, task, constants, selection, fraction_dynamic, seed):
+    """One seed's probe file."""
+    return f"{probe_dir(model, task, constants, selection, fraction_dynamic)}/seed{seed}.parquet"
+
+
 def probe_outputs(model, task, constants, selection, fraction_dynamic):
     """One probe run's files, one per sweep seed."""
-    folder = probe_dir(model, task, constants, selection, fraction_dynamic)
-    return [f"{folder}/seed{s}.parquet" for s in SWEEP["seeds"]]
+    return [probe_output(model, task, constants, selection, fraction_dynamic, s) for s in SWEEP["seeds"]]
 
 
 def model_tasks(model):
@@ -302,5 +306,6 @@ wildcard_constraints:
     n=r"\d+",
     fraction_dynamic=spec.FRACTION_PATTERN,
     constants=spec.CONSTANTS_PATTERN,
+    seed=r"\d+",
     kind=one_of(spec.CONSTANT_KINDS),
     selection=one_of(spec.HEAD_ORDERS),

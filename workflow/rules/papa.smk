@@ -89,7 +89,10 @@ rule probe:
     """A share fraction_dynamic of the heads input-dependent, the others constant; one probe per seed, from
     hidden states encoded once and cached in memory or on disk, or re-encoded every epoch (cache.strategy,
     recorded in the output; not a param: the scores do not depend on it, so a changed budget reruns nothing).
-    sweep.batch_order (each seed its own batch order, or all in the first seed's) does change them: a param."""
+    sweep.batch_order (each seed its own batch order, or all in the first seed's) does change them: a param.
+    Fixed matrices only: trained ones are rule probe_trained."""
+    wildcard_constraints:
+        constants=spec.FIXED_CONSTANTS_PATTERN,
     input:
         constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
         lambdas=lambda wc: (
@@ -123,6 +126,26 @@ rule probe:
         gpu=task_res("probe", "gpu"),
     script:
         "../scripts/probe.py"
+
+
+# Trained matrices (a "<kind>_trained" constants spec): the encoder runs with gradients for every batch of
+# every seed, and the seeds share nothing (no cached hidden states), so each seed is a job of its own: the
+# probe rule's inputs, code, script and resources (resources.probe, tasks.<t>.resources.probe), one seed's
+# output. Three seeds run side by side where GPUs allow, and the longest job (DeBERTa-large's on MNLI) takes a
+# third of the time. The scores are those of one job running the seeds one after the other.
+use rule probe as probe_trained with:
+    wildcard_constraints:
+        constants=spec.TRAINED_CONSTANTS_PATTERN,
+    output:
+        probe_output("{model}", "{task}", "{constants}", "{selection}", "{fraction_dynamic}", "{seed}"),
+    params:
+        seeds=lambda wc: [int(wc.seed)],
+        # sweep.batch_order shared: every seed trains in the sweep's first seed's batch order
+        first_seed=SWEEP["seeds"][0] if SWEEP["batch_order"] == "shared" else None,
+    log:
+        f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.log",
+    benchmark:
+        f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.tsv"
 
 
 rule patterns:

@@ -1,5 +1,5 @@
 """Snakemake adapter: probes for one (model, task, constants, selection, fraction_dynamic), every seed
-(papa.pipeline.probe_heads)."""
+(rule probe) or one (rule probe_trained) (papa.pipeline.probe_heads)."""
 
 import sys
 from pathlib import Path
