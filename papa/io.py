@@ -138,6 +138,36 @@ def atomic_dir(path: str | Path):
         raise
 
 
+#: Suffixes of a model folder's weight files: read by the stages that load the model, never by its tokenizer
+#: (`model_folder_files`).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".ot")
+#: What a stage reads of a local model folder (`model_folder_files`).
+MODEL_READS = ("model", "tokenizer", "config")
+
+
+def model_folder_files(folder: str | Path, reads: str = "model") -> list[str]:
+    """The files of a local model folder that a stage reads (each folder's sorted), hidden files and folders
+    (``.git``, ``.cache``) left out. The workflow makes them the stage's job inputs, so a file
+    written in place reruns exactly the jobs that read it.
+
+    Args:
+        reads: ``model`` (`papa.load_encoder`: every file); ``tokenizer`` (every file but the
+            weights, `WEIGHT_SUFFIXES`: the tokenizer's files and ``config.json``, which
+            ``AutoTokenizer`` reads); ``config`` (``config.json``: the data-free matrices take the
+            model's shape alone; every file of a folder without one).
+    """
+    if reads not in MODEL_READS:
+        raise ValueError(f"reads must be one of {', '.join(MODEL_READS)}, got {reads!r}")
+    files = []
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        files += [os.path.join(root, f) for f in sorted(names) if not f.startswith(".")]
+    if reads == "tokenizer":
+        return [f for f in files if not f.lower().endswith(WEIGHT_SUFFIXES)]
+    config = os.path.join(folder, "config.json")
+    return [config] if reads == "config" and config in files else files
+
+
 def current_umask() -> int:
     """The process umask, read without changing it where the OS allows (Linux: /proc)."""
     try:

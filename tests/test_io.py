@@ -175,3 +175,45 @@ def test_atomic_dir_flushes_every_file_before_the_rename(tmp_path, monkeypatch):
     assert {str(tmp / "a.png"), str(tmp / "sub" / "b.png"), str(tmp / "sub"), str(tmp)} <= flushed
     assert events[-1] == ("fsync", str(tmp_path))  # the rename itself made durable
     assert _tree(target) == {"a.png": "a", "sub/b.png": "b"}
+
+
+def test_model_folder_files_are_what_each_stage_reads(tmp_path):
+    """The workflow's model inputs per stage (papa.io.model_folder_files): the tokenizer loads from a copy holding
+    only the "tokenizer" files (no weights) and tokenizes as from the whole folder; the model's shape loads from
+    the "config" file alone; "model" is every file; hidden entries never count."""
+    import shutil
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from papa.models import resolve_model_path
+
+    folder = tmp_path / "minilm"
+    shutil.copytree(resolve_model_path("minilm"), folder)
+    (folder / ".cache").mkdir()
+    (folder / ".cache" / "lock").write_text("x")
+    (folder / "pytorch_model.bin").write_bytes(b"weights")  # a second weight format, as hub snapshots hold
+    every = io.model_folder_files(folder)
+    assert not any("/.cache/" in f for f in every)
+    assert {str(folder / n) for n in ("config.json", "pytorch_model.bin")} <= set(every)
+    tokenizer = io.model_folder_files(folder, "tokenizer")
+    assert not any(f.endswith((".safetensors", ".bin")) for f in tokenizer) and set(tokenizer) < set(every)
+    assert io.model_folder_files(folder, "config") == [str(folder / "config.json")]
+
+    def copy_of(files, name):
+        out = tmp_path / name
+        for f in files:
+            (out / os.path.relpath(f, folder)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, out / os.path.relpath(f, folder))
+        return out
+
+    text = ["a great film", "the plot, sadly, is thin"]
+    whole = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
+    assert AutoTokenizer.from_pretrained(copy_of(tokenizer, "tok"))(text)["input_ids"] == whole
+    shape = AutoConfig.from_pretrained(copy_of(io.model_folder_files(folder, "config"), "cfg"))
+    assert (shape.num_hidden_layers, shape.num_attention_heads) == (6, 12)
+    no_config = tmp_path / "no-config"
+    no_config.mkdir()
+    (no_config / "model.safetensors").write_bytes(b"w")
+    assert io.model_folder_files(no_config, "config") == [str(no_config / "model.safetensors")]  # every file
+    with pytest.raises(ValueError, match="model, tokenizer, config"):
+        io.model_folder_files(folder, "weights")

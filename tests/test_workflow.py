@@ -4,6 +4,7 @@ One smoke run in a copy of the repository; dry runs then check what a change rer
 """
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -371,9 +372,11 @@ def test_cache_settings_rerun_nothing_and_the_batch_order_reruns_the_probes(smok
     assert counts == {"probe": n_probe_jobs, "aggregate": 1, "plot": 1, "all": 1}, counts
 
 
-def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_load_it(smoke, tmp_path):
+def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_read_it(smoke, tmp_path):
     """A local model folder's files are the jobs' inputs, not the folder: rewriting a file in place (cp over it)
-    leaves the folder's own time as it was, and must still rerun tokenize and everything after it."""
+    leaves the folder's own time as it was, and must still rerun the jobs that read it. New weights rerun the
+    jobs that load the model, not tokenization (the tokenizer's files) or the data-free matrices (config.json);
+    a rewritten config.json reruns those too."""
     from papa.models import resolve_model_path
 
     repo = tmp_path / "repo"
@@ -390,7 +393,12 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_load_it(smok
     weights.write_bytes(weights.read_bytes())  # the same bytes, written in place
     assert folder.stat().st_mtime_ns == folder_time  # what a folder input would have seen
     counts = job_counts(smk(repo, *only_times).stdout)
-    assert {"tokenize", "average_attention", "learn_lambda", "probe", "aggregate"} <= set(counts), counts
+    assert {"average_attention", "learn_lambda", "probe", "aggregate"} <= set(counts), counts
+    assert not {"prepare_data", "tokenize", "data_free_constants"} & set(counts), counts
+    config_json = folder / "config.json"  # same settings, other bytes (Snakemake compares a small file's checksum)
+    config_json.write_text(json.dumps(json.loads(config_json.read_text()), indent=4))
+    counts = job_counts(smk(repo, *only_times).stdout)
+    assert {"tokenize", "data_free_constants", "average_attention", "probe", "aggregate"} <= set(counts), counts
     assert "prepare_data" not in counts, counts
 
 

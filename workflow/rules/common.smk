@@ -11,6 +11,7 @@ from papa import checks, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
+from papa.io import model_folder_files
 from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
 from snakemake.logging import logger
 
@@ -136,26 +137,22 @@ def model_path(model):
     return built_model_dir(model) if isinstance(entry, dict) else entry
 
 
-def model_input(model):
+def model_input(model, reads="model"):
     """The model as a job input when it is a folder, so a rebuilt, replaced or edited model reruns the jobs
-    that load it: the folder rule build_model writes, or every file of a local folder (its hidden entries
-    left out). A file, not the folder: a file overwritten in place leaves its folder's time as it was.
+    that read it: the folder rule build_model writes, or the files of a local folder the job reads
+    (papa.io.model_folder_files; reads: "model" every file, "tokenizer" all but the weights, "config" its
+    config.json). Files, not the folder: a file overwritten in place leaves its folder's time as it was.
     Hub ids and aliases: none."""
     if isinstance(config["models"][model], dict):
         return [model_path(model)]
     path = os.path.expanduser(model_path(model))
-    return list(folder_files(path)) if os.path.isdir(path) else []
+    return list(folder_files(path, reads)) if os.path.isdir(path) else []
 
 
 @functools.lru_cache(maxsize=None)
-def folder_files(path):
-    """Every file under ``path``, sorted, without hidden files and folders (``.git``, ``.cache``); listed once
-    per Snakemake run, not once per job that loads the model."""
-    out = []
-    for root, dirs, files in os.walk(path, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
-    return tuple(out)
+def folder_files(path, reads):
+    """papa.io.model_folder_files, listed once per Snakemake run, not once per job that reads the model."""
+    return tuple(model_folder_files(path, reads))
 
 
 def dataset_spec(dataset):

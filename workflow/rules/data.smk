@@ -29,7 +29,7 @@ rule tokenize:
     input:
         meta=data_file("{dataset}", "meta.json"),
         split=data_file("{dataset}", "{split}.parquet"),
-        model=lambda wc: model_input(wc.model),
+        model=lambda wc: model_input(wc.model, "tokenizer"),  # its tokenizer and config: new weights rerun no tokenization
     output:
         tokens("{model}", "{dataset}", "{n}", "{split}"),
     params:

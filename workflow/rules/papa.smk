@@ -33,9 +33,12 @@ rule average_attention:
 # The data-free constant kinds (spec.DATA_FREE: identity, toeplitz, zeros, uniform), built from the model's config and N
 # alone: the averaging rule's job under its own name, so that it asks for resources.data_free_constants (by default
 # resources.default: no GPU), not for the GPU and memory of averaging (under the Slurm profile those jobs waited in a
-# GPU queue to write a matrix of zeros). Its inputs (the token file gives N), output, code and script are
-# average_attention's.
+# GPU queue to write a matrix of zeros). Its output, code and script are average_attention's; of the model it
+# reads the config alone (the shape), so new weights rerun no data-free matrix; the token file gives N.
 use rule average_attention as data_free_constants with:
+    input:
+        tokens=tokens("{model}", "{dataset}", "{n}", "train"),
+        model=lambda wc: model_input(wc.model, "config"),
     wildcard_constraints:
         kind=one_of(spec.DATA_FREE),
     params:
