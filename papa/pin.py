@@ -1,0 +1,129 @@
+"""Pin a config's hub models and hub datasets to the commits they resolve to now.
+
+A paper-scale run takes days; a hub repository updated in between would feed the later jobs
+other weights or other data than the earlier ones. `hub_pins` asks the hub once for the commit
+each model id (``bert-base-uncased``) and each hub dataset (its ``revision``, by default the
+registry's) resolves to, and returns the config entries that pin them: models as
+``<id>@<commit>``, datasets as ``revision: <commit>``. Written to a file of their own, they
+override the config key by key (Snakemake merges its config files in order)::
+
+    python -m papa.pin config/paper.yaml > config/paper-pins.yaml
+    snakemake --profile slurm --configfile config/paper.yaml config/paper-pins.yaml
+
+Aliases, local folders, built models and entries already pinned to a commit are left as they
+are. The model string and a dataset's ``revision`` are params of the jobs that read them, so
+pinning a finished run reruns it once: pin before starting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from .checks import load_config
+from .data.registry import HUB_SPECS
+from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
+
+#: A full commit sha: an entry already pinned.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _hub_model_commit(hub_id: str, revision: str | None) -> str:
+    from huggingface_hub import HfApi
+
+    return HfApi().model_info(hub_id, revision=revision).sha
+
+
+def _hub_dataset_commit(hub_id: str, revision: str | None) -> str:
+    from huggingface_hub import HfApi
+
+    return HfApi().dataset_info(hub_id, revision=revision).sha
+
+
+def hub_pins(
+    config: dict,
+    model_commit: Callable[[str, str | None], str] | None = None,
+    dataset_commit: Callable[[str, str | None], str] | None = None,
+) -> dict:
+    """The config entries that pin ``config``'s hub models and hub datasets to their commits.
+
+    Args:
+        config: a workflow config (validated: the schema's defaults, `papa.checks.load_config`).
+        model_commit, dataset_commit: ``(hub id, revision or None) -> commit sha``; by default the
+            hub's answer (``huggingface_hub.HfApi().model_info`` / ``dataset_info``).
+    Returns:
+        ``{"models": {name: "<id>@<commit>"}, "datasets": {name: {"revision": "<commit>"}}}``, each
+        part only where something was pinned.
+    """
+    model_commit, dataset_commit = model_commit or _hub_model_commit, dataset_commit or _hub_dataset_commit
+    models = {}
+    for name, entry in config.get("models", {}).items():
+        if not isinstance(entry, str) or entry in ALIASES or entry in SPLIT_ZIP_ALIASES or looks_like_path(entry):
+            continue  # built, an offline alias or a local folder: nothing on the hub to pin
+        if Path(entry).expanduser().is_dir():
+            continue
+        hub_id, revision = split_revision(entry)
+        if revision is not None and COMMIT.fullmatch(revision):
+            continue
+        models[name] = f"{hub_id}@{_commit(model_commit, hub_id, revision, f'models.{name}')}"
+    datasets = {}
+    for name, spec in config.get("datasets", {}).items():
+        if not isinstance(spec, dict) or spec.get("source") != "hub":
+            continue
+        base = HUB_SPECS.get(name)
+        hub_id = spec.get("hub_id") or (base.hub_id if base else None)
+        if hub_id is None:
+            continue  # the config check names a hub dataset without a hub id
+        revision = spec.get("revision", base.revision if base else None)
+        if revision is not None and COMMIT.fullmatch(revision):
+            continue
+        datasets[name] = {"revision": _commit(dataset_commit, hub_id, revision, f"datasets.{name}")}
+    return {k: v for k, v in (("models", models), ("datasets", datasets)) if v}
+
+
+def _commit(resolve, hub_id: str, revision: str | None, key: str) -> str:
+    try:
+        sha = resolve(hub_id, revision)
+    except Exception as e:  # noqa: BLE001 - any failure names the entry that could not be pinned
+        at = f" at revision {revision!r}" if revision else ""
+        raise RuntimeError(
+            f"{key}: could not resolve {hub_id!r}{at} on the hub ({type(e).__name__}: {e}); "
+            "check the id, your network and HF_TOKEN for gated repositories"
+        ) from e
+    if not isinstance(sha, str) or not COMMIT.fullmatch(sha):
+        raise RuntimeError(f"{key}: the hub answered {sha!r} for {hub_id!r}, not a commit sha")
+    return sha
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m papa.pin", description=__doc__.split("\n\n")[0])
+    ap.add_argument("config", help="the workflow config whose hub models and datasets to pin")
+    ap.add_argument("-o", "--out", help="write the pins here (default: standard output)")
+    args = ap.parse_args(argv)
+    try:
+        pins = hub_pins(load_config(args.config))
+    except RuntimeError as e:  # the entry that could not be pinned, and why; nothing written
+        sys.exit(f"papa.pin: {e}")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = (
+        f"# Hub commits of {args.config}'s models and datasets, resolved {stamp} (python -m papa.pin).\n"
+        f"# Use after it: snakemake --configfile {args.config} <this file>\n"
+        + (yaml.safe_dump(pins, sort_keys=False) if pins else "{}\n")
+    )
+    if args.out:
+        from .io import atomic_path
+
+        with atomic_path(args.out) as tmp:
+            Path(tmp).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""papa.pin: a config's hub models and hub datasets pinned to commits, in a file Snakemake merges over the config.
+The hub is out of reach here: the resolvers are stand-ins that record what they were asked."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from papa import pin
+from papa.checks import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "config/paper.yaml"
+
+
+def sha(*parts) -> str:
+    return hashlib.sha1("/".join(str(p) for p in parts).encode()).hexdigest()
+
+
+class Hub:
+    """Answers a commit per (id, revision) and records the questions."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __call__(self, hub_id, revision):
+        self.asked.append((hub_id, revision))
+        return sha(hub_id, revision)
+
+
+def test_the_paper_grids_hub_models_and_datasets_are_pinned():
+    config = load_config(PAPER)
+    models, datasets = Hub(), Hub()
+    pins = pin.hub_pins(config, models, datasets)
+    assert pins["models"] == {name: f"{hub_id}@{sha(hub_id, None)}" for name, hub_id in config["models"].items()}
+    hub = {n for n, s in config["datasets"].items() if s["source"] == "hub"}
+    assert set(pins["datasets"]) == hub
+    # the registry's ids and revisions: GLUE's default branch, CoNLL-2003's Parquet export
+    assert ("nyu-mll/glue", None) in datasets.asked
+    assert ("eriktks/conll2003", "refs/convert/parquet") in datasets.asked
+    assert pins["datasets"]["conll2003_ner"] == {"revision": sha("eriktks/conll2003", "refs/convert/parquet")}
+
+
+def test_aliases_folders_built_and_pinned_entries_are_left_alone(tmp_path):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    config = {
+        "models": {
+            "alias": "minilm",
+            "split": "mpnet",
+            "folder": str(folder),
+            "relative": "./models/x",
+            "built": {"build": {"family": "bert"}},
+            "pinned": f"bert-base-uncased@{sha('x')}",
+            "tagged": "bert-base-uncased@v1.0",
+        },
+        "datasets": {
+            "rt": {"source": "package"},
+            "mine": {"source": "local", "train": "a.csv"},
+            "cola": {"source": "hub", "revision": sha("glue")},
+            "other": {"source": "hub", "hub_id": "me/corpus"},
+        },
+    }
+    models, datasets = Hub(), Hub()
+    pins = pin.hub_pins(config, models, datasets)
+    assert pins == {
+        "models": {"tagged": f"bert-base-uncased@{sha('bert-base-uncased', 'v1.0')}"},  # a tag is not a commit
+        "datasets": {"other": {"revision": sha("me/corpus", None)}},
+    }
+    assert models.asked == [("bert-base-uncased", "v1.0")] and datasets.asked == [("me/corpus", None)]
+
+
+def test_a_failed_or_odd_answer_names_the_entry():
+    def unreachable(hub_id, revision):
+        raise OSError("no network")
+
+    config = {"models": {"bert-base": "bert-base-uncased"}}
+    with pytest.raises(RuntimeError, match=r"models\.bert-base: could not resolve 'bert-base-uncased'.*no network"):
+        pin.hub_pins(config, unreachable)
+    with pytest.raises(RuntimeError, match=r"models\.bert-base: the hub answered 'main'"):
+        pin.hub_pins(config, lambda hub_id, revision: "main")
+
+
+def test_snakemake_merges_the_pins_over_the_config(tmp_path, monkeypatch):
+    """The file `python -m papa.pin` writes, given after the config, pins the models and datasets and changes
+    nothing else: Snakemake merges config files key by key."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    monkeypatch.setattr(pin, "_hub_model_commit", Hub())
+    monkeypatch.setattr(pin, "_hub_dataset_commit", Hub())
+    out = tmp_path / "pins.yaml"
+    pin.main([str(PAPER), "-o", str(out)])
+    assert out.read_text().startswith(f"# Hub commits of {PAPER}'s models and datasets")
+    pins = yaml.safe_load(out.read_text())
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        wf = api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[PAPER, out]),
+            storage_settings=StorageSettings(),
+            snakefile=ROOT / "Snakefile",
+            workdir=ROOT,
+        )._workflow
+        merged = wf.config
+    paper = load_config(PAPER)
+    assert merged["models"] == pins["models"]
+    for name, spec in paper["datasets"].items():
+        assert merged["datasets"][name] == {**spec, **pins["datasets"].get(name, {})}, name
+    assert {k: v for k, v in merged.items() if k not in ("models", "datasets")} == {
+        k: v for k, v in paper.items() if k not in ("models", "datasets")
+    }
+
+
+def test_the_command_fails_with_the_entry_and_writes_nothing(tmp_path, monkeypatch):
+    def unreachable(hub_id, revision):
+        raise OSError("no network")
+
+    monkeypatch.setattr(pin, "_hub_model_commit", unreachable)
+    out = tmp_path / "pins.yaml"
+    with pytest.raises(SystemExit, match=r"papa\.pin: models\.bert-base: could not resolve"):
+        pin.main([str(PAPER), "-o", str(out)])
+    assert list(tmp_path.iterdir()) == []
