@@ -383,8 +383,8 @@ REHEARSAL_CONFIG = REPO / "config" / "rehearsal.yaml"
 def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     """Part of the rehearsal (config/rehearsal.yaml) as Slurm jobs: the workflow builds a tiny model and
     GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task (and a data-free
-    matrix beside the averaging), and the built model folder reaches every job that loads it (six DAG levels,
-    ~15 s of polling each)."""
+    matrix beside the averaging, trained with a probe as one seed's job, rule probe_trained), and the built model
+    folder reaches every job that loads it (six DAG levels, ~15 s of polling each)."""
     import yaml
 
     if not REHEARSAL_CONFIG.exists():
@@ -397,12 +397,15 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     fraction, seeds = 0.5, cfg["sweep"]["seeds"]
     target = f"{results}/probe/bert/sst2/average/lambda/fraction_dynamic={fraction:g}/seed{seeds[0]}.parquet"
     n = cfg["tasks"]["sst2"]["max_length"]
-    data_free = f"{results}/constants/bert/sst2/N{n}/identity.safetensors"  # rule data_free_constants, beside averaging
+    data_free = f"{results}/constants/bert/sst2/N{n}/toeplitz.safetensors"  # rule data_free_constants, beside averaging
+    # trained from it, the second seed alone (rule probe_trained: a job per seed)
+    trained = f"{results}/probe/bert/sst2/toeplitz_trained/lambda/fraction_dynamic=0/seed{seeds[1]}.parquet"
 
     run = run_snakemake(
         wd,
         target,
         data_free,
+        trained,
         "--profile",
         "slurm",
         "--configfile",
@@ -423,6 +426,7 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
             "data_free_constants",
             "learn_lambda",
             "probe",
+            "probe_trained",
         ]
     ), rules
     assert (wd / data_free).stat().st_size > 0
@@ -431,6 +435,9 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     probe = pd.read_parquet(wd / target)
     assert set(probe["model"]) == {"bert"} and set(probe["task"]) == {"sst2"}
     assert set(probe["metric"]) == set(cfg["tasks"]["sst2"]["metrics"])
+    one_seed = pd.read_parquet(wd / trained)
+    assert set(one_seed["seed"]) == {seeds[1]} and set(one_seed["constants"]) == {"toeplitz_trained"}
+    assert not (wd / trained).with_name(f"seed{seeds[0]}.parquet").exists()  # the other seeds' jobs were not asked for
 
 
 @pytest.mark.slow
