@@ -113,13 +113,14 @@ def test_rehearsal_sample_writes_the_other_tables_and_the_figures(sample_run):
 
 
 @pytest.mark.slow
-@pytest.mark.rehearsal  # `make rehearse`: 23 minutes, beyond CI's budget; `make test` runs the sample above
+@pytest.mark.rehearsal  # `make rehearse`: ~20 minutes, beyond CI's budget; `make test` runs the sample above
 def test_full_rehearsal_writes_every_table(tmp_path):
     """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
 
-    Budget: 408 jobs, 30 min; measured at 384 jobs (before trained constants ran a job per seed) 22 min
-    47 s in CI on the 2-core machine (2026-11-23), 25 min with other work beside it (~7 s of CPU per
-    job, nearly all of it the Python/torch/transformers start-up of each job, not the tiny models). Every (model,
+    Budget: 408 jobs, 30 min; measured 20 min 4 s on the 2-core machine with nothing beside it
+    (2026-11-26; at 384 jobs, before trained constants ran a job per seed, 22 min 47 s in CI and 25 min
+    with other work beside it: ~7 s of CPU per job, nearly all of it the Python/torch/transformers
+    start-up of each job, not the tiny models). Every (model,
     task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table of all four
     families must be there.
     """
