@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from .checks import load_config
-from .data.registry import HUB_SPECS
+from .data.hub import hub_revision, resolve_revision
 from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
 
 #: A full commit sha: an entry already pinned.
@@ -41,9 +41,7 @@ def _hub_model_commit(hub_id: str, revision: str | None) -> str:
 
 
 def _hub_dataset_commit(hub_id: str, revision: str | None) -> str:
-    from huggingface_hub import HfApi
-
-    return HfApi().dataset_info(hub_id, revision=revision).sha
+    return resolve_revision(hub_id, hub_id, revision, timeout=10.0)  # what prepare_data resolves, as it does
 
 
 def hub_pins(
@@ -56,7 +54,7 @@ def hub_pins(
     Args:
         config: a workflow config (validated: the schema's defaults, `papa.checks.load_config`).
         model_commit, dataset_commit: ``(hub id, revision or None) -> commit sha``; by default the
-            hub's answer (``huggingface_hub.HfApi().model_info`` / ``dataset_info``).
+            hub's answer (``huggingface_hub.HfApi().model_info``; `papa.data.hub.resolve_revision`).
     Returns:
         ``{"models": {name: "<id>@<commit>"}, "datasets": {name: {"revision": "<commit>"}}}``, each
         part only where something was pinned.
@@ -76,11 +74,9 @@ def hub_pins(
     for name, spec in config.get("datasets", {}).items():
         if not isinstance(spec, dict) or spec.get("source") != "hub":
             continue
-        base = HUB_SPECS.get(name)
-        hub_id = spec.get("hub_id") or (base.hub_id if base else None)
+        hub_id, revision = hub_revision(name, spec)
         if hub_id is None:
             continue  # the config check names a hub dataset without a hub id
-        revision = spec.get("revision", base.revision if base else None)
         if revision is not None and COMMIT.fullmatch(revision):
             continue
         datasets[name] = {"revision": _commit(dataset_commit, hub_id, revision, f"datasets.{name}")}

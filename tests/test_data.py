@@ -793,7 +793,7 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     monkeypatch.setattr(hub, "_hub_offline", lambda: False)
-    monkeypatch.setattr(hub, "_probe_hub", lambda name, hub_id, revision, timeout: "0123abcd")
+    monkeypatch.setattr(hub, "resolve_revision", lambda name, hub_id, revision, timeout: "0123abcd")
     t = D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
     assert calls[-1][:2] == ("nyu-mll/glue", "mnli") and calls[-1][2]["revision"] == "0123abcd"
     assert t.label_names == ["entailment", "neutral", "contradiction"]

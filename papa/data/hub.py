@@ -51,8 +51,16 @@ def _hub_offline() -> bool:
                for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))  # fmt: skip
 
 
-def _probe_hub(name: str, hub_id: str, revision: str | None, timeout: float) -> str:
-    """Resolve ``revision`` of ``hub_id`` to a commit sha, failing within ~timeout seconds."""
+def hub_revision(name: str, spec: dict) -> tuple[str | None, str | None]:
+    """(hub id, revision) of hub dataset ``name``: the spec's ``hub_id`` and ``revision`` over the
+    registry's (`HUB_SPECS`; None where neither names one)."""
+    base = HUB_SPECS.get(name)
+    return spec.get("hub_id") or (base.hub_id if base else None), spec.get("revision", base.revision if base else None)
+
+
+def resolve_revision(name: str, hub_id: str, revision: str | None, timeout: float) -> str:
+    """Resolve ``revision`` of hub dataset ``hub_id`` (config name ``name``) to a commit sha, failing
+    within ~timeout seconds (`load_hub`; `papa.pin`)."""
     from huggingface_hub import HfApi
 
     result: dict = {}
@@ -88,9 +96,8 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     where the hub cannot be reached.
     """
     name, base = ds.name, ds.source
-    hub_id = spec.get("hub_id") or base.hub_id
+    hub_id, revision = hub_revision(name, spec)
     config = spec.get("hub_config", base.hub_config)
-    revision = spec.get("revision", base.revision)
     data_dir = spec.get("data_dir", base.data_dir)
     timeout = float(spec.get("hub_timeout", 10.0))
     kind, default_labels = ds.kind, ds.labels
@@ -100,7 +107,7 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     sha = None
     offline = _hub_offline()
     if not offline:
-        sha = _probe_hub(name, hub_id, revision, timeout)
+        sha = resolve_revision(name, hub_id, revision, timeout)
     kw: dict = {"revision": sha or revision}
     if data_dir:
         kw["data_dir"] = data_dir
