@@ -621,6 +621,7 @@ class LambdaStage(ModelStage):
         hparams: the trainer settings (`train_config` of ``tasks.<t>.lambda`` over ``probe``).
         max_train: train on a seeded random subset of this many examples (None = all).
         backbone_dropout: dropout inside the frozen encoder for training batches.
+        compile: how the encoder runs in the loop (config ``compile``, `papa.models.COMPILE_MODES`).
         labels: columns prepended to both outputs (model, task, constants).
         seed: also seeds the subset.
     """
@@ -635,6 +636,7 @@ class LambdaStage(ModelStage):
     hparams: TrainConfig
     max_train: int | None = None
     backbone_dropout: bool = False
+    compile: str = "eager"
     labels: dict[str, str]
 
     @classmethod
@@ -643,6 +645,7 @@ class LambdaStage(ModelStage):
         seed = int(hp["seed"])
         return dict(
             model=sm.params.model,
+            compile=sm.params.compile,
             constants=sm.input.constants,
             train=sm.input.train,
             validation=sm.input.validation,
@@ -674,6 +677,7 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
         stage.hparams,
         info.label_names,
         backbone_dropout=stage.backbone_dropout,
+        compile=stage.compile,
     )
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
@@ -793,6 +797,8 @@ class ProbeStage(ModelStage):
             ``shared`` (every seed in the first seed's order; `papa.probe.run_probe`).
         first_seed: under ``shared``, the seed whose batch order every seed follows, when this job
             trains only some of the sweep's seeds (rule ``probe_trained``); None = the first of ``seeds``.
+        compile: how the encoder runs in the loop of trained constants (config ``compile``,
+            `papa.models.COMPILE_MODES`; rule ``probe_trained``'s param). Fixed matrices run it eagerly.
         cache: where the hidden states are kept (not a rule param: it does not change scores).
         labels: columns of every row (model, task, constants, selection).
     """
@@ -814,6 +820,7 @@ class ProbeStage(ModelStage):
     order_seed: int = 0
     batch_order: str = "per_seed"
     first_seed: int | None = None
+    compile: str = "eager"
     cache: CacheConfig = CacheConfig()
     labels: dict[str, str]
 
@@ -837,6 +844,7 @@ class ProbeStage(ModelStage):
             order_seed=int(sm.params.order_seed),
             batch_order=sm.params.batch_order,
             first_seed=getattr(sm.params, "first_seed", None),  # rule probe_trained's param
+            **({"compile": sm.params.compile} if hasattr(sm.params, "compile") else {}),  # probe_trained's too
             cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
             seed=int(sm.params.order_seed),
             labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection},
@@ -860,6 +868,11 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     seeds, cache = list(stage.seeds), stage.cache
     if len(stage.outs) != len(seeds):
         raise ValueError("one output per seed")
+    if stage.compile != "eager" and not stage.trained_constants:
+        raise ValueError(
+            f"compile {stage.compile!r} applies to trained constants (the encoder in the loop); fixed matrices "
+            "run the encoder once per batch without gradients: leave compile at 'eager'"
+        )
     train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", stage.labels.get("task"))
     val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model)
@@ -889,6 +902,7 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
             backbone_dropout=dropout,
             batch_order=stage.batch_order,
             trainable=lambda: patch(m, C, static=static, trainable_constants=True),
+            compile=stage.compile,
         )
     else:
         with (

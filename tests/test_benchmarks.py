@@ -134,6 +134,34 @@ def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_
     assert t.tokens_per_s("FacebookAI/roberta-base", 128) is None
 
 
+def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
+    """benchmarks/gpu_compile.py on its CPU code path (--tiny, eager only: compiling is tests/test_compile.py's)
+    writes every timing, its --loop runs papa.probe's own loops; the H100 figures it measured are kept, with the
+    finding the config's ``compile`` description states (reduce-overhead: BERT-base's steps >= 3x faster)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_compile
+
+    argv = ["--tiny", "--device", "cpu", "--reps", "1", "--modes", "eager", "--out", str(tmp_path)]
+    out = gpu_compile.main([*argv, "--models", "bert-base-uncased", "microsoft/deberta-base"])
+    assert json.loads((tmp_path / "gpu_compile-tf32.json").read_text()) == out
+    for r in out["models"].values():
+        for key in ("lambda_batch4_eager", "trained_batch4_eager"):
+            assert r[key]["s"] > 0 and r[key]["over_forward"] > 0, key
+    loop = gpu_compile.main([*argv, "--loop", "--models", "bert-base-uncased"])["models"]["bert-base-uncased"]
+    assert loop["learn_lambdas_eager"]["s"] > 0 and loop["trained_probe_eager"]["s"] > 0
+    assert loop["lambda_max_abs_diff"] == 0.0  # eager against eager: the same lambdas (a deterministic CPU run)
+
+    ref = json.loads((ROOT / "benchmarks/reference/gpu_compile-h100-tf32.json").read_text())
+    assert ref["device"].startswith("NVIDIA H100") and not ref["tiny"] and ref["precision"] == "tf32"
+    bert = ref["models"]["bert-base-uncased"]
+    for step in ("lambda", "trained"):
+        eager, graphs = bert[f"{step}_batch16_eager"], bert[f"{step}_batch16_reduce-overhead"]
+        assert eager["s"] / graphs["s"] >= 3 and graphs["grad_deviation"] < 1e-3, step
+    looped = json.loads((ROOT / "benchmarks/reference/gpu_compile-loop-h100-tf32.json").read_text())
+    lam = looped["models"]["bert-base-uncased"]
+    assert lam["learn_lambdas_reduce-overhead"]["s"] > 0 and lam["lambda_max_abs_diff"] < lam["lambda_spread"] / 10
+
+
 def test_cost_estimate_takes_each_models_measured_throughput():
     """papa.cost.estimate with a `Throughput`: a measured model's jobs cost example-passes x N at its own
     rate for that N, its gradient jobs its measured step cost; a model the file lacks keeps the scaled

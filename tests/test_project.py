@@ -134,11 +134,12 @@ def test_stage_configs_read_a_snakemake_job():
                 batch_order="shared",
                 cache_dtype="float32",
                 order_seed=7,
+                compile="reduce-overhead",  # rule probe_trained's param (rule probe has none: eager)
             ),
         )
     )
     assert probe["fraction_dynamic"] == 0.0625 and probe["trained_constants"] and probe["lambdas"] is None
-    assert probe["batch_order"] == "shared"
+    assert probe["batch_order"] == "shared" and probe["compile"] == "reduce-overhead"
     assert probe["hparams"] == TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, max_grad_norm=1.0)
     assert probe["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=10) and probe["order_seed"] == 7
     assert probe["labels"] == {"model": "m", "task": "t", "constants": "average_trained@wiki", "selection": "lambda"}
@@ -148,9 +149,10 @@ def test_stage_configs_read_a_snakemake_job():
             input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
             output=NS(lambdas="l.parquet", metrics="m.parquet"),
             wildcards=wc,
-            params=NS(model="hub/m", hp={**hp, "max_train": 100}, metrics=["accuracy"]),
+            params=NS(model="hub/m", hp={**hp, "max_train": 100}, metrics=["accuracy"], compile="default"),
         )
     )
+    assert lam["compile"] == "default"
     assert lam["seed"] == 5 and lam["hparams"].seed == 5 and lam["max_train"] == 100 and lam["backbone_dropout"]
     pipeline.LambdaStage(**lam)
     avg = pipeline.AverageStage._from_snakemake(

@@ -192,9 +192,10 @@ def test_schema_enums_and_patterns_are_the_vocabulary(schema):
     assert tuple(analyses["mlm"]["then"]["properties"]["init"]["enum"]) == PROBE_INITS
     assert TrainConfig().init == PROBE_INITS[0]  # the default the schema's descriptions name
     assert tuple(p["cache"]["properties"]["strategy"]["enum"]) == STRATEGIES
-    from papa.models import PRECISIONS
+    from papa.models import COMPILE_MODES, PRECISIONS
 
     assert tuple(p["precision"]["enum"]) == PRECISIONS
+    assert tuple(p["compile"]["enum"]) == COMPILE_MODES
     for key in ("models", "datasets", "tasks", "build_data"):
         assert p[key]["propertyNames"]["pattern"] == f"^{spec.NAME_PATTERN}$", key
     for key in ("fraction_dynamic", "fractions"):  # the new name and its deprecated alias
@@ -268,6 +269,7 @@ def test_library_defaults_equal_the_schema_defaults(schema):
     averaging = p["averaging"]
     assert pipeline.AverageStage.batch_size == default(averaging, "batch_size")
     assert pipeline.ModelStage.precision == p["precision"]["default"] == "fp32"  # full float32, the paper's
+    assert pipeline.LambdaStage.compile == pipeline.ProbeStage.compile == p["compile"]["default"] == "eager"
     assert inspect.signature(pipeline.make_constants).parameters["batch_size"].default == default(
         averaging, "batch_size"
     )

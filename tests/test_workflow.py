@@ -359,6 +359,18 @@ def test_precision_reruns_the_jobs_that_run_a_model(smoke):
     }, counts
 
 
+def test_compile_reruns_the_lambdas_and_what_reads_them(smoke):
+    """compile (torch.compile of the encoder in the training loop) is a param of learn_lambda and probe_trained
+    (none in the smoke config): it reruns the lambdas and the probes that read them (heads ordered by lambda),
+    not the tokens, the averaging, the patterns or the probes of other head orders."""
+    repo = smoke[0]
+    cfg = write_config(repo, "compile.yaml", lambda c: c.update(compile="reduce-overhead"))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    n_probe_jobs = len(list((repo / "results-smoke/logs/probe").rglob("*.log")))
+    assert set(counts) == {"learn_lambda", "probe", "aggregate", "plot", "all"} and counts["learn_lambda"] == 2, counts
+    assert 0 < counts["probe"] < n_probe_jobs, (counts, n_probe_jobs)
+
+
 def test_cache_settings_rerun_nothing_and_the_batch_order_reruns_the_probes(smoke):
     """cache.* says where a probe job keeps its hidden states, which changes no score (the strategies agree for
     every seed, tests/test_probe_strategy.py), so it is no param: a machine with less memory or disk reruns
@@ -484,7 +496,8 @@ def test_killed_job_leaves_no_finished_output(smoke):
 def test_a_retried_job_asks_for_more_memory_and_time():
     """The Slurm profile retries a failed job once (``retries: 1``); a job killed for memory or time
     (OUT_OF_MEMORY, TIMEOUT) must come back with more, not with the request that failed: mem_mb and runtime
-    are the config's values on the first attempt and times the attempt number after it (paper.yaml's)."""
+    are the config's values on the first attempt and times the attempt number after it (paper.yaml's).
+    Also: the rules that take ``compile``."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
@@ -523,6 +536,8 @@ def test_a_retried_job_asks_for_more_memory_and_time():
                 assert [trained.resources[key].evaluate(wc, attempt=a).value for a in (1, 2)] == [
                     probe.resources[key].evaluate(wc, attempt=a).value for a in (1, 2)
                 ], key
+        # compile speeds up the encoder in the loop: the jobs that train through it, and no others, take the param
+        assert {r.name for r in wf.rules if "compile" in r.params.keys()} == {"learn_lambda", "probe_trained"}
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each
 
 

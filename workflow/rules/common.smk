@@ -23,6 +23,7 @@ R = config["results"]
 CONDA_ENV = "../../environment.yml"
 SEED = int(config["seed"])
 PRECISION = config["precision"]  # CUDA's float32 matmuls in the jobs that run a model (papa.models.PRECISIONS)
+COMPILE = config["compile"]  # how lambda and trained-constant jobs run the encoder (papa.models.COMPILE_MODES)
 LAYOUT = config["layout"]
 SWEEP = config["sweep"]
 CONSTANTS = SWEEP["constants"]

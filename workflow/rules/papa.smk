@@ -73,6 +73,7 @@ rule learn_lambda:
         hp=lambda wc: lambda_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         precision=PRECISION,
+        compile=COMPILE,
     conda:
         CONDA_ENV
     log:
@@ -145,6 +146,7 @@ use rule probe as probe_trained with:
         seeds=lambda wc: [int(wc.seed)],
         # sweep.batch_order shared: every seed trains in the sweep's first seed's batch order
         first_seed=SWEEP["seeds"][0] if SWEEP["batch_order"] == "shared" else None,
+        compile=COMPILE,  # the encoder runs in the loop: torch.compile can speed it up (fixed matrices: no param)
     log:
         f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.log",
     benchmark:
