@@ -4,7 +4,7 @@
 # (tests/conftest.py; --no-loadscope-reorder: by default pytest-xdist starts the files with the most tests first,
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
-# `rehearsal` tier, the 23-minute full rehearsal that `make rehearse` runs;
+# `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
 # `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...).
 PYTHON ?= python3

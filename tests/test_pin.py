@@ -121,3 +121,19 @@ def test_the_command_fails_with_the_entry_and_writes_nothing(tmp_path, monkeypat
     with pytest.raises(SystemExit, match=r"papa\.pin: models\.bert-base: could not resolve"):
         pin.main([str(PAPER), "-o", str(out)])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_hub_requests_carry_a_timeout(monkeypatch):
+    """A login node without network must get an error from papa.pin, not a hang: the model lookup passes
+    `pin.TIMEOUT` to the hub client (the dataset lookup goes through papa.data.hub.resolve_revision's)."""
+    import huggingface_hub
+
+    seen = {}
+
+    def model_info(self, repo_id, revision=None, timeout=None, **kw):
+        seen.update(repo_id=repo_id, revision=revision, timeout=timeout)
+        return type("Info", (), {"sha": "a" * 40})()
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    assert pin._hub_model_commit("bert-base-uncased", "main") == "a" * 40
+    assert seen == {"repo_id": "bert-base-uncased", "revision": "main", "timeout": pin.TIMEOUT} and pin.TIMEOUT > 0
