@@ -191,7 +191,7 @@ def compiled(model, mode: str = "eager"):
     3.5-4.7x faster under ``reduce-overhead`` (they are launch-bound); DeBERTa's barely change, its
     attention breaks the graph (benchmarks/gpu_compile.py). Compiled kernels round differently and draw
     dropout differently from eager ones, so scores agree within seed noise, not bit for bit. The first
-    batches pay the compilation (25-90 s per graph on an H100).
+    batches pay the compilation (16-92 s per graph on an H100).
     """
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
