@@ -170,10 +170,7 @@ def loop(hub_id: str, tiny: bool, device, mode: str, res: dict, save=lambda: Non
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--tiny", action="store_true", help="tiny shapes: the code path, not the timings")
-    ap.add_argument("--reps", type=int, default=20)
+    gpu_cost.common_arguments(ap, reps=20)
     ap.add_argument("--models", nargs="*", default=list(DEFAULT_MODELS), choices=list(gpu_cost.SHAPES))
     ap.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
     ap.add_argument(
@@ -182,16 +179,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--precision", default="tf32", choices=PRECISIONS)
     ap.add_argument("--loop", action="store_true", help="papa.probe's lambda and trained-constant loops instead")
     args = ap.parse_args(argv)
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        sys.exit("gpu_compile.py needs a CUDA device (or --device cpu --tiny for the code path)")
-    import transformers
-
     result = {
-        "device": torch.cuda.get_device_name(0) if torch.device(args.device).type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "tiny": args.tiny,
-        "precision": args.precision,
+        **gpu_cost.header("gpu_compile.py", args.device, args.tiny, args.precision),
         "N": gpu_cost.TRAIN_N,
         "reps": args.reps,
         "models": {},

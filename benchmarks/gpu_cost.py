@@ -189,12 +189,32 @@ def _timings(model, tiny: bool, device, reps: int) -> dict:
     return res
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_arguments(ap: argparse.ArgumentParser, reps: int) -> None:
+    """The options every GPU benchmark here takes: where to write, on what device, tiny shapes, repetitions."""
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--tiny", action="store_true", help="tiny shapes: the code path, not the paper's cost")
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes: the code path, not the timings")
+    ap.add_argument("--reps", type=int, default=reps)
+
+
+def header(script: str, device, tiny: bool, precision: str) -> dict:
+    """The first fields of a result JSON (where it ran, on what); exits if ``device`` is CUDA and none is there."""
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"{script} needs a CUDA device (or --device cpu --tiny for the code path)")
+    import transformers
+
+    return {
+        "device": torch.cuda.get_device_name(0) if torch.device(device).type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tiny": tiny,
+        "precision": precision,
+    }
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common_arguments(ap, reps=10)
     ap.add_argument("--models", nargs="*", default=list(MODELS), help="hub ids of papa.cost.MODELS")
     ap.add_argument(
         "--precision",
@@ -203,19 +223,11 @@ def main(argv=None) -> dict:
         help="CUDA's float32 matmuls, as the config's precision sets them (fp32: the workflow's default)",
     )
     args = ap.parse_args(argv)
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        sys.exit("gpu_cost.py needs a CUDA device (or --device cpu --tiny for the code path)")
     missing = set(MODELS) - set(SHAPES)
     if missing:
         sys.exit(f"gpu_cost.py has no shape for {', '.join(sorted(missing))}: add it to SHAPES")
-    import transformers
-
     result = {
-        "device": torch.cuda.get_device_name(0) if torch.device(args.device).type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "tiny": args.tiny,
-        "precision": args.precision,
+        **header("gpu_cost.py", args.device, args.tiny, args.precision),
         "forward_batch": 8 if args.tiny else FORWARD_BATCH,
         "train_batch": 4 if args.tiny else TRAIN_BATCH,
         "models": {},
