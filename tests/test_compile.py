@@ -82,3 +82,20 @@ def test_compiled_lambdas_and_trained_constants_match_eager(family):
         np.testing.assert_allclose([r["train_loss"] for r in a], [r["train_loss"] for r in b], rtol=1e-4)
     assert not any(hasattr(m, "_papa") for m in model.modules())
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+@pytest.mark.slow
+def test_compiled_dropout_is_seeded():
+    """With the encoder's dropout on (``backbone_dropout``, the authors' setting) compiled kernels draw their own
+    masks, so the lambdas differ from eager ones, but from the seed: two compiled runs give the same lambdas."""
+    model = tiny_model("bert")
+    train, val = _data(16, 0), _data(16, 1)
+    C = papa.average_attention(model, train.batches(8), log_every=1e9)
+    runs = []
+    for mode in ("eager", "default", "default"):
+        args = (model, C, train, val, "sequence", 2, ["accuracy"], CFG)
+        runs.append(learn_lambdas(*args, backbone_dropout=True, compile=mode)[0])
+        torch._dynamo.reset()
+    eager, first, second = runs
+    assert torch.equal(first, second) and torch.isfinite(first).all()
+    assert not torch.allclose(first, eager, atol=1e-4)  # other dropout draws: compile changes the numbers
