@@ -27,25 +27,21 @@ from pathlib import Path
 import yaml
 
 from .checks import load_config
-from .data.hub import hub_revision, resolve_revision
+from .data.hub import HUB_TIMEOUT, hub_revision, resolve_revision
 from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
 
 #: A full commit sha: an entry already pinned.
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
-#: seconds each hub request may take (the datasets' default ``hub_timeout``)
-TIMEOUT = 10.0
-
-
 def _hub_model_commit(hub_id: str, revision: str | None) -> str:
     from huggingface_hub import HfApi
 
-    return HfApi().model_info(hub_id, revision=revision, timeout=TIMEOUT).sha  # no answer: fails, not hangs
+    return HfApi().model_info(hub_id, revision=revision, timeout=HUB_TIMEOUT).sha  # no answer: fails, not hangs
 
 
 def _hub_dataset_commit(hub_id: str, revision: str | None) -> str:
-    return resolve_revision(hub_id, hub_id, revision, timeout=TIMEOUT)  # what prepare_data resolves, as it does
+    return resolve_revision(hub_id, hub_id, revision, timeout=HUB_TIMEOUT)  # what prepare_data resolves, as it does
 
 
 def hub_pins(

@@ -125,7 +125,7 @@ def test_the_command_fails_with_the_entry_and_writes_nothing(tmp_path, monkeypat
 
 def test_hub_requests_carry_a_timeout(monkeypatch):
     """A login node without network must get an error from papa.pin, not a hang: the model lookup passes
-    `pin.TIMEOUT` to the hub client (the dataset lookup goes through papa.data.hub.resolve_revision's)."""
+    `papa.data.hub.HUB_TIMEOUT` to the hub client (the dataset lookup goes through papa.data.hub.resolve_revision's)."""
     import huggingface_hub
 
     seen = {}
@@ -136,4 +136,5 @@ def test_hub_requests_carry_a_timeout(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
     assert pin._hub_model_commit("bert-base-uncased", "main") == "a" * 40
-    assert seen == {"repo_id": "bert-base-uncased", "revision": "main", "timeout": pin.TIMEOUT} and pin.TIMEOUT > 0
+    assert seen == {"repo_id": "bert-base-uncased", "revision": "main", "timeout": pin.HUB_TIMEOUT}
+    assert pin.HUB_TIMEOUT > 0

@@ -51,6 +51,10 @@ def _hub_offline() -> bool:
                for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))  # fmt: skip
 
 
+#: seconds a hub request may take when a dataset sets no ``hub_timeout`` (also `papa.pin`'s requests)
+HUB_TIMEOUT = 10.0
+
+
 def hub_revision(name: str, spec: dict) -> tuple[str | None, str | None]:
     """(hub id, revision) of hub dataset ``name``: the spec's ``hub_id`` and ``revision`` over the
     registry's (`HUB_SPECS`; None where neither names one)."""
@@ -99,7 +103,7 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     hub_id, revision = hub_revision(name, spec)
     config = spec.get("hub_config", base.hub_config)
     data_dir = spec.get("data_dir", base.data_dir)
-    timeout = float(spec.get("hub_timeout", 10.0))
+    timeout = float(spec.get("hub_timeout", HUB_TIMEOUT))
     kind, default_labels = ds.kind, ds.labels
 
     import datasets
