@@ -52,22 +52,6 @@ DEFAULT_MODELS = ("bert-base-uncased", "microsoft/deberta-base", "microsoft/debe
 WARMUP = 3  # calls before timing: compilation on the first, CUDA-graph recording on the next ones
 
 
-def timed(fn, device, reps: int) -> dict:
-    """Seconds of the ``WARMUP`` first calls (compilation) and the median of ``reps`` calls after them."""
-    t0 = time.perf_counter()
-    for _ in range(WARMUP):
-        out = fn()
-    gpu_cost.sync(device)
-    warm = time.perf_counter() - t0
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        gpu_cost.sync(device)
-        ts.append(time.perf_counter() - t0)
-    return {"s": sorted(ts)[len(ts) // 2], "warmup_s": warm}, out
-
-
 def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: dict, save=lambda: None) -> dict:
     """Fill ``res`` with one encoder's timings, calling ``save`` after each."""
     model = gpu_cost.build(hub_id, tiny, device)
@@ -82,7 +66,7 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: d
         g = torch.Generator().manual_seed(3)
         direction = torch.randn(L, int(model.config.hidden_size), generator=g).to(device)
         with torch.no_grad():  # the feature pass at this batch, eager: the unit the steps are counted in
-            r, _ = timed(lambda small=small: model(**small, output_hidden_states=True), device, reps)
+            r = gpu_cost.measure(lambda small=small: model(**small, output_hidden_states=True), device, reps)
         res[f"forward_batch{batch_size}"] = r["s"]
         for step_kind, kw in (("lambda", dict(mix=True)), ("trained", dict(static=half, trainable_constants=True))):
             reference = None
@@ -98,8 +82,8 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: d
                 try:
                     with papa.patch(model, C, **kw) as h:
                         params = [h.lambda_logits] if step_kind == "lambda" else [h.constants]
-                        r, grads = timed(lambda params=params: step(params), device, reps)
-                        grads = [g.detach().clone() for g in grads]
+                        r = gpu_cost.measure(lambda params=params: step(params), device, reps, warmup=WARMUP)
+                        grads = [g.detach().clone() for g in step(params)]
                 except Exception as e:  # a mode that fails on this model is a finding, not the end of the run
                     res[key] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
                     print(f"{hub_id} {key}: {res[key]['error']}", flush=True)

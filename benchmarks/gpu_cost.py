@@ -105,11 +105,15 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
-def measure(fn, device, reps: int) -> dict:
-    """Median seconds of ``fn`` over ``reps`` calls after one warm-up, and the peak memory of a call."""
+def measure(fn, device, reps: int, warmup: int = 1) -> dict:
+    """Median seconds of ``fn`` over ``reps`` calls after ``warmup`` calls (``warmup_s``: their seconds, where
+    a compiled ``fn`` compiles), and the peak memory of a call."""
     cuda = torch.device(device).type == "cuda"
-    fn()
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        fn()
     sync(device)
+    warm = time.perf_counter() - t0
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     ts = []
@@ -118,7 +122,7 @@ def measure(fn, device, reps: int) -> dict:
         fn()
         sync(device)
         ts.append(time.perf_counter() - t0)
-    out = {"s": sorted(ts)[len(ts) // 2]}
+    out = {"s": sorted(ts)[len(ts) // 2], "warmup_s": warm}
     if cuda:
         out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return out
