@@ -327,15 +327,28 @@ def _repeated(values: list) -> list[str]:
     return [f"{v:g}" if isinstance(v, float) else repr(v) for v, n in counts.items() if n > 1]
 
 
+#: rules whose jobs take another rule's resources, key by key under their own: a trained-constant seed's job
+#: (rule ``probe_trained``) asks for the probe's unless ``resources.probe_trained`` or
+#: ``tasks.<t>.resources.probe_trained`` say otherwise (it keeps no hidden-state cache: paper.yaml gives it less memory)
+RESOURCE_PARENTS = {"probe_trained": "probe"}
+
+
 def job_resources(config: dict, rule: str, task: str | None = None) -> dict:
     """The resources a job of ``rule`` asks for on its first attempt, in a validated config (the schema fills
     in ``resources.default`` and every ``tasks.<t>.resources``): ``resources.<rule>`` over ``resources.default``,
-    and for a task's job (probe, learn_lambda) ``tasks.<task>.resources.<rule>`` over both. The workflow's
-    rules ask for these (a retry for ``attempt`` times its mem_mb and runtime); `papa.cost` sets each job's
-    estimate against its runtime."""
-    out = {**config["resources"]["default"], **config["resources"].get(rule, {})}
+    and for a task's job (probe, probe_trained, learn_lambda) ``tasks.<task>.resources.<rule>`` over both. A
+    rule of `RESOURCE_PARENTS` reads its parent's entry under its own at each level, so the order is default,
+    ``resources.probe``, ``resources.probe_trained``, ``tasks.<t>.resources.probe``,
+    ``tasks.<t>.resources.probe_trained`` (a task's runtime for its probes reaches its trained ones too). The
+    workflow's rules ask for these (a retry for ``attempt`` times its mem_mb and runtime); `papa.cost` sets
+    each job's estimate against its runtime."""
+    rules = [r for r in (RESOURCE_PARENTS.get(rule), rule) if r]
+    out = dict(config["resources"]["default"])
+    for r in rules:
+        out.update(config["resources"].get(r, {}))
     if task is not None:
-        out.update(config["tasks"][task]["resources"].get(rule, {}))
+        for r in rules:
+            out.update(config["tasks"][task]["resources"].get(r, {}))
     return out
 
 

@@ -189,12 +189,12 @@ def estimate(
             kept = min(ds["tokens"], N)
             nbytes = features_nbytes(round((ds["train"] + ds["validation"]) * kept), L + 1, H, dtype)
             per_epoch = ds["train"] + ds["validation"]
-            jobs = 1
+            jobs, rule = 1, "probe"
             if stage == "lambda":
-                strategy, ours, grad = "live", epochs * per_epoch, True
+                strategy, ours, grad, rule = "live", epochs * per_epoch, True, "learn_lambda"
                 authors = ours
             elif ConstantsSpec.parse(job[2]).trained:  # rule probe_trained: a job per seed
-                strategy, ours, grad, jobs = "live", seeds * epochs * per_epoch, True, seeds
+                strategy, ours, grad, jobs, rule = "live", seeds * epochs * per_epoch, True, seeds, "probe_trained"
                 authors = ours
             else:
                 strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
@@ -228,7 +228,7 @@ def estimate(
                     "gpu_h_authors": factor * per_pass * authors,
                     # the job's first-attempt time limit (resources.<rule>, tasks.<t>.resources), and the share of it
                     # the estimate fills: a job near 1 risks a TIMEOUT on a GPU a little slower than the measured one
-                    "runtime_min": job_resources(config, "probe" if stage == "probe" else "learn_lambda", t)["runtime"],
+                    "runtime_min": job_resources(config, rule, t)["runtime"],
                 }
             )
     df = pd.DataFrame(rows)

@@ -257,6 +257,39 @@ def test_resource_defaults_fill_resources_default_only():
     assert cfg["resources"] == {"default": {"threads": 1, "mem_mb": 500, "runtime": 30, "gpu": 0}, "probe": {"gpu": 1}}
 
 
+def test_job_resources_read_each_level_under_the_next():
+    """A job's resources, key by key: resources.default, resources.<rule>, then the task's entry; rule probe_trained
+    reads the probe's entry under its own at both levels, so a task's probe runtime reaches its trained seeds."""
+    from papa.checks import job_resources
+
+    cfg = _config()
+    task = next(iter(cfg["tasks"]))
+    cfg["resources"] = {
+        "default": {"threads": 1, "mem_mb": 1000, "runtime": 10, "gpu": 0},
+        "probe": {"mem_mb": 2000, "runtime": 20, "threads": 2},
+        "probe_trained": {"mem_mb": 3000, "threads": 3},
+        "learn_lambda": {"runtime": 90},
+    }
+    cfg["tasks"][task]["resources"] = {"probe": {"runtime": 40, "threads": 4}, "probe_trained": {"threads": 5}}
+    _validated(cfg)
+    other = {"threads": 1, "mem_mb": 1000, "runtime": 10, "gpu": 0}
+    assert job_resources(cfg, "tokenize") == other
+    assert job_resources(cfg, "probe") == {**other, "mem_mb": 2000, "runtime": 20, "threads": 2}
+    assert job_resources(cfg, "probe", task) == {**other, "mem_mb": 2000, "runtime": 40, "threads": 4}
+    assert job_resources(cfg, "probe_trained") == {**other, "mem_mb": 3000, "runtime": 20, "threads": 3}
+    assert job_resources(cfg, "probe_trained", task) == {**other, "mem_mb": 3000, "runtime": 40, "threads": 5}
+    assert job_resources(cfg, "learn_lambda", task) == {**other, "runtime": 90}  # not the probe's
+
+    # a misspelt rule, or a rule without a task wildcard under a task, names itself
+    misspelt = _config()
+    misspelt["resources"] = {"probe_traind": {"mem_mb": 1000}}
+    under_task = _config()
+    under_task["tasks"][task]["resources"] = {"mlm": {"mem_mb": 1000}}
+    for bad, key in ((misspelt, "probe_traind"), (under_task, "mlm")):
+        with pytest.raises(Exception, match=key):
+            _validated(bad)
+
+
 def test_library_defaults_equal_the_schema_defaults(schema):
     """Stage configs and notebook aliases may carry defaults only where they equal the schema's."""
     from papa import pipeline, rehearsal

@@ -501,6 +501,8 @@ def test_a_retried_job_asks_for_more_memory_and_time():
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
+    from papa.checks import RESOURCE_PARENTS
+
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     cfg = paper["resources"]
     with SnakemakeApi(OutputSettings(quiet=True)) as api:
@@ -516,7 +518,8 @@ def test_a_retried_job_asks_for_more_memory_and_time():
             if rule.name not in cfg or rule.name == "default":
                 continue
             for key in ("mem_mb", "runtime"):
-                base = {**cfg["default"], **cfg[rule.name]}[key]
+                parent = cfg.get(RESOURCE_PARENTS.get(rule.name), {})  # probe_trained: the probe's under its own
+                base = {**cfg["default"], **parent, **cfg[rule.name]}[key]
                 got = [rule.resources[key].evaluate(SimpleNamespace(task="cola"), attempt=a).value for a in (1, 2, 3)]
                 assert got == [base, 2 * base, 3 * base], (rule.name, key, got)
                 checked += 1
@@ -530,12 +533,20 @@ def test_a_retried_job_asks_for_more_memory_and_time():
         ]
         assert probe.resources["runtime"].evaluate(cola, attempt=1).value == cfg["probe"]["runtime"]
         assert probe.resources["mem_mb"].evaluate(mnli, attempt=1).value == cfg["probe"]["mem_mb"]
-        trained = wf.get_rule("probe_trained")  # a job per seed of trained constants: the probe's resources
-        for key in ("mem_mb", "runtime"):
-            for wc in (mnli, cola):
-                assert [trained.resources[key].evaluate(wc, attempt=a).value for a in (1, 2)] == [
-                    probe.resources[key].evaluate(wc, attempt=a).value for a in (1, 2)
-                ], key
+        # a job per seed of trained constants: the probe's runtime (MNLI's its own) and GPU, and the memory
+        # resources.probe_trained gives it (no hidden-state cache), each doubled on a retry
+        trained = wf.get_rule("probe_trained")
+        assert cfg["probe_trained"]["mem_mb"] < cfg["probe"]["mem_mb"]
+        for wc in (mnli, cola):
+            assert [trained.resources["runtime"].evaluate(wc, attempt=a).value for a in (1, 2)] == [
+                probe.resources["runtime"].evaluate(wc, attempt=a).value for a in (1, 2)
+            ]
+            assert [trained.resources["mem_mb"].evaluate(wc, attempt=a).value for a in (1, 2)] == [
+                cfg["probe_trained"]["mem_mb"],
+                2 * cfg["probe_trained"]["mem_mb"],
+            ]
+            assert trained.resources["gpu"].evaluate(wc, attempt=1).value == 1
+            assert probe.resources["gpu"].evaluate(wc, attempt=1).value == 1
         # compile speeds up the encoder in the loop: the jobs that train through it, and no others, take the param
         assert {r.name for r in wf.rules if "compile" in r.params.keys()} == {"learn_lambda", "probe_trained"}
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each
@@ -589,6 +600,9 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     assert {j["resources"]["mem_mb"] for j in by_rule["average_attention"]} == {
         str(paper["average_attention"]["mem_mb"])
     }
+    # a trained seed's job keeps no hidden-state cache: its own memory request, not the probe's
+    assert {j["resources"]["mem_mb"] for j in by_rule["probe_trained"]} == {str(paper["probe_trained"]["mem_mb"])}
+    assert {j["resources"]["mem_mb"] for j in by_rule["probe"]} == {str(paper["probe"]["mem_mb"])}
     # each kind in its own rule (paper.yaml's data-free kinds: identity, toeplitz, zeros)
     for rule, kinds in (("data_free_constants", spec.DATA_FREE), ("average_attention", spec.DATA_KINDS)):
         built = {j["wildcards"]["kind"] for j in by_rule[rule]}

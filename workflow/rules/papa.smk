@@ -134,8 +134,9 @@ rule probe:
 
 # Trained matrices (a "<kind>_trained" constants spec): the encoder runs with gradients for every batch of
 # every seed, and the seeds share nothing (no cached hidden states), so each seed is a job of its own: the
-# probe rule's inputs, code, script and resources (resources.probe, tasks.<t>.resources.probe), one seed's
-# output. Three seeds run side by side where GPUs allow, and the longest job (DeBERTa-large's on MNLI) takes a
+# probe rule's inputs, code and script, one seed's output. Its resources are the probe's (resources.probe,
+# tasks.<t>.resources.probe) under its own entries (resources.probe_trained, tasks.<t>.resources.probe_trained):
+# paper.yaml asks less memory for it, which keeps no hidden-state cache. Three seeds run side by side where GPUs allow, and the longest job (DeBERTa-large's on MNLI) takes a
 # third of the time. The scores are those of one job running the seeds one after the other.
 use rule probe as probe_trained with:
     wildcard_constraints:
@@ -147,6 +148,12 @@ use rule probe as probe_trained with:
         # sweep.batch_order shared: every seed trains in the sweep's first seed's batch order
         first_seed=SWEEP["seeds"][0] if SWEEP["batch_order"] == "shared" else None,
         compile=COMPILE,  # the encoder runs in the loop: torch.compile can speed it up (fixed matrices: no param)
+    threads: task_res("probe_trained", "threads")
+    resources:
+        # resources.probe (and tasks.<t>.resources.probe) under probe_trained's own entries: papa.checks.job_resources
+        mem_mb=grows("probe_trained", "mem_mb"),
+        runtime=grows("probe_trained", "runtime"),
+        gpu=task_res("probe_trained", "gpu"),
     log:
         f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.log",
     benchmark:
