@@ -19,6 +19,14 @@ once per job and again after each change of the patch), and how far the compiled
 the eager ones (largest absolute difference over the largest eager gradient). The JSON is rewritten
 after every timing, so a run stopped at a time limit keeps what it finished.
 
+It also records how many graphs dynamo cuts each patched forward pass into (``<step>_graphs``: graphs, graph
+breaks and their reasons, from ``torch._dynamo.explain``): every break is a return to eager Python, which no
+mode removes. DeBERTa's attention (transformers' ``modeling_deberta``) calls ``Tensor.item()`` on the
+attention span in every layer, so dynamo cuts it into 19 graphs (tiny, two layers; BERT's: 2).
+``--capture-scalars`` compiles and times with ``torch._dynamo.config.capture_scalar_outputs`` on, which
+traces those calls instead (DeBERTa: 2 graphs, as BERT) and writes ``gpu_compile-<precision>-scalars.json``:
+whether that makes DeBERTa's compiled steps pay needs a GPU.
+
 ``--loop`` runs the library's own training instead (config ``compile``, `papa.models.compiled`):
 `papa.probe.learn_lambdas` and a trained-constant `papa.probe.run_probe` for one epoch on random tokens
 (with a partial last batch, and evaluation), eager and in the last of ``--modes``: wall seconds (the
@@ -69,6 +77,9 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: d
             r = gpu_cost.measure(lambda small=small: model(**small, output_hidden_states=True), device, reps)
         res[f"forward_batch{batch_size}"] = r["s"]
         for step_kind, kw in (("lambda", dict(mix=True)), ("trained", dict(static=half, trainable_constants=True))):
+            if f"{step_kind}_graphs" not in res:  # the same at every batch size
+                res[f"{step_kind}_graphs"] = graphs(model, C, kw, small)
+                save()
             reference = None
             for mode in modes:
                 runner = model if mode == "eager" else torch.compile(model, mode=mode)
@@ -102,6 +113,16 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: d
                 print(f"{hub_id} {key}: {r['s'] * 1e3:.1f} ms ({r['over_forward']:.1f} forward passes), "
                       f"warm-up {r['warmup_s']:.0f} s", flush=True)  # fmt: skip
     return res
+
+
+def graphs(model, C, patch_kw: dict, batch: dict) -> dict:
+    """How dynamo cuts the forward pass of ``model`` patched with ``patch_kw`` into graphs (``torch._dynamo.explain``,
+    under the dynamo config in force): graph count, graph breaks, and their distinct reasons (first lines)."""
+    with papa.patch(model, C, **patch_kw):
+        ex = torch._dynamo.explain(model)(**batch, output_hidden_states=True)
+    torch._dynamo.reset()
+    reasons = sorted({str(r.reason).strip().splitlines()[0][:200] for r in ex.break_reasons})
+    return {"graphs": ex.graph_count, "breaks": ex.graph_break_count, "reasons": reasons}
 
 
 def loop(hub_id: str, tiny: bool, device, mode: str, res: dict, save=lambda: None, n_train: int = 408) -> dict:
@@ -162,16 +183,25 @@ def main(argv=None) -> dict:
     )
     ap.add_argument("--precision", default="tf32", choices=PRECISIONS)
     ap.add_argument("--loop", action="store_true", help="papa.probe's lambda and trained-constant loops instead")
+    ap.add_argument(
+        "--capture-scalars",
+        action="store_true",
+        help="dynamo traces Tensor.item() (capture_scalar_outputs) instead of breaking the graph there",
+    )
     args = ap.parse_args(argv)
     result = {
         **gpu_cost.header("gpu_compile.py", args.device, args.tiny, args.precision),
+        "capture_scalar_outputs": args.capture_scalars,
         "N": gpu_cost.TRAIN_N,
         "reps": args.reps,
         "models": {},
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"gpu_compile{'-loop' if args.loop else ''}-{args.precision}.json"
+    path = (
+        out
+        / f"gpu_compile{'-loop' if args.loop else ''}-{args.precision}{'-scalars' if args.capture_scalars else ''}.json"
+    )
 
     def save():
         path.write_text(json.dumps(result, indent=2) + "\n")
@@ -179,7 +209,10 @@ def main(argv=None) -> dict:
     for hub_id in args.models:
         t0 = time.perf_counter()
         res = result["models"][hub_id] = {}
-        with cuda_matmul_precision(args.precision):
+        with (
+            cuda_matmul_precision(args.precision),
+            torch._dynamo.config.patch(capture_scalar_outputs=args.capture_scalars),
+        ):
             if args.loop:
                 loop(hub_id, args.tiny, args.device, args.modes[-1], res, save, n_train=40 if args.tiny else 408)
             else:

@@ -189,7 +189,8 @@ def compiled(model, mode: str = "eager"):
 
     On an H100 with ``precision: tf32``, BERT-base's lambda and trained-constant steps at batch 16 run
     3.5-4.7x faster under ``reduce-overhead`` (they are launch-bound); DeBERTa's barely change, its
-    attention breaks the graph (benchmarks/gpu_compile.py). Compiled kernels round differently and draw
+    attention breaks the graph at ``Tensor.item()`` calls (benchmarks/gpu_compile.py; ``--capture-scalars``
+    measures tracing them instead, not set here). Compiled kernels round differently and draw
     dropout differently from eager ones, so scores agree within seed noise, not bit for bit. The first
     batches pay the compilation (16-92 s per graph on an H100).
     """

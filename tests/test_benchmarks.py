@@ -136,8 +136,9 @@ def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_
 
 def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
     """benchmarks/gpu_compile.py on its CPU code path (--tiny, eager only: compiling is tests/test_compile.py's)
-    writes every timing, its --loop runs papa.probe's own loops; the H100 figures it measured are kept, with the
-    finding the config's ``compile`` description states (reduce-overhead: BERT-base's steps >= 3x faster)."""
+    writes every timing and how dynamo cuts each step (DeBERTa at Tensor.item(), unless --capture-scalars), its
+    --loop runs papa.probe's own loops; the H100 figures it measured are kept, with the finding the config's
+    ``compile`` description states (reduce-overhead: BERT-base's steps >= 3x faster)."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import gpu_compile
 
@@ -147,6 +148,16 @@ def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
     for r in out["models"].values():
         for key in ("lambda_batch4_eager", "trained_batch4_eager"):
             assert r[key]["s"] > 0 and r[key]["over_forward"] > 0, key
+    # dynamo cuts DeBERTa's patched forward pass at transformers' Tensor.item() calls; --capture-scalars traces them
+    bert, deberta = out["models"]["bert-base-uncased"], out["models"]["microsoft/deberta-base"]
+    scalars = gpu_compile.main([*argv, "--capture-scalars", "--models", "microsoft/deberta-base"])
+    assert json.loads((tmp_path / "gpu_compile-tf32-scalars.json").read_text()) == scalars
+    assert scalars["capture_scalar_outputs"] and not out["capture_scalar_outputs"]
+    for step in ("lambda", "trained"):
+        cut = deberta[f"{step}_graphs"]
+        assert cut["graphs"] > bert[f"{step}_graphs"]["graphs"] and any("item()" in r for r in cut["reasons"]), cut
+        traced = scalars["models"]["microsoft/deberta-base"][f"{step}_graphs"]
+        assert traced["graphs"] <= bert[f"{step}_graphs"]["graphs"] and not traced["reasons"], traced
     loop = gpu_compile.main([*argv, "--loop", "--models", "bert-base-uncased"])["models"]["bert-base-uncased"]
     assert loop["learn_lambdas_eager"]["s"] > 0 and loop["trained_probe_eager"]["s"] > 0
     assert loop["lambda_max_abs_diff"] == 0.0  # eager against eager: the same lambdas (a deterministic CPU run)
