@@ -6,7 +6,10 @@ project picks, encoder passes and GPU-hours vs the authors' procedure (papa.cost
 Throughput: each paper encoder's own, measured on an H100 (benchmarks/gpu_cost.py, kept in
 benchmarks/reference/gpu_cost-h100.json: its feature pass at N = 64/128/256, fp32, batch 64, and
 its lambda and trained-constant gradient steps at batch 16, in feature passes; gpu_cost-h100-tf32.json
-for a config with `precision: tf32`); `--measured ''`
+for a config with `precision: tf32`); for a config with `compile` other than eager, the gradient steps
+benchmarks/gpu_compile.py timed in that mode run faster by their measured speed-up (`--compiled`, default
+benchmarks/reference/gpu_compile-h100-tf32.json: BERT-base and DeBERTa, tf32; the other encoders keep
+their eager cost); `--measured ''`
 instead uses the earlier assumption: the H100 forward of a BERT-base-shaped encoder (stock sdpa,
 batch 64, N = 128, benchmarks/reference/gpu_check-h100.json) scaled linearly by padded length and
 non-embedding parameters (large = 302M / 85M), a gradient pass at two forward passes.
@@ -51,6 +54,11 @@ def main(argv=None) -> pd.DataFrame:
         help="benchmarks/gpu_cost.py's JSON: per-model throughput ('' = the scaled --reference alone); default: "
         "benchmarks/reference/gpu_cost-h100.json, or gpu_cost-h100-tf32.json for a config with precision: tf32",
     )
+    ap.add_argument(
+        "--compiled",
+        default=str(ROOT / "benchmarks/reference/gpu_compile-h100-tf32.json"),
+        help="benchmarks/gpu_compile.py's JSON: the gradient steps' speed-ups under the config's compile mode",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
     args = ap.parse_args(argv)
     config = yaml.safe_load(Path(args.config).read_text())
@@ -59,6 +67,9 @@ def main(argv=None) -> pd.DataFrame:
         tf32 = config.get("precision") == "tf32"
         args.measured = str(ROOT / f"benchmarks/reference/gpu_cost-h100{'-tf32' if tf32 else ''}.json")
     measured = Throughput.load(args.measured) if args.measured else None
+    mode = config.get("compile", "eager")
+    if measured and mode != "eager":
+        measured = measured.compiled(args.compiled, mode)
     df = estimate(config, *workflow_jobs(args.config, ROOT), tps, args.disk_budget_gb * 1024, measured)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(args.out, index=False)
@@ -84,6 +95,9 @@ def main(argv=None) -> pd.DataFrame:
         sep="",
     )
     print(per_task.round(2).to_string())
+    if mode != "eager":
+        grad = df[df.compile_speedup != 1.0].groupby("model").compile_speedup.agg(["min", "max"]).round(2)
+        print(f"\ncompile {mode}: gradient steps faster by (others at their eager cost):\n{grad.to_string()}")
     total = df.groupby("stage")[["passes_ours", "passes_authors", "gpu_h_ours", "gpu_h_authors"]].sum()
     total.loc["all"] = total.sum()
     total[["passes_ours", "passes_authors"]] /= 1e6

@@ -90,6 +90,31 @@ class Throughput:
         """``kind`` ``"lambda"`` or ``"trained"``: one gradient step's cost in feature passes."""
         return (self.models.get(model, {}).get("grad_pass_cost") or {}).get(kind)
 
+    def compiled(self, path, mode: str, batch: int = 16) -> Throughput:
+        """This throughput with the gradient steps run under config ``compile: <mode>``: each step cost divided
+        by its speed-up in ``path`` (``benchmarks/gpu_compile.py``'s JSON: the eager step's median over the
+        compiled one's, measured side by side at ``batch``, gpu_cost.py's training batch) for the models and
+        steps it measured in ``mode``; the others keep their eager cost (`speedup` says which got one)."""
+        import json
+
+        data = json.loads(Path(path).read_text())
+        if data.get("tiny"):
+            raise ValueError(f"{path} was measured on tiny shapes (gpu_compile.py --tiny): not a paper-scale speed-up")
+        models = copy.deepcopy(self.models)
+        for model, steps in data["models"].items():
+            for kind in ("lambda", "trained"):
+                eager, fast = steps.get(f"{kind}_batch{batch}_eager"), steps.get(f"{kind}_batch{batch}_{mode}")
+                cost = (models.get(model, {}).get("grad_pass_cost") or {}).get(kind)
+                if mode == "eager" or not cost or not all(r and "s" in r for r in (eager, fast)):
+                    continue  # not measured (or failed) in this mode: the eager cost stands
+                models[model]["grad_pass_cost"][kind] = cost * fast["s"] / eager["s"]
+                models[model].setdefault("compile_speedup", {})[kind] = eager["s"] / fast["s"]
+        return Throughput(models, f"{self.source}, compile {mode}: {Path(path).name} ({data.get('device', '?')})")
+
+    def speedup(self, model: str, kind: str) -> float:
+        """The `compiled` speed-up of ``model``'s ``kind`` gradient steps (1.0: eager, or not measured)."""
+        return (self.models.get(model, {}).get("compile_speedup") or {}).get(kind, 1.0)
+
 
 def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
     """The probe jobs (model, task, constants, selection, fraction_dynamic) and lambda jobs (model, task,
@@ -156,7 +181,9 @@ def estimate(
 
     GPU-hours: ``measured``'s throughput for the models it has (column ``throughput``: ``measured``),
     else ``tokens_per_s`` (a BERT-base-sized encoder's feature pass) scaled by padded length and
-    parameters, and gradient passes at `GRAD_PASS_COST` (``assumed``). ``runtime_min``: the job's
+    parameters, and gradient passes at `GRAD_PASS_COST` (``assumed``). With a `Throughput.compiled`,
+    the gradient steps it measured run faster by ``compile_speedup`` (1: eager cost), on both sides (the
+    procedures are compared at the same settings). ``runtime_min``: the job's
     time limit as the workflow asks for it (`papa.checks.job_resources`); ``runtime_share``: one
     job's estimate's share of it.
 
@@ -205,6 +232,7 @@ def estimate(
             grad_kind = "lambda" if stage == "lambda" else "trained"
             grad_cost = measured.grad_pass_cost(hub_id, grad_kind) if measured and tps else None
             factor = (grad_cost or GRAD_PASS_COST) if grad else 1.0
+            speedup = measured.speedup(hub_id, grad_kind) if grad and measured and grad_cost else 1.0
             # hours of one example-pass: N padded tokens at the model's measured rate, or the scaled assumption
             per_pass = N / tps / 3600 if tps else gpu_hours(1, N, params, tokens_per_s)
             rows.append(
@@ -224,6 +252,8 @@ def estimate(
                     "passes_ours": ours,
                     "passes_authors": authors,
                     "throughput": "measured" if tps else "assumed",
+                    # config compile: the gradient steps' measured speed-up in it (Throughput.compiled; 1: eager)
+                    "compile_speedup": speedup,
                     "gpu_h_ours": factor * per_pass * ours,
                     "gpu_h_authors": factor * per_pass * authors,
                     # the job's first-attempt time limit (resources.<rule>, tasks.<t>.resources), and the share of it

@@ -173,6 +173,58 @@ def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
     assert lam["learn_lambdas_reduce-overhead"]["s"] > 0 and lam["lambda_max_abs_diff"] < lam["lambda_spread"] / 10
 
 
+def test_cost_estimate_under_compile_takes_each_steps_measured_speedup(tmp_path):
+    """Throughput.compiled: the gradient steps gpu_compile.py timed in the config's mode cost the eager cost over
+    their measured speed-up (H100 reference: BERT-base's reduce-overhead steps); steps it did not time in that
+    mode (DeBERTa-large's trained one), models it did not time and feature passes keep their cost."""
+    import yaml
+
+    from papa.cost import Throughput, estimate
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    base = Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100-tf32.json")
+    ref = ROOT / "benchmarks/reference/gpu_compile-h100-tf32.json"
+    steps = json.loads(ref.read_text())["models"]
+    fast = base.compiled(ref, "reduce-overhead")
+    for kind in ("lambda", "trained"):
+        measured = (
+            steps["bert-base-uncased"][f"{kind}_batch16_eager"]["s"]
+            / steps["bert-base-uncased"][f"{kind}_batch16_reduce-overhead"]["s"]
+        )
+        assert measured >= 3 and fast.speedup("bert-base-uncased", kind) == pytest.approx(measured)
+        assert fast.grad_pass_cost("bert-base-uncased", kind) == pytest.approx(
+            base.grad_pass_cost("bert-base-uncased", kind) / measured
+        )
+        assert fast.speedup("FacebookAI/roberta-base", kind) == 1.0  # not timed under compile
+        assert fast.grad_pass_cost("FacebookAI/roberta-base", kind) == base.grad_pass_cost(
+            "FacebookAI/roberta-base", kind
+        )
+    assert "trained_batch16_reduce-overhead" not in steps["microsoft/deberta-large"]
+    assert fast.speedup("microsoft/deberta-large", "trained") == 1.0
+    assert base.compiled(ref, "eager").models == base.models
+    assert (
+        base.speedup("bert-base-uncased", "lambda") == 1.0 and "compile_speedup" not in base.models["bert-base-uncased"]
+    )
+
+    probes = [("bert-base", "cola", "average", "lambda", 0.5), ("bert-base", "cola", "average_trained", "lambda", 0)]
+    lambdas = [("bert-base", "cola", "average")]
+    eager = estimate(paper, probes, lambdas, 2e5, 500 * 1024, base).set_index(["stage", "constants"])
+    compiled = estimate(paper, probes, lambdas, 2e5, 500 * 1024, fast).set_index(["stage", "constants"])
+    for row, kind in ((("lambda", "average"), "lambda"), (("probe", "average_trained"), "trained")):
+        assert compiled.loc[row, "compile_speedup"] == pytest.approx(fast.speedup("bert-base-uncased", kind))
+        assert compiled.loc[row, "gpu_h_ours"] * compiled.loc[row, "compile_speedup"] == pytest.approx(
+            eager.loc[row, "gpu_h_ours"]
+        )
+    feature = ("probe", "average")  # fixed matrices: a feature pass, no gradient step
+    assert compiled.loc[feature, "compile_speedup"] == 1.0
+    assert compiled.loc[feature, "gpu_h_ours"] == eager.loc[feature, "gpu_h_ours"]
+
+    tiny = tmp_path / "tiny.json"
+    tiny.write_text(json.dumps({"tiny": True, "models": {}}))
+    with pytest.raises(ValueError, match="tiny"):
+        base.compiled(tiny, "default")
+
+
 def test_cost_estimate_takes_each_models_measured_throughput():
     """papa.cost.estimate with a `Throughput`: a measured model's jobs cost example-passes x N at its own
     rate for that N, its gradient jobs its measured step cost; a model the file lacks keeps the scaled
