@@ -27,6 +27,10 @@ attention span in every layer, so dynamo cuts it into 19 graphs (tiny, two layer
 traces those calls instead (DeBERTa: 2 graphs, as BERT) and writes ``gpu_compile-<precision>-scalars.json``:
 whether that makes DeBERTa's compiled steps pay needs a GPU.
 
+It also times the feature pass of a fixed-matrix probe that re-encodes every epoch (``feature_batch64_<mode>``:
+no gradients, at the cache's batch of 64; a third of paper.yaml's GPU-hours under tf32), which config ``compile``
+does not reach (rule ``probe`` has no such param): whether it would pay.
+
 ``--loop`` runs the library's own training instead (config ``compile``, `papa.models.compiled`):
 `papa.probe.learn_lambdas` and a trained-constant `papa.probe.run_probe` for one epoch on random tokens
 (with a partial last batch, and evaluation), eager and in the last of ``--modes``: wall seconds (the
@@ -60,7 +64,9 @@ DEFAULT_MODELS = ("bert-base-uncased", "microsoft/deberta-base", "microsoft/debe
 WARMUP = 3  # calls before timing: compilation on the first, CUDA-graph recording on the next ones
 
 
-def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: dict, save=lambda: None) -> dict:
+def one_model(
+    hub_id: str, tiny: bool, device, reps: int, modes, batches, res: dict, save=lambda: None, feature_batch: int = 0
+) -> dict:
     """Fill ``res`` with one encoder's timings, calling ``save`` after each."""
     model = gpu_cost.build(hub_id, tiny, device)
     L, H = papa.model_shape(model)
@@ -112,7 +118,42 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, modes, batches, res: d
                 save()
                 print(f"{hub_id} {key}: {r['s'] * 1e3:.1f} ms ({r['over_forward']:.1f} forward passes), "
                       f"warm-up {r['warmup_s']:.0f} s", flush=True)  # fmt: skip
+    if feature_batch:
+        feature_pass(model, C, half, feature_batch, device, reps, modes, res, save, hub_id)
     return res
+
+
+def feature_pass(model, C, static, batch_size: int, device, reps: int, modes, res: dict, save, hub_id: str) -> None:
+    """``feature_batch<B>_<mode>``: the feature pass of a fixed-matrix probe that re-encodes every epoch
+    (cache strategy ``reencode``; paper.yaml's MNLI-large probes, 117 of its 359 GPU-hours under tf32): the
+    encoder with ``static`` heads constant, no gradients, every hidden state, at the cache's batch size.
+    ``deviation``: the compiled hidden states' largest difference from the eager ones over their std."""
+    big = gpu_cost.inputs(model, batch_size, gpu_cost.TRAIN_N, device, seed=2)
+    reference = None
+    for mode in modes:
+        runner = model if mode == "eager" else torch.compile(model, mode=mode)
+        key = f"feature_batch{batch_size}_{mode}"
+        try:
+            with papa.patch(model, C, static=static), torch.no_grad():
+                run = lambda runner=runner: runner(**big, output_hidden_states=True).hidden_states  # noqa: E731
+                r = gpu_cost.measure(run, device, reps, warmup=WARMUP)
+                hidden = torch.stack([h.float() for h in run()]).clone()
+        except Exception as e:  # as for the steps: a finding
+            res[key] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+            print(f"{hub_id} {key}: {res[key]['error']}", flush=True)
+            save()
+            continue
+        finally:
+            torch._dynamo.reset()
+        if reference is None:
+            reference = hidden
+        else:
+            r["deviation"] = ((hidden - reference).abs().max() / reference.std()).item()
+            eager = res.get(f"feature_batch{batch_size}_eager", {}).get("s")
+            r["speedup"] = eager / r["s"] if eager else None
+        res[key] = r
+        save()
+        print(f"{hub_id} {key}: {r['s'] * 1e3:.1f} ms, warm-up {r['warmup_s']:.0f} s", flush=True)
 
 
 def graphs(model, C, patch_kw: dict, batch: dict) -> dict:
@@ -181,6 +222,11 @@ def main(argv=None) -> dict:
     ap.add_argument(
         "--batches", nargs="*", type=int, help=f"training batch sizes (default {gpu_cost.TRAIN_BATCH}, --tiny 4)"
     )
+    ap.add_argument(
+        "--feature-batch",
+        type=int,
+        help=f"batch of the re-encoding feature pass (default {gpu_cost.FORWARD_BATCH}, --tiny 8; 0: not timed)",
+    )
     ap.add_argument("--precision", default="tf32", choices=PRECISIONS)
     ap.add_argument("--loop", action="store_true", help="papa.probe's lambda and trained-constant loops instead")
     ap.add_argument(
@@ -217,7 +263,12 @@ def main(argv=None) -> dict:
                 loop(hub_id, args.tiny, args.device, args.modes[-1], res, save, n_train=40 if args.tiny else 408)
             else:
                 batches = args.batches or [4 if args.tiny else gpu_cost.TRAIN_BATCH]
-                one_model(hub_id, args.tiny, args.device, args.reps, args.modes, batches, res, save)
+                feature_batch = (
+                    args.feature_batch
+                    if args.feature_batch is not None
+                    else (8 if args.tiny else gpu_cost.FORWARD_BATCH)
+                )
+                one_model(hub_id, args.tiny, args.device, args.reps, args.modes, batches, res, save, feature_batch)
         res["seconds"] = time.perf_counter() - t0
         save()
         gc.collect()

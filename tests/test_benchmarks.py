@@ -142,12 +142,25 @@ def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import gpu_compile
 
-    argv = ["--tiny", "--device", "cpu", "--reps", "1", "--modes", "eager", "--out", str(tmp_path)]
+    argv = [
+        "--tiny",
+        "--device",
+        "cpu",
+        "--reps",
+        "1",
+        "--modes",
+        "eager",
+        "--feature-batch",
+        "2",
+        "--out",
+        str(tmp_path),
+    ]
     out = gpu_compile.main([*argv, "--models", "bert-base-uncased", "microsoft/deberta-base"])
     assert json.loads((tmp_path / "gpu_compile-tf32.json").read_text()) == out
     for r in out["models"].values():
         for key in ("lambda_batch4_eager", "trained_batch4_eager"):
             assert r[key]["s"] > 0 and r[key]["over_forward"] > 0, key
+        assert r["feature_batch2_eager"]["s"] > 0  # the re-encoding feature pass, fixed matrices
     # dynamo cuts DeBERTa's patched forward pass at transformers' Tensor.item() calls; --capture-scalars traces them
     bert, deberta = out["models"]["bert-base-uncased"], out["models"]["microsoft/deberta-base"]
     scalars = gpu_compile.main([*argv, "--capture-scalars", "--models", "microsoft/deberta-base"])
