@@ -95,19 +95,16 @@ def one_model(
                     loss = sum((h.float() @ d).mean() for h, d in zip(hidden[1:], direction))
                     return torch.autograd.grad(loss, params)
 
-                key = f"{step_kind}_batch{batch_size}_{mode}"
-                try:
+                def timed(kw=kw, step=step, step_kind=step_kind):
                     with papa.patch(model, C, **kw) as h:
                         params = [h.lambda_logits] if step_kind == "lambda" else [h.constants]
-                        r = gpu_cost.measure(lambda params=params: step(params), device, reps, warmup=WARMUP)
-                        grads = [g.detach().clone() for g in step(params)]
-                except Exception as e:  # a mode that fails on this model is a finding, not the end of the run
-                    res[key] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
-                    print(f"{hub_id} {key}: {res[key]['error']}", flush=True)
-                    save()
+                        r = gpu_cost.measure(lambda: step(params), device, reps, warmup=WARMUP)
+                        return r, [g.detach().clone() for g in step(params)]
+
+                key = f"{step_kind}_batch{batch_size}_{mode}"
+                if (out := attempt(timed, res, key, hub_id, save)) is None:
                     continue
-                finally:
-                    torch._dynamo.reset()
+                r, grads = out
                 r["over_forward"] = r["s"] / res[f"forward_batch{batch_size}"]
                 if reference is None:
                     reference = grads
@@ -123,6 +120,20 @@ def one_model(
     return res
 
 
+def attempt(fn, res: dict, key: str, hub_id: str, save):
+    """``fn()``, or None after recording its error under ``res[key]``: a mode that fails on a model is a finding,
+    not the end of the run. Dynamo's caches are reset either way, so the next mode compiles afresh."""
+    try:
+        return fn()
+    except Exception as e:
+        res[key] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+        print(f"{hub_id} {key}: {res[key]['error']}", flush=True)
+        save()
+        return None
+    finally:
+        torch._dynamo.reset()
+
+
 def feature_pass(model, C, static, batch_size: int, device, reps: int, modes, res: dict, save, hub_id: str) -> None:
     """``feature_batch<B>_<mode>``: the feature pass of a fixed-matrix probe that re-encodes every epoch
     (cache strategy ``reencode``; paper.yaml's MNLI-large probes, 117 of its 359 GPU-hours under tf32): the
@@ -133,18 +144,15 @@ def feature_pass(model, C, static, batch_size: int, device, reps: int, modes, re
     for mode in modes:
         runner = model if mode == "eager" else torch.compile(model, mode=mode)
         key = f"feature_batch{batch_size}_{mode}"
-        try:
+
+        def timed(runner=runner):
             with papa.patch(model, C, static=static), torch.no_grad():
-                run = lambda runner=runner: runner(**big, output_hidden_states=True).hidden_states  # noqa: E731
-                r = gpu_cost.measure(run, device, reps, warmup=WARMUP)
-                hidden = torch.stack([h.float() for h in run()]).clone()
-        except Exception as e:  # as for the steps: a finding
-            res[key] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
-            print(f"{hub_id} {key}: {res[key]['error']}", flush=True)
-            save()
+                run = lambda: runner(**big, output_hidden_states=True).hidden_states  # noqa: E731
+                return gpu_cost.measure(run, device, reps, warmup=WARMUP), torch.stack([h.float() for h in run()])
+
+        if (out := attempt(timed, res, key, hub_id, save)) is None:
             continue
-        finally:
-            torch._dynamo.reset()
+        r, hidden = out
         if reference is None:
             reference = hidden
         else:
