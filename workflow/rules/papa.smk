@@ -136,8 +136,9 @@ rule probe:
 # every seed, and the seeds share nothing (no cached hidden states), so each seed is a job of its own: the
 # probe rule's inputs, code and script, one seed's output. Its resources are the probe's (resources.probe,
 # tasks.<t>.resources.probe) under its own entries (resources.probe_trained, tasks.<t>.resources.probe_trained):
-# paper.yaml asks less memory for it, which keeps no hidden-state cache. Three seeds run side by side where GPUs allow, and the longest job (DeBERTa-large's on MNLI) takes a
-# third of the time. The scores are those of one job running the seeds one after the other.
+# paper.yaml asks less memory for it, which keeps no hidden-state cache. Three seeds run side by side where GPUs
+# allow, and the longest job (DeBERTa-large's on MNLI) takes a third of the time. The scores are those of one job
+# running the seeds one after the other.
 use rule probe as probe_trained with:
     wildcard_constraints:
         constants=spec.TRAINED_CONSTANTS_PATTERN,
