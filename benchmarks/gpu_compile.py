@@ -3,6 +3,8 @@
     python benchmarks/gpu_compile.py [--out DIR]               # on a CUDA device: gpu_compile-tf32.json
     python benchmarks/gpu_compile.py --tiny --device cpu --modes eager default   # the code path (tests)
     python benchmarks/gpu_compile.py --loop             # papa.probe's own loops, eager against compiled
+    python benchmarks/gpu_compile.py --capture-scalars  # dynamo traces Tensor.item() (DeBERTa's graph breaks)
+    python benchmarks/gpu_compile.py --no-steps --models bert-large-uncased   # the re-encoding feature pass only
 
 `benchmarks/gpu_cost.py` found that with TF32 products (``precision: tf32``) the gradient steps of
 `papa.probe.learn_lambdas` (``patch(mix=True)``) and of a ``*_trained`` probe (half the heads constant,
@@ -235,6 +237,7 @@ def main(argv=None) -> dict:
         type=int,
         help=f"batch of the re-encoding feature pass (default {gpu_cost.FORWARD_BATCH}, --tiny 8; 0: not timed)",
     )
+    ap.add_argument("--no-steps", action="store_true", help="time the feature pass only, not the gradient steps")
     ap.add_argument("--precision", default="tf32", choices=PRECISIONS)
     ap.add_argument("--loop", action="store_true", help="papa.probe's lambda and trained-constant loops instead")
     ap.add_argument(
@@ -270,7 +273,7 @@ def main(argv=None) -> dict:
             if args.loop:
                 loop(hub_id, args.tiny, args.device, args.modes[-1], res, save, n_train=40 if args.tiny else 408)
             else:
-                batches = args.batches or [4 if args.tiny else gpu_cost.TRAIN_BATCH]
+                batches = [] if args.no_steps else args.batches or [4 if args.tiny else gpu_cost.TRAIN_BATCH]
                 feature_batch = (
                     args.feature_batch
                     if args.feature_batch is not None

@@ -171,6 +171,8 @@ def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
         assert cut["graphs"] > bert[f"{step}_graphs"]["graphs"] and any("item()" in r for r in cut["reasons"]), cut
         traced = scalars["models"]["microsoft/deberta-base"][f"{step}_graphs"]
         assert traced["graphs"] <= bert[f"{step}_graphs"]["graphs"] and not traced["reasons"], traced
+    only = gpu_compile.main([*argv, "--no-steps", "--models", "bert-base-uncased"])["models"]["bert-base-uncased"]
+    assert only["feature_batch2_eager"]["s"] > 0 and not any(k.startswith(("lambda", "trained")) for k in only)
     loop = gpu_compile.main([*argv, "--loop", "--models", "bert-base-uncased"])["models"]["bert-base-uncased"]
     assert loop["learn_lambdas_eager"]["s"] > 0 and loop["trained_probe_eager"]["s"] > 0
     assert loop["lambda_max_abs_diff"] == 0.0  # eager against eager: the same lambdas (a deterministic CPU run)

@@ -182,6 +182,15 @@ def slurm_jobs_of(run: Run) -> dict[str, tuple[str, str]]:
     return submitted
 
 
+def squeue_memory() -> dict[str, str]:
+    """Slurm job id -> the memory it asked for (squeue's MIN_MEMORY, e.g. ``1200M``), for the jobs slurmctld
+    knows (finished ones for MinJobAge)."""
+    out = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%i|%m"], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(line.strip().split("|", 1) for line in out.splitlines())
+
+
 def squeue_states() -> dict[str, tuple[str, str, str]]:
     """Slurm job id -> (state, partition, comment) of the jobs slurmctld knows
     (finished ones stay for MinJobAge = 300 s)."""
@@ -438,6 +447,14 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     one_seed = pd.read_parquet(wd / trained)
     assert set(one_seed["seed"]) == {seeds[1]} and set(one_seed["constants"]) == {"toeplitz_trained"}
     assert not (wd / trained).with_name(f"seed{seeds[0]}.parquet").exists()  # the other seeds' jobs were not asked for
+    # each job asked Slurm for its rule's memory: the trained seed resources.probe_trained's, not the probe's
+    memory = squeue_memory()
+    asked = {rule: memory.get(jobid) for jobid, (rule, _) in slurm_jobs_of(run).items()}
+    res = cfg["resources"]
+    assert res["probe_trained"]["mem_mb"] != res["probe"]["mem_mb"]
+    assert asked["probe_trained"] == f"{res['probe_trained']['mem_mb']}M", asked
+    assert asked["probe"] == f"{res['probe']['mem_mb']}M", asked
+    assert asked["learn_lambda"] == f"{res['default']['mem_mb']}M", asked
 
 
 @pytest.mark.slow
