@@ -20,6 +20,7 @@ The jobs are the workflow's own (snakemake --summary). Writes benchmarks/results
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from papa.checks import validate_config  # noqa: E402
 from papa.cost import DATASET_SOURCES, Throughput, estimate, workflow_jobs  # noqa: E402
 
 
@@ -62,12 +64,13 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
     args = ap.parse_args(argv)
     config = yaml.safe_load(Path(args.config).read_text())
+    settings = validate_config(copy.deepcopy(config))  # precision and compile as the workflow reads them (defaults)
     tps = measured_tokens_per_s(Path(args.reference))
     if args.measured is None:
-        tf32 = config.get("precision") == "tf32"
+        tf32 = settings["precision"] == "tf32"
         args.measured = str(ROOT / f"benchmarks/reference/gpu_cost-h100{'-tf32' if tf32 else ''}.json")
     measured = Throughput.load(args.measured) if args.measured else None
-    mode = config.get("compile", "eager")
+    mode = settings["compile"]
     if measured and mode != "eager":
         measured = measured.compiled(args.compiled, mode)
     df = estimate(config, *workflow_jobs(args.config, ROOT), tps, args.disk_budget_gb * 1024, measured)

@@ -100,12 +100,14 @@ class Throughput:
         data = json.loads(Path(path).read_text())
         if data.get("tiny"):
             raise ValueError(f"{path} was measured on tiny shapes (gpu_compile.py --tiny): not a paper-scale speed-up")
+        if mode == "eager":
+            return self
         models = copy.deepcopy(self.models)
         for model, steps in data["models"].items():
             for kind in ("lambda", "trained"):
                 eager, fast = steps.get(f"{kind}_batch{batch}_eager"), steps.get(f"{kind}_batch{batch}_{mode}")
-                cost = (models.get(model, {}).get("grad_pass_cost") or {}).get(kind)
-                if mode == "eager" or not cost or not all(r and "s" in r for r in (eager, fast)):
+                cost = self.grad_pass_cost(model, kind)
+                if not cost or not all(r and "s" in r for r in (eager, fast)):
                     continue  # not measured (or failed) in this mode: the eager cost stands
                 models[model]["grad_pass_cost"][kind] = cost * fast["s"] / eager["s"]
                 models[model].setdefault("compile_speedup", {})[kind] = eager["s"] / fast["s"]
@@ -232,7 +234,7 @@ def estimate(
             grad_kind = "lambda" if stage == "lambda" else "trained"
             grad_cost = measured.grad_pass_cost(hub_id, grad_kind) if measured and tps else None
             factor = (grad_cost or GRAD_PASS_COST) if grad else 1.0
-            speedup = measured.speedup(hub_id, grad_kind) if grad and measured and grad_cost else 1.0
+            speedup = measured.speedup(hub_id, grad_kind) if grad and grad_cost else 1.0  # grad_cost: measured
             # hours of one example-pass: N padded tokens at the model's measured rate, or the scaled assumption
             per_pass = N / tps / 3600 if tps else gpu_hours(1, N, params, tokens_per_s)
             rows.append(
