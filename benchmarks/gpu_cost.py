@@ -17,6 +17,9 @@ hub config's shape with random weights (no hub; timings, not science), on the st
   attention and its constant, gradients through the frozen encoder into the lambda logits), and
   ``trained``: a step of a ``*_trained`` probe (half the heads constant, the constants trainable),
   both at N = 128 and paper.yaml's training batch of 16;
+* ``average`` and ``effective``: averaging (`papa.average_attention`, rule average_attention: every layer's
+  attention probabilities recorded, or their effective attention), paper.yaml's averaging batch of 32, at
+  N = 64, 128 and 256 (`papa.cost.Throughput.average_cost` reads them against the feature pass);
 * the peak GPU memory of each.
 
 Each timing is the median of ``--reps`` calls after a warm-up; inputs are padded batches (lengths
@@ -75,6 +78,7 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
 
 FORWARD_BATCH = 64  # paper.yaml's cache.batch_size: the feature pass
 TRAIN_BATCH = 16  # paper.yaml's probe/lambda batch sizes are 8 to 32
+AVERAGE_BATCH = 32  # paper.yaml's averaging.batch_size
 LENGTHS = (64, 128, 256)
 TRAIN_N = 128
 
@@ -153,7 +157,7 @@ def one_model(hub_id: str, tiny: bool, device, reps: int, precision: str = "fp32
 
 
 def _timings(model, tiny: bool, device, reps: int) -> dict:
-    fwd, train = (8, 4) if tiny else (FORWARD_BATCH, TRAIN_BATCH)
+    fwd, train, avg = (8, 4, 4) if tiny else (FORWARD_BATCH, TRAIN_BATCH, AVERAGE_BATCH)
     L, H = papa.model_shape(model)
     half = select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))
     res = {"layers": L, "heads": H, "hidden": int(model.config.hidden_size),
@@ -167,6 +171,11 @@ def _timings(model, tiny: bool, device, reps: int) -> dict:
         batch = inputs(model, fwd, n, device)
         r = measure(lambda batch=batch: features(batch), device, reps)
         res[f"forward_N{n}"] = {**r, "tokens_per_s": fwd * n / r["s"]}
+    for n in LENGTHS:
+        batch = inputs(model, avg, n, device, seed=3)
+        for kind in ("average", "effective"):
+            r = measure(lambda b=batch, k=kind: papa.average_attention(model, [b], kind=k, log_every=1e9), device, reps)
+            res[f"{kind}_N{n}"] = {**r, "tokens_per_s": avg * n / r["s"]}
     batch = inputs(model, fwd, TRAIN_N, device)
     C = papa.average_attention(model, [batch], log_every=1e9)
     with papa.patch(model, C, static=half):
@@ -234,6 +243,7 @@ def main(argv=None) -> dict:
         **header("gpu_cost.py", args.device, args.tiny, args.precision),
         "forward_batch": 8 if args.tiny else FORWARD_BATCH,
         "train_batch": 4 if args.tiny else TRAIN_BATCH,
+        "average_batch": 4 if args.tiny else AVERAGE_BATCH,
         "models": {},
     }
     for hub_id in args.models:
@@ -245,6 +255,8 @@ def main(argv=None) -> dict:
         r = result["models"][hub_id]
         print(f"{hub_id}: forward N128 {r['forward_N128']['tokens_per_s']:,.0f} tokens/s, gradient passes "
               f"{r['grad_pass_cost']['lambda']:.2f}x (lambda) and {r['grad_pass_cost']['trained']:.2f}x (trained), "
+              f"averaging N256 {r['average_N256']['tokens_per_s']:,.0f} tokens/s "
+              f"({r['effective_N256']['tokens_per_s']:,.0f} effective), "
               f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
-"""Paper-scale cost of config/paper.yaml's probe and lambda jobs: cache sizes, the strategy this
-project picks, encoder passes and GPU-hours vs the authors' procedure (papa.cost).
+"""Paper-scale cost of config/paper.yaml's GPU jobs: for the probe and lambda jobs cache sizes, the
+strategy this project picks, encoder passes and GPU-hours vs the authors' procedure; for averaging and the
+MLM analysis encoder passes and GPU-hours (papa.cost).
 
     python benchmarks/paper_cost.py [--config config/paper.yaml] [--disk-budget-gb 500]
 
@@ -73,7 +74,9 @@ def main(argv=None) -> pd.DataFrame:
     mode = settings["compile"]
     if measured and mode != "eager":
         measured = measured.compiled(args.compiled, mode)
-    df = estimate(config, *workflow_jobs(args.config, ROOT), tps, args.disk_budget_gb * 1024, measured)
+    jobs = workflow_jobs(args.config, ROOT)
+    df = estimate(config, jobs.probes, jobs.lambdas, tps, args.disk_budget_gb * 1024, measured,
+                  average_jobs=jobs.averages, mlm_jobs=jobs.mlm)  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(args.out, index=False)
 
@@ -98,6 +101,14 @@ def main(argv=None) -> pd.DataFrame:
         sep="",
     )
     print(per_task.round(2).to_string())
+    other = df[df.stage.isin(["average", "mlm"])]
+    if len(other):
+        per_model = other.groupby(["stage", "model"], sort=False).agg(
+            jobs=("jobs", "sum"), passes_M=("passes_ours", lambda s: s.sum() / 1e6), gpu_h=("gpu_h_ours", "sum"),
+            longest_h=("gpu_h_ours", "max"), throughput=("throughput", lambda s: "/".join(sorted(set(s)))),
+        )  # fmt: skip
+        print("\naveraging (every corpus, kind and N) and the MLM analysis:")
+        print(per_model.round(2).to_string())
     if mode != "eager":
         grad = df[df.compile_speedup != 1.0].groupby("model").compile_speedup.agg(["min", "max"]).round(2)
         print(f"\ncompile {mode}: gradient steps faster by (others at their eager cost):\n{grad.to_string()}")

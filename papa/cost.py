@@ -1,13 +1,16 @@
-"""Paper-scale cost of the probe and lambda stages (not averaging or the MLM analysis):
-hidden-state cache sizes, the cache strategy this project picks (`papa.probe.choose_strategy`),
-encoder passes and GPU-hours, next to the authors' procedure (a fresh encoder pass every epoch
-of every seed and every fraction).
+"""Paper-scale cost of a config's GPU jobs: for the probe and lambda stages hidden-state cache
+sizes, the cache strategy this project picks (`papa.probe.choose_strategy`), encoder passes and
+GPU-hours, next to the authors' procedure (a fresh encoder pass every epoch of every seed and
+every fraction); for averaging (rule average_attention) and the MLM analysis (rule mlm) their
+encoder passes and GPU-hours, so that every GPU job's time limit is checked against its estimate.
 
 Estimates, not measurements: split sizes are the published ones, mean word-piece lengths are
 approximate (see `DATASETS`). GPU time comes from throughput measured per encoder
 (`benchmarks/gpu_cost.py`: each paper encoder's feature pass at its padded length, and its
 gradient steps, on one GPU; `Throughput`) or, for a model that file lacks, from one forward
-throughput scaled by padded length and model size (`gpu_hours`, `GRAD_PASS_COST`).
+throughput scaled by padded length and model size (`gpu_hours`, `GRAD_PASS_COST`); averaging that
+file has not timed costs `AVERAGE_PASS_COST` feature passes, plus `EFFECTIVE_HEAD_S` per head for
+effective attention.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from .checks import job_resources, validate_config
 from .probe import MB, choose_strategy, features_nbytes
-from .spec import ConstantsSpec
+from .spec import METHOD_CONSTANTS, ConstantsSpec
 
 #: Published split sizes (examples; validation = the split the paper reports) and the mean number
 #: of kept tokens per example: word pieces with [CLS]/[SEP] for sequence tasks (every valid token
@@ -35,6 +39,9 @@ DATASETS = {
     "mnli": dict(train=392_702, validation=9_832, tokens=40.0),  # validation_mismatched
     "conll2003_ner": dict(train=14_041, validation=3_250, tokens=203_621 / 14_041),
     "conll2003_pos": dict(train=14_041, validation=3_250, tokens=203_621 / 14_041),
+    # the MLM analysis's held-out text: rows of Salesforce/wikitext (wikitext-103-raw-v1) on the hub, blank lines
+    # included; paper.yaml draws 20,000 and 3,000 of them (datasets.wikitext103.max_train / max_validation)
+    "wikitext103": dict(train=1_801_350, validation=3_760, tokens=128.0),  # tokens: unused (no probe caches it)
 }
 DATASET_SOURCES = (
     "Split sizes: GLUE (Wang et al. 2019) as on the hub (nyu-mll/glue: CoLA 8,551/1,043, SST-2 67,349/872, "
@@ -59,6 +66,20 @@ MODELS = {
 #: model `Throughput` has not measured; measured on an H100 it is 2.5 (large) to 3.5 (base, at the
 #: training batch of 16 the GPU is less busy) feature passes (benchmarks/reference/gpu_cost-h100.json).
 GRAD_PASS_COST = 2.0
+#: Averaging (rule average_attention) runs the encoder with every layer's attention probabilities computed as
+#: transformers' eager attention computes them and summed (`papa.record_attention`). On an H100 a BERT-base-shaped
+#: encoder at N = 128, batch 64 (benchmarks/reference/gpu_check-h100-effective.json) took 39.0 ms for the eager
+#: pass returning its attentions, against 36.3 ms for the sdpa pass, and averaging 1.07x the eager pass: 1.15
+#: feature passes. The assumption for a model `Throughput` has not timed averaging for (``average_N<n>``).
+AVERAGE_PASS_COST = 1.15
+#: Effective attention (``kind: effective``) adds a projection per head and example (`papa.effective_attention`,
+#: Cholesky QR of the values, then ``A Q Q^T``): in the same file a BERT-base-shaped encoder averaged effective
+#: attention at 681.6 examples/s (N = 128, batch 32), 1.467 ms an example against averaging's 0.653: 0.814 ms
+#: more for its 144 heads, 5.65 microseconds a head. The assumption for a model without ``effective_N<n>``, scaled
+#: by N^2 (the ``A Q Q^T`` products, N x N x head width, dominate at N >= 128).
+EFFECTIVE_HEAD_S = 5.65e-6
+#: The paper's encoders' attention heads are 64 wide (heads = hidden size / 64).
+HEAD_WIDTH = 64
 
 
 @dataclass(frozen=True)
@@ -79,12 +100,29 @@ class Throughput:
             raise ValueError(f"{path} was measured on tiny shapes (gpu_cost.py --tiny): not a paper-scale throughput")
         return cls(data["models"], f"{Path(path).name} ({data.get('device', '?')})")
 
+    def _closest(self, model: str, prefix: str, n: int) -> tuple[int, float] | None:
+        """(length, padded tokens/s) of ``model``'s timing ``<prefix><length>`` at the measured length closest
+        to ``n`` (None: not measured)."""
+        runs = {int(k.removeprefix(prefix)): v["tokens_per_s"] for k, v in self.models.get(model, {}).items()
+                if k.startswith(prefix) and k.removeprefix(prefix).isdigit()}  # fmt: skip
+        if not runs:
+            return None
+        m = min(runs, key=lambda m: (abs(m - n), m))
+        return m, runs[m]
+
     def tokens_per_s(self, model: str, n: int) -> float | None:
         """Padded tokens/s of ``model``'s feature pass at the measured length closest to ``n`` (None: not
         measured)."""
-        runs = {int(k.removeprefix("forward_N")): v["tokens_per_s"] for k, v in self.models.get(model, {}).items()
-                if k.startswith("forward_N") and k.removeprefix("forward_N").isdigit()}  # fmt: skip
-        return runs[min(runs, key=lambda m: (abs(m - n), m))] if runs else None
+        run = self._closest(model, "forward_N", n)
+        return run[1] if run else None
+
+    def average_cost(self, model: str, n: int, kind: str) -> float | None:
+        """One example of averaging (``kind`` ``"average"`` or ``"effective"``, `papa.average_attention`) in
+        feature passes at the measured length closest to ``n``, against the feature pass at that length (None:
+        `benchmarks/gpu_cost.py` did not time it)."""
+        run = self._closest(model, "average_N" if kind == "average" else "effective_N", n)
+        forward = self._closest(model, "forward_N", run[0]) if run else None
+        return forward[1] / run[1] if run and forward and forward[0] == run[0] else None
 
     def grad_pass_cost(self, model: str, kind: str) -> float | None:
         """``kind`` ``"lambda"`` or ``"trained"``: one gradient step's cost in feature passes."""
@@ -118,10 +156,18 @@ class Throughput:
         return (self.models.get(model, {}).get("compile_speedup") or {}).get(kind, 1.0)
 
 
-def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
-    """The probe jobs (model, task, constants, selection, fraction_dynamic) and lambda jobs (model, task,
-    constants) the workflow in ``root`` would run for ``configfile``, read from Snakemake's own
-    plan (``snakemake --summary``, nothing is run or locked)."""
+class Jobs(NamedTuple):
+    """A config's GPU jobs as `workflow_jobs` reads them from Snakemake's plan."""
+
+    probes: list  # (model, task, constants, selection, fraction_dynamic): a probe run (probe_trained: a job a seed)
+    lambdas: list  # (model, task, constants): rule learn_lambda
+    averages: list  # (model, dataset, N, kind): rule average_attention (average, effective)
+    mlm: list  # (model, dataset, N): rule mlm
+
+
+def workflow_jobs(configfile, root=".") -> Jobs:
+    """The probe, lambda, averaging and MLM jobs the workflow in ``root`` would run for ``configfile``, read
+    from Snakemake's own plan (``snakemake --summary``, nothing is run or locked)."""
     snakemake = Path(sys.executable).with_name("snakemake")
     with tempfile.TemporaryDirectory(prefix="papa-cost-") as results:
         p = subprocess.run(
@@ -140,7 +186,7 @@ def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
         )
         if p.returncode:
             raise RuntimeError(f"snakemake --summary failed for {configfile}:\n{p.stderr[-2000:]}")
-        probes, lambdas = {}, {}
+        found = {field: {} for field in Jobs._fields}  # dicts as ordered sets: a job's several outputs, one key
         for line in p.stdout.splitlines():
             cols = line.split("\t")
             if len(cols) < 3 or not cols[0].startswith(results):
@@ -152,10 +198,14 @@ def workflow_jobs(configfile, root=".") -> tuple[list[tuple], list[tuple]]:
                 key, _, value = parts[5].partition("=")
                 if key != "fraction_dynamic":
                     raise RuntimeError(f"unexpected probe path {cols[0]}: no fraction_dynamic=<value> segment")
-                probes[(*parts[1:5], float(value))] = None
+                found["probes"][(*parts[1:5], float(value))] = None
             elif cols[2] == "learn_lambda":  # lambda/{model}/{task}/{constants}/lambdas.parquet
-                lambdas[tuple(parts[1:4])] = None
-    return list(probes), list(lambdas)
+                found["lambdas"][tuple(parts[1:4])] = None
+            elif cols[2] == "average_attention":  # constants/{model}/{dataset}/N{n}/{kind}.safetensors
+                found["averages"][(*parts[1:3], int(parts[3].removeprefix("N")), Path(parts[4]).stem)] = None
+            elif cols[2] == "mlm":  # mlm/{model}/{dataset}/N{n}/{scores,lambdas}.parquet: one job
+                found["mlm"][(*parts[1:3], int(parts[3].removeprefix("N")))] = None
+    return Jobs(**{field: list(keys) for field, keys in found.items()})
 
 
 def gpu_hours(
@@ -167,6 +217,27 @@ def gpu_hours(
     return example_passes * max_length / tokens_per_s * (params / base_params) / 3600
 
 
+def _known(dataset: str, hub_id: str) -> None:
+    """Fail naming the table to extend when ``dataset`` or ``hub_id`` has no published size here."""
+    for table, key in ((DATASETS, dataset), (MODELS, hub_id)):
+        if key not in table:
+            raise KeyError(
+                f"papa.cost has no published size for {key!r}; add it to papa.cost."
+                f"{'DATASETS' if table is DATASETS else 'MODELS'}"
+            )
+
+
+def _capped(n: int, cap: int | None) -> int:
+    return n if cap is None else min(n, cap)
+
+
+def split_sizes(config: dict, dataset: str) -> tuple[int, int]:
+    """(train, validation) examples of ``dataset`` as the workflow prepares it: the published sizes
+    (`DATASETS`) drawn down to ``datasets.<dataset>.max_train`` and ``max_validation`` where set."""
+    ds, caps = DATASETS[dataset], config["datasets"].get(dataset) or {}
+    return _capped(ds["train"], caps.get("max_train")), _capped(ds["validation"], caps.get("max_validation"))
+
+
 def estimate(
     config: dict,
     probe_jobs,
@@ -174,12 +245,17 @@ def estimate(
     tokens_per_s: float,
     disk_budget_mb: float | None,
     measured: Throughput | None = None,
+    *,
+    average_jobs=(),
+    mlm_jobs=(),
 ) -> pd.DataFrame:
-    """One row per probe run or lambda job of ``config`` (`workflow_jobs`): cache size, strategy,
-    encoder passes (examples x passes) and GPU-hours, this project's way and the authors'; ``jobs``:
-    the Snakemake jobs the row's hours are split over (a trained-constants run: one per seed, rule
-    ``probe_trained``). ``config`` is read as the workflow reads it (a validated copy,
-    `papa.checks.validate_config`: the schema's defaults).
+    """One row per probe run, lambda job, averaging job and MLM job of ``config`` (`workflow_jobs`):
+    cache size, strategy, encoder passes (examples x passes) and GPU-hours, this project's way and the
+    authors'; ``jobs``: the Snakemake jobs the row's hours are split over (a trained-constants run: one per
+    seed, rule ``probe_trained``). ``config`` is read as the workflow reads it (a validated copy,
+    `papa.checks.validate_config`: the schema's defaults). Examples: the published split sizes
+    (`split_sizes`: drawn down to the config's ``max_train``/``max_validation``, and a stage's own
+    ``max_train``, ``averaging.max_examples``, ``analyses.mlm.max_train``/``max_eval``).
 
     GPU-hours: ``measured``'s throughput for the models it has (column ``throughput``: ``measured``),
     else ``tokens_per_s`` (a BERT-base-sized encoder's feature pass) scaled by padded length and
@@ -194,6 +270,16 @@ def estimate(
     shared``); trained constants run the encoder with gradients every
     epoch of every seed (``live``). The authors: every seed re-encodes every epoch. Validation is
     counted once per epoch on both sides; lambda jobs are the same on both sides.
+
+    Averaging (``stage`` ``average``, ``task``: the corpus, ``constants``: the kind; strategy ``forward``):
+    one pass over the corpus's train split at `Throughput.average_cost` feature passes an example
+    (``throughput`` ``measured``), or at `AVERAGE_PASS_COST` plus, for effective attention, `EFFECTIVE_HEAD_S`
+    a head scaled by (N / 128)^2 (``measured forward``: the feature pass is the model's own; ``assumed``:
+    the scaled one). MLM (``stage`` ``mlm``, ``task``: the corpus; `papa.mlm`): the lambdas' gradient passes
+    (every epoch over the training text, `Throughput.grad_pass_cost` ``lambda`` at its eager cost: config
+    ``compile`` does not reach this rule) and, per fraction of ``sweep.fraction_dynamic``, the forward passes
+    of a fresh probe's training (head ``probe``, every epoch: masks are redrawn, nothing is cached) and of
+    scoring the held-out text. Both are the same on both sides.
     """
     config = validate_config(copy.deepcopy(config))  # the schema's defaults, as the workflow sees them
     cache = config["cache"]
@@ -201,23 +287,53 @@ def estimate(
     seeds = len(config["sweep"]["seeds"])
     reencoded_seeds = 1 if config["sweep"]["batch_order"] == "shared" else seeds  # encoder passes per epoch
     rows = []
+
+    def pass_hours(hub_id: str, N: int) -> tuple[float, bool]:
+        """Hours of one example-pass (N padded tokens) at the model's measured rate, or the scaled assumption;
+        and whether it was measured."""
+        tps = measured.tokens_per_s(hub_id, N) if measured else None
+        return (N / tps / 3600 if tps else gpu_hours(1, N, MODELS[hub_id][2], tokens_per_s)), bool(tps)
+
+    def row(stage, model, task, constants, N, epochs, passes, hours, throughput, rule, rule_task=None, **extra):
+        return {
+            "stage": stage,
+            "model": model,
+            "task": task,
+            "constants": constants,
+            "selection": None,
+            "fraction_dynamic": None,
+            "N": N,
+            "epochs": epochs,
+            "seeds": 1,
+            "jobs": 1,
+            "cache_mb": 0.0,
+            "strategy": "live",
+            "passes_ours": passes,
+            "passes_authors": passes,
+            "throughput": throughput,
+            # config compile: the gradient steps' measured speed-up in it (Throughput.compiled; 1: eager)
+            "compile_speedup": 1.0,
+            "gpu_h_ours": hours,
+            "gpu_h_authors": hours,
+            # the job's first-attempt time limit (resources.<rule>, tasks.<t>.resources), and the share of it
+            # the estimate fills: a job near 1 risks a TIMEOUT on a GPU a little slower than the measured one
+            "runtime_min": job_resources(config, rule, rule_task)["runtime"],
+            **extra,
+        }
+
     for stage, jobs in (("probe", probe_jobs), ("lambda", lambda_jobs)):
         for job in jobs:
             m, t = job[0], job[1]
-            task = config["tasks"][t]
-            for table, key in ((DATASETS, task["dataset"]), (MODELS, config["models"][m])):
-                if key not in table:
-                    raise KeyError(
-                        f"papa.cost has no published size for {key!r}; add it to papa.cost."
-                        f"{'DATASETS' if table is DATASETS else 'MODELS'}"
-                    )
-            ds = DATASETS[task["dataset"]]
-            L, H, params = MODELS[config["models"][m]]
+            task, hub_id = config["tasks"][t], config["models"][m]
+            _known(task["dataset"], hub_id)
+            L, H, params = MODELS[hub_id]
             hp = task[stage]  # tasks.<t>.lambda: complete after validation (the probe's where it gives none)
             N, epochs = int(task["max_length"]), int(hp["epochs"])
-            kept = min(ds["tokens"], N)
-            nbytes = features_nbytes(round((ds["train"] + ds["validation"]) * kept), L + 1, H, dtype)
-            per_epoch = ds["train"] + ds["validation"]
+            train, validation = split_sizes(config, task["dataset"])
+            train = _capped(train, hp.get("max_train"))
+            kept = min(DATASETS[task["dataset"]]["tokens"], N)
+            nbytes = features_nbytes(round((train + validation) * kept), L + 1, H, dtype)
+            per_epoch = train + validation
             jobs, rule = 1, "probe"
             if stage == "lambda":
                 strategy, ours, grad, rule = "live", epochs * per_epoch, True, "learn_lambda"
@@ -229,40 +345,51 @@ def estimate(
                 strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
                 ours = per_epoch * (reencoded_seeds * epochs if strategy == "reencode" else 1)
                 grad, authors = False, seeds * epochs * per_epoch
-            hub_id = config["models"][m]
-            tps = measured.tokens_per_s(hub_id, N) if measured else None
+            per_pass, is_measured = pass_hours(hub_id, N)
             grad_kind = "lambda" if stage == "lambda" else "trained"
-            grad_cost = measured.grad_pass_cost(hub_id, grad_kind) if measured and tps else None
+            grad_cost = measured.grad_pass_cost(hub_id, grad_kind) if is_measured else None
             factor = (grad_cost or GRAD_PASS_COST) if grad else 1.0
             speedup = measured.speedup(hub_id, grad_kind) if grad and grad_cost else 1.0  # grad_cost: measured
-            # hours of one example-pass: N padded tokens at the model's measured rate, or the scaled assumption
-            per_pass = N / tps / 3600 if tps else gpu_hours(1, N, params, tokens_per_s)
             rows.append(
-                {
-                    "stage": stage,
-                    "model": m,
-                    "task": t,
-                    "constants": job[2],
-                    "selection": job[3] if stage == "probe" else None,
-                    "fraction_dynamic": job[4] if stage == "probe" else None,
-                    "N": N,
-                    "epochs": epochs,
-                    "seeds": seeds if stage == "probe" else 1,
-                    "jobs": jobs,
-                    "cache_mb": nbytes / MB,
-                    "strategy": strategy,
-                    "passes_ours": ours,
-                    "passes_authors": authors,
-                    "throughput": "measured" if tps else "assumed",
-                    # config compile: the gradient steps' measured speed-up in it (Throughput.compiled; 1: eager)
-                    "compile_speedup": speedup,
-                    "gpu_h_ours": factor * per_pass * ours,
-                    "gpu_h_authors": factor * per_pass * authors,
-                    # the job's first-attempt time limit (resources.<rule>, tasks.<t>.resources), and the share of it
-                    # the estimate fills: a job near 1 risks a TIMEOUT on a GPU a little slower than the measured one
-                    "runtime_min": job_resources(config, rule, t)["runtime"],
-                }
-            )
+                row(stage, m, t, job[2], N, epochs, ours, factor * per_pass * ours,
+                    "measured" if is_measured else "assumed", rule, t,
+                    selection=job[3] if stage == "probe" else None,
+                    fraction_dynamic=job[4] if stage == "probe" else None,
+                    seeds=seeds if stage == "probe" else 1, jobs=jobs, cache_mb=nbytes / MB, strategy=strategy,
+                    passes_authors=authors, compile_speedup=speedup, gpu_h_authors=factor * per_pass * authors)
+            )  # fmt: skip
+
+    for m, d, N, kind in average_jobs:
+        hub_id = config["models"][m]
+        _known(d, hub_id)
+        L, H, _ = MODELS[hub_id]
+        examples = _capped(split_sizes(config, d)[0], config["averaging"]["max_examples"])
+        per_pass, is_measured = pass_hours(hub_id, N)
+        cost = measured.average_cost(hub_id, N, kind) if is_measured else None
+        throughput = "measured" if cost else "measured forward" if is_measured else "assumed"
+        if cost is None:
+            extra_s = EFFECTIVE_HEAD_S * L * (H // HEAD_WIDTH) * (N / 128) ** 2 if kind == "effective" else 0.0
+            cost = AVERAGE_PASS_COST + extra_s / (per_pass * 3600)
+        hours = cost * per_pass * examples
+        rows.append(row("average", m, d, kind, N, 1, examples, hours, throughput, "average_attention",
+                        strategy="forward"))  # fmt: skip
+
+    mlm = config["analyses"]["mlm"] or {}
+    for m, d, N in mlm_jobs:
+        hub_id = config["models"][m]
+        _known(d, hub_id)
+        train, validation = split_sizes(config, d)
+        train, scored = _capped(train, mlm["max_train"]), _capped(validation, mlm["max_eval"])
+        epochs, fractions = int(mlm["epochs"]), len(config["sweep"]["fraction_dynamic"])
+        grad = epochs * train  # the lambdas: every epoch over the training text
+        forward = fractions * ((epochs * train if mlm["head"] == "probe" else 0) + scored)
+        per_pass, is_measured = pass_hours(hub_id, N)
+        grad_cost = measured.grad_pass_cost(hub_id, "lambda") if is_measured else None
+        grad_cost = grad_cost * measured.speedup(hub_id, "lambda") if grad_cost else GRAD_PASS_COST  # eager
+        hours = per_pass * (grad_cost * grad + forward)
+        rows.append(row("mlm", m, d, METHOD_CONSTANTS, N, epochs, grad + forward, hours,
+                        "measured" if is_measured else "assumed", "mlm"))  # fmt: skip
+
     df = pd.DataFrame(rows)
     df["runtime_share"] = df["gpu_h_ours"] / df["jobs"] * 60 / df["runtime_min"]  # of one job's limit
     return df

@@ -1,5 +1,6 @@
 """The benchmark script's own measuring code (the figures themselves come from `make bench`)."""
 
+import copy
 import json
 import subprocess
 import sys
@@ -122,7 +123,8 @@ def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_
     for hub_id in ids:
         r = out["models"][hub_id]
         assert (r["layers"], r["heads"]) == (2, 4)
-        for key in ("forward_N64", "forward_N128", "forward_N256", "lambda", "trained"):
+        timed = [f"{k}_N{n}" for k in ("forward", "average", "effective") for n in (64, 128, 256)]
+        for key in (*timed, "lambda", "trained"):
             assert r[key]["s"] > 0 and r[key]["tokens_per_s"] > 0, key
         assert r["grad_pass_cost"]["lambda"] > 0 and r["grad_pass_cost"]["trained"] > 0
         assert r["deviation_from_fp32"]["max_abs"] == 0.0  # tf32 is CUDA's: the CPU's products stay exact
@@ -132,6 +134,14 @@ def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_
     assert t.tokens_per_s("bert-base-uncased", 128) == bert["forward_N128"]["tokens_per_s"]
     assert t.tokens_per_s("bert-base-uncased", 200) == bert["forward_N256"]["tokens_per_s"]  # the nearest N
     assert t.tokens_per_s("FacebookAI/roberta-base", 128) is None
+    # averaging in feature passes: the feature pass's rate over averaging's at the same (nearest measured) N
+    ratio = bert["forward_N256"]["tokens_per_s"] / bert["effective_N256"]["tokens_per_s"]
+    assert t.average_cost("bert-base-uncased", 200, "effective") == pytest.approx(ratio)
+    ratio = bert["forward_N64"]["tokens_per_s"] / bert["average_N64"]["tokens_per_s"]
+    assert t.average_cost("bert-base-uncased", 64, "average") == pytest.approx(ratio)
+    assert t.average_cost("FacebookAI/roberta-base", 64, "average") is None
+    # an earlier file without averaging timings (the kept H100 ones): papa.cost assumes
+    assert Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100.json").average_cost(ids[0], 64, "average") is None
 
 
 def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
@@ -238,6 +248,94 @@ def test_cost_estimate_under_compile_takes_each_steps_measured_speedup(tmp_path)
     tiny.write_text(json.dumps({"tiny": True, "models": {}}))
     with pytest.raises(ValueError, match="tiny"):
         base.compiled(tiny, "default")
+
+
+def test_cost_of_averaging_and_the_mlm_analysis():
+    """papa.cost.estimate's averaging rows cost the corpus's train split (drawn down to the config's caps) at the
+    measured averaging cost, or at `AVERAGE_PASS_COST` feature passes plus `EFFECTIVE_HEAD_S` a head scaled by
+    (N / 128)^2 for effective attention; its MLM rows the lambdas' gradient passes at their eager cost (compile does
+    not reach rule mlm) and per fraction a probe's training and scoring passes; each against its rule's limit.
+    The assumed constants are what benchmarks/reference/gpu_check-h100-effective.json measured."""
+    import yaml
+
+    from papa.cost import AVERAGE_PASS_COST, EFFECTIVE_HEAD_S, GRAD_PASS_COST, Throughput, estimate, gpu_hours
+
+    t = json.loads((ROOT / "benchmarks/reference/gpu_check-h100-effective.json").read_text())
+    timings = t["timings"]  # a BERT-base-shaped encoder, N 128; seconds an example below
+    sdpa_s = timings["stock_sdpa_ms"] / 1e3 / timings["batch"]  # the feature pass
+    average_s = timings["stock_eager_ms"] / 1e3 / timings["batch"] / timings["averaging_vs_eager_output_attentions"]
+    effective_s = 1 / t["effective_attention"]["average_attention_effective_bert_base_N128_examples_per_s"]
+    assert AVERAGE_PASS_COST == pytest.approx(average_s / sdpa_s, abs=0.005)
+    assert EFFECTIVE_HEAD_S == pytest.approx((effective_s - average_s) / 144, rel=0.005)
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["averaging"]["max_examples"] = 100_000
+    paper["resources"]["average_attention"]["runtime"] = 100
+    tps = {"forward_N128": {"tokens_per_s": 2e5}, "forward_N256": {"tokens_per_s": 1e5}}
+    measured = Throughput(
+        {
+            "bert-base-uncased": {**tps, "average_N256": {"tokens_per_s": 5e4}, "grad_pass_cost": {"lambda": 3.0}},
+            "microsoft/deberta-large": tps,
+        }
+    )
+    # as `Throughput.compiled` leaves it: the lambda steps twice as fast under the config's compile
+    fast = copy.deepcopy(measured.models)
+    fast["bert-base-uncased"].update(grad_pass_cost={"lambda": 1.5}, compile_speedup={"lambda": 2.0})
+    fast = Throughput(fast)
+    averages = [("bert-base", "mnli", 256, "average"), ("deberta-large", "mnli", 256, "effective"),
+                ("deberta-large", "cola", 64, "average"), ("roberta-base", "sst2", 64, "effective")]  # fmt: skip
+    mlm = [("bert-base", "wikitext103", 128), ("roberta-base", "wikitext103", 128)]
+    for throughput in (measured, fast):
+        df = estimate(paper, [], [], 2e5, None, throughput, average_jobs=averages, mlm_jobs=mlm)
+        df = df.set_index(["stage", "model", "task", "N"])
+        assert len(df) == len(averages) + len(mlm)
+        bert = df.loc[("average", "bert-base", "mnli", 256)]  # measured: 2 feature passes an example
+        assert bert.passes_ours == 100_000 and bert.throughput == "measured" and bert.constants == "average"
+        assert bert.gpu_h_ours == pytest.approx(2 * 100_000 * 256 / 1e5 / 3600)
+        assert bert.runtime_min == 100 and bert.runtime_share == pytest.approx(bert.gpu_h_ours * 60 / 100)
+        large = df.loc[("average", "deberta-large", "mnli", 256)]  # the feature pass measured, effective assumed
+        per_pass = 256 / 1e5
+        extra = EFFECTIVE_HEAD_S * 24 * 16 * (256 / 128) ** 2
+        assert large.throughput == "measured forward" and large.passes_ours == 100_000
+        assert large.gpu_h_ours == pytest.approx((AVERAGE_PASS_COST * per_pass + extra) * 100_000 / 3600)
+        cola = df.loc[("average", "deberta-large", "cola", 64)]  # CoLA's 8,551 training sentences, N 64 (nearest: 128)
+        assert cola.passes_ours == 8_551
+        assert cola.gpu_h_ours == pytest.approx(AVERAGE_PASS_COST * 8_551 * 64 / 2e5 / 3600)
+        roberta = df.loc[("average", "roberta-base", "sst2", 64)]  # not measured: the scaled assumption
+        assert roberta.throughput == "assumed"
+        per_pass = gpu_hours(1, 64, 85e6, 2e5) * 3600
+        extra = EFFECTIVE_HEAD_S * 12 * 12 * (64 / 128) ** 2
+        assert roberta.gpu_h_ours == pytest.approx((AVERAGE_PASS_COST * per_pass + extra) * 67_349 / 3600)
+        # MLM: paper.yaml's 20,000 training rows, 2 epochs, 3,000 scored, 5 fractions, a probe trained at each
+        m = df.loc[("mlm", "bert-base", "wikitext103", 128)]
+        grad, forward = 2 * 20_000, 5 * (2 * 20_000 + 3_000)
+        assert m.passes_ours == grad + forward == 255_000 and m.runtime_min == 720 and m.throughput == "measured"
+        assert m.gpu_h_ours == pytest.approx((3.0 * grad + forward) * 128 / 2e5 / 3600)  # eager under compile
+        assert m.compile_speedup == 1.0
+        r = df.loc[("mlm", "roberta-base", "wikitext103", 128)]
+        assert r.gpu_h_ours == pytest.approx(gpu_hours(GRAD_PASS_COST * grad + forward, 128, 85e6, 2e5))
+    paper["analyses"]["mlm"]["head"] = "pretrained"  # no probe to train: the lambdas and the scoring alone
+    df = estimate(paper, [], [], 2e5, None, measured, mlm_jobs=mlm).set_index(["stage", "model"])
+    assert df.loc[("mlm", "bert-base")].passes_ours == 2 * 20_000 + 5 * 3_000
+
+
+def test_cost_estimate_counts_the_examples_a_config_draws():
+    """A dataset's ``max_train``/``max_validation`` and a stage's own ``max_train`` draw the published splits down:
+    the probe and lambda jobs, and averaging over the dataset, pass over what is drawn."""
+    import yaml
+
+    from papa.cost import estimate
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["datasets"]["cola"].update(max_train=2_000, max_validation=500)
+    paper["tasks"]["cola"]["probe"]["max_train"] = 800
+    paper["tasks"]["cola"]["lambda"] = {"max_train": 1_500}  # the probe's other settings (15 epochs)
+    probes, lambdas = [("bert-base", "cola", "average", "lambda", 0.5)], [("bert-base", "cola", "average")]
+    df = estimate(paper, probes, lambdas, 2e5, None, average_jobs=[("bert-base", "cola", 64, "average")])
+    df = df.set_index("stage")
+    assert df.loc["probe"].passes_ours == 800 + 500  # encoded once (memory)
+    assert df.loc["lambda"].passes_ours == 15 * (1_500 + 500)
+    assert df.loc["average"].passes_ours == 2_000
 
 
 def test_cost_estimate_takes_each_models_measured_throughput():

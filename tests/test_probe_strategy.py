@@ -487,8 +487,13 @@ def test_cost_estimate_of_the_paper_grid():
 
     root = Path(__file__).resolve().parents[1]
     paper = yaml.safe_load((root / "config/paper.yaml").read_text())
-    probes, lambdas = workflow_jobs(root / "config/paper.yaml", root)
+    probes, lambdas, averages, mlm = workflow_jobs(root / "config/paper.yaml", root)
     assert ("bert-base", "cola", "average", "lambda", 0.5) in probes and ("bert-base", "cola", "average") in lambdas
+    # averaging: each model's corpora and kinds at each N (MNLI also at 64 and 128: Table 2's cross-corpus matrices)
+    assert {("deberta-large", "mnli", 256, "effective"), ("bert-base", "mnli", 64, "average")} <= set(averages)
+    assert not {kind for *_, kind in averages} - {"average", "effective"}  # the data-free kinds need no GPU
+    base = ("bert-base", "deberta-base", "electra-base", "roberta-base")  # analyses.mlm.models
+    assert sorted(mlm) == [(m, "wikitext103", 128) for m in base]
     df = estimate(paper, probes, lambdas, tokens_per_s=2e5, disk_budget_mb=500 * 1024).set_index(
         ["stage", "model", "task", "constants", "selection", "fraction_dynamic"]
     )
