@@ -282,8 +282,17 @@ class _Template:
     type_b: int
 
 
+#: Tokenizer classes whose pair template in transformers 5 is not the one the model was pretrained on:
+#: transformers 5's DeBERTa (v1) tokenizer puts RoBERTa's two separators between the texts
+#: (``[CLS] A [SEP] [SEP] B [SEP]``), where DeBERTa was pretrained and fine-tuned (microsoft/DeBERTa;
+#: transformers 4's tokenizers, which the authors ran) on ``[CLS] A [SEP] B [SEP]``. `special_template`
+#: keeps one middle separator for these.
+ONE_MIDDLE_SEPARATOR = frozenset({"DebertaTokenizer", "DebertaTokenizerFast"})
+
+
 def special_template(tokenizer, pair: bool) -> _Template:
-    """The special tokens the tokenizer puts around one text or a pair, read off a probe encoding."""
+    """The special tokens the tokenizer puts around one text or a pair, read off a probe encoding
+    (a pair's doubled middle separator cut to one for the tokenizers of `ONE_MIDDLE_SEPARATOR`)."""
     enc = tokenizer("a", "b" if pair else None, return_special_tokens_mask=True, return_token_type_ids=True)
     ids, special = enc["input_ids"], enc["special_tokens_mask"]
     types = enc.get("token_type_ids") or [0] * len(ids)
@@ -304,6 +313,8 @@ def special_template(tokenizer, pair: bool) -> _Template:
     pick = lambda idx: [ids[i] for i in idx]  # noqa: E731
     ptypes = lambda idx: [types[i] for i in idx]  # noqa: E731
     mid = spec[1] if pair else []
+    if type(tokenizer).__name__ in ONE_MIDDLE_SEPARATOR and len(mid) == 2 and ids[mid[0]] == ids[mid[1]]:
+        mid = mid[:1]
     return _Template(
         prefix=pick(spec[0]),
         mid=pick(mid),

@@ -179,20 +179,31 @@ def _padded_count(n, n_real):
 
 def test_separator_positions_follow_the_encoding(bert_tok, tmp_path):
     """RoBERTa's pair block </s></s> at N/2 and N/2 + 1 and the final </s> at N-1 count, BERT's [SEP] at N/2 and
-    N-1; single sentences: N-1; the standard layout fixes no position. Each equals where `encode` put them."""
+    N-1, DeBERTa's (v1) too: it was pretrained on one middle [SEP], which transformers 5's tokenizer doubles;
+    single sentences: N-1; the standard layout fixes no position. Each equals where `encode` put them, and
+    nowhere else does a separator sit."""
+    import transformers as tf
+
     from papa.encoding import separator_positions
     from papa.rehearsal import build_tokenizer
 
     roberta = build_tokenizer("roberta", cache_dir=tmp_path)
+    build_tokenizer("deberta", cache_dir=tmp_path).save_pretrained(tmp_path / "deberta")
+    deberta = tf.AutoTokenizer.from_pretrained(tmp_path / "deberta")  # as the workflow loads it
     assert separator_positions(roberta, 16, pair=True) == [8, 9, 15]
-    assert separator_positions(bert_tok, 16, pair=True) == [8, 15]
+    assert separator_positions(bert_tok, 16, pair=True) == separator_positions(deberta, 16, pair=True) == [8, 15]
     assert separator_positions(roberta, 16, pair=False) == separator_positions(bert_tok, 16, pair=False) == [15]
+    assert separator_positions(deberta, 16, pair=False) == [15]
     assert separator_positions(bert_tok, 16, pair=True, layout="standard") == []
-    for tok in (roberta, bert_tok):
-        enc = papa.encode(tok, ["a fine film", "no"], pairs=["it was", "bad"], max_length=16)
-        sep = tok.sep_token_id
-        held = [p for p in range(16) if (enc.input_ids[:, p] == sep).all()]
-        assert held == separator_positions(tok, 16, pair=True)
+    for tok in (roberta, bert_tok, deberta):
+        for layout in ("papa", "standard"):
+            enc = papa.encode(tok, ["a fine film", "no"], pairs=["it was", "bad"], max_length=16, layout=layout)
+            sep = tok.sep_token_id
+            if layout == "papa":
+                held = [p for p in range(16) if (enc.input_ids[:, p] == sep).all()]
+                assert held == separator_positions(tok, 16, pair=True), type(tok).__name__
+            # as many separators in a row as the template has: RoBERTa 3, BERT and DeBERTa 2
+            assert (enc.input_ids == sep).sum(1).tolist() == [3 if tok is roberta else 2] * 2
 
 
 def test_pattern_statistics_of_raw_matrices_are_unchanged():
