@@ -286,10 +286,15 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
             f"Found no {fam.attention_class} module in {type(model).__name__}; is this an encoder of type "
             f"{model.config.model_type!r}?"
         )
-    if fam.shared:  # ALBERT: layer i runs the module of its group
-        L = int(model.config.num_hidden_layers)
-        per_group = L // len(mods)
-        mods = [mods[min(i // per_group, len(mods) - 1)] for i in range(L)]
+    if fam.shared:  # ALBERT: layer i runs the module of its group, as transformers' AlbertTransformer picks it
+        L, groups = int(model.config.num_hidden_layers), int(model.config.num_hidden_groups)
+        inner = int(getattr(model.config, "inner_group_num", 1))
+        if inner != 1 or len(mods) != groups:
+            raise UnsupportedModelError(
+                f"This ALBERT runs {inner} attention modules per layer ({len(mods)} in {groups} groups): PAPA patches "
+                f"one attention per layer and head. Use a config with inner_group_num 1 (every released ALBERT)."
+            )
+        mods = [mods[int(i / (L / groups))] for i in range(L)]
     return mods
 
 

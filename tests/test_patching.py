@@ -309,6 +309,39 @@ def test_unsupported_model_fails_clearly():
         papa.patch(gpt, torch.zeros(1, 2, 4, 4))
 
 
+@pytest.mark.parametrize("layers, groups", [(4, 2), (4, 3), (5, 2)])
+def test_albert_layer_groups_patch_each_layer_as_transformers_runs_it(layers, groups):
+    """ALBERT's layers share their group's attention module, layer i group int(i / (L / groups)) as transformers'
+    AlbertTransformer picks it (also where the groups do not divide the layers): constants averaged on one input
+    reproduce it, lambda = 1 is the original; several attention modules per layer (inner_group_num) fail clearly."""
+    import transformers as tf
+
+    from tests.conftest import TINY
+
+    def albert(**extra):
+        torch.manual_seed(0)
+        cfg = tf.AlbertConfig(**{**TINY, "num_hidden_layers": layers}, embedding_size=16, **extra)
+        return papa.models.prepare(tf.AutoModel.from_config(cfg, attn_implementation="sdpa"), "cpu")
+
+    model = albert(num_hidden_groups=groups)
+    mods = papa.models.attention_modules(model)
+    shared = model.encoder.albert_layer_groups
+    expected = [shared[int(i / (layers / groups))].albert_layers[0].attention for i in range(layers)]
+    assert len(mods) == layers and all(m is e for m, e in zip(mods, expected))
+    batch = papa_batch(model, [9])
+    C = papa.average_attention(model, [batch])
+    ref = hidden(model, batch)
+    with papa.patch(model, C, static=torch.ones(layers, 4, dtype=torch.bool)):
+        out = hidden(model, batch)
+    valid = batch["attention_mask"][0].bool()
+    assert (ref[0][:, valid] - out[0][:, valid]).abs().max().item() < 1e-5
+    with papa.patch(model, C, mix=True) as h:
+        h.set_lambdas(1.0)
+        assert (hidden(model, batch) - ref).abs().max().item() < 1e-5
+    with pytest.raises(papa.UnsupportedModelError, match="inner_group_num 1"):
+        papa.patch(albert(num_hidden_groups=groups, inner_group_num=2), C)
+
+
 def test_lambda_training_moves_lambdas(minilm):
     from papa.probe import TrainConfig, learn_lambdas
 
