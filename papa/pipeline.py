@@ -844,7 +844,7 @@ class ProbeStage(ModelStage):
             order_seed=int(sm.params.order_seed),
             batch_order=sm.params.batch_order,
             first_seed=getattr(sm.params, "first_seed", None),  # rule probe_trained's param
-            **({"compile": sm.params.compile} if hasattr(sm.params, "compile") else {}),  # probe_trained's too
+            compile=getattr(sm.params, "compile", cls.compile),  # probe_trained's too (fixed matrices: eager)
             cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
             seed=int(sm.params.order_seed),
             labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection},
