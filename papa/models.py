@@ -193,13 +193,23 @@ def compiled(model, mode: str = "eager"):
     measures tracing them instead, not set here). Compiled kernels round differently and draw
     dropout differently from eager ones, so scores agree within seed noise, not bit for bit. The first
     batches pay the compilation (16-92 s per graph on an H100).
+
+    Inductor sizes its pool of compile workers (processes) by the cores the process may use, up to 32;
+    where a job is not bound to its cores, that is the node's. Unless ``TORCHINDUCTOR_COMPILE_THREADS``
+    says otherwise, the pool is capped at torch's thread count (a workflow job's ``threads``).
     """
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     if mode == "eager":
         return model
+    import os
+
     import torch
 
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        import torch._inductor.config as inductor
+
+        inductor.compile_threads = max(1, min(inductor.compile_threads, torch.get_num_threads()))
     return torch.compile(model, mode=mode)
 
 

@@ -42,6 +42,29 @@ def test_modes_and_their_errors():
         run_probe(model, _data(4, 0), _data(4, 1), "sequence", 2, ["accuracy"], CFG, features=feats, compile="default")
 
 
+def test_compile_workers_are_capped_at_the_jobs_threads(monkeypatch):
+    """Inductor's pool of compile workers follows the cores the process may use (a node's, where a job is not
+    bound to its cores): `compiled` caps it at torch's threads (the job's), unless the environment sets it."""
+    import torch._inductor.config as inductor
+
+    model = tiny_model("bert")
+    threads = torch.get_num_threads()
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(inductor, "compile_threads", 32)
+    try:
+        torch.set_num_threads(1)
+        compiled(model, "default")
+        assert inductor.compile_threads == 1
+        monkeypatch.setattr(inductor, "compile_threads", 32)
+        compiled(model, "eager")  # no compilation, nothing set
+        assert inductor.compile_threads == 32
+        monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "32")  # the user's word
+        compiled(model, "reduce-overhead")
+        assert inductor.compile_threads == 32
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_fixed_matrix_probe_refuses_compile(tmp_path):
     """Fixed matrices run the encoder without gradients: compile would do nothing there, so asking for it is an
     error that says so (the workflow gives the param to probe_trained only)."""
