@@ -46,7 +46,9 @@ DATASETS = {
 DATASET_SOURCES = (
     "Split sizes: GLUE (Wang et al. 2019) as on the hub (nyu-mll/glue: CoLA 8,551/1,043, SST-2 67,349/872, "
     "MRPC 3,668/408, MNLI 392,702/9,832 validation_mismatched) and CoNLL-2003 (Tjong Kim Sang & De Meulder 2003: "
-    "14,041/3,250 sentences, 203,621 training tokens). Word pieces per example (BERT uncased, with specials): "
+    "14,041/3,250 sentences, 203,621 training tokens); WikiText-103 (Merity et al. 2017) rows as on the hub "
+    "(Salesforce/wikitext: 1,801,350/3,760, blank lines included), of which a config's max_train/max_validation "
+    "draw the MLM analysis's (paper.yaml: 20,000/3,000). Word pieces per example (BERT uncased, with specials): "
     "MNLI ~40 and SST-2 ~13 as in the project's method notes; CoLA ~11 and MRPC ~53 (two ~22-word "
     "sentences) are estimates from typical sentence lengths; CoNLL-2003 caches one row per word (14.5 per sentence)."
 )
