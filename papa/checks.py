@@ -319,6 +319,9 @@ def _lists(config: dict):
         yield f"tasks.{t}.metrics", tc.get("metrics") or []
     for m, ts in (config.get("model_tasks") or {}).items():
         yield f"model_tasks.{m}", ts or []
+    for d, spec in (config.get("datasets") or {}).items():  # a label or column named twice
+        for key in ("labels", "column_names"):
+            yield f"datasets.{d}.{key}", (spec or {}).get(key) or []
 
 
 def _repeated(values: list) -> list[str]:
@@ -647,6 +650,9 @@ def check_config(config: dict) -> None:
         if source in KNOWN_TASKS and name not in KNOWN_TASKS[source]:
             errors.append(f"datasets.{key}: unknown {source} dataset {name!r}; known {source} datasets: "
                           f"{', '.join(KNOWN_TASKS[source])} (or source: local with your own files)")  # fmt: skip
+        if spec.get("column_names") and "header" not in spec:  # pandas would read a header row as data
+            errors.append(f"datasets.{key}.column_names: say whether the files' first line is a header: header: "
+                          f"false (every line is data) or header: true (the header row is renamed)")  # fmt: skip
     errors += _cross_references(config)
     sweep = config.get("sweep", {})
     for key, values in _lists(config):

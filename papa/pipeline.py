@@ -244,7 +244,8 @@ class PrepareDataStage(Stage):
 
         spec = dict(sm.params.spec)
         # how to reach the hub (timeout, cache folder): from the config, not a param, since it changes no data
-        spec.update({k: v for k, v in sm.config["datasets"][spec["name"]].items() if k in ACCESS_KEYS})
+        # (the entry of the config key, the job's wildcard: the spec's name may differ, a "name:" of the entry)
+        spec.update({k: v for k, v in sm.config["datasets"][sm.wildcards.dataset].items() if k in ACCESS_KEYS})
         return dict(spec=spec, out_dir=str(Path(sm.output.meta).parent), seed=int(sm.params.seed))
 
 

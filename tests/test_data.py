@@ -621,6 +621,92 @@ def test_conll_inconsistent_columns_fail_with_file_line(tmp_path):
         D.read_conll(one)
 
 
+def test_a_byte_order_mark_is_not_data(tmp_path):
+    """A CoNLL file saved with a byte-order mark (Windows editors) reads as without one: -DOCSTART- is skipped and
+    the first token is the word, not U+FEFF and the word."""
+    bom = tmp_path / "bom.conll"
+    bom.write_text("\ufeff" + CONLL, encoding="utf-8")
+    plain = tmp_path / "plain.conll"
+    plain.write_text(CONLL)
+    assert D.read_conll(bom, tag_column=3) == D.read_conll(plain, tag_column=3)
+    first = tmp_path / "first.conll"
+    first.write_text("\ufeffEU B-ORG\nrejects O\n", encoding="utf-8")
+    assert D.read_conll(first) == [(["EU", "rejects"], ["B-ORG", "O"])]
+
+
+def test_a_files_own_label_names_map_by_name(tmp_path):
+    """A Parquet file saved by `datasets` with a ClassLabel column holds positions in its own name list: they map
+    to the task's labels by name (MNLI's known order is entailment, neutral, contradiction; the file's is reversed).
+    Without a known label set the file's names are the labels, in its order; tag lists map the same way; -1 (no
+    label, as in GLUE's test splits) is an empty label."""
+    import datasets
+
+    names = ["contradiction", "neutral", "entailment"]
+    feats = datasets.Features({"premise": datasets.Value("string"), "hypothesis": datasets.Value("string"),
+                               "label": datasets.ClassLabel(names=names)})  # fmt: skip
+    p = tmp_path / "mnli.parquet"
+    datasets.Dataset.from_dict({"premise": ["p0", "p1", "p2"], "hypothesis": ["h"] * 3, "label": [0, 1, 2]},
+                               features=feats).to_parquet(p)  # fmt: skip
+    spec = {"name": "mnli", "source": "local", "train": str(p), "validation": str(p), "text_column": "premise",
+            "text_b_column": "hypothesis"}  # fmt: skip
+    t = D.load_task(spec, tmp_path)
+    assert [t.label_names[y] for y in t.splits["train"]["label"]] == names  # p0 is a contradiction, as the file says
+    assert t.label_names == ["entailment", "neutral", "contradiction"]
+    own = D.load_task({**spec, "name": "mine", "kind": "sequence"}, tmp_path)
+    assert own.label_names == names and list(own.splits["train"]["label"]) == [0, 1, 2]
+    assert own.provenance["label_names_source"] == "the train file's label names"
+    tags = datasets.Features({"tokens": datasets.List(datasets.Value("string")),
+                              "tags": datasets.List(datasets.ClassLabel(names=["B-PER", "O"]))})  # fmt: skip
+    q = tmp_path / "ner.parquet"
+    datasets.Dataset.from_dict({"tokens": [["Ann", "ran"]], "tags": [[0, 1]]}, features=tags).to_parquet(q)
+    ner = D.load_task({"name": "conll2003_ner", "source": "local", "train": str(q), "validation": str(q)}, tmp_path)
+    assert [ner.label_names[y] for y in ner.splits["train"]["tags"].iloc[0]] == ["B-PER", "O"]
+    unlabeled = tmp_path / "test.parquet"
+    datasets.Dataset.from_dict({"premise": ["p"], "hypothesis": ["h"], "label": [-1]}, features=feats).to_parquet(
+        unlabeled
+    )
+    with pytest.raises(D.TaskSpecError, match=r"test\.parquet, row 1 has no label"):
+        D.load_task({**spec, "validation": str(unlabeled)}, tmp_path)
+
+
+def test_label_cells_read_as_written(tmp_path):
+    """Spaces around a label are not part of it; a label column read as text (one cell is not a number) still
+    takes its digits as positions, and the error names the cell that is wrong, not the first row; a blank line
+    does not shift the line numbers the errors give; a compressed file is not taken for bad UTF-8."""
+    import gzip
+
+    p = _csv(tmp_path, text="a,pos\nb, neg\nc,pos \nd,neg\n")
+    t = D.load_task(_seq_spec(p, p), tmp_path)
+    assert t.label_names == ["neg", "pos"] and list(t.splits["train"]["label"]) == [1, 0, 1, 0]
+    typo = tmp_path / "typo.tsv"
+    typo.write_text("sentence\tlabel\n" + "a\t0\nb\t1\n" * 5 + "c\t1x\n")
+    with pytest.raises(D.TaskSpecError, match=r"label '1x' at .*typo\.tsv, row 11 \(line 12\) is not in labels"):
+        D.load_task(_seq_spec(typo, typo, labels=["negative", "positive"]), tmp_path)
+    blank = tmp_path / "blank.tsv"
+    blank.write_text("sentence\tlabel\n\na\tpos\n\nb\tneg\n\nc\tX\n")
+    with pytest.raises(D.TaskSpecError, match=r"'X' at .*blank\.tsv, row 3 \(line 7\) is not in labels"):
+        D.load_task(_seq_spec(blank, blank, labels=["neg", "pos"]), tmp_path)
+    gz = tmp_path / "t.tsv.gz"
+    gz.write_bytes(gzip.compress(b"sentence\tlabel\na\tpos\nb\tneg\n"))
+    assert D.load_task(_seq_spec(gz, gz), tmp_path).splits["train"]["label"].tolist() == [1, 0]
+
+
+def test_column_names_need_header_said(tmp_path):
+    """column_names without header is ambiguous (pandas would read a header row as data, a headerless file's first
+    line as a header): it fails, naming both choices; header false reads every line, header true renames."""
+    headed = _csv(tmp_path, "headed.csv", "a,pos\nb,neg\n")
+    bare = _csv(tmp_path, "bare.csv", "a,pos\nb,neg\n", header="")
+    names = {"column_names": ["sentence", "label"]}
+    with pytest.raises(D.TaskSpecError, match=r'"header": false .* or "header": true'):
+        D.load_task(_seq_spec(bare, bare, **names), tmp_path)
+    for path, header in ((bare, False), (headed, True)):
+        t = D.load_task(_seq_spec(path, path, header=header, **names), tmp_path)
+        assert t.splits["train"]["text"].tolist() == ["a", "b"] and t.label_names == ["neg", "pos"]
+    with pytest.raises(D.TaskSpecError, match=r"tag_column must be a column index .* got 'x'"):
+        D.load_task({"name": "mine", "source": "local", "kind": "token", "format": "conll", "train": str(bare),
+                     "tag_column": "x"}, tmp_path)  # fmt: skip
+
+
 def test_tag_only_in_validation_fails(tmp_path):
     train, val = tmp_path / "train.conll", tmp_path / "val.conll"
     train.write_text("EU B-ORG\nrejects O\n\n")
@@ -734,9 +820,16 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
     sm = SimpleNamespace(
         params=SimpleNamespace(spec={"name": "glue_sst2", "source": "hub"}, seed=0),
         output=SimpleNamespace(meta="results/data/glue_sst2/meta.json"),
+        wildcards=SimpleNamespace(dataset="glue_sst2"),
         config={"datasets": {"glue_sst2": entry}},
     )
     assert PrepareDataStage._from_snakemake(sm)["spec"] == {"name": "glue_sst2", **entry}
+    # an entry named otherwise than its key (datasets.glue_sst2: {name: sst2}): its own settings, by the job's key,
+    # not another entry's (a KeyError where none is named sst2)
+    for others in ({}, {"sst2": {"source": "hub", "hub_timeout": 5}}):
+        sm.params.spec = {"name": "sst2", "source": "hub"}
+        sm.config = {"datasets": {"glue_sst2": {**entry, "name": "sst2"}, **others}}
+        assert PrepareDataStage._from_snakemake(sm)["spec"]["hub_timeout"] == 30
 
 
 def _fake_glue_mnli():

@@ -67,7 +67,7 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     toks: list[str] = []
     tags: list[str] = []
     width = first = start = None
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark would stick to the first token
         lineno = 0
         try:
             for lineno, line in enumerate(f, 1):
@@ -109,6 +109,19 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     return sents
 
 
+#: Suffixes of compressed text files, which `datasets` reads decompressed (their bytes are not text).
+_COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"})
+
+
+def _int_key(spec: dict, key: str, default: int) -> int:
+    """An integer spec key (a CoNLL column), or a `TaskSpecError` naming it."""
+    value = spec.get(key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TaskSpecError(f"{key} must be a column index (an integer, -1 = the last), got {value!r}") from None
+
+
 def _check_utf8(path: Path) -> None:
     """Fail with the file, line and byte offset when a text file is not UTF-8."""
     import codecs
@@ -135,7 +148,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     if fmt == "conll":
         if kind != "token":
             raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
-        sents = _read_conll(path, int(spec.get("tag_column", -1)), int(spec.get("token_column", 0)),
+        sents = _read_conll(path, _int_key(spec, "tag_column", -1), _int_key(spec, "token_column", 0),
                             spec.get("separator"))  # fmt: skip
         return {
             "tokens": [s[0] for s in sents],
@@ -156,10 +169,17 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
         if spec.get("header") is False:
             kw["header"] = None
         if spec.get("column_names"):
+            if "header" not in spec:  # pandas would take the first line as data; a header row would become a row
+                raise TaskSpecError(
+                    f'column_names given for {path}: say whether its first line is a header, "header": false (every '
+                    f'line is data) or "header": true (the header row is read, and renamed by column_names)'
+                )
             kw["column_names"] = list(spec["column_names"])
+            if spec["header"]:
+                kw["header"] = 0  # the header row renamed, not read as data (pandas' default with names)
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
-    if fmt != "parquet":
+    if fmt != "parquet" and not set(s.lower() for s in path.suffixes) & _COMPRESSED:  # `datasets` decompresses
         _check_utf8(path)
     # One datasets cache per file content, so an edited file is never served from a stale cache.
     hf_cache = cache_dir / "hf_datasets" / sha256_file(path)[:16]
@@ -176,12 +196,31 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
                             f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
                             f"or header to match it") from e  # fmt: skip
     out = ds.to_dict()
+    # integer columns with label names (a ClassLabel feature, e.g. a Parquet file saved by `datasets`) are read as
+    # those names: their integers are positions in the file's own list, not in the task's
+    out["_names"] = {}
+    for col, feature in ds.features.items():
+        inner = getattr(feature, "feature", None)  # a list of labels (token tags)
+        label = feature if isinstance(feature, datasets.ClassLabel) else inner
+        if isinstance(label, datasets.ClassLabel):
+            name = lambda v, f=label: None if v is None or v < 0 else f.int2str(v)  # noqa: E731 (-1: no label)
+            out[col] = [name(v) for v in out[col]] if label is feature else [[name(v) for v in vs] for vs in out[col]]
+            out["_names"][col] = list(label.names)
     out["_format"] = [fmt]
-    first_line = {"csv": 1 if spec.get("header") is False else 2, "tsv": 1 if spec.get("header") is False else 2,
-                  "json": 1}.get(fmt)  # fmt: skip
-    n = ds.num_rows
-    out["_where"] = [f"row {i + 1}" + (f" (line {i + first_line})" if first_line else "") for i in range(n)]
+    lines = _row_lines(path, fmt, header=kw.get("header", 0) is not None, n_rows=ds.num_rows)
+    out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(ds.num_rows)]
     return out
+
+
+def _row_lines(path: Path, fmt: str, header: bool, n_rows: int) -> list[int] | None:
+    """The line each row of a CSV/TSV/JSON-lines file sits on (the readers skip blank lines), or None where
+    rows and lines do not match one to one (a quoted field across lines, a compressed file, Parquet)."""
+    if fmt not in ("csv", "tsv", "json") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
+        return None
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        lines = [k for k, line in enumerate(f, 1) if line.strip()]
+    lines = lines[1:] if header and fmt != "json" else lines
+    return lines if len(lines) == n_rows else None
 
 
 def _reader_error(e: BaseException) -> BaseException:
@@ -224,20 +263,23 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
                 listed: bool = True) -> list[int]:  # fmt: skip
     """Map raw label values to indices into ``labels``.
 
-    A value matches a label by name (``str(value)``) first; an integer that names no label
-    is taken as an index if it is in range; anything else is an error that names the file,
-    the row (``rows[i]``) and the value. ``listed``: the labels come from the config or a
-    known task (else they were inferred from the train split, and the message says so).
+    A value matches a label by name (``str(value)``, surrounding spaces ignored) first; an
+    integer that names no label (or its digits, in a column read as text because another cell
+    is not a number) is taken as an index if it is in range; anything else is an error that
+    names the file, the row (``rows[i]``) and the value. ``listed``: the labels come from the
+    config or a known task (else they were inferred from the train split, and the message says so).
     """
-    index = {str(n): i for i, n in enumerate(labels)}
+    index = {str(n).strip(): i for i, n in enumerate(labels)}
     out = []
     for i, v in enumerate(values):
         at = f"{where}, {rows[i]}" if rows else where
         if _is_missing(v):
             raise TaskSpecError(f"{at} has no label (empty cell); fill it in or remove the row")
-        if str(v) in index:
-            out.append(index[str(v)])
+        if str(v).strip() in index:
+            out.append(index[str(v).strip()])
         elif listed and isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < len(labels):
+            out.append(int(v))
+        elif listed and isinstance(v, str) and v.strip().isascii() and v.strip().isdigit() and int(v) < len(labels):
             out.append(int(v))
         elif listed:
             raise TaskSpecError(
@@ -273,7 +315,7 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
                 )
             return [str(i) for i in range(uniq[-1] + 1)]
         return [str(i) for i in uniq]
-    uniq = sorted(set(str(v) for v in vals))
+    uniq = sorted(set(str(v).strip() for v in vals))  # " neg" and "neg" are one label
     if "O" in uniq:  # BIO tag sets: "O" first by convention
         uniq.remove("O")
         uniq.insert(0, "O")
@@ -311,9 +353,11 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
 
     raw: dict[str, dict] = {}
     rows: dict[str, list[str]] = {}  # where each record sits in its file ("row 3 (line 4)", "line 17")
+    names: dict[str, dict[str, list[str]]] = {}  # a file's own label names per column (ClassLabel features)
     prov_files = {}
     for split, p in files.items():
         rec = _local_records(spec, split, p, kind, cache_dir)
+        names[split] = rec.pop("_names", {})
         fmt = rec.pop("_format")[0]
         rows[split] = rec.pop("_where", None) or [f"row {i + 1}" for i in range(len(next(iter(rec.values()), [])))]
         raw[split] = rec
@@ -339,9 +383,10 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 raise TaskSpecError(f"the {where} is empty: it has no rows")
             for col in (c for c in (text_col, text_b_col, label_col, id_col) if c):
                 _check_cells(rec[col], col, keys[col], where, rows[split], list_valued=False)
-        if not unlabeled and labels is None:  # from the train split only: a class must be trainable
-            labels = _infer_label_names(raw["train"][label_col], f"column {label_col!r} of the train file "
-                                        f"{prov_files['train']['path']}", rows["train"])  # fmt: skip
+        if not unlabeled and labels is None:  # the train file's own names, else from its values: must be trainable
+            labels = names["train"].get(label_col) or _infer_label_names(
+                raw["train"][label_col], f"column {label_col!r} of the train file {prov_files['train']['path']}",
+                rows["train"])  # fmt: skip
         n_dropped = 0
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
@@ -377,8 +422,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 raise TaskSpecError(f"the {where} is empty: it has no sentences")
             for col, key in ((tok_col, "tokens_column"), (tag_col, "tags_column")):
                 _check_cells(rec[col], col, key, where, rows[split], list_valued=True)
-        if labels is None:  # from the train split only: a tag must be trainable
-            labels = _infer_label_names(
+        if labels is None:  # the train file's own tag names, else from its tags: a tag must be trainable
+            labels = names["train"].get(tag_col) or _infer_label_names(
                 [t for s in raw["train"][tag_col] for t in s],
                 f"the tags of the train file {prov_files['train']['path']}",
             )
@@ -403,10 +448,14 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
         if any(pf["format"] == "conll" for pf in prov_files.values()):
-            prov["conll"] = {"token_column": int(spec.get("token_column", 0)),
-                             "tag_column": int(spec.get("tag_column", -1))}  # fmt: skip
+            prov["conll"] = {"token_column": _int_key(spec, "token_column", 0),
+                             "tag_column": _int_key(spec, "tag_column", -1)}  # fmt: skip
     if spec.get("labels") is not None:
         prov["label_names_source"] = "spec"
+    elif known_labels:
+        prov["label_names_source"] = "papa.data.LABEL_SETS"
+    elif names["train"].get(label_col if kind == "sequence" else tag_col):
+        prov["label_names_source"] = "the train file's label names"
     else:
-        prov["label_names_source"] = "papa.data.LABEL_SETS" if known_labels else "inferred from the data"
+        prov["label_names_source"] = "inferred from the data"
     return kind, list(labels), splits, prov

@@ -296,12 +296,15 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
             ``format`` (csv, tsv, jsonl, parquet, conll; default from the file suffix).
             Sequence: ``text_column`` ("text"), ``text_b_column`` (None), ``label_column``
             ("label"; None for an unlabeled corpus), ``id_column`` (None). csv/tsv:
-            ``header`` (false for header-less files) and ``column_names``. Token:
+            ``header`` (false for header-less files) and ``column_names`` (with ``header`` given:
+            false, every line is data; true, the header row is renamed). Token:
             ``tokens_column`` / ``tags_column`` ("tokens"/"tags") or, for conll,
             ``tag_column`` (default -1 = last), ``token_column`` (0), ``separator``.
-            ``labels``: the label names in index order; a label value matches a name first,
-            else an in-range integer is taken as the index. Without ``labels``: the known
-            task's label set, else inferred (integers 0..max, or sorted strings).
+            ``labels``: the label names in index order; a label value matches a name first
+            (surrounding spaces ignored), else an in-range integer is taken as the index. A
+            column with label names of its own (a ``ClassLabel`` feature: Parquet saved by
+            ``datasets``) is read as those names. Without ``labels``: the known task's label
+            set, else the train file's own names, else inferred (integers 0..max, or sorted strings).
             All sources: ``max_train``, ``max_validation`` (seeded subsample),
             ``validation_fraction`` (default 0.2, used when there is no validation split).
         cache_dir: where archives are downloaded and files extracted (default
