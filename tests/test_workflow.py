@@ -549,7 +549,36 @@ def test_a_retried_job_asks_for_more_memory_and_time():
             assert probe.resources["gpu"].evaluate(wc, attempt=1).value == 1
         # compile speeds up the encoder in the loop: the jobs that train through it, and no others, take the param
         assert {r.name for r in wf.rules if "compile" in r.params.keys()} == {"learn_lambda", "probe_trained"}
+        # every rule's threads are the config's (paper.yaml: 2 by default, 4 for the GPU rules), none fixed in a rule
+        threads = {r.name: r.resources["_cores"].evaluate(cola, attempt=1).value for r in wf.rules if r.name != "all"}
+        for name, n in threads.items():
+            key = "aggregate" if name == "mlm_table" else name  # the table of the MLM analysis: aggregate's resources
+            parent = cfg.get(RESOURCE_PARENTS.get(key), {})
+            assert n == {**cfg["default"], **parent, **cfg.get(key, {})}["threads"], (name, n)
+        assert threads["patterns"] == threads["plot"] == cfg["default"]["threads"] == 2
     assert checked >= 8  # average_attention, learn_lambda, probe, mlm: memory and time each
+
+
+def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
+    """tasks.<t>.probe.extra_lr sets the learning rate of trained patch parameters: a param of the trained seeds'
+    jobs (rule probe_trained), not of fixed-matrix probes, which it would rerun for nothing."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["tasks"]["cola"]["probe"]["extra_lr"] = 0.01
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        wf = api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[tmp_path / "c.yaml"]),
+            storage_settings=StorageSettings(),
+            snakefile=ROOT / "Snakefile",
+            workdir=ROOT,
+        )._workflow
+        cola = SimpleNamespace(task="cola")
+        fixed, trained = (wf.get_rule(r).params["hp"](cola) for r in ("probe", "probe_trained"))
+    assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
 
 
 def dry_run_jobs(output: str) -> list[tuple[str, dict[str, dict[str, str]]]]:

@@ -191,6 +191,12 @@ def lambda_hp(task):
     return canon(task_cfg(task)["lambda"])
 
 
+def probe_hp(task, trained=False):
+    """Probe hyperparameters: tasks.<t>.probe; its extra_lr (the learning rate of trained patch parameters) only
+    for trained constants (rule probe_trained), so setting it reruns no probe of fixed matrices."""
+    return canon({k: v for k, v in task_cfg(task)["probe"].items() if trained or k != "extra_lr"})
+
+
 def task_tokens(model, task, split):
     """The token file of a task's split: its dataset at its max_length."""
     return tokens(model, task_cfg(task)["dataset"], task_cfg(task)["max_length"], split)

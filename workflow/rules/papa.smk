@@ -110,7 +110,7 @@ rule probe:
     params:
         code=code("probe.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        hp=lambda wc: canon(task_cfg(wc.task)["probe"]),
+        hp=lambda wc: probe_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         seeds=SWEEP["seeds"],
         batch_order=SWEEP["batch_order"],
@@ -146,6 +146,7 @@ use rule probe as probe_trained with:
         probe_output("{model}", "{task}", "{constants}", "{selection}", "{fraction_dynamic}", "{seed}"),
     params:
         seeds=lambda wc: [int(wc.seed)],
+        hp=lambda wc: probe_hp(wc.task, trained=True),
         # sweep.batch_order shared: every seed trains in the sweep's first seed's batch order
         first_seed=SWEEP["seeds"][0] if SWEEP["batch_order"] == "shared" else None,
         compile=COMPILE,  # the encoder runs in the loop: torch.compile can speed it up (fixed matrices: no param)
@@ -177,7 +178,7 @@ rule patterns:
         f"{R}/logs/patterns/{{model}}/{{dataset}}/N{{n}}.log",
     benchmark:
         f"{R}/benchmarks/patterns/{{model}}/{{dataset}}/N{{n}}.tsv"
-    threads: 1
+    threads: res("patterns")["threads"]
     resources:
         mem_mb=grows("patterns", "mem_mb"),
         runtime=grows("patterns", "runtime"),

@@ -18,7 +18,7 @@ rule build_model:
         f"{R}/logs/build_model/{{model}}.log",
     benchmark:
         f"{R}/benchmarks/build_model/{{model}}.tsv"
-    threads: 1
+    threads: res("build_model")["threads"]
     resources:
         mem_mb=grows("build_model", "mem_mb"),
         runtime=grows("build_model", "runtime"),
@@ -41,7 +41,7 @@ rule build_data:
         f"{R}/logs/build_data/{{source}}.log",
     benchmark:
         f"{R}/benchmarks/build_data/{{source}}.tsv"
-    threads: 1
+    threads: res("build_data")["threads"]
     resources:
         mem_mb=grows("build_data", "mem_mb"),
         runtime=grows("build_data", "runtime"),

@@ -28,7 +28,7 @@ rule aggregate:
         f"{R}/logs/aggregate.log",
     benchmark:
         f"{R}/benchmarks/aggregate.tsv"
-    threads: 1
+    threads: res("aggregate")["threads"]
     resources:
         mem_mb=grows("aggregate", "mem_mb"),
         runtime=grows("aggregate", "runtime"),
@@ -81,7 +81,7 @@ rule plot:
         f"{R}/logs/plot.log",
     benchmark:
         f"{R}/benchmarks/plot.tsv"
-    threads: 1
+    threads: res("plot")["threads"]
     resources:
         mem_mb=grows("plot", "mem_mb"),
         runtime=grows("plot", "runtime"),
@@ -108,7 +108,7 @@ rule mlm_table:
         f"{R}/logs/mlm_table.log",
     benchmark:
         f"{R}/benchmarks/mlm_table.tsv"
-    threads: 1
+    threads: res("aggregate")["threads"]
     resources:
         mem_mb=grows("aggregate", "mem_mb"),
         runtime=grows("aggregate", "runtime"),
