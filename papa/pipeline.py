@@ -255,6 +255,10 @@ def prepare_data(stage: PrepareDataStage):
     from .data import load_task, save_task
 
     task = load_task(dict(stage.spec), None, seed=stage.seed)
+    # the splits rule prepare_data declares: a test split (CoNLL-2003, a local "test" file) or MNLI's
+    # validation_matched would be files Snakemake does not track, never cleaned and stale once the spec drops them
+    # (their sizes stay in the provenance, split_sizes)
+    task = replace(task, splits={s: task.splits[s] for s in spec.PREPARED_SPLITS})
     save_task(task, Path(stage.out_dir))
     return task
 

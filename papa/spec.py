@@ -33,6 +33,9 @@ TRAINED_SUFFIX = "_trained"
 #: Every kind a constants spec may name (``average``, ..., ``average_trained``, ``toeplitz_trained``).
 SPEC_KINDS = CONSTANT_KINDS + tuple(k + TRAINED_SUFFIX for k in TRAINABLE)
 
+#: The splits the workflow prepares and tokenizes (rule prepare_data's outputs, the token files' ``split``):
+#: a dataset's other splits (a test split, MNLI's validation_matched) stay out of its folder.
+PREPARED_SPLITS = ("train", "validation")
 #: A name of a dataset, model or task (config keys; path components).
 NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 #: ``kind[_trained][@corpus]`` (the config schema's pattern for sweep.constants is this one).

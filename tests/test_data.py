@@ -832,6 +832,20 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
         assert PrepareDataStage._from_snakemake(sm)["spec"]["hub_timeout"] == 30
 
 
+def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
+    """A dataset's other splits (a local test file, CoNLL-2003's test split, MNLI's validation_matched) are no output
+    of rule prepare_data: written, they would be files Snakemake never cleans, stale once the spec drops them. Their
+    sizes stay in the provenance."""
+    from papa.pipeline import PrepareDataStage, prepare_data
+
+    p = _csv(tmp_path)
+    spec = _seq_spec(p, p, test=str(p))
+    task = prepare_data(PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0))
+    assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["meta.json", "train.parquet", "validation.parquet"]
+    assert list(task.splits) == ["train", "validation"] and task.provenance["split_sizes"]["test"] == 2
+    assert D.read_task(tmp_path / "out").splits.keys() == {"train", "validation"}
+
+
 def _fake_glue_mnli():
     from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 

@@ -306,7 +306,7 @@ wildcard_constraints:
     model=spec.NAME_PATTERN,
     dataset=spec.NAME_PATTERN,
     task=spec.NAME_PATTERN,
-    split=r"train|validation",
+    split=one_of(spec.PREPARED_SPLITS),
     n=r"\d+",
     fraction_dynamic=spec.FRACTION_PATTERN,
     constants=spec.CONSTANTS_PATTERN,
