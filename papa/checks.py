@@ -515,6 +515,27 @@ def is_pair_dataset(name: str, spec: dict) -> bool:
     return bool(entry is not None and getattr(entry.source, "text_b", None))
 
 
+#: The `encoding` options (`papa.encode`) and the inputs each changes: ``pair_segments`` sentence pairs,
+#: ``single_cap`` single sentences of sequence tasks (token tasks are not capped).
+ENCODING_REACH = {"pair_segments": "pair", "single_cap": "single"}
+
+
+def input_shape(name: str, spec: dict) -> str | None:
+    """What a dataset of the config gives `papa.encode`: ``"pair"`` (sentence pairs), ``"single"`` (one text per
+    example) or ``"token"`` (word lists); None when unknown before loading."""
+    kind = dataset_kind(name, spec)
+    if kind == "sequence":
+        return "pair" if is_pair_dataset(name, spec) else "single"
+    return kind
+
+
+def encoding_options(config: dict, dataset: str) -> dict:
+    """The `encoding` options that change ``dataset``'s tokens (`ENCODING_REACH`; every one where its shape is
+    unknown): rule tokenize's param, so switching one reruns the datasets it reaches and no others."""
+    shape = input_shape(dataset, config["datasets"][dataset])
+    return {k: v for k, v in config["encoding"].items() if shape is None or ENCODING_REACH.get(k) in (None, shape)}
+
+
 def built_position_limit(build: dict) -> int | None:
     """`position_limit` of a model the workflow builds (``models.<m>.build``, `papa.rehearsal.build_model`)."""
     from .rehearsal import FAMILIES, _max_positions

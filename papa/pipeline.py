@@ -291,7 +291,10 @@ class TokenizeStage(Stage):
         layout: ``papa`` (final separator at N-1) or ``standard``.
         out: the token file written.
         encoding: keyword options of `papa.encode` (``single_cap``, ``pair_segments``; the
-            config's ``encoding`` section); empty = the paper's App. A behaviour.
+            config's ``encoding`` section, those that reach the dataset: `papa.checks.encoding_options`);
+            empty = the paper's App. A behaviour.
+        input_shape: ``pair``, ``single`` or ``token``, as the config tells it
+            (`papa.checks.input_shape`, which decided ``encoding``); the split must hold that (None: not checked).
     """
 
     model: str
@@ -301,6 +304,7 @@ class TokenizeStage(Stage):
     layout: str
     out: str
     encoding: dict[str, str]
+    input_shape: str | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -312,6 +316,17 @@ class TokenizeStage(Stage):
             layout=sm.params.layout,
             out=sm.output[0],
             encoding=dict(sm.params.encoding),
+            input_shape=sm.params.input_shape,
+        )
+
+
+def _check_shape(stage: TokenizeStage, dataset: str, shape: str) -> None:
+    """The split holds what the config said (the encoding options it passes depend on it), or an error."""
+    if stage.input_shape is not None and shape != stage.input_shape:
+        raise ValueError(
+            f"dataset {dataset!r} holds {shape} inputs, but its config entry describes {stage.input_shape} ones, "
+            f"so its encoding options were chosen for those (papa.checks.input_shape): set its text_b_column (pairs) "
+            f"or kind to what the data are"
         )
 
 
@@ -328,6 +343,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
     opts = dict(stage.encoding)
     N, layout = stage.max_length, stage.layout
     if task.kind == "token":
+        _check_shape(stage, task.name, "token")
         enc = encode(
             tok,
             [list(t) for t in df["tokens"]],
@@ -341,6 +357,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
         if "text_b" in df and df["text_b"].notna().any():
             pairs = df["text_b"].fillna("").tolist()
         labels = df["label"].tolist() if "label" in df and (df["label"] >= 0).any() else None
+        _check_shape(stage, task.name, "pair" if pairs is not None else "single")
         enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=N, layout=layout, labels=labels, **opts)
     log.info(
         "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)",

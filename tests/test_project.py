@@ -190,10 +190,11 @@ def test_stage_configs_read_a_snakemake_job():
             input=NS(meta="d/wiki/meta.json"),
             output=["t.parquet"],
             wildcards=wc,
-            params=NS(model="hub/m", layout="papa", encoding={"single_cap": "paper"}),
+            params=NS(model="hub/m", layout="papa", encoding={"single_cap": "paper"}, input_shape="single"),
         )
     )
     assert (tok["data_dir"], tok["max_length"], tok["split"]) == ("d/wiki", 64, "train")
+    assert tok["input_shape"] == "single"
     pipeline.TokenizeStage(**tok)
 
 

@@ -581,6 +581,49 @@ def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
 
 
+def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, minilm):
+    """encoding.pair_segments changes sentence pairs only, single_cap single sentences only (token tasks neither):
+    rule tokenize's param holds the options that reach its dataset, so switching one reruns those datasets and no
+    others; the split must hold the shape the config gave (else its options would be the wrong ones)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    from papa import pipeline
+    from papa.data import load_task
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["encoding"] = {"pair_segments": "authors"}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        wf = api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[tmp_path / "c.yaml"]),
+            storage_settings=StorageSettings(),
+            snakefile=ROOT / "Snakefile",
+            workdir=ROOT,
+        )._workflow
+        params = wf.get_rule("tokenize").params
+        got = {d: (params["input_shape"](SimpleNamespace(dataset=d)), params["encoding"](SimpleNamespace(dataset=d)))
+               for d in ("mrpc", "mnli", "sst2", "cola", "conll2003_ner", "wikitext103")}  # fmt: skip
+    pair, single = ("pair", {"pair_segments": "authors"}), ("single", {"single_cap": "paper"})
+    assert got == {"mrpc": pair, "mnli": pair, "sst2": single, "cola": single, "conll2003_ner": ("token", {}),
+                   "wikitext103": single}  # fmt: skip
+    # a split of another shape than its config entry says fails before encoding
+    p = tmp_path / "pairs.tsv"
+    p.write_text("a\tb\tlabel\nx y\tz\tpos\nu\tv w\tneg\n")
+    spec = {"name": "pairs", "source": "local", "kind": "sequence", "train": str(p), "validation": str(p),
+            "text_column": "a", "text_b_column": "b"}  # fmt: skip
+    load_task(spec, tmp_path).save(tmp_path / "data")
+    stage = dict(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16, layout="papa",
+                 out=str(tmp_path / "t.parquet"), encoding={"single_cap": "paper"})  # fmt: skip
+    with pytest.raises(ValueError, match="holds pair inputs, but its config entry describes single ones"):
+        pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape="single"))
+    enc = pipeline.tokenize(
+        pipeline.TokenizeStage(**{**stage, "encoding": {"pair_segments": "paper"}}, input_shape="pair")
+    )
+    assert enc.input_ids.shape == (2, 16)
+
+
 def dry_run_jobs(output: str) -> list[tuple[str, dict[str, dict[str, str]]]]:
     """(rule, {"resources": {...}, "wildcards": {...}}) of every job a dry run prints, its ``key=value`` lines
     parsed (a job without wildcards has none)."""

@@ -36,7 +36,10 @@ rule tokenize:
         code=code("tokenize.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
         layout=LAYOUT,
-        encoding=config["encoding"],  # the authors' encoding options; a change reruns tokenization and all after
+        # the authors' encoding options that reach the dataset (pair_segments its pairs, single_cap its single
+        # sentences): a change reruns its tokenization and all after
+        encoding=lambda wc: canon(checks.encoding_options(config, wc.dataset)),
+        input_shape=lambda wc: checks.input_shape(wc.dataset, config["datasets"][wc.dataset]),
     conda:
         CONDA_ENV
     log:
