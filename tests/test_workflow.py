@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -493,26 +494,33 @@ def test_killed_job_leaves_no_finished_output(smoke):
     assert counts.get("probe") == 1
 
 
+@contextmanager
+def parsed_workflow(configfile: Path):
+    """Snakemake's parsed workflow for ``configfile`` (the pinned version's API): the rules as the scheduler sees
+    them, their params and resources to evaluate."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        yield api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[configfile]),
+            storage_settings=StorageSettings(),
+            snakefile=ROOT / "Snakefile",
+            workdir=ROOT,
+        )._workflow
+
+
 def test_a_retried_job_asks_for_more_memory_and_time():
     """The Slurm profile retries a failed job once (``retries: 1``); a job killed for memory or time
     (OUT_OF_MEMORY, TIMEOUT) must come back with more, not with the request that failed: mem_mb and runtime
     are the config's values on the first attempt and times the attempt number after it (paper.yaml's).
     Also: the rules that take ``compile``."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
-
     from papa.checks import RESOURCE_PARENTS
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     cfg = paper["resources"]
-    with SnakemakeApi(OutputSettings(quiet=True)) as api:
-        wf = api.workflow(
-            resource_settings=ResourceSettings(),
-            config_settings=ConfigSettings(configfiles=[ROOT / "config/paper.yaml"]),
-            storage_settings=StorageSettings(),
-            snakefile=ROOT / "Snakefile",
-            workdir=ROOT,
-        )._workflow  # Snakemake's parsed workflow (pinned version): the rules as the scheduler sees them
+    with parsed_workflow(ROOT / "config/paper.yaml") as wf:
         checked = 0
         for rule in wf.rules:
             if rule.name not in cfg or rule.name == "default":
@@ -562,20 +570,10 @@ def test_a_retried_job_asks_for_more_memory_and_time():
 def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
     """tasks.<t>.probe.extra_lr sets the learning rate of trained patch parameters: a param of the trained seeds'
     jobs (rule probe_trained), not of fixed-matrix probes, which it would rerun for nothing."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
-
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     paper["tasks"]["cola"]["probe"]["extra_lr"] = 0.01
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
-    with SnakemakeApi(OutputSettings(quiet=True)) as api:
-        wf = api.workflow(
-            resource_settings=ResourceSettings(),
-            config_settings=ConfigSettings(configfiles=[tmp_path / "c.yaml"]),
-            storage_settings=StorageSettings(),
-            snakefile=ROOT / "Snakefile",
-            workdir=ROOT,
-        )._workflow
+    with parsed_workflow(tmp_path / "c.yaml") as wf:
         cola = SimpleNamespace(task="cola")
         fixed, trained = (wf.get_rule(r).params["hp"](cola) for r in ("probe", "probe_trained"))
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
@@ -585,23 +583,13 @@ def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, mini
     """encoding.pair_segments changes sentence pairs only, single_cap single sentences only (token tasks neither):
     rule tokenize's param holds the options that reach its dataset, so switching one reruns those datasets and no
     others; the split must hold the shape the config gave (else its options would be the wrong ones)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
-
     from papa import pipeline
     from papa.data import load_task
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     paper["encoding"] = {"pair_segments": "authors"}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
-    with SnakemakeApi(OutputSettings(quiet=True)) as api:
-        wf = api.workflow(
-            resource_settings=ResourceSettings(),
-            config_settings=ConfigSettings(configfiles=[tmp_path / "c.yaml"]),
-            storage_settings=StorageSettings(),
-            snakefile=ROOT / "Snakefile",
-            workdir=ROOT,
-        )._workflow
+    with parsed_workflow(tmp_path / "c.yaml") as wf:
         params = wf.get_rule("tokenize").params
         got = {d: (params["input_shape"](SimpleNamespace(dataset=d)), params["encoding"](SimpleNamespace(dataset=d)))
                for d in ("mrpc", "mnli", "sst2", "cola", "conll2003_ner", "wikitext103")}  # fmt: skip
