@@ -122,24 +122,25 @@ def _int_key(spec: dict, key: str, default: int) -> int:
         raise TaskSpecError(f"{key} must be a column index (an integer, -1 = the last), got {value!r}") from None
 
 
-def _check_utf8(path: Path) -> None:
-    """Fail with the file, line and byte offset when a text file is not UTF-8."""
-    import codecs
-
-    dec = codecs.getincrementaldecoder("utf-8")()
-    offset, line = 0, 1
+def _text_lines(path: Path) -> list[int] | None:
+    """The numbers of a text file's non-blank lines, failing with the file, line and byte offset where it is not
+    UTF-8; None for a compressed file (``datasets`` reads it decompressed: its bytes are not text)."""
+    if set(s.lower() for s in path.suffixes) & _COMPRESSED:
+        return None
+    lines, offset = [], 0
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
+        for lineno, raw in enumerate(f, 1):  # a UTF-8 character never spans a newline
             try:
-                dec.decode(block)
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 at = offset + e.start
-                line += block[: e.start].count(b"\n")
                 raise TaskSpecError(
-                    f"{path}:{line} is not UTF-8 text (byte {at}: {e.reason}); re-save the file as UTF-8"
+                    f"{path}:{lineno} is not UTF-8 text (byte {at}: {e.reason}); re-save the file as UTF-8"
                 ) from None
-            offset += len(block)
-            line += block.count(b"\n")
+            if text.lstrip("\ufeff").strip():
+                lines.append(lineno)
+            offset += len(raw)
+    return lines
 
 
 def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Path) -> dict[str, list]:
@@ -179,8 +180,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
                 kw["header"] = 0  # the header row renamed, not read as data (pandas' default with names)
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
-    if fmt != "parquet" and not set(s.lower() for s in path.suffixes) & _COMPRESSED:  # `datasets` decompresses
-        _check_utf8(path)
+    lines = _text_lines(path) if fmt != "parquet" else None  # also where each row sits (blank lines are skipped)
     # One datasets cache per file content, so an edited file is never served from a stale cache.
     hf_cache = cache_dir / "hf_datasets" / sha256_file(path)[:16]
     try:
@@ -207,20 +207,12 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
             out[col] = [name(v) for v in out[col]] if label is feature else [[name(v) for v in vs] for vs in out[col]]
             out["_names"][col] = list(label.names)
     out["_format"] = [fmt]
-    lines = _row_lines(path, fmt, header=kw.get("header", 0) is not None, n_rows=ds.num_rows)
+    if lines is not None and fmt in ("csv", "tsv") and kw.get("header", 0) is not None:
+        lines = lines[1:]  # the header row
+    if lines is not None and len(lines) != ds.num_rows:
+        lines = None  # rows and lines not one to one (a quoted field across lines): rows alone
     out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(ds.num_rows)]
     return out
-
-
-def _row_lines(path: Path, fmt: str, header: bool, n_rows: int) -> list[int] | None:
-    """The line each row of a CSV/TSV/JSON-lines file sits on (the readers skip blank lines), or None where
-    rows and lines do not match one to one (a quoted field across lines, a compressed file, Parquet)."""
-    if fmt not in ("csv", "tsv", "json") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
-        return None
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
-        lines = [k for k, line in enumerate(f, 1) if line.strip()]
-    lines = lines[1:] if header and fmt != "json" else lines
-    return lines if len(lines) == n_rows else None
 
 
 def _reader_error(e: BaseException) -> BaseException:
