@@ -286,12 +286,14 @@ def use_deterministic_algorithms() -> None:
 
     torch's function imports ``torch._inductor.config`` (torch.compile's settings; with it sympy and much of
     inductor: ~2.5 s of CPU, half of what a workflow job that loads no model takes) only to set
-    ``deterministic`` there. papa never compiles, so while inductor is not imported this sets the same two
-    things without importing it: the global flag (``torch._C._set_deterministic_algorithms``, what torch's
-    function sets) and the ``TORCHINDUCTOR_DETERMINISTIC=1`` environment variable, from which inductor's
-    config takes ``deterministic`` when something imports it later (child processes inherit the variable,
-    where torch's function leaves the environment alone). Once inductor is imported (or where a torch lacks
-    the private setter), torch's own function runs."""
+    ``deterministic`` there, a flag only ``torch.compile`` reads (papa compiles only under the ``compile``
+    option, `papa.models.compiled`, which imports inductor itself). So while inductor is not imported this
+    sets the same two things without importing it: the global flag
+    (``torch._C._set_deterministic_algorithms``, what torch's function sets) and the
+    ``TORCHINDUCTOR_DETERMINISTIC=1`` environment variable, from which inductor's config takes
+    ``deterministic`` when something imports it later (child processes inherit the variable, where torch's
+    function leaves the environment alone). Once inductor is imported (or where a torch lacks the private
+    setter), torch's own function runs."""
     import torch
 
     set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)

@@ -328,7 +328,8 @@ def load_encoder(
             ``"sequence"`` / ``"token"`` for transformers' classification heads.
         num_labels: passed to classification heads.
         device: ``"cuda"`` when available by default.
-        dtype: the weights' dtype (e.g. ``torch.float16`` on a GPU); None = as stored (float32 here).
+        dtype: the weights' dtype (e.g. ``torch.float16`` on a GPU); None = float32 (a half-precision
+            checkpoint is upcast).
     Returns:
         ``(model, tokenizer)``; every parameter has ``requires_grad=False``.
     """

@@ -964,7 +964,8 @@ def learn_lambdas(
     ``backbone_dropout`` runs the encoder's training batches in train mode (the authors' setting).
     ``compile`` runs the encoder through ``torch.compile`` in that mode (`papa.models.compiled`;
     ``eager``, the default, as it is): on a GPU the launch-bound gradient steps of the base encoders
-    run several times faster; lambdas agree with eager ones within rounding, not bit for bit.
+    run several times faster; lambdas agree with eager ones within seed noise, not bit for bit (compiled
+    kernels round and, with ``backbone_dropout``, draw dropout differently).
     Returns ``(lambdas [layers, heads], per-epoch metric rows)``.
     """
     from .patching import patch
