@@ -1408,6 +1408,8 @@ def plot_figures(stage: PlotStage) -> None:
                 C.mean.numpy(),
                 out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
                 title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})",
+                count=C.count.numpy(),
+                separators=C.metadata.get("separator_positions"),
             )
 
 

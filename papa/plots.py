@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import PowerNorm
+from matplotlib.colors import PowerNorm, TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -323,33 +323,37 @@ def _as_array(mean) -> np.ndarray:
     return arr
 
 
-def representative_heads(mean) -> list[tuple[int, int, str]]:
-    """Pick up to three distinct heads that show the paper's three patterns (Sec. 5.1).
+def representative_heads(mean, count=None, separators=None, band: int = 1) -> list[tuple[int, int, str]]:
+    """Pick up to three distinct heads that show the paper's three patterns (Sec. 5.1), by the
+    statistics of `papa.patterns.head_patterns` (the patterns table's):
 
-    * ``diagonal``: largest share of mass on the diagonal, ``trace(C) / sum(C)``;
-    * ``[CLS]/[SEP]``: largest share of mass on column 0 ([CLS]) plus column N-1 (the
-      final separator in the papa layout);
-    * ``spread``: highest mean row entropy (rows renormalised; all-zero rows skipped).
+    * ``diagonal``: largest ``diag_mass`` (within ``band`` of the diagonal);
+    * ``[CLS]/[SEP]``: largest ``cls_mass + sep_mass``;
+    * ``spread``: largest ``entropy_norm``.
+
+    Args:
+        mean: ``[layers, heads, N, N]`` constant matrices (raw or effective).
+        count: ``[N, N]`` how many examples had (i, j) valid (``ConstantAttention.count``); None =
+            every entry valid, equally often.
+        separators: the separator columns (the constants' ``separator_positions``); None = N-1.
 
     Returns:
         ``[(layer, head, criterion), ...]`` (0-based), without repeating a head.
     """
+    import torch
+
+    from .patterns import head_patterns
+
     c = _as_array(mean)
-    n_layers, n_heads, n, _ = c.shape
-    total = c.sum(axis=(-1, -2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        diag = np.trace(c, axis1=-2, axis2=-1) / total
-        cls_sep = (c[..., :, 0].sum(-1) + (c[..., :, n - 1].sum(-1) if n > 1 else 0.0)) / total
-        rows = c.sum(-1, keepdims=True)
-        p = np.where(rows > 0, c / np.where(rows > 0, rows, 1.0), 0.0)
-        ent_rows = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)).sum(-1)
-        valid = rows[..., 0] > 0
-        entropy = np.where(valid, ent_rows, 0.0).sum(-1) / np.maximum(valid.sum(-1), 1)
+    n = c.shape[-1]
+    cnt = np.ones((n, n)) if count is None else np.asarray(count, dtype=np.float64)
+    stats = head_patterns(torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(cnt), band, separators)
     chosen: list[tuple[int, int, str]] = []
-    for name, score in [("diagonal", diag), ("[CLS]/[SEP]", cls_sep), ("spread", entropy)]:
-        score = np.nan_to_num(score, nan=-np.inf).ravel()
+    special = stats["cls_mass"] + stats["sep_mass"].fillna(0.0)
+    for name, score in [("diagonal", stats["diag_mass"]), ("[CLS]/[SEP]", special), ("spread", stats["entropy_norm"])]:
+        score = np.nan_to_num(score.to_numpy(dtype=np.float64), nan=-np.inf)
         for flat in np.argsort(-score, kind="stable"):
-            lh = divmod(int(flat), n_heads)
+            lh = (int(stats["layer"].iat[flat]), int(stats["head"].iat[flat]))
             if all((l_, h_) != lh for l_, h_, _ in chosen):
                 chosen.append((lh[0], lh[1], name))
                 break
@@ -361,6 +365,8 @@ def plot_constant_heads(
     out,
     heads: list[tuple[int, int]] | None = None,
     title: str = "",
+    count=None,
+    separators=None,
 ) -> list[str]:
     """Fig. 4 analogue: the constant matrices ``C^h`` of a few heads.
 
@@ -370,15 +376,18 @@ def plot_constant_heads(
         heads: ``[(layer, head), ...]`` (0-based); None picks three representative heads
             with :func:`representative_heads` (diagonal, [CLS]/[SEP], spread).
         title: figure title (e.g. model and corpus).
+        count, separators: passed to :func:`representative_heads` (``ConstantAttention.count``, the
+            constants' ``separator_positions``).
 
     Each panel is titled ``(layer, head)``; all panels share one colour scale (0 to the
     largest entry shown), square-root (``PowerNorm(0.5)``) so the diagonal and spread
-    heads stay visible next to heavy [CLS]/[SEP] columns.
+    heads stay visible next to heavy [CLS]/[SEP] columns. Signed matrices (effective attention)
+    get a diverging scale centred on 0 instead, negative entries in red.
     """
     c = _as_array(mean)
     n_layers, n_heads, n, _ = c.shape
     if heads is None:
-        picked = representative_heads(c)
+        picked = representative_heads(c, count, separators)
     else:
         picked = []
         for lh in heads:
@@ -397,16 +406,21 @@ def plot_constant_heads(
         fig = _new_figure((3.9 * ncols + 0.8, 3.7 * nrows + (0.4 if title else 0.0)), layout="constrained")
         axes = _grid(fig, k, ncols_max=ncols)
         shown = np.stack([c[layer, head] for layer, head, _ in picked])
-        vmax = float(np.nanmax(shown)) if np.isfinite(shown).any() and np.nanmax(shown) > 0 else 1.0
-        norm = PowerNorm(0.5, vmin=0.0, vmax=vmax)  # one scale for all panels: comparable
+        finite = np.isfinite(shown).any()
+        vmax = float(np.nanmax(shown)) if finite and np.nanmax(shown) > 0 else 1.0
+        vmin = float(np.nanmin(shown)) if finite else 0.0
+        if vmin < 0:  # signed (effective attention): diverging around 0, one scale for all panels
+            norm, cmap, label = TwoSlopeNorm(0.0, vmin=vmin, vmax=vmax), "RdBu_r", "signed attention weight"
+        else:  # one square-root scale for all panels: comparable
+            norm, cmap, label = PowerNorm(0.5, vmin=0.0, vmax=vmax), "Blues", "attention weight (sqrt scale)"
         for ax, (layer, head, why) in zip(axes, picked):
-            im = ax.imshow(c[layer, head], cmap="Blues", norm=norm, interpolation="nearest")
+            im = ax.imshow(c[layer, head], cmap=cmap, norm=norm, interpolation="nearest")
             ax.set_title(f"({layer}, {head})" + (f"\n{why}" if why else ""))
             ax.set_xlabel("key position")
             ax.set_ylabel("query position")
         if title:
             fig.suptitle(title)
-        fig.colorbar(im, ax=list(axes), fraction=0.025, pad=0.02, label="attention weight (sqrt scale)")
+        fig.colorbar(im, ax=list(axes), fraction=0.025, pad=0.02, label=label)
         return _save(fig, out)
 
 

@@ -164,6 +164,67 @@ def test_patterns_ignore_positions_never_seen():
     assert df.diag_mass.item() == pytest.approx(1.0) and df.entropy.item() == pytest.approx(0.0)
 
 
+def _corpus_attention(lengths, N, heads=3, seed=0):
+    """Per-example attention of a papa-layout corpus (real tokens 0..n-2 and the final separator at N-1),
+    softmax over each example's valid keys; head 0 leans on [CLS], head 1 on itself, head 2 on [SEP]."""
+    g = np.random.default_rng(seed)
+    out = []
+    for n in lengths:
+        valid = np.zeros(N, bool)
+        valid[: n - 1] = True
+        valid[N - 1] = True
+        logits = g.normal(size=(heads, N, N))
+        logits[0, :, 0] += 2.0
+        logits[1] += 2.0 * np.eye(N)
+        logits[2, :, N - 1] += 2.0
+        A = np.exp(np.where(valid[None, None, :], logits, -np.inf))
+        A = A / A.sum(-1, keepdims=True) * valid[None, :, None]  # pad-query rows 0
+        out.append((A, valid))
+    return out
+
+
+def test_pattern_masses_are_the_corpus_mean_attention_of_every_token():
+    """cls_mass, sep_mass and diag_mass of the averaged matrix equal the naive mean, over every real token of
+    every example, of the weight it puts on [CLS], the separator and its band (Clark et al. 2019's
+    statistics), with lengths that vary: each matrix entry is a mean over the examples in which it occurred,
+    so the matrix's rows sum to well over 1 and dividing by that sum understates these masses."""
+    N, band = 12, 1
+    lengths = [3, 4, 5, 5, 6, 8, 12, 3, 4, 7]
+    corpus = _corpus_attention(lengths, N)
+    sums, count = np.zeros((3, N, N)), np.zeros((N, N))
+    for A, valid in corpus:  # the masked mean of average_attention
+        both = valid[:, None] & valid[None, :]
+        sums += A * both
+        count += both
+    mean = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    assert (mean.sum(-1)[:, count.diagonal() > 0] > 1.05).any()  # the rows are no distribution
+    df = head_patterns(torch.tensor(mean)[None], torch.tensor(count), band=band)
+    i = np.arange(N)
+    near = np.abs(i[:, None] - i[None, :]) <= band
+    tokens = np.concatenate([np.flatnonzero(valid) for _, valid in corpus])
+    naive = {
+        "cls_mass": np.concatenate([A[:, valid, 0] for A, valid in corpus], 1).sum(1),
+        "sep_mass": np.concatenate([A[:, valid, N - 1] for A, valid in corpus], 1).sum(1),
+        "diag_mass": np.concatenate([(A * near)[:, valid].sum(-1) for A, valid in corpus], 1).sum(1),
+    }
+    for col, total in naive.items():
+        np.testing.assert_allclose(df[col].to_numpy(), total / len(tokens), rtol=1e-12, err_msg=col)
+    assert df.cls_mass.idxmax() == 0 and df.diag_mass.idxmax() == 1 and df.sep_mass.idxmax() == 2
+
+
+def test_patterns_without_a_fixed_separator_leave_sep_mass_unknown():
+    """The standard layout fixes no separator position: sep_mass is NaN, and a head counts as a [CLS]/[SEP]
+    head only where [CLS] alone holds the mass, unknown elsewhere; the summary says so."""
+    N = 6
+    cls = torch.zeros(N, N)
+    cls[:, 0] = 1
+    mean = torch.stack([cls, torch.ones(N, N) / N])[None]
+    df = classify(head_patterns(mean, torch.ones(N, N), band=0, separators=[]))
+    assert df.sep_mass.isna().all()
+    assert df.cls_sep.isna().tolist() == [False, True] and bool(df.cls_sep.iloc[0])
+    assert "[CLS] alone in at least 50%" in summary_line(df)
+
+
 def test_trained_constants_are_updated_by_the_probe_and_dropped_after(minilm):
     from papa.probe import LiveFeatures, TrainConfig, build_probe, train_probe
 
