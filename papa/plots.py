@@ -32,12 +32,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .io import atomic_path
-from .spec import HEAD_ORDERS, METHOD_CONSTANTS, renamed_arguments
+from .spec import ALL_CONSTANT, HEAD_ORDERS, METHOD_CONSTANTS, METHOD_ORDER, ORIGINAL, renamed_arguments
 from .tables import models_compared_table
 
 __all__ = [
     "plot_fraction_curves",
     "plot_selection_orders",
+    "selection_orders_frame",
     "plot_lambda_heatmap",
     "plot_constant_heads",
     "plot_models_compared",
@@ -237,11 +238,43 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     )
 
 
+def selection_orders_frame(summary: pd.DataFrame, task: str | None = None) -> pd.DataFrame:
+    """The rows Fig. 5 draws: the main metric (``is_main``) of the (model, task, constants) on which
+    several head orders ran (all of them where none did, or ``task``'s alone), each order with the
+    end points it shares with the others: at fraction_dynamic 1 and 0 the order makes no
+    difference (every head input-dependent, every head constant), so the workflow runs those
+    once, under the method's order (`papa.spec.METHOD_ORDER`), and every order's curve starts
+    and ends there, as in the paper's Fig. 5."""
+    df = _main_only(summary, True)
+    if task is not None:
+        df = df[df["task"] == task]
+    key = ["model", "task", "constants"]
+    orders = df.groupby(key)["selection"].nunique()
+    analysed = orders[orders > 1].index
+    if len(analysed):
+        df = df[pd.MultiIndex.from_frame(df[key]).isin(analysed)]
+    ends = df[
+        np.isclose(df["fraction_dynamic"].to_numpy(dtype="float64"), ORIGINAL)
+        | np.isclose(df["fraction_dynamic"].to_numpy(dtype="float64"), ALL_CONSTANT)
+    ]
+    shared = []
+    for keys, panel in df.groupby(key, sort=False):
+        own = ends[(ends[key] == pd.Series(keys, index=key)).all(axis=1)]
+        source = own[own["selection"] == METHOD_ORDER]
+        for order in panel["selection"].unique():
+            have = set(np.round(own.loc[own["selection"] == order, "fraction_dynamic"], 12))
+            missing = source[~np.round(source["fraction_dynamic"], 12).isin(have)]
+            if order != METHOD_ORDER and len(missing):
+                shared.append(missing.assign(selection=order))
+    return pd.concat([df, *shared], ignore_index=True) if shared else df
+
+
 def plot_selection_orders(summary: pd.DataFrame, out, task: str | None = None) -> list[str]:
     """Fig. 5 analogue: one line per head-selection method (lambda, reversed, ...).
 
-    Uses the main metric (``is_main``). One panel per (model, task), or per
-    (model, task, constants) when several constant kinds are present.
+    Uses the main metric (``is_main``), on the (model, task, constants) where several orders ran,
+    each order's curve with the shared end points at 1 and 0 (:func:`selection_orders_frame`). One
+    panel per (model, task), or per (model, task, constants) when several constant kinds are present.
 
     Args:
         summary: a :func:`papa.tables.summary_table` frame.
@@ -252,9 +285,7 @@ def plot_selection_orders(summary: pd.DataFrame, out, task: str | None = None) -
         The paths written.
     """
     _require(summary, _SUMMARY_NEEDS, "plot_selection_orders")
-    df = _main_only(summary, True)
-    if task is not None:
-        df = df[df["task"] == task]
+    df = selection_orders_frame(summary, task)
     if df.empty:
         raise ValueError(f"plot_selection_orders: nothing to plot (task={task!r})")
     panel_by = ["model", "task"] + (["constants"] if df["constants"].nunique() > 1 else [])

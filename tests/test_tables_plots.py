@@ -301,6 +301,30 @@ def test_plot_selection_orders(summary, plot_dir):
         plots.plot_selection_orders(summary, plot_dir / "x", task="nope")
 
 
+def test_selection_orders_share_their_end_points(summary):
+    """As the workflow runs them, the other head orders have partial fractions only: Fig. 5 draws them from the
+    method's own points at 1 and 0 (the same model whatever the order), on the panels where they ran alone."""
+    ends = np.isin(summary.fraction_dynamic, [0.0, 1.0])
+    ran = summary[~(ends & (summary.selection != "lambda"))]
+    df = plots.selection_orders_frame(ran)
+    assert set(zip(df.model, df.task)) == {("roberta-base", "sst2")}  # where several orders ran
+    main = df[df.selection == "lambda"].set_index("fraction_dynamic")["mean"]
+    for order in ("reversed", "random"):
+        curve = df[df.selection == order].set_index("fraction_dynamic")["mean"]
+        assert sorted(curve.index) == sorted(FRACTIONS)
+        assert curve[1.0] == main[1.0] and curve[0.0] == main[0.0]
+        assert (
+            curve[0.5]
+            == summary.query(
+                "selection == @order and fraction_dynamic == 0.5 and is_main and "
+                "model == 'roberta-base' and task == 'sst2'"
+            )["mean"].item()
+        )
+    # without other orders, every (model, task) is drawn, unchanged
+    alone = ran[ran.selection == "lambda"]
+    pd.testing.assert_frame_equal(plots.selection_orders_frame(alone), alone[alone.is_main.astype(bool)])
+
+
 def test_models_compared_table(summary):
     t = tables.models_compared_table(summary)
     assert list(t.columns) == ["model", "orig", "drop", "constants", "selection", "tasks"]
