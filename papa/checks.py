@@ -243,20 +243,12 @@ def _local_config(name_or_path: str) -> dict | None:
 
 
 def position_limit(name_or_path: str) -> int | None:
-    """The longest input (N) the model's position embeddings allow, None when unknown or unbounded.
+    """The longest input (N) the model's position embeddings allow, None when unknown or unbounded
+    (`papa.models.position_limit_of` of its config, where that is on disk)."""
+    from .models import position_limit_of
 
-    RoBERTa-style models (positions counted after the padding index) lose ``pad_token_id + 1``
-    positions; DeBERTa without absolute positions (``position_biased_input: false``) has no limit.
-    """
     cfg = _local_config(name_or_path)
-    if cfg is None or "max_position_embeddings" not in cfg:
-        return None
-    if cfg.get("model_type", "").startswith("deberta") and cfg.get("position_biased_input") is False:
-        return None
-    n = int(cfg["max_position_embeddings"])
-    if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
-        n -= int(cfg.get("pad_token_id", 1)) + 1
-    return n
+    return None if cfg is None else position_limit_of(cfg)
 
 
 def _cross_references(config: dict) -> list[str]:

@@ -289,6 +289,12 @@ class _Template:
 #: keeps one middle separator for these.
 ONE_MIDDLE_SEPARATOR = frozenset({"DebertaTokenizer", "DebertaTokenizerFast"})
 
+#: Tokenizer classes whose model takes segment ids (``token_type_ids``) that transformers 5's tokenizer no
+#: longer lists among its ``model_input_names``: ALBERT was pretrained with sentence B in segment 1 (its
+#: sentence-order objective; ``type_vocab_size`` 2), and its pair template still says so, but the tokenizer
+#: returns no segment ids, so sentence B would reach the model as segment 0. `encode` gives them.
+SEGMENT_IDS = frozenset({"AlbertTokenizer", "AlbertTokenizerFast"})
+
 
 def special_template(tokenizer, pair: bool) -> _Template:
     """The special tokens the tokenizer puts around one text or a pair, read off a probe encoding
@@ -412,7 +418,7 @@ def encode(
     if N < n_special + 2 or (pairs is not None and N % 2):
         raise ValueError(f"max_length={N} is too small or odd for this layout")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    has_types = "token_type_ids" in tokenizer.model_input_names
+    has_types = "token_type_ids" in tokenizer.model_input_names or type(tokenizer).__name__ in SEGMENT_IDS
 
     ids_a, word_ids = _tokenize(tokenizer, texts, words)
     ids_b = _tokenize(tokenizer, pairs, False)[0] if pairs is not None else None

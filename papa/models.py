@@ -153,6 +153,34 @@ def model_revision(model) -> str | None:
     return getattr(getattr(model, "config", None), "_commit_hash", None)
 
 
+def _hub_commit(path: str, revision: str | None) -> str | None:
+    """The commit of hub repository ``path`` that ``revision`` (None: the default branch) resolved to, read
+    from the hub cache's snapshot of its config (transformers 5 no longer sets ``config._commit_hash``)."""
+    from transformers.utils.hub import cached_file, extract_commit_hash
+
+    try:
+        return extract_commit_hash(cached_file(path, "config.json", revision=revision), None)
+    except OSError:
+        return None
+
+
+def position_limit_of(config: dict) -> int | None:
+    """The longest input (N) a model config's position embeddings allow, None when unknown or unbounded.
+
+    RoBERTa-style models (positions counted after the padding index) lose ``pad_token_id + 1``
+    positions; DeBERTa without absolute positions (``position_biased_input: false``) has no limit.
+    """
+    if "max_position_embeddings" not in config:
+        return None
+    model_type = config.get("model_type") or ""
+    if model_type.startswith("deberta") and config.get("position_biased_input") is False:
+        return None
+    n = int(config["max_position_embeddings"])
+    if model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+        n -= int(config.get("pad_token_id", 1)) + 1
+    return n
+
+
 #: float32 matrix products on CUDA (config ``precision``): ``fp32``, full IEEE float32 (torch's default,
 #: the paper's); ``tf32``, TensorFloat-32 tensor cores (10-bit mantissa products, float32 sums).
 PRECISIONS = ("fp32", "tf32")
@@ -167,13 +195,15 @@ def cuda_matmul_precision(precision: str = "fp32"):
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    # CUDA's own setting (torch >= 2.9, the project pins 2.13): the legacy allow_tf32 also changes the CPU's
+    # the legacy flag, CUDA's alone (torch 2.13: the CPU's mkldnn setting stays as it is). Setting torch
+    # 2.9's new ``fp32_precision`` instead made torch's own getters (``torch.get_float32_matmul_precision``,
+    # which Inductor calls, and ``allow_tf32``) raise inside the body: "a mix of the legacy and new APIs"
     matmul = torch.backends.cuda.matmul
-    before, matmul.fp32_precision = matmul.fp32_precision, "tf32" if precision == "tf32" else "ieee"
+    before, matmul.allow_tf32 = matmul.allow_tf32, precision == "tf32"
     try:
         yield
     finally:
-        matmul.fp32_precision = before
+        matmul.allow_tf32 = before
 
 
 #: how the jobs that train through the frozen encoder (lambdas, trained constants) run it (config
@@ -197,6 +227,11 @@ def compiled(model, mode: str = "eager"):
     Inductor sizes its pool of compile workers (processes) by the cores the process may use, up to 32;
     where a job is not bound to its cores, that is the node's. Unless ``TORCHINDUCTOR_COMPILE_THREADS``
     says otherwise, the pool is capped at torch's thread count (a workflow job's ``threads``).
+
+    DeBERTa and MPNet are patched through a hook on their attention dropout (`papa.patching.routes`);
+    torch's compiler by default does not check for hooks added after a model first ran compiled
+    (``torch._dynamo.config.skip_nnmodule_hook_guards``), so a patch installed then would be ignored:
+    this turns that check on.
     """
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
@@ -210,6 +245,9 @@ def compiled(model, mode: str = "eager"):
         import torch._inductor.config as inductor
 
         inductor.compile_threads = max(1, min(inductor.compile_threads, torch.get_num_threads()))
+    import torch._dynamo
+
+    torch._dynamo.config.skip_nnmodule_hook_guards = False  # a patch's dropout hook recompiles
     return torch.compile(model, mode=mode)
 
 
@@ -276,8 +314,9 @@ def resolve_model_path(name_or_path: str) -> str:
 
 
 def family_of(model: nn.Module) -> Family:
-    """The `Family` of a model, or an `UnsupportedModelError` naming the supported ones."""
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    """The `Family` of a model (or of its transformers config), or an `UnsupportedModelError` naming the
+    supported ones."""
+    model_type = getattr(getattr(model, "config", model), "model_type", None)
     fam = FAMILIES.get(model_type)
     if fam is None:
         raise UnsupportedModelError(
@@ -318,6 +357,7 @@ def load_encoder(
     num_labels: int | None = None,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
+    max_length: int | None = None,
 ):
     """Load a frozen encoder in eval mode and its tokenizer.
 
@@ -330,8 +370,14 @@ def load_encoder(
         device: ``"cuda"`` when available by default.
         dtype: the weights' dtype (e.g. ``torch.float16`` on a GPU); None = float32 (a half-precision
             checkpoint is upcast).
+        max_length: the N of the inputs it will get: longer than its position embeddings allow
+            (`position_limit_of`) fails here, with what to change.
     Returns:
         ``(model, tokenizer)``; every parameter has ``requires_grad=False``.
+
+    Raises:
+        UnsupportedModelError: the config names a family PAPA cannot patch (before any weights load).
+        ValueError: ``max_length`` exceeds the model's positions.
     """
     from transformers import (
         AutoConfig,
@@ -360,8 +406,14 @@ def load_encoder(
         kwargs["num_labels"] = num_labels
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=False, revision=revision)
-        fam = FAMILIES.get(config.model_type)
-        if fam is not None and fam.route == "registry":
+        fam = family_of(config)  # before the weights: an unsupported hub model fails without its download
+        limit = position_limit_of(config.to_dict())
+        if max_length is not None and limit is not None and max_length > limit:
+            raise ValueError(
+                f"inputs of N = {max_length} word pieces exceed the {limit} positions of {name_or_path!r} "
+                f"(max_position_embeddings {config.max_position_embeddings}): use a max_length of at most {limit}"
+            )
+        if fam.route == "registry":
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
@@ -374,7 +426,8 @@ def load_encoder(
             f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. {hint}Without a model hub, use a "
             f"local folder or the offline alias 'minilm'."
         ) from err
-    family_of(model)  # fail early for unsupported families
+    if not looks_like_path(path) and not Path(path).is_dir():  # a hub id: record the commit it resolved to
+        model.config._commit_hash = _hub_commit(path, revision)
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if task_head == "mlm" and missing:
         raise ValueError(

@@ -62,7 +62,11 @@ def hub_pins(
     model_commit, dataset_commit = model_commit or _hub_model_commit, dataset_commit or _hub_dataset_commit
     models = {}
     for name, entry in config.get("models", {}).items():
-        if not isinstance(entry, str) or entry in ALIASES or entry in SPLIT_ZIP_ALIASES or looks_like_path(entry):
+        if (
+            not isinstance(entry, str)
+            or entry.lower() in ALIASES.keys() | SPLIT_ZIP_ALIASES.keys()
+            or looks_like_path(entry)
+        ):
             continue  # built, an offline alias or a local folder: nothing on the hub to pin
         if Path(entry).expanduser().is_dir():
             continue

@@ -467,7 +467,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             raise ValueError(f"{stage.tokens} holds no examples: the averaging corpus is empty")
         if not stage.batch_size:
             raise ValueError(f"averaging {spec.kind!r} matrices needs a batch size")
-        m, tok = load_encoder(stage.model)
+        m, tok = load_encoder(stage.model, max_length=N)
         rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(stage.seed))
         total = n_rows if rows is None else len(rows)
         batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
@@ -686,7 +686,7 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
     train, info = train_split(stage.train, stage.max_train, stage.seed, "lambda", stage.labels.get("task"))
     val = read_tokens(stage.validation)
-    m, _ = load_encoder(stage.model)
+    m, _ = load_encoder(stage.model, max_length=train.max_length)
     C = ConstantAttention.load(stage.constants)
     lam, rows = learn_lambdas(
         m,
@@ -897,7 +897,7 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
         )
     train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", stage.labels.get("task"))
     val = read_tokens(stage.validation)
-    m, _ = load_encoder(stage.model)
+    m, _ = load_encoder(stage.model, max_length=train.max_length)
     C = ConstantAttention.load(stage.constants)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
@@ -1107,7 +1107,11 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
 
     if stage.head not in MLM_HEADS:
         raise ValueError(f"analyses.mlm.head must be one of {', '.join(MLM_HEADS)}; got {stage.head!r}")
-    m, tok = load_encoder(stage.model, task_head=None if stage.head == "probe" else "mlm")
+    m, tok = load_encoder(
+        stage.model,
+        task_head=None if stage.head == "probe" else "mlm",
+        max_length=int(token_meta(stage.train)["max_length"]),
+    )
     if tok.mask_token_id is None:
         raise ValueError(f"the tokenizer of {stage.model!r} has no mask token: it cannot be scored as a masked LM")
     C = ConstantAttention.load(stage.constants)

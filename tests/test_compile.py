@@ -122,3 +122,28 @@ def test_compiled_dropout_is_seeded():
     eager, first, second = runs
     assert torch.equal(first, second) and torch.isfinite(first).all()
     assert not torch.allclose(first, eager, atol=1e-4)  # other dropout draws: compile changes the numbers
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta", "mpnet"])
+def test_a_patch_after_a_compiled_call_reaches_the_compiled_model(family, monkeypatch):
+    """DeBERTa and MPNet are patched through a hook on their attention dropout, which torch's compiler does not
+    check for by default once the model has run compiled: the compiled model kept computing the unpatched
+    outputs. `compiled` turns the check on (its graphs here through dynamo's ``eager`` backend: the same
+    guards as Inductor's, without the C++ compilation)."""
+    eager_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: eager_compile(model, backend="eager"))
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # leaves Inductor's config alone: no Inductor here
+    model = tiny_model(family)
+    batch = _data(4, 0).model_inputs()
+    C = papa.average_attention(model, _data(8, 1).batches(8), log_every=1e9)
+    L, H = papa.model_shape(model)
+    runner = compiled(model, "default")
+    try:
+        with torch.no_grad():
+            stock = runner(**batch).last_hidden_state  # compiled, unpatched
+            with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+                eager, comp = model(**batch).last_hidden_state, runner(**batch).last_hidden_state
+        assert (eager - stock).abs().max() > 1e-3  # the patch changes the outputs (by far more than the tolerance)
+        torch.testing.assert_close(comp, eager, rtol=1e-5, atol=1e-5)
+    finally:
+        torch._dynamo.reset()

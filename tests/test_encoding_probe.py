@@ -85,6 +85,29 @@ def test_pair_layout_separators_and_segments(tokenizer):
         assert e.token_type_ids is None or (e.token_type_ids == 0).all()
 
 
+def test_albert_pairs_keep_their_segments():
+    """ALBERT was pretrained with sentence B in segment 1 and its pair template says so, but transformers 5's
+    tokenizer lists no token_type_ids among its inputs (papa.encoding.SEGMENT_IDS): sentence B, its separator
+    and the padding between them are segment 1, as BERT's are, and the model takes them."""
+    import transformers as tf
+
+    from .conftest import tiny_model
+
+    tok = tf.AlbertTokenizer()  # an empty vocabulary: the special tokens and the template are ALBERT's
+    assert "token_type_ids" not in tok.model_input_names
+    N = 12
+    e = papa.encode(tok, ["a a a"], pairs=["b b"], max_length=N)
+    assert e.token_type_ids is not None
+    assert (e.token_type_ids[0, : N // 2 + 1] == 0).all() and (e.token_type_ids[0, N // 2 + 1 :] == 1).all()
+    single = papa.encode(tok, ["a a a"], max_length=N)
+    assert (single.token_type_ids == 0).all()
+    model = tiny_model("albert")
+    with torch.no_grad():
+        with_segments = model(**e.model_inputs()).last_hidden_state
+        without = model(**{k: v for k, v in e.model_inputs().items() if k != "token_type_ids"}).last_hidden_state
+    assert not torch.allclose(with_segments, without)  # the segments reach the model
+
+
 def test_truncation_is_counted(minilm):
     tok = minilm[1]
     long = " ".join(["word"] * 40)

@@ -1,6 +1,8 @@
 """Bad inputs fail early with a message that names the file and says what to change (issue: cached results
 you can trust)."""
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -373,8 +375,51 @@ def test_hub_model_revision_pins_and_is_recorded(tmp_path):
     assert split_revision("./models/me@home") == ("./models/me@home", None)  # a folder is never pinned
     model, _ = papa.load_encoder("minilm", device="cpu")
     assert model_revision(model) is None  # a local folder: no hub commit
-    model.config._commit_hash = "abc123"  # what from_pretrained sets for a hub download
-    assert model_revision(model) == "abc123"
+
+
+def test_a_hub_model_records_the_commit_it_resolved_to(tmp_path):
+    """A hub id, pinned or not, records the commit of the snapshot it loaded (transformers 5 no longer sets
+    config._commit_hash, so every model_revision column was empty): here a hub cache built offline."""
+    import shutil
+    import subprocess
+    import sys
+
+    from papa.rehearsal import build_model
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--tiny"
+    built = build_model("bert", tmp_path / "built", config={"num_hidden_layers": 1})
+    shutil.copytree(built, repo / "snapshots" / sha)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(sha)
+    code = (
+        "import papa; from papa.models import model_revision as r\n"
+        "load = lambda name: papa.load_encoder(name, device='cpu')[0]\n"
+        "print(r(load('org/tiny')), r(load('org/tiny@main')))"
+    )
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [sha, sha]
+
+
+def test_load_encoder_fails_before_the_weights(tmp_path):
+    """An unsupported family fails on its config, before any weights are read (a hub model would be
+    downloaded first); inputs longer than the position embeddings fail with the limit and what to change."""
+    import json
+
+    from papa.models import UnsupportedModelError
+    from papa.rehearsal import build_model
+
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))  # and no weights
+    with pytest.raises(UnsupportedModelError, match="does not support model type 'gpt2'"):
+        papa.load_encoder(str(tmp_path / "gpt2"), device="cpu")
+    roberta = build_model(
+        "roberta", tmp_path / "roberta", config={"num_hidden_layers": 1, "max_position_embeddings": 34}
+    )
+    papa.load_encoder(str(roberta), device="cpu", max_length=32)  # RoBERTa's positions start after the padding index
+    with pytest.raises(ValueError, match=r"N = 33 word pieces exceed the 32 positions .* at most 32"):
+        papa.load_encoder(str(roberta), device="cpu", max_length=33)
 
 
 def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(tmp_path):

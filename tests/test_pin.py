@@ -49,6 +49,7 @@ def test_aliases_folders_built_and_pinned_entries_are_left_alone(tmp_path):
         "models": {
             "alias": "minilm",
             "split": "mpnet",
+            "cased": "MiniLM",  # aliases are read case-blind (papa.models.resolve_model_path)
             "folder": str(folder),
             "relative": "./models/x",
             "built": {"build": {"family": "bert"}},
