@@ -11,6 +11,13 @@ docstrings removed. The rules pass the hash as a param, so
 * a change to comments, docstrings or formatting, or to code the stage never reaches,
   reruns nothing.
 
+Every binding of a name counts (a constant assigned twice, a function defined inside a
+top-level ``if``/``try`` block: the whole block), and so does every other top-level statement
+of a module (``TABLE.update(...)``, a registration call): such statements are the module's
+``<body>``, hashed with any definition of the module that is reached. ``if __name__ ==
+"__main__":`` blocks (they run only as a command) and ``if TYPE_CHECKING:`` blocks (never run)
+are left out.
+
 Code reached only dynamically (``getattr`` by string, a method called on an object the
 stage's own code never names) is not followed; the definitions that construct such objects
 are, which covers the library's classes.
@@ -29,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "papa"
+#: The name under which a module's top-level statements other than definitions are hashed.
+BODY = "<body>"
 #: A file modified less than this long ago (ns) may change again within the same timestamp:
 #: its cached parse is reused only if its contents are unchanged.
 _RACY_NS = 2_000_000_000
@@ -38,16 +47,16 @@ _RACY_NS = 2_000_000_000
 class _Module:
     name: str
     is_package: bool
-    defs: dict[str, ast.AST] = field(default_factory=dict)  # top-level functions, classes, assignments
+    defs: dict[str, list[ast.AST]] = field(default_factory=dict)  # name -> the top-level statements binding it
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # alias -> (module, attr|None)
     dumps: dict[str, str] = field(default_factory=dict)
     refs: dict[str, list] = field(default_factory=dict)  # definition -> (module, name) it uses
 
     def dump(self, name: str) -> str:
-        """The definition's AST without docstrings, positions or comments (cached)."""
+        """The definition's AST (every statement binding it) without docstrings, positions or comments
+        (cached)."""
         if name not in self.dumps:
-            node = self.defs[name]
-            self.dumps[name] = ast.dump(node, include_attributes=False)
+            self.dumps[name] = "\n".join(ast.dump(n, include_attributes=False) for n in self.defs[name])
         return self.dumps[name]
 
 
@@ -113,18 +122,56 @@ class _Cached:
 _CACHE: dict[Path, _Cached] = {}  # module file -> its parse
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.AugAssign)
+
+
+def _bound(node: ast.AST) -> list[str]:
+    """The module-level names a top-level statement binds (inside ``if``/``try``/``for``/``with`` blocks
+    too), imports aside: not the locals of a function, class, lambda or comprehension inside it."""
+    names = []
+
+    def visit(n):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(n.name)
+            return
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.append(n.id)
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    visit(node)
+    return list(dict.fromkeys(names))
+
+
+def _never_imported(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":`` (runs only as a command) and ``if TYPE_CHECKING:`` (never runs)."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return True
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
 def _load(name: str, root: Path, path: Path, text: str) -> _Module:
     tree = _strip_docstrings(ast.parse(text, filename=str(path)))
     mod = _Module(name, path.name == "__init__.py")
     mod.imports = _imports_of(tree.body, name, mod.is_package, root)
     for n in tree.body:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            mod.defs[n.name] = n
-        elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                for nm in ast.walk(t):
-                    if isinstance(nm, ast.Name):
-                        mod.defs[nm.id] = n
+        if isinstance(n, (ast.Import, ast.ImportFrom)) or _never_imported(n):
+            continue
+        names = _bound(n)
+        for nm in names:
+            mod.defs.setdefault(nm, []).append(n)
+        if not isinstance(n, _DEFINITIONS):  # a block, a call: part of the module whatever it binds
+            mod.defs.setdefault(BODY, []).append(n)
     return mod
 
 
@@ -187,13 +234,15 @@ def _walk(script: str | Path, root: Path) -> dict[tuple[str, str], str]:
             target = mod.imports[key[1]]
             todo.append(target if target[1] is not None else (target[0], key[1]))
             continue
-        node = mod.defs.get(key[1])
-        if node is None:
+        nodes = mod.defs.get(key[1])
+        if nodes is None:
             continue
         seen[key] = mod.dump(key[1])
         if key[1] not in mod.refs:
-            mod.refs[key[1]] = list(dict.fromkeys(_references(node, mod, root)))
+            mod.refs[key[1]] = list(dict.fromkeys(r for n in nodes for r in _references(n, mod, root)))
         todo.extend(r for r in mod.refs[key[1]] if r not in seen)
+        if BODY in mod.defs and (key[0], BODY) not in seen:  # the module's other statements come with it
+            todo.append((key[0], BODY))
     return {k: v for k, v in seen.items() if v}
 
 

@@ -94,6 +94,61 @@ def test_reached_code_changes_the_fingerprint(pkg, edit):
     assert code_fingerprint(script, root) != before
 
 
+D = """
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from . import b
+
+TABLE = {"static": "one"}
+TABLE.update({"mix": "two"})
+STEP = 1
+STEP = STEP * 2
+
+try:
+    def fast(x):
+        return x + STEP
+except ImportError:
+    fast = None
+
+
+def run(kind):
+    return TABLE[kind], fast(1)
+
+
+def unrelated():
+    return 0
+
+
+if __name__ == "__main__":
+    print(run("mix"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "changes"),
+    [
+        (('{"mix": "two"}', '{"mix": "one"}'), True),  # a top-level call that changes a table: the module's body
+        (("STEP * 2", "STEP * 3"), True),  # the second binding of a name
+        (("return x + STEP", "return x - STEP"), True),  # a function defined inside a top-level try block
+        (('print(run("mix"))', 'print(run("static"))'), False),  # runs only as a command
+        (("from . import b", "from . import c"), False),  # never runs
+        (("return 0", "return 1"), False),  # not reached
+    ],
+)
+def test_every_top_level_statement_of_a_reached_module_counts(pkg, edit, changes):
+    """Top-level statements other than plain definitions (a table updated by a call, a name bound twice, a
+    function defined in a try block) change what reached code computes: they are hashed with the module."""
+    root, _ = pkg
+    (root / "papa" / "d.py").write_text(textwrap.dedent(D))
+    script = root / "script_d.py"
+    script.write_text("from papa.d import run\nrun('mix')\n")
+    before = code_fingerprint(script, root)
+    assert "papa.d:<body>" in reached(script, root) and "papa.d:fast" in reached(script, root)
+    _edit(root, "d", *edit)
+    assert (code_fingerprint(script, root) != before) is changes
+
+
 def test_workflow_scripts_reach_their_stage_code():
     from tests.test_workflow import ROOT
 
