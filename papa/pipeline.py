@@ -84,12 +84,14 @@ class Stage:
 
     A subclass implements ``_from_snakemake(sm) -> dict`` (its own fields, read from the
     job's ``input``, ``output``, ``params`` and ``wildcards``); `from_snakemake` adds the job's
-    log and threads and sets the job up. Notebooks construct stage configs directly.
+    log, threads and ``code`` (the rule's code fingerprint, `papa.fingerprint`, recorded with the
+    outputs) and sets the job up. Notebooks construct stage configs directly.
     """
 
     log: str | None = None
     threads: int | None = None
     seed: int = 0
+    code: str | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -97,8 +99,12 @@ class Stage:
 
     @classmethod
     def _job_fields(cls, sm) -> dict:
-        """The fields every job of this kind of stage sets alike (its log and threads)."""
-        return {"log": sm.log[0] if len(sm.log) else None, "threads": sm.threads}
+        """The fields every job of this kind of stage sets alike (its log, threads and code fingerprint)."""
+        return {
+            "log": sm.log[0] if len(sm.log) else None,
+            "threads": sm.threads,
+            "code": getattr(sm.params, "code", None),
+        }
 
     @classmethod
     def from_snakemake(cls, sm):
@@ -378,6 +384,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
             "kind": task.kind,
             "label_names": task.label_names,
             "environment": io.environment(),  # the tokenizer's transformers version among them
+            "code": stage.code,  # the fingerprint of the papa code that wrote it
         },
     )
     return enc
@@ -478,9 +485,13 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             total=total,
             metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
         )
-    C.metadata.update({"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind})
+    C.metadata.update(
+        {"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind, "code": stage.code}
+    )
     if not spec.data_free:
         C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
+        # what was averaged: max_examples rows of the corpus drawn with seed, batch_size at a time
+        C.metadata.update({"max_examples": stage.max_examples, "seed": stage.seed, "batch_size": stage.batch_size})
         # where the corpus's separators sit (Sec. 5.1's [SEP] columns, papa.patterns.head_patterns)
         layout = meta.get("layout", "papa")
         C.metadata["separator_positions"] = separator_positions(tok, N, bool(meta.get("pair")), layout)
@@ -817,8 +828,9 @@ class ProbeStage(ModelStage):
         order_seed: seeds the ``random`` head order.
         batch_order: ``per_seed`` (each seed its own batch order, the paper's independent runs) or
             ``shared`` (every seed in the first seed's order; `papa.probe.run_probe`).
-        first_seed: under ``shared``, the seed whose batch order every seed follows, when this job
-            trains only some of the sweep's seeds (rule ``probe_trained``); None = the first of ``seeds``.
+        first_seed: under ``shared``, the seed whose batch order every seed follows (the workflow's
+            param: the sweep's first seed, which a job of rule ``probe_trained`` need not train);
+            None = the first of ``seeds``.
         compile: how the encoder runs in the loop of trained constants (config ``compile``,
             `papa.models.COMPILE_MODES`; rule ``probe_trained``'s param). Fixed matrices run it eagerly.
         cache: where the hidden states are kept (not a rule param: it does not change scores).
@@ -848,7 +860,7 @@ class ProbeStage(ModelStage):
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
-        hp, wc, seeds = sm.params.hp, sm.wildcards, [int(s) for s in sm.params.seeds]
+        hp, wc, seeds = sm.params.hp, sm.wildcards, [spec.seed_of_file(p) for p in sm.output]
         return dict(
             model=sm.params.model,
             constants=sm.input.constants,
@@ -865,7 +877,7 @@ class ProbeStage(ModelStage):
             trained_constants=ConstantsSpec.parse(wc.constants).trained,
             order_seed=int(sm.params.order_seed),
             batch_order=sm.params.batch_order,
-            first_seed=getattr(sm.params, "first_seed", None),  # rule probe_trained's param
+            first_seed=sm.params.first_seed,
             compile=getattr(sm.params, "compile", cls.compile),  # probe_trained's too (fixed matrices: eager)
             cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
             seed=int(sm.params.order_seed),

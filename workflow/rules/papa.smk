@@ -11,6 +11,7 @@ rule average_attention:
     params:
         code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
+        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
         batch_size=AVERAGING["batch_size"],
         max_examples=AVERAGING["max_examples"],
         seed=SEED,
@@ -70,6 +71,7 @@ rule learn_lambda:
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
+        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
         hp=lambda wc: lambda_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         precision=PRECISION,
@@ -110,10 +112,14 @@ rule probe:
     params:
         code=code("probe.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
+        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
         hp=lambda wc: probe_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
-        seeds=SWEEP["seeds"],
+        # which seeds: the outputs (papa.spec.seed_of_file), not a param, so under per_seed a seed added or
+        # dropped reruns nothing else (each seed's scores are its own); under shared every seed trains in the
+        # sweep's first seed's batch order: that seed is a param
         batch_order=SWEEP["batch_order"],
+        first_seed=SWEEP["seeds"][0] if SWEEP["batch_order"] == "shared" else None,
         cache_dtype=CACHE["dtype"],
         order_seed=SEED,
         precision=PRECISION,
@@ -145,10 +151,7 @@ use rule probe as probe_trained with:
     output:
         probe_output("{model}", "{task}", "{constants}", "{selection}", "{fraction_dynamic}", "{seed}"),
     params:
-        seeds=lambda wc: [int(wc.seed)],
         hp=lambda wc: probe_hp(wc.task, trained=True),
-        # sweep.batch_order shared: every seed trains in the sweep's first seed's batch order
-        first_seed=SWEEP["seeds"][0] if SWEEP["batch_order"] == "shared" else None,
         compile=COMPILE,  # the encoder runs in the loop: torch.compile can speed it up (fixed matrices: no param)
     threads: task_res("probe_trained", "threads")
     resources:
@@ -201,6 +204,7 @@ rule mlm:
     params:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
+        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
         hp=mlm_hp(),
         fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
         precision=PRECISION,
