@@ -280,8 +280,9 @@ def estimate(
     the scaled one). MLM (``stage`` ``mlm``, ``task``: the corpus; `papa.mlm`): the lambdas' gradient passes
     (every epoch over the training text, `Throughput.grad_pass_cost` ``lambda`` at its eager cost: config
     ``compile`` does not reach this rule) and, per fraction of ``sweep.fraction_dynamic``, the forward passes
-    of a fresh probe's training (head ``probe``, every epoch: masks are redrawn, nothing is cached) and of
-    scoring the held-out text. Both are the same on both sides.
+    of a fresh probe's training per seed of ``sweep.seeds`` (head ``probe``, every epoch: masks are redrawn,
+    nothing is cached) and of its scoring of the held-out text (the pretrained head: one scoring). Both are
+    the same on both sides.
     """
     config = validate_config(copy.deepcopy(config))  # the schema's defaults, as the workflow sees them
     cache = config["cache"]
@@ -384,7 +385,8 @@ def estimate(
         train, scored = _capped(train, mlm["max_train"]), _capped(validation, mlm["max_eval"])
         epochs, fractions = int(mlm["epochs"]), len(config["sweep"]["fraction_dynamic"])
         grad = epochs * train  # the lambdas: every epoch over the training text
-        forward = fractions * ((epochs * train if mlm["head"] == "probe" else 0) + scored)
+        # per fraction, a probe per seed trained and scoring (head probe); the pretrained head scores once
+        forward = fractions * (seeds * (epochs * train + scored) if mlm["head"] == "probe" else scored)
         per_pass, is_measured = pass_hours(hub_id, N)
         grad_cost = measured.grad_pass_cost(hub_id, "lambda") if is_measured else None
         grad_cost = grad_cost * measured.speedup(hub_id, "lambda") if grad_cost else GRAD_PASS_COST  # eager

@@ -275,18 +275,22 @@ def mlm_curve(
     head: str = "probe",
     train: Encoded | None = None,
     selection: str = METHOD_ORDER,
+    seeds=None,
 ) -> list[dict]:
     """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, for each
     value f of ``fraction_dynamic`` (a list).
 
     The lowest-ranked heads (``selection``, by ``lambdas`` for ``lambda``) use their constant
-    matrices. ``head`` ``probe``: at every fraction a fresh `MLMProbe` (same seed) is trained on
-    ``train`` through the patched frozen encoder (``cfg``), then scores ``encoded``;
-    ``pretrained``: the model's own MLM head scores it directly. Evaluation masks use ``cfg.seed``.
+    matrices. ``head`` ``probe``: at every fraction a fresh `MLMProbe` per seed of ``seeds``
+    (default ``[cfg.seed]``; the paper's three seeds, Sec. 4.1) is trained on ``train`` through the
+    patched frozen encoder (``cfg``, in that seed's batch order), then scores ``encoded``;
+    ``pretrained``: the model's own MLM head scores it directly (trains nothing: one row per
+    fraction, whatever the seeds). Evaluation masks use ``cfg.seed``: every seed and fraction is
+    scored on the same masked tokens.
 
     Returns:
-        One row per fraction: ``head``, ``fraction_dynamic``, ``n_dynamic``, ``neg_log_ppl``,
-        ``perplexity`` and, for ``probe``, the last epoch's ``train_loss``.
+        One row per fraction (and seed): ``head``, ``fraction_dynamic``, ``n_dynamic``, ``seed``,
+        ``neg_log_ppl``, ``perplexity`` and, for ``probe``, the last epoch's ``train_loss``.
     """
     from .patching import patch
     from .selection import head_order, n_dynamic, select_static
@@ -294,27 +298,35 @@ def mlm_curve(
     _check_head(head)
     if head == "probe" and train is None:
         raise ValueError("mlm_curve with head 'probe' trains a probe per fraction: pass the train split")
+    seeds = [cfg.seed] if seeds is None or head == "pretrained" else [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("mlm_curve needs at least one seed")
     shape = tuple(lambdas.shape)
     ranking = head_order(selection, shape, lambdas, seed=cfg.seed)
     rows = []
     for f in fraction_dynamic:
-        row = {"head": head, "fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1])}
+        base = {"head": head, "fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1])}
         with patch(model, constants, static=select_static(ranking, float(f), shape)):
-            probe = None
-            if head == "probe":
-                probe = new_probe(model, cfg.seed, cfg.init)
-                row["train_loss"] = train_mlm(model, train, mask_token_id, special_ids, cfg, mask_prob, probe)[-1]
-            nll = negative_log_perplexity(
-                model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe
-            )
-        rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
-        log.info(
-            "mlm fraction_dynamic %g (%d heads input-dependent, head %s): negative log-perplexity %.4f",
-            float(f),
-            row["n_dynamic"],
-            head,
-            nll,
-        )
+            for seed in seeds:
+                row, probe = {**base, "seed": seed}, None
+                if head == "probe":
+                    probe = new_probe(model, seed, cfg.init)
+                    seeded = dataclasses.replace(cfg, seed=seed)  # the probe's initialisation and batch order
+                    row["train_loss"] = train_mlm(model, train, mask_token_id, special_ids, seeded, mask_prob, probe)[
+                        -1
+                    ]
+                nll = negative_log_perplexity(
+                    model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe
+                )
+                rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
+                log.info(
+                    "mlm fraction_dynamic %g (%d heads input-dependent, head %s, seed %d): neg. log-perplexity %.4f",
+                    float(f),
+                    row["n_dynamic"],
+                    head,
+                    seed,
+                    nll,
+                )
     return rows
 
 

@@ -1054,7 +1054,7 @@ class MLMStage(ModelStage):
         model: what `papa.load_encoder` loads.
         constants: the ``average`` constant-matrix file of the text.
         train, validation: the text's token files.
-        out_scores: one row per fraction_dynamic.
+        out_scores: one row per fraction_dynamic and seed.
         out_lambdas: (layer, head, lambda, rank) per head.
         fraction_dynamic: the shares of input-dependent heads scored.
         head: ``probe`` (the paper's procedure: a fresh `papa.mlm.MLMProbe` trained per fraction
@@ -1065,7 +1065,9 @@ class MLMStage(ModelStage):
         mask_prob: share of tokens masked.
         max_train, max_eval: seeded random subsets of the splits (None = all).
         labels: columns prepended to both outputs (model, dataset).
-        seed: also seeds the probe, the masks and the subsets.
+        seed: also seeds the lambdas, the masks and the subsets.
+        seeds: a trained probe per seed at every fraction (the workflow: ``sweep.seeds``, as the
+            probes'; None = ``[seed]``). The pretrained head trains nothing: one row per fraction.
     """
 
     model: str
@@ -1082,10 +1084,12 @@ class MLMStage(ModelStage):
     max_train: int | None = None
     max_eval: int | None = None
     labels: dict[str, str]
+    seeds: list[int] | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
         return dict(
+            seeds=[int(s) for s in sm.params.seeds],
             model=sm.params.model,
             constants=sm.input.constants,
             train=sm.input.train,
@@ -1157,6 +1161,7 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         stage.mask_prob,
         stage.head,
         train=train,
+        seeds=stage.seeds,
     )
     df = pd.DataFrame(rows)
     df.insert(1, "n_eval", len(val))

@@ -543,7 +543,8 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
 
 def plot_mlm(table: pd.DataFrame, out) -> list[str]:
     """Fig. 6(a) analogue: negative log-perplexity vs fraction of input-dependent heads, one
-    line per model (and corpus, and MLM head when the table has several).
+    line per model (and corpus, and MLM head when the table has several): the mean over the
+    seeds, with its 95% interval (``ci95``) where there are several.
 
     Args:
         table: a :func:`papa.tables.mlm_table` frame.
@@ -570,6 +571,10 @@ def plot_mlm(table: pd.DataFrame, out) -> list[str]:
                 color=colors[i],
                 label=label,
             )
+            if "ci95" in g and np.isfinite(g["ci95"].to_numpy(dtype="float64")).any():  # several seeds
+                ci = g["ci95"].to_numpy(dtype="float64")
+                ax.fill_between(g["fraction_dynamic"], g["neg_log_ppl"] - ci, g["neg_log_ppl"] + ci,
+                                color=colors[i], alpha=0.2, linewidth=0)  # fmt: skip
         ax.set_xscale("symlog", linthresh=1 / 16)
         ticks = sorted(table["fraction_dynamic"].unique())
         ax.set_xticks(ticks)

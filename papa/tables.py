@@ -99,8 +99,10 @@ LAMBDAS_COLUMNS: dict[str, str] = {
 }
 LAMBDAS_KEY = ["model", "task", "constants", "layer", "head"]
 
-#: Columns of ``mlm.parquet`` (paper Sec. 5.5): one row per model, corpus, head (``probe``: the
-#: paper's trained probe; ``pretrained``: the checkpoint's frozen MLM head) and fraction.
+#: Columns every per-model masked-LM curve has (paper Sec. 5.5; rule ``mlm``): one row per model,
+#: corpus, head (``probe``: the paper's trained probe; ``pretrained``: the checkpoint's frozen MLM
+#: head), fraction and, where several, ``seed``. ``mlm.parquet`` (`mlm_table`) has one row per
+#: fraction, the mean over the seeds.
 MLM_COLUMNS: dict[str, str] = {
     "model": "str",
     "dataset": "str",
@@ -391,15 +393,42 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
 
 
 def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate per-model masked-LM curves (paper Sec. 5.5, Fig. 6a) and add
-    ``drop`` = score at fraction 1 minus score at each fraction (nats; higher = worse).
+    """Per-model masked-LM curves (paper Sec. 5.5, Fig. 6a), one row per (model, dataset, head,
+    fraction_dynamic) over the seeds (a frame without ``seed``: one): ``neg_log_ppl`` their mean,
+    ``n_seeds``, ``std`` (ddof 1) and ``ci95`` (Student-t half-width, NaN with one seed, as in
+    `summary_table`), ``perplexity`` of the mean, ``train_loss`` their mean (trained probes), and
+    ``drop`` = mean score at fraction 1 minus mean score at each fraction (nats; higher = worse).
 
     Raises:
         ValueError: ``frames`` is empty, a column of :data:`MLM_COLUMNS` is missing, or a
-            (model, dataset, head, fraction_dynamic) appears twice.
+            (model, dataset, head, fraction_dynamic, seed) appears twice.
     """
     df = _concat(frames, MLM_COLUMNS, "mlm_table")
-    _check_unique(df, MLM_KEY, "mlm_table")
+    if "seed" not in df.columns:
+        df["seed"] = 0
+    _check_unique(df, MLM_KEY + ["seed"], "mlm_table")
+    extra = {c: (c, "mean") for c in ("train_loss",) if c in df.columns}
+    extra.update({c: (c, "first") for c in ("model_revision",) if c in df.columns})
+    df = (
+        df.groupby(MLM_KEY, sort=False, dropna=False)
+        .agg(
+            n_eval=("n_eval", "first"),
+            n_dynamic=("n_dynamic", "first"),
+            n_seeds=("seed", "nunique"),
+            neg_log_ppl=("neg_log_ppl", "mean"),
+            std=("neg_log_ppl", lambda v: v.std(ddof=1)),
+            **extra,
+        )
+        .reset_index()
+    )
+    n = df["n_seeds"].to_numpy(dtype="int64")
+    tcrit = np.array([t_critical(k - 1) for k in n], dtype="float64")
+    df["std"] = np.where(n >= 2, df["std"].to_numpy(dtype="float64"), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df["ci95"] = tcrit * df["std"].to_numpy(dtype="float64") / np.sqrt(n.astype("float64"))
+    df["perplexity"] = np.exp(-df["neg_log_ppl"])
+    first = list(MLM_COLUMNS) + ["n_seeds", "std", "ci95"]  # the columns of one seed's curve, then the spread
+    df = df[first + [c for c in df.columns if c not in first]]
     df = df.sort_values(MLM_KEY, ascending=[True, True, True, False], kind="mergesort")
     curve = ["model", "dataset", "head"]
     full = df[spec.is_original(df["fraction_dynamic"])].set_index(curve)["neg_log_ppl"]

@@ -1,6 +1,7 @@
 """The masked-LM analysis (paper Sec. 5.5, Fig. 6a) on tiny random models: the paper's trained
 probe (any encoder, ELECTRA's discriminator included) and the frozen pretrained MLM head."""
 
+import os
 import re
 from dataclasses import replace
 
@@ -164,6 +165,63 @@ def test_probe_path_lambdas_and_curve(family):
         mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg)
     with pytest.raises(ValueError, match="probe, pretrained"):
         mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg, head="frozen", train=train)
+
+
+def test_a_probe_per_seed_on_the_same_masked_tokens():
+    """The paper runs every experiment with three seeds (Sec. 4.1): a fresh probe per seed at every fraction,
+    its initialisation and batch order that seed's, scored on the same masked tokens (cfg.seed); seed 0's row is
+    the single-seed curve's."""
+    model = tiny_model("bert")
+    train, val = tiny_corpus(n=16, seed=1), tiny_corpus(n=8, seed=2)
+    C = papa.average_attention(model, train.batches(8))
+    lam = torch.rand(2, 4, generator=torch.Generator().manual_seed(0))
+    cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=1, seed=0)
+    rows = mlm_curve(model, C, lam, val, [1, 0], MASK, SPECIAL, cfg, train=train, seeds=[0, 1, 2])
+    assert [(r["fraction_dynamic"], r["seed"]) for r in rows] == [
+        (1.0, 0),
+        (1.0, 1),
+        (1.0, 2),
+        (0.0, 0),
+        (0.0, 1),
+        (0.0, 2),
+    ]
+    alone = mlm_curve(model, C, lam, val, [1, 0], MASK, SPECIAL, cfg, train=train)
+    assert [r["neg_log_ppl"] for r in alone] == [rows[0]["neg_log_ppl"], rows[3]["neg_log_ppl"]]
+    assert len({r["neg_log_ppl"] for r in rows[:3]}) == 3  # the seeds' probes differ
+    # seed 1's probe, trained and scored by hand on the same masks
+    probe = new_probe(model, 1)
+    train_mlm(model, train, MASK, SPECIAL, replace(cfg, seed=1), probe=probe)
+    assert rows[1]["neg_log_ppl"] == pytest.approx(
+        negative_log_perplexity(model, val, MASK, SPECIAL, seed=0, probe=probe, batch_size=cfg.eval_batch_size),
+        abs=1e-6,
+    )
+
+
+def test_mlm_table_is_the_mean_over_seeds(tmp_path):
+    from scipy.stats import t
+
+    from papa import plots
+
+    scores = {(1.0, 0): -2.0, (1.0, 1): -2.2, (1.0, 2): -2.1, (0.0, 0): -3.0, (0.0, 1): -3.4, (0.0, 2): -3.3}
+    frame = pd.DataFrame(
+        [
+            dict(model="m", dataset="wiki", head="probe", n_eval=4, fraction_dynamic=f, n_dynamic=int(8 * f), seed=s,
+                 neg_log_ppl=v, perplexity=np.exp(-v), train_loss=1.0 + s)
+            for (f, s), v in scores.items()
+        ]
+    )  # fmt: skip
+    table = tables.mlm_table([frame]).set_index("fraction_dynamic")
+    for f in (1.0, 0.0):
+        v = np.array([scores[f, s] for s in range(3)])
+        assert table.loc[f, "neg_log_ppl"] == pytest.approx(v.mean()) and table.loc[f, "n_seeds"] == 3
+        assert table.loc[f, "std"] == pytest.approx(v.std(ddof=1))
+        assert table.loc[f, "ci95"] == pytest.approx(t.ppf(0.975, 2) * v.std(ddof=1) / np.sqrt(3))
+        assert table.loc[f, "perplexity"] == pytest.approx(np.exp(-v.mean())) and table.loc[f, "train_loss"] == 2.0
+    assert table.loc[0.0, "drop"] == pytest.approx(-2.1 - np.mean([-3.0, -3.4, -3.3]))
+    one = tables.mlm_table([frame[frame.seed == 0].drop(columns="seed")])
+    assert one.n_seeds.eq(1).all() and one.ci95.isna().all()  # one seed: no interval, not a zero-width one
+    for t_, stem in ((table.reset_index(), "seeds"), (one, "one")):  # Fig. 6(a), with and without its band
+        assert all(os.path.getsize(p) > 1000 for p in plots.plot_mlm(t_, tmp_path / stem))
 
 
 def test_pretrained_head_path():

@@ -207,6 +207,7 @@ rule mlm:
         release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
         hp=mlm_hp(),
         fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
+        seeds=SWEEP["seeds"],  # a trained probe per seed at every fraction, as the task probes (paper Sec. 4.1)
         precision=PRECISION,
     conda:
         CONDA_ENV
