@@ -21,6 +21,7 @@ looks finished. Usable without Snakemake.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -812,7 +813,7 @@ class ProbeStage(ModelStage):
 
     Attributes:
         model: what `papa.load_encoder` loads.
-        constants: the constant-matrix file.
+        constants: the constant-matrix file; None at fraction_dynamic 1 (no head replaced: not read).
         lambdas: the learned lambdas (`papa.spec.needs_lambdas`), else None.
         train, validation: the task's token files.
         outs: one Parquet file per seed.
@@ -838,7 +839,7 @@ class ProbeStage(ModelStage):
     """
 
     model: str
-    constants: str
+    constants: str | None
     lambdas: str | None
     train: str
     validation: str
@@ -863,7 +864,7 @@ class ProbeStage(ModelStage):
         hp, wc, seeds = sm.params.hp, sm.wildcards, [spec.seed_of_file(p) for p in sm.output]
         return dict(
             model=sm.params.model,
-            constants=sm.input.constants,
+            constants=sm.input.constants or None,
             lambdas=sm.input.lambdas or None,
             train=sm.input.train,
             validation=sm.input.validation,
@@ -910,9 +911,11 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", stage.labels.get("task"))
     val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model, max_length=train.max_length)
-    C = ConstantAttention.load(stage.constants)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
+    if stage.constants is None and (static.any() or stage.trained_constants):
+        raise ValueError(f"fraction_dynamic {stage.fraction_dynamic} replaces heads: it needs constant matrices")
+    C = None if stage.constants is None else ConstantAttention.load(stage.constants)
     n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)
     log.info(
         "%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s)",
@@ -940,7 +943,7 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
         )
     else:
         with (
-            patch(m, C, static=static),
+            patch(m, C, static=static) if C is not None else contextlib.nullcontext(),  # none: the model as it is
             prepare_features(
                 m,
                 train,

@@ -227,6 +227,33 @@ def test_trained_constants_one_job_per_seed_score_as_one_job(job, tmp_path, batc
     assert own_order.equals(seed1) == (batch_order == "per_seed")
 
 
+def test_the_baseline_probe_reads_no_constants(job, tmp_path):
+    """At fraction_dynamic 1 no head is replaced: rule probe gives the job no constants file (new matrices rerun
+    no baseline), and its scores are those of the job that had one; a fraction that replaces heads refuses to
+    run without."""
+
+    def stage(constants, out, fraction=1.0):
+        return pipeline.ProbeStage(
+            model="minilm",
+            constants=constants,
+            lambdas=None,
+            train=str(job / "train.parquet"),
+            validation=str(job / "validation.parquet"),
+            outs=[str(tmp_path / out / "seed0.parquet")],
+            metrics=["accuracy"],
+            selection="first_to_last",
+            fraction_dynamic=fraction,
+            seeds=[0],
+            hparams=TrainConfig(lr=1e-3, batch_size=8, epochs=1, seed=0),
+            labels={"model": "minilm", "task": "toy", "constants": "average", "selection": "first_to_last"},
+        )
+
+    with_file = _scores(pipeline.probe_heads(stage(str(job / "average.safetensors"), "with")))
+    pd.testing.assert_frame_equal(_scores(pipeline.probe_heads(stage(None, "without"))), with_file)
+    with pytest.raises(ValueError, match="fraction_dynamic 0.5 replaces heads: it needs constant matrices"):
+        pipeline.probe_heads(stage(None, "half", fraction=0.5))
+
+
 # ----------------------------------------------------------------------------- cache strategy
 
 

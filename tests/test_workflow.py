@@ -642,6 +642,18 @@ def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
         spec.seed_of_file("results/probe/x/seed.parquet")
 
 
+def test_a_baseline_probe_takes_no_constants():
+    """At fraction_dynamic 1 the fixed-matrix probe reads no matrices: no constants input, so new averages rerun no
+    baseline; other fractions, and trained constants at any, take theirs."""
+    with parsed_workflow(ROOT / "config/config.yaml") as wf:
+        run = dict(model="minilm", task="rt_sentiment", constants="average", selection="lambda")
+        probe, trained = wf.get_rule("probe"), wf.get_rule("probe_trained")
+        constants = "results/constants/minilm/rt_sentiment/N64/average.safetensors"
+        assert probe.input["constants"](SimpleNamespace(**run, fraction_dynamic="1")) == []
+        assert probe.input["constants"](SimpleNamespace(**run, fraction_dynamic="0.5")) == constants
+        assert trained.input["constants"](SimpleNamespace(**run, fraction_dynamic="1")) == constants
+
+
 def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, minilm):
     """encoding.pair_segments changes sentence pairs only, single_cap single sentences only (token tasks neither):
     rule tokenize's param holds the options that reach its dataset, so switching one reruns those datasets and no

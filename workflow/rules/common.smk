@@ -13,7 +13,7 @@ from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
 from papa.io import model_folder_files
 from papa.models import model_release
-from papa.spec import ConstantsSpec, format_fraction, is_partial, needs_lambdas
+from papa.spec import ConstantsSpec, format_fraction, is_original, is_partial, needs_lambdas
 from snakemake.logging import logger
 
 # before anything reads the config: deprecated keys (sweep.fractions) renamed, the schema's defaults filled in, and
