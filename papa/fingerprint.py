@@ -213,8 +213,10 @@ def _references(node: ast.AST, mod: _Module, root: Path):
                 yield mod.name, n.id
 
 
-def _walk(script: str | Path, root: Path) -> dict[tuple[str, str], str]:
-    """Every (module, name) definition ``script`` reaches -> its normalised AST dump."""
+def _walk(script: str | Path, root: Path, skip=()) -> dict[tuple[str, str], str]:
+    """Every (module, name) definition ``script`` reaches -> its normalised AST dump; the ``module:name``
+    definitions in ``skip`` are neither hashed nor followed."""
+    skip = {tuple(s.split(":", 1)) for s in skip}
     if isinstance(script, str) and ":" in script and not Path(script).exists():
         todo = [tuple(script.split(":", 1))]
     else:
@@ -224,7 +226,7 @@ def _walk(script: str | Path, root: Path) -> dict[tuple[str, str], str]:
     seen: dict[tuple[str, str], str] = {}
     while todo:
         key = todo.pop()
-        if key in seen:
+        if key in seen or key in skip:
             continue
         seen[key] = ""
         mod = _module(key[0], root)
@@ -246,22 +248,24 @@ def _walk(script: str | Path, root: Path) -> dict[tuple[str, str], str]:
     return {k: v for k, v in seen.items() if v}
 
 
-def code_fingerprint(script: str | Path, root: str | Path | None = None) -> str:
+def code_fingerprint(script: str | Path, root: str | Path | None = None, skip=()) -> str:
     """A 16-hex-digit hash of the ``papa`` code that ``script`` reaches (see the module docs).
 
     Args:
         script: a Python file (a workflow script) or a ``"papa.module:function"`` name.
         root: the folder holding the ``papa`` package (default: the one this module is in).
+        skip: ``"module:name"`` definitions the job cannot run, left out with what only they reach
+            (rule prepare_data: the loaders of the other data sources, `papa.data.task.LOADERS`).
     """
     h = hashlib.sha256()
-    for (m, n), dump in sorted(_walk(script, _root(root)).items()):
+    for (m, n), dump in sorted(_walk(script, _root(root), skip).items()):
         h.update(f"{m}:{n}\n{dump}\n".encode())
     return h.hexdigest()[:16]
 
 
-def reached(script: str | Path, root: str | Path | None = None) -> list[str]:
+def reached(script: str | Path, root: str | Path | None = None, skip=()) -> list[str]:
     """The ``module:name`` definitions `code_fingerprint` hashes for ``script`` (what it covers)."""
-    return sorted(f"{m}:{n}" for m, n in _walk(script, _root(root)))
+    return sorted(f"{m}:{n}" for m, n in _walk(script, _root(root), skip))
 
 
 def _root(root) -> Path:

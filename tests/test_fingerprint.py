@@ -209,3 +209,21 @@ def test_parsed_modules_are_cached_until_the_file_changes(pkg, monkeypatch):
     _edit(root, "a", "* 2", "* 3")
     os.utime(root / "papa" / "a.py", (old[0], old[1] + 1))
     assert code_fingerprint(script, root) != before
+
+
+def test_a_datasets_preparation_reaches_its_own_source_alone():
+    """Rule prepare_data's fingerprint leaves out the other data sources' loaders (papa.data.task.LOADERS): an
+    edit to the local-file reader reruns no package or hub dataset. Each named loader is a definition the
+    script reaches, and leaving it out drops what only it reaches."""
+    from papa.data.task import LOADERS
+    from tests.test_workflow import ROOT
+
+    script = ROOT / "workflow/scripts/prepare_data.py"
+    everything = set(reached(script))
+    assert set(LOADERS.values()) <= everything
+    package = set(reached(script, skip=[LOADERS["hub"], LOADERS["local"]]))
+    assert LOADERS["package"] in package and not {LOADERS["hub"], LOADERS["local"]} & package
+    assert "papa.data.local:_read_conll" in everything - package  # the local reader's own helpers go too
+    assert "papa.data.task:load_task" in package
+    fingerprints = {s: code_fingerprint(script, skip=[v for k, v in LOADERS.items() if k != s]) for s in LOADERS}
+    assert len(set(fingerprints.values())) == 3 and code_fingerprint(script) not in fingerprints.values()

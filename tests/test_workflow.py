@@ -654,6 +654,18 @@ def test_a_baseline_probe_takes_no_constants():
         assert trained.input["constants"](SimpleNamespace(**run, fraction_dynamic="1")) == constants
 
 
+def test_prepare_datas_code_is_its_sources():
+    """Rule prepare_data's code param is the fingerprint of its dataset's source alone (papa.data.task.LOADERS):
+    an edit to the local-file reader reruns no package dataset."""
+    from papa.data.task import LOADERS
+    from papa.fingerprint import code_fingerprint
+
+    others = [v for k, v in LOADERS.items() if k != "package"]
+    with parsed_workflow(ROOT / "config/config.yaml") as wf:
+        got = wf.get_rule("prepare_data").params["code"](SimpleNamespace(dataset="rt_sentiment"))
+    assert got == code_fingerprint(ROOT / "workflow/scripts/prepare_data.py", skip=others)
+
+
 def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, minilm):
     """encoding.pair_segments changes sentence pairs only, single_cap single sentences only (token tasks neither):
     rule tokenize's param holds the options that reach its dataset, so switching one reruns those datasets and no

@@ -282,6 +282,16 @@ def _subsample(df: pd.DataFrame, k: int | None, seed: int, stream: int) -> pd.Da
 # --------------------------------------------------------------------------- the entry
 
 
+#: Each source's loader (`load_task` calls the one of its spec's ``source``), as `papa.fingerprint` names
+#: definitions: rule prepare_data's code fingerprint leaves out the other sources' (`fingerprint.code_fingerprint`
+#: ``skip``), so an edit to the local-file reader reruns no package or hub dataset.
+LOADERS = {
+    "package": "papa.data.packages:load_package",
+    "hub": "papa.data.hub:load_hub",
+    "local": "papa.data.local:load_local",
+}
+
+
 def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) -> TaskData:
     """Load a task described by ``spec`` (a config dict) as a :class:`TaskData`.
 

@@ -45,6 +45,17 @@ def code(script):
     return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}")
 
 
+def data_code(dataset):
+    """`code` of rule prepare_data for one dataset: the papa code its source's loader reaches, without the
+    other sources' loaders (papa.data.task.LOADERS), so an edit to one reader reruns no other source's data."""
+    from papa.data.task import LOADERS
+    from papa.fingerprint import code_fingerprint
+
+    source = dataset_spec(dataset).get("source")  # (an unknown one fails in the job: every loader then counts)
+    skip = [loader for s, loader in LOADERS.items() if source in LOADERS and s != source]
+    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/prepare_data.py", skip=skip)
+
+
 def one_of(keys):
     """Wildcard pattern matching exactly these keys (nothing when there are none)."""
     return "|".join(re.escape(k) for k in keys) or "(?!)"

@@ -7,7 +7,7 @@ rule prepare_data:
         validation=data_file("{dataset}", "validation.parquet"),
         meta=data_file("{dataset}", "meta.json"),
     params:
-        code=code("prepare_data.py"),  # the papa code the script reaches: a change reruns this rule
+        code=lambda wc: data_code(wc.dataset),  # the papa code its source's loader reaches: a change reruns it
         spec=lambda wc: dataset_spec(wc.dataset),
         seed=SEED,
     conda:
