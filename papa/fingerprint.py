@@ -145,13 +145,29 @@ def _bound(node: ast.AST) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _names_only(node: ast.AST) -> bool:
+    """True for a plain definition: a function, a class, or an assignment to names alone (not
+    ``TABLE["k"] = v`` or ``obj.attr = v``, which change another definition: the module's body)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return all(
+        isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.Load, ast.Store))
+        for t in targets
+        for n in ast.walk(t)
+    )
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (its body never runs; an ``else`` does)."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
 def _never_imported(node: ast.AST) -> bool:
-    """``if __name__ == "__main__":`` (runs only as a command) and ``if TYPE_CHECKING:`` (never runs)."""
+    """``if __name__ == "__main__":`` (runs only as a command)."""
     if not isinstance(node, ast.If):
         return False
     test = node.test
-    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
-        return True
     return (
         isinstance(test, ast.Compare)
         and isinstance(test.left, ast.Name)
@@ -164,13 +180,17 @@ def _load(name: str, root: Path, path: Path, text: str) -> _Module:
     tree = _strip_docstrings(ast.parse(text, filename=str(path)))
     mod = _Module(name, path.name == "__init__.py")
     mod.imports = _imports_of(tree.body, name, mod.is_package, root)
-    for n in tree.body:
+    statements = list(tree.body)
+    while statements:
+        n = statements.pop(0)
+        if _type_checking(n):
+            statements[:0] = n.orelse  # the else branch runs: its statements are the module's
+            continue
         if isinstance(n, (ast.Import, ast.ImportFrom)) or _never_imported(n):
             continue
-        names = _bound(n)
-        for nm in names:
+        for nm in _bound(n):
             mod.defs.setdefault(nm, []).append(n)
-        if not isinstance(n, _DEFINITIONS):  # a block, a call: part of the module whatever it binds
+        if not isinstance(n, _DEFINITIONS) or not _names_only(n):  # a block, a call, TABLE[k] = v: the body
             mod.defs.setdefault(BODY, []).append(n)
     return mod
 

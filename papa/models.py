@@ -193,7 +193,8 @@ def position_limit_of(config: dict) -> int | None:
         return None
     n = int(config["max_position_embeddings"])
     if model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):
-        n -= int(config.get("pad_token_id", 1)) + 1
+        pad = config.get("pad_token_id")
+        n -= (1 if pad is None else int(pad)) + 1
     return n
 
 

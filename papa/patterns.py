@@ -67,9 +67,9 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
     absmass = summed.abs().sum(-1)  # [L, H, N]
     neg = (-summed).clamp_min(0).sum(-1) / absmass.clamp_min(1e-300)
     rows = summed.abs() / absmass[..., None].clamp_min(1e-300)  # query i's corpus-average distribution
-    use = (row_w > 0) & (rows.sum(-1) > 0).all(0).all(0)
+    use = (row_w > 0) & (rows.sum(-1) > 0)  # [L, H, N]: a head's all-zero row leaves that head's average alone
     w = torch.where(use, row_w, torch.zeros_like(row_w))
-    w = w / w.sum()
+    w = w / w.sum(-1, keepdim=True).clamp_min(1e-300)
     i = torch.arange(N)
     band_mask = ((i[:, None] - i[None, :]).abs() <= band) & valid
     n_valid = valid.sum(-1).clamp_min(1).double()
@@ -87,7 +87,7 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
             "layer": np.repeat(np.arange(L), H),
             "head": np.tile(np.arange(H), L),
             "diag_mass": avg((rows * band_mask).sum(-1)).flatten().numpy(),
-            "diag_lift": (avg((rows * band_mask).sum(-1)) / (spread_diag * w).sum().clamp_min(1e-300))
+            "diag_lift": (avg((rows * band_mask).sum(-1)) / (spread_diag * w).sum(-1).clamp_min(1e-300))
             .flatten()
             .numpy(),
             "cls_mass": avg(rows[..., 0]).flatten().numpy(),

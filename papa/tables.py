@@ -404,8 +404,7 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
             (model, dataset, head, fraction_dynamic, seed) appears twice.
     """
     df = _concat(frames, MLM_COLUMNS, "mlm_table")
-    if "seed" not in df.columns:
-        df["seed"] = 0
+    df["seed"] = df["seed"].fillna(0) if "seed" in df.columns else 0  # a file without seeds: one seed
     _check_unique(df, MLM_KEY + ["seed"], "mlm_table")
     extra = {c: (c, "mean") for c in ("train_loss",) if c in df.columns}
     extra.update({c: (c, "first") for c in ("model_revision",) if c in df.columns})
@@ -414,7 +413,7 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
         .agg(
             n_eval=("n_eval", "first"),
             n_dynamic=("n_dynamic", "first"),
-            n_seeds=("seed", "nunique"),
+            n_seeds=("neg_log_ppl", "count"),
             neg_log_ppl=("neg_log_ppl", "mean"),
             std=("neg_log_ppl", lambda v: v.std(ddof=1)),
             **extra,

@@ -1,6 +1,7 @@
 """Constant kinds, effective attention and matrix-pattern statistics (paper Sec. 5)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -210,6 +211,18 @@ def test_pattern_masses_are_the_corpus_mean_attention_of_every_token():
     for col, total in naive.items():
         np.testing.assert_allclose(df[col].to_numpy(), total / len(tokens), rtol=1e-12, err_msg=col)
     assert df.cls_mass.idxmax() == 0 and df.diag_mass.idxmax() == 1 and df.sep_mass.idxmax() == 2
+
+
+def test_one_heads_empty_row_leaves_the_other_heads_alone():
+    """A query row that is all zero in one head (a matrix with a hole) drops that row from that head's average
+    only: before, it dropped the query from every head's statistics, and Fig. 4's picks with them."""
+    g = torch.Generator().manual_seed(0)
+    mean = torch.softmax(torch.randn(1, 3, 6, 6, generator=g), -1)
+    holed = mean.clone()
+    holed[0, 2, 3] = 0
+    a, b = head_patterns(mean, torch.ones(6, 6)), head_patterns(holed, torch.ones(6, 6))
+    pd.testing.assert_frame_equal(a.iloc[:2], b.iloc[:2])
+    assert not np.isclose(a.diag_mass[2], b.diag_mass[2])
 
 
 def test_patterns_without_a_fixed_separator_leave_sep_mass_unknown():

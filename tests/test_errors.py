@@ -420,6 +420,10 @@ def test_load_encoder_fails_before_the_weights(tmp_path):
     papa.load_encoder(str(roberta), device="cpu", max_length=32)  # RoBERTa's positions start after the padding index
     with pytest.raises(ValueError, match=r"N = 33 word pieces exceed the 32 positions .* at most 32"):
         papa.load_encoder(str(roberta), device="cpu", max_length=33)
+    from papa.models import position_limit_of
+
+    no_pad = {"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": None}
+    assert position_limit_of(no_pad) == 512  # a null padding index: RoBERTa's own, 1
 
 
 def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(tmp_path):

@@ -99,9 +99,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from . import b
+else:
+    SIZE = 2
 
 TABLE = {"static": "one"}
 TABLE.update({"mix": "two"})
+TABLE["mix"] += "!"
+run_alias = None
 STEP = 1
 STEP = STEP * 2
 
@@ -113,7 +117,7 @@ except ImportError:
 
 
 def run(kind):
-    return TABLE[kind], fast(1)
+    return TABLE[kind], fast(1), SIZE
 
 
 def unrelated():
@@ -129,6 +133,8 @@ if __name__ == "__main__":
     ("edit", "changes"),
     [
         (('{"mix": "two"}', '{"mix": "one"}'), True),  # a top-level call that changes a table: the module's body
+        (('TABLE["mix"] += "!"', 'TABLE["mix"] += "?"'), True),  # an item assigned at the top level
+        (("SIZE = 2", "SIZE = 3"), True),  # the else branch of TYPE_CHECKING runs
         (("STEP * 2", "STEP * 3"), True),  # the second binding of a name
         (("return x + STEP", "return x - STEP"), True),  # a function defined inside a top-level try block
         (('print(run("mix"))', 'print(run("static"))'), False),  # runs only as a command

@@ -613,9 +613,10 @@ def test_an_aliases_release_is_a_param_of_every_job_that_loads_it():
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
 def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
     """Which seeds a probe job trains is read off its outputs, not a param: under per_seed each seed's scores are
-    its own, so a seed added to sweep.seeds runs that seed alone and a dropped one reruns nothing (the whole
-    list as a param reran every probe job). Under shared every seed trains in the sweep's first seed's batch
-    order: that seed is a param of both probe rules."""
+    its own, so a dropped seed reruns nothing and an added one reruns each probe job once, for its new output
+    (the job writes every seed; the others' scores come out the same), where the whole list as a param reran
+    every probe job for any change. Under shared every seed trains in the sweep's first seed's batch order:
+    that seed is a param of both probe rules."""
     from papa import pipeline
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
