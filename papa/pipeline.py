@@ -449,7 +449,7 @@ class AverageStage(ModelStage):
             corpus=sm.wildcards.dataset,
             batch_size=sm.params.batch_size,
             max_examples=sm.params.max_examples,
-            seed=int(sm.params.seed),
+            seed=int(sm.params.seed) if sm.params.seed is not None else 0,  # data-free kinds: none
         )
 
 

@@ -187,6 +187,18 @@ def needs_lambdas(order: str, fraction_dynamic) -> bool:
     return order in LAMBDA_ORDERS and is_partial(fraction_dynamic)
 
 
+#: What only one branch of `papa.pipeline.average_constants` runs (``module:name``, as `papa.fingerprint` names
+#: definitions): the code fingerprint of rule average_attention leaves out the data-free kinds' builder, that of
+#: rule data_free_constants (the same script) the encoder, the averaging and the corpus's streaming, so an edit
+#: to one reruns no job of the other (`papa.fingerprint.code_fingerprint` ``skip``).
+DATA_FREE_ONLY = ("papa.constants:data_free",)
+AVERAGING_ONLY = (
+    "papa.constants:average_attention",
+    "papa.models:load_encoder",
+    "papa.encoding:stream_tokens",
+    "papa.encoding:separator_positions",
+)
+
 #: ``fraction_dynamic`` as `format_fraction` writes it in paths (1, 0.5, 0.0625, 0, 1e-05).
 FRACTION_PATTERN = r"[0-9.e-]+"
 

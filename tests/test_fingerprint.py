@@ -233,3 +233,28 @@ def test_a_datasets_preparation_reaches_its_own_source_alone():
     assert "papa.data.task:load_task" in package
     fingerprints = {s: code_fingerprint(script, skip=[v for k, v in LOADERS.items() if k != s]) for s in LOADERS}
     assert len(set(fingerprints.values())) == 3 and code_fingerprint(script) not in fingerprints.values()
+
+
+def test_the_two_constants_rules_count_their_own_branch():
+    """Rules average_attention and data_free_constants share a script (papa.pipeline.average_constants); each
+    one's code leaves out what only the other's branch runs (papa.spec.DATA_FREE_ONLY, AVERAGING_ONLY): an edit
+    to the data-free builder reruns no averaging, an edit to the averaging no data-free matrix."""
+    from papa import spec
+    from tests.test_workflow import ROOT, parsed_workflow
+
+    script = ROOT / "workflow/scripts/average_attention.py"
+    everything = set(reached(script))
+    assert set(spec.DATA_FREE_ONLY) | set(spec.AVERAGING_ONLY) <= everything  # names of reached definitions
+    averaging, data_free = (
+        set(reached(script, skip=spec.DATA_FREE_ONLY)),
+        set(reached(script, skip=spec.AVERAGING_ONLY)),
+    )
+    assert "papa.constants:data_free" not in averaging and "papa.constants:data_free" in data_free
+    assert "papa.constants:effective_attention" in averaging - data_free
+    assert "papa.pipeline:average_constants" in averaging & data_free
+    with parsed_workflow(ROOT / "config/config.yaml") as wf:
+        codes = {r: wf.get_rule(r).params["code"] for r in ("average_attention", "data_free_constants")}
+    assert codes == {
+        "average_attention": code_fingerprint(script, skip=spec.DATA_FREE_ONLY),
+        "data_free_constants": code_fingerprint(script, skip=spec.AVERAGING_ONLY),
+    }

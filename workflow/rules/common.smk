@@ -37,12 +37,13 @@ BUILD_DATA = config["build_data"]  # local files the workflow builds (rule build
 BUILT_MODELS = {m: s["build"] for m, s in config["models"].items() if isinstance(s, dict)}  # rule build_model
 
 
-def code(script):
+def code(script, skip=()):
     """Fingerprint of the papa code a workflow script reaches (papa.fingerprint): as a param, a change to
-    that code reruns the rule; comments, docstrings, formatting and unreached code do not."""
+    that code reruns the rule; comments, docstrings, formatting and unreached code do not. ``skip``: the
+    definitions the rule's jobs never run (a script two rules share)."""
     from papa.fingerprint import code_fingerprint
 
-    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}")
+    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}", skip=skip)
 
 
 def data_code(dataset):

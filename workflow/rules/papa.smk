@@ -9,7 +9,8 @@ rule average_attention:
     wildcard_constraints:
         kind=one_of(spec.DATA_KINDS),
     params:
-        code=code("average_attention.py"),  # the papa code the script reaches: a change reruns this rule
+        # the papa code the script reaches, the data-free kinds' builder aside: a change reruns this rule
+        code=code("average_attention.py", skip=spec.DATA_FREE_ONLY),
         model=lambda wc: model_path(wc.model),
         release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
         batch_size=AVERAGING["batch_size"],
@@ -34,8 +35,10 @@ rule average_attention:
 # The data-free constant kinds (spec.DATA_FREE: identity, toeplitz, zeros, uniform), built from the model's config and N
 # alone: the averaging rule's job under its own name, so that it asks for resources.data_free_constants (by default
 # resources.default: no GPU), not for the GPU and memory of averaging (under the Slurm profile those jobs waited in a
-# GPU queue to write a matrix of zeros). Its output, code and script are average_attention's; of the model it
-# reads the config alone (the shape), so new weights rerun no data-free matrix; the token file gives N.
+# GPU queue to write a matrix of zeros). Its output and script are average_attention's; its code param counts
+# the script's data-free branch alone (papa.spec.AVERAGING_ONLY left out), so an edit to the averaging reruns
+# no data-free matrix, and the other way round; of the model it reads the config alone (the shape), so new
+# weights rerun no data-free matrix; the token file gives N.
 use rule average_attention as data_free_constants with:
     input:
         tokens=tokens("{model}", "{dataset}", "{n}", "train"),
@@ -43,9 +46,11 @@ use rule average_attention as data_free_constants with:
     wildcard_constraints:
         kind=one_of(spec.DATA_FREE),
     params:
+        code=code("average_attention.py", skip=spec.AVERAGING_ONLY),  # the script's data-free branch
         # no averaging settings and no precision (no model runs): a change to them reruns no data-free matrix
         batch_size=None,
         max_examples=None,
+        seed=None,  # nothing is drawn
         precision=None,
     log:
         f"{R}/logs/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
