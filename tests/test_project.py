@@ -180,10 +180,11 @@ def test_stage_configs_read_a_snakemake_job():
             input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
             output=NS(scores="s.parquet", lambdas="l.parquet"),
             wildcards=wc,
-            params=NS(model="hub/m", hp=mlm_hp, fraction_dynamic=[1, 0.5, 0]),
+            params=NS(model="hub/m", hp=mlm_hp, fraction_dynamic=[1, 0.5, 0], seeds=[0, 1, 2]),
         )
     )
     assert mlm["fraction_dynamic"] == [1.0, 0.5, 0.0] and mlm["labels"] == {"model": "m", "dataset": "wiki"}
+    assert mlm["seeds"] == [0, 1, 2]  # a probe per sweep seed
     assert mlm["hparams"].extra_lr is None and mlm["lambda_hparams"].extra_lr == 0.05
     pipeline.MLMStage(**mlm)
     tok = pipeline.TokenizeStage._from_snakemake(

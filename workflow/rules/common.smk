@@ -47,7 +47,7 @@ def code(script, skip=()):
 
 
 def data_code(dataset):
-    """`code` of rule prepare_data for one dataset: the papa code its source's loader reaches, without the
+    """The `code` param of prepare_data for one dataset, the papa code its source's loader reaches, without the
     other sources' loaders (papa.data.task.LOADERS), so an edit to one reader reruns no other source's data."""
     from papa.data.task import LOADERS
     from papa.fingerprint import code_fingerprint
