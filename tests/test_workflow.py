@@ -652,7 +652,8 @@ def test_a_baseline_probe_takes_no_constants():
         constants = "results/constants/minilm/rt_sentiment/N64/average.safetensors"
         assert probe.input["constants"](SimpleNamespace(**run, fraction_dynamic="1")) == []
         assert probe.input["constants"](SimpleNamespace(**run, fraction_dynamic="0.5")) == constants
-        assert trained.input["constants"](SimpleNamespace(**run, fraction_dynamic="1")) == constants
+        trained_run = {**run, "constants": "average_trained"}  # the probe's parameters, at any fraction
+        assert trained.input["constants"](SimpleNamespace(**trained_run, fraction_dynamic="1")) == constants
 
 
 def test_prepare_datas_code_is_its_sources():

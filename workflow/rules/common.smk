@@ -223,6 +223,14 @@ def constants_file(model, task, constants):
     return constants_path(model, corpus, task_cfg(task)["max_length"], c.kind)
 
 
+def probe_constants(wc):
+    """The matrices a probe job reads: none for fixed matrices at fraction_dynamic 1, where no head is replaced
+    (new averages then rerun no baseline probe); trained ones are the probe's parameters at any fraction."""
+    if is_original(float(wc.fraction_dynamic)) and not ConstantsSpec.parse(wc.constants).trained:
+        return []
+    return constants_file(wc.model, wc.task, wc.constants)
+
+
 def lambda_file(model, task, constants):
     return lambda_path(model, task, constants, "lambdas.parquet")
 

@@ -105,10 +105,7 @@ rule probe:
     wildcard_constraints:
         constants=spec.FIXED_CONSTANTS_PATTERN,
     input:
-        # at fraction_dynamic 1 no head is replaced: the matrices are not read (new ones rerun no baseline)
-        constants=lambda wc: (
-            [] if is_original(float(wc.fraction_dynamic)) else constants_file(wc.model, wc.task, wc.constants)
-        ),
+        constants=probe_constants,  # none at fraction_dynamic 1 (fixed matrices): new ones rerun no baseline
         lambdas=lambda wc: (
             lambda_file(wc.model, wc.task, wc.constants) if needs_lambdas(wc.selection, wc.fraction_dynamic) else []
         ),
@@ -156,14 +153,6 @@ rule probe:
 use rule probe as probe_trained with:
     wildcard_constraints:
         constants=spec.TRAINED_CONSTANTS_PATTERN,
-    input:
-        constants=lambda wc: constants_file(wc.model, wc.task, wc.constants),
-        lambdas=lambda wc: (
-            lambda_file(wc.model, wc.task, wc.constants) if needs_lambdas(wc.selection, wc.fraction_dynamic) else []
-        ),
-        train=lambda wc: task_tokens(wc.model, wc.task, "train"),
-        validation=lambda wc: task_tokens(wc.model, wc.task, "validation"),
-        model=lambda wc: model_input(wc.model),
     output:
         probe_output("{model}", "{task}", "{constants}", "{selection}", "{fraction_dynamic}", "{seed}"),
     params:
