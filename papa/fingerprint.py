@@ -14,9 +14,10 @@ docstrings removed. The rules pass the hash as a param, so
 Every binding of a name counts (a constant assigned twice, a function defined inside a
 top-level ``if``/``try`` block: the whole block), and so does every other top-level statement
 of a module (``TABLE.update(...)``, a registration call): such statements are the module's
-``<body>``, hashed with any definition of the module that is reached. ``if __name__ ==
-"__main__":`` blocks (they run only as a command) and ``if TYPE_CHECKING:`` blocks (never run)
-are left out.
+``<body>``, hashed with any definition of the module that is reached; so are assignments to an
+item or attribute (``TABLE[k] = v``, ``obj.attr = v``). ``if __name__ == "__main__":`` blocks
+(they run only as a command) and the body of ``if TYPE_CHECKING:`` (never runs) are left out;
+its ``else`` branch counts as top-level code.
 
 Code reached only dynamically (``getattr`` by string, a method called on an object the
 stage's own code never names) is not followed; the definitions that construct such objects
@@ -184,7 +185,8 @@ def _load(name: str, root: Path, path: Path, text: str) -> _Module:
     while statements:
         n = statements.pop(0)
         if _type_checking(n):
-            statements[:0] = n.orelse  # the else branch runs: its statements are the module's
+            statements[:0] = n.orelse  # the else branch runs: its statements (imports too) are the module's
+            mod.imports.update(_imports_of(n.orelse, name, mod.is_package, root))
             continue
         if isinstance(n, (ast.Import, ast.ImportFrom)) or _never_imported(n):
             continue

@@ -69,7 +69,7 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
     rows = summed.abs() / absmass[..., None].clamp_min(1e-300)  # query i's corpus-average distribution
     use = (row_w > 0) & (rows.sum(-1) > 0)  # [L, H, N]: a head's all-zero row leaves that head's average alone
     w = torch.where(use, row_w, torch.zeros_like(row_w))
-    w = w / w.sum(-1, keepdim=True).clamp_min(1e-300)
+    w = w / w.sum(-1, keepdim=True)  # a head without a single non-zero row: NaN statistics, not zeros
     i = torch.arange(N)
     band_mask = ((i[:, None] - i[None, :]).abs() <= band) & valid
     n_valid = valid.sum(-1).clamp_min(1).double()

@@ -189,11 +189,13 @@ def needs_lambdas(order: str, fraction_dynamic) -> bool:
 
 #: What only one branch of `papa.pipeline.average_constants` runs (``module:name``, as `papa.fingerprint` names
 #: definitions): the code fingerprint of rule average_attention leaves out the data-free kinds' builder, that of
-#: rule data_free_constants (the same script) the encoder, the averaging and the corpus's streaming, so an edit
-#: to one reruns no job of the other (`papa.fingerprint.code_fingerprint` ``skip``).
+#: rule data_free_constants (the same script) the encoder, the averaging and the corpus's streaming and draw, so
+#: an edit to code only one branch reaches reruns no job of the other (`papa.fingerprint.code_fingerprint`
+#: ``skip``; `average_constants` itself belongs to both).
 DATA_FREE_ONLY = ("papa.constants:data_free",)
 AVERAGING_ONLY = (
     "papa.constants:average_attention",
+    "papa.pipeline:draw_rows",
     "papa.models:load_encoder",
     "papa.encoding:stream_tokens",
     "papa.encoding:separator_positions",

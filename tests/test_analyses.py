@@ -223,6 +223,9 @@ def test_one_heads_empty_row_leaves_the_other_heads_alone():
     a, b = head_patterns(mean, torch.ones(6, 6)), head_patterns(holed, torch.ones(6, 6))
     pd.testing.assert_frame_equal(a.iloc[:2], b.iloc[:2])
     assert not np.isclose(a.diag_mass[2], b.diag_mass[2])
+    holed[0, 2] = 0  # a head without a non-zero row: no statistics (NaN), not those of a peaked and uniform head
+    c = head_patterns(holed, torch.ones(6, 6))
+    assert c.iloc[2][["diag_mass", "entropy", "dist_uniform"]].isna().all() and c.iloc[:2].notna().all().all()
 
 
 def test_patterns_without_a_fixed_separator_leave_sep_mass_unknown():

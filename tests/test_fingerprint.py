@@ -100,6 +100,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from . import b
 else:
+    from .b import helper
+
     SIZE = 2
 
 TABLE = {"static": "one"}
@@ -117,7 +119,7 @@ except ImportError:
 
 
 def run(kind):
-    return TABLE[kind], fast(1), SIZE
+    return TABLE[kind], fast(1), SIZE, helper(1)
 
 
 def unrelated():
@@ -135,6 +137,7 @@ if __name__ == "__main__":
         (('{"mix": "two"}', '{"mix": "one"}'), True),  # a top-level call that changes a table: the module's body
         (('TABLE["mix"] += "!"', 'TABLE["mix"] += "?"'), True),  # an item assigned at the top level
         (("SIZE = 2", "SIZE = 3"), True),  # the else branch of TYPE_CHECKING runs
+        (("run_alias = None", "run_alias = 1"), False),  # a plain assignment nothing reached uses: no body
         (("STEP * 2", "STEP * 3"), True),  # the second binding of a name
         (("return x + STEP", "return x - STEP"), True),  # a function defined inside a top-level try block
         (('print(run("mix"))', 'print(run("static"))'), False),  # runs only as a command
@@ -151,6 +154,7 @@ def test_every_top_level_statement_of_a_reached_module_counts(pkg, edit, changes
     script.write_text("from papa.d import run\nrun('mix')\n")
     before = code_fingerprint(script, root)
     assert "papa.d:<body>" in reached(script, root) and "papa.d:fast" in reached(script, root)
+    assert "papa.b:helper" in reached(script, root)  # imported in the else branch of TYPE_CHECKING
     _edit(root, "d", *edit)
     assert (code_fingerprint(script, root) != before) is changes
 
@@ -252,6 +256,21 @@ def test_the_two_constants_rules_count_their_own_branch():
     assert "papa.constants:data_free" not in averaging and "papa.constants:data_free" in data_free
     assert "papa.constants:effective_attention" in averaging - data_free
     assert "papa.pipeline:average_constants" in averaging & data_free
+    # each list names what only the other branch of average_constants calls (a later call would go unhashed)
+    import ast
+    import inspect
+
+    from papa import pipeline
+
+    branch = next(
+        n for n in ast.walk(ast.parse(inspect.getsource(pipeline.average_constants))) if isinstance(n, ast.If)
+    )
+    called = [
+        {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)} for body in (branch.body, branch.orelse)
+    ]
+    assert not {k.split(":")[1] for k in spec.AVERAGING_ONLY} & called[0]  # the data-free branch calls none
+    assert not {k.split(":")[1] for k in spec.DATA_FREE_ONLY} & called[1]  # the averaging branch calls none
+    assert {"average_attention", "load_encoder", "draw_rows"} <= called[1]  # the branch is the one meant
     with parsed_workflow(ROOT / "config/config.yaml") as wf:
         codes = {r: wf.get_rule(r).params["code"] for r in ("average_attention", "data_free_constants")}
     assert codes == {

@@ -36,8 +36,8 @@ rule average_attention:
 # alone: the averaging rule's job under its own name, so that it asks for resources.data_free_constants (by default
 # resources.default: no GPU), not for the GPU and memory of averaging (under the Slurm profile those jobs waited in a
 # GPU queue to write a matrix of zeros). Its output and script are average_attention's; its code param counts
-# the script's data-free branch alone (papa.spec.AVERAGING_ONLY left out), so an edit to the averaging reruns
-# no data-free matrix, and the other way round; of the model it reads the config alone (the shape), so new
+# the script's data-free branch alone (papa.spec.AVERAGING_ONLY left out), so an edit to code only the
+# averaging reaches reruns no data-free matrix, and the other way round; of the model it reads the config alone (the shape), so new
 # weights rerun no data-free matrix; the token file gives N.
 use rule average_attention as data_free_constants with:
     input:
