@@ -123,9 +123,6 @@ class _Cached:
 _CACHE: dict[Path, _Cached] = {}  # module file -> its parse
 
 
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.AugAssign)
-
-
 def _bound(node: ast.AST) -> list[str]:
     """The module-level names a top-level statement binds (inside ``if``/``try``/``for``/``with`` blocks
     too), imports aside: not the locals of a function, class, lambda or comprehension inside it."""
@@ -148,9 +145,12 @@ def _bound(node: ast.AST) -> list[str]:
 
 def _names_only(node: ast.AST) -> bool:
     """True for a plain definition: a function, a class, or an assignment to names alone (not
-    ``TABLE["k"] = v`` or ``obj.attr = v``, which change another definition: the module's body)."""
+    ``TABLE["k"] = v`` or ``obj.attr = v``, which change another definition, nor a block or a call:
+    the module's body)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return True
+    if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return False
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     return all(
         isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.Load, ast.Store))
@@ -192,7 +192,7 @@ def _load(name: str, root: Path, path: Path, text: str) -> _Module:
             continue
         for nm in _bound(n):
             mod.defs.setdefault(nm, []).append(n)
-        if not isinstance(n, _DEFINITIONS) or not _names_only(n):  # a block, a call, TABLE[k] = v: the body
+        if not _names_only(n):  # a block, a call, TABLE[k] = v: the module's body
             mod.defs.setdefault(BODY, []).append(n)
     return mod
 

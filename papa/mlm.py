@@ -312,9 +312,8 @@ def mlm_curve(
                 if head == "probe":
                     probe = new_probe(model, seed, cfg.init)
                     seeded = dataclasses.replace(cfg, seed=seed)  # the probe's initialisation and batch order
-                    row["train_loss"] = train_mlm(model, train, mask_token_id, special_ids, seeded, mask_prob, probe)[
-                        -1
-                    ]
+                    losses = train_mlm(model, train, mask_token_id, special_ids, seeded, mask_prob, probe)
+                    row["train_loss"] = losses[-1]
                 nll = negative_log_perplexity(
                     model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe
                 )

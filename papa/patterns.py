@@ -82,14 +82,14 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
     def avg(x):  # [L, H, N] -> [L, H]
         return (x * w).sum(-1)
 
+    diag = avg((rows * band_mask).sum(-1))
+
     out = pd.DataFrame(
         {
             "layer": np.repeat(np.arange(L), H),
             "head": np.tile(np.arange(H), L),
-            "diag_mass": avg((rows * band_mask).sum(-1)).flatten().numpy(),
-            "diag_lift": (avg((rows * band_mask).sum(-1)) / (spread_diag * w).sum(-1).clamp_min(1e-300))
-            .flatten()
-            .numpy(),
+            "diag_mass": diag.flatten().numpy(),
+            "diag_lift": (diag / (spread_diag * w).sum(-1).clamp_min(1e-300)).flatten().numpy(),
             "cls_mass": avg(rows[..., 0]).flatten().numpy(),
             "sep_mass": avg(rows[..., separators].sum(-1)).flatten().numpy() if separators else np.nan,
             "entropy": avg(ent).flatten().numpy(),
@@ -109,13 +109,9 @@ def classify(df: pd.DataFrame, diag_threshold: float = 0.3, special_threshold: f
     holds that mass and missing (``pd.NA``, a nullable boolean column) elsewhere."""
     df = df.copy()
     df["diagonal"] = df["diag_mass"] >= diag_threshold
-    special = df["cls_mass"] + df["sep_mass"]
-    if special.isna().any():
-        known = special.notna() | (df["cls_mass"] >= special_threshold)
-        held = (df["cls_mass"] + df["sep_mass"].fillna(0.0)) >= special_threshold
-        df["cls_sep"] = pd.array([bool(h) if k else pd.NA for h, k in zip(held, known)], dtype="boolean")
-    else:
-        df["cls_sep"] = special >= special_threshold
+    held = (df["cls_mass"] + df["sep_mass"].fillna(0.0)) >= special_threshold
+    unknown = df["sep_mass"].isna() & ~held  # no fixed separator: [CLS] alone may not hold it, [SEP] might
+    df["cls_sep"] = held.astype("boolean").mask(unknown) if unknown.any() else held
     return df
 
 

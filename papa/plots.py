@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .io import atomic_path
-from .spec import ALL_CONSTANT, HEAD_ORDERS, METHOD_CONSTANTS, METHOD_ORDER, ORIGINAL, renamed_arguments
+from .spec import HEAD_ORDERS, METHOD_CONSTANTS, METHOD_ORDER, is_all_constant, is_original, renamed_arguments
 from .tables import models_compared_table
 
 __all__ = [
@@ -253,10 +253,7 @@ def selection_orders_frame(summary: pd.DataFrame, task: str | None = None) -> pd
     analysed = orders[orders > 1].index
     if len(analysed):
         df = df[pd.MultiIndex.from_frame(df[key]).isin(analysed)]
-    ends = df[
-        np.isclose(df["fraction_dynamic"].to_numpy(dtype="float64"), ORIGINAL)
-        | np.isclose(df["fraction_dynamic"].to_numpy(dtype="float64"), ALL_CONSTANT)
-    ]
+    ends = df[is_original(df["fraction_dynamic"]) | is_all_constant(df["fraction_dynamic"])]
     shared = []
     for keys, panel in df.groupby(key, sort=False):
         own = ends[(ends[key] == pd.Series(keys, index=key)).all(axis=1)]

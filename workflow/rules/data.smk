@@ -35,7 +35,7 @@ rule tokenize:
     params:
         code=code("tokenize.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
+        release=model_release_of,
         layout=LAYOUT,
         # the authors' encoding options that reach the dataset (pair_segments its pairs, single_cap its single
         # sentences): a change reruns its tokenization and all after

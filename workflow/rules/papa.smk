@@ -12,7 +12,7 @@ rule average_attention:
         # the papa code the script reaches, the data-free kinds' builder aside: a change reruns this rule
         code=code("average_attention.py", skip=spec.DATA_FREE_ONLY),
         model=lambda wc: model_path(wc.model),
-        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
+        release=model_release_of,
         batch_size=AVERAGING["batch_size"],
         max_examples=AVERAGING["max_examples"],
         seed=SEED,
@@ -37,8 +37,8 @@ rule average_attention:
 # resources.default: no GPU), not for the GPU and memory of averaging (under the Slurm profile those jobs waited in a
 # GPU queue to write a matrix of zeros). Its output and script are average_attention's; its code param counts
 # the script's data-free branch alone (papa.spec.AVERAGING_ONLY left out), so an edit to code only the
-# averaging reaches reruns no data-free matrix, and the other way round; of the model it reads the config alone (the shape), so new
-# weights rerun no data-free matrix; the token file gives N.
+# averaging reaches reruns no data-free matrix, and the other way round; of the model it reads the config
+# alone (the shape), so new weights rerun no data-free matrix; the token file gives N.
 use rule average_attention as data_free_constants with:
     input:
         tokens=tokens("{model}", "{dataset}", "{n}", "train"),
@@ -76,7 +76,7 @@ rule learn_lambda:
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
+        release=model_release_of,
         hp=lambda wc: lambda_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         precision=PRECISION,
@@ -117,7 +117,7 @@ rule probe:
     params:
         code=code("probe.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
+        release=model_release_of,
         hp=lambda wc: probe_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         # which seeds: the outputs (papa.spec.seed_of_file), not a param, so under per_seed a seed added or
@@ -209,7 +209,7 @@ rule mlm:
     params:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=lambda wc: model_release(model_path(wc.model)),  # an alias's PyPI release: another reruns
+        release=model_release_of,
         hp=mlm_hp(),
         fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
         seeds=SWEEP["seeds"],  # a trained probe per seed at every fraction, as the task probes (paper Sec. 4.1)
