@@ -233,17 +233,21 @@ def build_model(stage: BuildModelStage) -> Path:
 
 @dataclass(kw_only=True)
 class PrepareDataStage(Stage):
-    """Rule ``prepare_data``: one dataset, loaded (`papa.data.load_task`) and saved as one
+    """Rule ``prepare_data``: one split of a dataset, loaded (`papa.data.load_task`) and saved as a Parquet file
+    that describes itself (`papa.data.TaskData.save_split`); or, with no ``split``, the whole dataset as one
     Parquet per split plus ``meta.json`` (`papa.data.save_task`).
 
     Attributes:
-        spec: the dataset's `papa.data` spec (its config entry with its ``name``).
+        spec: the dataset's `papa.data` spec (its config entry with its ``name``; the workflow's leaves out the
+            other split's subsample key, `papa.data.split_spec`).
         out_dir: the folder written.
         seed: seeds subsampling and the validation split.
+        split: the one split written (``out_dir/<split>.parquet``); None = all of `papa.spec.PREPARED_SPLITS`.
     """
 
     spec: dict
     out_dir: str
+    split: str | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -253,20 +257,30 @@ class PrepareDataStage(Stage):
         # how to reach the hub (timeout, cache folder): from the config, not a param, since it changes no data
         # (the entry of the config key, the job's wildcard: the spec's name may differ, a "name:" of the entry)
         spec.update({k: v for k, v in sm.config["datasets"][sm.wildcards.dataset].items() if k in ACCESS_KEYS})
-        return dict(spec=spec, out_dir=str(Path(sm.output.meta).parent), seed=int(sm.params.seed))
+        out = Path(sm.output[0])
+        return dict(spec=spec, out_dir=str(out.parent), split=out.stem, seed=int(sm.params.seed))
 
 
 def prepare_data(stage: PrepareDataStage):
-    """Load the dataset and save it into ``stage.out_dir``; return the `papa.data.TaskData`.
-    Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
-    from .data import load_task, save_task
+    """Load the dataset and save ``stage.split`` (or every prepared split) into ``stage.out_dir``; return the
+    `papa.data.TaskData` of what was written. Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
+    from .data import META_FILE, load_task, save_task
 
+    if stage.split is not None and stage.split not in spec.PREPARED_SPLITS:
+        raise ValueError(f"unknown split {stage.split!r}; the prepared splits are {', '.join(spec.PREPARED_SPLITS)}")
     task = load_task(dict(stage.spec), None, seed=stage.seed)
     # the splits rule prepare_data declares: a test split (CoNLL-2003, a local "test" file) or MNLI's
     # validation_matched would be files Snakemake does not track, never cleaned and stale once the spec drops them
     # (their sizes stay in the provenance, split_sizes)
-    task = replace(task, splits={s: task.splits[s] for s in spec.PREPARED_SPLITS})
-    save_task(task, Path(stage.out_dir))
+    keep = (stage.split,) if stage.split else spec.PREPARED_SPLITS
+    task = replace(task, splits={s: task.splits[s] for s in keep})
+    out_dir = Path(stage.out_dir)
+    if stage.split is None:
+        save_task(task, out_dir)
+        return task
+    task.save_split(stage.split, out_dir / f"{stage.split}.parquet")
+    # the folder's meta.json of an older papa (one job wrote both splits) no longer describes them
+    (out_dir / META_FILE).unlink(missing_ok=True)
     return task
 
 
@@ -317,7 +331,7 @@ class TokenizeStage(Stage):
     def _from_snakemake(cls, sm) -> dict:
         return dict(
             model=sm.params.model,
-            data_dir=str(Path(sm.input.meta).parent),
+            data_dir=str(Path(sm.input.split).parent),
             split=sm.wildcards.split,
             max_length=int(sm.wildcards.n),
             layout=sm.params.layout,

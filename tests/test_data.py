@@ -174,6 +174,29 @@ def test_subsample_determinism(cache_dir):
     assert a.provenance["split"]["subsample"]["sizes_before"] == {"train": 1500, "validation": 1500}
 
 
+@pytest.mark.parametrize("name", ["hedge", "rt_sentiment", "wsj_pos"])
+def test_a_split_depends_on_its_split_spec_alone(cache_dir, name):
+    """The workflow prepares each split with `split_spec` (the spec without the other split's subsample key), so
+    max_validation reruns nothing that reads the train split. That holds only if the split is the same without the
+    other key and whatever it is set to: with a validation split carved out of the train data (hedge) and one
+    the source gives (rt_sentiment, wsj_pos)."""
+    from papa.spec import PREPARED_SPLITS
+
+    spec = {"name": name, "source": "package", "max_train": 60, "max_validation": 30, "validation_fraction": 0.5}
+    full = D.load_task(spec, cache_dir, seed=3)
+    assert full.sizes == {"train": 60, "validation": 30}
+    for split, key in D.SUBSAMPLE_KEYS.items():
+        own = D.split_spec(spec, split)
+        assert set(spec) - set(own) == set(D.SUBSAMPLE_KEYS.values()) - {key}, own
+        for other in (None, 7, 45):  # the other split's key unset, or set to other sizes
+            other_key = next(k for s, k in D.SUBSAMPLE_KEYS.items() if s != split)
+            alone = D.load_task({**own, **({other_key: other} if other else {})}, cache_dir, seed=3)
+            pd.testing.assert_frame_equal(alone.splits[split], full.splits[split])
+    assert tuple(D.SUBSAMPLE_KEYS) == PREPARED_SPLITS
+    with pytest.raises(ValueError, match="unknown split 'test'"):
+        D.split_spec(spec, "test")
+
+
 def test_download_is_cached(cache_dir, rt, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("pip must not run again")
@@ -576,6 +599,61 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
         D.read_task(tmp_path / "alias", ["test"])
 
 
+def test_a_split_file_describes_itself(tmp_path, rt, wsj):
+    """The workflow's prepare_data writes a split per job, without meta.json: each file carries its task's name,
+    kind, labels and provenance (save_split), and reads alone (read_split) or with its folder (read)."""
+    import pyarrow.parquet as pq
+
+    for task in (rt, wsj):
+        out = tmp_path / task.name
+        for split in task.splits:
+            assert task.save_split(split, out / f"{split}.parquet") == out / f"{split}.parquet"
+            alone = D.TaskData.read_split(out / f"{split}.parquet")
+            assert (alone.name, alone.kind, alone.label_names, alone.provenance) == (
+                task.name, task.kind, task.label_names, task.provenance)  # fmt: skip
+            assert list(alone.splits) == [split]
+            pd.testing.assert_frame_equal(alone.splits[split], task.splits[split])
+        assert not (out / "meta.json").exists()
+        back = D.read_task(out)
+        assert list(back.splits) == list(task.splits) and back.provenance == task.provenance
+        assert (back.name, back.kind, back.label_names) == (task.name, task.kind, task.label_names)
+        for split in task.splits:
+            pd.testing.assert_frame_equal(back.splits[split], task.splits[split])
+    # save writes the same split files, and meta.json
+    rt.save(tmp_path / "saved")
+    assert (tmp_path / "saved/train.parquet").read_bytes() == (tmp_path / "rt_sentiment/train.parquet").read_bytes()
+    # a file describes itself over a meta.json left beside it that says otherwise (an older papa's)
+    folder = tmp_path / "rt_sentiment"
+    (folder / "meta.json").write_text(json.dumps({"format_version": 1, "name": "old", "kind": "sequence",
+                                                  "label_names": ["x"], "splits": {"train": 1}, "provenance": {}}))
+    assert D.read_task(folder).label_names == rt.label_names
+    # an older papa's split file (no metadata of its own) reads with its meta.json, and without one fails saying why
+    old = tmp_path / "old"
+    old.mkdir()
+    table = pq.read_table(folder / "train.parquet")
+    pq.write_table(table.replace_schema_metadata({}), old / "train.parquet")
+    with pytest.raises(FileNotFoundError, match="does not describe itself"):
+        D.read_task(old)
+    with pytest.raises(ValueError, match="written by an older papa"):
+        D.TaskData.read_split(old / "train.parquet")
+    (old / "meta.json").write_text(json.dumps({"format_version": 1, "name": "rt_sentiment", "kind": "sequence",
+                                               "label_names": rt.label_names, "splits": {"train": len(table)},
+                                               "provenance": {"p": 1}}))  # fmt: skip
+    pd.testing.assert_frame_equal(D.read_task(old).splits["train"], rt.splits["train"])
+    # splits prepared with their own specs: the provenance of each; splits of two tasks: refused
+    mixed = tmp_path / "mixed"
+    D.TaskData(rt.name, rt.kind, rt.label_names, {"train": rt.splits["train"]}, {"spec": 1}).save_split(
+        "train", mixed / "train.parquet")  # fmt: skip
+    D.TaskData(rt.name, rt.kind, rt.label_names, {"validation": rt.splits["validation"]}, {"spec": 2}).save_split(
+        "validation", mixed / "validation.parquet")  # fmt: skip
+    assert D.read_task(mixed).provenance == {"by_split": {"train": {"spec": 1}, "validation": {"spec": 2}}}
+    assert D.read_task(mixed, ["validation"]).provenance == {"spec": 2}
+    D.TaskData(rt.name, rt.kind, ["a", "b", "c"], {"validation": rt.splits["validation"]}).save_split(
+        "validation", mixed / "validation.parquet")  # fmt: skip
+    with pytest.raises(D.DataIntegrityError, match="disagree on the task's label_names"):
+        D.read_task(mixed)
+
+
 # --------------------------------------------------------------------------- bad local data fails, naming the place
 
 
@@ -819,7 +897,7 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
     entry = {"source": "hub", "hub_timeout": 30, "hf_cache_dir": "/scratch/hf"}
     sm = SimpleNamespace(
         params=SimpleNamespace(spec={"name": "glue_sst2", "source": "hub"}, seed=0),
-        output=SimpleNamespace(meta="results/data/glue_sst2/meta.json"),
+        output=["results/data/glue_sst2/train.parquet"],
         wildcards=SimpleNamespace(dataset="glue_sst2"),
         config={"datasets": {"glue_sst2": entry}},
     )
@@ -844,6 +922,14 @@ def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
     assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["meta.json", "train.parquet", "validation.parquet"]
     assert list(task.splits) == ["train", "validation"] and task.provenance["split_sizes"]["test"] == 2
     assert D.read_task(tmp_path / "out").splits.keys() == {"train", "validation"}
+    # the workflow's job writes its one split, and removes the meta.json an older papa's job left (it described
+    # both splits, as they were then)
+    job = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="validation")
+    assert list(prepare_data(job).splits) == ["validation"]
+    assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["train.parquet", "validation.parquet"]
+    pd.testing.assert_frame_equal(D.read_task(tmp_path / "out", ["validation"])["validation"], task["validation"])
+    with pytest.raises(ValueError, match="unknown split 'test'"):
+        prepare_data(PrepareDataStage(spec=spec, out_dir=str(tmp_path / "t"), seed=0, split="test"))
 
 
 def _fake_glue_mnli():

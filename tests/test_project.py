@@ -189,7 +189,7 @@ def test_stage_configs_read_a_snakemake_job():
     pipeline.MLMStage(**mlm)
     tok = pipeline.TokenizeStage._from_snakemake(
         NS(
-            input=NS(meta="d/wiki/meta.json"),
+            input=NS(split="d/wiki/train.parquet"),
             output=["t.parquet"],
             wildcards=wc,
             params=NS(model="hub/m", layout="papa", encoding={"single_cap": "paper"}, input_shape="single"),

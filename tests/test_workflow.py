@@ -355,6 +355,21 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
     }, counts
 
 
+def test_a_splits_subsample_reruns_what_reads_that_split_only(smoke):
+    """Each split is its own prepare_data job, whose spec leaves out the other split's subsample key
+    (papa.data.split_spec): max_validation reruns the validation split and what reads it (its tokens, the lambdas
+    and probes scored on it), not the train split's tokens or the matrices averaged on them."""
+    repo = smoke[0]
+    cfg = write_config(repo, "val.yaml", lambda c: c["datasets"]["rt_sentiment"].update(max_validation=40))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    # rt_sentiment's probes: the sweep's 3 fractions, and the analyses' identity, effective and random order
+    assert counts == {"prepare_data": 1, "tokenize": 1, "learn_lambda": 1, "probe": 6, "aggregate": 1, "plot": 1,
+                      "all": 1}, counts  # fmt: skip
+    planned = smk(repo, "-n", "--configfile", cfg).stdout
+    assert "results-smoke/data/rt_sentiment/validation.parquet" in planned
+    assert "results-smoke/tokens/minilm/rt_sentiment/N32/validation.parquet" in planned
+
+
 def test_precision_reruns_the_jobs_that_run_a_model(smoke):
     """precision (CUDA's float32 matmuls) is a param of averaging, lambda, probe and MLM jobs: tf32 reruns them and
     what follows, not the data, the tokens or the data-free matrices (no model runs there)."""

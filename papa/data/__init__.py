@@ -49,8 +49,9 @@ The package, one concern per module:
 
 ``registry``   the known datasets, each defined once (`DATASETS`: name, kind, label names,
                package file or hub location); `LABEL_SETS`, `KNOWN_TASKS`, ... derive from it
-``task``       `TaskData` and its files (`TaskData.save` / `TaskData.read`), the seeded
-               split and subsamples, and `load_task`
+``task``       `TaskData` and its files (`TaskData.save` / `TaskData.read`; a split file alone,
+               `TaskData.save_split` / `read_split`), the seeded split and subsamples, what each
+               split depends on (`split_spec`), and `load_task`
 ``downloads``  pinned archives (sha256), files inside them, the cache folder; also used
                by `papa.models` for models shipped in parts
 ``packages``   the readers of the package corpora's files
@@ -84,6 +85,8 @@ from .task import (
     META_VERSION,
     SEQUENCE_COLUMNS,
     SPEC_KEYS,
+    SPLIT_META_KEY,
+    SUBSAMPLE_KEYS,
     TOKEN_COLUMNS,
     TaskData,
     load_task,
@@ -91,6 +94,7 @@ from .task import (
     package_file,
     read_task,
     save_task,
+    split_spec,
 )
 from .wikitext import (
     _RE_SENT,  # noqa: F401 - old name of SENTENCE_BREAK, which papa.rehearsal uses
@@ -124,6 +128,8 @@ __all__ = [
     "SEQUENCE_COLUMNS",
     "SOURCES",
     "SPEC_KEYS",
+    "SPLIT_META_KEY",
+    "SUBSAMPLE_KEYS",
     "TOKEN_COLUMNS",
     "TaskData",
     "TaskSpecError",
@@ -137,5 +143,6 @@ __all__ = [
     "save_task",
     "sentence_chunks",
     "sha256_file",
+    "split_spec",
     "wiki_paragraphs",
 ]

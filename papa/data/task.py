@@ -5,7 +5,9 @@ to `papa.data.packages`, `papa.data.hub` or `papa.data.local`, then makes the se
 train/validation split where the source has none, subsamples (``max_train``,
 ``max_validation``), and normalises every split to the canonical columns and dtypes
 (`normalize_frame`). `TaskData.save` / `TaskData.read` write and read a prepared task
-(``{split}.parquet`` + ``meta.json``, each atomically through `papa.io.atomic_path`).
+(``{split}.parquet`` + ``meta.json``, each atomically through `papa.io.atomic_path`). Each split's file
+describes itself (`TaskData.save_split` / `TaskData.read_split`): the workflow prepares a split per job, with
+`split_spec`, so a setting of one split reruns nothing that reads the other.
 
 Splits are seeded and deterministic: the same spec and seed give identical frames (one
 independent random stream per purpose: 0 the split, 1 the train subsample, 2 the
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_path, parquet_file
+from ..spec import PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir
 from .errors import DataIntegrityError, TaskSpecError, positive_int, require_columns
@@ -36,6 +39,12 @@ SEQUENCE_COLUMNS = ["id", "text", "text_b", "label"]
 TOKEN_COLUMNS = ["id", "tokens", "tags"]
 META_FILE = "meta.json"
 META_VERSION = 1
+#: The key of a split file's Parquet metadata that describes it (`TaskData.save_split`).
+SPLIT_META_KEY = b"papa.task"
+
+#: The spec key that subsamples each prepared split (`papa.spec.PREPARED_SPLITS`): the only one that reaches that
+#: split alone.
+SUBSAMPLE_KEYS = {"train": "max_train", "validation": "max_validation"}
 
 #: Spec keys every source takes; each source adds its own (`papa.data.packages.SPEC_KEYS`, ...).
 COMMON_KEYS = frozenset({"name", "source", "max_train", "max_validation", "validation_fraction"})
@@ -92,23 +101,14 @@ class TaskData:
             raise KeyError(f"task {self.name!r} has no split {split!r}; it has {sorted(self.splits)}") from None
 
     def save(self, out_dir: str | Path) -> Path:
-        """Write ``{split}.parquet`` per split and ``meta.json`` into ``out_dir``, each atomically.
+        """Write ``{split}.parquet`` per split (`save_split`) and ``meta.json`` into ``out_dir``, each atomically.
 
         ``meta.json`` (name, kind, label_names, provenance, split sizes) is written last, so
         its presence means the folder is complete. Returns the path of ``meta.json``.
         """
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        schema = _arrow_schema(self.kind)
-        for split, df in self.splits.items():
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", split):
-                raise TaskSpecError(f"split name {split!r} cannot be a file name; use letters, digits, _ . -")
-            table = pa.Table.from_pandas(normalize_frame(df, self.kind), schema=schema, preserve_index=False)
-            with atomic_path(out_dir / f"{split}.parquet") as tmp:
-                pq.write_table(table, tmp)
+        for split in self.splits:
+            self.save_split(split, out_dir / f"{split}.parquet")
         meta = {
             "format_version": META_VERSION,
             "name": self.name,
@@ -122,31 +122,120 @@ class TaskData:
             tmp.write_bytes((json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         return target
 
+    def save_split(self, split: str, path: str | Path) -> Path:
+        """Write one split to ``path`` (atomically), a Parquet file that describes itself: its rows, and under
+        the key ``papa.task`` (`SPLIT_META_KEY`) of its metadata the task's name, kind, label names and
+        provenance (`read_split` reads it alone). Returns ``path``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", split):
+            raise TaskSpecError(f"split name {split!r} cannot be a file name; use letters, digits, _ . -")
+        df = normalize_frame(self[split], self.kind)
+        meta = {"format_version": META_VERSION, "name": self.name, "kind": self.kind,
+                "label_names": list(self.label_names), "split": split, "rows": int(len(df)),
+                "provenance": _jsonable(self.provenance)}  # fmt: skip
+        table = pa.Table.from_pandas(df, schema=_arrow_schema(self.kind), preserve_index=False)
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), SPLIT_META_KEY: json.dumps(meta, ensure_ascii=False).encode("utf-8")}
+        )
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+        return path
+
+    @classmethod
+    def read_split(cls, path: str | Path) -> TaskData:
+        """Read a file written by `save_split` into a `TaskData` holding that one split."""
+        meta, df = _read_split_file(Path(path))
+        if meta is None:
+            raise ValueError(
+                f"{path} does not describe itself (no {SPLIT_META_KEY.decode()} metadata): it was written by an "
+                f"older papa; read its folder with TaskData.read, or prepare it again"
+            )
+        return cls(meta["name"], meta["kind"], list(meta["label_names"]), {meta["split"]: df}, meta["provenance"])
+
     @classmethod
     def read(cls, out_dir: str | Path, splits=None) -> TaskData:
-        """Read a folder written by `TaskData.save` back into an identical `TaskData`; ``splits``
-        (names) reads only those (the others' files are not opened), None = every split."""
+        """Read a folder written by `TaskData.save` (or split files written by `save_split`, the workflow's)
+        back into an identical `TaskData`; ``splits`` (names) reads only those (the others' files are not
+        opened), None = every split.
+
+        A split file that describes itself is read as it says; ``meta.json`` describes the others (files of an
+        older papa). Where the splits' provenances differ (the workflow prepares each split with its own spec,
+        `split_spec`), ``provenance`` is ``{"by_split": {split: provenance}}``."""
         out_dir = Path(out_dir)
         meta_path = out_dir / META_FILE
-        if not meta_path.is_file():
+        folder = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else None
+        files = {p.stem for p in out_dir.glob("*.parquet")} if out_dir.is_dir() else set()
+        available = sorted(files | set(folder["splits"] if folder else ()), key=_split_order)
+        if not available:
             raise FileNotFoundError(
                 f"{meta_path} not found: {out_dir} was not written by papa.data.TaskData.save / save_task "
                 f"(or is incomplete)"
             )
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if splits is not None:
-            missing = sorted(set(splits) - set(meta["splits"]))
+            missing = sorted(set(splits) - set(available))
             if missing:
-                raise ValueError(f"{out_dir} has no split {', '.join(missing)}; it has {sorted(meta['splits'])}")
-        wanted = meta["splits"] if splits is None else {k: n for k, n in meta["splits"].items() if k in splits}
-        splits = {}
-        for split, n in wanted.items():
-            table = parquet_file(out_dir / f"{split}.parquet").read()
-            df = normalize_frame(pd.DataFrame(table.to_pydict()), meta["kind"])
-            if len(df) != n:
-                raise DataIntegrityError(f"{out_dir / (split + '.parquet')} has {len(df)} rows, meta.json says {n}")
-            splits[split] = df
-        return cls(meta["name"], meta["kind"], list(meta["label_names"]), splits, meta["provenance"])
+                raise ValueError(f"{out_dir} has no split {', '.join(missing)}; it has {available}")
+        metas, frames = {}, {}
+        for split in [s for s in available if splits is None or s in splits]:
+            path = out_dir / f"{split}.parquet"
+            meta, df = _read_split_file(path)
+            if meta is None:
+                if folder is None or split not in folder["splits"]:
+                    raise FileNotFoundError(
+                        f"{path} does not describe itself and {meta_path} is not there: {out_dir} was not written "
+                        f"by papa.data.TaskData.save / save_task (or is incomplete)"
+                    )
+                n = folder["splits"][split]
+                if len(df) != n:
+                    raise DataIntegrityError(f"{path} has {len(df)} rows, meta.json says {n}")
+                meta = {**folder, "split": split, "rows": n}
+                df = normalize_frame(df, meta["kind"])
+            metas[split], frames[split] = meta, df
+        first = next(iter(metas.values()))
+        for split, meta in metas.items():
+            for key in ("name", "kind", "label_names"):
+                if meta[key] != first[key]:
+                    raise DataIntegrityError(
+                        f"the splits of {out_dir} disagree on the task's {key}: {first[key]!r} ({first['split']}), "
+                        f"{meta[key]!r} ({split}); prepare them again from one spec"
+                    )
+        provenances = {split: meta["provenance"] for split, meta in metas.items()}
+        same = all(p == first["provenance"] for p in provenances.values())
+        provenance = first["provenance"] if same else {"by_split": provenances}
+        return cls(first["name"], first["kind"], list(first["label_names"]), frames, provenance)
+
+
+def _split_order(split: str):
+    return (0, PREPARED_SPLITS.index(split), "") if split in PREPARED_SPLITS else (1, 0, split)
+
+
+def _read_split_file(path: Path) -> tuple[dict | None, pd.DataFrame]:
+    """(its `SPLIT_META_KEY` metadata or None, its rows, normalised where the metadata gives the kind)."""
+    table = parquet_file(path).read()
+    raw = (table.schema.metadata or {}).get(SPLIT_META_KEY)
+    df = pd.DataFrame(table.to_pydict())
+    if raw is None:
+        return None, df
+    meta = json.loads(raw.decode("utf-8"))
+    df = normalize_frame(df, meta["kind"])
+    if len(df) != meta["rows"]:
+        raise DataIntegrityError(f"{path} has {len(df)} rows, its metadata says {meta['rows']}")
+    return meta, df
+
+
+def split_spec(spec: dict, split: str) -> dict:
+    """The part of a task spec that one prepared split depends on: ``spec`` without the other splits' subsample
+    keys (`SUBSAMPLE_KEYS`; each split draws from its own random stream, and the validation split is carved out
+    before ``max_train`` draws from the train split). The workflow prepares each split with its own, so
+    ``max_validation`` reruns nothing that reads the train split (its tokens, the matrices averaged on it)."""
+    if split not in SUBSAMPLE_KEYS:
+        raise ValueError(f"unknown split {split!r}; the prepared splits are {', '.join(SUBSAMPLE_KEYS)}")
+    others = {key for s, key in SUBSAMPLE_KEYS.items() if s != split}
+    return {k: v for k, v in spec.items() if k not in others}
 
 
 # --------------------------------------------------------------------------- frames

@@ -75,7 +75,7 @@ def built_model_dir(model):
 
 
 def data_file(dataset, name):
-    """A file of a prepared dataset (``<split>.parquet`` or ``meta.json``, rule prepare_data)."""
+    """A file of a prepared dataset (``<split>.parquet``, rule prepare_data)."""
     return f"{R}/data/{dataset}/{name}"
 
 
@@ -167,18 +167,20 @@ def folder_files(path, reads):
     return tuple(model_folder_files(path, reads))
 
 
-def dataset_spec(dataset):
+def dataset_spec(dataset, split=None):
     """The papa.data spec of a dataset: its config entry, named, without the keys that only say how to reach
     the hub (papa.data.hub.ACCESS_KEYS: prepare_data reads them from the config, so changing them reruns
     nothing); a dataset built by the workflow (``build: <key of build_data>``, rule build_data) gets the paths
-    of the files that rule writes."""
+    of the files that rule writes. With ``split``, what that split depends on (papa.data.split_spec)."""
+    from papa.data import split_spec
+
     entry = {"name": dataset, **{k: v for k, v in config["datasets"][dataset].items() if k not in ACCESS_KEYS}}
     key = entry.pop("build", None)
     if key:
         from papa.rehearsal import data_files
 
         entry.update({split: str(p) for split, p in data_files(BUILD_DATA[key]["shape"], built_data_dir(key)).items()})
-    return canon(entry)
+    return canon(entry if split is None else split_spec(entry, split))
 
 
 def dataset_input(dataset):

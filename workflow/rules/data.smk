@@ -1,21 +1,21 @@
 rule prepare_data:
-    """Load a dataset (package corpus, hub, or local files) into one Parquet per split."""
+    """Load a dataset (package corpus, hub, or local files) and write one of its splits, a Parquet file that
+    describes itself: a job per split, so a setting of one split (max_validation) reruns nothing that reads the
+    other."""
     input:
         lambda wc: dataset_input(wc.dataset),  # local files (or the built folder): an edit reruns this
     output:
-        train=data_file("{dataset}", "train.parquet"),
-        validation=data_file("{dataset}", "validation.parquet"),
-        meta=data_file("{dataset}", "meta.json"),
+        data_file("{dataset}", "{split}.parquet"),
     params:
         code=lambda wc: data_code(wc.dataset),  # the papa code its source's loader reaches: a change reruns it
-        spec=lambda wc: dataset_spec(wc.dataset),
+        spec=lambda wc: dataset_spec(wc.dataset, wc.split),  # without the other split's subsample key
         seed=SEED,
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/prepare_data/{{dataset}}.log",
+        f"{R}/logs/prepare_data/{{dataset}}/{{split}}.log",
     benchmark:
-        f"{R}/benchmarks/prepare_data/{{dataset}}.tsv"
+        f"{R}/benchmarks/prepare_data/{{dataset}}/{{split}}.tsv"
     threads: res("prepare_data")["threads"]
     resources:
         mem_mb=grows("prepare_data", "mem_mb"),
@@ -27,8 +27,7 @@ rule prepare_data:
 rule tokenize:
     """Tokenize one split in the PAPA layout (final separator at N-1)."""
     input:
-        meta=data_file("{dataset}", "meta.json"),
-        split=data_file("{dataset}", "{split}.parquet"),
+        split=data_file("{dataset}", "{split}.parquet"),  # it names its task, kind and labels
         model=lambda wc: model_input(wc.model, "tokenizer"),  # its tokenizer and config: new weights rerun no tokenization
     output:
         tokens("{model}", "{dataset}", "{n}", "{split}"),
