@@ -625,7 +625,8 @@ def test_a_split_file_describes_itself(tmp_path, rt, wsj):
     # a file describes itself over a meta.json left beside it that says otherwise (an older papa's)
     folder = tmp_path / "rt_sentiment"
     (folder / "meta.json").write_text(json.dumps({"format_version": 1, "name": "old", "kind": "sequence",
-                                                  "label_names": ["x"], "splits": {"train": 1}, "provenance": {}}))
+                                                  "label_names": ["x"], "splits": {"train": 1},
+                                                  "provenance": {}}))  # fmt: skip
     assert D.read_task(folder).label_names == rt.label_names
     # an older papa's split file (no metadata of its own) reads with its meta.json, and without one fails saying why
     old = tmp_path / "old"
