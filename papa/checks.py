@@ -245,10 +245,58 @@ def _schema_error_line(error) -> str:
 
 
 def load_config(path, warn=None) -> dict:
-    """The config file at ``path`` as the workflow sees it (`validate_config`)."""
+    """The config file at ``path`` as the workflow sees it (`read_config_file`, `validate_config`)."""
+    return validate_config(read_config_file(path), warn)
+
+
+def read_config_file(path) -> dict:
+    """A YAML config file as a dict, or a `ConfigError`: a key given twice in one mapping (YAML keeps the later
+    one without a word, so a task, a seed list or a learning rate would be lost), a file that is empty or not a
+    mapping. The workflow checks its config files with it before Snakemake's reading of them is used."""
     import yaml
 
-    return validate_config(yaml.safe_load(Path(path).read_text()), warn)
+    twice = []
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # << : a merge, whose keys may be overridden
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: YAML's own constructor says so
+                continue
+            seen.setdefault(key, line)
+            if first is not None:
+                twice.append(f"{path}, line {line}: the key {key!r} is given twice in one mapping (first on "
+                             f"line {first}); YAML would keep the later one without a word: remove one, or merge "
+                             f"them")  # fmt: skip
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        config = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}") from None
+    if twice:
+        raise ConfigError("\n".join(twice))
+    if not isinstance(config, dict):
+        got = "empty" if config is None else f"a {type(config).__name__}"
+        raise ConfigError(f"{path} is {got}: a config is a mapping of keys (models, datasets, tasks, sweep, ...)")
+    return config
+
+
+def check_config_files(paths) -> None:
+    """`read_config_file` of each config file given to the workflow (``--configfile``, the Snakefile's default),
+    for what Snakemake's reading lets through: a key given twice. JSON files are Snakemake's alone."""
+    for path in paths:
+        if Path(path).suffix.lower() != ".json":
+            read_config_file(path)
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:
@@ -301,7 +349,16 @@ def _local_config(name_or_path: str) -> dict | None:
             path = None
     if path is None or not path.is_file():
         return None
-    return json.loads(path.read_text())
+    try:
+        cfg = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(
+            f"{path} (model {name_or_path!r}) is not valid JSON: {e}; restore the model's config.json"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path} (model {name_or_path!r}) holds a {type(cfg).__name__}, not a model config (a JSON "
+                          f"object); restore the model's config.json")  # fmt: skip
+    return cfg
 
 
 def position_limit(name_or_path: str) -> int | None:
@@ -606,7 +663,7 @@ def _models(models: dict) -> list[str]:
     transformers config does not have (it would be kept as an unused attribute, silently)."""
     import difflib
 
-    from .models import FAMILIES, looks_like_path, split_revision
+    from .models import ALIASES, FAMILIES, SPLIT_ZIP_ALIASES, alias_near, looks_like_path, split_revision
 
     errors = []
     for m, entry in models.items():
@@ -622,10 +679,26 @@ def _models(models: dict) -> list[str]:
                     hint = f"did you mean {near[0]!r}?" if near else f"see transformers' {cls.__name__}"
                     errors.append(f"models.{m}.build.config.{key} is not a key of {cls.__name__}: {hint}")
             continue
-        path = split_revision(entry)[0]
+        path, revision = split_revision(entry)
         if looks_like_path(path) and not Path(path).expanduser().is_dir():
             errors.append(f"models.{m} = {entry!r} is not a folder on this machine (from {Path.cwd()}); fix the "
                           f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip
+            continue
+        alias = str(path).lower() in ALIASES or str(path).lower() in SPLIT_ZIP_ALIASES
+        folder = looks_like_path(path) or Path(path).expanduser().is_dir()
+        if revision and (alias or folder):
+            what = "an offline alias, whose weights are its package's release" if alias else "a local folder"
+            errors.append(f"models.{m} = {entry!r}: a revision (@{revision}) pins a hub model, and {path!r} is "
+                          f"{what}: it would be ignored; drop @{revision}")  # fmt: skip
+            continue
+        if folder and not (Path(path).expanduser() / "config.json").is_file():
+            errors.append(f"models.{m} = {entry!r} has no config.json: not a transformers model folder (save one "
+                          f"with model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
+            continue
+        near = None if "/" in str(path) or folder else alias_near(path)
+        if near and _local_config(entry) is None:  # not in the hub cache either: a typo, or a download to come
+            errors.append(f"models.{m} = {entry!r} is no offline alias: did you mean {near!r}? (Else it is read as "
+                          f"a hub id, and fails only in its first job here, where no hub is reachable.)")  # fmt: skip
             continue
         cfg = _local_config(entry)
         if cfg is not None and cfg.get("model_type") not in FAMILIES:

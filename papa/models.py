@@ -169,6 +169,43 @@ def model_release(name_or_path: str) -> str | None:
         return None
 
 
+def _not_loaded(name_or_path: str, path: str, err: Exception) -> OSError:
+    """The error of a model or tokenizer that could not be loaded: what it resolved to, why, and the offline
+    alias its name is close to."""
+    name = split_revision(str(name_or_path))[0]
+    near = alias_near(name)
+    hint = f"Did you mean the offline alias {near!r}? " if near else ""
+    return OSError(
+        f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. {hint}Without a model hub, use a "
+        f"local folder or the offline alias 'minilm'."
+    )
+
+
+def alias_near(name: str) -> str | None:
+    """The offline alias a name that is none is close to (``minilmx`` -> ``minilm``), else None. Close: a
+    difflib ratio of 0.8 (``albert-base-v2`` is 0.77 of ``all-mpnet-base-v2``, and a hub id)."""
+    import difflib
+
+    aliases = sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES))
+    if str(name).lower() in aliases:
+        return None
+    near = difflib.get_close_matches(str(name).lower(), aliases, n=1, cutoff=0.8)
+    return near[0] if near else None
+
+
+def load_tokenizer(name_or_path: str):
+    """The tokenizer of a model (hub id, ``id@revision``, local folder or alias), as `load_encoder` loads it; a
+    name it cannot load fails as there (the alias it is close to)."""
+    from transformers import AutoTokenizer
+
+    name, revision = split_revision(name_or_path)
+    path = resolve_model_path(name)
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
+    except OSError as err:
+        raise _not_loaded(name_or_path, path, err) from err
+
+
 def hub_commit(name_or_path: str) -> str | None:
     """The hub commit a model string (hub id, ``id@revision``) resolves to in the hub cache; None for a local
     folder or an alias (their files are the jobs' inputs, their release `model_release`). What a token file
@@ -446,14 +483,7 @@ def load_encoder(
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
     except OSError as err:
-        import difflib
-
-        near = difflib.get_close_matches(name.lower(), sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)), n=1)
-        hint = f"Did you mean the offline alias {near[0]!r}? " if near else ""
-        raise OSError(
-            f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. {hint}Without a model hub, use a "
-            f"local folder or the offline alias 'minilm'."
-        ) from err
+        raise _not_loaded(name_or_path, path, err) from err
     if not looks_like_path(path) and not Path(path).is_dir():  # a hub id: record the commit it resolved to
         model.config._commit_hash = _hub_commit(path, revision)
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]

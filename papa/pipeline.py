@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import io, spec
+from . import io, models, spec
 from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode, separator_positions, stream_tokens, token_meta  # noqa: F401 (last two: notebooks)
 from .models import (
@@ -302,10 +302,8 @@ def prepare_data(stage: PrepareDataStage):
 
 
 def load_tokenizer(model: str):
-    from transformers import AutoTokenizer
-
-    name, revision = split_revision(model)
-    return AutoTokenizer.from_pretrained(resolve_model_path(name), trust_remote_code=False, revision=revision)
+    """`papa.models.load_tokenizer` (kept here for notebooks)."""
+    return models.load_tokenizer(model)
 
 
 # Token files own their I/O next to `Encoded` (papa.encoding). Kept here for notebooks: `token_meta`

@@ -688,3 +688,60 @@ def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     cfg = _config()
     cfg["sweep"]["fraction_dynamic"] = [1, 0.5, 0.0625, 0.05, 0]  # 5 and 4 of 72: two runs
     check_config(cfg)
+
+
+def test_a_config_file_is_read_strictly(tmp_path):
+    """A key given twice in one mapping (YAML keeps the later one without a word), an empty file, a list or bad YAML
+    fail naming the file and line (papa.checks.read_config_file, which load_config and the workflow use); YAML's
+    merge keys still override."""
+    from papa.checks import ConfigError, check_config_files, load_config, read_config_file
+    from tests.test_workflow import ROOT
+
+    smoke = (ROOT / "config/smoke.yaml").read_text()
+    cases = {
+        "task.yaml": (smoke.replace("tasks:\n", "tasks:\n  wsj_pos: {dataset: wsj_pos}\n", 1),
+                      r"line \d+: the key 'wsj_pos' is given twice in one mapping \(first on line \d+\)"),
+        "flow.yaml": (smoke.replace("{lr: 1.0e-3, batch_size: 16, epochs: 2}",
+                                    "{lr: 1.0e-3, batch_size: 16, epochs: 2, lr: 0.5}"),
+                      "line 16: the key 'lr' is given twice"),
+        "empty.yaml": ("# nothing\n", "empty.yaml is empty: a config is a mapping"),
+        "list.yaml": ("- models\n", "list.yaml is a list: a config is a mapping"),
+        "bad.yaml": ("models: [\n", "bad.yaml is not valid YAML"),
+    }  # fmt: skip
+    assert "    probe: {lr: 1.0e-3, batch_size: 16, epochs: 2}" == smoke.splitlines()[15]  # line 16
+    for name, (text, says) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        for read in (read_config_file, load_config, lambda p: check_config_files([p])):
+            with pytest.raises(ConfigError, match=says):
+                read(path)
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("base: &b {lr: 1, epochs: 2}\nprobe:\n  <<: *b\n  lr: 2\n")
+    assert read_config_file(merged)["probe"] == {"lr": 2, "epochs": 2}
+    check_config_files([tmp_path / "dup.json"])  # JSON: Snakemake's own reading (not opened here)
+    assert load_config(ROOT / "config/smoke.yaml")["sweep"]["seeds"] == [0, 1]
+
+
+def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
+    """A local model folder without config.json, or with a broken one, and an alias with a typo fail in the config
+    check naming the model and what to change, not with a JSON traceback or a hub error in the first job; the
+    tokenizer of a mistyped alias names the alias meant (papa.models.load_tokenizer, which tokenize uses)."""
+    import subprocess
+    import sys
+
+    from papa.checks import ConfigError, check_config
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    cfg = _config()
+    cfg["models"] = {"minilm": str(folder)}
+    with pytest.raises(ConfigError, match="has no config.json: not a transformers model folder"):
+        check_config(cfg)
+    for text, says in (('{"model_type": "bert",', "is not valid JSON"), ("[1, 2]", "holds a list, not a model")):
+        (folder / "config.json").write_text(text)
+        with pytest.raises(ConfigError, match=says):
+            check_config(cfg)
+    code = "from papa.models import load_tokenizer; load_tokenizer('minilmx')"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode != 0 and "Did you mean the offline alias 'minilm'?" in out.stderr, out.stderr[-2000:]

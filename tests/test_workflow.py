@@ -509,6 +509,14 @@ INVALID_CONFIGS = [
     ),
     (lambda c: c["sweep"].update(constants=["averag@wiki"]), "'sweep.constants[0]': Constants spec 'averag@wiki'"),
     # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
+    (
+        lambda c: c["models"].update(minilm="minilmx"),
+        "models.minilm = 'minilmx' is no offline alias: did you mean 'minilm'?",
+    ),  # fmt: skip
+    (
+        lambda c: c["models"].update(minilm="minilm@abc123"),
+        "models.minilm = 'minilm@abc123': a revision (@abc123) pins a hub model",
+    ),  # fmt: skip
     (lambda c: c["tasks"]["wsj_pos"].update(metrics=["f1"]), "tasks.wsj_pos.metrics: 'f1' does not fit"),
     (lambda c: c["tasks"]["rt_sentiment"].update(max_length=600), "max_length = 600 exceeds the 512 positions"),
     (lambda c: c["datasets"].update(rt_sentimnt={"source": "package"}), "unknown package dataset 'rt_sentimnt'"),
@@ -539,6 +547,18 @@ def test_invalid_config_fails_before_any_job(smoke, edit, needle):
     assert needle in p.stdout + p.stderr
     assert "Job stats" not in p.stdout
     assert "$schema" not in p.stdout + p.stderr  # the message, not the whole schema after it
+
+
+def test_a_key_given_twice_fails_before_any_job(smoke):
+    """YAML keeps the later of two equal keys without a word (a task, a seed list, a learning rate lost): the
+    workflow reads its config files strictly first (papa.checks.check_config_files)."""
+    repo = smoke[0]
+    text = (repo / SMOKE).read_text()
+    assert "  seeds: [0, 1]\n" in text
+    (repo / "config/twice.yaml").write_text(text.replace("  seeds: [0, 1]\n", "  seeds: [0, 1]\n  seeds: [0]\n"))
+    p = smk(repo, "-n", "--configfile", "config/twice.yaml", check=False)
+    assert p.returncode != 0 and "Job stats" not in p.stdout
+    assert "the key 'seeds' is given twice in one mapping" in p.stdout + p.stderr
 
 
 def test_killed_job_leaves_no_finished_output(smoke):

@@ -16,8 +16,10 @@ from papa.models import model_release
 from papa.spec import ConstantsSpec, format_fraction, is_original, is_partial, needs_lambdas
 from snakemake.logging import logger
 
-# before anything reads the config: deprecated keys (sweep.fractions) renamed, the schema's defaults filled in, and
-# what the schema cannot say checked (cross-references, metric vs task kind, N vs positions, duplicates)
+# before anything reads the config: a key its files give twice (YAML keeps the later one silently), deprecated keys
+# (sweep.fractions) renamed, the schema's defaults filled in, and what the schema cannot say checked
+# (cross-references, metric vs task kind, N vs positions, duplicates)
+checks.check_config_files(workflow.configfiles)
 validate_config(config, logger.warning)
 
 R = config["results"]
