@@ -580,8 +580,10 @@ def _local_format(spec: dict, build_data: dict) -> str | None:
 def _unread_keys(config: dict) -> list[str]:
     """Keys of a dataset entry that its task kind or file format does not read (``text_column`` on a token task,
     ``separator`` on a CSV file, ``validation_fraction`` where there is a validation split): accepted and
-    ignored, they mean something the data loading then does not do."""
+    ignored, they mean something the data loading then does not do. A local copy of a known pair dataset without
+    its second column (`papa.data.local.missing_pair_column`), which would read one sentence of each pair."""
     from .data import DATASETS
+    from .data.local import missing_pair_column
 
     errors = []
     build_data = config.get("build_data") or {}
@@ -602,6 +604,8 @@ def _unread_keys(config: dict) -> list[str]:
                     errors.append(f"datasets.{d}.{key} is read by format {', '.join(readers)} only, and {d!r} is "
                                   f"read as {fmt} (its format key, else its train file's suffix): remove it, or "
                                   f"set format")  # fmt: skip
+            if why := missing_pair_column(name, dc):
+                errors.append(f"datasets.{d}: {why}")
             if kind == "sequence" and "label_column" in dc and dc["label_column"] is None and dc.get("labels"):
                 errors.append(f"datasets.{d}.labels names classes, and label_column: null makes {d!r} an unlabeled "
                               f"corpus: remove labels, or name the label column")  # fmt: skip

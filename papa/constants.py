@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .models import model_revision, model_shape
+from .models import check_positions, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
 log = logging.getLogger(__name__)
@@ -299,6 +299,7 @@ def average_attention(
                 ids = batch["input_ids"]
                 n = ids.shape[-1]
                 if recorder is None:
+                    check_positions(model, n)  # before the model fails on it, deep inside transformers
                     recorder = _Recorder(L, H, n, device, effective=(kind == "effective"))
                     count = torch.zeros(n, n, dtype=torch.float64, device=device)
                     recording.enter_context(record_attention(model, recorder.add, values=recorder.effective))

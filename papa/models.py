@@ -228,6 +228,21 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
         return None
 
 
+def check_positions(config, n: int, name: str | None = None) -> None:
+    """Fail, saying what to change, when inputs of ``n`` word pieces exceed the position embeddings of a model
+    (``config``: its transformers config, a dict of it, or the model); a tensor-size error deep inside
+    transformers otherwise, or a device assert on a GPU."""
+    config = getattr(config, "config", config)
+    config = config if isinstance(config, dict) else config.to_dict()
+    limit = position_limit_of(config)
+    if limit is not None and int(n) > limit:
+        name = name or config.get("_name_or_path") or config.get("model_type") or "the model"
+        raise ValueError(
+            f"inputs of N = {n} word pieces exceed the {limit} positions of {name!r} "
+            f"(max_position_embeddings {config['max_position_embeddings']}): use a max_length of at most {limit}"
+        )
+
+
 def position_limit_of(config: dict) -> int | None:
     """The longest input (N) a model config's position embeddings allow, None when unknown or unbounded.
 
@@ -472,12 +487,8 @@ def load_encoder(
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=False, revision=revision)
         fam = family_of(config)  # before the weights: an unsupported hub model fails without its download
-        limit = position_limit_of(config.to_dict())
-        if max_length is not None and limit is not None and max_length > limit:
-            raise ValueError(
-                f"inputs of N = {max_length} word pieces exceed the {limit} positions of {name_or_path!r} "
-                f"(max_position_embeddings {config.max_position_embeddings}): use a max_length of at most {limit}"
-            )
+        if max_length is not None:
+            check_positions(config, max_length, name_or_path)
         if fam.route == "registry":
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)

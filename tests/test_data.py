@@ -733,6 +733,20 @@ def test_a_files_own_label_names_map_by_name(tmp_path):
     assert t.label_names == ["entailment", "neutral", "contradiction"]
     own = D.load_task({**spec, "name": "mine", "kind": "sequence"}, tmp_path)
     assert own.label_names == names and list(own.splits["train"]["label"]) == [0, 1, 2]
+    # a local copy of a known pair task without its second column would read one sentence of each pair, with the
+    # task's labels: refused, in the loader and in the config check
+    from papa.checks import ConfigError, check_config
+    from tests.test_errors import _config
+
+    single = {k: v for k, v in spec.items() if k != "text_b_column"}
+    with pytest.raises(D.TaskSpecError, match="'mnli' takes the labels of the known mnli task, a sentence-pair task"):
+        D.load_task(single, tmp_path)
+    cfg = _config()
+    cfg["datasets"]["nli"] = single
+    cfg["tasks"]["rt_sentiment"].update(dataset="nli", metrics=["accuracy"], main_metric="accuracy")
+    with pytest.raises(ConfigError, match="datasets.nli: local task 'mnli' takes .* set it to the column of the "
+                                          "second sentence \\(the hub's is 'hypothesis'\\)"):  # fmt: skip
+        check_config(cfg)
     assert own.provenance["label_names_source"] == "the train file's label names"
     tags = datasets.Features({"tokens": datasets.List(datasets.Value("string")),
                               "tags": datasets.List(datasets.ClassLabel(names=["B-PER", "O"]))})  # fmt: skip

@@ -559,7 +559,7 @@ def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_mor
 
     for spec in ({"source": "hub", "name": "mnli"},
                  {"source": "local", "train": "t.csv", "kind": "sequence", "labels": ["a", "b", "c"]},
-                 {"source": "local", "name": "mnli", "train": "t.csv"}):  # fmt: skip
+                 {"source": "local", "name": "mnli", "train": "t.csv", "text_b_column": "hypothesis"}):  # fmt: skip
         msg = _problems(lambda c, s=spec: three_labels(c, s))
         assert "tasks.rt_sentiment.metrics: 'f1' is binary F1 (of label 1), and task rt_sentiment has 3 labels" in msg
         assert "use 'macro_f1'" in msg
@@ -745,3 +745,33 @@ def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "Did you mean the offline alias 'minilm'?" in out.stderr, out.stderr[-2000:]
+
+
+def test_the_library_refuses_inputs_beyond_the_positions_and_constants_of_other_types(tmp_path):
+    """A notebook that encodes past the model's positions fails in average_attention and patch naming the limit
+    (not with a tensor-size error inside transformers, or a device assert on a GPU); patch names the constants it
+    takes when given a path or a list, and takes a NumPy array."""
+    import numpy as np
+    import torch
+
+    from papa.rehearsal import build_model
+
+    path = build_model("bert", tmp_path / "bert", config={"num_hidden_layers": 1, "max_position_embeddings": 40})
+    model, tok = papa.load_encoder(str(path), device="cpu")
+    enc = papa.encode(tok, ["hello world", "a b"], max_length=48)
+    with pytest.raises(ValueError, match=r"N = 48 word pieces exceed the 40 positions .* at most 40"):
+        papa.average_attention(model, enc.batches(2))
+    L, H = 1, model.config.num_attention_heads
+    static = torch.ones(L, H, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"N = 48 word pieces exceed the 40 positions"):
+        papa.patch(model, torch.ones(L, H, 48, 48), static=static)
+    for wrong, says in (("c.safetensors", "got str: load a file with papa.ConstantAttention.load"), ([1], "got list")):
+        with pytest.raises(TypeError, match=f"constants must be a papa.ConstantAttention.*{says}"):
+            papa.patch(model, wrong, static=static)
+    short = papa.encode(tok, ["hello world", "a b"], max_length=16)
+    with torch.no_grad():
+        with papa.patch(model, np.full((L, H, 16, 16), 1 / 16), static=static):
+            from_numpy = model(**short.model_inputs()).last_hidden_state
+        with papa.patch(model, torch.full((L, H, 16, 16), 1 / 16), static=static):
+            from_torch = model(**short.model_inputs()).last_hidden_state
+    torch.testing.assert_close(from_numpy, from_torch, rtol=0, atol=0)

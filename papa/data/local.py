@@ -314,6 +314,21 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
     return uniq
 
 
+def missing_pair_column(name: str, spec: dict) -> str | None:
+    """Why a local copy of a known sentence-pair dataset (MRPC, MNLI) without ``text_b_column`` would be wrong: it
+    takes the registry's labels, and would read one sentence of each pair. None when it is not that."""
+    from .registry import DATASETS
+
+    known = DATASETS.get(name)
+    text_b = getattr(getattr(known, "source", None), "text_b", None)
+    kind = spec.get("kind") or (known.kind if known else None)
+    if not text_b or kind != "sequence" or spec.get("text_b_column"):
+        return None
+    return (f"local task {name!r} takes the labels of the known {name} task, a sentence-pair task, and gives no "
+            f"text_b_column: set it to the column of the second sentence (the hub's is {text_b!r}), or give the "
+            f"dataset another name to read single sentences")  # fmt: skip
+
+
 def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], dict, dict]:
     """(kind, label names, splits, provenance) of a task read from local files; spec keys: `SPEC_KEYS`.
 
@@ -327,6 +342,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         raise TaskSpecError(f'local task {name!r} needs "kind": "sequence" or "token" (got {spec.get("kind")!r})')
     if "train" not in spec or not spec["train"]:
         raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
+    if why := missing_pair_column(name, spec):
+        raise TaskSpecError(why)
     files = {k: Path(spec[k]).expanduser() for k in LOCAL_FILE_KEYS if spec.get(k)}
     for split, p in files.items():
         if not p.is_file():

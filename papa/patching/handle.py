@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import warnings
 from contextlib import ExitStack
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..models import ConstantsFromAnotherModel, attention_modules, family_of, model_differs, num_heads
+from ..models import (
+    ConstantsFromAnotherModel,
+    attention_modules,
+    check_positions,
+    family_of,
+    model_differs,
+    num_heads,
+)
 from ..spec import DATA_FREE
 from . import routes
 from .modes import Context, LayerState, Mode, OnAttention
@@ -73,7 +82,13 @@ class PatchHandle:
     # -- validation
     def _checked_constants(self, constants, device, dtype) -> torch.Tensor:
         L, H = self.shape
-        C = constants if isinstance(constants, torch.Tensor) else constants.mean
+        C = getattr(constants, "mean", None) if hasattr(constants, "metadata") else constants  # a ConstantAttention
+        if not isinstance(C, (torch.Tensor, np.ndarray)):
+            raise TypeError(
+                f"constants must be a papa.ConstantAttention, or its matrices as a tensor or NumPy array "
+                f"[layers, heads, N, N]; got {type(constants).__name__}"
+                + (": load a file with papa.ConstantAttention.load(path)" if isinstance(constants, (str, Path)) else "")
+            )
         C = torch.as_tensor(C)
         if not torch.isfinite(C).all():
             bad = int((~torch.isfinite(C)).sum())
@@ -86,6 +101,7 @@ class PatchHandle:
                 f"Constant matrices have shape {tuple(C.shape)}; this model needs [layers={L}, heads={H}, N, N]. "
                 f"Were they averaged on another model?"
             )
+        check_positions(self.model, C.shape[-1])  # inputs of that N could not run through this model
         self._warn_if_another_model(getattr(constants, "metadata", None) or {})
         return C.to(device=device, dtype=dtype)
 
