@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
+from .data.local import FORMAT_KEYS, KIND_KEYS  # noqa: F401 (papa.data.local's; importable here as before)
 from .spec import (
     ALL_CONSTANT,
     BINARY_METRICS,
@@ -501,6 +502,9 @@ def _results_folder(config: dict) -> list[str]:
     if "{" in r or "}" in r:
         errors.append(f"results = {r!r} contains '{{' or '}}', which Snakemake reads as wildcards in every output "
                       f"path; remove them")  # fmt: skip
+    if Path(r).exists() and not Path(r).is_dir():
+        errors.append(f"results = {r!r} is a file (from {Path.cwd()}), not a folder: name the folder the workflow "
+                      f"writes to")  # fmt: skip
     return errors
 
 
@@ -539,23 +543,18 @@ def _source_keys(datasets: dict) -> list[str]:
             owners = " or ".join(f"source: {o}" for o, keys in SOURCE_KEYS.items() if key in keys)
             errors.append(f"datasets.{d}.{key} is a key of {owners}, and this dataset is source: {source}, which "
                           f"does not read it: remove it, or change the source")  # fmt: skip
+        if source == "package":  # a key of the package source that this package dataset does not read
+            from .data.packages import spec_problems
+
+            errors += [f"datasets.{d}: {why}" for why in spec_problems(dc.get("name", d), dc)]
+        elif source == "local" and not dc.get("build"):
+            if not dc.get("train"):
+                errors.append(f"datasets.{d} (source: local) has no train file: give train: <path> (and usually "
+                              f"validation: <path>)")  # fmt: skip
+            if dataset_kind(d, dc) is None:
+                errors.append(f"datasets.{d} (source: local) needs kind: sequence or kind: token (only a known "
+                              f"dataset's name implies it)")  # fmt: skip
     return errors
-
-
-#: Local spec keys only one task kind reads (`papa.data.local.load_local`).
-KIND_KEYS = {
-    "sequence": frozenset({"text_column", "text_b_column", "label_column", "id_column"}),
-    "token": frozenset({"tokens_column", "tags_column", "tag_column", "token_column"}),
-}
-#: Local spec keys only some file formats read, by format (``conll`` reads its columns by position, the others
-#: by name; a key in none of these is read in every format).
-FORMAT_KEYS = {
-    "conll": frozenset({"tag_column", "token_column", "separator"}),
-    "csv": frozenset({"header", "column_names", "tokens_column", "tags_column"}),
-    "tsv": frozenset({"header", "column_names", "tokens_column", "tags_column"}),
-    "json": frozenset({"tokens_column", "tags_column"}),
-    "parquet": frozenset({"tokens_column", "tags_column"}),
-}
 
 
 def _local_format(spec: dict, build_data: dict) -> str | None:
@@ -583,7 +582,7 @@ def _unread_keys(config: dict) -> list[str]:
     ignored, they mean something the data loading then does not do. A local copy of a known pair dataset without
     its second column (`papa.data.local.missing_pair_column`), which would read one sentence of each pair."""
     from .data import DATASETS
-    from .data.local import missing_pair_column
+    from .data.local import missing_pair_column, unread_local_keys
 
     errors = []
     build_data = config.get("build_data") or {}
@@ -594,21 +593,9 @@ def _unread_keys(config: dict) -> list[str]:
             if fmt == "conll" and kind == "sequence":
                 errors.append(f"datasets.{d}: format conll is for token tasks, and {d!r} is a sequence task: set "
                               f"kind: token, or give a csv, tsv, jsonl or parquet file")  # fmt: skip
-            for key in sorted(k for k, v in dc.items() if v is not None):  # null: the key's default, harmless
-                owner = next((k for k, keys in KIND_KEYS.items() if key in keys), None)
-                readers = [f for f, keys in FORMAT_KEYS.items() if key in keys]
-                if owner is not None and kind in KIND_KEYS and owner != kind:
-                    errors.append(f"datasets.{d}.{key} is read by {owner} tasks only, and {d!r} is a {kind} task: "
-                                  f"remove it (or set kind: {owner})")  # fmt: skip
-                elif fmt is not None and readers and fmt not in readers:
-                    errors.append(f"datasets.{d}.{key} is read by format {', '.join(readers)} only, and {d!r} is "
-                                  f"read as {fmt} (its format key, else its train file's suffix): remove it, or "
-                                  f"set format")  # fmt: skip
+            errors += [f"datasets.{d}.{key} {why}" for key, why in unread_local_keys(d, dc, kind, fmt)]
             if why := missing_pair_column(name, dc):
                 errors.append(f"datasets.{d}: {why}")
-            if kind == "sequence" and "label_column" in dc and dc["label_column"] is None and dc.get("labels"):
-                errors.append(f"datasets.{d}.labels names classes, and label_column: null makes {d!r} an unlabeled "
-                              f"corpus: remove labels, or name the label column")  # fmt: skip
             has_validation = bool(dc.get("validation") or dc.get("build"))
         else:
             entry = DATASETS.get(name)
@@ -682,6 +669,12 @@ def _models(models: dict) -> list[str]:
                     near = difflib.get_close_matches(key, sorted(known), n=1)
                     hint = f"did you mean {near[0]!r}?" if near else f"see transformers' {cls.__name__}"
                     errors.append(f"models.{m}.build.config.{key} is not a key of {cls.__name__}: {hint}")
+                if set(overrides) <= known:
+                    from .rehearsal import build_problem
+
+                    why = build_problem(entry["build"]["family"], overrides)
+                    if why:
+                        errors.append(f"models.{m}.build.config cannot build a model: {why}; change the config")
             continue
         path, revision = split_revision(entry)
         if looks_like_path(path) and not Path(path).expanduser().is_dir():
@@ -735,10 +728,35 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
         if run and t in config.get("tasks", {}) and t not in run:  # run empty: an MLM-only config drops nothing
             errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "
                           f"dropped: add {t!r} to a model's model_tasks, or remove it from analyses.tasks")  # fmt: skip
-    if config.get("models") and not probing and not (isinstance(mlm, dict) and mlm.get("models")):
+    scored = set(mlm.get("models") or []) if isinstance(mlm, dict) else set()
+    if config.get("models") and not probing and not scored:
         errors.append("no model runs a task (model_tasks gives each []) and analyses.mlm scores none: nothing to "
                       "run; give a model its tasks in model_tasks")  # fmt: skip
+    elif probing or scored:
+        for m in config.get("models", {}):
+            if m not in probing and m not in scored:
+                errors.append(f"models.{m} runs nothing: model_tasks.{m} is [] and analyses.mlm does not score it; "
+                              f"give it tasks, or remove it")  # fmt: skip
+    selections = config.get("sweep", {}).get("selections") or []
+    if len(selections) > 1 and fractions and not any(is_partial(f) for f in fractions):
+        errors.append(f"sweep.selections lists {', '.join(selections)}, and sweep.fraction_dynamic has no partial "
+                      f"fraction (0 < f < 1), where a head order makes a difference: at 1 and 0 each order would "
+                      f"repeat the same runs; add one (e.g. 0.5), or list one selection")  # fmt: skip
     return errors
+
+
+def _non_finite(value, path: str = "") -> list[str]:
+    """Every number of the config that is not finite (YAML's ``.inf``, ``.nan``): a learning rate or a budget of
+    inf or NaN passes the schema's minimums."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"config key {path!r} is {value}: give a finite number"]
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in _non_finite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [e for i, v in enumerate(value) for e in _non_finite(v, f"{path}[{i}]")]
+    return []
 
 
 def head_count(entry) -> int | None:
@@ -818,6 +836,7 @@ def check_config(config: dict) -> None:
     errors += _unread_keys(config)
     errors += _models(config.get("models", {}))
     errors += _nothing_lost(config, fractions)
+    errors += _non_finite(config)
     for key, value in (config.get("encoding") or {}).items():
         if value == "authors" and config.get("layout") == "standard":
             errors.append(f"encoding.{key}: 'authors' reproduces the authors' papa layout, and layout is standard: "

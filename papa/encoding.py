@@ -412,6 +412,8 @@ def encode(
             if len(lab) != len(w):
                 raise ValueError(f"example {r} has {len(w)} words but {len(labels[r])} labels: token tasks need one "
                                  f"label per word")  # fmt: skip
+    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
+        raise TypeError(f"max_length must be an integer (N word pieces), got {max_length!r}")
     N = int(max_length)
     tpl = special_template(tokenizer, pairs is not None)
     n_special = len(tpl.prefix) + len(tpl.mid) + len(tpl.suffix)

@@ -361,6 +361,25 @@ def model_config(family: str, tokenizer, config: dict | None = None):
     return tf.AutoConfig.for_model(family, **{**config_values(family, config), **ids})
 
 
+def build_problem(family: str, config: dict | None = None) -> str | None:
+    """Why `build_model` would fail (or build no attention) with these config overrides, said before any job:
+    the model is built on torch's meta device (no memory, no weights); None when it builds."""
+    import torch
+    import transformers as tf
+
+    values = {**config_values(family, config), "vocab_size": 100, "pad_token_id": 0}
+    try:
+        cfg = tf.AutoConfig.for_model(family, **values)
+        with torch.device("meta"):
+            getattr(tf, FAMILIES[family][0])(cfg)
+    except Exception as e:  # noqa: BLE001 - transformers' and torch's errors, whatever they are
+        return f"{type(e).__name__}: {' '.join(str(e).split())}"
+    layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
+    if not (isinstance(layers, int) and layers >= 1 and isinstance(heads, int) and heads >= 1):
+        return f"it would have {layers} layers of {heads} heads: PAPA needs attention heads to replace"
+    return None
+
+
 def build_model(family: str, out_dir: str | Path, config: dict | None = None, seed: int = 0,
                 vocab_size: int = 4000, cache_dir: str | Path | None = None) -> Path:  # fmt: skip
     """Build a randomly initialised model of ``family`` with its tokenizer into the folder ``out_dir``.

@@ -1018,3 +1018,23 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
         assert t.splits["train"]["tags"].tolist() == [tags] * 3 and len(t.splits["validation"]) == 2
         assert t.provenance["label_names_source"] == "hub features"
     assert t.label_names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+
+
+def test_the_loader_refuses_keys_its_task_or_format_does_not_read(tmp_path):
+    """What the config check refuses in a workflow (papa.checks), load_task refuses in a notebook: a key that the
+    task kind or the file format does not read, labels beside label_column: null (papa.data.local.unread_local_keys);
+    and a package dataset's key that only another package dataset reads (papa.data.packages.spec_problems)."""
+    p = _csv(tmp_path)
+    base = _seq_spec(p, p)
+    for extra, says in (
+        ({"separator": ";"}, "local task 'x': separator is read by format conll only, and 'x' is read as csv"),
+        ({"tokens_column": "w"}, "local task 'x': tokens_column is read by token tasks only"),
+        ({"label_column": None, "labels": ["a", "b"]}, "local task 'x': labels names classes, and label_column: null"),
+    ):
+        with pytest.raises(D.TaskSpecError, match=says):
+            D.load_task({**base, **extra}, tmp_path)
+    D.load_task({**base, "separator": None}, tmp_path)  # null: the key's default
+    with pytest.raises(D.TaskSpecError, match="'rt_sentiment': chunk_words is read by package dataset wiki only"):
+        D.load_task({"name": "rt_sentiment", "source": "package", "chunk_words": 10}, tmp_path)
+    with pytest.raises(D.TaskSpecError, match=r"min_words \(8\) exceeds chunk_words \(5\)"):
+        D.load_task({"name": "wiki", "source": "package", "chunk_words": 5}, tmp_path)

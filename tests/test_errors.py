@@ -195,6 +195,9 @@ def test_check_config_fails_early_where_the_last_stage_would():
     cfg["sweep"]["fraction_dynamic"] = [1, 0.5, 0.1 + 0.2 - 0.3]  # 0 up to float noise counts
     cfg["model_tasks"] = {"minilm": ["wsj_pos", "rt_sentiment"], "minilm2": ["rt_sentiment"], "minilm3": []}
     cfg["models"]["minilm3"] = cfg["models"]["minilm"]  # [] = an MLM-only model, not in Fig. 3
+    with pytest.raises(ConfigError, match=r"models.minilm3 runs nothing: model_tasks.minilm3 is \[\]"):
+        check_config(cfg)  # ... when the MLM analysis scores it
+    cfg["analyses"]["mlm"] = {"models": ["minilm3"], "dataset": "rt_sentiment"}
     check_config(cfg)
 
 
@@ -769,6 +772,9 @@ def test_the_library_refuses_inputs_beyond_the_positions_and_constants_of_other_
         with pytest.raises(TypeError, match=f"constants must be a papa.ConstantAttention.*{says}"):
             papa.patch(model, wrong, static=static)
     short = papa.encode(tok, ["hello world", "a b"], max_length=16)
+    for wrong in (16.7, "16", True):  # was read as int(16.7) = 16, or accepted as text
+        with pytest.raises(TypeError, match="max_length must be an integer"):
+            papa.encode(tok, ["hello world"], max_length=wrong)
     with torch.no_grad():
         with papa.patch(model, np.full((L, H, 16, 16), 1 / 16), static=static):
             from_numpy = model(**short.model_inputs()).last_hidden_state

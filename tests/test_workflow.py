@@ -516,7 +516,41 @@ INVALID_CONFIGS = [
     (
         lambda c: c["models"].update(minilm="minilm@abc123"),
         "models.minilm = 'minilm@abc123': a revision (@abc123) pins a hub model",
-    ),  # fmt: skip
+    ),
+    (
+        lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"num_attention_heads": 7}}}),
+        "models.tiny.build.config cannot build a model: ValueError: The hidden size (64) is not a multiple",
+    ),
+    (
+        lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"num_hidden_layers": 0}}}),
+        "models.tiny.build.config cannot build a model: it would have 0 layers",
+    ),
+    (
+        lambda c: c["models"].update(minilm2="minilm") or c.update(model_tasks={"minilm2": []}),
+        "models.minilm2 runs nothing: model_tasks.minilm2 is []",
+    ),
+    (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=float("inf")), "'tasks.rt_sentiment.probe.lr' is inf"),
+    (
+        lambda c: c["datasets"]["rt_sentiment"].update(chunk_words=10),
+        "datasets.rt_sentiment: chunk_words is read by package dataset wiki only",
+    ),
+    (
+        lambda c: c["datasets"].update(wiki={"source": "package", "chunk_words": 5}),
+        "datasets.wiki: min_words (8) exceeds chunk_words (5)",
+    ),
+    (
+        lambda c: c["datasets"].update(mine={"source": "local", "train": "x.csv"}),
+        "datasets.mine (source: local) needs kind",
+    ),
+    (
+        lambda c: c["datasets"].update(mine={"source": "local", "kind": "token"}),
+        "datasets.mine (source: local) has no train file",
+    ),
+    (
+        lambda c: c["sweep"].update(selections=["lambda", "random"], fraction_dynamic=[1, 0]),
+        "sweep.selections lists lambda, random, and sweep.fraction_dynamic has no partial fraction",
+    ),
+    (lambda c: c.update(results=str(ROOT / "Snakefile")), "Snakefile' is a file (from"),
     (lambda c: c["tasks"]["wsj_pos"].update(metrics=["f1"]), "tasks.wsj_pos.metrics: 'f1' does not fit"),
     (lambda c: c["tasks"]["rt_sentiment"].update(max_length=600), "max_length = 600 exceeds the 512 positions"),
     (lambda c: c["datasets"].update(rt_sentimnt={"source": "package"}), "unknown package dataset 'rt_sentimnt'"),

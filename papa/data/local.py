@@ -314,6 +314,43 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
     return uniq
 
 
+#: Local spec keys only one task kind reads (`load_local`).
+KIND_KEYS = {
+    "sequence": frozenset({"text_column", "text_b_column", "label_column", "id_column"}),
+    "token": frozenset({"tokens_column", "tags_column", "tag_column", "token_column"}),
+}
+#: Local spec keys only some file formats read, by format (``conll`` reads its columns by position, the others
+#: by name; a key in none of these is read in every format).
+FORMAT_KEYS = {
+    "conll": frozenset({"tag_column", "token_column", "separator"}),
+    "csv": frozenset({"header", "column_names", "tokens_column", "tags_column"}),
+    "tsv": frozenset({"header", "column_names", "tokens_column", "tags_column"}),
+    "json": frozenset({"tokens_column", "tags_column"}),
+    "parquet": frozenset({"tokens_column", "tags_column"}),
+}
+
+
+def unread_local_keys(name: str, spec: dict, kind: str | None, fmt: str | None) -> list[tuple[str, str]]:
+    """(key, why) for each key of a local spec that its task kind (`KIND_KEYS`) or file format (`FORMAT_KEYS`)
+    does not read, and for ``labels`` beside ``label_column: null``: accepted and ignored, they would mean something
+    the loading then does not do. ``kind``, ``fmt``: None where unknown (not checked). A null value is the key's
+    default, harmless."""
+    out = []
+    for key in sorted(k for k, v in spec.items() if v is not None):
+        owner = next((k for k, keys in KIND_KEYS.items() if key in keys), None)
+        readers = [f for f, keys in FORMAT_KEYS.items() if key in keys]
+        if owner is not None and kind in KIND_KEYS and owner != kind:
+            out.append((key, f"is read by {owner} tasks only, and {name!r} is a {kind} task: remove it (or set "
+                             f"kind: {owner})"))  # fmt: skip
+        elif fmt is not None and readers and fmt not in readers:
+            out.append((key, f"is read by format {', '.join(readers)} only, and {name!r} is read as {fmt} (its "
+                             f"format key, else its train file's suffix): remove it, or set format"))  # fmt: skip
+    if kind == "sequence" and "label_column" in spec and spec["label_column"] is None and spec.get("labels"):
+        out.append(("labels", f"names classes, and label_column: null makes {name!r} an unlabeled corpus: remove "
+                              f"labels, or name the label column"))  # fmt: skip
+    return out
+
+
 def missing_pair_column(name: str, spec: dict) -> str | None:
     """Why a local copy of a known sentence-pair dataset (MRPC, MNLI) without ``text_b_column`` would be wrong: it
     takes the registry's labels, and would read one sentence of each pair. None when it is not that."""
@@ -344,6 +381,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
     if why := missing_pair_column(name, spec):
         raise TaskSpecError(why)
+    unread = unread_local_keys(name, spec, kind, _file_format(spec, Path(spec["train"])))
+    if unread:
+        raise TaskSpecError("; ".join(f"local task {name!r}: {key} {why}" for key, why in unread))
     files = {k: Path(spec[k]).expanduser() for k in LOCAL_FILE_KEYS if spec.get(k)}
     for split, p in files.items():
         if not p.is_file():

@@ -28,6 +28,26 @@ if TYPE_CHECKING:
 
 #: Spec keys the package readers take (besides those of every source, `papa.data.task.COMMON_KEYS`).
 SPEC_KEYS = frozenset({"chunk_words", "min_words"})
+#: The package datasets that read them (the others read none).
+DATASET_KEYS = {"wiki": SPEC_KEYS}
+#: Their defaults (`parse_wiki`).
+CHUNK_DEFAULTS = {"chunk_words": 100, "min_words": 8}
+
+
+def spec_problems(name: str, spec: dict) -> list[str]:
+    """What is wrong with a package dataset's own keys, before anything loads: a key its reader does not read
+    (``chunk_words`` on ``rt_sentiment``), ``min_words`` above ``chunk_words`` (every chunk would be dropped)."""
+    problems = []
+    for key in sorted(set(spec) & SPEC_KEYS - DATASET_KEYS.get(name, frozenset())):
+        readers = ", ".join(d for d, keys in DATASET_KEYS.items() if key in keys)
+        problems.append(f"{key} is read by package dataset {readers} only, and {name!r} does not read it: remove it")
+    if name in DATASET_KEYS:
+        words = {k: spec.get(k, v) for k, v in CHUNK_DEFAULTS.items()}
+        if all(isinstance(v, int) for v in words.values()) and words["min_words"] > words["chunk_words"]:
+            problems.append(f"min_words ({words['min_words']}) exceeds chunk_words ({words['chunk_words']}), so "
+                            f"every chunk would be dropped: lower min_words (default 8), or raise "
+                            f"chunk_words")  # fmt: skip
+    return problems
 
 
 def raw_file(task: str, f: PinnedFile, cache_dir: str | Path) -> tuple[Path, dict]:
@@ -52,6 +72,9 @@ def raw_file(task: str, f: PinnedFile, cache_dir: str | Path) -> tuple[Path, dic
 
 def load_package(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], dict, dict]:
     """(kind, label names, {"train": frame}, provenance) of package dataset ``ds``."""
+    problems = spec_problems(ds.name, spec)
+    if problems:
+        raise TaskSpecError(f"package dataset {ds.name!r}: {problems[0]}")
     path, prov = raw_file(ds.name, ds.source.file, cache_dir)
     df, extra = ds.source.parse(path, spec, list(ds.labels))
     prov.update(extra)
@@ -159,10 +182,8 @@ def parse_wiki(path: Path, spec: dict, labels: list[str]) -> tuple[pd.DataFrame,
     Spec options ``chunk_words`` (default 100): the most words a chunk holds;
     ``min_words`` (default 8): shorter chunks are dropped (and counted).
     """
-    chunk_words = positive_int(spec, "chunk_words", 100)
-    min_words = positive_int(spec, "min_words", 8)
-    if min_words > chunk_words:
-        raise TaskSpecError(f"min_words ({min_words}) must not exceed chunk_words ({chunk_words})")
+    chunk_words = positive_int(spec, "chunk_words", CHUNK_DEFAULTS["chunk_words"])
+    min_words = positive_int(spec, "min_words", CHUNK_DEFAULTS["min_words"])
     ids, texts, groups = [], [], []
     n_pages = n_articles = n_redirects = n_other_ns = n_short = 0
     with bz2.open(path, "rb") as f:
