@@ -180,8 +180,12 @@ def unknown_keys(config: dict, schema: dict) -> list[str]:
     for error in validator_for(schema)(schema).iter_errors(config):
         if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
             continue
-        known = sorted(error.schema.get("properties") or {})
         where = ".".join(str(p) for p in error.absolute_path)
+        # the keys to offer: not a deprecated name (sweep.fractions), nor the probe block's seed (check_config
+        # refuses it there: the probes' seeds are sweep.seeds)
+        hidden = {old for section, old, _ in RENAMED_KEYS if section == where}
+        hidden |= {"seed"} if where.startswith("tasks.") and where.endswith(".probe") else set()
+        known = sorted(set(error.schema.get("properties") or {}) - hidden)
         for key in sorted(set(error.instance) - set(known), key=str):
             near = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
@@ -547,7 +551,7 @@ def _source_keys(datasets: dict) -> list[str]:
             from .data.packages import spec_problems
 
             errors += [f"datasets.{d}: {why}" for why in spec_problems(dc.get("name", d), dc)]
-        elif source == "local" and not dc.get("build"):
+        if source == "local" and not dc.get("build"):
             if not dc.get("train"):
                 errors.append(f"datasets.{d} (source: local) has no train file: give train: <path> (and usually "
                               f"validation: <path>)")  # fmt: skip
@@ -559,8 +563,8 @@ def _source_keys(datasets: dict) -> list[str]:
 
 def _local_format(spec: dict, build_data: dict) -> str | None:
     """The file format a local dataset is read in (`papa.data.local`: ``format``, else the train file's suffix;
-    a built dataset's train file is the one rule build_data writes), None when unknown before loading."""
-    from .data.errors import TaskSpecError
+    a built dataset's train file is the one rule build_data writes), None when unknown before loading; a
+    `papa.data.TaskSpecError` when it cannot be read in any (an unknown format, a suffix that names none)."""
     from .data.local import _file_format
 
     train = spec.get("train")
@@ -570,10 +574,7 @@ def _local_format(spec: dict, build_data: dict) -> str | None:
         train = SHAPES.get(build_data[spec["build"]].get("shape"), {}).get("train")
     if not spec.get("format") and not train:
         return None
-    try:
-        return _file_format(spec, Path(train or "."))
-    except TaskSpecError:
-        return None  # load_task names the file and the formats
+    return _file_format(spec, Path(train or "."))  # a TaskSpecError names the file and the formats
 
 
 def _unread_keys(config: dict) -> list[str]:
@@ -582,6 +583,7 @@ def _unread_keys(config: dict) -> list[str]:
     ignored, they mean something the data loading then does not do. A local copy of a known pair dataset without
     its second column (`papa.data.local.missing_pair_column`), which would read one sentence of each pair."""
     from .data import DATASETS
+    from .data.errors import TaskSpecError
     from .data.local import missing_pair_column, unread_local_keys
 
     errors = []
@@ -589,7 +591,12 @@ def _unread_keys(config: dict) -> list[str]:
     for d, dc in (config.get("datasets") or {}).items():
         name = dc.get("name", d)
         if dc.get("source") == "local":
-            kind, fmt = dataset_kind(d, dc), _local_format(dc, build_data)
+            kind = dataset_kind(d, dc)
+            try:
+                fmt = _local_format(dc, build_data)
+            except TaskSpecError as e:  # an unknown format, a suffix that names none: before prepare_data fails
+                errors.append(f"datasets.{d}: {e}")
+                fmt = None
             if fmt == "conll" and kind == "sequence":
                 errors.append(f"datasets.{d}: format conll is for token tasks, and {d!r} is a sequence task: set "
                               f"kind: token, or give a csv, tsv, jsonl or parquet file")  # fmt: skip

@@ -646,7 +646,11 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read():
     assert "datasets.mine.labels names classes, and label_column: null" in problems(
         {**seq, "label_column": None, "labels": ["a", "b"]}
     )
-    # what each kind and format reads is fine, and a key on a file whose format is unknown before loading
+    # a format that a file's name does not tell: asked for before any job (load_task would ask in prepare_data)
+    assert 'datasets.mine: cannot tell the format of t.txt from its name; set "format"' in problems(
+        {**tok, "train": "t.txt", "tag_column": 1}
+    )
+    # what each kind and format reads is fine
     cfg = _config()
     cfg["datasets"].update(
         a={**seq, "separator": None, "text_column": "s", "header": False, "column_names": ["s", "label"]},
@@ -654,7 +658,6 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read():
         c={**tok, "train": "t.jsonl", "tokens_column": "words", "tags_column": "ner"},
         d={**seq, "validation_fraction": 0.1},
         e={"source": "package", "name": "hedge", "validation_fraction": 0.3},
-        f={**tok, "train": "t.txt", "tag_column": 1},  # format unknown: load_task asks for it
     )
     check_config(cfg)
     built = yaml_config("rehearsal.yaml")  # built data: the files rule build_data writes (tsv, conll)

@@ -551,6 +551,23 @@ INVALID_CONFIGS = [
         "sweep.selections lists lambda, random, and sweep.fraction_dynamic has no partial fraction",
     ),
     (lambda c: c.update(results=str(ROOT / "Snakefile")), "Snakefile' is a file (from"),
+    (
+        lambda c: c["datasets"].update(mine={"source": "local", "kind": "token", "train": "x.txt"}),
+        'datasets.mine: cannot tell the format of x.txt from its name; set "format"',
+    ),
+    # the keys offered are the ones to use: not the deprecated sweep.fractions, nor a probe seed (refused there)
+    (
+        lambda c: c["sweep"].update(fractionz=[1]),
+        "did you mean 'fraction_dynamic'? the keys allowed under sweep are batch_order, constants, fraction_dynamic, "
+        "seeds, selections",
+    ),
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(sed=1),
+        "allowed under tasks.rt_sentiment.probe are "
+        "backbone_dropout, batch_size, dropout, epochs, "
+        "extra_lr, init, lr, max_grad_norm, max_train, "
+        "weight_decay",
+    ),  # fmt: skip
     (lambda c: c["tasks"]["wsj_pos"].update(metrics=["f1"]), "tasks.wsj_pos.metrics: 'f1' does not fit"),
     (lambda c: c["tasks"]["rt_sentiment"].update(max_length=600), "max_length = 600 exceeds the 512 positions"),
     (lambda c: c["datasets"].update(rt_sentimnt={"source": "package"}), "unknown package dataset 'rt_sentimnt'"),
