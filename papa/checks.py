@@ -221,15 +221,19 @@ def _schema_error_line(error) -> str:
                 f"the key has defaults, delete it")  # fmt: skip
     expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
     if kind == "type" and isinstance(value, str) and {"number", "integer"} & set(expected):
-        try:
-            number = float(value)
-        except ValueError:
-            pass
-        else:
-            if "e" in value.lower() and "." not in value.lower().split("e")[0]:
-                return (f"{key} is the text {value!r}, not a number: YAML reads exponent notation as a number only "
-                        f"with a dot in it; write {number!r} or {value.lower().replace('e', '.0e', 1)}")  # fmt: skip
+        import re
+
+        import yaml
+
+        unquoted = yaml.safe_load(value) if value.strip() else None  # what the text reads as, without quotes
+        if isinstance(unquoted, (int, float)) and not isinstance(unquoted, bool):
             return f"{key} is the text {value!r}, not a number: write it without quotes"
+        m = re.fullmatch(r"\s*([-+]?)(\d+)(?:\.(\d*))?[eE]([-+]?)(\d+)\s*", value)
+        if m:  # YAML 1.1 (PyYAML, Snakemake) reads exponent notation as a number with a dot and a signed exponent
+            sign, whole, fraction, exp_sign, exp = m.groups()
+            fixed = f"{sign}{whole}.{fraction or 0}e{exp_sign or '+'}{exp}"
+            return (f"{key} is the text {value!r}, not a number: YAML reads exponent notation as a number only "
+                    f"with a dot and a signed exponent; write {fixed}")  # fmt: skip
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         return f"{key} lacks the key {missing!r}, which has no default: add it"
@@ -298,10 +302,16 @@ def read_config_file(path) -> dict:
 
 def check_config_files(paths) -> None:
     """`read_config_file` of each config file given to the workflow (``--configfile``, the Snakefile's default),
-    for what Snakemake's reading lets through: a key given twice. JSON files are Snakemake's alone."""
+    for what Snakemake's reading lets through: a key given twice. JSON files are Snakemake's alone; an empty file
+    (comments only) adds nothing, as Snakemake reads it."""
     for path in paths:
-        if Path(path).suffix.lower() != ".json":
+        if Path(path).suffix.lower() == ".json":
+            continue
+        try:
             read_config_file(path)
+        except ConfigError as e:
+            if " is empty: " not in str(e):  # an override file with comments only adds nothing, as Snakemake reads it
+                raise
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:

@@ -284,15 +284,25 @@ def source_commit() -> dict | None:
     try:
         run = functools.partial(subprocess.run, cwd=root, capture_output=True, text=True, timeout=30, check=True)
         commit = run(["git", "rev-parse", "HEAD"]).stdout.strip()
-        dirty = bool(run(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip())
+        # --no-optional-locks: git status would otherwise take .git/index.lock to refresh the index, and a user's
+        # own git command in the checkout would fail beside hundreds of jobs
+        status = ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]
+        dirty = bool(run(status).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit, "dirty": dirty}
 
 
+#: Files from this size on have their digest kept on disk (`file_digest`): a model's weights, read by hundreds of
+#: jobs, are hashed once per version, not once per job.
+DIGEST_CACHE_BYTES = 64 << 20
+
+
 def file_digest(path: str | Path) -> str:
     """``sha256:<hex>`` of a file; of a folder, of its files' relative paths and digests, in sorted order
-    (a model or data folder a job reads). Computed once per file state (path, size, modification time)."""
+    (a model or data folder a job reads). Computed once per file state (path, inode, size, modification and
+    change times) in a process; a file of `DIGEST_CACHE_BYTES` or more once per state on this machine too
+    (``$PAPA_CACHE/digests``, `papa.data.default_cache_dir`)."""
     path = Path(path)
     if path.is_dir():
         import hashlib
@@ -302,18 +312,34 @@ def file_digest(path: str | Path) -> str:
             h.update(f"{f.relative_to(path).as_posix()}\0{file_digest(f)}\n".encode())
         return f"sha256:{h.hexdigest()}"
     st = path.stat()
-    return _file_digest(str(path), st.st_size, st.st_mtime_ns)
+    return _file_digest(str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
     import hashlib
 
+    kept = None
+    if size >= DIGEST_CACHE_BYTES:  # kept on disk, keyed by the file's state: another state is another entry
+        from .data.downloads import default_cache_dir
+
+        key = hashlib.sha256(f"{path}\0{ino}\0{size}\0{mtime_ns}\0{ctime_ns}".encode()).hexdigest()
+        kept = default_cache_dir() / "digests" / key
+        with contextlib.suppress(OSError):
+            digest = kept.read_text().strip()
+            if digest.startswith("sha256:"):
+                return digest
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return f"sha256:{h.hexdigest()}"
+    digest = f"sha256:{h.hexdigest()}"
+    if kept is not None:
+        with contextlib.suppress(OSError):  # a cache that cannot be written costs the next job a hash, no more
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(kept) as tmp:
+                tmp.write_text(digest + "\n")
+    return digest
 
 
 def input_digests(paths) -> dict[str, str]:

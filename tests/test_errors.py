@@ -2,6 +2,7 @@
 you can trust)."""
 
 import os
+import re
 
 import pandas as pd
 import pytest
@@ -719,6 +720,9 @@ def test_a_config_file_is_read_strictly(tmp_path):
         path = tmp_path / name
         path.write_text(text)
         for read in (read_config_file, load_config, lambda p: check_config_files([p])):
+            if name == "empty.yaml" and read not in (read_config_file, load_config):
+                read(path)  # an override file of comments adds nothing, as Snakemake reads it
+                continue
             with pytest.raises(ConfigError, match=says):
                 read(path)
     merged = tmp_path / "merged.yaml"
@@ -784,3 +788,19 @@ def test_the_library_refuses_inputs_beyond_the_positions_and_constants_of_other_
         with papa.patch(model, torch.full((L, H, 16, 16), 1 / 16), static=static):
             from_torch = model(**short.model_inputs()).last_hidden_state
     torch.testing.assert_close(from_numpy, from_torch, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("text", ["1e-3", "5e-5", "1e5", "1.5e3", "1.0e5", "-2E-4", "3e+2"])
+def test_a_number_yaml_read_as_text_gets_a_spelling_yaml_reads_as_that_number(text):
+    """YAML 1.1 (PyYAML, Snakemake) reads exponent notation as a number only with a dot and a signed exponent:
+    the message's spelling must read back as the number meant."""
+    import yaml
+
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    cfg["tasks"]["rt_sentiment"]["probe"]["lr"] = text
+    with pytest.raises(ConfigError, match=f"is the text '{re.escape(text)}', not a number") as e:
+        validate_config(cfg)
+    fixed = str(e.value).rsplit("write ", 1)[1]
+    assert isinstance(yaml.safe_load(fixed), float) and yaml.safe_load(fixed) == float(text), fixed

@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -231,9 +230,8 @@ def test_file_digests_follow_the_bytes(tmp_path):
     f = tmp_path / "a.bin"
     f.write_bytes(b"abc")
     assert file_digest(f) == "sha256:" + hashlib.sha256(b"abc").hexdigest()
-    time.sleep(0.01)
-    f.write_bytes(b"abd")  # rewritten in place: another state, another digest (not the cached one)
-    assert file_digest(f) == "sha256:" + hashlib.sha256(b"abd").hexdigest()
+    f.write_bytes(b"abcd")  # rewritten in place: another state, another digest (not the cached one)
+    assert file_digest(f) == "sha256:" + hashlib.sha256(b"abcd").hexdigest()
     folder = tmp_path / "model"
     (folder / "sub").mkdir(parents=True)
     (folder / "config.json").write_text("{}")
@@ -242,6 +240,33 @@ def test_file_digests_follow_the_bytes(tmp_path):
     (folder / "sub" / "w.bin").rename(folder / "w.bin")  # same bytes, another layout
     assert file_digest(folder) != before
     assert input_digests([f, folder]) == {str(f): file_digest(f), str(folder): file_digest(folder)}
+
+
+def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
+    """A model's weights, read by hundreds of jobs, are hashed once per state of the file (papa.io.file_digest keeps
+    the digest of a large file under $PAPA_CACHE/digests); a new state (rewritten, touched) is hashed again."""
+    import hashlib
+
+    from papa import io as papa_io
+
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(papa_io, "DIGEST_CACHE_BYTES", 4)
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"weights")
+    real = "sha256:" + hashlib.sha256(b"weights").hexdigest()
+    assert papa_io.file_digest(f) == real
+    (kept,) = (tmp_path / "cache" / "digests").iterdir()
+    kept.write_text("sha256:kept\n")  # what another job hashed: read, not computed again
+    papa_io._file_digest.cache_clear()
+    assert papa_io.file_digest(f) == "sha256:kept"
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # another state of the file
+    assert papa_io.file_digest(f) == real
+    monkeypatch.setattr(papa_io, "DIGEST_CACHE_BYTES", 1 << 40)  # a small file: hashed, nothing kept
+    g = tmp_path / "small.bin"
+    g.write_bytes(b"x")
+    papa_io.file_digest(g)
+    assert len(list((tmp_path / "cache" / "digests").iterdir())) == 2
 
 
 def test_the_environment_names_the_checkout():

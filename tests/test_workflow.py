@@ -505,8 +505,19 @@ INVALID_CONFIGS = [
     (
         lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr="1e-3"),
         "'tasks.rt_sentiment.probe.lr' is the text '1e-3', not a number: YAML reads exponent notation as a number "
-        "only with a dot in it; write 0.001 or 1.0e-3",
+        "only with a dot and a signed exponent; write 1.0e-3",
     ),
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr="1.5e3"),
+        "is the text '1.5e3', not a number: YAML "
+        "reads exponent notation as a number only "
+        "with a dot and a signed exponent; write "
+        "1.5e+3",
+    ),  # fmt: skip
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr="0.5"),
+        "is the text '0.5', not a number: write it without quotes",
+    ),  # fmt: skip
     (lambda c: c["sweep"].update(constants=["averag@wiki"]), "'sweep.constants[0]': Constants spec 'averag@wiki'"),
     # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
     (

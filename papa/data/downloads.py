@@ -11,6 +11,7 @@ something that looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -72,6 +73,19 @@ class PinnedFile:
         return Path(self.members[-1]).name
 
 
+@contextlib.contextmanager
+def _only_writer(target: Path):
+    """Hold an exclusive lock on ``target``'s lock file (``.<name>.lock`` beside it) while writing it: jobs that
+    need one cached file at once (the two split jobs of a dataset) write it one after the other, the later
+    finding it done, instead of clearing each other's temporaries (`papa.io.atomic_path`)."""
+    import fcntl
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def fetch_pinned(a: PinnedArchive, cache_dir: str | Path) -> Path:
     """The pinned archive ``a`` in ``<cache_dir>/downloads``, downloaded with pip if absent.
 
@@ -79,8 +93,12 @@ def fetch_pinned(a: PinnedArchive, cache_dir: str | Path) -> Path:
     `DataIntegrityError` when the file is not the pinned one (sha256).
     """
     dl = Path(cache_dir) / "downloads"
-    dl.mkdir(parents=True, exist_ok=True)
     target = dl / a.filename
+    with _only_writer(target):
+        return _fetch_pinned(a, dl, target)
+
+
+def _fetch_pinned(a: PinnedArchive, dl: Path, target: Path) -> Path:
     if target.exists():
         got = sha256_file(target)
         if got != a.sha256:
@@ -149,6 +167,13 @@ def fetch_member(f: PinnedFile, out: str | Path, cache_dir: str | Path) -> Path:
     out = Path(out)
     if out.exists() and sha256_file(out) == f.sha256:
         return out
+    with _only_writer(out):
+        if out.exists() and sha256_file(out) == f.sha256:  # another job extracted it while we waited
+            return out
+        return _extract_member(f, out, cache_dir)
+
+
+def _extract_member(f: PinnedFile, out: Path, cache_dir: str | Path) -> Path:
     # Absent, or a stale or damaged extraction: (re)extract it from the verified archive.
     data: bytes | Path = fetch_pinned(f.archive, cache_dir)
     for member in f.members:

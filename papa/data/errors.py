@@ -26,8 +26,10 @@ def require_columns(needed: list[str], available: list[str], where: str, keys: d
 
 
 def positive_int(spec: dict, key: str, default=None) -> int | None:
-    """``spec[key]`` (or ``default``) as a positive int, None when unset; anything else is a `TaskSpecError`."""
-    v = spec.get(key, default)
+    """``spec[key]`` (or ``default`` where it is unset or null) as a positive int, None when both are; anything
+    else is a `TaskSpecError`."""
+    v = spec.get(key)
+    v = default if v is None else v
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:

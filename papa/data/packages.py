@@ -38,11 +38,12 @@ def spec_problems(name: str, spec: dict) -> list[str]:
     """What is wrong with a package dataset's own keys, before anything loads: a key its reader does not read
     (``chunk_words`` on ``rt_sentiment``), ``min_words`` above ``chunk_words`` (every chunk would be dropped)."""
     problems = []
-    for key in sorted(set(spec) & SPEC_KEYS - DATASET_KEYS.get(name, frozenset())):
+    given = {k for k, v in spec.items() if v is not None}  # null: the key's default, harmless
+    for key in sorted(given & SPEC_KEYS - DATASET_KEYS.get(name, frozenset())):
         readers = ", ".join(d for d, keys in DATASET_KEYS.items() if key in keys)
         problems.append(f"{key} is read by package dataset {readers} only, and {name!r} does not read it: remove it")
     if name in DATASET_KEYS:
-        words = {k: spec.get(k, v) for k, v in CHUNK_DEFAULTS.items()}
+        words = {k: v if spec.get(k) is None else spec[k] for k, v in CHUNK_DEFAULTS.items()}
         if all(isinstance(v, int) for v in words.values()) and words["min_words"] > words["chunk_words"]:
             problems.append(f"min_words ({words['min_words']}) exceeds chunk_words ({words['chunk_words']}), so "
                             f"every chunk would be dropped: lower min_words (default 8), or raise "

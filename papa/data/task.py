@@ -124,8 +124,9 @@ class TaskData:
 
     def save_split(self, split: str, path: str | Path) -> Path:
         """Write one split to ``path`` (atomically), a Parquet file that describes itself: its rows, and under
-        the key ``papa.task`` (`SPLIT_META_KEY`) of its metadata the task's name, kind, label names and
-        provenance (`read_split` reads it alone). Returns ``path``."""
+        the key ``papa.task`` (`SPLIT_META_KEY`) of its metadata the task's name, kind, label names, provenance
+        and the splits saved with it (``task_splits``: a folder missing one of them is incomplete). `read_split`
+        reads it alone. Returns ``path``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -134,7 +135,7 @@ class TaskData:
         df = normalize_frame(self[split], self.kind)
         meta = {"format_version": META_VERSION, "name": self.name, "kind": self.kind,
                 "label_names": list(self.label_names), "split": split, "rows": int(len(df)),
-                "provenance": _jsonable(self.provenance)}  # fmt: skip
+                "task_splits": list(self.splits), "provenance": _jsonable(self.provenance)}  # fmt: skip
         table = pa.Table.from_pandas(df, schema=_arrow_schema(self.kind), preserve_index=False)
         table = table.replace_schema_metadata(
             {**(table.schema.metadata or {}), SPLIT_META_KEY: json.dumps(meta, ensure_ascii=False).encode("utf-8")}
@@ -148,53 +149,69 @@ class TaskData:
     @classmethod
     def read_split(cls, path: str | Path) -> TaskData:
         """Read a file written by `save_split` into a `TaskData` holding that one split."""
-        meta, df = _read_split_file(Path(path))
+        path = Path(path)
+        meta = _split_meta(path)
         if meta is None:
             raise ValueError(
                 f"{path} does not describe itself (no {SPLIT_META_KEY.decode()} metadata): it was written by an "
                 f"older papa; read its folder with TaskData.read, or prepare it again"
             )
+        df = _read_rows(path, meta)
         return cls(meta["name"], meta["kind"], list(meta["label_names"]), {meta["split"]: df}, meta["provenance"])
 
     @classmethod
     def read(cls, out_dir: str | Path, splits=None) -> TaskData:
-        """Read a folder written by `TaskData.save` (or split files written by `save_split`, the workflow's)
-        back into an identical `TaskData`; ``splits`` (names) reads only those (the others' files are not
-        opened), None = every split.
+        """Read a folder written by `TaskData.save`, or split files written by `save_split` (the workflow's, a
+        job per split), back into an identical `TaskData`; ``splits`` (names) reads only those (the others'
+        files are not opened), None = every split of the folder.
 
         A split file that describes itself is read as it says; ``meta.json`` describes the others (files of an
-        older papa). Where the splits' provenances differ (the workflow prepares each split with its own spec,
-        `split_spec`), ``provenance`` is ``{"by_split": {split: provenance}}``."""
+        older papa); other Parquet files are not the task's. Splits saved together (`save`) share their
+        provenance; splits saved apart (the workflow's, each with its own spec, `split_spec`) give
+        ``provenance = {"by_split": {split: provenance}}``.
+
+        Raises:
+            FileNotFoundError: nothing of a task is there, or a split saved with the others is missing.
+            DataIntegrityError: a file's rows or split name are not what its description says, or the splits
+                disagree on the task (name, kind, labels)."""
         out_dir = Path(out_dir)
         meta_path = out_dir / META_FILE
         folder = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else None
-        files = {p.stem for p in out_dir.glob("*.parquet")} if out_dir.is_dir() else set()
-        available = sorted(files | set(folder["splits"] if folder else ()), key=_split_order)
+        listed = dict(folder["splits"]) if folder else {}
+        candidates = splits if splits is not None else [p.stem for p in out_dir.glob("*.parquet")]
+        described = {s: m for s in candidates if (out_dir / f"{s}.parquet").is_file()
+                     and (m := _split_meta(out_dir / f"{s}.parquet")) is not None}  # fmt: skip
+        for split, meta in described.items():
+            if meta["split"] != split:
+                raise DataIntegrityError(
+                    f"{out_dir / (split + '.parquet')} holds split {meta['split']!r}: a file was renamed; "
+                    f"prepare the dataset again"
+                )
+        available = sorted(set(described) | set(listed), key=_split_order)
         if not available:
             raise FileNotFoundError(
-                f"{meta_path} not found: {out_dir} was not written by papa.data.TaskData.save / save_task "
-                f"(or is incomplete)"
+                f"{out_dir} holds no split of a task: neither {META_FILE} nor a split file written by "
+                f"papa.data.TaskData.save / save_task / save_split (or prepare_data)"
             )
         if splits is not None:
             missing = sorted(set(splits) - set(available))
             if missing:
                 raise ValueError(f"{out_dir} has no split {', '.join(missing)}; it has {available}")
+        else:  # a folder saved with splits that are not there: written only in part
+            for split, meta in described.items():
+                lost = sorted(set(meta.get("task_splits", [split])) - set(available))
+                if lost:
+                    raise FileNotFoundError(
+                        f"{out_dir} is incomplete: {split}.parquet was saved with the split(s) {', '.join(lost)}, "
+                        f"which are not there; save the task again"
+                    )
         metas, frames = {}, {}
         for split in [s for s in available if splits is None or s in splits]:
             path = out_dir / f"{split}.parquet"
-            meta, df = _read_split_file(path)
-            if meta is None:
-                if folder is None or split not in folder["splits"]:
-                    raise FileNotFoundError(
-                        f"{path} does not describe itself and {meta_path} is not there: {out_dir} was not written "
-                        f"by papa.data.TaskData.save / save_task (or is incomplete)"
-                    )
-                n = folder["splits"][split]
-                if len(df) != n:
-                    raise DataIntegrityError(f"{path} has {len(df)} rows, meta.json says {n}")
-                meta = {**folder, "split": split, "rows": n}
-                df = normalize_frame(df, meta["kind"])
-            metas[split], frames[split] = meta, df
+            meta = described.get(split)
+            if meta is None:  # an older papa's file: meta.json says what it is
+                meta = {**folder, "split": split, "rows": listed[split], "task_splits": list(listed)}
+            metas[split], frames[split] = meta, _read_rows(path, meta, META_FILE if split not in described else None)
         first = next(iter(metas.values()))
         for split, meta in metas.items():
             for key in ("name", "kind", "label_names"):
@@ -203,9 +220,9 @@ class TaskData:
                         f"the splits of {out_dir} disagree on the task's {key}: {first[key]!r} ({first['split']}), "
                         f"{meta[key]!r} ({split}); prepare them again from one spec"
                     )
-        provenances = {split: meta["provenance"] for split, meta in metas.items()}
-        same = all(p == first["provenance"] for p in provenances.values())
-        provenance = first["provenance"] if same else {"by_split": provenances}
+        together = all(m["provenance"] == first["provenance"] and m["task_splits"] == first["task_splits"]
+                       for m in metas.values())  # fmt: skip
+        provenance = first["provenance"] if together else {"by_split": {s: m["provenance"] for s, m in metas.items()}}
         return cls(first["name"], first["kind"], list(first["label_names"]), frames, provenance)
 
 
@@ -213,18 +230,18 @@ def _split_order(split: str):
     return (0, PREPARED_SPLITS.index(split), "") if split in PREPARED_SPLITS else (1, 0, split)
 
 
-def _read_split_file(path: Path) -> tuple[dict | None, pd.DataFrame]:
-    """(its `SPLIT_META_KEY` metadata or None, its rows, normalised where the metadata gives the kind)."""
-    table = parquet_file(path).read()
-    raw = (table.schema.metadata or {}).get(SPLIT_META_KEY)
-    df = pd.DataFrame(table.to_pydict())
-    if raw is None:
-        return None, df
-    meta = json.loads(raw.decode("utf-8"))
-    df = normalize_frame(df, meta["kind"])
+def _split_meta(path: Path) -> dict | None:
+    """A split file's own description (its `SPLIT_META_KEY` metadata; the schema only, no rows), or None."""
+    raw = (parquet_file(path).schema_arrow.metadata or {}).get(SPLIT_META_KEY)
+    return None if raw is None else json.loads(raw.decode("utf-8"))
+
+
+def _read_rows(path: Path, meta: dict, described_by: str | None = None) -> pd.DataFrame:
+    """A split file's rows, normalised to ``meta``'s kind, checked against its row count."""
+    df = normalize_frame(pd.DataFrame(parquet_file(path).read().to_pydict()), meta["kind"])
     if len(df) != meta["rows"]:
-        raise DataIntegrityError(f"{path} has {len(df)} rows, its metadata says {meta['rows']}")
-    return meta, df
+        raise DataIntegrityError(f"{path} has {len(df)} rows, {described_by or 'its metadata'} says {meta['rows']}")
+    return df
 
 
 def split_spec(spec: dict, split: str) -> dict:
