@@ -428,6 +428,7 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
         [
             "build_model",
             "build_data",
+            "prepare_data",  # a job per split
             "prepare_data",
             "tokenize",
             "tokenize",

@@ -903,4 +903,6 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     for rule, kinds in (("data_free_constants", spec.DATA_FREE), ("average_attention", spec.DATA_KINDS)):
         built = {j["wildcards"]["kind"] for j in by_rule[rule]}
         assert built and built <= set(kinds), (rule, built)
-    assert len(jobs) == 1413  # 1,265 before trained constants ran a job per seed (74 runs x 2 more)
+    # 1,413 before each dataset split got its own prepare_data job (7 datasets), 1,265 before trained constants
+    # ran a job per seed (74 runs x 2 more)
+    assert len(jobs) == 1420
