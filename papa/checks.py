@@ -258,10 +258,11 @@ def load_config(path, warn=None) -> dict:
     return validate_config(read_config_file(path), warn)
 
 
-def read_config_file(path) -> dict:
+def read_config_file(path, allow_empty: bool = False) -> dict:
     """A YAML config file as a dict, or a `ConfigError`: a key given twice in one mapping (YAML keeps the later
-    one without a word, so a task, a seed list or a learning rate would be lost), a file that is empty or not a
-    mapping. The workflow checks its config files with it before Snakemake's reading of them is used."""
+    one without a word, so a task, a seed list or a learning rate would be lost), a file that is not a mapping or
+    (unless ``allow_empty``: then ``{}``) is empty. The workflow checks its config files with it before
+    Snakemake's reading of them is used."""
     import yaml
 
     twice = []
@@ -294,6 +295,8 @@ def read_config_file(path) -> dict:
         raise ConfigError(f"{path} is not valid YAML: {e}") from None
     if twice:
         raise ConfigError("\n".join(twice))
+    if config is None and allow_empty:
+        return {}
     if not isinstance(config, dict):
         got = "empty" if config is None else f"a {type(config).__name__}"
         raise ConfigError(f"{path} is {got}: a config is a mapping of keys (models, datasets, tasks, sweep, ...)")
@@ -305,13 +308,8 @@ def check_config_files(paths) -> None:
     for what Snakemake's reading lets through: a key given twice. JSON files are Snakemake's alone; an empty file
     (comments only) adds nothing, as Snakemake reads it."""
     for path in paths:
-        if Path(path).suffix.lower() == ".json":
-            continue
-        try:
-            read_config_file(path)
-        except ConfigError as e:
-            if " is empty: " not in str(e):  # an override file with comments only adds nothing, as Snakemake reads it
-                raise
+        if Path(path).suffix.lower() != ".json":
+            read_config_file(path, allow_empty=True)
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:
@@ -544,7 +542,9 @@ def _scratch_folder(config: dict) -> list[str]:
 
 def _source_keys(datasets: dict) -> list[str]:
     """Keys of a dataset entry that its ``source`` does not read (``train:`` under ``source: package`` loads the
-    package corpus, not the file): each belongs to another source, so the entry means something else."""
+    package corpus, not the file): each belongs to another source, so the entry means something else. Also what
+    each source asks of its own keys: a package dataset's (`papa.data.packages.spec_problems`), a local dataset's
+    train file and kind."""
     from .data.task import COMMON_KEYS, SOURCE_KEYS
 
     errors = []
@@ -709,12 +709,12 @@ def _models(models: dict) -> list[str]:
             errors.append(f"models.{m} = {entry!r} has no config.json: not a transformers model folder (save one "
                           f"with model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
             continue
+        cfg = _local_config(entry)
         near = None if "/" in str(path) or folder else alias_near(path)
-        if near and _local_config(entry) is None:  # not in the hub cache either: a typo, or a download to come
+        if near and cfg is None:  # not in the hub cache either: a typo, or a download to come
             errors.append(f"models.{m} = {entry!r} is no offline alias: did you mean {near!r}? (Else it is read as "
                           f"a hub id, and fails only in its first job here, where no hub is reachable.)")  # fmt: skip
             continue
-        cfg = _local_config(entry)
         if cfg is not None and cfg.get("model_type") not in FAMILIES:
             errors.append(f"models.{m} = {entry!r} is a {cfg.get('model_type')!r} model, which PAPA cannot patch; "
                           f"supported model types: {', '.join(sorted(FAMILIES))}")  # fmt: skip

@@ -329,11 +329,9 @@ def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -
             digest = kept.read_text().strip()
             if digest.startswith("sha256:"):
                 return digest
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    digest = f"sha256:{h.hexdigest()}"
+    from .data.downloads import sha256_file
+
+    digest = f"sha256:{sha256_file(path)}"
     if kept is not None:
         with contextlib.suppress(OSError):  # a cache that cannot be written costs the next job a hash, no more
             kept.parent.mkdir(parents=True, exist_ok=True)

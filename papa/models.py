@@ -495,8 +495,7 @@ def load_encoder(
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
-    if not looks_like_path(path) and not Path(path).is_dir():  # a hub id: record the commit it resolved to
-        model.config._commit_hash = _hub_commit(path, revision)
+    model.config._commit_hash = hub_commit(name_or_path)  # a hub id: the commit it resolved to (None: a folder)
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if task_head == "mlm" and missing:
         raise ValueError(

@@ -121,20 +121,23 @@ class Stage:
         setup(stage.log, stage.threads, stage.seed)
         return stage
 
+    def job_record(self) -> dict:
+        """What every output of the job records besides its own settings: the environment
+        (`papa.io.environment`: versions, device, threads, the checkout's commit), the digest of every
+        input file (`papa.io.input_digests`) and, for a stage that loads a model, the release of an offline
+        alias's weights (`papa.models.model_release`)."""
+        record = {"environment": io.environment(), "inputs": io.input_digests(self.inputs)}
+        if isinstance(getattr(self, "model", None), str):
+            record["model_release"] = model_release(self.model)
+        return record
+
     def provenance(self, **extra) -> dict:
         """What decided this stage's outputs, recorded next to them (`papa.io.write_parquet`,
         `papa.io.read_provenance`): the stage, its settings (every input, output and parameter:
-        the dataclass's fields), the environment (`papa.io.environment`: versions, device,
-        threads, the checkout's commit), the digest of every input file (`papa.io.input_digests`),
-        the release of an offline alias's weights (`papa.models.model_release`, for a stage that
-        loads a model) and ``extra``."""
+        the dataclass's fields, the code fingerprint among them), `job_record` and ``extra``."""
         from dataclasses import asdict
 
-        record = {"stage": type(self).__name__, "settings": asdict(self), "environment": io.environment(),
-                  "inputs": io.input_digests(self.inputs)}  # fmt: skip
-        if isinstance(getattr(self, "model", None), str):
-            record["model_release"] = model_release(self.model)
-        return {**record, **extra}
+        return {"stage": type(self).__name__, "settings": asdict(self), **self.job_record(), **extra}
 
 
 @dataclass(kw_only=True)
@@ -291,7 +294,7 @@ def prepare_data(stage: PrepareDataStage):
         return task
     # what wrote the split, beside where its data came from: the code fingerprint, the versions (numpy's draws
     # decide the subsample), the local files read
-    task.provenance.update(code=stage.code, environment=io.environment(), inputs=io.input_digests(stage.inputs))
+    task.provenance.update(code=stage.code, **stage.job_record())
     task.save_split(stage.split, out_dir / f"{stage.split}.parquet")  # described by itself, over an old meta.json
     return task
 
@@ -408,12 +411,10 @@ def tokenize(stage: TokenizeStage) -> Encoded:
             "split": stage.split,
             "kind": task.kind,
             "label_names": task.label_names,
-            "environment": io.environment(),  # the tokenizer's transformers version among them
             "code": stage.code,  # the fingerprint of the papa code that wrote it
             "model_revision": hub_commit(stage.model),  # the tokenizer's hub commit (None: a folder, an alias)
-            "model_release": model_release(stage.model),  # an alias's release
             "data": task.provenance,  # the split's: source, sha256, seed, spec
-            "inputs": io.input_digests(stage.inputs),
+            **stage.job_record(),  # the tokenizer's transformers version among the environment's
         },
     )
     return enc
@@ -515,14 +516,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
         )
     C.metadata.update(
-        {
-            "environment": io.environment(),
-            "tokens": str(stage.tokens),
-            "requested_kind": stage.kind,
-            "code": stage.code,
-            "inputs": io.input_digests(stage.inputs),
-            "model_release": model_release(stage.model),
-        }
+        {"tokens": str(stage.tokens), "requested_kind": stage.kind, "code": stage.code, **stage.job_record()}
     )
     if not spec.data_free:
         C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
