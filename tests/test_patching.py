@@ -244,11 +244,43 @@ def test_static_heads_skip_queries_and_keys(minilm):
     C = papa.average_attention(model, [batch])
     static = torch.zeros(L, H, dtype=torch.bool)
     static[:, :9] = True
+    weight = model.encoder.layer[0].attention.self.query.weight
     with papa.patch(model, C, static=static):
         q = model.encoder.layer[0].attention.self.query
-        assert q.weight.shape[0] == 3 * 32  # three input-dependent heads of 32 dims
+        assert q(torch.zeros(2, 384)).shape == (2, 3 * 32)  # three input-dependent heads of 32 dims
+        assert q.weight is weight  # the original parameter, sliced: not a copy
         hidden(model, batch)
-    assert model.encoder.layer[0].attention.self.query.weight.shape[0] == 384
+    assert model.encoder.layer[0].attention.self.query.weight is weight
+
+
+def test_pruned_projections_train_and_follow_their_weights():
+    """Fine-tuning through a patch: the query/key weights of a layer with constant heads get their
+    gradient (the pruned projection slices the live parameters), the state dict is the model's own, and
+    an optimiser step taken while patched is what the patched model computes with next."""
+    model = tiny_model("bert").requires_grad_(True)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [9, 5])
+    C = papa.average_attention(model, [batch])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[0, :2] = True
+    keys = set(model.state_dict())
+    with papa.patch(model, C, static=static):
+        assert set(model.state_dict()) == keys
+        q = model.encoder.layer[0].attention.self.query
+        with torch.no_grad():
+            before = model(**batch).last_hidden_state  # the cached slice
+        model(**batch).last_hidden_state.sum().backward()
+        grad = model.encoder.layer[0].attention.self.query.weight.grad
+        assert grad is not None and grad.abs().sum() > 0
+        # the two static heads' rows of W_q reach nothing: their gradient is exactly 0
+        assert (grad.view(H, -1)[:2] == 0).all() and (grad.view(H, -1)[2:] != 0).any()
+        with torch.no_grad():
+            q.weight.mul_(2.0)  # an optimiser step, in place
+            after = model(**batch).last_hidden_state
+        assert not torch.allclose(before, after)
+    with papa.patch(model, C, static=static), torch.no_grad():  # a new patch slices the stepped weights afresh
+        again = model(**batch).last_hidden_state
+    assert torch.equal(after, again)
 
 
 def test_average_matches_naive_reference(minilm):

@@ -124,24 +124,44 @@ def ensure_registered() -> None:
 
 
 class HeadSubsetLinear(nn.Module):
-    """A query/key projection computing only the given heads (the input-dependent ones)."""
+    """A query/key projection computing only the given heads (the input-dependent ones).
+
+    It holds the original projection's own parameters (``weight``, ``bias``: the same tensors, so
+    ``state_dict()``, ``parameters()`` and an optimiser see the model as it was) and slices the given
+    heads out of them: while a gradient is wanted, at every call (it reaches the original weights);
+    otherwise once, again whenever the weights change (an optimiser step, ``model.to``).
+    """
 
     def __init__(self, linear: nn.Linear, heads: torch.Tensor, head_dim: int):
         super().__init__()
-        w = linear.weight.detach().view(-1, head_dim, linear.in_features)[heads].reshape(-1, linear.in_features)
-        self.register_buffer("weight", w.clone(), persistent=False)
-        if linear.bias is not None:
-            b = linear.bias.detach().view(-1, head_dim)[heads].reshape(-1)
-            self.register_buffer("bias", b.clone(), persistent=False)
-        else:
-            self.bias = None
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self.register_buffer("heads", heads.clone(), persistent=False)
         self.head_dim = head_dim
         self.empty = heads.numel() == 0
+        self._sliced_for = None  # the weights' state the cached slice was taken from
+        self._slice = None
+
+    def _state(self):
+        return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in (self.weight, self.bias) if t is not None)
+
+    def _heads_of(self):
+        w = self.weight.view(-1, self.head_dim, self.weight.shape[-1]).index_select(0, self.heads)
+        b = None if self.bias is None else self.bias.view(-1, self.head_dim).index_select(0, self.heads).reshape(-1)
+        return w.reshape(-1, self.weight.shape[-1]), b
 
     def forward(self, x):
         if self.empty:  # a zero-cost stand-in of one head: the attention function never reads it
             return x.new_zeros(()).expand(*x.shape[:-1], self.head_dim)
-        return F.linear(x, self.weight, self.bias)
+        live = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (self.weight, self.bias))
+        if live or torch.compiler.is_compiling():  # (traced: the slice is part of the graph)
+            return F.linear(x, *self._heads_of())
+        state = (self._state(), torch.is_inference_mode_enabled())  # an inference tensor only serves inference
+        if self._sliced_for != state:
+            with torch.no_grad():
+                self._slice = self._heads_of()
+            self._sliced_for = state
+        return F.linear(x, *self._slice)
 
 
 # ----------------------------------------------------------------------------- dropout route
