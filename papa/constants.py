@@ -8,7 +8,11 @@ rows are not renormalised here (that happens per example at use time).
 ``kind="effective"`` averages effective attention instead (`effective_attention`), on
 every supported family. It equals raw attention for an example with at most d' (head
 dim) real tokens; how many examples that was is logged and stored in the metadata
-(``n_examples_at_most_head_dim``, ``head_dim``).
+(``n_examples_at_most_head_dim``, ``head_dim``). Its rows are signed and need not sum to 1,
+so they keep, as ``norm``, the raw attention's average of the same examples: at use time each
+row is divided by the raw average's mass on the input's valid keys, as the raw matrix's own row
+would be (`papa.patching.constant_output`), and effective constants averaged on one input
+reproduce it.
 """
 
 from __future__ import annotations
@@ -41,11 +45,15 @@ class ConstantAttention:
         count: float64 [N, N], how many examples had (i, j) valid (ones for data-free kinds).
         metadata: N, layers, heads, kind, n_examples (and head_dim for effective attention), plus
             what the caller adds (the workflow: model, corpus, layout, environment, ...)
+        norm: None, or float32 [layers, heads, N, N] non-negative matrices whose mass on an input's
+            valid keys divides each row of ``mean`` where the constants are used (effective attention:
+            the raw attention's average over the same examples). None: each row's own absolute values.
     """
 
     mean: torch.Tensor
     count: torch.Tensor
     metadata: dict = field(default_factory=dict)
+    norm: torch.Tensor | None = None
 
     @property
     def shape(self):
@@ -62,15 +70,12 @@ class ConstantAttention:
         from .io import atomic_path
 
         meta = {"papa": json.dumps(self.metadata, sort_keys=True, default=str)}
+        tensors = {"mean": self.mean.detach().float(), "count": self.count.double()}
+        if self.norm is not None:
+            tensors["norm"] = self.norm.detach().float()
+        tensors = {k: t.contiguous().cpu() for k, t in tensors.items()}
         with atomic_path(path) as tmp:
-            save_file(
-                {
-                    "mean": self.mean.detach().float().contiguous().cpu(),
-                    "count": self.count.double().contiguous().cpu(),
-                },
-                str(tmp),
-                metadata=meta,
-            )
+            save_file(tensors, str(tmp), metadata=meta)
 
     @classmethod
     def load(cls, path: str | Path) -> ConstantAttention:
@@ -88,6 +93,7 @@ class ConstantAttention:
                     raise UnreadableFileError(f"{path} has tensors {sorted(names)}, not 'mean' and 'count': it was "
                                               f"not written by papa.ConstantAttention.save")  # fmt: skip
                 mean, count = f.get_tensor("mean"), f.get_tensor("count")
+                norm = f.get_tensor("norm") if "norm" in names else None
         except (SafetensorError, OSError) as e:
             if isinstance(e, FileNotFoundError):
                 raise
@@ -108,10 +114,14 @@ class ConstantAttention:
         actual = {"layers": mean.shape[0], "heads": mean.shape[1], "N": N}
         if any(int(v) != actual[k] for k, v in stated.items()):
             raise UnreadableFileError(f"{path}: the metadata states {stated} but mean has shape {tuple(mean.shape)}")
-        if not torch.isfinite(mean).all():
-            raise UnreadableFileError(f"{path}: mean holds {int((~torch.isfinite(mean)).sum())} NaN/inf values; "
-                                      f"recompute it")  # fmt: skip
-        return cls(mean, count, meta)
+        for name, t in (("mean", mean), ("norm", norm)):
+            if t is not None and not torch.isfinite(t).all():
+                raise UnreadableFileError(f"{path}: {name} holds {int((~torch.isfinite(t)).sum())} NaN/inf values; "
+                                          f"recompute it")  # fmt: skip
+        if norm is not None and (norm.shape != mean.shape or (norm < 0).any()):
+            raise UnreadableFileError(f"{path}: norm has shape {tuple(norm.shape)} (mean: {tuple(mean.shape)}) "
+                                      f"or negative entries; not written by papa.ConstantAttention.save")  # fmt: skip
+        return cls(mean, count, meta, norm)
 
 
 class _Recorder:
@@ -120,6 +130,8 @@ class _Recorder:
     def __init__(self, layers, heads, n, device, effective=False):
         self.sums = torch.zeros(layers, heads, n, n, dtype=torch.float64, device=device)
         self.effective = effective
+        # effective attention: the raw attention's sums too (its rows' normaliser, ConstantAttention.norm)
+        self.raw_sums = torch.zeros_like(self.sums) if effective else None
         self.n = n
         self.head_dim = None  # d' of the values seen (effective attention)
 
@@ -140,16 +152,21 @@ class _Recorder:
                     "did not run in this forward pass before its attention probabilities"
                 )
             self.head_dim = int(value.shape[-1])
+            self.raw_sums[layer] += self._masked_sum(probs.detach(), valid, keys_masked)
             # the values of pad tokens never reach a real token's output: project on the real ones
             probs, keys_masked = effective_attention(probs, value, valid=valid), False
-        probs = probs.detach()
+        self.sums[layer] += self._masked_sum(probs.detach(), valid, keys_masked)
+
+    @staticmethod
+    def _masked_sum(probs, valid, keys_masked: bool) -> torch.Tensor:
+        """The batch's sum [H, N, N] (float64) of ``probs`` with every entry of a pad query or key zeroed."""
         if valid is not None:
             if keys_masked:
                 probs = probs.masked_fill_(~valid[:, None, :, None], 0.0)
             else:
                 pair = valid[:, :, None] & valid[:, None, :]  # [B, N, N]
                 probs = probs.masked_fill(~pair[:, None], 0.0)
-        self.sums[layer] += probs.float().sum(0).double()
+        return probs.float().sum(0).double()  # the batch summed in float32, the running sum in float64
 
 
 def effective_attention(
@@ -325,9 +342,11 @@ def average_attention(
                     )
     if recorder is None:
         raise ValueError("average_attention got no batches: the corpus is empty")
-    mean = torch.where(
-        count > 0, recorder.sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device)
-    )
+
+    def averaged(sums):
+        return torch.where(count > 0, sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device))
+
+    mean = averaged(recorder.sums)
     elapsed = time.monotonic() - t0
     log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, elapsed, n_examples / max(elapsed, 1e-9))
     meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H}
@@ -345,7 +364,8 @@ def average_attention(
     if name:
         meta.update(model=name, model_revision=model_revision(model))
     meta.update(metadata or {})
-    return ConstantAttention(mean.float().cpu(), count.cpu(), meta)
+    norm = None if recorder.raw_sums is None else averaged(recorder.raw_sums).float().cpu()
+    return ConstantAttention(mean.float().cpu(), count.cpu(), meta, norm)
 
 
 def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None = None) -> ConstantAttention:

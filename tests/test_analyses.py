@@ -116,8 +116,9 @@ def test_effective_average_on_minilm_differs_at_n_above_head_dim(minilm):
 
 
 def test_effective_constants_are_usable(minilm):
-    """Average effective attention has signed entries: no mass on pad keys, and applied with
-    L1 row normalisation every hidden state stays finite (a signed row sum can be ~0)."""
+    """Average effective attention has signed entries: no mass on pad keys; the kernel's L1 rows (a
+    signed matrix without a normaliser) sum to 1 in absolute value; applied with its raw-attention
+    normaliser every hidden state stays finite (a signed row sum can be ~0)."""
     model, tok = minilm
     enc = papa.encode(
         tok, ["a long enough sentence " * 12, "short one", "a medium length sentence here"], max_length=64

@@ -140,6 +140,50 @@ def test_effective_average_counts_examples_at_most_head_dim(family, caplog):
     assert "n_examples_at_most_head_dim" not in raw.metadata
 
 
+@pytest.mark.parametrize("family", REGISTRY_FAMILIES + DROPOUT_FAMILIES)
+@pytest.mark.parametrize("mode", ["static", "mix"])
+def test_effective_constants_from_one_input_reproduce_it(family, mode, tmp_path):
+    """Effective attention of one input applied to that input gives its hidden states back (A_eff V = A V),
+    with more real tokens than the head dimension, padding and every route: rows are scaled by the raw
+    average's mass on the valid keys (the effective rows' own L1 mass inflated every head's output).
+    ``norm`` is the raw average, and survives a save and load."""
+    model = _model(family)
+    L, H = papa.model_shape(model)
+    batch = _batch(family, [13], 16)  # 13 real tokens > d' = 8, 3 pad positions
+    eff = papa.average_attention(model, [batch], kind="effective")
+    valid = batch["attention_mask"][0].bool()
+    assert torch.equal(eff.norm, papa.average_attention(model, [batch]).mean)
+    assert (eff.mean - eff.norm).abs().max() > 1e-3  # effective attention is not the raw attention here
+    l1 = eff.mean[..., valid, :][..., valid].abs().sum(-1)  # rows' L1 mass on the valid keys, below 1
+    eff.save(tmp_path / "e.safetensors")
+    eff = papa.ConstantAttention.load(tmp_path / "e.safetensors")
+    with torch.no_grad():
+        ref = model(**batch).last_hidden_state
+        if mode == "static":
+            with papa.patch(model, eff, static=torch.ones(L, H, dtype=torch.bool)):
+                out = model(**batch).last_hidden_state
+        else:  # lambda -> 0: every head uses its constant through the mix
+            with papa.patch(model, eff, mix=True) as handle:
+                handle.set_lambdas(torch.zeros(L, H))
+                out = model(**batch).last_hidden_state
+    assert (out[0, valid] - ref[0, valid]).abs().max() < 1e-5
+    # the matrices alone (a plain tensor: L1 rows) give other outputs, where rows' L1 mass is well below 1
+    # (not in the tiny DeBERTa v1, whose effective rows keep 0.9998 of it)
+    if l1.min() < 0.99:
+        with torch.no_grad(), papa.patch(model, eff.mean, static=torch.ones(L, H, dtype=torch.bool)):
+            assert (model(**batch).last_hidden_state[0, valid] - ref[0, valid]).abs().max() > 1e-4
+    else:
+        assert family == "deberta"
+
+
+def test_raw_averages_carry_no_norm(tmp_path):
+    model = _model("bert")
+    raw = papa.average_attention(model, [_batch("bert", [13, 6], 16)])
+    assert raw.norm is None
+    raw.save(tmp_path / "r.safetensors")
+    assert papa.ConstantAttention.load(tmp_path / "r.safetensors").norm is None
+
+
 # ----------------------------------------------------------------------------- pattern statistics
 
 

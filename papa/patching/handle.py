@@ -39,6 +39,7 @@ class PatchHandle:
         lambda_logits: [layers, heads] trainable logits ``w`` (``mix=True`` only);
             ``lambda = sigmoid(w)``.
         constants: [layers, heads, N, N] constant matrices in use (a Parameter when trainable).
+        norm: their rows' normalisers (`papa.ConstantAttention.norm`, effective attention's), or None.
         static: bool [layers, heads] (on the CPU), the heads using their constant matrix alone.
     """
 
@@ -66,6 +67,7 @@ class PatchHandle:
         self._undo = ExitStack()  # every installed change pushes its undo; remove() pops them all
 
         self.constants = None if mode is Mode.RECORD else self._checked_constants(constants, device, dtype)
+        self.norm = None if mode is Mode.RECORD else self._checked_norm(constants, device, dtype)
         if trainable_constants:
             self.constants = nn.Parameter(self.constants.clone(), requires_grad=True)
         self.static = self._checked_static(static)
@@ -104,6 +106,17 @@ class PatchHandle:
         check_positions(self.model, C.shape[-1])  # inputs of that N could not run through this model
         self._warn_if_another_model(getattr(constants, "metadata", None) or {})
         return C.to(device=device, dtype=dtype)
+
+    def _checked_norm(self, constants, device, dtype) -> torch.Tensor | None:
+        """A `ConstantAttention`'s row normalisers (``norm``; effective attention's), checked; None without."""
+        W = getattr(constants, "norm", None) if hasattr(constants, "metadata") else None
+        if W is None:
+            return None
+        W = torch.as_tensor(W)
+        if W.shape != self.constants.shape or not torch.isfinite(W).all() or (W < 0).any():
+            raise ValueError(f"The constants' norm (their rows' normalisers) must be finite, non-negative and of "
+                             f"the matrices' shape {tuple(self.constants.shape)}; got {tuple(W.shape)}")  # fmt: skip
+        return W.to(device=device, dtype=dtype)
 
     def _warn_if_another_model(self, meta: dict) -> None:
         """A `ConstantsFromAnotherModel` warning when the constants' metadata names another model than the
@@ -149,6 +162,10 @@ class PatchHandle:
         elif self.mode is Mode.MIX:
             st.const = self._const_getter(layer, None)
             st.lam_logit = lambda: self.lambda_logits[layer]
+        if self.norm is not None and self.mode is not Mode.RECORD:
+            idx = st.static_idx if self.mode is Mode.STATIC else None
+            W = self.norm[layer] if idx is None else self.norm[layer].index_select(0, idx).contiguous()
+            st.norm = lambda: W
         return st
 
     def _const_getter(self, layer, idx):

@@ -1,7 +1,9 @@
 """The tensor maths of a patched head, knowing nothing of models, modes or routes.
 
 A constant matrix ``C`` [N, N] is used, per example, restricted to the valid (non-pad) key and
-query positions and row-normalised (L1); rows of pad queries are zero. `constant_output` applies
+query positions and row-normalised: divided by the row's mass on the valid keys, that of a
+normaliser ``W`` where one is given (effective attention's: the raw average), else of ``|C|``
+(L1); rows of pad queries are zero. `constant_output` applies
 it to values without materialising a per-example N x N matrix; `masked_constant` builds those
 matrices (the dropout route needs them as attention probabilities). Input-dependent heads run
 through transformers' own sdpa attention function (`sdpa_heads`); recording computes the
@@ -28,22 +30,28 @@ def check_length(n_const: int, n_input: int) -> None:
         )
 
 
-def constant_output(C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+def constant_output(
+    C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None, norm: torch.Tensor | None = None
+) -> torch.Tensor:
     """Output of heads using constant matrices, masked and row-normalised per example.
 
     Args:
         C: [h, N, N] constant matrices.
         v: [B, h, N, d] values of those heads.
         valid: [B, N] bool (non-pad tokens) or None (all valid).
+        norm: None, or [h, N, N] non-negative normalisers (`papa.ConstantAttention.norm`).
     Returns:
-        [B, h, N, d] equal to ``normalise(C * valid_q valid_k^T) @ v`` with pad-query rows zero.
-        Rows are L1-normalised (divided by the sum of absolute values over valid keys): for
-        the usual non-negative matrices that is the paper's "rows sum to 1"; signed matrices
-        (effective attention) stay well defined where a signed row sum would be near 0.
+        [B, h, N, d] equal to ``(C * valid_q valid_k^T) @ v`` with each row divided by its
+        normaliser's sum over the valid keys, pad-query rows zero. Without ``norm``, rows are
+        L1-normalised (divided by the sum of absolute values over valid keys): for the usual
+        non-negative matrices that is the paper's "rows sum to 1"; trained (signed) matrices stay
+        well defined where a signed row sum would be near 0. With ``norm`` (effective attention,
+        whose rows neither are non-negative nor sum to 1), each row is scaled as the raw
+        attention's average row would be.
     """
     B, h, N, d = v.shape
     tiny = torch.finfo(v.dtype).tiny
-    Cabs = C.abs()
+    Cabs = C.abs() if norm is None else norm
     m = None if valid is None else valid.to(v.dtype)  # [B, N]
     if m is not None:
         v = v * m[:, None, :, None]
@@ -58,15 +66,17 @@ def constant_output(C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None
     return out if m is None else out * m[:, None, :, None]
 
 
-def masked_constant(C: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+def masked_constant(C: torch.Tensor, valid: torch.Tensor | None, norm: torch.Tensor | None = None) -> torch.Tensor:
     """The per-example matrices [B, h, N, N] that `constant_output` applies implicitly
     ([1, h, N, N] when ``valid`` is None: the same for every example)."""
     tiny = torch.finfo(C.dtype).tiny
+    W = C.abs() if norm is None else norm
     if valid is None:
-        return (C / C.abs().sum(-1, keepdim=True).clamp_min(tiny))[None]
+        return (C / W.sum(-1, keepdim=True).clamp_min(tiny))[None]
     m = valid.to(C.dtype)
     Cm = C[None] * m[:, None, None, :]
-    Cm = Cm / Cm.abs().sum(-1, keepdim=True).clamp_min(tiny)
+    Wm = Cm.abs() if norm is None else W[None] * m[:, None, None, :]
+    Cm = Cm / Wm.sum(-1, keepdim=True).clamp_min(tiny)
     return Cm * m[:, None, :, None]
 
 

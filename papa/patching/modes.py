@@ -62,8 +62,13 @@ class LayerState:
     dyn_idx: torch.Tensor | None = None  # heads computing attention
     pruned: bool = False  # query/key projections hold input-dependent heads only (registry route)
     const: Callable[[], torch.Tensor] | None = None  # -> [static heads (STATIC) or all heads (MIX), N, N]
+    norm: Callable[[], torch.Tensor] | None = None  # -> the same heads' row normalisers (None: |const|)
     lam_logit: Callable[[], torch.Tensor] | None = None  # -> [H] (MIX)
     extra: dict = field(default_factory=dict)  # route scratch (the dropout route's recorded values)
+
+    def constants(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The constant matrices in use and their row normalisers (`papa.ConstantAttention.norm`)."""
+        return self.const(), None if self.norm is None else self.norm()
 
 
 class Heads(Protocol):
@@ -75,9 +80,9 @@ class Heads(Protocol):
     def dynamic(self, idx: torch.Tensor | None = None) -> torch.Tensor:
         """[B, h, N, X] input-dependent result of heads ``idx`` (None: every head)."""
 
-    def constant(self, C: torch.Tensor, idx: torch.Tensor | None = None) -> torch.Tensor:
+    def constant(self, C: torch.Tensor, idx: torch.Tensor | None = None, norm: torch.Tensor | None = None):
         """Result, broadcastable to [B, h, N, X], of constant matrices ``C`` [h, N, N] for heads ``idx``
-        (None: every head); ``C`` holds exactly those heads."""
+        (None: every head), rows normalised by ``norm`` (None: ``|C|``); both hold exactly those heads."""
 
     def canvas(self) -> torch.Tensor:
         """A new [B, H, N, X] tensor to write per-head results into (its content is undefined)."""
@@ -97,23 +102,23 @@ def static(st: LayerState, heads: Heads) -> torch.Tensor:
     (patched only with trainable constants) still runs the empty constant path, so the constants stay in
     the autograd graph with a zero gradient, as they always have on the registry route (the dropout route
     hands such a layer's probabilities back before calling a mode: `papa.patching.routes`)."""
-    C = st.const()  # [static heads, N, N]
+    C, W = st.constants()  # [static heads, N, N]
     check_length(C.shape[-1], heads.n)
     out = heads.canvas()
     if st.dyn_idx.numel():
         out[:, st.dyn_idx] = heads.dynamic(st.dyn_idx)
-    out[:, st.static_idx] = heads.constant(C, st.static_idx)
+    out[:, st.static_idx] = heads.constant(C, st.static_idx, W)
     return out
 
 
 def mix(st: LayerState, heads: Heads) -> torch.Tensor:
     """``lambda * dynamic + (1 - lambda) * constant`` per head; static heads use the constant alone.
     ``0 * C`` is exact, so lambda = 1 reproduces the original model."""
-    C = st.const()  # [all heads, N, N]
+    C, W = st.constants()  # [all heads, N, N]
     check_length(C.shape[-1], heads.n)
     dyn = heads.dynamic()
     lam = torch.sigmoid(st.lam_logit())[None, :, None, None]
-    const = heads.constant(C)
+    const = heads.constant(C, None, W)
     out = lam * dyn + (1 - lam) * const
     if st.static_idx is not None and st.static_idx.numel():
         out[:, st.static_idx] = const[:, st.static_idx]

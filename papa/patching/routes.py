@@ -67,11 +67,11 @@ class RegistryHeads:
             return eager_probs(q, k, self.mask, self.scaling)
         return sdpa_heads(self.module, q, k, v, self.mask, self.scaling, self.dropout)
 
-    def constant(self, C, idx=None):
+    def constant(self, C, idx=None, norm=None):
         if self.as_probs:
-            return masked_constant(C, self.st.ctx.mask2d).to(self.value.dtype)
+            return masked_constant(C, self.st.ctx.mask2d, norm).to(self.value.dtype)
         v = self.value if idx is None or idx.numel() == self.value.shape[1] else self.value.index_select(1, idx)
-        return constant_output(C, v, self.st.ctx.mask2d)
+        return constant_output(C, v, self.st.ctx.mask2d, norm)
 
     def canvas(self):
         if self.as_probs:
@@ -179,10 +179,10 @@ class DropoutHeads:
     def dynamic(self, idx=None):
         return self._probs if idx is None else self._probs[:, idx]
 
-    def constant(self, C, idx=None):
+    def constant(self, C, idx=None, norm=None):
         if self._probs.dim() != 4:
             raise RuntimeError(f"Expected attention probabilities [B, H, N, N], got {tuple(self._probs.shape)}")
-        return masked_constant(C, self.st.ctx.mask2d).to(self._probs.dtype)
+        return masked_constant(C, self.st.ctx.mask2d, norm).to(self._probs.dtype)
 
     def canvas(self):
         return self._probs.new_empty(self._probs.shape)
