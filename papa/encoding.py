@@ -30,6 +30,7 @@ footer key ``papa``: `Encoded.save` writes one atomically, `Encoded.load` reads 
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -362,6 +363,29 @@ def _tokenize(tokenizer, texts, words: bool):
     return enc["input_ids"], None
 
 
+def _class_ids(values, what: str) -> np.ndarray:
+    """``values`` as int64 class ids [n]: integer-valued numbers only (a float label such as a regression
+    target, a label name, or a nested list fails naming the first offender)."""
+    try:
+        a = np.asarray(values)
+    except ValueError as e:  # ragged nesting
+        raise ValueError(f"{what} must be one integer class id each; got nested lists ({e})") from None
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be one integer class id each (1-D); got shape {a.shape}")
+    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        bad = next((v for v in values if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Number)),
+                   a[0] if len(a) else None)  # fmt: skip
+        raise ValueError(f"{what} must be integer class ids; got {bad!r} ({a.dtype}): map label names to ids "
+                         f"(their index in the task's label list)")  # fmt: skip
+    if np.issubdtype(a.dtype, np.floating):
+        off = ~np.isfinite(a) | (a != np.round(a))
+        if off.any():
+            i = int(np.argmax(off))
+            raise ValueError(f"{what} must be integer class ids; row {i} is {float(a[i])} (a missing label, or a "
+                             f"regression target such as STS-B's score: papa's probes classify)")  # fmt: skip
+    return a.astype(np.int64)
+
+
 def encode(
     tokenizer,
     texts: Sequence[str] | Sequence[Sequence[str]],
@@ -397,6 +421,10 @@ def encode(
     for name, value in (("texts", texts), ("pairs", pairs)):
         if isinstance(value, str):  # a string is a sequence too: it would encode one example per character
             raise TypeError(f"encode() got one string as {name}; pass a list of them: encode(tok, [{name[:-1]}])")
+    # plain lists: a pandas Series keeps its index (a filtered one has no row 0), an array its dtype
+    texts = list(texts)
+    pairs = None if pairs is None else list(pairs)
+    labels = None if labels is None else list(labels)
     n = len(texts)
     if n == 0:
         raise ValueError("encode() got no texts: the split is empty")
@@ -409,9 +437,15 @@ def encode(
         raise ValueError(f"{n} texts but {len(labels)} labels")
     if words and labels is not None:
         for r, (w, lab) in enumerate(zip(texts, labels)):
+            if isinstance(lab, str) or not hasattr(lab, "__len__"):
+                raise ValueError(f"example {r} has the label {lab!r}; word-list inputs (a token task) need a list "
+                                 f"of labels per example, one per word")  # fmt: skip
             if len(lab) != len(w):
                 raise ValueError(f"example {r} has {len(w)} words but {len(labels[r])} labels: token tasks need one "
                                  f"label per word")  # fmt: skip
+        labels = [_class_ids(lab, f"example {r}'s labels") for r, lab in enumerate(labels)]
+    elif labels is not None:
+        labels = _class_ids(labels, "labels")
     if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
         raise TypeError(f"max_length must be an integer (N word pieces), got {max_length!r}")
     N = int(max_length)
@@ -505,7 +539,7 @@ def encode(
     elif tok_labels is not None:
         lab_arr = tok_labels
     else:
-        lab_arr = np.asarray(labels, dtype=np.int64)
+        lab_arr = labels
     return Encoded(
         input_ids=input_ids,
         attention_mask=mask,

@@ -1,5 +1,7 @@
 """Input layout per tokenizer family, metrics against scikit-learn/seqeval, probes and the feature cache."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -158,6 +160,42 @@ def test_bad_inputs_fail_clearly(minilm):
         papa.encode(tok, [], max_length=16)
     with pytest.raises(ValueError, match="layout"):
         papa.encode(tok, ["x"], max_length=16, layout="left")
+
+
+def test_labels_are_integer_class_ids(minilm):
+    """A float label (a regression target) was truncated to a class, a label name or a column of labels
+    passed through; integer-valued floats are class ids; word lists need a list of labels each."""
+    tok = minilm[1]
+    texts = ["a b", "c d e", "f"]
+    for bad, says in (
+        ([0.7, 1.0, 1], "row 0 is 0.7"),
+        ([0, float("nan"), 1], "row 1 is nan"),
+        (["pos", "neg", "pos"], "'pos'"),
+        ([True, False, True], "True"),
+        ([[0], [1], [1]], "1-D"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            papa.encode(tok, texts, labels=bad, max_length=16)
+    assert papa.encode(tok, texts, labels=np.array([0.0, 1.0, 2.0]), max_length=16).labels.tolist() == [0, 1, 2]
+    words = [["a", "b"], ["c"]]
+    with pytest.raises(ValueError, match=re.escape("example 0's labels must be integer class ids; row 1 is 2.5")):
+        papa.encode(tok, words, labels=[[1, 2.5], [3]], max_length=16)
+    with pytest.raises(ValueError, match="example 1 has the label 3"):
+        papa.encode(tok, words, labels=[[1, 2], 3], max_length=16)
+    ok = papa.encode(tok, words, labels=[[1, 2], [3]], max_length=16)
+    assert ok.labels[0, 1:3].tolist() == [1, 2] and ok.labels[1, 1] == 3
+
+
+def test_encode_takes_a_filtered_pandas_series(minilm):
+    """A filtered Series keeps its index (no row 0): encode reads its values in order."""
+    import pandas as pd
+
+    tok = minilm[1]
+    df = pd.DataFrame({"text": ["a b", "c d e", "f", "g h"], "b": ["x", "y", "z", "w"], "label": [0, 1, 1, 0]})
+    sub = df[df.label == 1]
+    enc = papa.encode(tok, sub.text, pairs=sub.b, labels=sub.label, max_length=16)
+    ref = papa.encode(tok, ["c d e", "f"], pairs=["y", "z"], labels=[1, 1], max_length=16)
+    assert np.array_equal(enc.input_ids, ref.input_ids) and enc.labels.tolist() == [1, 1]
 
 
 def test_encoded_frame_round_trip(minilm):
