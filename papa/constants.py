@@ -287,7 +287,8 @@ def average_attention(
     """Average every head's attention matrix over ``batches`` (masked, streaming).
 
     Args:
-        model: a supported encoder (frozen, eval mode).
+        model: a supported encoder (run in eval mode, whatever its mode: dropout would make the
+            averages random; its modules' modes are restored afterwards).
         batches: dicts of model inputs (``input_ids``, ``attention_mask``, ...), all of one length N.
         kind: ``"average"`` (the method) or ``"effective"`` (average of effective attention; the
             metadata then also holds ``head_dim`` and ``n_examples_at_most_head_dim``).
@@ -310,7 +311,10 @@ def average_attention(
     n_examples = 0
     n_short = 0  # examples with at most head_dim real tokens (effective attention equals raw there)
     t0 = last = time.monotonic()
-    with ExitStack() as recording:  # leaving it removes the recording patch
+    with ExitStack() as recording:  # leaving it removes the recording patch (and restores train mode)
+        modes = {m: m.training for m in model.modules()}
+        model.eval()  # a model in train mode would average attention under dropout: other numbers every call
+        recording.callback(lambda: [setattr(m, "training", t) for m, t in modes.items()])
         with torch.inference_mode():
             for batch in batches:
                 ids = batch["input_ids"]

@@ -283,6 +283,20 @@ def test_pruned_projections_train_and_follow_their_weights():
     assert torch.equal(after, again)
 
 
+def test_averaging_runs_in_eval_mode_and_restores_the_modes():
+    """A model left in train mode averaged under dropout (other numbers every call); now it runs in eval
+    mode and every module's own mode comes back."""
+    model = tiny_model("bert")
+    model.config.attention_probs_dropout_prob = 0.5
+    batch = papa_batch(model, [9, 5])
+    ref = papa.average_attention(model.eval(), [batch]).mean
+    model.train()
+    model.encoder.layer[1].eval()  # mixed modes are restored module by module
+    modes = {name: m.training for name, m in model.named_modules()}
+    assert torch.equal(papa.average_attention(model, [batch]).mean, ref)
+    assert {name: m.training for name, m in model.named_modules()} == modes
+
+
 def test_average_matches_naive_reference(minilm):
     model = minilm[0]
     batches = [papa_batch(model, [16, 5, 9], seed=1), papa_batch(model, [3, 12], seed=2)]
