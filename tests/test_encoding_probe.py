@@ -354,6 +354,35 @@ def test_probe_refuses_a_non_finite_loss(minilm):
         )
 
 
+def test_probe_inputs_are_checked_before_training(minilm):
+    """Inputs a probe cannot train on fail before any training, saying what to change: the other task kind
+    (a TypeError deep in the probe), splits of two lengths N (a size error), one class (trained silently),
+    non-integer counts in TrainConfig (failed mid-training); an empty subset and a bool fraction too."""
+    from papa.probe import TrainConfig, run_probe
+    from papa.selection import select_static
+
+    model, tok = minilm
+    enc = _toy(tok)
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=1)
+    words = papa.encode(tok, [["a", "b"], ["c"]], labels=[[0, 1], [1]], max_length=16)
+    one_class = papa.encode(tok, ["a b", "c d"], labels=[1, 1], max_length=16)
+    longer = papa.encode(tok, ["a b", "c d"], labels=[0, 1], max_length=32)
+    for train, val, kind, says in (
+        (enc, enc, "token", "use kind='sequence'"),
+        (words, words, "sequence", "use kind='token'"),
+        (enc, longer, "sequence", "N = 16 and the validation tokens N = 32"),
+        (one_class, enc, "sequence", "hold 1 class ([1])"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            run_probe(model, train, val, kind, 2, ["token_accuracy" if kind == "token" else "accuracy"], cfg)
+    for bad in ({"batch_size": 2.5}, {"epochs": True}, {"seed": 0.5}):
+        with pytest.raises(ValueError, match=re.escape(f"{next(iter(bad))}=")):
+            TrainConfig(**bad)
+    assert len(enc.subset([]).input_ids) == 0
+    with pytest.raises(TypeError, match="fraction_dynamic"):
+        select_static(torch.arange(6), True, (2, 3))
+
+
 def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):
     from papa.probe import extract_features
 

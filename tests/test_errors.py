@@ -755,6 +755,12 @@ def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "Did you mean the offline alias 'minilm'?" in out.stderr, out.stderr[-2000:]
+    # refused before the hub is asked (its retries took ~25 s offline); an org/name id goes on to the hub
+    from papa.models import resolve_model_path
+
+    with pytest.raises(OSError, match="Did you mean the offline alias 'minilm'"):
+        resolve_model_path("minilmx")
+    assert resolve_model_path("someorg/minilmx") == "someorg/minilmx"
 
 
 def test_the_library_refuses_inputs_beyond_the_positions_and_constants_of_other_types(tmp_path):
