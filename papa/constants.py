@@ -26,6 +26,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .models import check_positions, model_revision, model_shape
@@ -62,6 +63,13 @@ class ConstantAttention:
     @property
     def max_length(self) -> int:
         return int(self.mean.shape[-1])
+
+    def uncovered_queries(self, attention_mask) -> int:
+        """How many valid tokens of ``attention_mask`` [B, N] sit at a position that no averaged example had
+        valid (``count`` 0 on its row): the constant heads give those tokens an exactly zero output (the
+        paper's 0 where no example was valid), e.g. validation inputs longer than any averaged one."""
+        never = (torch.as_tensor(self.count).diagonal() == 0).cpu().numpy()
+        return int((np.asarray(attention_mask) != 0)[:, never].sum())
 
     def save(self, path: str | Path) -> None:
         """Write safetensors (atomically) with the metadata as JSON under the key ``papa``."""

@@ -945,6 +945,15 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     if stage.constants is None and (static.any() or stage.trained_constants):
         raise ValueError(f"fraction_dynamic {stage.fraction_dynamic} replaces heads: it needs constant matrices")
     C = None if stage.constants is None else ConstantAttention.load(stage.constants)
+    if C is not None and (static.any() or stage.trained_constants):
+        for split, enc in (("train", train), ("validation", val)):
+            n = C.uncovered_queries(enc.attention_mask)
+            if n:
+                log.warning(
+                    "%d of the %s split's %d tokens sit at positions no averaged example reached: the constant "
+                    "heads give them a zero output (average over longer examples, e.g. without max_examples)",
+                    n, split, int((enc.attention_mask != 0).sum()),
+                )  # fmt: skip
     n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)
     log.info(
         "%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s)",

@@ -297,6 +297,29 @@ def test_averaging_runs_in_eval_mode_and_restores_the_modes():
     assert {name: m.training for name, m in model.named_modules()} == modes
 
 
+def test_uncovered_queries_count_the_tokens_constant_heads_zero():
+    """Constants averaged on short inputs have no row for a longer input's later tokens: those tokens get an
+    exactly zero output from every constant head, and uncovered_queries counts them."""
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    C = papa.average_attention(model, [papa_batch(model, [5, 4])])  # real tokens at 0..3 and N-1
+    long = papa_batch(model, [9])  # real tokens at 0..7 and N-1: 4..7 never averaged
+    assert C.uncovered_queries(long["attention_mask"]) == 4
+    assert C.uncovered_queries(papa_batch(model, [5, 3])["attention_mask"]) == 0
+    outs = []
+    from papa.models import attention_modules
+
+    layer0 = attention_modules(model)[0]
+    hook = layer0.register_forward_hook(lambda mod, args, out: outs.append(out[0]))
+    try:
+        with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+            hidden(model, long)
+    finally:
+        hook.remove()
+    ctx = outs[0][0]  # [N, hidden]: the first layer's heads' outputs before the output projection
+    assert (ctx[4:8] == 0).all() and (ctx[:4] != 0).any(1).all()
+
+
 def test_average_matches_naive_reference(minilm):
     model = minilm[0]
     batches = [papa_batch(model, [16, 5, 9], seed=1), papa_batch(model, [3, 12], seed=2)]
