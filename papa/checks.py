@@ -479,6 +479,27 @@ def job_resources(config: dict, rule: str, task: str | None = None) -> dict:
     return out
 
 
+def retry_request(config: dict, key: str, value: int, attempt: int) -> int:
+    """What a job asks for of resource ``key`` (mem_mb, runtime) on try ``attempt``: its first request
+    ``value`` times the attempt, at most ``resources.limits.<key>`` (the partition's time limit: a retry
+    above it would pend forever), never below ``value``."""
+    limit = (config["resources"].get("limits") or {}).get(key)
+    grown = value * attempt
+    return grown if limit is None else max(value, min(grown, limit))
+
+
+def _over_limits(config: dict) -> list[str]:
+    """Resource requests above ``resources.limits``, each named by its key."""
+    resources = config.get("resources") or {}
+    limits = {k: v for k, v in (resources.get("limits") or {}).items() if v is not None}
+    entries = [(f"resources.{r}", v) for r, v in resources.items() if r != "limits"]
+    entries += [(f"tasks.{t}.resources.{r}", v) for t, tc in (config.get("tasks") or {}).items()
+                for r, v in ((tc or {}).get("resources") or {}).items()]  # fmt: skip
+    return [f"{where}.{key} = {entry[key]} exceeds resources.limits.{key} = {limit}: lower it, or raise the limit "
+            f"if the cluster allows more" for where, entry in entries if isinstance(entry, dict)
+            for key, limit in limits.items() if isinstance(entry.get(key), int) and entry[key] > limit]  # fmt: skip
+
+
 def model_tasks(config: dict, model: str) -> list[str]:
     """The tasks ``model``'s probes run: ``model_tasks.<model>``, by default every task of ``config``."""
     return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))
@@ -854,6 +875,7 @@ def check_config(config: dict) -> None:
     errors += _models(config.get("models", {}))
     errors += _nothing_lost(config, fractions)
     errors += _non_finite(config)
+    errors += _over_limits(config)
     for key, value in (config.get("encoding") or {}).items():
         if value == "authors" and config.get("layout") == "standard":
             errors.append(f"encoding.{key}: 'authors' reproduces the authors' papa layout, and layout is standard: "

@@ -277,22 +277,34 @@ def slurm_cluster(tmp_path_factory):
 
 # ----------------------------------------------------------------- profile
 def test_profile_gpu_switch_dry_run(tmp_path):
-    """GPU rules request a GPU by default; PAPA_SLURM_GPUS=0 drops that.
-    (Dry run: needs no cluster.)"""
+    """PAPA_SLURM_GPUS=N sets the GPU rules' request; unset, the rules' own (the config's resources.<rule>.gpu:
+    the toy's probe asks for none) decides: the profile used to ask for one GPU whatever the config said, so the
+    README's smoke run failed on a CPU cluster. (Dry run: needs no cluster.)"""
     _check_plugin()
     wd = copy_toy(tmp_path / "toy")
     gpu = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120, env=_env(PAPA_SLURM_GPUS="1"))
     assert gpu.returncode == 0, gpu.tail()
     cpu = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120)
     assert cpu.returncode == 0, cpu.tail()
+    unset = _env()
+    del unset["PAPA_SLURM_GPUS"]
+    own = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120, env=unset)
+    assert own.returncode == 0, own.tail()
 
     def probe_gpus(run):
-        found = {j["resources"]["gpu"] for rule, j in dry_run_jobs(run.output) if rule == "probe"}
+        found = {j["resources"].get("gpu") for rule, j in dry_run_jobs(run.output) if rule == "probe"}
         assert found, run.tail()
         return found
 
     assert probe_gpus(gpu) == {"1"}
     assert probe_gpus(cpu) == {"0"}
+    assert probe_gpus(own) == {None}
+    # a GPU type for the model rules; none where they ask for no GPU (the plugin would send --gpus=a100:0)
+    for gpus, want in (("1", {"a100"}), ("0", {None})):
+        typed = run_snakemake(wd, "--profile", "slurm", "-n", timeout=120,
+                              env=_env(PAPA_SLURM_GPUS=gpus, PAPA_SLURM_GPU_MODEL="a100"))  # fmt: skip
+        assert typed.returncode == 0, typed.tail()
+        assert {j["resources"].get("gpu_model") for r, j in dry_run_jobs(typed.output) if r == "probe"} == want
     # prepare is no GPU rule
     assert "gpu=" not in gpu.output.split("rule probe:")[0]
 

@@ -541,6 +541,18 @@ INVALID_CONFIGS = [
         "models.minilm2 runs nothing: model_tasks.minilm2 is []",
     ),
     (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=float("inf")), "'tasks.rt_sentiment.probe.lr' is inf"),
+    # a request above resources.limits (a retry never asks for more than the limits; a first request may not either)
+    (
+        lambda c: c["resources"].update(limits={"runtime": 5}),
+        "resources.default.runtime = 10 exceeds resources.limits.runtime = 5",
+    ),
+    (
+        lambda c: (
+            c["resources"].update(limits={"mem_mb": 1200})
+            or c["tasks"]["rt_sentiment"].update(resources={"probe": {"mem_mb": 1500}})
+        ),
+        "tasks.rt_sentiment.resources.probe.mem_mb = 1500 exceeds resources.limits.mem_mb = 1200",
+    ),
     (
         lambda c: c["datasets"]["rt_sentiment"].update(chunk_words=10),
         "datasets.rt_sentiment: chunk_words is read by package dataset wiki only",
@@ -671,31 +683,35 @@ def parsed_workflow(configfile: Path):
 def test_a_retried_job_asks_for_more_memory_and_time():
     """The Slurm profile retries a failed job once (``retries: 1``); a job killed for memory or time
     (OUT_OF_MEMORY, TIMEOUT) must come back with more, not with the request that failed: mem_mb and runtime
-    are the config's values on the first attempt and times the attempt number after it (paper.yaml's).
-    Also: the rules that take ``compile``."""
+    are the config's values on the first attempt and times the attempt number after it (paper.yaml's), up to
+    ``resources.limits`` (paper.yaml: a runtime of 24 h; a retry asking for more pended forever on a partition
+    with that limit). Also: the rules that take ``compile``."""
     from papa.checks import RESOURCE_PARENTS
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     cfg = paper["resources"]
+    limit = cfg["limits"]["runtime"]
+    capped = 0
     with parsed_workflow(ROOT / "config/paper.yaml") as wf:
         checked = 0
         for rule in wf.rules:
-            if rule.name not in cfg or rule.name == "default":
+            if rule.name not in cfg or rule.name in ("default", "limits"):
                 continue
             for key in ("mem_mb", "runtime"):
                 parent = cfg.get(RESOURCE_PARENTS.get(rule.name), {})  # probe_trained: the probe's under its own
                 base = {**cfg["default"], **parent, **cfg[rule.name]}[key]
                 got = [rule.resources[key].evaluate(SimpleNamespace(task="cola"), attempt=a).value for a in (1, 2, 3)]
-                assert got == [base, 2 * base, 3 * base], (rule.name, key, got)
+                want = [base * a if key == "mem_mb" else min(base * a, limit) for a in (1, 2, 3)]
+                assert got == want, (rule.name, key, got)
+                capped += want != [base, 2 * base, 3 * base]
                 checked += 1
+        assert capped  # the limit cut some third attempt (720 minutes: 1440, not 2160)
         # a task's own resources (tasks.mnli.resources.probe in paper.yaml) over the rule's, for its jobs only
         probe = wf.get_rule("probe")
         task_cfg = paper["tasks"]["mnli"]["resources"]["probe"]
         mnli, cola = SimpleNamespace(task="mnli"), SimpleNamespace(task="cola")
-        assert [probe.resources["runtime"].evaluate(mnli, attempt=a).value for a in (1, 2)] == [
-            task_cfg["runtime"],
-            2 * task_cfg["runtime"],
-        ]
+        assert task_cfg["runtime"] == limit  # MNLI's probes ask for 24 h at once: a retry asks for no more
+        assert [probe.resources["runtime"].evaluate(mnli, attempt=a).value for a in (1, 2)] == [limit, limit]
         assert probe.resources["runtime"].evaluate(cola, attempt=1).value == cfg["probe"]["runtime"]
         assert probe.resources["mem_mb"].evaluate(mnli, attempt=1).value == cfg["probe"]["mem_mb"]
         # a job per seed of trained constants: the probe's runtime (MNLI's its own) and GPU, and the memory
@@ -865,9 +881,10 @@ def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     """paper.yaml's averaging jobs ask for one GPU, 32 GB and 4 h; its 111 data-free constant jobs (identity,
     toeplitz, zeros, uniform: a matrix from the model's config and N alone) asked for the same, each waiting in a
     GPU queue to write a matrix of zeros. They are rule data_free_constants: resources.default's request, and the
-    profile's set-resources names only the model rules."""
+    config's resources.default (gpu 0); the model rules ask for paper.yaml's gpu 1 (without PAPA_SLURM_GPUS the
+    profile leaves the request to the config)."""
     repo = copy_repo(tmp_path / "repo")
-    env = {**LOCAL_ENV, "PAPA_SLURM_GPUS": "1"}  # the profile's default, whatever this shell sets
+    env = {k: v for k, v in LOCAL_ENV.items() if k != "PAPA_SLURM_GPUS"}  # the config decides, whatever this shell sets
     run = subprocess.run(
         [SNAKEMAKE, "-n", "--profile", "slurm", "--configfile", "config/paper.yaml"],
         cwd=repo, capture_output=True, text=True, timeout=600, env=env,

@@ -139,9 +139,10 @@ def task_res(rule_name, key):
 def grows(rule_name, key):
     """Resource ``key`` (mem_mb, runtime) of a job of ``rule_name`` per attempt (`task_res`): the configured value
     on the first attempt, times the attempt number on a retry (the Slurm profile's ``retries: 1``), so a job that
-    Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with twice as much."""
+    Slurm killed for memory or time (OUT_OF_MEMORY, TIMEOUT) is resubmitted with twice as much, up to
+    ``resources.limits.<key>`` (papa.checks.retry_request)."""
     value = task_res(rule_name, key)
-    return lambda wildcards, attempt: value(wildcards) * attempt
+    return lambda wildcards, attempt: checks.retry_request(config, key, value(wildcards), attempt)
 
 
 def model_path(model):
