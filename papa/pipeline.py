@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -57,8 +58,13 @@ log = logging.getLogger("papa")
 
 
 def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0) -> None:
-    """Log to ``log_path`` (and stderr), set torch threads, seed everything."""
-    handlers = [logging.StreamHandler(sys.stderr)]
+    """Log to ``log_path`` (and stderr), set torch threads, seed everything.
+
+    In a Slurm job (``SLURM_JOB_ID`` set) with a log file, not to stderr as well: stderr is the job's Slurm
+    log, and the Slurm profile's ``show-failed-logs`` prints both logs of a failed job, so every line came
+    twice (thousands for a long probe)."""
+    in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID"))
+    handlers = [] if in_slurm_job else [logging.StreamHandler(sys.stderr)]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))

@@ -283,3 +283,32 @@ def test_the_environment_names_the_checkout():
         return
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     assert env["papa_source"]["commit"] == head and isinstance(env["papa_source"]["dirty"], bool)
+
+
+def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
+    """In a Slurm job stderr is the Slurm log, which the profile prints beside the rule's log on a failure: a
+    stage logs to its log file alone there (every line came twice), to both elsewhere."""
+    import logging
+    import sys
+
+    from papa import pipeline
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, sys.excepthook)
+    try:
+        for slurm, want_stderr in ((None, True), ("1234", False)):
+            if slurm:
+                monkeypatch.setenv("SLURM_JOB_ID", slurm)
+            else:
+                monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+            pipeline.setup(str(tmp_path / f"{slurm}.log"))
+            kinds = [type(h) for h in root.handlers]
+            assert logging.FileHandler in kinds
+            assert (logging.StreamHandler in kinds) is want_stderr, kinds
+        pipeline.setup(None)  # no log file: stderr, in a Slurm job too
+        assert [type(h) for h in root.handlers] == [logging.StreamHandler]
+    finally:
+        for h in root.handlers:
+            h.close()
+        root.handlers[:], sys.excepthook = saved[0], saved[2]
+        root.setLevel(saved[1])
