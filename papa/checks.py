@@ -493,11 +493,16 @@ def _over_limits(config: dict) -> list[str]:
     resources = config.get("resources") or {}
     limits = {k: v for k, v in (resources.get("limits") or {}).items() if v is not None}
     entries = [(f"resources.{r}", v) for r, v in resources.items() if r != "limits"]
-    entries += [(f"tasks.{t}.resources.{r}", v) for t, tc in (config.get("tasks") or {}).items()
-                for r, v in ((tc or {}).get("resources") or {}).items()]  # fmt: skip
-    return [f"{where}.{key} = {entry[key]} exceeds resources.limits.{key} = {limit}: lower it, or raise the limit "
-            f"if the cluster allows more" for where, entry in entries if isinstance(entry, dict)
-            for key, limit in limits.items() if isinstance(entry.get(key), int) and entry[key] > limit]  # fmt: skip
+    for t, tc in (config.get("tasks") or {}).items():
+        entries += [(f"tasks.{t}.resources.{r}", v) for r, v in ((tc or {}).get("resources") or {}).items()]
+    errors = []
+    for where, entry in entries:
+        for key, limit in limits.items():
+            value = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(value, int) and value > limit:
+                errors.append(f"{where}.{key} = {value} exceeds resources.limits.{key} = {limit}: lower it, or "
+                              f"raise the limit if the cluster allows more")  # fmt: skip
+    return errors
 
 
 def model_tasks(config: dict, model: str) -> list[str]:
