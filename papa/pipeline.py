@@ -294,6 +294,17 @@ def prepare_data(stage: PrepareDataStage):
     # (their sizes stay in the provenance, split_sizes)
     keep = (stage.split,) if stage.split else spec.PREPARED_SPLITS
     task = replace(task, splits={s: task.splits[s] for s in keep})
+    prov = task.provenance
+    log.info(
+        "%s (%s, %s): %s; labels %s%s%s",
+        task.name,
+        task.kind,
+        prov.get("source", "?"),
+        ", ".join(f"{s} {n} rows" for s, n in task.sizes.items()),
+        task.label_names or "none (unlabeled)",
+        f" ({prov['label_names_source']})" if prov.get("label_names_source") else "",
+        f"; {prov['n_dropped']} rows dropped ({prov.get('dropped_reason')})" if prov.get("n_dropped") else "",
+    )
     out_dir = Path(stage.out_dir)
     if stage.split is None:
         save_task(task, out_dir)

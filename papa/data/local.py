@@ -9,6 +9,7 @@ that names the file, the row or line and what to change.
 from __future__ import annotations
 
 import csv
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ import pandas as pd
 from .downloads import sha256_file
 from .errors import TaskSpecError, require_columns
 from .registry import LABEL_SETS
+
+log = logging.getLogger(__name__)
 
 #: Spec keys local files take (besides those of every source, `papa.data.task.COMMON_KEYS`).
 SPEC_KEYS = frozenset({
@@ -286,6 +289,32 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
     return out
 
 
+def _has_text(cell) -> bool:
+    return not _is_missing(cell) and bool(str(cell).strip())
+
+
+def _gaps(keep: list[int], n: int, first: int = 3) -> list[int]:
+    """The first ``first`` row indices of 0..n-1 not in ``keep``."""
+    kept = set(keep)
+    return [i for i in range(n) if i not in kept][:first]
+
+
+#: Above this share of a split's rows without text, a local file fails: the text column is most likely the wrong one.
+MAX_DROPPED_SHARE = 0.5
+
+
+def _check_dropped(n_dropped: int, n: int, examples: list[str], cols: list[str], where: str) -> None:
+    """Rows without text are dropped with a warning naming the first of them; more than `MAX_DROPPED_SHARE`
+    of a split fails (a misnamed column in most rows of a JSON file, say)."""
+    if not n_dropped:
+        return
+    what = f"{n_dropped} of {n} rows of the {where} have no text in column {' or '.join(map(repr, cols))}"
+    if n_dropped > MAX_DROPPED_SHARE * n:
+        raise TaskSpecError(f"{what} (e.g. {', '.join(examples)}): more than half, so the column is likely the "
+                            f"wrong one (text_column / text_b_column), or the keys differ from row to row")  # fmt: skip
+    log.warning("%s; they are dropped (e.g. %s)", what, ", ".join(examples))
+
+
 def _infer_label_names(values: list, where: str = "the train split", rows: list[str] | None = None) -> list[str]:
     """Label names when the spec gives none, from the train split's values: integers 0..max as
     "0".."max" (a gap fails: those classes would never occur), else sorted unique strings."""
@@ -440,10 +469,13 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
             text = rec[text_col]
-            keep = [i for i, t in enumerate(text) if t is not None and str(t).strip()]
+            text_cols = [text_col] + ([text_b_col] if text_b_col else [])  # a pair needs both sentences
+            keep = [i for i in range(len(text)) if all(_has_text(rec[c][i]) for c in text_cols)]
             n_dropped += len(text) - len(keep)
             if not keep:
-                raise TaskSpecError(f"the {where} has no row with text in column {text_col!r}")
+                raise TaskSpecError(f"the {where} has no row with text in column {' and '.join(map(repr, text_cols))}")
+            _check_dropped(len(text) - len(keep), len(text), [rows[split][i] for i in _gaps(keep, len(text))],
+                           text_cols, where)  # fmt: skip
             ids = [str(rec[id_col][i]) for i in keep] if id_col else [f"{name}-{split}-{i}" for i in keep]
             if unlabeled:
                 y = [-1] * len(keep)
@@ -457,10 +489,12 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 )
             tb = None
             if text_b_col:
-                tb = [None if rec[text_b_col][i] is None else str(rec[text_b_col][i]) for i in keep]
+                tb = [str(rec[text_b_col][i]) for i in keep]
             splits[split] = pd.DataFrame({"id": ids, "text": [str(text[i]) for i in keep], "text_b": tb, "label": y})
         prov.update({"text_column": text_col, "text_b_column": text_b_col, "label_column": label_col,
-                     "n_dropped": n_dropped, "dropped_reason": "empty text" if n_dropped else None})  # fmt: skip
+                     "n_dropped": n_dropped,
+                     "dropped_reason": ("empty text" + (" or text_b" if text_b_col else "")) if n_dropped else None,
+                     })  # fmt: skip
     else:
         tok_col = spec.get("tokens_column", "tokens")
         tag_col = spec.get("tags_column", "tags")
