@@ -473,6 +473,24 @@ def test_local_rows_without_text_are_dropped_loudly(tmp_path, caplog):
         D.load_task(spec, tmp_path)
 
 
+def test_inferred_binary_string_labels_name_f1s_positive_class(tmp_path, caplog):
+    """Sorted names decide which class binary f1 scores (label 1): equivalent/not_equivalent scored the wrong one."""
+    import logging
+
+    path = tmp_path / "train.csv"
+    rows = {"text": ["a", "b", "c", "d"], "label": ["not_equivalent", "equivalent"] * 2}
+    pd.DataFrame(rows).to_csv(path, index=False)
+    spec = {"name": "para", "source": "local", "kind": "sequence", "train": str(path), "validation": str(path)}
+    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+        t = D.load_task(spec, tmp_path)
+    assert t.label_names == ["equivalent", "not_equivalent"]
+    assert any("scores 'not_equivalent'" in r.getMessage() for r in caplog.records), caplog.records
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+        D.load_task({**spec, "labels": ["not_equivalent", "equivalent"]}, tmp_path)
+    assert not caplog.records
+
+
 def test_local_inferred_labels_and_fraction_split(tmp_path):
     path = tmp_path / "data.csv"
     pd.DataFrame({"text": [f"sentence number {i}" for i in range(50)], "label": [i % 3 for i in range(50)]}).to_csv(
