@@ -31,6 +31,12 @@ _EXPORTS = {
     "patch": "patching",
 }
 
+#: Submodules reachable as ``papa.<name>`` after a plain ``import papa`` (imported on first use).
+_SUBMODULES = frozenset({
+    "checks", "constants", "cost", "data", "encoding", "fingerprint", "io", "metrics", "mlm", "models", "patching",
+    "patterns", "pin", "pipeline", "plots", "probe", "rehearsal", "selection", "spec", "tables",
+})  # fmt: skip
+
 __all__ = sorted(_EXPORTS)
 
 
@@ -39,4 +45,6 @@ def __getattr__(name):
         value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:  # papa.probe.run_probe after `import papa`, as the README writes it
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'papa' has no attribute {name!r}")

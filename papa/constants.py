@@ -56,6 +56,12 @@ class ConstantAttention:
     metadata: dict = field(default_factory=dict)
     norm: torch.Tensor | None = None
 
+    def __repr__(self) -> str:  # the matrices themselves are too many numbers to print
+        meta = {k: self.metadata[k] for k in ("kind", "model", "n_examples") if k in self.metadata}
+        said = ", ".join(f"{k}={v!r}" for k, v in meta.items())
+        return (f"ConstantAttention(shape={self.shape}{', ' if said else ''}{said}"
+                f"{', norm' if self.norm is not None else ''})")  # fmt: skip
+
     @property
     def shape(self):
         return tuple(self.mean.shape)

@@ -542,6 +542,23 @@ def prepare_features(
 
 @dataclass
 class TrainConfig:
+    """How a probe (and the patch parameters training with it) trains: a task's ``probe`` / ``lambda`` block
+    of the workflow's config (the paper's Table 3 values: `PAPER_HPARAMS`).
+
+    Attributes:
+        lr: the probe's learning rate (AdamW, constant).
+        batch_size, epochs: training batches and passes over the train split; the last epoch is reported.
+        seed: the probe's initialisation and dropout (and its batch order unless ``shuffle_seed`` is set).
+        weight_decay: AdamW's, on the probe's weights (0 for the patch parameters).
+        dropout: the sequence probe's, between its tanh layer and the output (RoBERTa's authors' head had none).
+        extra_lr: the learning rate of the patch parameters (lambda logits, trained constants); None = ``lr``.
+        eval_batch_size: validation batches (scoring only).
+        max_grad_norm: clip the gradient norm of everything that trains (the authors: 1.0); None = no clipping.
+        shuffle_seed: the batch order's seed; None = ``seed`` (`run_probe`'s ``batch_order: shared`` sets it).
+        init: how a fresh probe starts: ``normal`` (the authors', N(0, initializer_range)) or ``pytorch``
+            (`PROBE_INITS`, `init_probe`).
+    """
+
     lr: float = 1e-4
     batch_size: int = 32
     epochs: int = 4

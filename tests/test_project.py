@@ -245,3 +245,19 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
         assert torch.get_float32_matmul_precision() == "high" and matmul.allow_tf32
         assert torch.backends.mkldnn.matmul.fp32_precision == cpu_setting
     assert torch.equal(tf32_cpu, a @ a)  # the CPU's products are exactly as without it
+
+
+def test_every_submodule_is_reachable_after_a_plain_import():
+    """`papa.probe.run_probe` after `import papa`, as the README writes it (it raised AttributeError), for every
+    module of the package; names stay lazy: importing papa imports no submodule."""
+    modules = sorted(p.stem if p.is_file() else p.name for p in (ROOT / "papa").iterdir()
+                     if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file())  # fmt: skip
+    code = (
+        "import sys, papa\n"
+        "assert not [m for m in sys.modules if m.startswith('papa.')], sorted(sys.modules)\n"
+        f"for m in {modules!r}:\n"
+        "    assert getattr(papa, m).__name__ == 'papa.' + m, m\n"
+        "print(papa.probe.run_probe.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "run_probe", out.stderr[-2000:]
