@@ -332,8 +332,9 @@ def dataset_labels(name: str, spec: dict) -> list[str] | None:
     return list(known) if known else None  # a local copy of a registry dataset gets its labels
 
 
-def _local_config(name_or_path: str) -> dict | None:
-    """The model's config.json when it is on this machine without a download, else None."""
+def _local_model_file(name_or_path: str, filename: str) -> Path | None:
+    """A file of the model (``config.json``, ``model.safetensors``, ...) when it is on this machine without a
+    download (an alias, a folder, the hub cache), else None."""
     from .models import (
         ALIASES,
         SPLIT_ZIP_ALIASES,
@@ -343,24 +344,33 @@ def _local_config(name_or_path: str) -> dict | None:
         split_zip_model_dir,
     )
 
-    name_or_path = split_revision(name_or_path)[0]
+    name_or_path, revision = split_revision(name_or_path)
     key = str(name_or_path).lower()
     path = None
     if key in ALIASES:
-        path = Path(resolve_model_path(name_or_path)) / "config.json"
+        path = Path(resolve_model_path(name_or_path)) / filename
     elif key in SPLIT_ZIP_ALIASES:
-        path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / "config.json"
+        path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / filename
     elif looks_like_path(name_or_path) or Path(name_or_path).is_dir():
-        path = Path(name_or_path).expanduser() / "config.json"
+        path = Path(name_or_path).expanduser() / filename
     else:
         try:
             from huggingface_hub import try_to_load_from_cache
 
-            hit = try_to_load_from_cache(str(name_or_path), "config.json")
+            hit = try_to_load_from_cache(str(name_or_path), filename, revision=revision)
             path = Path(hit) if isinstance(hit, str) else None
         except Exception:  # noqa: BLE001 - no cache, no check
             path = None
-    if path is None or not path.is_file():
+    return path if path is not None and path.is_file() else None
+
+
+def _local_config(name_or_path: str) -> dict | None:
+    """The model's config.json when it is on this machine without a download, else None."""
+    from .models import split_revision
+
+    name_or_path = split_revision(name_or_path)[0]
+    path = _local_model_file(name_or_path, "config.json")
+    if path is None:
         return None
     try:
         cfg = json.loads(path.read_text())
@@ -747,6 +757,44 @@ def _models(models: dict) -> list[str]:
     return errors
 
 
+def _weight_names(name_or_path: str) -> set[str] | None:
+    """The tensor names of a model's checkpoint on this machine (a safetensors header, or a sharded one's
+    index), None when its weights are not here (a hub model not yet downloaded) or not safetensors."""
+    single = _local_model_file(name_or_path, "model.safetensors")
+    if single is not None:
+        from safetensors import safe_open
+
+        with safe_open(str(single), framework="pt") as f:
+            return set(f.keys())
+    index = _local_model_file(name_or_path, "model.safetensors.index.json")
+    if index is not None:
+        return set(json.loads(index.read_text()).get("weight_map", {}))
+    return None
+
+
+def _mlm_heads(config: dict) -> list[str]:
+    """``analyses.mlm.head: pretrained`` on a model whose checkpoint (when it is on this machine) has no
+    masked-LM head: its MLM job would fail at its first step, after the jobs before it."""
+    from .models import missing_mlm_head
+
+    mlm = (config.get("analyses") or {}).get("mlm") or {}
+    if not isinstance(mlm, dict) or mlm.get("head") != "pretrained":
+        return []
+    errors = []
+    for m in mlm.get("models") or []:
+        entry = (config.get("models") or {}).get(m)
+        if not isinstance(entry, str):
+            continue  # a built model (its build decides) or an unknown name (reported elsewhere)
+        cfg, names = _local_config(entry), _weight_names(entry)
+        missing = missing_mlm_head(cfg, names) if cfg and names is not None else []
+        if missing:
+            lacks = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+            errors.append(f"analyses.mlm.head is 'pretrained', but models.{m} = {entry!r} has no masked-LM head "
+                          f"(its checkpoint lacks {lacks}): use head: probe (the paper's, any encoder), or "
+                          f"models saved with their MLM head")  # fmt: skip
+    return errors
+
+
 def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
     """Settings that would silently run nothing: an MLM analysis without models, head orders without a partial
     fraction_dynamic to compare them at, an analysed task that no model runs (`model_tasks`), a config whose models
@@ -881,6 +929,7 @@ def check_config(config: dict) -> None:
     errors += _nothing_lost(config, fractions)
     errors += _non_finite(config)
     errors += _over_limits(config)
+    errors += _mlm_heads(config)
     for key, value in (config.get("encoding") or {}).items():
         if value == "authors" and config.get("layout") == "standard":
             errors.append(f"encoding.{key}: 'authors' reproduces the authors' papa layout, and layout is standard: "

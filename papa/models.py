@@ -511,6 +511,29 @@ def load_encoder(
     return prepare(model, device), tokenizer
 
 
+def missing_mlm_head(config: dict, weight_names) -> list[str]:
+    """The masked-LM head tensors a checkpoint lacks (`load_encoder(task_head="mlm")` would refuse it): the
+    head's parameters of transformers' MaskedLM class for ``config`` (a config.json's dict), built on the meta
+    device, less those a tie supplies. ``weight_names``: the checkpoint's tensor names (with or without the base
+    model's prefix; TensorFlow-era ``gamma``/``beta`` read as ``weight``/``bias``)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    cfg = AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = AutoModelForMaskedLM.from_config(cfg)
+    prefix = model.base_model_prefix + "."
+    have = {n.replace(".gamma", ".weight").replace(".beta", ".bias") for n in weight_names}
+    have |= {prefix + n for n in have}  # a checkpoint of the bare encoder names its tensors without the prefix
+    ties = getattr(model, "_tied_weights_keys", None) or {}
+    partner: dict[str, set[str]] = {}
+    for target, source in ties.items() if isinstance(ties, dict) else []:
+        partner.setdefault(target, set()).add(source)
+        partner.setdefault(source, set()).add(target)
+    head = [k for k in model.state_dict() if not k.startswith(prefix)]
+    return [k for k in head if k not in have and not partner.get(k, set()) & have]
+
+
 def prepare(model: nn.Module, device=None) -> nn.Module:
     """Freeze a model, put it in eval mode and on ``device`` (cuda when present)."""
     import torch

@@ -387,3 +387,37 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
     )
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg3).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
+
+
+def test_a_missing_mlm_head_is_a_config_error_when_the_checkpoint_is_here(tmp_path):
+    """analyses.mlm.head: pretrained on a checkpoint without an MLM head failed in its MLM job, after the jobs
+    before it; now the config check reads the checkpoint's tensor names (when it is on this machine) and
+    refuses it, exactly where load_encoder(task_head="mlm") would."""
+    import yaml
+
+    from papa.checks import ConfigError, check_config
+    from papa.rehearsal import build_model
+    from tests.test_workflow import ROOT, SMOKE
+
+    cfg = yaml.safe_load((ROOT / SMOKE).read_text())
+    cfg["analyses"] = {**(cfg.get("analyses") or {}), "mlm": {"models": [], "dataset": "wiki", "head": "pretrained"}}
+    cfg["datasets"].setdefault("wiki", {"source": "package"})
+    folders = {"minilm": "minilm"}
+    for family in ("bert", "roberta", "deberta", "electra"):  # electra: the discriminator, no MLM head
+        folders[family] = str(build_model(family, tmp_path / family, config={"num_hidden_layers": 1}))
+    for name, path in folders.items():
+        try:
+            papa.load_encoder(path, task_head="mlm", device="cpu")
+            loads = True
+        except ValueError as e:
+            assert "has no pretrained masked-LM head" in str(e)
+            loads = False
+        cfg["models"] = {name: path}
+        cfg["model_tasks"] = {name: []}
+        cfg["analyses"]["mlm"]["models"] = [name]
+        if loads:
+            check_config(cfg)
+        else:
+            with pytest.raises(ConfigError, match=f"models.{name} = .* has no masked-LM head"):
+                check_config(cfg)
+        assert loads == (name in ("bert", "roberta", "deberta")), name
