@@ -374,13 +374,15 @@ def _class_ids(values, what: str) -> np.ndarray:
         raise ValueError(f"{what} must be one integer class id each; got nested lists ({e})") from None
     if a.ndim != 1:
         raise ValueError(f"{what} must be one integer class id each (1-D); got shape {a.shape}")
-    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+    if a.dtype == bool:  # a boolean column (df.label == "pos"): False 0, True 1
+        return a.astype(np.int64)
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
         bad = next((v for v in values if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Number)),
                    a[0] if len(a) else None)  # fmt: skip
         raise ValueError(f"{what} must be integer class ids; got {bad!r} ({a.dtype}): map label names to ids "
                          f"(their index in the task's label list)")  # fmt: skip
     if np.issubdtype(a.dtype, np.floating):
-        off = ~np.isfinite(a) | (a != np.round(a))
+        off = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) > 2**53)  # beyond: no integer survives float64
         if off.any():
             i = int(np.argmax(off))
             raise ValueError(f"{what} must be integer class ids; row {i} is {float(a[i])} (a missing label, or a "

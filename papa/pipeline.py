@@ -48,7 +48,15 @@ from .models import (
     split_revision,
 )
 from .patching import patch
-from .probe import PAPER_HPARAMS, TrainConfig, cache_nbytes, learn_lambdas, prepare_features, run_probe
+from .probe import (
+    PAPER_HPARAMS,
+    TrainConfig,
+    cache_nbytes,
+    classes_present,
+    learn_lambdas,
+    prepare_features,
+    run_probe,
+)
 from .selection import head_order, select_static
 from .spec import DATA_FREE, ConstantsSpec, is_partial, needs_lambdas  # noqa: F401
 
@@ -60,10 +68,10 @@ log = logging.getLogger("papa")
 def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0) -> None:
     """Log to ``log_path`` (and stderr), set torch threads, seed everything.
 
-    In a Slurm job (``SLURM_JOB_ID`` set) with a log file, not to stderr as well: stderr is the job's Slurm
-    log, and the Slurm profile's ``show-failed-logs`` prints both logs of a failed job, so every line came
-    twice (thousands for a long probe)."""
-    in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID"))
+    In a Slurm batch job (``SLURM_JOB_ID`` set, stderr not a terminal) with a log file, not to stderr as well:
+    stderr is the job's Slurm log, and the Slurm profile's ``show-failed-logs`` prints both logs of a failed
+    job, so every line came twice (thousands for a long probe). An interactive allocation's terminal keeps it."""
+    in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID") and not sys.stderr.isatty())
     handlers = [] if in_slurm_job else [logging.StreamHandler(sys.stderr)]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -599,8 +607,7 @@ def check_train_classes(train: Encoded, info: TaskInfo, block: str, task: str | 
     """Fail when the train examples a probe will see (after the stage's ``max_train`` subsample
     and truncation to ``max_length``) hold fewer than two classes: `papa.load_task` checks the
     dataset's own train split, but a small ``tasks.<t>.<block>.max_train`` can still draw one class."""
-    y = np.asarray(train.labels)
-    present = np.unique(y[y >= 0]) if y.size else y
+    present = classes_present(train)
     if len(present) >= 2:
         return
     what = "tag" if info.kind == "token" else "label"

@@ -596,6 +596,13 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def classes_present(enc: Encoded) -> np.ndarray:
+    """The class ids ``enc``'s labels hold, sorted (a token task's ignored positions, `IGNORE`, and unlabeled
+    -1 left out)."""
+    y = np.asarray(enc.labels) if enc.labels is not None else np.zeros(0, dtype=np.int64)
+    return np.unique(y[y >= 0])
+
+
 def check_splits(train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int) -> None:
     """Fail before training, saying what to change, when the two splits cannot train and score a
     ``kind`` probe: labels of the other task kind, splits of different lengths N, labels the probe
@@ -611,7 +618,7 @@ def check_splits(train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int)
     if train_enc.max_length != val_enc.max_length:
         raise ValueError(f"the train tokens have N = {train_enc.max_length} and the validation tokens "
                          f"N = {val_enc.max_length}: encode both with one max_length")  # fmt: skip
-    present = np.unique(np.asarray(train_enc.labels)[np.asarray(train_enc.labels) != IGNORE])
+    present = classes_present(train_enc)
     if present.size < 2:
         raise ValueError(f"the train labels hold {present.size} class{'es' if present.size != 1 else ''} "
                          f"({present.tolist()}): a probe cannot learn from them; check the labels, or a subsample "

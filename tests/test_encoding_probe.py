@@ -164,18 +164,19 @@ def test_bad_inputs_fail_clearly(minilm):
 
 def test_labels_are_integer_class_ids(minilm):
     """A float label (a regression target) was truncated to a class, a label name or a column of labels
-    passed through; integer-valued floats are class ids; word lists need a list of labels each."""
+    passed through; integer-valued floats and booleans are class ids; word lists need a list of labels each."""
     tok = minilm[1]
     texts = ["a b", "c d e", "f"]
     for bad, says in (
         ([0.7, 1.0, 1], "row 0 is 0.7"),
         ([0, float("nan"), 1], "row 1 is nan"),
         (["pos", "neg", "pos"], "'pos'"),
-        ([True, False, True], "True"),
+        ([1e20, 0, 1], "row 0 is 1e+20"),  # cast, it became INT64_MIN
         ([[0], [1], [1]], "1-D"),
     ):
         with pytest.raises(ValueError, match=re.escape(says)):
             papa.encode(tok, texts, labels=bad, max_length=16)
+    assert papa.encode(tok, texts, labels=np.array([True, False, True]), max_length=16).labels.tolist() == [1, 0, 1]
     assert papa.encode(tok, texts, labels=np.array([0.0, 1.0, 2.0]), max_length=16).labels.tolist() == [0, 1, 2]
     words = [["a", "b"], ["c"]]
     with pytest.raises(ValueError, match=re.escape("example 0's labels must be integer class ids; row 1 is 2.5")):

@@ -281,6 +281,11 @@ def test_pruned_projections_train_and_follow_their_weights():
     with papa.patch(model, C, static=static), torch.no_grad():  # a new patch slices the stepped weights afresh
         again = model(**batch).last_hidden_state
     assert torch.equal(after, again)
+    # weights swapped in while patched (load_state_dict(assign=True)) stay when the patch is removed
+    new = {k: v + 1 for k, v in model.state_dict().items()}
+    with papa.patch(model, C, static=static):
+        model.load_state_dict(new, assign=True)
+    assert all(torch.equal(v, new[k]) for k, v in model.state_dict().items())
 
 
 def test_averaging_runs_in_eval_mode_and_restores_the_modes():

@@ -222,7 +222,10 @@ def test_validation_fills_nested_defaults():
     for key in ("averaging", "cache", "analyses", "resources"):
         del cfg[key]
     _validated(cfg)
-    assert cfg["resources"] == {"default": {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0}}
+    assert cfg["resources"] == {
+        "default": {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0},
+        "limits": {"runtime": None, "mem_mb": None},
+    }
     assert cfg["averaging"] == {"batch_size": 32, "max_examples": None}
     assert cfg["cache"] == {
         "dtype": "float16",
@@ -254,7 +257,11 @@ def test_resource_defaults_fill_resources_default_only():
     cfg = _config()
     cfg["resources"] = {"default": {"mem_mb": 500}, "probe": {"gpu": 1}}
     _validated(cfg)
-    assert cfg["resources"] == {"default": {"threads": 1, "mem_mb": 500, "runtime": 30, "gpu": 0}, "probe": {"gpu": 1}}
+    assert cfg["resources"] == {
+        "default": {"threads": 1, "mem_mb": 500, "runtime": 30, "gpu": 0},
+        "probe": {"gpu": 1},
+        "limits": {"runtime": None, "mem_mb": None},
+    }
 
 
 def test_job_resources_read_each_level_under_the_next():

@@ -465,7 +465,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             labels = names["train"].get(label_col) or _infer_label_names(
                 raw["train"][label_col], f"column {label_col!r} of the train file {prov_files['train']['path']}",
                 rows["train"])  # fmt: skip
-            if len(labels) == 2 and labels != ["0", "1"]:
+            if not names["train"].get(label_col) and len(labels) == 2 and labels != ["0", "1"]:
                 log.warning("labels %s inferred from the train file in sorted order: binary f1 (positive class: "
                             "label 1) scores %r; list them under the dataset's labels: [negative, positive] to "
                             "choose", labels, labels[1])  # fmt: skip

@@ -128,8 +128,9 @@ class HeadSubsetLinear(nn.Module):
 
     It holds the original projection's own parameters (``weight``, ``bias``: the same tensors, so
     ``state_dict()``, ``parameters()`` and an optimiser see the model as it was) and slices the given
-    heads out of them: while a gradient is wanted, at every call (it reaches the original weights);
-    otherwise once, again whenever the weights change (an optimiser step, ``model.to``).
+    heads out of them at every call: a gradient reaches the original weights, and whatever changes them
+    (an optimiser step, ``load_state_dict``, ``model.to``) is what the next call computes with. The slice
+    costs a few percent of the projection's product.
     """
 
     def __init__(self, linear: nn.Linear, heads: torch.Tensor, head_dim: int):
@@ -139,29 +140,20 @@ class HeadSubsetLinear(nn.Module):
         self.register_buffer("heads", heads.clone(), persistent=False)
         self.head_dim = head_dim
         self.empty = heads.numel() == 0
-        self._sliced_for = None  # the weights' state the cached slice was taken from
-        self._slice = None
-
-    def _state(self):
-        return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in (self.weight, self.bias) if t is not None)
-
-    def _heads_of(self):
-        w = self.weight.view(-1, self.head_dim, self.weight.shape[-1]).index_select(0, self.heads)
-        b = None if self.bias is None else self.bias.view(-1, self.head_dim).index_select(0, self.heads).reshape(-1)
-        return w.reshape(-1, self.weight.shape[-1]), b
 
     def forward(self, x):
         if self.empty:  # a zero-cost stand-in of one head: the attention function never reads it
             return x.new_zeros(()).expand(*x.shape[:-1], self.head_dim)
-        live = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (self.weight, self.bias))
-        if live or torch.compiler.is_compiling():  # (traced: the slice is part of the graph)
-            return F.linear(x, *self._heads_of())
-        state = (self._state(), torch.is_inference_mode_enabled())  # an inference tensor only serves inference
-        if self._sliced_for != state:
-            with torch.no_grad():
-                self._slice = self._heads_of()
-            self._sliced_for = state
-        return F.linear(x, *self._slice)
+        n_in = self.weight.shape[-1]
+        w = self.weight.view(-1, self.head_dim, n_in).index_select(0, self.heads).reshape(-1, n_in)
+        b = None if self.bias is None else self.bias.view(-1, self.head_dim).index_select(0, self.heads).reshape(-1)
+        return F.linear(x, w, b)
+
+    def restore(self, mod, attr: str, linear: nn.Linear) -> None:
+        """Put ``linear`` back as ``mod.<attr>``, with the parameters this module holds now (a
+        ``load_state_dict(assign=True)`` or a dtype conversion may have replaced them while patched)."""
+        linear.weight, linear.bias = self.weight, self.bias
+        setattr(mod, attr, linear)
 
 
 # ----------------------------------------------------------------------------- dropout route
@@ -261,8 +253,9 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
             head_dim = getattr(mod, "attention_head_size", None) or mod.dim // mod.n_heads
             for attr in (fam.query, fam.key):
                 orig = getattr(mod, attr)
-                setattr(mod, attr, HeadSubsetLinear(orig, st.dyn_idx, head_dim))
-                undo.callback(setattr, mod, attr, orig)
+                sub = HeadSubsetLinear(orig, st.dyn_idx, head_dim)
+                setattr(mod, attr, sub)
+                undo.callback(sub.restore, mod, attr, orig)
             st.pruned = True
         if fam.shared:
             if not isinstance(getattr(mod, "_papa", None), dict):
