@@ -366,9 +366,6 @@ def _local_model_file(name_or_path: str, filename: str) -> Path | None:
 
 def _local_config(name_or_path: str) -> dict | None:
     """The model's config.json when it is on this machine without a download, else None."""
-    from .models import split_revision
-
-    name_or_path = split_revision(name_or_path)[0]
     path = _local_model_file(name_or_path, "config.json")
     if path is None:
         return None
@@ -707,7 +704,7 @@ def _models(models: dict) -> list[str]:
     transformers config does not have (it would be kept as an unused attribute, silently)."""
     import difflib
 
-    from .models import ALIASES, FAMILIES, SPLIT_ZIP_ALIASES, alias_near, looks_like_path, split_revision
+    from .models import ALIASES, FAMILIES, SPLIT_ZIP_ALIASES, alias_typo, looks_like_path, split_revision
 
     errors = []
     for m, entry in models.items():
@@ -745,12 +742,12 @@ def _models(models: dict) -> list[str]:
             errors.append(f"models.{m} = {entry!r} has no config.json: not a transformers model folder (save one "
                           f"with model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
             continue
-        cfg = _local_config(entry)
-        near = None if "/" in str(path) or folder else alias_near(path)
-        if near and cfg is None:  # not in the hub cache either: a typo, or a download to come
+        near = None if folder else alias_typo(path)
+        if near:  # not in the hub cache either: a typo, or a download to come
             errors.append(f"models.{m} = {entry!r} is no offline alias: did you mean {near!r}? (Else it is read as "
                           f"a hub id, and fails only in its first job here, where no hub is reachable.)")  # fmt: skip
             continue
+        cfg = _local_config(entry)
         if cfg is not None and cfg.get("model_type") not in FAMILIES:
             errors.append(f"models.{m} = {entry!r} is a {cfg.get('model_type')!r} model, which PAPA cannot patch; "
                           f"supported model types: {', '.join(sorted(FAMILIES))}")  # fmt: skip

