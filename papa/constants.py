@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import numbers
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .io import is_integer
 from .models import check_positions, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
@@ -400,7 +400,7 @@ def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None 
         metadata: extra metadata stored with the result.
     """
     for name, value in (("layers", layers), ("heads", heads), ("n", n)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not is_integer(value) or value < 1:
             raise ValueError(f"data_free: {name} must be a positive integer, got {value!r}")
     i = torch.arange(n)
     if kind == "identity":

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .io import atomic_path, parquet_file
+from .io import atomic_path, is_integer, parquet_file
 
 IGNORE = -100
 
@@ -450,7 +450,7 @@ def encode(
         labels = [_class_ids(lab, f"example {r}'s labels") for r, lab in enumerate(labels)]
     elif labels is not None:
         labels = _class_ids(labels, "labels")
-    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
+    if not is_integer(max_length):
         raise TypeError(f"max_length must be an integer (N word pieces), got {max_length!r}")
     N = int(max_length)
     tpl = special_template(tokenizer, pairs is not None)

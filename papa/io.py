@@ -346,6 +346,13 @@ def input_digests(paths) -> dict[str, str]:
     return {str(p): file_digest(p) for p in paths}
 
 
+def is_integer(value) -> bool:
+    """An integer (Python's or NumPy's), not a bool: the check every count, length and seed argument makes."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def seed_everything(seed: int, deterministic: bool = True) -> None:
     """Seed python, numpy and torch; deterministic kernels where torch has them."""
     import random

@@ -966,10 +966,11 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     m, _ = load_encoder(stage.model, max_length=train.max_length)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
-    if stage.constants is None and (static.any() or stage.trained_constants):
+    replaces = bool(static.any()) or stage.trained_constants
+    if stage.constants is None and replaces:
         raise ValueError(f"fraction_dynamic {stage.fraction_dynamic} replaces heads: it needs constant matrices")
     C = None if stage.constants is None else ConstantAttention.load(stage.constants)
-    if C is not None and (static.any() or stage.trained_constants):
+    if replaces:  # then C is there
         for split, enc in (("train", train), ("validation", val)):
             n = C.uncovered_queries(enc.attention_mask)
             if n:

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from .encoding import IGNORE, Encoded
+from .io import is_integer
 from .metrics import check_metrics, compute_all
 from .models import compiled
 
@@ -583,17 +584,13 @@ class TrainConfig:
             bad.append(f"init={self.init!r} (one of {', '.join(PROBE_INITS)})")
         counts = {"batch_size": self.batch_size, "epochs": self.epochs, "eval_batch_size": self.eval_batch_size}
         counts.update(seed=self.seed, shuffle_seed=self.shuffle_seed)
-        bad += [f"{k}={v!r} (an integer)" for k, v in counts.items() if v is not None and not _is_int(v)]
+        bad += [f"{k}={v!r} (an integer)" for k, v in counts.items() if v is not None and not is_integer(v)]
         if bad:
             raise ValueError(
                 f"TrainConfig: {', '.join(bad)}; learning rates, batch sizes, epochs and max_grad_norm "
                 f"must be > 0 (extra_lr and max_grad_norm may be None), dropout in [0, 1), init one of "
                 f"{', '.join(PROBE_INITS)}"
             )
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def classes_present(enc: Encoded) -> np.ndarray:

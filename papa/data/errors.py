@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+from ..io import is_integer
 
 
 class DataUnavailableError(RuntimeError):
@@ -32,6 +32,6 @@ def positive_int(spec: dict, key: str, default=None) -> int | None:
     v = default if v is None else v
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+    if not is_integer(v) or v < 1:
         raise TaskSpecError(f"{key} must be a positive integer, got {v!r}")
     return int(v)

@@ -250,7 +250,7 @@ def _check_cells(values: list, column: str, key: str, where: str, rows: list[str
 
 
 def _is_missing(v) -> bool:
-    """An empty label cell: None, NaN, or a blank string (CSV cells are read as text)."""
+    """An empty cell (a label or a text): None, NaN, or a blank string (CSV cells are read as text)."""
     return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
 
 
@@ -289,27 +289,18 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
     return out
 
 
-def _has_text(cell) -> bool:
-    return not _is_missing(cell) and bool(str(cell).strip())
-
-
-def _gaps(keep: list[int], n: int, first: int = 3) -> list[int]:
-    """The first ``first`` row indices of 0..n-1 not in ``keep``."""
-    kept = set(keep)
-    return [i for i in range(n) if i not in kept][:first]
-
-
 #: Above this share of a split's rows without text, a local file fails: the text column is most likely the wrong one.
 MAX_DROPPED_SHARE = 0.5
 
 
-def _check_dropped(n_dropped: int, n: int, examples: list[str], cols: list[str], where: str) -> None:
-    """Rows without text are dropped with a warning naming the first of them; more than `MAX_DROPPED_SHARE`
-    of a split fails (a misnamed column in most rows of a JSON file, say)."""
-    if not n_dropped:
+def _check_dropped(dropped: list[str], n: int, cols: list[str], where: str) -> None:
+    """Rows without text (``dropped``: where they sit) are dropped with a warning naming the first of them;
+    more than `MAX_DROPPED_SHARE` of a split's ``n`` fails (a misnamed column in most rows of a JSON file, say)."""
+    if not dropped:
         return
-    what = f"{n_dropped} of {n} rows of the {where} have no text in column {' or '.join(map(repr, cols))}"
-    if n_dropped > MAX_DROPPED_SHARE * n:
+    what = f"{len(dropped)} of {n} rows of the {where} have no text in column {' or '.join(map(repr, cols))}"
+    examples = dropped[:3]
+    if len(dropped) > MAX_DROPPED_SHARE * n:
         raise TaskSpecError(f"{what} (e.g. {', '.join(examples)}): more than half, so the column is likely the "
                             f"wrong one (text_column / text_b_column), or the keys differ from row to row")  # fmt: skip
     log.warning("%s; they are dropped (e.g. %s)", what, ", ".join(examples))
@@ -474,12 +465,12 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             where = f"{split} file {prov_files[split]['path']}"
             text = rec[text_col]
             text_cols = [text_col] + ([text_b_col] if text_b_col else [])  # a pair needs both sentences
-            keep = [i for i in range(len(text)) if all(_has_text(rec[c][i]) for c in text_cols)]
+            has_text = [not any(_is_missing(rec[c][i]) for c in text_cols) for i in range(len(text))]
+            keep = [i for i, ok in enumerate(has_text) if ok]
             n_dropped += len(text) - len(keep)
             if not keep:
                 raise TaskSpecError(f"the {where} has no row with text in column {' and '.join(map(repr, text_cols))}")
-            _check_dropped(len(text) - len(keep), len(text), [rows[split][i] for i in _gaps(keep, len(text))],
-                           text_cols, where)  # fmt: skip
+            _check_dropped([rows[split][i] for i, ok in enumerate(has_text) if not ok], len(text), text_cols, where)
             ids = [str(rec[id_col][i]) for i in keep] if id_col else [f"{name}-{split}-{i}" for i in keep]
             if unlabeled:
                 y = [-1] * len(keep)

@@ -162,9 +162,8 @@ class PatchHandle:
         elif self.mode is Mode.MIX:
             st.const = self._const_getter(layer, None)
             st.lam_logit = lambda: self.lambda_logits[layer]
-        if self.norm is not None and self.mode is not Mode.RECORD:
-            idx = st.static_idx if self.mode is Mode.STATIC else None
-            W = self.norm[layer] if idx is None else self.norm[layer].index_select(0, idx).contiguous()
+        if self.norm is not None:  # never trained: its heads' rows are taken once
+            W = _heads_of(self.norm[layer], st.static_idx if self.mode is Mode.STATIC else None)
             st.norm = lambda: W
         return st
 
@@ -173,7 +172,7 @@ class PatchHandle:
             if idx is None:
                 return lambda: self.constants[layer]
             return lambda: self.constants[layer].index_select(0, idx)
-        C = self.constants[layer] if idx is None else self.constants[layer].index_select(0, idx).contiguous()
+        C = _heads_of(self.constants[layer], idx)
         return lambda: C
 
     # -- lambdas and trainable tensors
@@ -207,6 +206,11 @@ class PatchHandle:
     def __exit__(self, *exc):
         self.remove()
         return False
+
+
+def _heads_of(T: torch.Tensor, idx: torch.Tensor | None) -> torch.Tensor:
+    """One layer's [heads, N, N] tensor, restricted to heads ``idx`` (None: all of them)."""
+    return T if idx is None else T.index_select(0, idx).contiguous()
 
 
 def patch(model, constants, static=None, mix: bool = False, trainable_constants: bool = False) -> PatchHandle:

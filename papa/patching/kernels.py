@@ -70,14 +70,11 @@ def masked_constant(C: torch.Tensor, valid: torch.Tensor | None, norm: torch.Ten
     """The per-example matrices [B, h, N, N] that `constant_output` applies implicitly
     ([1, h, N, N] when ``valid`` is None: the same for every example)."""
     tiny = torch.finfo(C.dtype).tiny
-    W = C.abs() if norm is None else norm
-    if valid is None:
-        return (C / W.sum(-1, keepdim=True).clamp_min(tiny))[None]
-    m = valid.to(C.dtype)
-    Cm = C[None] * m[:, None, None, :]
-    Wm = Cm.abs() if norm is None else W[None] * m[:, None, None, :]
+    keys = 1 if valid is None else valid.to(C.dtype)[:, None, None, :]  # [B, 1, 1, N]
+    Cm = C[None] * keys
+    Wm = Cm.abs() if norm is None else norm[None] * keys
     Cm = Cm / Wm.sum(-1, keepdim=True).clamp_min(tiny)
-    return Cm * m[:, None, :, None]
+    return Cm if valid is None else Cm * valid.to(C.dtype)[:, None, :, None]
 
 
 def bool_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
