@@ -50,7 +50,7 @@ lint: install
 check: install
 	$(BIN)/python -m pytest -m "not slow and not slurm" -x
 
-# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 415 jobs, ~20 min on 2 cores)
+# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores)
 rehearse: install
 	$(BIN)/python -m pytest -m rehearsal
 

@@ -517,6 +517,14 @@ def model_tasks(config: dict, model: str) -> list[str]:
     return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))
 
 
+def analysed_tasks(config: dict, model: str) -> list[str]:
+    """The tasks the Sec. 5 analyses (constant kinds, cross-corpus matrices, head orders, matrix patterns) run on
+    for ``model``: ``analyses.tasks`` (null or absent = every task, ``[]`` = none) among its `model_tasks`."""
+    listed = (config.get("analyses") or {}).get("tasks")
+    own = model_tasks(config, model)
+    return own if listed is None else [t for t in listed if t in own]
+
+
 def compared_models(config: dict) -> list[str]:
     """The models Fig. 3 (plots/models_compared) compares: those whose probes run every task of
     ``config``, or, when no model runs them all, every model that runs a task. A model probed on a

@@ -281,3 +281,24 @@ def test_the_readmes_library_examples_run_as_written(tmp_path, monkeypatch):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), ns)  # noqa: S102
     assert len(ns["hidden"]) == 7 and {r["seed"] for r in ns["rows"]} == {0, 1, 2}
+
+
+def test_the_readmes_config_examples_validate():
+    """Every YAML block of the README, put into config/config.yaml as a reader would (its datasets added, its
+    models and tasks in place of the default's, the analyses on every task), passes the workflow's validation:
+    the local-dataset example lacked the task's required ``probe`` block."""
+    import copy
+    import textwrap
+
+    from papa.checks import validate_config
+
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)]
+    assert len(blocks) >= 2, "the README lost its config examples"
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for block in blocks:
+        fragment, config = yaml.safe_load(block), copy.deepcopy(base)
+        assert set(fragment) <= {"models", "datasets", "tasks"}, block  # what this test knows how to put in
+        config["datasets"].update(fragment.get("datasets", {}))
+        config.update({k: fragment[k] for k in ("models", "tasks") if k in fragment})
+        config["analyses"]["tasks"] = None
+        validate_config(config)

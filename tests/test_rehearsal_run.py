@@ -1,6 +1,6 @@
 """config/rehearsal.yaml run end to end: a sample of it in `make test` (CI), all of it in `make rehearse`.
 
-The sample is one workflow run from scratch (a module fixture, ~89 jobs) checked by several tests: its plan, its
+The sample is one workflow run from scratch (a module fixture, ~79 jobs) checked by several tests: its plan, its
 probe table, its MLM table, its other tables and figures. The builders, the drift test against paper.yaml and the
 dry runs are in tests/test_rehearsal.py, a file of its own, so that pytest-xdist (`make test`: one file per worker)
 runs them on another worker while this file's run takes one worker from the start (tests/conftest.py).
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `m
 
 
 def rehearsal_sample(cfg: dict) -> dict:
-    """rehearsal.yaml cut to CI's budget (89 jobs instead of 415) with every rule, model family, task shape and
+    """rehearsal.yaml cut to CI's budget (79 jobs instead of 389) with every rule, model family, task shape and
     metric still in it: the fractions 1, 0.5 and 0 (the ends feed the summary's baseline and Fig. 3), one seed;
     BERT, RoBERTa and DeBERTa on a pair task (Fig. 3 compares models on a shared task) and on the entity,
     single-sentence and POS task respectively, ELECTRA on the MLM probe only; the analyses on the POS task with
@@ -117,7 +117,7 @@ def test_rehearsal_sample_writes_the_other_tables_and_the_figures(sample_run):
 def test_full_rehearsal_writes_every_table(tmp_path):
     """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
 
-    Budget: 415 jobs, 30 min; measured 20 min 4 s on the 2-core machine with nothing beside it
+    Budget: 389 jobs, 30 min; measured 20 min 4 s on the 2-core machine with nothing beside it
     (2026-11-26, at 408 jobs, before each split got its own prepare_data job; at 384 jobs, before trained
     constants ran a job per seed, 22 min 47 s in CI and 25 min with other work beside it: ~7 s of CPU per job,
     nearly all of it the Python/torch/transformers start-up of each job, not the tiny models). Every (model,

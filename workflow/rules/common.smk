@@ -270,8 +270,7 @@ def runs():
     for m in config["models"]:
         for t in model_tasks(m):
             out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
-        analysed = config["tasks"] if ANALYSES["tasks"] is None else ANALYSES["tasks"]  # null = all, [] = none
-        for t in [t for t in analysed if t in model_tasks(m)]:
+        for t in checks.analysed_tasks(config, m):
             # the analyses vary one part of the paper's method (papa.spec.METHOD_*) at a time
             out += [(m, t, k, spec.METHOD_ORDER, all_constant) for k in ANALYSES["constant_kinds"]]
             out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c)), spec.METHOD_ORDER, all_constant)
@@ -293,11 +292,12 @@ def all_lambda_files():
 
 
 def pattern_files():
-    """Matrix-pattern tables (paper Sec. 5.1) for every task's own averaging corpus."""
+    """Matrix-pattern tables (paper Sec. 5.1) for the own averaging corpus of each task the analyses run on
+    (`papa.checks.analysed_tasks`)."""
     if not ANALYSES["patterns"]:
         return []
     return sorted({patterns_path(m, task_cfg(t)["dataset"], task_cfg(t)["max_length"])
-                   for m in config["models"] for t in model_tasks(m)})
+                   for m in config["models"] for t in checks.analysed_tasks(config, m)})
 
 
 def mlm_hp():
