@@ -327,7 +327,7 @@ def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -
         kept = default_cache_dir() / "digests" / key
         with contextlib.suppress(OSError):
             digest = kept.read_text().strip()
-            if digest.startswith("sha256:"):
+            if re.fullmatch(r"sha256:[0-9a-f]{64}", digest):  # a cut or garbled entry is hashed again
                 return digest
     from .data.downloads import sha256_file
 

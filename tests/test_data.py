@@ -466,6 +466,11 @@ def test_local_rows_without_text_are_dropped_loudly(tmp_path, caplog):
     assert t.provenance["dropped_reason"] == "empty text or text_b"
     warned = [r.getMessage() for r in caplog.records]
     assert any("3 of 10 rows of the train file" in m and "line 4" in m for m in warned), warned
+    # with rows 3, 5 and 7, 5 of 10 rows without text: half a split is dropped with the warning, not refused
+    for r in rows[:2]:
+        r.pop("text", None)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert D.load_task(spec, tmp_path).sizes == {"train": 5, "validation": 5}
     for r in rows[:6]:
         r.pop("text", None)  # 6 of 10 rows without the text key: the column is the wrong one
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -717,6 +722,10 @@ def test_a_split_file_describes_itself(tmp_path, rt, wsj):
                                                "label_names": rt.label_names, "splits": {"train": len(table)},
                                                "provenance": {"p": 1}}))  # fmt: skip
     pd.testing.assert_frame_equal(D.read_task(old).splits["train"], rt.splits["train"])
+    (old / "meta.json").write_text(json.dumps({**json.loads((old / "meta.json").read_text()),
+                                               "splits": {"train": len(table) + 1}}))  # fmt: skip
+    with pytest.raises(D.DataIntegrityError, match=f"has {len(table)} rows, meta.json says {len(table) + 1}"):
+        D.read_task(old)  # a file cut short (or a meta.json of another file) is refused
     # splits prepared with their own specs: the provenance of each; splits of two tasks: refused
     mixed = tmp_path / "mixed"
     D.TaskData(rt.name, rt.kind, rt.label_names, {"train": rt.splits["train"]}, {"spec": 1}).save_split(

@@ -176,6 +176,43 @@ def test_effective_constants_from_one_input_reproduce_it(family, mode, tmp_path)
         assert family == "deberta"
 
 
+@pytest.mark.parametrize("family", REGISTRY_FAMILIES + DROPOUT_FAMILIES)
+@pytest.mark.parametrize("kind", ["average", "effective"])
+def test_some_heads_static_equal_the_mix_at_lambdas_one_and_zero(family, kind):
+    """Some heads static (the sweep's partial fractions) on inputs of two lengths, with non-zero biases: the
+    static route (BERT: the static heads' queries and keys pruned) gives what the mix gives with lambda 1 on the
+    input-dependent heads and 0 on the static ones, through either mix: each static head takes its own
+    constant and, for effective constants, its own ``norm``, which is the raw average over the same examples."""
+    model = _model(family)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():  # the tiny models' biases start at 0: a bias sliced as another head's would not show
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+                mod.bias.copy_(0.1 * torch.randn(mod.bias.shape, generator=g))
+    L, H = papa.model_shape(model)
+    batch = _batch(family, [13, 6], 16)
+    C = papa.average_attention(model, [batch], kind=kind)
+    if kind == "effective":
+        torch.testing.assert_close(C.norm, papa.average_attention(model, [batch]).mean, rtol=0, atol=1e-6)
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, 0] = True
+    static[-1, 2] = True
+    valid = batch["attention_mask"].bool()
+    with torch.no_grad():
+        with papa.patch(model, C, static=static):
+            out = model(**batch).last_hidden_state[valid]
+        with papa.patch(model, C, static=static, mix=True) as handle:
+            handle.set_lambdas(torch.ones(L, H))
+            mixed_dynamic = model(**batch).last_hidden_state[valid]
+        with papa.patch(model, C, mix=True) as handle:
+            handle.set_lambdas((~static).float())
+            mixed_all = model(**batch).last_hidden_state[valid]
+        original = model(**batch).last_hidden_state[valid]
+    assert (out - original).abs().max() > 1e-4  # the static heads change the output (10x the tolerance below)
+    torch.testing.assert_close(mixed_dynamic, out, rtol=0, atol=1e-5)
+    torch.testing.assert_close(mixed_all, out, rtol=0, atol=1e-5)
+
+
 def test_raw_averages_carry_no_norm(tmp_path):
     model = _model("bert")
     raw = papa.average_attention(model, [_batch("bert", [13, 6], 16)])

@@ -371,12 +371,13 @@ def test_probe_inputs_are_checked_before_training(minilm):
     for train, val, kind, says in (
         (enc, enc, "token", "use kind='sequence'"),
         (words, words, "sequence", "use kind='token'"),
+        (enc, words, "sequence", "the validation tokens have per-token labels"),  # each split checked
         (enc, longer, "sequence", "N = 16 and the validation tokens N = 32"),
         (one_class, enc, "sequence", "hold 1 class ([1])"),
     ):
         with pytest.raises(ValueError, match=re.escape(says)):
             run_probe(model, train, val, kind, 2, ["token_accuracy" if kind == "token" else "accuracy"], cfg)
-    for bad in ({"batch_size": 2.5}, {"epochs": True}, {"seed": 0.5}):
+    for bad in ({"batch_size": 2.5}, {"epochs": True}, {"seed": 0.5}, {"eval_batch_size": 8.0}, {"shuffle_seed": 1.5}):
         with pytest.raises(ValueError, match=re.escape(f"{next(iter(bad))}=")):
             TrainConfig(**bad)
     assert len(enc.subset([]).input_ids) == 0

@@ -245,6 +245,9 @@ def test_constants_load_checks_the_file(tmp_path):
         "stated": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": 4}'}, "metadata states"),
         "meta": ({"mean": C.mean, "count": C.count}, {"papa": "not json"}, "metadata is not a JSON object"),
         "names": ({"avg": C.mean}, {"papa": "{}"}, "not 'mean' and 'count'"),
+        # effective constants' row normalisers: of the matrices' shape, never negative
+        "normshape": ({"mean": C.mean, "count": C.count, "norm": C.mean[0].clone()}, {"papa": "{}"}, "norm has shape"),
+        "normsign": ({"mean": C.mean, "count": C.count, "norm": -C.mean}, {"papa": "{}"}, "norm has shape"),
     }
     for name, (tensors, meta, msg) in cases.items():
         p = tmp_path / f"{name}.safetensors"
@@ -255,6 +258,13 @@ def test_constants_load_checks_the_file(tmp_path):
     truncated.write_bytes(good.read_bytes()[:100])
     with pytest.raises(io.UnreadableFileError, match="truncated.safetensors is not a readable safetensors file"):
         ConstantAttention.load(truncated)
+    # and patch checks a norm built in memory alike
+    model = papa.load_encoder("minilm", device="cpu")[0]
+    L, H = papa.model_shape(model)
+    raw = data_free("uniform", L, H, 8)
+    for norm in (-raw.mean, raw.mean[0], raw.mean.clone().fill_(float("inf"))):
+        with pytest.raises(ValueError, match="norm .* must be finite, non-negative and of the matrices' shape"):
+            papa.patch(model, ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, norm))
 
 
 def test_patch_warns_for_constants_recorded_on_another_model(minilm, tmp_path):
@@ -761,6 +771,23 @@ def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
     with pytest.raises(OSError, match="Did you mean the offline alias 'minilm'"):
         resolve_model_path("minilmx")
     assert resolve_model_path("someorg/minilmx") == "someorg/minilmx"
+
+
+def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_path, monkeypatch):
+    """`papa.models.alias_typo`: a hub id with an organisation (even one that ends in an alias), a folder on this
+    machine and a model of that name in the hub cache are models, not misspelt aliases."""
+    import huggingface_hub
+
+    from papa.models import alias_typo, resolve_model_path
+
+    assert alias_typo("minilmx") == "minilm"
+    assert alias_typo("ab/minilm") is None and resolve_model_path("ab/minilm") == "ab/minilm"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "minilmx").mkdir()
+    assert alias_typo("minilmx") is None
+    (tmp_path / "minilmx").rmdir()
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: "/x/config.json")
+    assert alias_typo("minilmx") is None and resolve_model_path("minilmx") == "minilmx"
 
 
 def test_the_library_refuses_inputs_beyond_the_positions_and_constants_of_other_types(tmp_path):

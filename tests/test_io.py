@@ -256,9 +256,14 @@ def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
     real = "sha256:" + hashlib.sha256(b"weights").hexdigest()
     assert papa_io.file_digest(f) == real
     (kept,) = (tmp_path / "cache" / "digests").iterdir()
-    kept.write_text("sha256:kept\n")  # what another job hashed: read, not computed again
+    other = "sha256:" + "ab" * 32
+    kept.write_text(other + "\n")  # what another job hashed: read, not computed again
     papa_io._file_digest.cache_clear()
-    assert papa_io.file_digest(f) == "sha256:kept"
+    assert papa_io.file_digest(f) == other
+    for broken in (other[:13], "sha256:kept", "garbage"):  # an entry cut short or garbled: hashed again
+        kept.write_text(broken + "\n")
+        papa_io._file_digest.cache_clear()
+        assert papa_io.file_digest(f) == real and kept.read_text().strip() == real
     st = f.stat()
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # another state of the file
     assert papa_io.file_digest(f) == real

@@ -421,3 +421,28 @@ def test_a_missing_mlm_head_is_a_config_error_when_the_checkpoint_is_here(tmp_pa
             with pytest.raises(ConfigError, match=f"models.{name} = .* has no masked-LM head"):
                 check_config(cfg)
         assert loads == (name in ("bert", "roberta", "deberta")), name
+
+
+def test_a_checkpoints_mlm_head_is_found_under_tensorflow_era_and_unprefixed_names():
+    """`papa.models.missing_mlm_head` on tensor names as checkpoints spell them: the MaskedLM class's own names
+    (nothing missing), the base model's tensors without its prefix (a bare encoder's file), LayerNorms as
+    TensorFlow-era ``gamma``/``beta`` (bert-base-uncased's file), the tied decoder left out; the bare encoder
+    alone lacks the head."""
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from papa.models import missing_mlm_head
+
+    config = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+              "intermediate_size": 64, "vocab_size": 100}  # fmt: skip
+    with torch.device("meta"):
+        names = list(AutoModelForMaskedLM.from_config(AutoConfig.for_model(**config)).state_dict())
+    assert missing_mlm_head(config, names) == []
+    tied = "cls.predictions.decoder.weight"
+    old_style = [n.removeprefix("bert.") for n in names if n != tied]
+    old_style = [n.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+                 for n in old_style]  # fmt: skip
+    assert any(n.endswith("LayerNorm.gamma") for n in old_style) and not any(n.startswith("bert.") for n in old_style)
+    assert missing_mlm_head(config, old_style) == []
+    bare = [n for n in old_style if not n.startswith("cls.")]
+    assert "cls.predictions.transform.dense.weight" in missing_mlm_head(config, bare)

@@ -514,6 +514,16 @@ def test_constant_output_equals_explicit_masked_matrices_times_values():
         assert out.shape == v.shape
         torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     assert (constant_output(C, v, valid)[1, :, 3:5] == 0).all()  # pad-query rows are zero
+    # effective constants: rows divided by the raw average's (norm's) mass on the valid keys, pads excluded
+    W = torch.rand(3, 6, 6, generator=g, dtype=torch.float64) + 0.1  # mass on every key, pad keys included
+    for mask in (valid, None):
+        torch.testing.assert_close(
+            constant_output(C, v, mask, W), torch.matmul(masked_constant(C, mask, W), v), rtol=1e-12, atol=1e-12
+        )
+    keep = valid[:, None, None, :]  # by hand: C / (W's row sums over the valid keys), masked keys and pad rows 0
+    by_hand = torch.where(keep, C, 0) / torch.where(keep, W, 0).sum(-1, keepdim=True)
+    by_hand = torch.where(keep & valid[:, None, :, None], by_hand, 0)
+    torch.testing.assert_close(masked_constant(C, valid, W), by_hand, rtol=1e-12, atol=1e-12)
 
 
 def test_data_free_kinds_rows_sum_to_one_after_masking():
@@ -709,7 +719,8 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("family", ["bert", "albert", "deberta", "mpnet"])  # both routes; pruned and not
 @pytest.mark.parametrize("mode", ["static", "mix"])
-def test_training_attention_dropout_acts_on_the_combined_attention(family, mode, monkeypatch):
+@pytest.mark.parametrize("kind", ["average", "effective"])  # effective: rows scaled by their norm in training too
+def test_training_attention_dropout_acts_on_the_combined_attention(family, mode, kind, monkeypatch):
     """In training (``backbone_dropout``, the authors' setting) the attention dropout acts on what the heads
     use, as combined, as in the authors' BertSelfAttention: the constant matrices of static heads and the mixed
     lambda A + (1 - lambda) C of every head, not on the input-dependent A alone. What the dropout receives is
@@ -726,7 +737,7 @@ def test_training_attention_dropout_acts_on_the_combined_attention(family, mode,
     fam = FAMILIES[model.config.model_type]
     batch = papa_batch(model, [9, 5, 16])
     valid = batch["attention_mask"].bool()
-    C = papa.average_attention(model, [papa_batch(model, [7, 12, 3], seed=1)], log_every=1e9)
+    C = papa.average_attention(model, [papa_batch(model, [7, 12, 3], seed=1)], log_every=1e9, kind=kind)
     L, H = papa.model_shape(model)
     A = {}
     with record_attention(model, lambda layer, probs, *_: A.setdefault(layer, probs.detach().clone())):
@@ -764,7 +775,7 @@ def test_training_attention_dropout_acts_on_the_combined_attention(family, mode,
     for layer, got in enumerate(seen):
         if mode == "mix" and layer:
             break  # the unpatched model's A is this layer's input-dependent part in the first layer alone
-        Cm = kernels.masked_constant(C.mean[layer].float(), valid)
+        Cm = kernels.masked_constant(C.mean[layer].float(), valid, None if C.norm is None else C.norm[layer].float())
         want = Cm if mode == "static" else 0.5 * A[layer] + 0.5 * Cm
         rows = valid[:, None, :, None].expand_as(got)  # real queries (pad-query rows are the model's own)
         torch.testing.assert_close(got[rows], want.expand_as(got)[rows], rtol=1e-5, atol=1e-6)

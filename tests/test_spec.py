@@ -297,6 +297,26 @@ def test_job_resources_read_each_level_under_the_next():
             _validated(bad)
 
 
+def test_a_retry_asks_for_more_up_to_the_limits_and_a_request_at_a_limit_is_allowed():
+    """`papa.checks.retry_request`: attempt x the first request, capped at ``resources.limits`` (a retry above a
+    partition's time limit pends forever), unlimited without one; a first request equal to a limit is valid,
+    one above it a config error."""
+    from papa.checks import retry_request
+
+    limited = {"resources": {"limits": {"runtime": 24, "mem_mb": None}}}
+    assert [retry_request(limited, "runtime", 10, a) for a in (1, 2, 3)] == [10, 20, 24]
+    assert retry_request(limited, "mem_mb", 1000, 3) == 3000 and retry_request({"resources": {}}, "runtime", 7, 2) == 14
+    from papa.checks import validate_config
+
+    at_limit = _config()
+    at_limit["resources"] = {"default": {"runtime": 30}, "limits": {"runtime": 30}}
+    validate_config(at_limit)
+    above = _config()
+    above["resources"] = {"default": {"runtime": 31}, "limits": {"runtime": 30}}
+    with pytest.raises(Exception, match=r"resources.default.runtime = 31 exceeds resources.limits.runtime = 30"):
+        validate_config(above)
+
+
 def test_library_defaults_equal_the_schema_defaults(schema):
     """Stage configs and notebook aliases may carry defaults only where they equal the schema's."""
     from papa import pipeline, rehearsal
