@@ -37,6 +37,19 @@ log = logging.getLogger(__name__)
 KINDS = CONSTANT_KINDS  # old name, replaced by papa.spec.CONSTANT_KINDS
 
 
+def _tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 of named tensors: each one's name, dtype, shape and bytes, in name order (`ConstantAttention.save`
+    stores it with them, `load` compares)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
 @dataclass
 class ConstantAttention:
     """Constant matrices for every (layer, head).
@@ -78,16 +91,18 @@ class ConstantAttention:
         return int((np.asarray(attention_mask) != 0)[:, never].sum())
 
     def save(self, path: str | Path) -> None:
-        """Write safetensors (atomically) with the metadata as JSON under the key ``papa``."""
+        """Write safetensors (atomically) with the metadata as JSON under the key ``papa``, and the sha256 of
+        the tensors under ``sha256`` (`load` checks it: a file changed on disk fails instead of patching
+        other numbers in)."""
         from safetensors.torch import save_file
 
         from .io import atomic_path
 
-        meta = {"papa": json.dumps(self.metadata, sort_keys=True, default=str)}
         tensors = {"mean": self.mean.detach().float(), "count": self.count.double()}
         if self.norm is not None:
             tensors["norm"] = self.norm.detach().float()
         tensors = {k: t.contiguous().cpu() for k, t in tensors.items()}
+        meta = {"papa": json.dumps(self.metadata, sort_keys=True, default=str), "sha256": _tensors_digest(tensors)}
         with atomic_path(path) as tmp:
             save_file(tensors, str(tmp), metadata=meta)
 
@@ -102,17 +117,22 @@ class ConstantAttention:
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw = (f.metadata() or {}).get("papa", "{}")
+                digest = (f.metadata() or {}).get("sha256")  # None in files of an older papa
                 names = set(f.keys())
                 if not {"mean", "count"} <= names:
                     raise UnreadableFileError(f"{path} has tensors {sorted(names)}, not 'mean' and 'count': it was "
                                               f"not written by papa.ConstantAttention.save")  # fmt: skip
-                mean, count = f.get_tensor("mean"), f.get_tensor("count")
-                norm = f.get_tensor("norm") if "norm" in names else None
+                tensors = {name: f.get_tensor(name) for name in names}
+                mean, count, norm = tensors["mean"], tensors["count"], tensors.get("norm")
         except (SafetensorError, OSError) as e:
             if isinstance(e, FileNotFoundError):
                 raise
             raise UnreadableFileError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e}); "
                                       f"delete it and run the workflow again") from e  # fmt: skip
+        if digest is not None and digest != _tensors_digest(tensors):
+            raise UnreadableFileError(f"{path}: its tensors are not the ones written (their sha256 differs from the "
+                                      f"one saved with them): the file changed on disk; delete it and run the "
+                                      f"workflow again (the job that writes it reruns)")  # fmt: skip
         try:
             meta = json.loads(raw)
             if not isinstance(meta, dict):

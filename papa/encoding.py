@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .io import atomic_path, is_integer, parquet_file
+from .io import is_integer, parquet_file, read_batches, read_table, write_table
 
 IGNORE = -100
 
@@ -172,13 +172,11 @@ class Encoded:
 
     # -- token files: Parquet (`to_arrow`) with the metadata as JSON under the footer key ``papa``
     def save(self, path, meta: dict | None = None) -> None:
-        """Write a token file atomically (`papa.io.atomic_path`).
+        """Write a token file atomically, its pages checksummed (`papa.io.write_table`).
 
         The footer's ``papa`` metadata is the encoding's ``meta``, then ``meta`` (the caller's:
         model, dataset, split, ...), then ``layout``, ``max_length`` and ``n_truncated``.
         """
-        import pyarrow.parquet as pq
-
         meta = {
             **self.meta,
             **(meta or {}),
@@ -188,14 +186,13 @@ class Encoded:
         }
         table = self.to_arrow()
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": json.dumps(meta, default=str)})
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
+        write_table(table, path)
 
     @classmethod
     def load(cls, path) -> Encoded:
         """A token file (`save`) read whole; ``meta`` is its footer metadata (`token_meta`)."""
         f, meta = _open_tokens(path)
-        return cls.from_arrow(f.read(), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+        return cls.from_arrow(read_table(path, f), meta.get("layout", "papa"), int(meta["max_length"]), meta)
 
 
 def _open_tokens(path):
@@ -232,7 +229,7 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024) -> It
         keep = np.zeros(meta["n_rows"], dtype=bool)
         keep[np.asarray(rows, dtype=np.int64)] = True
     start, rest = 0, None  # rest: examples read but not yet yielded (fewer than batch_size)
-    for rb in f.iter_batches(batch_size=max(int(read_rows), int(batch_size))):
+    for rb in read_batches(path, f, batch_size=max(int(read_rows), int(batch_size))):
         chunk = Encoded.from_arrow(rb, layout, N, meta)
         if keep is not None:
             chunk = chunk.subset(np.flatnonzero(keep[start : start + len(chunk)]))

@@ -195,21 +195,56 @@ def _unreadable(path, what: str, err: Exception) -> UnreadableFileError:
 
 
 def parquet_file(path: str | Path):
-    """``pyarrow.parquet.ParquetFile(path)``, or an `UnreadableFileError` that names ``path``."""
+    """``pyarrow.parquet.ParquetFile(path)`` that verifies each page's checksum as it reads (`write_table`
+    writes them; files without any read as before), or an `UnreadableFileError` that names ``path``. Read it
+    through `read_table` / `read_batches`, which name ``path`` when a page turns out corrupt."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(path, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
         raise _unreadable(path, "Parquet", e) from e
 
 
+def read_table(path: str | Path, file=None):
+    """A Parquet file read whole as a ``pyarrow.Table``, its pages' checksums verified; a corrupt or unreadable
+    file fails naming ``path``. ``file``: its `parquet_file`, when the caller opened it already."""
+    import pyarrow as pa
+
+    f = parquet_file(path) if file is None else file
+    try:
+        return f.read()
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(path, "Parquet", e) from e
+
+
+def read_batches(path: str | Path, file, **kwargs):
+    """``file.iter_batches(**kwargs)`` of `parquet_file` ``file`` at ``path``, a corrupt page failing naming
+    ``path``."""
+    import pyarrow as pa
+
+    try:
+        yield from file.iter_batches(**kwargs)
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(path, "Parquet", e) from e
+
+
+def write_table(table, path: str | Path) -> None:
+    """Write a ``pyarrow.Table`` to ``path`` atomically (`atomic_path`), each data page with its CRC-32, so that a
+    file changed on disk after it was written (a bit flipped, a copy cut short: Snakemake goes by file times
+    and would take it as it is) fails when read (`read_table`) instead of giving other numbers."""
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, write_page_checksum=True)
+
+
 def read_parquet(path: str | Path):
-    """A Parquet file as a pandas DataFrame; an unreadable file fails naming its path."""
-    return parquet_file(path).read().to_pandas()
+    """A Parquet file as a pandas DataFrame (`read_table`); an unreadable or corrupt file fails naming its path."""
+    return read_table(path).to_pandas()
 
 
 #: The key of papa's provenance in a Parquet file's schema metadata (and a safetensors file's metadata).
@@ -223,15 +258,13 @@ def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
     import json
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     if provenance is not None:
         meta = dict(table.schema.metadata or {})
         meta[PROVENANCE_KEY.encode()] = json.dumps(provenance, sort_keys=True, default=str).encode()
         table = table.replace_schema_metadata(meta)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+    write_table(table, path)
 
 
 def read_provenance(path: str | Path) -> dict | None:

@@ -317,3 +317,53 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
             h.close()
         root.handlers[:], sys.excepthook = saved[0], saved[2]
         root.setLevel(saved[1])
+
+
+def test_a_file_changed_on_disk_after_it_was_written_fails_when_read(tmp_path):
+    """A bit flipped in a result, a token file or a constants file, its time kept: Snakemake takes it as it is
+    (it goes by file times), and pyarrow and safetensors read other numbers without a word. papa's Parquet files
+    carry a CRC-32 per page (`papa.io.write_table`) and its constants the sha256 of their tensors; reading such a
+    file fails naming it."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    import papa
+    from papa import io as papa_io
+    from papa.encoding import stream_tokens
+
+    def flip(path, offset):
+        st = path.stat()
+        data = bytearray(path.read_bytes())
+        data[offset] ^= 0x10
+        path.write_bytes(bytes(data))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    df = pd.DataFrame({"x": np.random.default_rng(0).random(1000)})
+    table = tmp_path / "t.parquet"
+    papa_io.write_parquet(df, table)
+    col = pq.ParquetFile(table).metadata.row_group(0).column(0)
+    assert col.has_dictionary_page  # the values sit in the dictionary page: a flipped bit there reads silently
+    flip(table, col.dictionary_page_offset + (col.data_page_offset - col.dictionary_page_offset) // 2)
+    assert (pq.read_table(table).to_pandas().x != df.x).sum() == 1
+    with pytest.raises(papa_io.UnreadableFileError, match=r"t\.parquet .*CRC checksum verification failed"):
+        papa_io.read_parquet(table)
+
+    enc = papa.Encoded(np.arange(64, dtype=np.int64).reshape(8, 8), np.ones((8, 8), dtype=np.int64), None,
+                       np.arange(8) % 2, "papa", 8)  # fmt: skip
+    tokens = tmp_path / "tokens.parquet"
+    enc.save(tokens)
+    col = pq.ParquetFile(tokens).metadata.row_group(0).column(0)
+    start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+    flip(tokens, start + col.total_compressed_size - 3)  # in the input ids' last page
+    with pytest.raises(papa_io.UnreadableFileError, match=r"tokens\.parquet"):
+        papa.Encoded.load(tokens)
+    with pytest.raises(papa_io.UnreadableFileError, match=r"tokens\.parquet"):
+        list(stream_tokens(tokens, 4))
+
+    C = papa.data_free("toeplitz", 2, 3, 8)
+    constants = tmp_path / "c.safetensors"
+    C.save(constants)
+    flip(constants, constants.stat().st_size - 40)  # a byte of the last tensor's data
+    with pytest.raises(papa_io.UnreadableFileError, match=r"c\.safetensors: its tensors are not the ones written"):
+        papa.ConstantAttention.load(constants)

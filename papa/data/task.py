@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_path, is_integer, parquet_file
+from ..io import atomic_path, is_integer, parquet_file, read_table, write_table
 from ..spec import PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir
@@ -128,7 +128,6 @@ class TaskData:
         and the splits saved with it (``task_splits``: a folder missing one of them is incomplete). `read_split`
         reads it alone. Returns ``path``."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", split):
             raise TaskSpecError(f"split name {split!r} cannot be a file name; use letters, digits, _ . -")
@@ -142,8 +141,7 @@ class TaskData:
         )
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
+        write_table(table, path)
         return path
 
     @classmethod
@@ -238,7 +236,7 @@ def _split_meta(path: Path) -> dict | None:
 
 def _read_rows(path: Path, meta: dict, described_by: str | None = None) -> pd.DataFrame:
     """A split file's rows, normalised to ``meta``'s kind, checked against its row count."""
-    df = normalize_frame(pd.DataFrame(parquet_file(path).read().to_pydict()), meta["kind"])
+    df = normalize_frame(pd.DataFrame(read_table(path).to_pydict()), meta["kind"])
     if len(df) != meta["rows"]:
         raise DataIntegrityError(f"{path} has {len(df)} rows, {described_by or 'its metadata'} says {meta['rows']}")
     return df
