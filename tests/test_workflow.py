@@ -885,6 +885,42 @@ def dry_run_jobs(output: str) -> list[tuple[str, dict[str, dict[str, str]]]]:
 
 
 @pytest.mark.slow
+def test_a_gpu_type_goes_to_the_jobs_that_ask_for_a_gpu(tmp_path):
+    """PAPA_SLURM_GPU_MODEL=a100 under the Slurm profile: the model jobs that ask for a GPU (the config's, or
+    PAPA_SLURM_GPUS) ask for an a100, the others for no type. The profile used to set the type on the five model
+    rules alike, and the plugin sends --gpus=<type>:<n> whenever a type is set: --gpus=a100:0 for a job asking
+    for no GPU (here rt_sentiment's probes, and with PAPA_SLURM_GPUS=0 every job)."""
+    repo = copy_repo(tmp_path / "repo")
+
+    def mixed(c):  # probes on GPUs, one task's on CPUs; the averaging on CPUs
+        c["resources"]["probe"] = {"gpu": 1}
+        c["tasks"]["rt_sentiment"]["resources"] = {"probe": {"gpu": 0}}
+
+    cfg = write_config(repo, "mixed.yaml", mixed)
+
+    def planned(**switches):
+        env = {k: v for k, v in LOCAL_ENV.items() if not k.startswith("PAPA_SLURM_")}
+        run = subprocess.run([SNAKEMAKE, "-n", "--profile", "slurm", "--configfile", cfg], cwd=repo,
+                             capture_output=True, text=True, timeout=300, env={**env, **switches})  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        found = {}
+        for rule, job in dry_run_jobs(run.stdout):
+            key = (rule, job.get("wildcards", {}).get("task"))
+            found.setdefault(key, set()).add((job["resources"].get("gpu"), job["resources"].get("gpu_model")))
+        return found
+
+    typed = planned(PAPA_SLURM_GPU_MODEL="a100")
+    assert typed[("probe", "wsj_pos")] == {("1", "a100")}, typed
+    assert typed[("probe", "rt_sentiment")] == {("0", None)}, typed
+    assert typed[("average_attention", None)] == typed[("data_free_constants", None)] == {("0", None)}, typed
+    forced = planned(PAPA_SLURM_GPU_MODEL="a100", PAPA_SLURM_GPUS="1")
+    for rule in ("average_attention", "learn_lambda", "probe"):
+        assert {v for (r, _), vs in forced.items() if r == rule for v in vs} == {("1", "a100")}, (rule, forced)
+    cpu = planned(PAPA_SLURM_GPU_MODEL="a100", PAPA_SLURM_GPUS="0")
+    assert {model for vs in cpu.values() for _, model in vs} == {None}, cpu
+
+
+@pytest.mark.slow
 def test_under_the_slurm_profile_only_the_model_jobs_ask_for_a_gpu(tmp_path):
     """paper.yaml's averaging jobs ask for one GPU, 32 GB and 4 h; its 111 data-free constant jobs (identity,
     toeplitz, zeros, uniform: a matrix from the model's config and N alone) asked for the same, each waiting in a

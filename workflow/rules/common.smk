@@ -136,6 +136,18 @@ def task_res(rule_name, key):
     return lambda wildcards: res(rule_name, getattr(wildcards, "task", None))[key]
 
 
+def gpu_model(rule_name):
+    """The GPU type asked for by a job of ``rule_name`` (a model rule), ``$PAPA_SLURM_GPU_MODEL`` (the Slurm
+    profile's switch) where the job asks for a GPU, ``$PAPA_SLURM_GPUS`` if set, else its config's (`task_res`);
+    else none.
+    The Slurm plugin sends ``--gpus=<type>:<n>`` whenever a type is set, ``--gpus=a100:0`` for a job that asks
+    for no GPU, so the profile cannot set the type for the five rules alike."""
+    model = os.environ.get("PAPA_SLURM_GPU_MODEL") or None
+    forced = os.environ.get("PAPA_SLURM_GPUS") or None
+    gpus = task_res(rule_name, "gpu")
+    return lambda wildcards: model if model and (int(forced) if forced else gpus(wildcards)) > 0 else None
+
+
 def grows(rule_name, key):
     """Resource ``key`` (mem_mb, runtime) of a job of ``rule_name`` per attempt (`task_res`): the configured value
     on the first attempt, times the attempt number on a retry (the Slurm profile's ``retries: 1``), so a job that

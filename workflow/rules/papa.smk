@@ -28,6 +28,7 @@ rule average_attention:
         mem_mb=grows("average_attention", "mem_mb"),
         runtime=grows("average_attention", "runtime"),
         gpu=res("average_attention")["gpu"],
+        gpu_model=gpu_model("average_attention"),
     script:
         "../scripts/average_attention.py"
 
@@ -92,6 +93,7 @@ rule learn_lambda:
         mem_mb=grows("learn_lambda", "mem_mb"),
         runtime=grows("learn_lambda", "runtime"),
         gpu=task_res("learn_lambda", "gpu"),
+        gpu_model=gpu_model("learn_lambda"),
     script:
         "../scripts/learn_lambda.py"
 
@@ -140,6 +142,7 @@ rule probe:
         mem_mb=grows("probe", "mem_mb"),
         runtime=grows("probe", "runtime"),
         gpu=task_res("probe", "gpu"),
+        gpu_model=gpu_model("probe"),
     script:
         "../scripts/probe.py"
 
@@ -165,6 +168,7 @@ use rule probe as probe_trained with:
         mem_mb=grows("probe_trained", "mem_mb"),
         runtime=grows("probe_trained", "runtime"),
         gpu=task_res("probe_trained", "gpu"),
+        gpu_model=gpu_model("probe_trained"),
     log:
         f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.log",
     benchmark:
@@ -226,5 +230,6 @@ rule mlm:
         mem_mb=grows("mlm", "mem_mb"),
         runtime=grows("mlm", "runtime"),
         gpu=res("mlm")["gpu"],
+        gpu_model=gpu_model("mlm"),
     script:
         "../scripts/mlm.py"
