@@ -46,9 +46,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# the fast tier for contributors: everything but whole-workflow and Slurm runs (`make test` runs all)
+# the fast tier for contributors: everything but whole-workflow and Slurm runs (`make test` runs all), in two
+# pytest-xdist workers, one test file per worker
 check: install
-	$(BIN)/python -m pytest -m "not slow and not slurm" -x
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow and not slurm" -x
 
 # the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores)
 rehearse: install

@@ -52,7 +52,7 @@ def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehea
     assert any(r.startswith("pytest-xdist") for r in project["project"]["optional-dependencies"]["test"])
     suite = '.venv/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not rehearsal"'
     assert _make_n("test") == [*lint, suite] and _make_n("lint") == lint
-    assert _make_n("check") == ['.venv/bin/python -m pytest -m "not slow and not slurm" -x']
+    assert _make_n("check") == ['.venv/bin/python -m pytest -n 2 --dist loadfile -m "not slow and not slurm" -x']
     assert _make_n("rehearse") == [".venv/bin/python -m pytest -m rehearsal"]
     markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
     assert set(markers) == {"slow", "slurm", "rehearsal"}
