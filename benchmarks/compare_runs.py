@@ -36,6 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from papa.io import read_parquet  # noqa: E402 - checks the pages' checksums, names a corrupt file
 from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, RUN_KEY, SUMMARY_KEY, last_epochs  # noqa: E402
 
 # The columns that say what a row stands for (the library's table keys); every other numeric column
@@ -100,7 +101,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
     names_b = {p.stem for p in tb.glob("*.parquet")}
     res = {"a": str(a), "b": str(b), "only_in_a": sorted(names_a - names_b), "only_in_b": sorted(names_b - names_a)}
     res["tables"] = {
-        n: compare_table(n, pd.read_parquet(ta / f"{n}.parquet"), pd.read_parquet(tb / f"{n}.parquet"))
+        n: compare_table(n, read_parquet(ta / f"{n}.parquet"), read_parquet(tb / f"{n}.parquet"))
         for n in sorted(names_a & names_b)
     }
     return res
@@ -153,9 +154,9 @@ def probe_log_scores(results: str | Path) -> pd.DataFrame:
 def compare_probe_logs(partial: str | Path, finished: str | Path) -> dict:
     """`probe_log_scores` of ``partial`` against ``finished``'s probe and summary tables."""
     logs = probe_log_scores(partial)
-    last = last_epochs(pd.read_parquet(Path(finished) / "tables" / "probe.parquet"))
+    last = last_epochs(read_parquet(Path(finished) / "tables" / "probe.parquet"))
     m = logs.merge(last[RUN_KEY + ["score"]], on=RUN_KEY, suffixes=("_a", "_b"))
-    summary = pd.read_parquet(Path(finished) / "tables" / "summary.parquet")
+    summary = read_parquet(Path(finished) / "tables" / "summary.parquet")
     m["diff"] = (m["score_a"] - m["score_b"]).abs()
     g = m.groupby(SUMMARY_KEY).agg(
         seeds=("seed", "size"), mean_a=("score_a", "mean"), mean_b=("score_b", "mean"), max_seed_diff=("diff", "max")

@@ -358,7 +358,7 @@ def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -
 
         key = hashlib.sha256(f"{path}\0{ino}\0{size}\0{mtime_ns}\0{ctime_ns}".encode()).hexdigest()
         kept = default_cache_dir() / "digests" / key
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # ValueError: an entry that is no text (UnicodeDecodeError)
             digest = kept.read_text().strip()
             if re.fullmatch(r"sha256:[0-9a-f]{64}", digest):  # a cut or garbled entry is hashed again
                 return digest

@@ -144,7 +144,7 @@ def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_
     assert Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100.json").average_cost(ids[0], 64, "average") is None
 
 
-@pytest.mark.slow  # 12 s: torch.compile of the timed loops on CPU, a tenth of the fast tier
+@pytest.mark.slow  # 12 s (eager timings and dynamo's graph-break tracing on CPU): a tenth of the fast tier
 def test_gpu_compile_code_path_and_its_reference_figures(tmp_path, monkeypatch):
     """benchmarks/gpu_compile.py on its CPU code path (--tiny, eager only: compiling is tests/test_compile.py's)
     writes every timing and how dynamo cuts each step (DeBERTa at Tensor.item(), unless --capture-scalars), its

@@ -260,8 +260,8 @@ def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
     kept.write_text(other + "\n")  # what another job hashed: read, not computed again
     papa_io._file_digest.cache_clear()
     assert papa_io.file_digest(f) == other
-    for broken in (other[:13], "sha256:kept", "garbage"):  # an entry cut short or garbled: hashed again
-        kept.write_text(broken + "\n")
+    for broken in (other[:13], "sha256:kept", b"\xff\xfe garbage"):  # an entry cut short or garbled: hashed again
+        kept.write_bytes(broken if isinstance(broken, bytes) else broken.encode() + b"\n")
         papa_io._file_digest.cache_clear()
         assert papa_io.file_digest(f) == real and kept.read_text().strip() == real
     st = f.stat()

@@ -317,6 +317,22 @@ def test_a_retry_asks_for_more_up_to_the_limits_and_a_request_at_a_limit_is_allo
         validate_config(above)
 
 
+def test_the_analysed_tasks_of_a_model():
+    """`papa.checks.analysed_tasks`, what the Sec. 5 analyses (patterns among them) run on: analyses.tasks (null
+    or absent = every task, [] = none), in its order, among the tasks the model runs (model_tasks)."""
+    from papa.checks import analysed_tasks
+
+    cfg = {"tasks": {"a": {}, "b": {}, "c": {}}, "models": {"m": "x", "n": "y", "mlm_only": "z"},
+           "model_tasks": {"n": ["c", "a"], "mlm_only": []}}  # fmt: skip
+    assert analysed_tasks(cfg, "m") == ["a", "b", "c"] and analysed_tasks(cfg, "n") == ["c", "a"]
+    cfg["analyses"] = {"tasks": None}
+    assert analysed_tasks(cfg, "m") == ["a", "b", "c"] and analysed_tasks(cfg, "mlm_only") == []
+    cfg["analyses"] = {"tasks": ["c", "b"]}
+    assert analysed_tasks(cfg, "m") == ["c", "b"] and analysed_tasks(cfg, "n") == ["c"]
+    cfg["analyses"] = {"tasks": []}
+    assert [analysed_tasks(cfg, m) for m in cfg["models"]] == [[], [], []]
+
+
 def test_library_defaults_equal_the_schema_defaults(schema):
     """Stage configs and notebook aliases may carry defaults only where they equal the schema's."""
     from papa import pipeline, rehearsal

@@ -884,6 +884,23 @@ def dry_run_jobs(output: str) -> list[tuple[str, dict[str, dict[str, str]]]]:
     return jobs
 
 
+def test_every_rule_that_asks_for_gpus_takes_the_gpu_type_with_them():
+    """A rule's GPU request and its type come together (`gpu_model` of common.smk), each rule's own (a rule
+    derived with `use rule ... with:` and its own resources inherits none): a model rule without it would send no
+    type. The smoke config below has neither probe_trained nor mlm jobs, so this reads the rule files."""
+    head = re.compile(r"^(?:rule (\w+)|use rule \w+ as (\w+) with):", re.M)
+    rules = {}
+    for smk in (ROOT / "workflow/rules").glob("*.smk"):
+        text = smk.read_text()
+        starts = list(head.finditer(text)) + [None]
+        for m, nxt in zip(starts, starts[1:]):
+            rules[m.group(1) or m.group(2)] = text[m.start() : nxt.start() if nxt else len(text)]
+    asking = {name for name, block in rules.items() if re.search(r"\bgpu=", block)}
+    assert asking == {"average_attention", "data_free_constants", "learn_lambda", "probe", "probe_trained", "mlm"}
+    for name in asking:
+        assert f'gpu_model=gpu_model("{name}")' in rules[name], name
+
+
 @pytest.mark.slow
 def test_a_gpu_type_goes_to_the_jobs_that_ask_for_a_gpu(tmp_path):
     """PAPA_SLURM_GPU_MODEL=a100 under the Slurm profile: the model jobs that ask for a GPU (the config's, or

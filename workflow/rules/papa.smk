@@ -62,6 +62,7 @@ use rule average_attention as data_free_constants with:
         mem_mb=grows("data_free_constants", "mem_mb"),
         runtime=grows("data_free_constants", "runtime"),
         gpu=res("data_free_constants")["gpu"],
+        gpu_model=gpu_model("data_free_constants"),
 
 
 rule learn_lambda:
