@@ -194,42 +194,43 @@ def _unreadable(path, what: str, err: Exception) -> UnreadableFileError:
     )
 
 
-def parquet_file(path: str | Path):
-    """``pyarrow.parquet.ParquetFile(path)`` that verifies each page's checksum as it reads (`write_table`
-    writes them; files without any read as before), or an `UnreadableFileError` that names ``path``. Read it
-    through `read_table` / `read_batches`, which name ``path`` when a page turns out corrupt."""
+@contextlib.contextmanager
+def _reading_parquet(path):
+    """Errors pyarrow raises reading the Parquet file at ``path`` (unreadable, cut short, a page whose checksum
+    fails) as an `UnreadableFileError` that names it; a missing file stays a FileNotFoundError."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(path, page_checksum_verification=True)
+        yield
     except (pa.ArrowException, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
         raise _unreadable(path, "Parquet", e) from e
 
 
+def parquet_file(path: str | Path):
+    """``pyarrow.parquet.ParquetFile(path)`` that verifies each page's checksum as it reads (`write_table`
+    writes them; files without any read as before), or an `UnreadableFileError` that names ``path``. Read it
+    through `read_table` / `read_batches`, which name ``path`` when a page turns out corrupt."""
+    import pyarrow.parquet as pq
+
+    with _reading_parquet(path):
+        return pq.ParquetFile(path, page_checksum_verification=True)
+
+
 def read_table(path: str | Path, file=None):
     """A Parquet file read whole as a ``pyarrow.Table``, its pages' checksums verified; a corrupt or unreadable
     file fails naming ``path``. ``file``: its `parquet_file`, when the caller opened it already."""
-    import pyarrow as pa
-
     f = parquet_file(path) if file is None else file
-    try:
+    with _reading_parquet(path):
         return f.read()
-    except (pa.ArrowException, OSError) as e:
-        raise _unreadable(path, "Parquet", e) from e
 
 
 def read_batches(path: str | Path, file, **kwargs):
     """``file.iter_batches(**kwargs)`` of `parquet_file` ``file`` at ``path``, a corrupt page failing naming
     ``path``."""
-    import pyarrow as pa
-
-    try:
+    with _reading_parquet(path):
         yield from file.iter_batches(**kwargs)
-    except (pa.ArrowException, OSError) as e:
-        raise _unreadable(path, "Parquet", e) from e
 
 
 def write_table(table, path: str | Path) -> None:
