@@ -13,12 +13,15 @@ the Snakefile calls it, and a notebook or `papa.cost` sees through it the config
 from __future__ import annotations
 
 import json
+import math
+import os
 import warnings
 from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .data.local import FORMAT_KEYS, KIND_KEYS  # noqa: F401 (papa.data.local's; importable here as before)
+from .metrics import chunk_tagged, entity_f1_problem
 from .spec import (
     ALL_CONSTANT,
     BINARY_METRICS,
@@ -152,7 +155,7 @@ def validate_config(config: dict, warn=None) -> dict:
                                 f"(pip install -e . from a clone of the project)")  # fmt: skip
     migrate_config(config, warn)
     schema = yaml.safe_load(SCHEMA.read_text())
-    unknown = unknown_keys(config, schema)
+    unknown = unknown_keys(config, schema) + _unread_build_keys(config, schema)
     if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
         raise ConfigError("\n".join(unknown))
     try:
@@ -165,7 +168,44 @@ def validate_config(config: dict, warn=None) -> dict:
     integers_as_int(config, schema)
     fill_derived_defaults(config)
     check_config(config)
+    for message in unused_settings(config):
+        if warn is None:
+            warnings.warn(message, UserWarning, stacklevel=2)
+        else:
+            warn(message)
     return config
+
+
+def unused_settings(config: dict) -> list[str]:
+    """Settings of a valid config that change nothing in this run (`validate_config` warns of each): an
+    ``encoding`` option set to ``authors`` where no dataset the config tokenizes (`tokenized_inputs`) has the
+    input shape it changes (`ENCODING_REACH`: sentence pairs, single sentences)."""
+    datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
+    shapes = {input_shape(d, datasets[d]) for _, d, _ in tokenized_inputs(config)}
+    what = {"pair": "sentence pairs", "single": "single sentences"}
+    return [f"encoding.{key}: 'authors' changes how {what[shape]} are encoded, and no dataset this config "
+            f"tokenizes gives {what[shape]}: it changes nothing here"
+            for key, shape in ENCODING_REACH.items()
+            if encoding.get(key) == "authors" and None not in shapes and shape not in shapes]  # fmt: skip
+
+
+def _unread_build_keys(config: dict, schema: dict) -> list[str]:
+    """Keys of a ``models.<m>.build`` entry that its family does not read (`papa.rehearsal.build_settings`:
+    ``vocab_size`` sizes the BPE trained for roberta and deberta only), where the config gives another value than
+    the schema's default (which validation fills in for every build: a validated config validates again)."""
+    from .rehearsal import TOKENIZERS, build_settings
+
+    build_schema = schema["properties"]["models"]["additionalProperties"]["then"]["properties"]["build"]
+    defaults = {k: v.get("default") for k, v in build_schema["properties"].items()}
+    errors = []
+    for m, entry in (config.get("models") or {}).items():
+        build = entry.get("build") if isinstance(entry, dict) else None
+        if isinstance(build, dict) and build.get("family") in TOKENIZERS:  # another family: the schema names it
+            unread = sorted(k for k in set(build) - set(build_settings(build)) if build[k] != defaults.get(k))
+            errors += [f"models.{m}.build.{key} is not read for family {build['family']!r} (only roberta and "
+                       f"deberta train a BPE vocabulary of that size here; bert and electra take MiniLM's "
+                       f"WordPiece): remove it" for key in unread]  # fmt: skip
+    return errors
 
 
 def unknown_keys(config: dict, schema: dict) -> list[str]:
@@ -555,6 +595,9 @@ def _results_folder(config: dict) -> list[str]:
     if "{" in r or "}" in r:
         errors.append(f"results = {r!r} contains '{{' or '}}', which Snakemake reads as wildcards in every output "
                       f"path; remove them")  # fmt: skip
+    if "$" in r:
+        errors.append(_unexpanded("results", r, "the outputs would go to a folder of that name in the working "
+                                                "directory"))  # fmt: skip
     if Path(r).exists() and not Path(r).is_dir():
         errors.append(f"results = {r!r} is a file (from {Path.cwd()}), not a folder: name the folder the workflow "
                       f"writes to")  # fmt: skip
@@ -571,14 +614,37 @@ def _names(config: dict) -> list[str]:
             for name in (config.get(section) or {}) if str(name).startswith(".")]  # fmt: skip
 
 
+def _unexpanded(key: str, value: str, where: str) -> str:
+    """The error for a ``$VARIABLE`` in a path of the config, which neither Snakemake nor papa expands."""
+    expanded = os.path.expandvars(value)
+    hint = f", e.g. {expanded!r}" if expanded != value and "$" not in expanded else ""
+    return (f"{key} = {value!r}: environment variables are not expanded ({where}); write the path they stand "
+            f"for{hint}")  # fmt: skip
+
+
 def _scratch_folder(config: dict) -> list[str]:
-    """``cache.scratch`` is used as given (`papa.probe`): a leading ``~`` would be a folder named '~'."""
-    scratch = (config.get("cache") or {}).get("scratch")
+    """``cache.scratch`` is used as given (`papa.probe`): a leading ``~`` would be a folder named '~', a
+    ``$VARIABLE`` one of that name; a file there cannot hold the disk caches. It is read by cache.strategy auto and
+    disk only (with memory or reencode it, and ``disk_budget_mb``, would be ignored)."""
+    cache = config.get("cache") or {}
+    scratch = cache.get("scratch")
+    errors = []
     if isinstance(scratch, str) and scratch.startswith("~"):
         home = str(Path(scratch).expanduser())
-        return [f"cache.scratch = {scratch!r}: '~' is not expanded (the disk caches would go to a folder named '~' "
-                f"in the working directory); write the absolute path, e.g. {home!r}"]  # fmt: skip
-    return []
+        errors.append(f"cache.scratch = {scratch!r}: '~' is not expanded (the disk caches would go to a folder "
+                      f"named '~' in the working directory); write the absolute path, e.g. {home!r}")  # fmt: skip
+    if isinstance(scratch, str) and "$" in scratch:
+        errors.append(_unexpanded("cache.scratch", scratch, "the disk caches would go to a folder of that name"))
+    if isinstance(scratch, str) and Path(scratch).exists() and not Path(scratch).is_dir():
+        errors.append(f"cache.scratch = {scratch!r} is a file (from {Path.cwd()}), not a folder: name the folder of "
+                      f"the disk caches")  # fmt: skip
+    if cache.get("strategy") in ("memory", "reencode"):
+        for key in ("scratch", "disk_budget_mb"):
+            if cache.get(key) is not None:
+                errors.append(f"cache.{key} is read by cache.strategy auto and disk only (where a disk cache may "
+                              f"be used), and strategy is {cache['strategy']}: remove it, or set strategy: "
+                              f"auto")  # fmt: skip
+    return errors
 
 
 def _source_keys(datasets: dict) -> list[str]:
@@ -635,7 +701,7 @@ def _unread_keys(config: dict) -> list[str]:
     its second column (`papa.data.local.missing_pair_column`), which would read one sentence of each pair."""
     from .data import DATASETS
     from .data.errors import TaskSpecError
-    from .data.local import missing_pair_column, unread_local_keys
+    from .data.local import missing_pair_column, shared_columns, unread_local_keys
 
     errors = []
     build_data = config.get("build_data") or {}
@@ -652,6 +718,7 @@ def _unread_keys(config: dict) -> list[str]:
                 errors.append(f"datasets.{d}: format conll is for token tasks, and {d!r} is a sequence task: set "
                               f"kind: token, or give a csv, tsv, jsonl or parquet file")  # fmt: skip
             errors += [f"datasets.{d}.{key} {why}" for key, why in unread_local_keys(d, dc, kind, fmt)]
+            errors += [f"datasets.{d}.{key} {why}" for key, why in shared_columns(d, dc, kind, fmt)]
             if why := missing_pair_column(name, dc):
                 errors.append(f"datasets.{d}: {why}")
             has_validation = bool(dc.get("validation") or dc.get("build"))
@@ -841,11 +908,67 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
     return errors
 
 
+def tokenized_inputs(config: dict) -> list[tuple[str, str, int]]:
+    """(the key that sets N, dataset, N) of every tokenization the config asks for (rule tokenize: a dataset at
+    an N), first occurrence each: each task's dataset at its ``max_length``; each corpus of ``sweep.constants``
+    (``kind@corpus``) at the N of every task a model runs with it, and each of ``analyses.cross_corpus`` at the N
+    of every analysed task; the MLM dataset at ``analyses.mlm.max_length``. Keys that name no dataset are left out
+    (reported elsewhere)."""
+    datasets, tasks = config.get("datasets") or {}, config.get("tasks") or {}
+    out: dict[tuple[str, int], str] = {}
+
+    def add(dataset, n, why):
+        if dataset in datasets and isinstance(n, int):
+            out.setdefault((dataset, n), why)
+
+    for t, tc in tasks.items():
+        add(tc.get("dataset"), tc.get("max_length"), f"tasks.{t}.max_length = {tc.get('max_length')}")
+    models = list(config.get("models") or {})
+    run = {t for m in models for t in model_tasks(config, m) if t in tasks}
+    analysed = {t for m in models for t in analysed_tasks(config, m) if t in tasks}
+    for text in (config.get("sweep") or {}).get("constants") or []:
+        corpus = ConstantsSpec.parse(text).corpus
+        for t in sorted(run):
+            n = tasks[t].get("max_length")
+            add(corpus, n, f"tasks.{t}.max_length = {n} (the N at which sweep.constants entry {text!r} averages "
+                           f"{corpus!r})")  # fmt: skip
+    for corpus in (config.get("analyses") or {}).get("cross_corpus") or []:
+        for t in sorted(analysed):
+            n = tasks[t].get("max_length")
+            add(corpus, n, f"tasks.{t}.max_length = {n} (the N at which analyses.cross_corpus entry {corpus!r} is "
+                           f"averaged)")  # fmt: skip
+    mlm = (config.get("analyses") or {}).get("mlm")
+    if isinstance(mlm, dict) and mlm.get("models"):
+        add(mlm.get("dataset"), mlm.get("max_length"), f"analyses.mlm.max_length = {mlm.get('max_length')} (the N "
+                                                         f"of analyses.mlm.dataset)")  # fmt: skip
+    return [(why, dataset, n) for (dataset, n), why in out.items()]
+
+
+#: The shortest N a sentence pair fits in: every model's pair template holds at most 4 special tokens (RoBERTa's
+#: ``<s> A </s></s> B </s>``) and each sentence keeps at least one word piece (`papa.encode`).
+MIN_PAIR_LENGTH = 6
+
+
+def _pair_lengths(config: dict) -> list[str]:
+    """An N that a sentence-pair dataset is tokenized at (`tokenized_inputs`, by whichever key) must be even
+    (sentence B starts at N/2) and leave each sentence room (`MIN_PAIR_LENGTH`); its tokenize job fails otherwise."""
+    datasets = config.get("datasets") or {}
+    errors = []
+    for why, d, n in tokenized_inputs(config):
+        if not is_pair_dataset(d, datasets[d]):
+            continue
+        if n < MIN_PAIR_LENGTH:
+            errors.append(f"{why} is too short for {d!r}, which gives sentence pairs: use at least "
+                          f"{MIN_PAIR_LENGTH} (even)")  # fmt: skip
+        elif n % 2:
+            errors.append(f"{why} is odd, and {d!r} gives sentence pairs, which need an even N (sentence B starts "
+                          f"at N/2); use {n - 1} or {n + 1}")  # fmt: skip
+    return errors
+
+
 def _non_finite(value, path: str = "") -> list[str]:
     """Every number of the config that is not finite (YAML's ``.inf``, ``.nan``): a learning rate or a budget of
     inf or NaN passes the schema's minimums."""
-    import math
-
     if isinstance(value, float) and not math.isfinite(value):
         return [f"config key {path!r} is {value}: give a finite number"]
     if isinstance(value, dict):
@@ -925,8 +1048,9 @@ def check_config(config: dict) -> None:
         dup = _repeated(values)
         if dup:
             errors.append(f"{key} lists {', '.join(dup)} more than once; list each once")
-    fractions = [float(v) for v in sweep.get("fraction_dynamic", [])]
-    errors += _fractions_that_name_one_run(sweep.get("fraction_dynamic", []))
+    given = [v for v in sweep.get("fraction_dynamic", []) if math.isfinite(float(v))]  # .nan: _non_finite names it
+    fractions = [float(v) for v in given]
+    errors += _fractions_that_name_one_run(given)
     errors += _fractions_that_leave_the_same_heads(config, fractions)
     errors += _names(config) + _results_folder(config) + _scratch_folder(config) + _source_keys(datasets)
     errors += _unread_keys(config)
@@ -980,15 +1104,15 @@ def check_config(config: dict) -> None:
                 errors.append(f"tasks.{task}.metrics: {metric!r} is binary F1 (of label 1), and task {task} has "
                               f"{len(labels)} labels ({', '.join(labels)}, dataset {tc['dataset']!r}): use "
                               f"{BINARY_METRICS[metric]!r}")  # fmt: skip
+            elif metric == "entity_f1" and labels and not chunk_tagged(labels):
+                errors.append(f"tasks.{task}.metrics (dataset {tc['dataset']!r}): {entity_f1_problem(labels)}")
         n = tc.get("max_length")
-        if n is not None and n % 2 and is_pair_dataset(tc.get("dataset", ""), spec):
-            errors.append(f"tasks.{task}.max_length = {n} is odd, and {tc['dataset']!r} gives sentence pairs, which "
-                          f"need an even N (sentence B starts at N/2); use {n - 1} or {n + 1}")  # fmt: skip
         for model, limit in limits.items():
             if task not in model_tasks(config, model):
                 continue
             if n is not None and limit is not None and n > limit:
                 errors.append(f"tasks.{task}.max_length = {n} exceeds the {limit} positions of model {model!r}; "
                               f"use at most {limit}")  # fmt: skip
+    errors += _pair_lengths(config)
     if errors:
         raise ConfigError("Invalid config:\n  - " + "\n  - ".join(errors))

@@ -29,11 +29,19 @@ TOKEN_METRICS = METRICS["token"]
 TAG_METRICS = ("entity_f1", "pos_seqeval_f1")
 
 
+def chunk_tagged(label_names) -> bool:
+    """Whether a tag set marks entity chunks as seqeval reads them (``B-PER``, ``I-PER``, ``O``; IOBES/BILOU
+    prefixes too): at least one tag with a ``B-``/``I-``/``E-``/``S-``/``L-``/``U-`` prefix. POS tags (``NN``,
+    ``VBD``) are not: seqeval scores each tag as a one-token chunk of its own type, which is ``pos_seqeval_f1``."""
+    return any(len(t) > 2 and t[0] in "BIESLU" and t[1] == "-" for t in map(str, label_names))
+
+
 def check_metrics(metrics, kind: str | None = None, n_labels: int | None = None, label_names=None) -> list[str]:
     """``metrics`` as a list, failing before any training on what `compute` would refuse (or
     compute wrongly) after it: a bare string, an unknown metric, a metric of the other task kind
     (`papa.spec.METRICS`), a binary metric (`papa.spec.BINARY_METRICS`) on more than two labels, a seqeval
-    metric (`TAG_METRICS`) without ``label_names``. ``kind``/``n_labels`` None skip those checks."""
+    metric (`TAG_METRICS`) without ``label_names``, ``entity_f1`` on tags that mark no chunks (`chunk_tagged`).
+    ``kind``/``n_labels`` None skip those checks."""
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a list of metric names, got the string {metrics!r}; write [{metrics!r}]")
     metrics = list(metrics)
@@ -51,7 +59,17 @@ def check_metrics(metrics, kind: str | None = None, n_labels: int | None = None,
             )
         if m in TAG_METRICS and label_names is None:
             raise ValueError(f"metric {m!r} needs label_names (the tag strings)")
+        if m == "entity_f1" and label_names is not None and not chunk_tagged(label_names):
+            raise ValueError(entity_f1_problem(label_names))
     return metrics
+
+
+def entity_f1_problem(label_names) -> str:
+    """Why ``entity_f1`` does not fit a tag set without chunk prefixes (`chunk_tagged`)."""
+    shown = ", ".join(map(str, list(label_names)[:5])) + (", ..." if len(label_names) > 5 else "")
+    return (f"metric 'entity_f1' scores entity chunks of BIO tags (B-PER, I-PER, O), and the tags here ({shown}) have "
+            f"no B-/I- prefix: seqeval would score each tag as a chunk of its own (the paper's POS metric, "
+            f"pos_seqeval_f1); use pos_seqeval_f1, pos_f1 or token_accuracy")  # fmt: skip
 
 
 def _flat_tokens(y_true, y_pred):

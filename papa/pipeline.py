@@ -37,6 +37,7 @@ import torch
 from . import io, models, spec
 from .constants import ConstantAttention, average_attention, data_free
 from .encoding import Encoded, encode, separator_positions, stream_tokens, token_meta  # noqa: F401 (last two: notebooks)
+from .metrics import check_metrics
 from .models import (
     cuda_matmul_precision,
     hub_commit,
@@ -619,14 +620,25 @@ def check_train_classes(train: Encoded, info: TaskInfo, block: str, task: str | 
     )
 
 
-def train_split(path, max_train: int | None, seed: int, block: str, task: str | None) -> tuple[Encoded, TaskInfo]:
+def train_split(
+    path, max_train: int | None, seed: int, block: str, task: str | None, metrics=None
+) -> tuple[Encoded, TaskInfo]:
     """The train tokens a lambda or probe stage trains on, read before its model loads: a random subset of
     ``max_train`` examples drawn with ``seed`` (`subsample`), its `task_info`, checked to hold two classes
-    (`check_train_classes`, naming ``tasks.<task>.<block>.max_train``)."""
+    (`check_train_classes`, naming ``tasks.<task>.<block>.max_train``) and to fit ``metrics`` (when given:
+    `papa.metrics.check_metrics` on the labels the data holds, e.g. binary ``f1`` on three labels a local file
+    gave, naming ``tasks.<task>.metrics``)."""
     train = read_tokens(path)
     n_before = len(train)
     train = subsample(train, max_train, np.random.default_rng(seed))
     info = task_info(train)
+    if metrics is not None:
+        try:
+            check_metrics(list(metrics), info.kind, info.n_labels, info.label_names)
+        except ValueError as e:
+            names = f" ({', '.join(map(str, info.label_names))})" if info.label_names else ""
+            raise ValueError(f"tasks.{task}.metrics: {e} [the task's {info.n_labels} labels{names}, from its "
+                             f"data]") from None  # fmt: skip
     check_train_classes(train, info, block, task, n_before)
     return train, info
 
@@ -749,7 +761,8 @@ class LambdaStage(ModelStage):
 @runs_model
 def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
-    train, info = train_split(stage.train, stage.max_train, stage.seed, "lambda", stage.labels.get("task"))
+    task = stage.labels.get("task")
+    train, info = train_split(stage.train, stage.max_train, stage.seed, "lambda", task, stage.metrics)
     val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model, max_length=train.max_length)
     C = ConstantAttention.load(stage.constants)
@@ -961,7 +974,8 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
             f"compile {stage.compile!r} applies to trained constants (the encoder in the loop); fixed matrices "
             "run the encoder once per batch without gradients: leave compile at 'eager'"
         )
-    train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", stage.labels.get("task"))
+    task = stage.labels.get("task")
+    train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", task, stage.metrics)
     val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model, max_length=train.max_length)
     L, H = model_shape(m)

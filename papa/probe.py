@@ -628,8 +628,18 @@ def check_labels(enc: Encoded, n_labels: int, split: str = "train") -> None:
     if enc.labels is None:
         raise ValueError(f"the {split} tokens have no labels: a probe needs a labeled task")
     labels = np.asarray(enc.labels)
-    labels = labels[labels != IGNORE]
-    if labels.size and (labels.min() < 0 or labels.max() >= n_labels):
+    if labels.ndim > 1:  # a token task: -100 marks the positions not scored (sub-words, specials, padding)
+        labels = labels[labels != IGNORE]
+        if not labels.size:
+            raise ValueError(f"the {split} split has no labeled token (every label is {IGNORE}, the mark of "
+                             f"sub-words and padding): check its words and tags")  # fmt: skip
+    if labels.size and labels.min() < 0:  # -1 (an unlabeled corpus), or -100 on a sequence task: scored as wrong
+        raise ValueError(
+            f"the {split} labels hold {labels.min()}, and class ids run from 0 ({IGNORE} marks only a token task's "
+            f"sub-words and padding; a sequence task scores every example): drop the unlabeled examples, or map "
+            f"their labels to classes"
+        )
+    if labels.size and labels.max() >= n_labels:
         raise ValueError(
             f"the {split} labels run from {labels.min()} to {labels.max()}, but the probe has n_labels={n_labels} "
             f"outputs (labels 0..{n_labels - 1}); pass the task's number of labels"

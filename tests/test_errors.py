@@ -115,7 +115,7 @@ def test_check_config_names_every_problem():
     check_config(_config())  # the smoke config is fine
     assert position_limit("minilm") == 512
     cfg = _config()
-    cfg["tasks"]["wsj_pos"]["metrics"] = ["entity_f1", "f1"]
+    cfg["tasks"]["wsj_pos"]["metrics"] = ["pos_seqeval_f1", "f1"]
     cfg["tasks"]["rt_sentiment"]["max_length"] = 600
     cfg["datasets"]["wik"] = {"source": "package"}
     cfg["sweep"]["seeds"] = [0, 1, 0]
@@ -123,7 +123,7 @@ def test_check_config_names_every_problem():
         check_config(cfg)
     msg = str(e.value)
     assert "tasks.wsj_pos.metrics: 'f1' does not fit dataset 'wsj_pos', a token task" in msg
-    assert "entity_f1" not in msg.split("'f1'")[0]  # a token metric on a token task is fine
+    assert "pos_seqeval_f1" not in msg.split("'f1'")[0]  # a token metric on a token task is fine
     assert "tasks.rt_sentiment.max_length = 600 exceeds the 512 positions of model 'minilm'" in msg
     assert "datasets.wik: unknown package dataset 'wik'" in msg
     assert "sweep.seeds lists 0 more than once" in msg
@@ -837,3 +837,28 @@ def test_a_number_yaml_read_as_text_gets_a_spelling_yaml_reads_as_that_number(te
         validate_config(cfg)
     fixed = str(e.value).rsplit("write ", 1)[1]
     assert isinstance(yaml.safe_load(fixed), float) and yaml.safe_load(fixed) == float(text), fixed
+
+
+def test_an_encoding_option_no_dataset_reaches_is_warned_of():
+    """encoding.<option>: authors changes one input shape (papa.checks.ENCODING_REACH): on a config whose datasets
+    never give it (no sentence pairs in the smoke config; no single sentences with token tasks only), it changes
+    nothing, and validation says so; where a dataset gives that shape, nothing is said."""
+    from papa.checks import validate_config
+
+    said = []
+    validate_config(_config(encoding={"pair_segments": "authors", "single_cap": "authors"}), warn=said.append)
+    assert said == ["encoding.pair_segments: 'authors' changes how sentence pairs are encoded, and no dataset this "
+                    "config tokenizes gives sentence pairs: it changes nothing here"]  # fmt: skip
+    tokens_only = _config(encoding={"single_cap": "authors"})
+    tokens_only["tasks"].pop("rt_sentiment")
+    tokens_only["datasets"].pop("rt_sentiment")
+    tokens_only["analyses"]["tasks"] = ["wsj_pos"]
+    said = []
+    validate_config(tokens_only, warn=said.append)
+    assert [m.split(":")[0] for m in said] == ["encoding.single_cap"]
+    pairs = _config(encoding={"pair_segments": "authors"})
+    pairs["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": "x.csv", "text_b_column": "b"}
+    pairs["analyses"]["cross_corpus"] = ["mine"]
+    said = []
+    validate_config(pairs, warn=said.append)
+    assert said == []

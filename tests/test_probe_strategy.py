@@ -611,6 +611,63 @@ def test_probe_inputs_fail_before_any_training(minilm, monkeypatch, metrics, n_l
         probe_mod.learn_lambdas(model, C, enc, enc, "sequence", n_labels, metrics, cfg)
 
 
+def test_labels_no_probe_can_score_fail_before_any_training(minilm, monkeypatch):
+    """-100 marks a token task's sub-words and padding: in a sequence task's labels it was dropped from training and
+    scored as always wrong (an all -100 validation split gave accuracy 0.0); a token split whose every label is
+    -100 left scikit-learn an empty array after training. Both now fail first, in run_probe and learn_lambdas."""
+    model, tok = minilm
+
+    def no_training(*a, **kw):
+        raise AssertionError("trained before checking its inputs")
+
+    monkeypatch.setattr(probe_mod, "train_probes", no_training)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    enc = _toy(tok, 8)
+    ignored = replace(enc, labels=np.where(np.arange(8) == 2, -100, enc.labels))
+    words = [["a", "good", "film"], ["bad", "plot"], ["fine"]]
+    tags = papa.encode(tok, words, labels=[[0, 1, 0], [1, 0], [1]], max_length=16)
+    untagged = replace(tags, labels=np.full_like(tags.labels, -100))
+    C = papa.average_attention(model, enc.batches(4))
+    for train, val, kind, needle in (
+        (enc, ignored, "sequence", "the validation labels hold -100, and class ids run from 0"),
+        (ignored, enc, "sequence", "the train labels hold -100"),
+        (tags, untagged, "token", "the validation split has no labeled token"),
+    ):
+        with pytest.raises(ValueError, match=needle):
+            run_probe(model, train, val, kind, 2, ["accuracy" if kind == "sequence" else "pos_f1"], cfg)
+        with pytest.raises(ValueError, match=needle):
+            probe_mod.learn_lambdas(
+                model, C, train, val, kind, 2, ["accuracy" if kind == "sequence" else "pos_f1"], cfg
+            )
+
+
+def test_entity_f1_needs_tags_that_mark_chunks():
+    """seqeval reads tags without a B-/I- prefix as one-token chunks of their own type: entity_f1 on POS tags is
+    pos_seqeval_f1 under another name, refused saying so; BIO and IOBES tag sets pass."""
+    from papa.metrics import check_metrics, chunk_tagged
+
+    with pytest.raises(ValueError, match="metric 'entity_f1' scores entity chunks of BIO tags .* use pos_seqeval_f1"):
+        check_metrics(["entity_f1"], "token", 3, ["NN", "VBD", "DT"])
+    assert check_metrics(["pos_seqeval_f1"], "token", 3, ["NN", "VBD", "DT"]) == ["pos_seqeval_f1"]
+    for names in (["O", "B-PER", "I-PER"], ["O", "S-LOC", "E-LOC"], ["B-NP", "I-NP"]):
+        assert chunk_tagged(names) and check_metrics(["entity_f1"], "token", len(names), names) == ["entity_f1"]
+    assert not chunk_tagged(["O", "B", "-LRB-", "IN"])
+
+
+def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path):
+    """Labels a local file gave are known only to the jobs: binary f1 on three of them fails in the first stage
+    that trains (before its model loads), naming tasks.<task>.metrics and the labels, not only the metric."""
+    _, tok = minilm
+    enc = papa.encode(tok, (TEXTS * 4)[:12], labels=[0, 1, 2] * 4, max_length=16)
+    path = tmp_path / "train.parquet"
+    pipeline.write_tokens(enc, path, {"dataset": "mine", "label_names": ["neg", "neu", "pos"], "split": "train"})
+    with pytest.raises(ValueError, match=r"tasks\.mine\.metrics: metric 'f1' is binary F1 .*use macro_f1 \[the "
+                                         r"task's 3 labels \(neg, neu, pos\), from its data\]"):  # fmt: skip
+        pipeline.train_split(path, None, 0, "probe", "mine", ["accuracy", "f1"])
+    _, info = pipeline.train_split(path, None, 0, "probe", "mine", ["accuracy", "macro_f1"])
+    assert info.n_labels == 3
+
+
 @pytest.mark.parametrize("bad", [{"lr": 0}, {"extra_lr": 0.0}, {"extra_lr": -0.05}, {"epochs": 0}, {"dropout": 1.0}])
 def test_train_config_refuses_settings_that_do_not_train(bad):
     """extra_lr 0 used to mean the probe's lr (``extra_lr or lr``) and a negative one ascended the gradient."""

@@ -526,9 +526,9 @@ def test_validate_config_makes_integer_valued_floats_of_integer_keys_ints():
     assert type(cfg["sweep"]["fraction_dynamic"][0]) is float
     # a built model's seed sits under if/then in additionalProperties
     built = _config("rehearsal")
-    built["models"]["bert"]["build"].update(seed=5.0, vocab_size=500.0)
+    built["models"]["roberta"]["build"].update(seed=5.0, vocab_size=500.0)
     validate_config(built)
-    assert [type(v) for v in built["models"]["bert"]["build"].values() if isinstance(v, (int, float))] == [int, int]
+    assert [type(v) for v in built["models"]["roberta"]["build"].values() if isinstance(v, (int, float))] == [int, int]
     # generic: $ref and items; a value that is no integer-valued float is left as it is
     from papa.checks import integers_as_int
 

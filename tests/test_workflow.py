@@ -482,6 +482,9 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_read_it(smok
 #: Bad configs and what their error must name. Each goes through `papa.checks.validate_config`, what
 #: workflow/rules/common.smk runs before any rule (tests/test_errors.py, in-process, the fast tier); `SNAKEMAKE_CASES`
 #: also through a Snakemake run here: a schema error, a renamed key, a cross-check of papa.checks.
+#: A local sentence-pair dataset of the invalid configs (its file is never read: the config is refused first).
+LOCAL_PAIRS = {"source": "local", "kind": "sequence", "train": "pairs.csv", "text_b_column": "text_b"}
+
 INVALID_CONFIGS = [
     # a misspelt key: its dotted path and the key meant (papa.checks.unknown_keys)
     (
@@ -610,6 +613,75 @@ INVALID_CONFIGS = [
             or c["models"].update(minilm2=c["models"]["minilm"])
         ),
         "models minilm, minilm2 share no task",
+    ),
+    # a non-finite fraction is named as such (not a bare ValueError of the fraction checks that read it)
+    (lambda c: c["sweep"].update(fraction_dynamic=[1, 0.5, float("nan"), 0]), "'sweep.fraction_dynamic[2]' is nan"),
+    # an N that sentence pairs are tokenized at, through whichever key sets it
+    (
+        lambda c: (
+            c["datasets"].update(pairs=LOCAL_PAIRS)
+            or c["sweep"].update(constants=["average", "average@pairs"])
+            or c["tasks"]["rt_sentiment"].update(max_length=33)
+        ),
+        "tasks.rt_sentiment.max_length = 33 (the N at which sweep.constants entry 'average@pairs' averages 'pairs') "
+        "is odd, and 'pairs' gives sentence pairs",
+    ),
+    (
+        lambda c: (
+            c["datasets"].update(pairs=LOCAL_PAIRS)
+            or c["analyses"].update(cross_corpus=["pairs"])
+            or c["tasks"]["rt_sentiment"].update(max_length=33)
+        ),
+        "tasks.rt_sentiment.max_length = 33 (the N at which analyses.cross_corpus entry 'pairs' is averaged) is odd",
+    ),
+    (
+        lambda c: (
+            c["datasets"].update(pairs=LOCAL_PAIRS)
+            or c["analyses"].update(mlm={"models": ["minilm"], "dataset": "pairs", "max_length": 4})
+        ),
+        "analyses.mlm.max_length = 4 (the N of analyses.mlm.dataset) is too short for 'pairs', which gives sentence "
+        "pairs: use at least 6",
+    ),
+    # two keys that name one column: the labels would be the texts, the tags the words
+    (
+        lambda c: c["datasets"].update(mine={**LOCAL_PAIRS, "text_b_column": None, "label_column": "text"}),
+        "datasets.mine.label_column names column 'text', which text_column names too",
+    ),  # fmt: skip
+    (
+        lambda c: c["datasets"].update(mine={**LOCAL_PAIRS, "text_b_column": "text"}),
+        "datasets.mine.text_b_column names column 'text', which text_column names too",
+    ),
+    (
+        lambda c: c["datasets"].update(
+            mine={"source": "local", "kind": "token", "train": "x.json", "tags_column": "tokens"}
+        ),
+        "datasets.mine.tags_column names column 'tokens', which tokens_column names too",
+    ),  # fmt: skip
+    (
+        lambda c: c["datasets"].update(mine={"source": "local", "kind": "token", "train": "x.conll", "tag_column": 0}),
+        "datasets.mine.tag_column names column 0, which token_column names too",
+    ),  # fmt: skip
+    (
+        lambda c: c["datasets"].update(mine={**LOCAL_PAIRS, "text_column": ""}),
+        "config key 'datasets.mine.text_column': '' should be non-empty",
+    ),  # fmt: skip
+    # paths: environment variables are not expanded; a scratch folder that is a file; cache keys a strategy ignores
+    (lambda c: c.update(results="$HOME/papa-results"), "results = '$HOME/papa-results': environment variables are not"),
+    (lambda c: c["cache"].update(scratch="$TMPDIR/papa"), "cache.scratch = '$TMPDIR/papa': environment variables"),
+    (lambda c: c["cache"].update(scratch=str(ROOT / "Snakefile")), "Snakefile' is a file (from"),
+    (
+        lambda c: c["cache"].update(strategy="reencode", disk_budget_mb=100),
+        "cache.disk_budget_mb is read by cache.strategy auto and disk only",
+    ),
+    # entity F1 on tags that mark no chunks (POS tags) is pos_seqeval_f1 under another name
+    (
+        lambda c: c["tasks"]["wsj_pos"].update(metrics=["entity_f1"]),
+        "tasks.wsj_pos.metrics (dataset 'wsj_pos'): metric 'entity_f1' scores entity chunks of BIO tags",
+    ),
+    # a build key the family does not read (before the schema fills in its default)
+    (
+        lambda c: c["models"].update(tiny={"build": {"family": "electra", "vocab_size": 5000}}),
+        "models.tiny.build.vocab_size is not read for family 'electra'",
     ),
 ]
 SNAKEMAKE_CASES = (
@@ -779,6 +851,12 @@ def test_an_aliases_release_is_a_param_of_every_job_that_loads_it():
                                            "probe", "probe_trained", "mlm"}  # fmt: skip
         for rule in rules:
             assert rule.params["release"](minilm) == model_release("minilm"), rule.name
+    # a built model of a family that copies the alias's WordPiece (bert, electra) reads its tokenizer files too
+    with parsed_workflow(ROOT / "config/rehearsal.yaml") as wf:
+        build = next(r for r in wf.rules if r.name == "build_model")
+        for family in ("bert", "electra", "roberta", "deberta"):
+            got = build.params["release"](SimpleNamespace(model=family))
+            assert got == (model_release("minilm") if family in ("bert", "electra") else None), family
 
 
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])

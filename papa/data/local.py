@@ -87,6 +87,12 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                         raise TaskSpecError(
                             f"{path}:{lineno} has 1 column: a CoNLL file needs a token and a tag column per line"
                         )
+                    positions = [c % width for c in (token_column, tag_column) if -width <= c < width]
+                    if len(positions) == 2 and positions[0] == positions[1]:
+                        raise TaskSpecError(
+                            f"{path}:{lineno}: token_column={token_column} and tag_column={tag_column} are the same "
+                            f"column of its {width}: the tags would be the tokens; set tag_column to the tag column"
+                        )
                 if len(parts) != width:
                     raise TaskSpecError(
                         f"{path}:{lineno} has {len(parts)} columns but line {first} has {width}: every token line "
@@ -371,6 +377,37 @@ def unread_local_keys(name: str, spec: dict, kind: str | None, fmt: str | None) 
     return out
 
 
+#: The column keys of each task kind with their defaults (`load_local`); in a CoNLL file the token and tag
+#: columns are positions (-1 = the last).
+COLUMN_KEYS = {
+    "sequence": {"text_column": "text", "text_b_column": None, "label_column": "label"},
+    "token": {"tokens_column": "tokens", "tags_column": "tags"},
+    "conll": {"token_column": 0, "tag_column": -1},
+}
+
+
+def shared_columns(name: str, spec: dict, kind: str | None, fmt: str | None) -> list[tuple[str, str]]:
+    """(key, why) for a column key of a local spec that names the same column as another (``label_column: text``,
+    ``text_b_column`` = ``text_column``, ``tags_column: tokens``, CoNLL ``tag_column`` = ``token_column``): the
+    labels would be the texts, a pair one sentence twice, the tags the words. ``id_column`` may name any column.
+    A CoNLL file's negative position and a non-negative one are compared once the file's width is known
+    (`_read_conll`)."""
+    group = "conll" if kind == "token" and fmt == "conll" else kind
+    if group not in COLUMN_KEYS:
+        return []
+    given = {k: spec.get(k, default) for k, default in COLUMN_KEYS[group].items()}
+    given = {k: v for k, v in given.items() if v is not None}
+    out = []
+    seen: dict = {}
+    for key, column in given.items():
+        if column in seen:
+            out.append((key, f"names column {column!r}, which {seen[column]} names too ({name!r}): give each of "
+                             f"{', '.join(COLUMN_KEYS[group])} its own column"))  # fmt: skip
+        else:
+            seen[column] = key
+    return out
+
+
 def missing_pair_column(name: str, spec: dict) -> str | None:
     """Why a local copy of a known sentence-pair dataset (MRPC, MNLI) without ``text_b_column`` would be wrong: it
     takes the registry's labels, and would read one sentence of each pair. None when it is not that."""
@@ -401,7 +438,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
     if why := missing_pair_column(name, spec):
         raise TaskSpecError(why)
-    unread = unread_local_keys(name, spec, kind, _file_format(spec, Path(spec["train"])))
+    fmt = _file_format(spec, Path(spec["train"]))
+    unread = unread_local_keys(name, spec, kind, fmt) + shared_columns(name, spec, kind, fmt)
     if unread:
         raise TaskSpecError("; ".join(f"local task {name!r}: {key} {why}" for key, why in unread))
     files = {k: Path(spec[k]).expanduser() for k in LOCAL_FILE_KEYS if spec.get(k)}
@@ -500,6 +538,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 raise TaskSpecError(f"the {where} is empty: it has no sentences")
             for col, key in ((tok_col, "tokens_column"), (tag_col, "tags_column")):
                 _check_cells(rec[col], col, key, where, rows[split], list_valued=True)
+            if not any(len(words) for words in rec[tok_col]):  # nothing to tag: its labels would be none
+                raise TaskSpecError(f"the {where} holds {len(rec[tok_col])} sentence(s) and no token in column "
+                                    f"{tok_col!r} (tokens_column): check the file and the column")  # fmt: skip
         if labels is None:  # the train file's own tag names, else from its tags: a tag must be trainable
             labels = names["train"].get(tag_col) or _infer_label_names(
                 [t for s in raw["train"][tag_col] for t in s],

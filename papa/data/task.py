@@ -288,6 +288,14 @@ def normalize_frame(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     return out
 
 
+def _check_words(task_name: str, kind: str, splits: dict[str, pd.DataFrame]) -> None:
+    """A token task's split whose sentences hold no word (every source, after subsampling): nothing to tag or score."""
+    for split, df in splits.items():
+        if kind == "token" and not any(len(words) for words in df["tokens"]):
+            raise TaskSpecError(f"split {split!r} of task {task_name!r} holds {len(df)} sentence(s) and no word: "
+                                f"check its token column (tokens_column, or token_column of a CoNLL file)")  # fmt: skip
+
+
 def _check_labels(task_name: str, kind: str, label_names: list[str], splits: dict[str, pd.DataFrame]) -> None:
     n = len(label_names)
     for split, df in splits.items():
@@ -492,6 +500,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     ordered = {k: splits[k] for k in ("train", "validation") if k in splits}
     ordered.update({k: v for k, v in splits.items() if k not in ordered})
     splits = {k: normalize_frame(v, kind) for k, v in ordered.items()}
+    _check_words(name, kind, splits)
     _check_labels(name, kind, label_names, splits)
 
     ignored = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source])  # another source's keys (hub_timeout on a package)

@@ -12,6 +12,8 @@ rule build_model:
         code=code("build_model.py"),  # the papa code the script reaches: a change reruns this rule
         # seed: the top-level one unless given; vocab_size only for the families that train a BPE
         build=lambda wc: canon(rehearsal.build_settings(BUILT_MODELS[wc.model])),
+        # bert and electra copy the minilm alias's WordPiece: its package release (files it lists none of)
+        release=lambda wc: rehearsal.tokenizer_release(BUILT_MODELS[wc.model]["family"]),
     conda:
         CONDA_ENV
     log:
