@@ -719,6 +719,8 @@ def _unread_keys(config: dict) -> list[str]:
                               f"kind: token, or give a csv, tsv, jsonl or parquet file")  # fmt: skip
             errors += [f"datasets.{d}.{key} {why}" for key, why in unread_local_keys(d, dc, kind, fmt)]
             errors += [f"datasets.{d}.{key} {why}" for key, why in shared_columns(d, dc, kind, fmt)]
+            if dc.get("build") in build_data and kind == "sequence":
+                errors += _built_columns(d, dc, dc["build"], build_data[dc["build"]].get("shape"))
             if why := missing_pair_column(name, dc):
                 errors.append(f"datasets.{d}: {why}")
             has_validation = bool(dc.get("validation") or dc.get("build"))
@@ -729,6 +731,30 @@ def _unread_keys(config: dict) -> list[str]:
             errors.append(f"datasets.{d}.validation_fraction is not read: {d!r} has a validation split (its "
                           f"validation file, the built files or the source's own), so train is not split: remove "
                           f"it")  # fmt: skip
+    return errors
+
+
+def _built_columns(name: str, spec: dict, build: str, shape: str | None) -> list[str]:
+    """A sequence dataset read from the files rule build_data writes: its column keys must name columns of their
+    header (`papa.rehearsal.SHAPE_COLUMNS`), and a pair shape's sentence B be read (`papa.rehearsal.PAIR_COLUMNS`;
+    without ``text_b_column`` one sentence of each pair would be read)."""
+    from .data.local import COLUMN_KEYS
+    from .rehearsal import PAIR_COLUMNS, SHAPE_COLUMNS
+
+    header = SHAPE_COLUMNS.get(shape)
+    if header is None:
+        return []
+    errors = []
+    for key, default in {**COLUMN_KEYS["sequence"], "id_column": None}.items():
+        column = spec.get(key, default)
+        if column is not None and column not in header:
+            given = "" if key in spec else " (the default)"
+            errors.append(f"datasets.{name}.{key} = {column!r}{given} is not a column of the files build_data.{build} "
+                          f"writes (shape {shape}: {', '.join(header)}): set {key} to one of them")  # fmt: skip
+    if shape in PAIR_COLUMNS and not spec.get("text_b_column"):
+        errors.append(f"datasets.{name}: the files of build_data.{build} (shape {shape}) hold sentence pairs, and "
+                      f"text_b_column is not set, so one sentence of each pair would be read: set text_b_column: "
+                      f"{PAIR_COLUMNS[shape]!r}")  # fmt: skip
     return errors
 
 

@@ -127,6 +127,17 @@ SHAPES: dict[str, dict[str, str]] = {
     "wikitext": {"train": "wiki.train.tsv", "validation": "wiki.valid.tsv"},
 }
 
+#: shape -> the header of the TSV files :func:`build_data` writes, as GLUE's own (``conll2003`` writes CoNLL
+#: columns, read by position).
+SHAPE_COLUMNS: dict[str, list[str]] = {
+    "cola": ["sentence", "label"],
+    "sst2": ["sentence", "label"],
+    "mrpc": ["Quality", "#1 String", "#2 String"],
+    "mnli": ["sentence1", "sentence2", "gold_label"],
+    "wikitext": ["text"],
+}
+#: shape -> the column of sentence B, for the shapes whose files hold sentence pairs.
+PAIR_COLUMNS = {"mrpc": "#2 String", "mnli": "sentence2"}
 
 # --------------------------------------------------------------------------- data
 
@@ -292,18 +303,18 @@ def build_data(shape: str, out_dir: str | Path, n_train: int = 64, n_validation:
         df = source.splits[split]
         if shape == "cola":
             rows = [[t, 1 - y] for t, y in _take(df, n, rng)[["text", "label"]].itertuples(index=False)]
-            _write_tsv(path, ["sentence", "label"], rows)
+            _write_tsv(path, SHAPE_COLUMNS[shape], rows)
         elif shape == "sst2":
-            _write_tsv(path, ["sentence", "label"], _take(df, n, rng)[["text", "label"]].values.tolist())
+            _write_tsv(path, SHAPE_COLUMNS[shape], _take(df, n, rng)[["text", "label"]].values.tolist())
         elif shape == "mrpc":
-            _write_tsv(path, ["Quality", "#1 String", "#2 String"], _mrpc_rows(_wiki_sentences(df), n, rng))
+            _write_tsv(path, SHAPE_COLUMNS[shape], _mrpc_rows(_wiki_sentences(df), n, rng))
         elif shape == "mnli":
             wiki_sents = [x for _, s in _wiki_sentences(wiki.splits[split]) for x in s]
-            _write_tsv(path, ["sentence1", "sentence2", "gold_label"], _mnli_rows(df, wiki_sents, n, rng))
+            _write_tsv(path, SHAPE_COLUMNS[shape], _mnli_rows(df, wiki_sents, n, rng))
         elif shape == "conll2003":
             _write_conll(path, _take(df, n, rng))
         else:
-            _write_tsv(path, ["text"], [[t] for t in _take(df, n, rng)["text"]])
+            _write_tsv(path, SHAPE_COLUMNS[shape], [[t] for t in _take(df, n, rng)["text"]])
     return files
 
 

@@ -678,6 +678,31 @@ INVALID_CONFIGS = [
         lambda c: c["tasks"]["wsj_pos"].update(metrics=["entity_f1"]),
         "tasks.wsj_pos.metrics (dataset 'wsj_pos'): metric 'entity_f1' scores entity chunks of BIO tags",
     ),
+    # a dataset read from built files: its columns are known before they are written
+    (
+        lambda c: (
+            c.update(build_data={"x": {"shape": "sst2"}})
+            or c["datasets"].update(mine={"source": "local", "build": "x", "kind": "sequence"})
+        ),
+        "datasets.mine.text_column = 'text' (the default) is not a column of the files build_data.x writes (shape "
+        "sst2: sentence, label): set text_column to one of them",
+    ),
+    (
+        lambda c: (
+            c.update(build_data={"x": {"shape": "mnli"}})
+            or c["datasets"].update(
+                nli={
+                    "source": "local",
+                    "build": "x",
+                    "kind": "sequence",
+                    "text_column": "sentence1",
+                    "label_column": "gold_label",
+                }
+            )
+        ),
+        "datasets.nli: the files of build_data.x (shape mnli) hold sentence pairs, and text_b_column is not set, so "
+        "one sentence of each pair would be read: set text_b_column: 'sentence2'",
+    ),  # fmt: skip
     # a build key the family does not read (before the schema fills in its default)
     (
         lambda c: c["models"].update(tiny={"build": {"family": "electra", "vocab_size": 5000}}),
