@@ -1121,6 +1121,12 @@ def check_config(config: dict) -> None:
                           f"its probes have nothing to learn; use it for averaging (sweep.constants "
                           f"average@{tc['dataset']}, analyses.cross_corpus, analyses.mlm.dataset) or point the task "
                           f"at a labeled dataset")  # fmt: skip
+        if kind == "sequence":  # one example is one class: no probe learns from it (a sentence of tags may)
+            draws = [(f"datasets.{tc['dataset']}.max_train", spec.get("max_train"))]
+            draws += [(f"tasks.{task}.{block}.max_train", (tc.get(block) or {}).get("max_train"))
+                      for block in ("probe", "lambda")]  # fmt: skip
+            errors += [f"{key} = 1 draws one example, one class, for task {task}, a sequence task: a probe needs "
+                       f"two classes; use at least 2 (null = every example)" for key, n in draws if n == 1]  # fmt: skip
         allowed = METRICS.get(kind)
         for metric in tc.get("metrics", []):
             if allowed is not None and metric not in allowed:

@@ -703,6 +703,15 @@ INVALID_CONFIGS = [
         "datasets.nli: the files of build_data.x (shape mnli) hold sentence pairs, and text_b_column is not set, so "
         "one sentence of each pair would be read: set text_b_column: 'sentence2'",
     ),  # fmt: skip
+    # one example of a sequence task is one class (prepare_data or the stage would fail on it)
+    (
+        lambda c: c["datasets"]["rt_sentiment"].update(max_train=1),
+        "datasets.rt_sentiment.max_train = 1 draws one example, one class, for task rt_sentiment",
+    ),
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["lambda"].update(max_train=1),
+        "tasks.rt_sentiment.lambda.max_train = 1 draws one example",
+    ),
     # a build key the family does not read (before the schema fills in its default)
     (
         lambda c: c["models"].update(tiny={"build": {"family": "electra", "vocab_size": 5000}}),
