@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 KINDS = CONSTANT_KINDS  # old name, replaced by papa.spec.CONSTANT_KINDS
 
 
+#: The key of the tensors' sha256 in a constants file's ``papa`` metadata (`ConstantAttention.save`).
+DIGEST_KEY = "tensors_sha256"
+
+
 def _tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
     """sha256 of named tensors: each one's name, dtype, shape and bytes, in name order (`ConstantAttention.save`
     stores it with them, `load` compares)."""
@@ -91,9 +95,11 @@ class ConstantAttention:
         return int((np.asarray(attention_mask) != 0)[:, never].sum())
 
     def save(self, path: str | Path) -> None:
-        """Write safetensors (atomically) with the metadata as JSON under the key ``papa``, and the sha256 of
-        the tensors under ``sha256`` (`load` checks it: a file changed on disk fails instead of patching
-        other numbers in)."""
+        """Write safetensors (atomically) with the metadata as JSON under the key ``papa``, the sha256 of the
+        tensors in it (``tensors_sha256``; `load` checks it and leaves it out of `metadata`: a file changed on
+        disk fails instead of patching other numbers in). One metadata key: safetensors writes a header's keys in
+        its hash map's order, which changes from process to process, so two keys made the same constants two
+        different files (and every digest recorded downstream of them differ between identical runs)."""
         from safetensors.torch import save_file
 
         from .io import atomic_path
@@ -102,7 +108,8 @@ class ConstantAttention:
         if self.norm is not None:
             tensors["norm"] = self.norm.detach().float()
         tensors = {k: t.contiguous().cpu() for k, t in tensors.items()}
-        meta = {"papa": json.dumps(self.metadata, sort_keys=True, default=str), "sha256": _tensors_digest(tensors)}
+        record = {**self.metadata, DIGEST_KEY: _tensors_digest(tensors)}
+        meta = {"papa": json.dumps(record, sort_keys=True, default=str)}
         with atomic_path(path) as tmp:
             save_file(tensors, str(tmp), metadata=meta)
 
@@ -117,7 +124,7 @@ class ConstantAttention:
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw = (f.metadata() or {}).get("papa", "{}")
-                digest = (f.metadata() or {}).get("sha256")  # None in files of an older papa
+                digest = (f.metadata() or {}).get("sha256")  # stop 41's files: a key of its own; older ones: none
                 names = set(f.keys())
                 if not {"mean", "count"} <= names:
                     raise UnreadableFileError(f"{path} has tensors {sorted(names)}, not 'mean' and 'count': it was "
@@ -129,10 +136,6 @@ class ConstantAttention:
                 raise
             raise UnreadableFileError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e}); "
                                       f"delete it and run the workflow again") from e  # fmt: skip
-        if digest is not None and digest != _tensors_digest(tensors):
-            raise UnreadableFileError(f"{path}: its tensors are not the ones written (their sha256 differs from the "
-                                      f"one saved with them): the file changed on disk; delete it and run the "
-                                      f"workflow again (the job that writes it reruns)")  # fmt: skip
         try:
             meta = json.loads(raw)
             if not isinstance(meta, dict):
@@ -140,6 +143,11 @@ class ConstantAttention:
         except ValueError as e:
             raise UnreadableFileError(f"{path}: the 'papa' metadata is not a JSON object ({e}); rewrite the file "
                                       f"with ConstantAttention.save") from e  # fmt: skip
+        digest = meta.pop(DIGEST_KEY, digest)
+        if digest is not None and digest != _tensors_digest(tensors):
+            raise UnreadableFileError(f"{path}: its tensors are not the ones written (their sha256 differs from the "
+                                      f"one saved with them): the file changed on disk; delete it and run the "
+                                      f"workflow again (the job that writes it reruns)")  # fmt: skip
         N = mean.shape[-1] if mean.dim() else 0
         if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
             raise UnreadableFileError(f"{path}: mean has shape {tuple(mean.shape)} and count {tuple(count.shape)}; "

@@ -367,3 +367,36 @@ def test_a_file_changed_on_disk_after_it_was_written_fails_when_read(tmp_path):
     flip(constants, constants.stat().st_size - 40)  # a byte of the last tensor's data
     with pytest.raises(papa_io.UnreadableFileError, match=r"c\.safetensors: its tensors are not the ones written"):
         papa.ConstantAttention.load(constants)
+
+
+def test_constants_are_the_same_file_in_every_process(tmp_path):
+    """safetensors writes a header's metadata keys in its hash map's order, which changes from process to process:
+    constants saved with two keys (metadata and digest) were two different files for the same numbers, so every
+    digest recorded downstream differed between identical runs. One key: the same bytes in any process; a file
+    with the digest under a key of its own (stop 41's) still loads and is checked."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import save_file
+
+    import papa
+    from papa import io as papa_io
+    from papa.constants import DIGEST_KEY, _tensors_digest
+
+    script = (
+        "import sys, papa; papa.data_free('toeplitz', 2, 3, 8, metadata={'model': 'm', 'corpus': None})"
+        ".save(sys.argv[1])"
+    )
+    paths = [tmp_path / f"c{i}.safetensors" for i in range(6)]  # two keys: one order in 2 ** 5
+    for p in paths:
+        subprocess.run([sys.executable, "-c", script, str(p)], check=True)
+    assert len({p.read_bytes() for p in paths}) == 1
+    C = papa.ConstantAttention.load(paths[0])
+    assert DIGEST_KEY not in C.metadata and C.metadata["model"] == "m"
+    tensors = {"mean": C.mean.float().contiguous(), "count": C.count.double().contiguous()}
+    old = tmp_path / "old.safetensors"
+    save_file(tensors, str(old), metadata={"papa": '{"model": "m"}', "sha256": _tensors_digest(tensors)})
+    assert papa.ConstantAttention.load(old).metadata == {"model": "m"}
+    save_file(tensors, str(old), metadata={"papa": '{"model": "m"}', "sha256": "sha256:" + "0" * 64})
+    with pytest.raises(papa_io.UnreadableFileError, match="its tensors are not the ones written"):
+        papa.ConstantAttention.load(old)
