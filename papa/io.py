@@ -387,8 +387,23 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+#: Seeds papa takes: numpy's range (a config's ``seed`` keys, the schema's [0, 2**32)).
+SEED_LIMIT = 2**32
+
+
+def check_seed(value, what: str = "seed") -> int:
+    """``value`` as a seed (an integer in [0, 2**32), numpy's range), or a `ValueError` naming ``what``: a float
+    (1.7 would silently be seed 1), a string ("012" would be three seeds), a negative or a huge one (torch's
+    overflow error deep inside)."""
+    if not is_integer(value) or not 0 <= int(value) < SEED_LIMIT:
+        raise ValueError(f"{what} must be an integer in [0, 2**32) (numpy's seed range), got {value!r}")
+    return int(value)
+
+
 def seed_everything(seed: int, deterministic: bool = True) -> None:
-    """Seed python, numpy and torch; deterministic kernels where torch has them."""
+    """Seed python, numpy and torch; deterministic kernels where torch has them (on CUDA, cuBLAS's too: its
+    workspace setting, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, unless set already, read when CUDA starts)."""
+    import os
     import random
 
     import numpy as np
@@ -398,6 +413,7 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
     if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # else cuBLAS matmuls may differ run to run
         use_deterministic_algorithms()
 
 

@@ -153,6 +153,8 @@ def train_mlm(
     probe: MLMProbe | None = None,
     extra_params=(),
     log_every: float = 10.0,
+    what: str = "mlm",
+    runs_after: int = 0,
 ) -> list[float]:
     """Train ``probe`` (lr ``cfg.lr``) and ``extra_params`` (patch parameters such as lambda
     logits, lr ``cfg.extra_lr`` or ``cfg.lr``) with AdamW on the masked-LM loss, the encoder frozen.
@@ -161,7 +163,9 @@ def train_mlm(
     is the cross-entropy of the masked tokens only (their hidden states are gathered before the
     probe, so the vocabulary-sized output is computed for them alone). Masks are redrawn every
     epoch (seed ``cfg.seed + epoch``), batches shuffled with ``cfg.shuffle_seed`` (None =
-    ``cfg.seed``); the gradient norm is clipped at ``cfg.max_grad_norm`` if set.
+    ``cfg.seed``); the gradient norm is clipped at ``cfg.max_grad_norm`` if set. Progress is logged every
+    ``log_every`` seconds, each line starting with ``what``; its ETA counts ``runs_after`` more trainings of
+    this size to come in the job.
 
     Returns:
         The mean training loss (nats per masked token) of every epoch.
@@ -179,6 +183,7 @@ def train_mlm(
     opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
     losses, done, total = [], 0, cfg.epochs * n
+    after = runs_after * cfg.epochs * n  # examples of the trainings still to come after this one
     t0 = last = time.monotonic()
     for epoch in range(cfg.epochs):
         enc = masked(encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch)
@@ -205,14 +210,15 @@ def train_mlm(
                 last = now
                 rate = done / (now - t0)
                 log.info(
-                    "mlm epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)",
+                    "%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)",
+                    what,
                     epoch + 1,
                     cfg.epochs,
                     done - epoch * n,
                     n,
                     running / max(tokens, 1),
                     rate,
-                    (total - done) / rate,
+                    (total - done + after) / rate,
                 )
         loss = running / max(tokens, 1)
         if not math.isfinite(loss):
@@ -223,12 +229,13 @@ def train_mlm(
         losses.append(loss)
         rate = done / max(time.monotonic() - t0, 1e-9)
         log.info(
-            "mlm epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)",
+            "%s epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)",
+            what,
             epoch + 1,
             cfg.epochs,
             loss,
             rate,
-            (total - done) / rate,
+            (total - done + after) / rate,
         )
     return losses
 
@@ -242,13 +249,15 @@ def learn_mlm_lambdas(
     cfg: TrainConfig,
     mask_prob: float = 0.15,
     head: str = "probe",
+    runs_after: int = 0,
 ):
     """One lambda per head trained with the masked-LM loss, everything else frozen (paper Sec. 3.2).
 
     ``head`` ``probe``: jointly with a fresh `MLMProbe` (the probe at ``cfg.lr``, the lambdas at
     ``cfg.extra_lr`` or ``cfg.lr``); ``pretrained``: through the model's own frozen MLM head.
     Returns ``(lambdas [layers, heads], per-epoch training losses)``; rank the heads with
-    ``papa.head_order("lambda", ...)``.
+    ``papa.head_order("lambda", ...)``. ``runs_after``: probe trainings of this size the job runs next (the
+    logged ETA counts them).
     """
     from .patching import patch
 
@@ -256,7 +265,16 @@ def learn_mlm_lambdas(
     with patch(model, constants, mix=True) as handle:
         probe = new_probe(model, cfg.seed, cfg.init) if head == "probe" else None
         losses = train_mlm(
-            model, encoded, mask_token_id, special_ids, cfg, mask_prob, probe=probe, extra_params=handle.parameters()
+            model,
+            encoded,
+            mask_token_id,
+            special_ids,
+            cfg,
+            mask_prob,
+            probe=probe,
+            extra_params=handle.parameters(),
+            what="mlm lambdas",
+            runs_after=runs_after,
         )
         return handle.lambdas(), losses
 
@@ -304,6 +322,8 @@ def mlm_curve(
     shape = tuple(lambdas.shape)
     ranking = head_order(selection, shape, lambdas, seed=cfg.seed)
     rows = []
+    fraction_dynamic = list(fraction_dynamic)
+    left = len(fraction_dynamic) * len(seeds)  # probe trainings still to run (head probe)
     for f in fraction_dynamic:
         base = {"head": head, "fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1])}
         with patch(model, constants, static=select_static(ranking, float(f), shape)):
@@ -312,7 +332,11 @@ def mlm_curve(
                 if head == "probe":
                     probe = new_probe(model, seed, cfg.init)
                     seeded = dataclasses.replace(cfg, seed=seed)  # the probe's initialisation and batch order
-                    losses = train_mlm(model, train, mask_token_id, special_ids, seeded, mask_prob, probe)
+                    left -= 1
+                    what = f"mlm probe (fraction_dynamic {float(f):g}, seed {seed})"
+                    losses = train_mlm(
+                        model, train, mask_token_id, special_ids, seeded, mask_prob, probe, what=what, runs_after=left
+                    )
                     row["train_loss"] = losses[-1]
                 nll = negative_log_perplexity(
                     model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe

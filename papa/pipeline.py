@@ -82,12 +82,27 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     )
 
     def excepthook(kind, value, tb):  # failures land in the job's log too
+        _JOB["failed"] = True
         log.error("stage failed", exc_info=(kind, value, tb))
 
     sys.excepthook = excepthook
+    if log_path:  # a workflow job: transformers' bars ("Loading weights") would fill a Slurm log with \r lines
+        from transformers.utils import logging as tf_logging
+
+        tf_logging.disable_progress_bar()
     if threads:
         torch.set_num_threads(int(threads))
     io.seed_everything(seed)
+
+
+#: The running job's stage and start (`Stage.from_snakemake`), and whether it failed (`setup`'s excepthook).
+_JOB: dict = {"failed": False}
+
+
+def _log_job_end() -> None:
+    """At exit of a workflow job: how long its stage took, unless it failed (its error is the last line)."""
+    if "stage" in _JOB and not _JOB["failed"]:
+        log.info("%s finished in %.1f s", _JOB["stage"], time.monotonic() - _JOB["t0"])
 
 
 # ----------------------------------------------------------------------------- stage configs
@@ -134,6 +149,13 @@ class Stage:
         fields = {**cls._job_fields(sm), **cls._from_snakemake(sm)}
         stage = cls(**fields)
         setup(stage.log, stage.threads, stage.seed)
+        if "stage" not in _JOB:
+            import atexit
+
+            atexit.register(_log_job_end)
+        _JOB.update(stage=cls.__name__, t0=time.monotonic())
+        log.info("%s: %d input file(s), %d thread(s), seed %d", cls.__name__, len(stage.inputs), stage.threads or 0,
+                 stage.seed)  # fmt: skip
         return stage
 
     def job_record(self) -> dict:
@@ -217,7 +239,9 @@ def build_data(stage: BuildDataStage) -> dict[str, Path]:
     """Write the files of ``stage.shape``; return split -> path."""
     from . import rehearsal
 
-    return rehearsal.build_data(stage.shape, stage.out, stage.n_train, stage.n_validation, stage.seed)
+    files = rehearsal.build_data(stage.shape, stage.out, stage.n_train, stage.n_validation, stage.seed)
+    log.info("built %s-shaped files: %s", stage.shape, ", ".join(f"{s} {Path(p).name}" for s, p in files.items()))
+    return files
 
 
 @dataclass(kw_only=True)
@@ -257,7 +281,9 @@ def build_model(stage: BuildModelStage) -> Path:
     from . import rehearsal
 
     sized = {} if stage.vocab_size is None else {"vocab_size": stage.vocab_size}  # else build_model's default
-    return rehearsal.build_model(stage.family, stage.out, stage.config, stage.seed, **sized)
+    folder = rehearsal.build_model(stage.family, stage.out, stage.config, stage.seed, **sized)
+    log.info("built a tiny randomly initialised %s model (seed %d) in %s", stage.family, stage.seed, folder)
+    return folder
 
 
 @dataclass(kw_only=True)
@@ -402,6 +428,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
     tok = load_tokenizer(stage.model)
     opts = dict(stage.encoding)
     N, layout = stage.max_length, stage.layout
+    t0 = time.monotonic()
     if task.kind == "token":
         _check_shape(stage, task.name, "token")
         enc = encode(
@@ -419,14 +446,17 @@ def tokenize(stage: TokenizeStage) -> Encoded:
         labels = df["label"].tolist() if "label" in df and (df["label"] >= 0).any() else None
         _check_shape(stage, task.name, "pair" if pairs is not None else "single")
         enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=N, layout=layout, labels=labels, **opts)
+    seconds = time.monotonic() - t0
     log.info(
-        "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)",
+        "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%), in %.1f s (%.0f examples/s)",
         task.name,
         stage.split,
         len(enc),
         N,
         enc.n_truncated,
         100 * enc.n_truncated / len(enc),
+        seconds,
+        len(enc) / max(seconds, 1e-9),
     )
     write_tokens(
         enc,
@@ -525,6 +555,9 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         cfg = AutoConfig.from_pretrained(resolve_model_path(name), revision=revision)
         L = int(getattr(cfg, "num_hidden_layers", getattr(cfg, "n_layers", 0)))
         C = data_free(spec.kind, L, int(cfg.num_attention_heads), N, metadata={"model": stage.model, "corpus": None})
+        C.metadata["model_revision"] = hub_commit(stage.model)  # the config's hub commit (None: a folder, alias)
+        log.info("data-free %s matrices: %d layers x %d heads at N=%d (no forward pass)", spec.kind, L,
+                 int(cfg.num_attention_heads), N)  # fmt: skip
     else:
         if n_rows == 0:
             raise ValueError(f"{stage.tokens} holds no examples: the averaging corpus is empty")
@@ -766,6 +799,9 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     val = read_tokens(stage.validation)
     m, _ = load_encoder(stage.model, max_length=train.max_length)
     C = ConstantAttention.load(stage.constants)
+    L, H = model_shape(m)
+    log.info("%s: one lambda per head (%d x %d) with a probe, %d train and %d validation examples, %d epoch(s)",
+             task, L, H, len(train), len(val), stage.hparams.epochs)  # fmt: skip
     lam, rows = learn_lambdas(
         m,
         C,
@@ -1228,7 +1264,10 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         len(train),
         len(val),
     )
-    lam, _ = learn_mlm_lambdas(m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head)
+    probes = len(stage.fraction_dynamic) * len(stage.seeds or [0]) if stage.head == "probe" else 0  # trainings after it
+    lam, _ = learn_mlm_lambdas(
+        m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes
+    )
     ldf = lambda_frame(lam)
     rows = mlm_curve(
         m,
@@ -1412,7 +1451,10 @@ def aggregate(stage: AggregateStage) -> dict[str, pd.DataFrame]:
     io.write_parquet(kinds, stage.out_constant_kinds, record)
     patterns = tables.patterns_table([io.read_parquet(p) for p in stage.patterns])
     io.write_parquet(patterns, stage.out_patterns, record)
-    return {"probe": probe, "summary": summary, "lambdas": lambdas, "constant_kinds": kinds, "patterns": patterns}
+    out = {"probe": probe, "summary": summary, "lambdas": lambdas, "constant_kinds": kinds, "patterns": patterns}
+    log.info("tables from %d probe runs' files: %s", len(stage.probes),
+             ", ".join(f"{name} {len(df)} rows" for name, df in out.items()))  # fmt: skip
+    return out
 
 
 @dataclass(frozen=True)
@@ -1488,9 +1530,17 @@ def plot_figures(stage: PlotStage) -> None:
     """Fig. 2 (the main sweep), Table 1 as bars, Fig. 5 (head orders on average matrices), Fig. 3
     (`papa.tables.models_compared_table`), a lambda heatmap per (model, task, constants) and
     representative heads of each constant-matrix file that is not data-free."""
+    from . import plots
+
+    with plots.recorded(stage.provenance()):  # each figure carries it, as the tables do theirs
+        _plot_figures(stage)
+
+
+def _plot_figures(stage: PlotStage) -> None:
     from . import plots, tables
     from .spec import is_data_free
 
+    t0 = time.monotonic()
     summary = io.read_parquet(stage.summary)
     sweep = summary[summary.constants.isin(stage.sweep_constants) & summary.selection.isin(stage.sweep_selections)]
     plots.plot_fraction_curves(sweep, stage.out_fraction_curves)
@@ -1513,6 +1563,9 @@ def plot_figures(stage: PlotStage) -> None:
                 count=C.count.numpy(),
                 separators=C.metadata.get("separator_positions"),
             )
+        n_heads = sum(1 for _ in out.glob("*.png"))
+    log.info("figures: 4 tables' figures and %d of lambdas and constant heads, in %.1f s", n_heads,
+             time.monotonic() - t0)  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -1543,5 +1596,6 @@ def tabulate_mlm(stage: MLMTableStage) -> pd.DataFrame:
 
     table = tables.mlm_table([io.read_parquet(p) for p in stage.scores])
     io.write_parquet(table, stage.out_table, stage.provenance())
-    plots.plot_mlm(table, stage.out_plot)
+    with plots.recorded(stage.provenance()):
+        plots.plot_mlm(table, stage.out_plot)
     return table

@@ -16,6 +16,9 @@ written. ``out`` is a path stem:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -82,15 +85,52 @@ def _new_figure(figsize, layout: str | None = None) -> Figure:
     return fig
 
 
+#: The record the figures saved now carry (`recorded`), None outside such a block.
+_RECORD: contextvars.ContextVar[dict | None] = contextvars.ContextVar("papa_figure_record", default=None)
+
+
+@contextlib.contextmanager
+def recorded(record: dict):
+    """Figures saved inside this block carry ``record`` (the workflow's: the plot stage's provenance, as its tables
+    carry theirs) as JSON in their ``Description`` metadata: a PNG text chunk, the SVG's ``dc:description``. No
+    time goes in, so the same inputs still give the same bytes. `figure_record` reads it back."""
+    token = _RECORD.set(record)
+    try:
+        yield
+    finally:
+        _RECORD.reset(token)
+
+
+def figure_record(path: str | os.PathLike) -> dict | None:
+    """The record a figure was saved with (`recorded`), None when it carries none."""
+    import html
+    import re
+
+    path = Path(path)
+    if path.suffix.lower() == ".png":
+        from PIL import Image
+
+        with Image.open(path) as im:
+            text = im.text.get("Description")
+    else:
+        found = re.search(r"<dc:description>(.*?)</dc:description>", path.read_text(encoding="utf-8"), re.S)
+        text = html.unescape(found.group(1)) if found else None
+    return json.loads(text) if text else None
+
+
 def _save(fig: Figure, out: str | os.PathLike) -> list[str]:
-    """Write ``fig`` as ``<out>.png`` and ``<out>.svg`` atomically; return the paths."""
+    """Write ``fig`` as ``<out>.png`` and ``<out>.svg`` atomically, with the record of a `recorded` block; return
+    the paths."""
     stem = _stem(out)
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
+    record = _RECORD.get()
     try:
         for fmt in FORMATS:
             path = stem.parent / f"{stem.name}.{fmt}"
             meta = {"Date": None} if fmt == "svg" else {"Software": None}
+            if record is not None:
+                meta["Description"] = json.dumps(record, sort_keys=True, default=str)
             with atomic_path(path) as tmp, matplotlib.rc_context(_RC):
                 fig.savefig(tmp, format=fmt, dpi=DPI, metadata=meta, bbox_inches="tight")
             written.append(str(path))

