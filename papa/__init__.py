@@ -29,6 +29,13 @@ _EXPORTS = {
     "PatchHandle": "patching",
     "SequenceLengthMismatch": "patching",
     "patch": "patching",
+    # the steps after them, where a notebook looks first (also in their submodules)
+    "load_task": "data",
+    "TrainConfig": "probe",
+    "learn_lambdas": "probe",
+    "run_probe": "probe",
+    "head_order": "selection",
+    "select_static": "selection",
 }
 
 #: Submodules reachable as ``papa.<name>`` after a plain ``import papa`` (imported on first use).

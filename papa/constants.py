@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +72,25 @@ class ConstantAttention:
     count: torch.Tensor
     metadata: dict = field(default_factory=dict)
     norm: torch.Tensor | None = None
+
+    def __post_init__(self):
+        """Tensors (a NumPy array is taken as one) of the shapes `load` requires: constants that could not be
+        written and read back fail here, not at `save` or `load`."""
+        for name in ("mean", "count", "norm"):
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                setattr(self, name, torch.from_numpy(value))
+            elif value is not None and not isinstance(value, torch.Tensor):
+                raise TypeError(f"ConstantAttention.{name} must be a tensor, got {type(value).__name__}")
+        if not isinstance(self.metadata, dict):
+            raise TypeError(f"ConstantAttention.metadata must be a dict, got {type(self.metadata).__name__}")
+        mean, count, norm = self.mean, self.count, self.norm
+        N = mean.shape[-1] if mean.dim() else 0
+        if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
+            raise ValueError(f"ConstantAttention: mean has shape {tuple(mean.shape)} and count {tuple(count.shape)}; "
+                             f"expected [layers, heads, N, N] and [N, N]")  # fmt: skip
+        if norm is not None and norm.shape != mean.shape:
+            raise ValueError(f"ConstantAttention: norm has shape {tuple(norm.shape)}, mean {tuple(mean.shape)}")
 
     def __repr__(self) -> str:  # the matrices themselves are too many numbers to print
         meta = {k: self.metadata[k] for k in ("kind", "model", "n_examples") if k in self.metadata}
@@ -346,7 +365,16 @@ def average_attention(
         raise ValueError(
             f"average_attention kind must be one of {', '.join(DATA_KINDS)} (papa.spec.DATA_KINDS), got {kind!r}"
         )
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"average_attention needs a loaded model (papa.load_encoder(...)[0]), got "
+                        f"{type(model).__name__} {model!r:.60}")  # fmt: skip
+    if metadata is not None and not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
+    if isinstance(batches, dict) or hasattr(batches, "model_inputs"):  # one batch, or an Encoded split
+        raise TypeError("average_attention takes an iterable of input batches: pass enc.batches(32) for a "
+                        "papa.encode split, or [inputs] for one dict of model inputs")  # fmt: skip
     L, H = model_shape(model)
+    vocab = getattr(model.config, "vocab_size", None)
     device = next(model.parameters()).device
     recorder = None
     count = None
@@ -359,7 +387,7 @@ def average_attention(
         recording.callback(lambda: [setattr(m, "training", t) for m, t in modes.items()])
         with torch.inference_mode():
             for batch in batches:
-                ids = batch["input_ids"]
+                ids = _checked_batch(batch, n_examples, vocab)
                 n = ids.shape[-1]
                 if recorder is None:
                     check_positions(model, n)  # before the model fails on it, deep inside transformers
@@ -412,6 +440,31 @@ def average_attention(
     meta.update(metadata or {})
     norm = None if recorder.raw_sums is None else averaged(recorder.raw_sums).float().cpu()
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta, norm)
+
+
+def _checked_batch(batch, done: int, vocab: int | None) -> torch.Tensor:
+    """The ``input_ids`` of one batch of `average_attention`, failing on what the model would fail on deep inside
+    (or average silently): not a dict of tensors, no rows, ids beyond the vocabulary (another model's tokenizer),
+    an example without a real token (its attention would count as nothing, under ``n_examples``)."""
+    where = f"the batch after {done} examples"
+    if not isinstance(batch, Mapping) or "input_ids" not in batch:
+        raise TypeError(f"{where} is a {type(batch).__name__}, not a dict of model inputs with input_ids: pass "
+                        f"enc.batches(32) for a papa.encode split")  # fmt: skip
+    bad = [k for k, v in batch.items() if k != "labels" and not isinstance(v, torch.Tensor)]
+    if bad:
+        raise TypeError(f"{where}: {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a torch tensor (use "
+                        f"enc.batches(32), or return_tensors='pt')")  # fmt: skip
+    ids = batch["input_ids"]
+    if ids.dim() != 2 or ids.shape[0] == 0:
+        raise ValueError(f"{where}: input_ids has shape {tuple(ids.shape)}; a batch is [examples >= 1, N]")
+    if vocab is not None and int(ids.max()) >= int(vocab):
+        raise ValueError(f"{where} holds token id {int(ids.max())}, and the model's vocabulary has {vocab} tokens: "
+                         f"the inputs were encoded with another model's tokenizer")  # fmt: skip
+    mask = batch.get("attention_mask")
+    if mask is not None and bool((mask.sum(-1) == 0).any()):
+        raise ValueError(f"{where}: {int((mask.sum(-1) == 0).sum())} example(s) have no real token "
+                         f"(attention_mask all 0): drop them")  # fmt: skip
+    return ids
 
 
 def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None = None) -> ConstantAttention:

@@ -42,6 +42,14 @@ from .io import is_integer, parquet_file, read_batches, read_table, write_table
 IGNORE = -100
 
 
+def check_batch_size(batch_size, what: str = "batch_size") -> int:
+    """``batch_size`` as a positive integer, or a `ValueError` naming it (0 would be range()'s error, -1 an empty
+    iteration read as an empty corpus)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"{what} must be a positive integer (examples per batch), got {batch_size!r}")
+    return int(batch_size)
+
+
 @dataclass
 class Encoded:
     """Tokenized inputs of one split, all of length ``max_length``."""
@@ -74,6 +82,7 @@ class Encoded:
 
     def batches(self, batch_size: int, device=None, order: Sequence[int] | None = None) -> Iterator[dict]:
         """Yield model-input dicts of ``batch_size`` rows (in ``order`` if given)."""
+        check_batch_size(batch_size)
         order = np.arange(len(self)) if order is None else np.asarray(order)
         for start in range(0, len(order), batch_size):
             yield self.model_inputs(order[start : start + batch_size], device=device)
@@ -431,7 +440,18 @@ def encode(
         raise ValueError("encode() got no texts: the split is empty")
     if pairs is not None and len(pairs) != n:
         raise ValueError(f"{n} texts but {len(pairs)} pairs")
+    if not callable(tokenizer) or not hasattr(tokenizer, "convert_tokens_to_ids"):
+        raise TypeError(f"encode() needs a transformers tokenizer (the second value of papa.load_encoder), got "
+                        f"{type(tokenizer).__name__}")  # fmt: skip
     words = n > 0 and not isinstance(texts[0], str)
+    for name, values in (("texts", texts), ("pairs", pairs or [])):
+        for r, value in enumerate(values):  # every example the shape of the first: one text, or a list of words
+            ok = (isinstance(value, (list, tuple, np.ndarray)) and all(isinstance(w, str) for w in value)
+                  if words and name == "texts" else isinstance(value, str))  # fmt: skip
+            if not ok:
+                want = "a list of words (str), as example 0" if words and name == "texts" else "a string"
+                raise TypeError(f"{name}[{r}] is {value!r}; each example must be {want} (a missing text: drop the "
+                                f"example)")  # fmt: skip
     if words and pairs is not None:
         raise ValueError("Token-level (word list) inputs cannot be pairs")
     if labels is not None and len(labels) != n:

@@ -44,9 +44,16 @@ def check_metrics(metrics, kind: str | None = None, n_labels: int | None = None,
     ``kind``/``n_labels`` None skip those checks."""
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a list of metric names, got the string {metrics!r}; write [{metrics!r}]")
+    if metrics is None or not hasattr(metrics, "__iter__"):
+        raise TypeError(f"metrics must be a list of metric names (from {', '.join(ALL_METRICS)}), got {metrics!r}")
     metrics = list(metrics)
     if not metrics:
         raise ValueError(f"metrics is empty; choose from {', '.join(ALL_METRICS)}")
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics lists a metric more than once ({metrics}): each row would be there twice")
+    if label_names is not None and n_labels is not None and len(label_names) != n_labels:
+        raise ValueError(f"label_names has {len(label_names)} names and the task {n_labels} labels: give one name "
+                         f"per label id")  # fmt: skip
     for m in metrics:
         if m not in ALL_METRICS:
             raise ValueError(f"Unknown metric {m!r}; choose from {', '.join(ALL_METRICS)}")
@@ -111,4 +118,5 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
 
 
 def compute_all(metrics, y_true, y_pred, label_names=None) -> dict[str, float]:
-    return {m: compute(m, y_true, y_pred, label_names) for m in metrics}
+    """Every metric of ``metrics`` (a list of names, `check_metrics`) on the same labels."""
+    return {m: compute(m, y_true, y_pred, label_names) for m in check_metrics(metrics, label_names=label_names)}

@@ -9,10 +9,13 @@ Any other name is passed to ``from_pretrained`` (a hub id or a local folder).
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .io import is_integer
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: config checks and aliases do without it
     import torch
@@ -455,6 +458,11 @@ def num_heads(model: nn.Module) -> int:
     return int(model.config.num_attention_heads)
 
 
+#: Files one of which a model folder's tokenizer is saved in (`load_encoder` refuses a folder with none).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "spm.model",
+                   "sentencepiece.bpe.model", "merges.txt")  # fmt: skip
+
+
 def load_encoder(
     name_or_path: str,
     task_head: str | None = None,
@@ -492,6 +500,13 @@ def load_encoder(
         AutoTokenizer,
     )
 
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"load_encoder needs a hub id, a model folder or an alias (minilm), got {name_or_path!r}")
+    name_or_path = os.fspath(name_or_path)
+    if max_length is not None and (not is_integer(max_length) or max_length < 1):
+        raise ValueError(f"max_length must be a positive integer (the N of the inputs), got {max_length!r}")
+    if num_labels is not None and (not is_integer(num_labels) or num_labels < 1):
+        raise ValueError(f"num_labels must be a positive integer (the classes of the task head), got {num_labels!r}")
     name, revision = split_revision(name_or_path)
     import torch
 
@@ -515,6 +530,10 @@ def load_encoder(
             check_positions(config, max_length, name_or_path)
         if fam.route == "registry":
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
+        if Path(path).is_dir() and not any((Path(path) / f).is_file() for f in TOKENIZER_FILES):
+            raise ValueError(f"model folder {path!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...): "
+                             f"transformers would build a near-empty one that reads every word as [UNK]; save it "
+                             f"beside the weights (tokenizer.save_pretrained(folder))")  # fmt: skip
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
     except OSError as err:

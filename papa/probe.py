@@ -39,8 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .encoding import IGNORE, Encoded
-from .io import is_integer
+from .encoding import IGNORE, Encoded, check_batch_size
+from .io import SEED_LIMIT, check_seed, is_integer
 from .metrics import check_metrics, compute_all
 from .models import compiled
 
@@ -375,6 +375,7 @@ def extract_features(
     """
     device = device or next(model.parameters()).device
     np_dtype = np.dtype(dtype)
+    check_batch_size(batch_size)
     n = len(encoded)
     if n == 0:
         raise ValueError("extract_features got an empty split")
@@ -486,6 +487,7 @@ def prepare_features(
     for training batches, which forces ``reencode``. A disk cache is removed on leaving,
     however the block ends (SIGTERM included).
     """
+    check_batch_size(batch_size)  # before the sizes, not when the first split is encoded
     sizes = {"train": cache_nbytes(model, train_enc, dtype), "validation": cache_nbytes(model, val_enc, dtype)}
     total = sum(sizes.values())
     over_memory = budget_mb is not None and total > budget_mb * MB
@@ -575,7 +577,13 @@ class TrainConfig:
     def __post_init__(self):
         positive = {"lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs}
         positive.update(eval_batch_size=self.eval_batch_size, extra_lr=self.extra_lr, max_grad_norm=self.max_grad_norm)
-        bad = [f"{k}={v!r}" for k, v in positive.items() if v is not None and not v > 0]
+        optional = ("extra_lr", "max_grad_norm")  # None: the probe's lr, no clipping
+        bad = [f"{k}={v!r} (a finite number)" for k, v in positive.items()
+               if not (v is None and k in optional) and not _finite_number(v)]  # fmt: skip
+        bad += [f"{k}={v!r}" for k, v in positive.items() if _finite_number(v) and not v > 0]
+        for k in ("dropout", "weight_decay"):
+            if not _finite_number(getattr(self, k)):
+                raise ValueError(f"TrainConfig: {k}={getattr(self, k)!r} must be a finite number")
         if not 0 <= self.dropout < 1:
             bad.append(f"dropout={self.dropout!r} (must be in [0, 1))")
         if self.weight_decay < 0:
@@ -583,14 +591,23 @@ class TrainConfig:
         if self.init not in PROBE_INITS:
             bad.append(f"init={self.init!r} (one of {', '.join(PROBE_INITS)})")
         counts = {"batch_size": self.batch_size, "epochs": self.epochs, "eval_batch_size": self.eval_batch_size}
-        counts.update(seed=self.seed, shuffle_seed=self.shuffle_seed)
         bad += [f"{k}={v!r} (an integer)" for k, v in counts.items() if v is not None and not is_integer(v)]
+        seeds = {"seed": self.seed, "shuffle_seed": self.shuffle_seed}
+        bad += [f"{k}={v!r} (an integer in [0, 2**32))" for k, v in seeds.items()
+                if v is not None and not (is_integer(v) and 0 <= v < SEED_LIMIT)]  # fmt: skip
         if bad:
             raise ValueError(
                 f"TrainConfig: {', '.join(bad)}; learning rates, batch sizes, epochs and max_grad_norm "
                 f"must be > 0 (extra_lr and max_grad_norm may be None), dropout in [0, 1), init one of "
                 f"{', '.join(PROBE_INITS)}"
             )
+
+
+def _finite_number(v) -> bool:
+    """A finite int or float, not a bool or a string (``lr="1e-3"``, ``lr=None``, ``inf`` would fail mid-run)."""
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def classes_present(enc: Encoded) -> np.ndarray:
@@ -602,8 +619,17 @@ def classes_present(enc: Encoded) -> np.ndarray:
 
 def check_splits(train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int) -> None:
     """Fail before training, saying what to change, when the two splits cannot train and score a
-    ``kind`` probe: labels of the other task kind, splits of different lengths N, labels the probe
-    cannot score (`check_labels`), a train split of one class."""
+    ``kind`` probe: no `Encoded` (texts, a dict), an empty split, an ``n_labels`` that is no count of classes,
+    labels of the other task kind, splits of different lengths N or layouts, labels the probe cannot score
+    (`check_labels`), a train split of one class."""
+    if not is_integer(n_labels) or n_labels < 2:
+        raise ValueError(f"n_labels={n_labels!r}: it must be the number of classes, an integer of at least 2")
+    for split, enc in (("train", train_enc), ("validation", val_enc)):
+        if not isinstance(enc, Encoded):
+            raise TypeError(f"the {split} split must be papa.encode's Encoded, got {type(enc).__name__}: encode the "
+                            f"texts first (papa.encode(tokenizer, texts, labels=..., max_length=N))")  # fmt: skip
+        if len(enc) == 0:
+            raise ValueError(f"the {split} split is empty (0 examples): a probe needs examples to train and score")
     for split, enc in (("train", train_enc), ("validation", val_enc)):
         check_labels(enc, n_labels, split)
         if enc.token_level != (kind == "token"):
@@ -615,11 +641,70 @@ def check_splits(train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int)
     if train_enc.max_length != val_enc.max_length:
         raise ValueError(f"the train tokens have N = {train_enc.max_length} and the validation tokens "
                          f"N = {val_enc.max_length}: encode both with one max_length")  # fmt: skip
+    if train_enc.layout != val_enc.layout:
+        raise ValueError(f"the train tokens are in layout {train_enc.layout!r} and the validation tokens in "
+                         f"{val_enc.layout!r}: encode both with one layout")  # fmt: skip
     present = classes_present(train_enc)
     if present.size < 2:
         raise ValueError(f"the train labels hold {present.size} class{'es' if present.size != 1 else ''} "
                          f"({present.tolist()}): a probe cannot learn from them; check the labels, or a subsample "
                          f"that left one class")  # fmt: skip
+
+
+def check_model_inputs(model, *splits: Encoded) -> None:
+    """Fail before training when ``model`` cannot run ``splits``: a family PAPA does not support (GPT-2, T5: its
+    probe would train on an encoder papa cannot patch), inputs longer than its positions, or token ids beyond its
+    vocabulary (tokens of another model's tokenizer: an index error inside torch otherwise)."""
+    from .models import check_positions, family_of
+
+    family_of(model)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    for enc in splits:
+        check_positions(model, enc.max_length)
+        top = int(np.asarray(enc.input_ids).max()) if len(enc) else -1
+        if vocab is not None and top >= int(vocab):
+            raise ValueError(f"the inputs hold token id {top}, and the model's vocabulary has {vocab} tokens: they "
+                             f"were encoded with another model's tokenizer; encode them with this model's")  # fmt: skip
+
+
+def check_features(features, train_enc: Encoded, val_enc: Encoded) -> None:
+    """Prepared features (`prepare_features`) must be those of the two splits given beside them: other splits'
+    would train and score on their hidden states and labels, silently."""
+    try:
+        pair = list(features)
+    except TypeError:
+        pair = []
+    if len(pair) != 2:
+        raise TypeError(f"features must be prepare_features(...)'s (train, validation) pair, got {features!r}")
+    for split, feats, enc in (("train", pair[0], train_enc), ("validation", pair[1], val_enc)):
+        if isinstance(feats, LiveFeatures):
+            same = feats.enc is enc or (len(feats.enc) == len(enc) and feats.enc.max_length == enc.max_length)
+        elif isinstance(feats, FeatureCache):
+            labels = np.asarray(enc.labels) if enc.labels is not None else None
+            same = len(feats) == len(enc) and feats.token_level == enc.token_level
+            if same and labels is not None:
+                labels = labels[labels != IGNORE] if enc.token_level else labels
+                same = np.array_equal(np.asarray(feats.labels), labels)
+        else:
+            raise TypeError(f"the {split} features are a {type(feats).__name__}, not prepare_features(...)'s")
+        if not same:
+            raise ValueError(f"the {split} features were not prepared from the {split} split given beside them "
+                             f"({len(enc)} examples): prepare them from it (prepare_features)")  # fmt: skip
+
+
+def check_seeds(seeds, default: int) -> list[int]:
+    """``seeds`` (None: ``[default]``) as a list of distinct seeds (`papa.io.check_seed`), failing on a string
+    (``"012"`` would be three seeds), a float, a repeat (the same run twice) or an empty list."""
+    if seeds is None:
+        return [check_seed(default, "cfg.seed")]
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be a list of integers, got {seeds!r}")
+    seeds = [check_seed(s, "each of seeds") for s in seeds]
+    if not seeds:
+        raise ValueError("seeds is empty: give at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds lists a seed more than once ({seeds}): each would be the same run")
+    return seeds
 
 
 def check_labels(enc: Encoded, n_labels: int, split: str = "train") -> None:
@@ -938,11 +1023,12 @@ def run_probe(
     Returns:
         One dict per (seed, epoch, metric): ``seed``, ``epoch``, ``metric``, ``score``, ``train_loss``.
     """
-    seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("run_probe needs at least one seed")
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
+    seeds = check_seeds(seeds, cfg.seed)
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
     check_splits(train_enc, val_enc, kind, n_labels)
+    check_model_inputs(model, train_enc, val_enc)
     if batch_order not in BATCH_ORDERS:
         raise ValueError(f"Unknown batch_order {batch_order!r}; choose from {', '.join(BATCH_ORDERS)}")
     if compile != "eager" and features is not None:
@@ -953,6 +1039,8 @@ def run_probe(
             "prepare_features(..., backbone_dropout=True)"
         )
     device = next(model.parameters()).device
+    if features is not None:
+        check_features(features, train_enc, val_enc)
     if features is None:
         train = LiveFeatures(model, train_enc, device=device, train_mode=backbone_dropout, compile=compile)
         val = LiveFeatures(model, val_enc, device=device, compile=compile)
@@ -1029,8 +1117,11 @@ def learn_lambdas(
     """
     from .patching import patch
 
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
     check_splits(train_enc, val_enc, kind, n_labels)
+    check_model_inputs(model, train_enc, val_enc)
     torch.manual_seed(cfg.seed)
     device = next(model.parameters()).device
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device)

@@ -9,11 +9,23 @@ from __future__ import annotations
 import torch
 
 from . import spec
+from .io import check_seed, is_integer
 
 #: The head orders: `papa.spec.HEAD_ORDERS` (this name is kept for notebooks).
 ORDERS = spec.HEAD_ORDERS
 #: How many heads stay input-dependent: `papa.spec.n_dynamic` (this name is kept for notebooks).
 n_dynamic = spec.n_dynamic
+
+
+def check_shape(shape) -> tuple[int, int]:
+    """``shape`` as (layers, heads), two positive integers (`papa.model_shape`), or a `ValueError`."""
+    try:
+        L, H = shape
+    except (TypeError, ValueError):
+        raise ValueError(f"shape must be (layers, heads), got {shape!r}") from None
+    if not (is_integer(L) and is_integer(H) and L > 0 and H > 0):
+        raise ValueError(f"shape must be (layers, heads), two positive integers (papa.model_shape), got {shape!r}")
+    return int(L), int(H)
 
 
 def rank_heads(lambdas: torch.Tensor) -> torch.Tensor:
@@ -26,7 +38,7 @@ def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None 
     """A ranking for one of `ORDERS`: ``lambda`` (the method), ``reversed`` (largest lambda
     first), ``first_to_last`` / ``last_to_first`` (by layer, heads in their internal order),
     ``random`` (seeded permutation)."""
-    L, H = shape
+    L, H = check_shape(shape)
     total = L * H
     if order in spec.LAMBDA_ORDERS:
         if lambdas is None:
@@ -43,7 +55,7 @@ def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None 
     if order == "last_to_first":
         return torch.arange(total).view(L, H).flip(0).flatten()
     if order == "random":
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(check_seed(seed, "head_order's seed"))
         return torch.randperm(total, generator=g)
     raise ValueError(f"Unknown head order {order!r}; choose from {ORDERS}")
 
@@ -57,6 +69,12 @@ def select_static(ranking: torch.Tensor, fraction_dynamic: float, shape: tuple[i
     total = ranking.numel()
     if shape is None:
         raise ValueError("select_static needs shape=(layers, heads)")
+    shape = check_shape(shape)
+    spec.check_fraction(fraction_dynamic)
+    if ranking.dtype.is_floating_point or ranking.dtype == torch.bool:
+        raise ValueError(
+            f"ranking must be flat head indices (integers, papa.selection.head_order), got {ranking.dtype}"
+        )
     if shape[0] * shape[1] != total:
         raise ValueError(f"ranking has {total} heads, shape {shape} has {shape[0] * shape[1]}")
     if not torch.equal(torch.sort(ranking).values, torch.arange(total)):

@@ -212,6 +212,11 @@ def probe_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """
     df = _concat(frames, PROBE_COLUMNS, "probe_table")
     _check_unique(df, PROBE_KEY, "probe_table")
+    frac = df["fraction_dynamic"].to_numpy(dtype="float64")
+    off = ~((frac >= 0) & (frac <= 1))  # NaN too
+    if off.any():
+        raise ValueError(f"probe_table: fraction_dynamic must lie in [0, 1]; {int(off.sum())} rows hold "
+                         f"{sorted(set(frac[off].tolist()))[:5]}")  # fmt: skip
     ascending = [c != "fraction_dynamic" for c in PROBE_SORT]
     df = df.sort_values(PROBE_SORT, ascending=ascending, kind="mergesort").reset_index(drop=True)
     return df
@@ -314,6 +319,11 @@ def summary_table(
         out["relative_drop"] = np.where((b != 0) & np.isfinite(b), (b - m) / b, np.nan)
 
     if main_metric:
+        scored = out.groupby("task")["metric"].agg(set).to_dict()
+        absent = {t: m for t, m in main_metric.items() if t in scored and m not in scored[t]}
+        if absent:  # no row would be main: query("is_main") would drop the task without a word
+            raise ValueError("summary_table: main_metric names metrics the table lacks: " + "; ".join(
+                f"task {t!r}: {m!r} (it has {', '.join(sorted(scored[t]))})" for t, m in absent.items()))  # fmt: skip
         wanted = out["task"].map(lambda t: main_metric.get(t))
         out["is_main"] = (wanted.isna() | (out["metric"] == wanted)).astype(bool)
     else:

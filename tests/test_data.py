@@ -831,6 +831,22 @@ def test_columns_named_twice_fail_before_the_labels_are_read(tmp_path):
                     tmp_path)  # fmt: skip
 
 
+def test_inferred_labels_are_classes(tmp_path):
+    """Labels read from a file without a ``labels`` list: -1 (GLUE's unlabeled test rows) as a class shifted every
+    other (0 became class 1), and a score such as 0.5 made each value a class; both fail naming the row."""
+    for cells, needle in ((["0", "1", "-1", "1"], r"row 3 \(line 4\) has the label -1: a negative label marks an "
+                                                  r"unlabeled example"),
+                          (["0.0", "0.5", "1.0", "0.5"], r"has the label 0\.5, which is no class")):  # fmt: skip
+        csv = _csv(tmp_path, text="".join(f"text {i},{c}\n" for i, c in enumerate(cells)))
+        with pytest.raises(D.TaskSpecError, match=needle):
+            D.load_task({"name": "mine", "source": "local", "kind": "sequence", "train": str(csv),
+                         "text_column": "sentence"}, tmp_path)  # fmt: skip
+    whole = _csv(tmp_path, text="a,0.0\nb,1.0\nc,1.0\nd,0.0\ne,1.0\nf,0.0\n")  # integer-valued floats: names
+    t = D.load_task({"name": "mine", "source": "local", "kind": "sequence", "train": str(whole),
+                     "text_column": "sentence"}, tmp_path)  # fmt: skip
+    assert len(t.label_names) == 2
+
+
 def test_a_token_split_without_a_word_fails_saying_so(tmp_path):
     """Sentences that are all empty give no tag to learn or score: the file is named (not "unlabeled" at the probe
     job, nor an empty array deep in scikit-learn), whichever split it is."""

@@ -262,9 +262,11 @@ def test_constants_load_checks_the_file(tmp_path):
     model = papa.load_encoder("minilm", device="cpu")[0]
     L, H = papa.model_shape(model)
     raw = data_free("uniform", L, H, 8)
-    for norm in (-raw.mean, raw.mean[0], raw.mean.clone().fill_(float("inf"))):
+    for norm in (-raw.mean, raw.mean.clone().fill_(float("inf"))):
         with pytest.raises(ValueError, match="norm .* must be finite, non-negative and of the matrices' shape"):
             papa.patch(model, ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, norm))
+    with pytest.raises(ValueError, match=r"ConstantAttention: norm has shape \(12, 8, 8\), mean \(6, 12, 8, 8\)"):
+        ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, raw.mean[0])  # not even built
 
 
 def test_patch_warns_for_constants_recorded_on_another_model(minilm, tmp_path):

@@ -768,3 +768,134 @@ def test_a_disk_cache_that_no_longer_fits_falls_back_to_reencoding(minilm, tmp_p
         with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
             pass
     assert not list(scratch.iterdir())
+
+
+def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, tmp_path):
+    """What a notebook can get wrong fails first, naming the argument and what to change (from a review of ~515
+    cases): not after an epoch, not deep inside torch or transformers, and never with a silent wrong result."""
+    import transformers as tf
+
+    from papa.constants import average_attention
+    from papa.metrics import compute_all
+    from papa.selection import head_order, select_static
+
+    model, tok = minilm
+
+    def no_training(*a, **kw):
+        raise AssertionError("trained before checking its inputs")
+
+    monkeypatch.setattr(probe_mod, "train_probes", no_training)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    tr, va = _toy(tok, 8), _toy(tok, 4)
+    C = papa.average_attention(model, tr.batches(4))
+    long = papa.encode(tok, TEXTS, labels=[0, 1] * 3, max_length=600)
+    gpt = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=50))
+    probe_cases = [
+        (dict(val_enc=va.subset([])), ValueError, "the validation split is empty"),
+        (dict(train_enc=long, val_enc=long), ValueError, "exceed the 512 positions"),
+        (dict(model=gpt), papa.UnsupportedModelError, "does not support model type 'gpt2'"),
+        (dict(n_labels=2.5), ValueError, r"n_labels=2.5"),
+        (dict(cfg=None), TypeError, "cfg must be a papa.probe.TrainConfig"),
+        (dict(train_enc=TEXTS), TypeError, "the train split must be papa.encode's Encoded"),
+        (dict(seeds="012"), TypeError, "seeds must be a list of integers"),
+        (dict(seeds=[1.7]), ValueError, r"each of seeds must be an integer in \[0, 2\*\*32\)"),
+        (dict(seeds=[2**64]), ValueError, "each of seeds must be an integer"),
+        (dict(seeds=[1, 1]), ValueError, "seeds lists a seed more than once"),
+        (dict(metrics=["accuracy", "accuracy"]), ValueError, "metrics lists a metric more than once"),
+        (dict(val_enc=papa.encode(tok, TEXTS, labels=[0, 1] * 3, max_length=16, layout="standard")), ValueError,
+         "layout 'papa' and the validation tokens in 'standard'"),
+    ]  # fmt: skip
+    base = dict(model=model, train_enc=tr, val_enc=va, kind="sequence", n_labels=2, metrics=["accuracy"], cfg=cfg)
+    for change, error, needle in probe_cases:
+        args = {**base, **change}
+        seeds = args.pop("seeds", None)
+        with pytest.raises(error, match=needle):
+            run_probe(*args.values(), seeds=seeds)
+    # tokens of another tokenizer: ids beyond the vocabulary (an index error inside torch otherwise)
+    small = tf.BertModel(tf.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=64, max_position_embeddings=80))  # fmt: skip
+    with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
+        run_probe(small, tr, va, "sequence", 2, ["accuracy"], cfg)
+    with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
+        average_attention(small, tr.batches(4))
+    # features of other splits would train and score on their hidden states and labels
+    with prepare_features(model, va, va) as other:
+        with pytest.raises(ValueError, match="the train features were not prepared from the train split"):
+            run_probe(model, tr, va, "sequence", 2, ["accuracy"], cfg, features=other)
+    # average_attention: what it is given, before any forward pass
+    for batches, needle in (
+        (tr, "takes an iterable of input batches"),
+        (tr.model_inputs(), "takes an iterable of input batches"),
+        ([[1, 2, 3]], "is a list, not a dict of model inputs"),
+        ([{k: v.numpy() for k, v in tr.model_inputs().items()}], "not a torch tensor"),
+        ([tr.model_inputs(np.arange(0))], r"input_ids has shape \(0, 16\)"),
+        ([{**tr.model_inputs(), "attention_mask": torch.zeros(8, 16, dtype=torch.long)}], "8 example.s. have no real"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=needle):
+            average_attention(model, batches)
+    with pytest.raises(TypeError, match="needs a loaded model"):
+        average_attention("minilm", tr.batches(4))
+    with pytest.raises(TypeError, match="metadata must be a dict"):
+        average_attention(model, tr.batches(4), metadata=["x"])
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        list(tr.batches(0))
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        with prepare_features(model, tr, va, batch_size=-1):
+            pass
+    # encode: the tokenizer and every example's shape
+    with pytest.raises(TypeError, match="needs a transformers tokenizer"):
+        papa.encode(model, TEXTS)
+    with pytest.raises(TypeError, match=r"texts\[1\] is 'good movie'; each example must be a list of words"):
+        papa.encode(tok, [["hello", "world"], "good movie"], labels=[[0, 1], [0] * 10])
+    with pytest.raises(TypeError, match=r"texts\[1\] is None; each example must be a string"):
+        papa.encode(tok, ["a", None])
+    # patching: lambdas in [0, 1] of the model's shape; a removed patch is not reused; a mask, not a word
+    with papa.patch(model, C, mix=True) as h:
+        for bad in (2.0, -0.5, float("nan")):
+            with pytest.raises(ValueError, match=r"lambdas must lie in \[0, 1\]"):
+                h.set_lambdas(bad)
+        with pytest.raises(ValueError, match=r"do not fit the model's \[layers, heads\]"):
+            h.set_lambdas(torch.full((3, 3), 0.5))
+    with pytest.raises(RuntimeError, match="this patch was removed"):
+        with h:
+            pass
+    with pytest.raises(TypeError, match="static must be a bool mask"):
+        papa.patch(model, C, static="all")
+    # selection, metrics, training settings, model loading, tables
+    with pytest.raises(ValueError, match=r"shape must be \(layers, heads\)"):
+        head_order("first_to_last", (-1, 12))
+    with pytest.raises(ValueError, match="head_order's seed must be an integer"):
+        head_order("random", (6, 12), seed=1.5)
+    with pytest.raises(TypeError, match="fraction_dynamic must be a number"):
+        select_static(head_order("first_to_last", (6, 12)), None, (6, 12))
+    with pytest.raises(TypeError, match="metrics must be a list of metric names, got the string 'accuracy'"):
+        compute_all("accuracy", [0, 1], [0, 1])
+    with pytest.raises(ValueError, match="label_names has 3 names and the task 4 labels"):
+        run_probe(model, tr, va, "sequence", 4, ["accuracy"], cfg, label_names=["a", "b", "c"])
+    for bad in (dict(lr=None), dict(lr=float("inf")), dict(lr="1e-3"), dict(seed=-1)):
+        with pytest.raises(ValueError, match="TrainConfig: "):
+            TrainConfig(**{"lr": 1e-3, **bad})
+    for kw, needle in ((dict(max_length="64"), "max_length must be a positive integer"),
+                       (dict(num_labels=0), "num_labels must be a positive integer")):  # fmt: skip
+        with pytest.raises(ValueError, match=needle):
+            papa.load_encoder("minilm", device="cpu", **kw)
+    with pytest.raises(TypeError, match="needs a hub id, a model folder or an alias"):
+        papa.load_encoder(None)
+    bare = tmp_path / "bare"  # weights and config, no tokenizer: every word would be [UNK]
+    small.save_pretrained(bare)
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        papa.load_encoder(str(bare), device="cpu")
+    with pytest.raises(papa.data.TaskSpecError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
+        papa.load_task({"name": "rt_sentiment", "source": "package"}, seed=-1)
+    with pytest.raises(ValueError, match=r"ConstantAttention: mean has shape \(2, 4, 16, 16\) and count \(8, 8\)"):
+        papa.ConstantAttention(torch.rand(2, 4, 16, 16), torch.ones(8, 8))
+    assert papa.ConstantAttention(C.mean.numpy(), C.count.numpy()).shape == C.shape  # NumPy arrays are taken
+    from papa import tables
+
+    rows = pd.DataFrame({"model": "m", "task": "t", "constants": "average", "selection": "lambda",
+                         "fraction_dynamic": [1.0, 0.0], "n_dynamic": [72, 0], "seed": 0, "epoch": 1,
+                         "metric": "accuracy", "score": [0.9, 0.6]})  # fmt: skip
+    with pytest.raises(ValueError, match=r"main_metric names metrics the table lacks: task 't': 'f1' \(it has"):
+        tables.summary_table(rows, {"t": "f1"})
+    with pytest.raises(ValueError, match=r"fraction_dynamic must lie in \[0, 1\]"):
+        tables.probe_table([rows.assign(fraction_dynamic=[2.0, 0.0])])

@@ -462,8 +462,8 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         hints = [f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown]
         raise TaskSpecError(f"task {name!r}: unknown spec key {', '.join(hints)}; the keys of a {source} spec are "
                             f"{', '.join(sorted(COMMON_KEYS | SOURCE_KEYS[source]))}")  # fmt: skip
-    if not is_integer(seed):
-        raise TaskSpecError(f"seed must be an integer, got {seed!r}")
+    if not is_integer(seed) or not 0 <= seed < 2**32:
+        raise TaskSpecError(f"seed must be an integer in [0, 2**32) (numpy's seed range), got {seed!r}")
     seed = int(seed)
     fraction = spec.get("validation_fraction", 0.2)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:

@@ -136,6 +136,10 @@ class PatchHandle:
         L, H = self.shape
         if static is None:
             static = torch.zeros(L, H, dtype=torch.bool)
+        if isinstance(static, (str, bytes, dict)) or not hasattr(static, "__len__"):
+            raise TypeError(f"static must be a bool mask [layers={L}, heads={H}] (True = constant head), got "
+                            f"{static!r}: every head constant is torch.ones({L}, {H}, dtype=torch.bool); "
+                            f"papa.selection.select_static builds one from a head order")  # fmt: skip
         given = torch.as_tensor(static)
         if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
             raise ValueError(f"static must be a bool mask [layers={L}, heads={H}] (True = constant head), got "
@@ -187,8 +191,16 @@ class PatchHandle:
         if self.lambda_logits is None:
             raise RuntimeError("set_lambdas() needs patch(..., mix=True)")
         lam = torch.as_tensor(lam, dtype=self.lambda_logits.dtype, device=self.lambda_logits.device)
+        if not bool(((lam >= 0) & (lam <= 1)).all()):  # NaN fails too
+            raise ValueError(f"lambdas must lie in [0, 1] (1 = the head's own attention, 0 = its constant matrix); "
+                             f"got values from {lam.min().item():g} to {lam.max().item():g}")  # fmt: skip
+        try:
+            lam = lam.expand(self.shape)
+        except RuntimeError:
+            raise ValueError(f"lambdas of shape {tuple(lam.shape)} do not fit the model's [layers, heads] = "
+                             f"{list(self.shape)}: give one value, or one per head") from None  # fmt: skip
         with torch.no_grad():
-            self.lambda_logits.copy_(torch.logit(lam.expand(self.shape)))
+            self.lambda_logits.copy_(torch.logit(lam))
 
     def parameters(self) -> list[nn.Parameter]:
         """Trainable tensors the patch adds (lambda logits, trainable constants)."""
@@ -199,8 +211,12 @@ class PatchHandle:
         """Undo the patch: the model is exactly as before. Only this handle's own changes are undone,
         once: removing a handle again (after another patch was installed) changes nothing."""
         self._undo.close()
+        self._removed = True
 
     def __enter__(self):
+        if getattr(self, "_removed", False):  # its patch is gone: the block would run the model unpatched
+            raise RuntimeError("this patch was removed (remove() or the end of a with block): patch the model again "
+                               "(papa.patch(model, constants, ...))")  # fmt: skip
         return self
 
     def __exit__(self, *exc):
