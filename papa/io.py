@@ -269,11 +269,14 @@ def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
 
 
 def read_provenance(path: str | Path) -> dict | None:
-    """The provenance `write_parquet` stored in a Parquet file (None if it has none)."""
+    """The provenance `write_parquet` stored in a Parquet file, or a data split's (`papa.data.TaskData.save_split`
+    keeps it beside the task's name and labels, under ``papa.task``); None if it has none."""
     import json
 
     meta = parquet_file(path).schema_arrow.metadata or {}
     raw = meta.get(PROVENANCE_KEY.encode())
+    if raw is None and b"papa.task" in meta:
+        return json.loads(meta[b"papa.task"]).get("provenance")
     return None if raw is None else json.loads(raw)
 
 

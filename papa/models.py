@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -535,7 +536,10 @@ def load_encoder(
                              f"transformers would build a near-empty one that reads every word as [UNK]; save it "
                              f"beside the weights (tokenizer.save_pretrained(folder))")  # fmt: skip
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
+        t0 = time.monotonic()  # a hub model's first load downloads its weights (BERT-large: 1.3 GB)
+        log.info("loading %s (%s) from %s", name_or_path, task_head or "encoder", path)
         model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
+        log.info("loaded %s in %.1f s", name_or_path, time.monotonic() - t0)
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
     model.config._commit_hash = hub_commit(name_or_path)  # a hub id: the commit it resolved to (None: a folder)

@@ -657,6 +657,9 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
             ["meta.json"] + [f"{s}.parquet" for s in task.splits])  # fmt: skip
         back = D.TaskData.read(out)
         assert (back.name, back.kind, back.label_names) == (task.name, task.kind, task.label_names)
+        from papa.io import read_provenance  # a split's, as every other Parquet papa writes
+
+        assert read_provenance(out / "train.parquet") == D.TaskData.read_split(out / "train.parquet").provenance
         assert back.provenance == task.provenance
         assert list(back.splits) == list(task.splits)
         for split in task.splits:
