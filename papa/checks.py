@@ -179,14 +179,22 @@ def validate_config(config: dict, warn=None) -> dict:
 def unused_settings(config: dict) -> list[str]:
     """Settings of a valid config that change nothing in this run (`validate_config` warns of each): an
     ``encoding`` option set to ``authors`` where no dataset the config tokenizes (`tokenized_inputs`) has the
-    input shape it changes (`ENCODING_REACH`: sentence pairs, single sentences)."""
+    input shape it changes (`ENCODING_REACH`: sentence pairs, single sentences); ``cache.scratch`` or
+    ``disk_budget_mb`` beside a strategy that keeps no disk cache (a profile's scratch folder stays valid when a
+    run switches strategy)."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
     shapes = {input_shape(d, datasets[d]) for _, d, _ in tokenized_inputs(config)}
     what = {"pair": "sentence pairs", "single": "single sentences"}
-    return [f"encoding.{key}: 'authors' changes how {what[shape]} are encoded, and no dataset this config "
-            f"tokenizes gives {what[shape]}: it changes nothing here"
-            for key, shape in ENCODING_REACH.items()
-            if encoding.get(key) == "authors" and None not in shapes and shape not in shapes]  # fmt: skip
+    unused = [f"encoding.{key}: 'authors' changes how {what[shape]} are encoded, and no dataset this config "
+              f"tokenizes gives {what[shape]}: it changes nothing here"
+              for key, shape in ENCODING_REACH.items()
+              if encoding.get(key) == "authors" and None not in shapes and shape not in shapes]  # fmt: skip
+    cache = config.get("cache") or {}
+    if cache.get("strategy") in ("memory", "reencode"):  # no disk cache: its folder and budget go unread
+        unused += [f"cache.{key} is read by cache.strategy auto and disk only (where a disk cache may be used), and "
+                   f"strategy is {cache['strategy']}: it changes nothing here"
+                   for key in ("scratch", "disk_budget_mb") if cache.get(key) is not None]  # fmt: skip
+    return unused
 
 
 def _unread_build_keys(config: dict, schema: dict) -> list[str]:
@@ -200,7 +208,8 @@ def _unread_build_keys(config: dict, schema: dict) -> list[str]:
     errors = []
     for m, entry in (config.get("models") or {}).items():
         build = entry.get("build") if isinstance(entry, dict) else None
-        if isinstance(build, dict) and build.get("family") in TOKENIZERS:  # another family: the schema names it
+        family = build.get("family") if isinstance(build, dict) else None
+        if isinstance(family, str) and family in TOKENIZERS:  # another family (or a list): the schema names it
             unread = sorted(k for k in set(build) - set(build_settings(build)) if build[k] != defaults.get(k))
             errors += [f"models.{m}.build.{key} is not read for family {build['family']!r} (only roberta and "
                        f"deberta train a BPE vocabulary of that size here; bert and electra take MiniLM's "
@@ -625,7 +634,7 @@ def _unexpanded(key: str, value: str, where: str) -> str:
 def _scratch_folder(config: dict) -> list[str]:
     """``cache.scratch`` is used as given (`papa.probe`): a leading ``~`` would be a folder named '~', a
     ``$VARIABLE`` one of that name; a file there cannot hold the disk caches. It is read by cache.strategy auto and
-    disk only (with memory or reencode it, and ``disk_budget_mb``, would be ignored)."""
+    disk only (with memory or reencode it, and ``disk_budget_mb``, are ignored: `unused_settings` says so)."""
     cache = config.get("cache") or {}
     scratch = cache.get("scratch")
     errors = []
@@ -638,12 +647,6 @@ def _scratch_folder(config: dict) -> list[str]:
     if isinstance(scratch, str) and Path(scratch).exists() and not Path(scratch).is_dir():
         errors.append(f"cache.scratch = {scratch!r} is a file (from {Path.cwd()}), not a folder: name the folder of "
                       f"the disk caches")  # fmt: skip
-    if cache.get("strategy") in ("memory", "reencode"):
-        for key in ("scratch", "disk_budget_mb"):
-            if cache.get(key) is not None:
-                errors.append(f"cache.{key} is read by cache.strategy auto and disk only (where a disk cache may "
-                              f"be used), and strategy is {cache['strategy']}: remove it, or set strategy: "
-                              f"auto")  # fmt: skip
     return errors
 
 
@@ -721,7 +724,7 @@ def _unread_keys(config: dict) -> list[str]:
             errors += [f"datasets.{d}.{key} {why}" for key, why in shared_columns(d, dc, kind, fmt)]
             if dc.get("build") in build_data and kind == "sequence":
                 errors += _built_columns(d, dc, dc["build"], build_data[dc["build"]].get("shape"))
-            if why := missing_pair_column(name, dc):
+            if (why := missing_pair_column(name, dc)) and not dc.get("build"):  # built: _built_columns says it
                 errors.append(f"datasets.{d}: {why}")
             has_validation = bool(dc.get("validation") or dc.get("build"))
         else:
@@ -749,8 +752,10 @@ def _built_columns(name: str, spec: dict, build: str, shape: str | None) -> list
         column = spec.get(key, default)
         if column is not None and column not in header:
             given = "" if key in spec else " (the default)"
+            fix = (f"set {key}: null (an unlabeled corpus)" if key == "label_column" and len(header) == 1
+                   else f"set {key} to one of them")  # fmt: skip
             errors.append(f"datasets.{name}.{key} = {column!r}{given} is not a column of the files build_data.{build} "
-                          f"writes (shape {shape}: {', '.join(header)}): set {key} to one of them")  # fmt: skip
+                          f"writes (shape {shape}: {', '.join(header)}): {fix}")  # fmt: skip
     if shape in PAIR_COLUMNS and not spec.get("text_b_column"):
         errors.append(f"datasets.{name}: the files of build_data.{build} (shape {shape}) hold sentence pairs, and "
                       f"text_b_column is not set, so one sentence of each pair would be read: set text_b_column: "

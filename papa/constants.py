@@ -127,6 +127,8 @@ class ConstantAttention:
         if self.norm is not None:
             tensors["norm"] = self.norm.detach().float()
         tensors = {k: t.contiguous().cpu() for k, t in tensors.items()}
+        if DIGEST_KEY in self.metadata:
+            raise ValueError(f"metadata key {DIGEST_KEY!r} is where save records the tensors' sha256: rename yours")
         record = {**self.metadata, DIGEST_KEY: _tensors_digest(tensors)}
         meta = {"papa": json.dumps(record, sort_keys=True, default=str)}
         with atomic_path(path) as tmp:
@@ -374,7 +376,6 @@ def average_attention(
         raise TypeError("average_attention takes an iterable of input batches: pass enc.batches(32) for a "
                         "papa.encode split, or [inputs] for one dict of model inputs")  # fmt: skip
     L, H = model_shape(model)
-    vocab = getattr(model.config, "vocab_size", None)
     device = next(model.parameters()).device
     recorder = None
     count = None
@@ -387,7 +388,7 @@ def average_attention(
         recording.callback(lambda: [setattr(m, "training", t) for m, t in modes.items()])
         with torch.inference_mode():
             for batch in batches:
-                ids = _checked_batch(batch, n_examples, vocab)
+                ids = _checked_batch(batch, n_examples, model)
                 n = ids.shape[-1]
                 if recorder is None:
                     check_positions(model, n)  # before the model fails on it, deep inside transformers
@@ -442,7 +443,21 @@ def average_attention(
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta, norm)
 
 
-def _checked_batch(batch, done: int, vocab: int | None) -> torch.Tensor:
+def vocabulary_problem(model, top_id: int) -> str | None:
+    """Why token id ``top_id`` cannot go into ``model`` (beyond its input embeddings: an index error inside torch
+    otherwise), None when it can."""
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    size = getattr(emb, "num_embeddings", None)
+    if size is None or top_id < size:
+        return None
+    return (
+        f"token id {top_id}, and the model embeds {size} tokens: they were encoded with another model's "
+        f"tokenizer, or one with added tokens (model.resize_token_embeddings(len(tokenizer)) after "
+        f"tokenizer.add_tokens); encode them with this model's tokenizer"
+    )
+
+
+def _checked_batch(batch, done: int, model) -> torch.Tensor:
     """The ``input_ids`` of one batch of `average_attention`, failing on what the model would fail on deep inside
     (or average silently): not a dict of tensors, no rows, ids beyond the vocabulary (another model's tokenizer),
     an example without a real token (its attention would count as nothing, under ``n_examples``)."""
@@ -457,9 +472,9 @@ def _checked_batch(batch, done: int, vocab: int | None) -> torch.Tensor:
     ids = batch["input_ids"]
     if ids.dim() != 2 or ids.shape[0] == 0:
         raise ValueError(f"{where}: input_ids has shape {tuple(ids.shape)}; a batch is [examples >= 1, N]")
-    if vocab is not None and int(ids.max()) >= int(vocab):
-        raise ValueError(f"{where} holds token id {int(ids.max())}, and the model's vocabulary has {vocab} tokens: "
-                         f"the inputs were encoded with another model's tokenizer")  # fmt: skip
+    why = vocabulary_problem(model, int(ids.max()))
+    if why:
+        raise ValueError(f"{where} holds {why}")
     mask = batch.get("attention_mask")
     if mask is not None and bool((mask.sum(-1) == 0).any()):
         raise ValueError(f"{where}: {int((mask.sum(-1) == 0).sum())} example(s) have no real token "

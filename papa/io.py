@@ -390,6 +390,10 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+#: Signals that stopped this process's work (`papa.probe`'s SIGTERM handler records them; a workflow job's log
+#: then ends with the stop, not "finished").
+STOPPED_BY: list[int] = []
+
 #: Seeds papa takes: numpy's range (a config's ``seed`` keys, the schema's [0, 2**32)).
 SEED_LIMIT = 2**32
 

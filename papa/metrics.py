@@ -75,8 +75,8 @@ def entity_f1_problem(label_names) -> str:
     """Why ``entity_f1`` does not fit a tag set without chunk prefixes (`chunk_tagged`)."""
     shown = ", ".join(map(str, list(label_names)[:5])) + (", ..." if len(label_names) > 5 else "")
     return (f"metric 'entity_f1' scores entity chunks of BIO tags (B-PER, I-PER, O), and the tags here ({shown}) have "
-            f"no B-/I- prefix: seqeval would score each tag as a chunk of its own (the paper's POS metric, "
-            f"pos_seqeval_f1); use pos_seqeval_f1, pos_f1 or token_accuracy")  # fmt: skip
+            f"no chunk prefix (B-, I-, E-, S-, L-, U-): seqeval would score each tag as a chunk of its own (the "
+            f"paper's POS metric, pos_seqeval_f1); use pos_seqeval_f1, pos_f1 or token_accuracy")  # fmt: skip
 
 
 def _flat_tokens(y_true, y_pred):

@@ -100,9 +100,16 @@ _JOB: dict = {"failed": False}
 
 
 def _log_job_end() -> None:
-    """At exit of a workflow job: how long its stage took, unless it failed (its error is the last line)."""
-    if "stage" in _JOB and not _JOB["failed"]:
-        log.info("%s finished in %.1f s", _JOB["stage"], time.monotonic() - _JOB["t0"])
+    """At exit of a workflow job: how long its stage took, unless it failed (its error is the last line) or a
+    signal stopped it (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`)."""
+    if "stage" not in _JOB:
+        return
+    seconds = time.monotonic() - _JOB["t0"]
+    if io.STOPPED_BY:
+        log.error("%s stopped by signal %d after %.1f s: its outputs were not written", _JOB["stage"],
+                  io.STOPPED_BY[0], seconds)  # fmt: skip
+    elif not _JOB["failed"]:
+        log.info("%s finished in %.1f s", _JOB["stage"], seconds)
 
 
 # ----------------------------------------------------------------------------- stage configs

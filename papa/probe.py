@@ -455,6 +455,9 @@ def _sigterm_exits():
         return
 
     def handler(signum, frame):
+        from .io import STOPPED_BY
+
+        STOPPED_BY.append(signum)
         raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -655,16 +658,15 @@ def check_model_inputs(model, *splits: Encoded) -> None:
     """Fail before training when ``model`` cannot run ``splits``: a family PAPA does not support (GPT-2, T5: its
     probe would train on an encoder papa cannot patch), inputs longer than its positions, or token ids beyond its
     vocabulary (tokens of another model's tokenizer: an index error inside torch otherwise)."""
+    from .constants import vocabulary_problem
     from .models import check_positions, family_of
 
     family_of(model)
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     for enc in splits:
         check_positions(model, enc.max_length)
-        top = int(np.asarray(enc.input_ids).max()) if len(enc) else -1
-        if vocab is not None and top >= int(vocab):
-            raise ValueError(f"the inputs hold token id {top}, and the model's vocabulary has {vocab} tokens: they "
-                             f"were encoded with another model's tokenizer; encode them with this model's")  # fmt: skip
+        why = vocabulary_problem(model, int(np.asarray(enc.input_ids).max()) if len(enc) else -1)
+        if why:
+            raise ValueError(f"the inputs hold {why}")
 
 
 def check_features(features, train_enc: Encoded, val_enc: Encoded) -> None:

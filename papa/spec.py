@@ -149,12 +149,14 @@ def check_fraction(fraction_dynamic) -> float:
     """``fraction_dynamic`` as a float, failing unless it lies in [0, 1] (a bool is no fraction, NaN lies nowhere)."""
     import numbers
 
-    # a number, or the text of one (a path's fraction_dynamic=0.5, a Snakemake wildcard); None, a bool, a list: no
-    if isinstance(fraction_dynamic, (bool, np.bool_)) or not isinstance(fraction_dynamic, (numbers.Real, str)):
+    # a number (a 0-d array or tensor too), or the text of one (a path's fraction_dynamic=0.5, a Snakemake
+    # wildcard); None, a bool, a list: no
+    scalar = isinstance(fraction_dynamic, (numbers.Number, str)) or np.ndim(fraction_dynamic) == 0
+    if fraction_dynamic is None or isinstance(fraction_dynamic, (bool, np.bool_)) or not scalar:
         raise TypeError(f"fraction_dynamic must be a number in [0, 1], got {fraction_dynamic!r}")
     try:
         f = float(fraction_dynamic)
-    except ValueError:
+    except (TypeError, ValueError):
         raise ValueError(f"fraction_dynamic must be a number in [0, 1], got {fraction_dynamic!r}") from None
     if not 0.0 <= f <= 1.0:
         raise ValueError(f"fraction_dynamic must be in [0, 1], got {fraction_dynamic}")

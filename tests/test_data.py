@@ -837,8 +837,8 @@ def test_columns_named_twice_fail_before_the_labels_are_read(tmp_path):
 def test_inferred_labels_are_classes(tmp_path):
     """Labels read from a file without a ``labels`` list: -1 (GLUE's unlabeled test rows) as a class shifted every
     other (0 became class 1), and a score such as 0.5 made each value a class; both fail naming the row."""
-    for cells, needle in ((["0", "1", "-1", "1"], r"row 3 \(line 4\) has the label -1: a negative label marks an "
-                                                  r"unlabeled example"),
+    for cells, needle in ((["0", "1", "-1", "1"], r"row 3 \(line 4\) has the label -1 beside label 0: a negative "
+                                                  r"label marks an unlabeled example"),
                           (["0.0", "0.5", "1.0", "0.5"], r"has the label 0\.5, which is no class")):  # fmt: skip
         csv = _csv(tmp_path, text="".join(f"text {i},{c}\n" for i, c in enumerate(cells)))
         with pytest.raises(D.TaskSpecError, match=needle):
@@ -848,6 +848,10 @@ def test_inferred_labels_are_classes(tmp_path):
     t = D.load_task({"name": "mine", "source": "local", "kind": "sequence", "train": str(whole),
                      "text_column": "sentence"}, tmp_path)  # fmt: skip
     assert len(t.label_names) == 2
+    signs = _csv(tmp_path, text="a,1\nb,-1\nc,1\nd,-1\ne,1\nf,-1\n")  # +-1 labels, no 0: two classes, as before
+    t = D.load_task({"name": "mine", "source": "local", "kind": "sequence", "train": str(signs),
+                     "text_column": "sentence"}, tmp_path)  # fmt: skip
+    assert t.label_names == ["-1", "1"]
 
 
 def test_a_token_split_without_a_word_fails_saying_so(tmp_path):

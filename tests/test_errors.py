@@ -841,7 +841,7 @@ def test_a_number_yaml_read_as_text_gets_a_spelling_yaml_reads_as_that_number(te
     assert isinstance(yaml.safe_load(fixed), float) and yaml.safe_load(fixed) == float(text), fixed
 
 
-def test_an_encoding_option_no_dataset_reaches_is_warned_of():
+def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of():
     """encoding.<option>: authors changes one input shape (papa.checks.ENCODING_REACH): on a config whose datasets
     never give it (no sentence pairs in the smoke config; no single sentences with token tasks only), it changes
     nothing, and validation says so; where a dataset gives that shape, nothing is said."""
@@ -858,6 +858,10 @@ def test_an_encoding_option_no_dataset_reaches_is_warned_of():
     said = []
     validate_config(tokens_only, warn=said.append)
     assert [m.split(":")[0] for m in said] == ["encoding.single_cap"]
+    said = []  # a profile's scratch folder with a strategy that keeps no disk cache: said, not refused
+    validate_config(_config(cache={"strategy": "reencode", "scratch": "/tmp/papa", "disk_budget_mb": 100}),
+                    warn=said.append)  # fmt: skip
+    assert [m.split(" is read")[0] for m in said] == ["cache.scratch", "cache.disk_budget_mb"], said
     pairs = _config(encoding={"pair_segments": "authors"})
     pairs["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": "x.csv", "text_b_column": "b"}
     pairs["analyses"]["cross_corpus"] = ["mine"]

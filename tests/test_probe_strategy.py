@@ -2,6 +2,7 @@
 disk / re-encode, chosen from sizes known before encoding), and the authors' training options
 (gradient clipping, dropout inside the frozen encoder)."""
 
+import logging
 import os
 import signal
 from dataclasses import replace
@@ -379,7 +380,7 @@ def test_batch_order_changes_the_later_seeds_only(minilm):
     pd.testing.assert_frame_equal(shared, pinned)
 
 
-def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path):
+def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path, monkeypatch, caplog):
     model, tok = minilm
     enc = _toy(tok, 8)
     scratch = tmp_path / "scratch"
@@ -392,10 +393,20 @@ def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path):
             raise RuntimeError("boom")
     assert not any(scratch.iterdir())
     previous = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(papa.io, "STOPPED_BY", [])
     with pytest.raises(SystemExit):  # Slurm's time limit, Snakemake cancelling the job
         with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
             os.kill(os.getpid(), signal.SIGTERM)
     assert not any(scratch.iterdir()) and signal.getsignal(signal.SIGTERM) == previous
+    # the job's log then ends with the stop, not "finished" (SystemExit never reaches the excepthook)
+    assert papa.io.STOPPED_BY == [signal.SIGTERM]
+    monkeypatch.setattr(pipeline, "_JOB", {"failed": False, "stage": "ProbeStage", "t0": 0.0})
+    with caplog.at_level(logging.INFO, logger="papa"):
+        pipeline._log_job_end()
+        monkeypatch.setattr(papa.io, "STOPPED_BY", [])
+        pipeline._log_job_end()
+    said = [r.getMessage() for r in caplog.records if "ProbeStage" in r.getMessage()]
+    assert said[0].startswith("ProbeStage stopped by signal 15 after") and said[1].startswith("ProbeStage finished")
 
 
 def test_disk_strategy_refuses_a_cache_larger_than_the_disk_budget(minilm, tmp_path):
@@ -868,6 +879,11 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
         head_order("random", (6, 12), seed=1.5)
     with pytest.raises(TypeError, match="fraction_dynamic must be a number"):
         select_static(head_order("first_to_last", (6, 12)), None, (6, 12))
+    for f in (torch.tensor(0.5), np.array(0.5), np.float32(0.5), "0.5"):  # scalars of any kind, a path's text
+        assert select_static(head_order("first_to_last", (6, 12)), f, (6, 12)).sum() == 36
+    C.metadata["tensors_sha256"] = "mine"
+    with pytest.raises(ValueError, match="metadata key 'tensors_sha256' is where save records"):
+        C.save(tmp_path / "c.safetensors")
     with pytest.raises(TypeError, match="metrics must be a list of metric names, got the string 'accuracy'"):
         compute_all("accuracy", [0, 1], [0, 1])
     with pytest.raises(ValueError, match="label_names has 3 names and the task 4 labels"):

@@ -684,8 +684,16 @@ INVALID_CONFIGS = [
     (lambda c: c["cache"].update(scratch="$TMPDIR/papa"), "cache.scratch = '$TMPDIR/papa': environment variables"),
     (lambda c: c["cache"].update(scratch=str(ROOT / "Snakefile")), "Snakefile' is a file (from"),
     (
-        lambda c: c["cache"].update(strategy="reencode", disk_budget_mb=100),
-        "cache.disk_budget_mb is read by cache.strategy auto and disk only",
+        lambda c: c["models"].update(tiny={"build": {"family": ["bert"]}}),
+        "'models.tiny.build.family' is ['bert'], not an allowed value",
+    ),
+    (
+        lambda c: (
+            c.update(build_data={"x": {"shape": "wikitext"}})
+            or c["datasets"].update(corpus={"source": "local", "build": "x", "kind": "sequence"})
+        ),
+        "datasets.corpus.label_column = 'label' (the default) is not a column of the files build_data.x writes (shape "
+        "wikitext: text): set label_column: null (an unlabeled corpus)",
     ),
     # entity F1 on tags that mark no chunks (POS tags) is pos_seqeval_f1 under another name
     (

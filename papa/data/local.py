@@ -320,17 +320,20 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
             raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has no label (empty cell); "
                                 f"fill it in or remove the row")  # fmt: skip
     vals = list(values)
-    for i, v in enumerate(vals):
-        where_i = rows[i] if rows else f"row {i + 1}"
-        if isinstance(v, (float, np.floating)) and not float(v).is_integer():
-            raise TaskSpecError(f"{where}, {where_i} has the label {v!r}, which is no class: papa's probes classify "
-                                f"(a regression target such as STS-B's score cannot be probed); give class labels, "
-                                f"or list them under the dataset's labels")  # fmt: skip
-        if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v < 0:
-            raise TaskSpecError(f"{where}, {where_i} has the label {int(v)}: a negative label marks an unlabeled "
-                                f"example (GLUE's test files use -1), and as a class it would shift the others "
-                                f"(label 0 would be class 1); drop those rows, or list the labels under the "
-                                f"dataset's labels")  # fmt: skip
+    numbers = [(i, float(v)) for i, v in enumerate(vals)
+               if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]  # fmt: skip
+    for i, v in numbers:
+        if not v.is_integer():
+            raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {vals[i]!r}, which is "
+                                f"no class: papa's probes classify (a regression target such as STS-B's score cannot "
+                                f"be probed); give class labels, or list them under the dataset's labels")  # fmt: skip
+    if any(v == 0 for _, v in numbers):  # -1 beside 0 and 1: GLUE's mark of an unlabeled (test) row, not a class
+        for i, v in numbers:
+            if v < 0:
+                raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {vals[i]!r} beside "
+                                    f"label 0: a negative label marks an unlabeled example (GLUE's test files use "
+                                    f"-1), and as a class it would shift the others (label 0 would be class 1); drop "
+                                    f"those rows, or list the labels under the dataset's labels")  # fmt: skip
     if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
         uniq = sorted(set(int(v) for v in vals))
         if uniq[0] >= 0:
