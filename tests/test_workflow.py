@@ -493,12 +493,19 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_read_it(smok
     assert "prepare_data" not in counts, counts
 
 
-#: Bad configs and what their error must name. Each goes through `papa.checks.validate_config`, what
-#: workflow/rules/common.smk runs before any rule (tests/test_errors.py, in-process, the fast tier); `SNAKEMAKE_CASES`
-#: also through a Snakemake run here: a schema error, a renamed key, a cross-check of papa.checks.
 #: A local sentence-pair dataset of the invalid configs (its file is never read: the config is refused first).
 LOCAL_PAIRS = {"source": "local", "kind": "sequence", "train": "pairs.csv", "text_b_column": "text_b"}
 
+
+def _built_dataset(shape: str, name: str, **spec):
+    """An edit of a config: dataset ``name`` read from the files of build_data ``x`` of ``shape``."""
+    built = {"source": "local", "build": "x", "kind": "sequence", **spec}
+    return lambda c: c.update(build_data={"x": {"shape": shape}}) or c["datasets"].update({name: built})
+
+
+#: Bad configs and what their error must name. Each goes through `papa.checks.validate_config`, what
+#: workflow/rules/common.smk runs before any rule (tests/test_errors.py, in-process, the fast tier); `SNAKEMAKE_CASES`
+#: also through a Snakemake run here: a schema error, a renamed key, a cross-check of papa.checks.
 INVALID_CONFIGS = [
     # a misspelt key: its dotted path and the key meant (papa.checks.unknown_keys)
     (
@@ -679,22 +686,10 @@ INVALID_CONFIGS = [
         lambda c: c["datasets"].update(mine={**LOCAL_PAIRS, "text_column": ""}),
         "config key 'datasets.mine.text_column': '' should be non-empty",
     ),  # fmt: skip
-    # paths: environment variables are not expanded; a scratch folder that is a file; cache keys a strategy ignores
+    # paths: environment variables are not expanded; a scratch folder that is a file
     (lambda c: c.update(results="$HOME/papa-results"), "results = '$HOME/papa-results': environment variables are not"),
     (lambda c: c["cache"].update(scratch="$TMPDIR/papa"), "cache.scratch = '$TMPDIR/papa': environment variables"),
     (lambda c: c["cache"].update(scratch=str(ROOT / "Snakefile")), "Snakefile' is a file (from"),
-    (
-        lambda c: c["models"].update(tiny={"build": {"family": ["bert"]}}),
-        "'models.tiny.build.family' is ['bert'], not an allowed value",
-    ),
-    (
-        lambda c: (
-            c.update(build_data={"x": {"shape": "wikitext"}})
-            or c["datasets"].update(corpus={"source": "local", "build": "x", "kind": "sequence"})
-        ),
-        "datasets.corpus.label_column = 'label' (the default) is not a column of the files build_data.x writes (shape "
-        "wikitext: text): set label_column: null (an unlabeled corpus)",
-    ),
     # entity F1 on tags that mark no chunks (POS tags) is pos_seqeval_f1 under another name
     (
         lambda c: c["tasks"]["wsj_pos"].update(metrics=["entity_f1"]),
@@ -702,29 +697,24 @@ INVALID_CONFIGS = [
     ),
     # a dataset read from built files: its columns are known before they are written
     (
-        lambda c: (
-            c.update(build_data={"x": {"shape": "sst2"}})
-            or c["datasets"].update(mine={"source": "local", "build": "x", "kind": "sequence"})
-        ),
+        _built_dataset("sst2", "mine"),
         "datasets.mine.text_column = 'text' (the default) is not a column of the files build_data.x writes (shape "
         "sst2: sentence, label): set text_column to one of them",
     ),
     (
-        lambda c: (
-            c.update(build_data={"x": {"shape": "mnli"}})
-            or c["datasets"].update(
-                nli={
-                    "source": "local",
-                    "build": "x",
-                    "kind": "sequence",
-                    "text_column": "sentence1",
-                    "label_column": "gold_label",
-                }
-            )
-        ),
+        _built_dataset("wikitext", "corpus"),
+        "datasets.corpus.label_column = 'label' (the default) is not a column of the files build_data.x writes (shape "
+        "wikitext: text): set label_column: null (an unlabeled corpus)",
+    ),
+    (
+        lambda c: c["models"].update(tiny={"build": {"family": ["bert"]}}),
+        "'models.tiny.build.family' is ['bert'], not an allowed value",
+    ),
+    (
+        _built_dataset("mnli", "nli", text_column="sentence1", label_column="gold_label"),
         "datasets.nli: the files of build_data.x (shape mnli) hold sentence pairs, and text_b_column is not set, so "
         "one sentence of each pair would be read: set text_b_column: 'sentence2'",
-    ),  # fmt: skip
+    ),
     # one example of a sequence task is one class (prepare_data or the stage would fail on it)
     (
         lambda c: c["datasets"]["rt_sentiment"].update(max_train=1),
