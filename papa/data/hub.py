@@ -9,14 +9,18 @@ hub is in `papa.data.registry` (`HubSource`).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
 
 from .errors import DataUnavailableError, require_columns
 from .registry import HUB_SPECS, PACKAGE_TASKS, Dataset
+
+log = logging.getLogger(__name__)
 
 #: Spec keys hub datasets take (besides those of every source, `papa.data.task.COMMON_KEYS`).
 SPEC_KEYS = frozenset({"hub_id", "hub_config", "revision", "data_dir", "hub_timeout", "hf_cache_dir"})
@@ -117,8 +121,12 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         kw["data_dir"] = data_dir
     if spec.get("hf_cache_dir"):
         kw["cache_dir"] = str(spec["hf_cache_dir"])
+    t0 = time.monotonic()  # a first load downloads the dataset (MNLI: ~300 MB); its bars go to stderr only
+    log.info("loading %s%s at %s from the hub (or its cache)", hub_id, f" ({config})" if config else "", kw["revision"])
     try:
         dd = datasets.load_dataset(hub_id, config, **kw)
+        log.info("loaded %s in %.1f s: %s", hub_id, time.monotonic() - t0,
+                 ", ".join(f"{k} {len(v)} rows" for k, v in dd.items()))  # fmt: skip
     except Exception as e:  # noqa: BLE001 - any failure here means the data is not available
         if offline:
             why = f"HF_HUB_OFFLINE is set and there is no cached copy: {type(e).__name__}: {e}"
