@@ -246,7 +246,9 @@ def build_data(stage: BuildDataStage) -> dict[str, Path]:
     """Write the files of ``stage.shape``; return split -> path."""
     from . import rehearsal
 
-    files = rehearsal.build_data(stage.shape, stage.out, stage.n_train, stage.n_validation, stage.seed)
+    files = rehearsal.build_data(
+        stage.shape, stage.out, stage.n_train, stage.n_validation, stage.seed, record=stage.provenance()
+    )
     log.info("built %s-shaped files: %s", stage.shape, ", ".join(f"{s} {Path(p).name}" for s, p in files.items()))
     return files
 
@@ -288,7 +290,9 @@ def build_model(stage: BuildModelStage) -> Path:
     from . import rehearsal
 
     sized = {} if stage.vocab_size is None else {"vocab_size": stage.vocab_size}  # else build_model's default
-    folder = rehearsal.build_model(stage.family, stage.out, stage.config, stage.seed, **sized)
+    folder = rehearsal.build_model(
+        stage.family, stage.out, stage.config, stage.seed, record=stage.provenance(), **sized
+    )
     log.info("built a tiny randomly initialised %s model (seed %d) in %s", stage.family, stage.seed, folder)
     return folder
 

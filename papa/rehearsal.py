@@ -273,7 +273,7 @@ def _write_conll(path: Path, frame) -> None:
 
 
 def build_data(shape: str, out_dir: str | Path, n_train: int = 64, n_validation: int = 32, seed: int = 0,
-               cache_dir: str | Path | None = None) -> dict[str, Path]:  # fmt: skip
+               cache_dir: str | Path | None = None, record: dict | None = None) -> dict[str, Path]:  # fmt: skip
     """Write the train and validation files of a GLUE/CoNLL-shaped dataset (see the module docstring).
 
     Args:
@@ -282,6 +282,8 @@ def build_data(shape: str, out_dir: str | Path, n_train: int = 64, n_validation:
         n_train, n_validation: examples (sentences for ``conll2003``) per split.
         seed: seeds the corpus split, the draws and the pairings; same arguments -> same files.
         cache_dir: ``papa.data`` download cache (default ``papa.data.default_cache_dir()``).
+        record: what made the files (the workflow's: the stage's provenance), written beside them as
+            ``provenance.json`` in a new folder.
     Returns:
         split -> path of the file written.
     """
@@ -289,6 +291,8 @@ def build_data(shape: str, out_dir: str | Path, n_train: int = 64, n_validation:
     if not Path(out_dir).exists():  # the workflow's case: the whole folder appears at once (atomic_dir)
         with atomic_dir(out_dir) as tmp:
             build_data(shape, tmp, n_train, n_validation, seed, cache_dir)
+            if record is not None:
+                (tmp / "provenance.json").write_text(json.dumps(record, indent=1, sort_keys=True, default=str))
         return files
     # an existing folder (a notebook's) keeps what else it holds: each file is written atomically
     if n_train < 1 or n_validation < 1:
@@ -402,7 +406,8 @@ def build_problem(family: str, config: dict | None = None) -> str | None:
 
 
 def build_model(family: str, out_dir: str | Path, config: dict | None = None, seed: int = 0,
-                vocab_size: int = 4000, cache_dir: str | Path | None = None) -> Path:  # fmt: skip
+                vocab_size: int = 4000, cache_dir: str | Path | None = None,
+                record: dict | None = None) -> Path:  # fmt: skip
     """Build a randomly initialised model of ``family`` with its tokenizer into the folder ``out_dir``.
 
     Args:
@@ -410,6 +415,8 @@ def build_model(family: str, out_dir: str | Path, config: dict | None = None, se
         config: overrides of the transformers config (e.g. ``{"num_hidden_layers": 2}``).
         seed: seeds the weights (and the BPE training order): same arguments -> same weights.
         vocab_size: size of the trained byte-level BPE (RoBERTa, DeBERTa).
+        record: what made the model (the workflow's: the stage's provenance, with the torch version its
+            initialisation depends on), kept in ``rehearsal.json`` under ``provenance``.
     Returns:
         ``out_dir``, loadable with ``papa.load_encoder`` (MLM head included for bert, roberta,
         deberta; the discriminator head for electra).
@@ -432,6 +439,7 @@ def build_model(family: str, out_dir: str | Path, config: dict | None = None, se
         model.save_pretrained(str(tmp))
         (tmp / "rehearsal.json").write_text(json.dumps(
             {"family": family, "seed": seed, "class": FAMILIES[family][0], "config": config or {},
-             "tokenizer": TOKENIZERS[family], "vocab_size": len(tok), "note": "randomly initialised (papa.rehearsal)"},
-            indent=1, sort_keys=True))  # fmt: skip
+             "tokenizer": TOKENIZERS[family], "vocab_size": len(tok), "note": "randomly initialised (papa.rehearsal)",
+             **({"provenance": record} if record is not None else {})},
+            indent=1, sort_keys=True, default=str))  # fmt: skip
     return out_dir

@@ -126,8 +126,11 @@ def test_ner_and_chunk_heuristics():
 def test_build_data_is_seeded(tmp_path):
     a = rehearsal.build_data("mrpc", tmp_path / "a", 10, 5, seed=0)
     b = rehearsal.build_data("mrpc", tmp_path / "b", 10, 5, seed=0)
-    c = rehearsal.build_data("mrpc", tmp_path / "c", 10, 5, seed=1)
+    c = rehearsal.build_data("mrpc", tmp_path / "c", 10, 5, seed=1, record={"stage": "BuildDataStage"})
     assert a["train"].read_bytes() == b["train"].read_bytes() != c["train"].read_bytes()
+    # what made them sits beside them when given (the workflow's stage record), not otherwise
+    assert json.loads((tmp_path / "c/provenance.json").read_text()) == {"stage": "BuildDataStage"}
+    assert not (tmp_path / "a/provenance.json").exists()
     with pytest.raises(ValueError, match="unknown data shape 'qnli'"):
         rehearsal.build_data("qnli", tmp_path / "d")
 
@@ -207,7 +210,8 @@ def test_build_model_is_seeded(tmp_path, built_models):
     from safetensors.torch import load_file
 
     again = rehearsal.build_model("bert", tmp_path / "a", seed=0)
-    other = rehearsal.build_model("bert", tmp_path / "b", seed=1)
+    other = rehearsal.build_model("bert", tmp_path / "b", seed=1, record={"stage": "BuildModelStage"})
+    assert json.loads((other / "rehearsal.json").read_text())["provenance"] == {"stage": "BuildModelStage"}
     w0, w1, w2 = (load_file(p / "model.safetensors") for p in (built_models["bert"], again, other))
     assert all((w0[k] == w1[k]).all() for k in w0)
     assert any((w0[k] != w2[k]).any() for k in w0)
