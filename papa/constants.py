@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
@@ -123,6 +124,9 @@ class ConstantAttention:
 
         from .io import atomic_path
 
+        if Path(path).is_dir():
+            raise IsADirectoryError(f"ConstantAttention.save: {path} is a folder; give the file's path, e.g. "
+                                    f"{Path(path) / 'average.safetensors'}")  # fmt: skip
         tensors = {"mean": self.mean.detach().float(), "count": self.count.double()}
         if self.norm is not None:
             tensors["norm"] = self.norm.detach().float()
@@ -142,6 +146,8 @@ class ConstantAttention:
 
         from .io import UnreadableFileError
 
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"ConstantAttention.load takes a path, got {type(path).__name__}")
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw = (f.metadata() or {}).get("papa", "{}")
@@ -181,6 +187,9 @@ class ConstantAttention:
             if t is not None and not torch.isfinite(t).all():
                 raise UnreadableFileError(f"{path}: {name} holds {int((~torch.isfinite(t)).sum())} NaN/inf values; "
                                           f"recompute it")  # fmt: skip
+        if (count < 0).any() or not torch.isfinite(count).all():
+            raise UnreadableFileError(f"{path}: count holds negative or non-finite entries; not written by "
+                                      f"papa.ConstantAttention.save")  # fmt: skip
         if norm is not None and (norm.shape != mean.shape or (norm < 0).any()):
             raise UnreadableFileError(f"{path}: norm has shape {tuple(norm.shape)} (mean: {tuple(mean.shape)}) "
                                       f"or negative entries; not written by papa.ConstantAttention.save")  # fmt: skip
@@ -372,7 +381,7 @@ def average_attention(
                         f"{type(model).__name__} {model!r:.60}")  # fmt: skip
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
-    if isinstance(batches, dict) or hasattr(batches, "model_inputs"):  # one batch, or an Encoded split
+    if isinstance(batches, Mapping) or hasattr(batches, "model_inputs"):  # one batch (a BatchEncoding), or a split
         raise TypeError("average_attention takes an iterable of input batches: pass enc.batches(32) for a "
                         "papa.encode split, or [inputs] for one dict of model inputs")  # fmt: skip
     L, H = model_shape(model)

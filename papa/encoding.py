@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -428,9 +428,14 @@ def encode(
             raise ValueError(f"{name} must be 'paper' or 'authors', got {value!r}")
         if value == "authors" and layout != "papa":
             raise ValueError(f"{name}='authors' reproduces the authors' papa layout; it needs layout='papa'")
-    for name, value in (("texts", texts), ("pairs", pairs)):
+    if not callable(tokenizer) or not hasattr(tokenizer, "convert_tokens_to_ids"):
+        raise TypeError(f"encode() needs a transformers tokenizer (the second value of papa.load_encoder) first, got "
+                        f"{type(tokenizer).__name__}")  # fmt: skip
+    for name, value in (("texts", texts), ("pairs", pairs), ("labels", labels)):
         if isinstance(value, str):  # a string is a sequence too: it would encode one example per character
             raise TypeError(f"encode() got one string as {name}; pass a list of them: encode(tok, [{name[:-1]}])")
+        if (value is not None or name == "texts") and (isinstance(value, Mapping) or not hasattr(value, "__len__")):
+            raise TypeError(f"encode() needs {name} as a list (one entry per example), got {type(value).__name__}")
     # plain lists: a pandas Series keeps its index (a filtered one has no row 0), an array its dtype
     texts = list(texts)
     pairs = None if pairs is None else list(pairs)
@@ -440,9 +445,6 @@ def encode(
         raise ValueError("encode() got no texts: the split is empty")
     if pairs is not None and len(pairs) != n:
         raise ValueError(f"{n} texts but {len(pairs)} pairs")
-    if not callable(tokenizer) or not hasattr(tokenizer, "convert_tokens_to_ids"):
-        raise TypeError(f"encode() needs a transformers tokenizer (the second value of papa.load_encoder), got "
-                        f"{type(tokenizer).__name__}")  # fmt: skip
     words = n > 0 and not isinstance(texts[0], str)
     for name, values in (("texts", texts), ("pairs", pairs or [])):
         for r, value in enumerate(values):  # every example the shape of the first: one text, or a list of words

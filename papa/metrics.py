@@ -49,6 +49,8 @@ def check_metrics(metrics, kind: str | None = None, n_labels: int | None = None,
     metrics = list(metrics)
     if not metrics:
         raise ValueError(f"metrics is empty; choose from {', '.join(ALL_METRICS)}")
+    if isinstance(label_names, str):
+        raise TypeError(f"label_names must be a list of the label strings, got the string {label_names!r}")
     if len(set(metrics)) != len(metrics):
         raise ValueError(f"metrics lists a metric more than once ({metrics}): each row would be there twice")
     if label_names is not None and n_labels is not None and len(label_names) != n_labels:
@@ -106,6 +108,8 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
 
         if label_names is None:
             raise ValueError(f"{metric} needs label_names (the tag strings)")
+        if metric == "entity_f1" and not chunk_tagged(label_names):
+            raise ValueError(entity_f1_problem(label_names))
         true_seqs, pred_seqs = [], []
         for t_row, p_row in zip(np.asarray(y_true), np.asarray(y_pred)):
             keep = t_row != -100

@@ -424,6 +424,9 @@ def resolve_model_path(name_or_path: str) -> str:
 def family_of(model: nn.Module) -> Family:
     """The `Family` of a model (or of its transformers config), or an `UnsupportedModelError` naming the
     supported ones."""
+    if not hasattr(model, "config") and not hasattr(model, "model_type"):  # None, a name, a tokenizer
+        raise TypeError(f"expected a loaded model (papa.load_encoder(...)[0]) or its config, got "
+                        f"{type(model).__name__} {model!r:.60}")  # fmt: skip
     model_type = getattr(getattr(model, "config", model), "model_type", None)
     fam = FAMILIES.get(model_type)
     if fam is None:
@@ -512,6 +515,9 @@ def load_encoder(
     import torch
 
     dtype = torch.float32 if dtype is None else dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a torch floating-point dtype (torch.float32, torch.float16, torch.bfloat16), "
+                        f"got {dtype!r}")  # fmt: skip
     path = resolve_model_path(name)
     classes = {
         None: AutoModel,

@@ -594,7 +594,8 @@ class TrainConfig:
         if self.init not in PROBE_INITS:
             bad.append(f"init={self.init!r} (one of {', '.join(PROBE_INITS)})")
         counts = {"batch_size": self.batch_size, "epochs": self.epochs, "eval_batch_size": self.eval_batch_size}
-        bad += [f"{k}={v!r} (an integer)" for k, v in counts.items() if v is not None and not is_integer(v)]
+        bad += [f"{k}={v!r} (an integer)" for k, v in counts.items()
+                if v is not None and _finite_number(v) and not is_integer(v)]  # fmt: skip
         seeds = {"seed": self.seed, "shuffle_seed": self.shuffle_seed}
         bad += [f"{k}={v!r} (an integer in [0, 2**32))" for k, v in seeds.items()
                 if v is not None and not (is_integer(v) and 0 <= v < SEED_LIMIT)]  # fmt: skip

@@ -171,6 +171,8 @@ def format_fraction(fraction_dynamic) -> str:
 def n_dynamic(fraction_dynamic, total: int) -> int:
     """How many of ``total`` heads stay input-dependent: round(f x total), halves rounded up
     (BERT-base: 1/16 -> 9 of 144)."""
+    if isinstance(total, bool) or not isinstance(total, (int, np.integer)) or total < 1:
+        raise ValueError(f"total must be the number of heads (a positive integer), got {total!r}")
     return int(math.floor(check_fraction(fraction_dynamic) * total + 0.5))
 
 

@@ -212,6 +212,8 @@ def probe_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """
     df = _concat(frames, PROBE_COLUMNS, "probe_table")
     _check_unique(df, PROBE_KEY, "probe_table")
+    if df["score"].isna().any():
+        raise ValueError(f"probe_table: {int(df['score'].isna().sum())} rows have no score (NaN): rerun their probes")
     frac = df["fraction_dynamic"].to_numpy(dtype="float64")
     off = ~((frac >= 0) & (frac <= 1))  # NaN too
     if off.any():
@@ -355,6 +357,10 @@ def lambdas_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """
     df = _concat(frames, LAMBDAS_COLUMNS, "lambdas_table")
     _check_unique(df, LAMBDAS_KEY, "lambdas_table")
+    lam = df["lambda"].to_numpy(dtype="float64")
+    if not ((lam >= 0) & (lam <= 1)).all():  # sigmoid(w): NaN or outside [0, 1] is no learned lambda
+        raise ValueError(f"lambdas_table: lambda must lie in [0, 1]; {int((~((lam >= 0) & (lam <= 1))).sum())} rows "
+                         f"do not (NaN or out of range): learn them again")  # fmt: skip
     for key, g in df.groupby(["model", "task", "constants"], sort=True):
         ranks = np.sort(g["rank"].to_numpy())
         if not np.array_equal(ranks, np.arange(len(g))):

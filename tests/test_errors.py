@@ -868,3 +868,26 @@ def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of():
     said = []
     validate_config(pairs, warn=said.append)
     assert said == []
+
+
+def test_a_config_error_comes_alone_and_a_literal_dollar_is_a_path(tmp_path):
+    """A .nan fraction is named once (the fraction checks that read the list wait for it: no second error about
+    partial fractions); a `$` that starts no variable name (cost$5) is part of a path; a model folder whose
+    config.json has no model_type says so."""
+    import json
+
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    cfg["sweep"]["fraction_dynamic"] = [1, 0.5, float("nan"), 0]
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda msg: None)
+    assert str(e.value).count("\n  - ") == 1 and "'sweep.fraction_dynamic[2]' is nan" in str(e.value)
+    validate_config(_config(results=str(tmp_path / "cost$5")), warn=lambda msg: None)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    cfg = _config()
+    cfg["models"]["minilm"] = str(folder)
+    with pytest.raises(ConfigError, match="its config.json has no model_type"):
+        validate_config(cfg, warn=lambda msg: None)

@@ -915,3 +915,36 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
         tables.summary_table(rows, {"t": "f1"})
     with pytest.raises(ValueError, match=r"fraction_dynamic must lie in \[0, 1\]"):
         tables.probe_table([rows.assign(fraction_dynamic=[2.0, 0.0])])
+    with pytest.raises(ValueError, match=r"probe_table: 1 rows have no score \(NaN\)"):
+        tables.probe_table([rows.assign(score=[0.9, float("nan")])])
+    lam = pipeline.lambda_frame(torch.full((6, 12), 0.5)).assign(model="m", task="t", constants="average")
+    with pytest.raises(ValueError, match=r"lambdas_table: lambda must lie in \[0, 1\]"):
+        tables.lambdas_table([lam.assign(**{"lambda": 5.0})])
+    # second round: what the first fixes left
+    with pytest.raises(TypeError, match="needs a transformers tokenizer .* first"):
+        papa.encode(TEXTS, tok)
+    for texts, needle in (
+        (None, "needs texts as a list"),
+        ({"a": 1}, r"needs texts as a list \(one entry per example\), got dict"),
+    ):
+        with pytest.raises(TypeError, match=needle):
+            papa.encode(tok, texts)
+    with pytest.raises(TypeError, match="encode.. needs labels as a list"):
+        papa.encode(tok, TEXTS, labels=3)
+    for not_a_model in (None, "minilm", tok):
+        with pytest.raises(TypeError, match="expected a loaded model"):
+            papa.patch(not_a_model, C)
+    with pytest.raises(TypeError, match="dtype must be a torch floating-point dtype"):
+        papa.load_encoder("minilm", device="cpu", dtype="half16")
+    with pytest.raises(TypeError, match="ConstantAttention.load takes a path"):
+        papa.ConstantAttention.load(None)
+    with pytest.raises(IsADirectoryError, match="is a folder; give the file's path"):
+        C.save(tmp_path)
+    with pytest.raises(ValueError, match="total must be the number of heads"):
+        papa.spec.n_dynamic(0.5, -4)
+    with pytest.raises(ValueError, match="metric 'entity_f1' scores entity chunks"):
+        papa.metrics.compute("entity_f1", np.zeros((1, 3), int), np.zeros((1, 3), int), ["NN", "VB"])
+    with pytest.raises(TypeError, match="label_names must be a list of the label strings"):
+        run_probe(model, tr, va, "sequence", 2, ["accuracy"], cfg, label_names="ab")
+    with pytest.raises(TypeError, match="takes an iterable of input batches"):
+        average_attention(model, tok(TEXTS, return_tensors="pt", padding=True))

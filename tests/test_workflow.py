@@ -711,6 +711,12 @@ INVALID_CONFIGS = [
         "'models.tiny.build.family' is ['bert'], not an allowed value",
     ),
     (
+        _built_dataset("conll2003", "ner"),
+        "datasets.ner: the files of build_data.x (shape conll2003) are CoNLL token files, and the dataset is kind: "
+        "sequence: set kind: token and format: conll",
+    ),
+    (lambda c: c["models"].update(minilm=""), "config key 'models.minilm': '' should be non-empty"),
+    (
         _built_dataset("mnli", "nli", text_column="sentence1", label_column="gold_label"),
         "datasets.nli: the files of build_data.x (shape mnli) hold sentence pairs, and text_b_column is not set, so "
         "one sentence of each pair would be read: set text_b_column: 'sentence2'",

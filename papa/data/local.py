@@ -401,17 +401,18 @@ COLUMN_KEYS = {
 
 
 def shared_columns(name: str, spec: dict, kind: str | None, fmt: str | None) -> list[tuple[str, str]]:
-    """(key, why) for a column key of a local spec that names the same column as another (``label_column: text``,
-    ``text_b_column`` = ``text_column``, ``tags_column: tokens``, CoNLL ``tag_column`` = ``token_column``): the
-    labels would be the texts, a pair one sentence twice, the tags the words. ``id_column`` may name any column.
-    A CoNLL file's negative position and a non-negative one are compared once the file's width is known
-    (`_read_conll`)."""
+    """(key, why) for a column key of a local spec that is empty, or names the same column as another
+    (``label_column: text``, ``text_b_column`` = ``text_column``, ``tags_column: tokens``, CoNLL ``tag_column`` =
+    ``token_column``): the labels would be the texts, a pair one sentence twice, the tags the words.
+    ``id_column`` may name any column. A CoNLL file's negative position and a non-negative one are compared once
+    the file's width is known (`_read_conll`)."""
     group = "conll" if kind == "token" and fmt == "conll" else kind
     if group not in COLUMN_KEYS:
         return []
     given = {k: spec.get(k, default) for k, default in COLUMN_KEYS[group].items()}
     given = {k: v for k, v in given.items() if v is not None}
-    out = []
+    out = [(k, "is empty: name a column of the files") for k, v in given.items() if v == ""]
+    given = {k: v for k, v in given.items() if v != ""}
     seen: dict = {}
     for key, column in given.items():
         if column in seen:
