@@ -112,7 +112,11 @@ class ConstantAttention:
         valid (``count`` 0 on its row): the constant heads give those tokens an exactly zero output (the
         paper's 0 where no example was valid), e.g. validation inputs longer than any averaged one."""
         never = (torch.as_tensor(self.count).diagonal() == 0).cpu().numpy()
-        return int((np.asarray(attention_mask) != 0)[:, never].sum())
+        mask = np.asarray(attention_mask)
+        if mask.ndim != 2 or mask.shape[1] != len(never):
+            raise ValueError(f"attention_mask has shape {mask.shape}, and the constants N = {len(never)}: give the "
+                             f"[examples, {len(never)}] mask of inputs encoded at that N")  # fmt: skip
+        return int((mask != 0)[:, never].sum())
 
     def save(self, path: str | Path) -> None:
         """Write safetensors (atomically) with the metadata as JSON under the key ``papa``, the sha256 of the
@@ -381,6 +385,8 @@ def average_attention(
                         f"{type(model).__name__} {model!r:.60}")  # fmt: skip
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
+    if total is not None and (not is_integer(total) or total < 1):
+        raise ValueError(f"total must be the number of examples (a positive integer, for the ETA), got {total!r}")
     if isinstance(batches, Mapping) or hasattr(batches, "model_inputs"):  # one batch (a BatchEncoding), or a split
         raise TypeError("average_attention takes an iterable of input batches: pass enc.batches(32) for a "
                         "papa.encode split, or [inputs] for one dict of model inputs")  # fmt: skip

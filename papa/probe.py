@@ -491,6 +491,14 @@ def prepare_features(
     however the block ends (SIGTERM included).
     """
     check_batch_size(batch_size)  # before the sizes, not when the first split is encoded
+    if dtype not in ("float16", "float32"):
+        raise ValueError(f"dtype of the feature cache must be 'float16' or 'float32', got {dtype!r}")
+    for name, mb in (("budget_mb", budget_mb), ("disk_budget_mb", disk_budget_mb)):
+        if mb is not None and not (_finite_number(mb) and mb >= 0):
+            raise ValueError(f"{name} must be a number of MB >= 0 (None: no limit), got {mb!r}")
+    for split, enc in (("train", train_enc), ("validation", val_enc)):
+        if not isinstance(enc, Encoded):
+            raise TypeError(f"the {split} split must be papa.encode's Encoded, got {type(enc).__name__}")
     sizes = {"train": cache_nbytes(model, train_enc, dtype), "validation": cache_nbytes(model, val_enc, dtype)}
     total = sum(sizes.values())
     over_memory = budget_mb is not None and total > budget_mb * MB

@@ -397,6 +397,11 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
         ],
         "constant_kinds_table",
     )
+    if isinstance(kinds, str) or not hasattr(kinds, "__iter__"):
+        raise TypeError(f"constant_kinds_table: kinds must be a list of constants specs, got {kinds!r}")
+    kinds = list(kinds)
+    for k in kinds:
+        spec.ConstantsSpec.parse(k)  # a misspelt kind would give no row, silently
     df = summary[spec.is_all_constant(summary["fraction_dynamic"]) & summary["constants"].isin(kinds)]
     df = df.sort_values(["model", "task", "constants", "metric", "selection"], kind="mergesort")
     df = df.drop_duplicates(["model", "task", "constants", "metric"])

@@ -854,6 +854,12 @@ def test_inferred_labels_are_classes(tmp_path):
     assert t.label_names == ["-1", "1"]
 
 
+def test_a_local_file_key_is_one_path(tmp_path):
+    """A list of files under train (several shards) failed with a TypeError inside pathlib."""
+    with pytest.raises(D.TaskSpecError, match="train must be one file's path, got"):
+        D.load_task({"name": "mine", "source": "local", "kind": "sequence", "train": ["a.csv", "b.csv"]}, tmp_path)
+
+
 def test_a_token_split_without_a_word_fails_saying_so(tmp_path):
     """Sentences that are all empty give no tag to learn or score: the file is named (not "unlabeled" at the probe
     job, nor an empty array deep in scikit-learn), whichever split it is."""

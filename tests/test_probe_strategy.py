@@ -948,3 +948,18 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
         run_probe(model, tr, va, "sequence", 2, ["accuracy"], cfg, label_names="ab")
     with pytest.raises(TypeError, match="takes an iterable of input batches"):
         average_attention(model, tok(TEXTS, return_tensors="pt", padding=True))
+    with pytest.raises(ValueError, match="total must be the number of examples"):
+        average_attention(model, tr.batches(4), total=-3)
+    with pytest.raises(TypeError, match="constant matrices must hold floating-point attention weights"):
+        papa.patch(model, (C.mean > 0.1).int())
+    for kw, needle in ((dict(dtype="float8"), "dtype of the feature cache"), (dict(budget_mb=-1), "budget_mb must")):
+        with pytest.raises(ValueError, match=needle):
+            with prepare_features(model, tr, va, **kw):
+                pass
+    with pytest.raises(TypeError, match="the train split must be papa.encode's Encoded"):
+        with prepare_features(model, TEXTS, va):
+            pass
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(8, 32\), and the constants N = 16"):
+        C.uncovered_queries(np.ones((8, 32)))
+    with pytest.raises(ValueError, match="Constants spec 'averag' is not kind"):
+        tables.constant_kinds_table(tables.summary_table(rows), ["average", "averag"])

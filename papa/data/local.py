@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -451,6 +452,10 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         raise TaskSpecError(f'local task {name!r} needs "kind": "sequence" or "token" (got {spec.get("kind")!r})')
     if "train" not in spec or not spec["train"]:
         raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
+    for k in LOCAL_FILE_KEYS:
+        if spec.get(k) and not isinstance(spec[k], (str, os.PathLike)):
+            raise TaskSpecError(f"local task {name!r}: {k} must be one file's path, got {spec[k]!r} (a list of files: "
+                                f"concatenate them into one)")  # fmt: skip
     if why := missing_pair_column(name, spec):
         raise TaskSpecError(why)
     fmt = _file_format(spec, Path(spec["train"]))

@@ -92,6 +92,8 @@ class PatchHandle:
                 + (": load a file with papa.ConstantAttention.load(path)" if isinstance(constants, (str, Path)) else "")
             )
         C = torch.as_tensor(C)
+        if not C.dtype.is_floating_point:  # integer or bool "matrices" are no attention weights (a mask, counts)
+            raise TypeError(f"constant matrices must hold floating-point attention weights, got {C.dtype}")
         if not torch.isfinite(C).all():
             bad = int((~torch.isfinite(C)).sum())
             raise ValueError(
