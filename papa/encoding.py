@@ -434,7 +434,7 @@ def encode(
     for name, value in (("texts", texts), ("pairs", pairs), ("labels", labels)):
         if isinstance(value, str):  # a string is a sequence too: it would encode one example per character
             raise TypeError(f"encode() got one string as {name}; pass a list of them: encode(tok, [{name[:-1]}])")
-        if (value is not None or name == "texts") and (isinstance(value, Mapping) or not hasattr(value, "__len__")):
+        if (value is not None or name == "texts") and (isinstance(value, Mapping) or not hasattr(value, "__iter__")):
             raise TypeError(f"encode() needs {name} as a list (one entry per example), got {type(value).__name__}")
     # plain lists: a pandas Series keeps its index (a filtered one has no row 0), an array its dtype
     texts = list(texts)

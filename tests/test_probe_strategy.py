@@ -931,6 +931,7 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
             papa.encode(tok, texts)
     with pytest.raises(TypeError, match="encode.. needs labels as a list"):
         papa.encode(tok, TEXTS, labels=3)
+    assert len(papa.encode(tok, (t for t in TEXTS), max_length=16)) == len(TEXTS)  # any iterable of texts
     for not_a_model in (None, "minilm", tok):
         with pytest.raises(TypeError, match="expected a loaded model"):
             papa.patch(not_a_model, C)
