@@ -45,7 +45,7 @@ IGNORE = -100
 def check_batch_size(batch_size, what: str = "batch_size") -> int:
     """``batch_size`` as a positive integer, or a `ValueError` naming it (0 would be range()'s error, -1 an empty
     iteration read as an empty corpus)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    if not is_integer(batch_size) or batch_size < 1:
         raise ValueError(f"{what} must be a positive integer (examples per batch), got {batch_size!r}")
     return int(batch_size)
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_path, is_integer, parquet_file, read_table, write_table
+from ..io import SEED_LIMIT, atomic_path, is_integer, parquet_file, read_table, write_table
 from ..spec import PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir
@@ -462,7 +462,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         hints = [f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown]
         raise TaskSpecError(f"task {name!r}: unknown spec key {', '.join(hints)}; the keys of a {source} spec are "
                             f"{', '.join(sorted(COMMON_KEYS | SOURCE_KEYS[source]))}")  # fmt: skip
-    if not is_integer(seed) or not 0 <= seed < 2**32:
+    if not is_integer(seed) or not 0 <= seed < SEED_LIMIT:
         raise TaskSpecError(f"seed must be an integer in [0, 2**32) (numpy's seed range), got {seed!r}")
     seed = int(seed)
     fraction = spec.get("validation_fraction", 0.2)
