@@ -31,6 +31,7 @@ from .spec import (
     METHOD_CONSTANTS,
     METRICS,
     ORIGINAL,
+    PREPARED_SPLITS,
     ConstantsSpec,
     format_fraction,
     is_all_constant,
@@ -83,7 +84,9 @@ def fill_derived_defaults(config: dict) -> dict:
 
     * ``tasks.<t>.main_metric``: the task's first metric;
     * ``tasks.<t>.lambda``: the lambda stage's complete hparams, the probe's overridden key by key
-      by the block's own, with ``seed`` the top-level seed unless the block gives one;
+      by the block's own, with ``seed`` the top-level seed unless the block gives one; but not the probe's
+      ``extra_lr`` (the learning rate of trained matrices): the lambdas learn at the block's own ``extra_lr``,
+      else at its ``lr`` (the paper's and the authors': the probe's learning rate);
     * ``seed`` of ``analyses.mlm``, of ``models.<m>.build`` and of ``build_data.<k>``: the
       top-level seed unless given.
 
@@ -95,7 +98,8 @@ def fill_derived_defaults(config: dict) -> dict:
         if tc.get("metrics"):
             tc.setdefault("main_metric", tc["metrics"][0])
         if isinstance(tc.get("probe"), dict):
-            tc["lambda"] = {**tc["probe"], **(tc.get("lambda") or {})}
+            inherited = {k: v for k, v in tc["probe"].items() if k != "extra_lr"}
+            tc["lambda"] = {**inherited, **(tc.get("lambda") or {})}
             tc["lambda"].setdefault("seed", seed)
     blocks = [(config.get("analyses") or {}).get("mlm")]
     blocks += [entry.get("build") for entry in (config.get("models") or {}).values() if isinstance(entry, dict)]
@@ -182,7 +186,9 @@ def unused_settings(config: dict) -> list[str]:
     ``encoding`` option set to ``authors`` where no dataset the config tokenizes (`tokenized_inputs`) has the
     input shape it changes (`ENCODING_REACH`: sentence pairs, single sentences); ``cache.scratch`` or
     ``disk_budget_mb`` beside a strategy that keeps no disk cache (a profile's scratch folder stays valid when a
-    run switches strategy)."""
+    run switches strategy); a local dataset's ``test`` file (the workflow prepares `papa.spec.PREPARED_SPLITS`:
+    it neither reads nor checks it); ``resources.<rule>.gpu`` of a rule that runs on the CPU (`CPU_RULES`); a
+    token task's probe ``dropout`` (its probe, a linear layer per token, has none)."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
     shapes = {input_shape(d, datasets[d]) for _, d, _ in tokenized_inputs(config)}
     what = {"pair": "sentence pairs", "single": "single sentences"}
@@ -195,6 +201,25 @@ def unused_settings(config: dict) -> list[str]:
         unused += [f"cache.{key} is read by cache.strategy auto and disk only (where a disk cache may be used), and "
                    f"strategy is {cache['strategy']}: it changes nothing here"
                    for key in ("scratch", "disk_budget_mb") if cache.get(key) is not None]  # fmt: skip
+    for d, spec in datasets.items():
+        for key in sorted(set(LOCAL_FILE_KEYS) - set(PREPARED_SPLITS)):
+            if spec.get("source") == "local" and spec.get(key):
+                unused.append(f"datasets.{d}.{key}: the workflow prepares the {' and '.join(PREPARED_SPLITS)} "
+                              f"splits only (the probes are scored on validation, as in the paper), so it does not "
+                              f"read this file; papa.load_task does, in a notebook")  # fmt: skip
+    for rule in CPU_RULES:
+        if "gpu" in ((config.get("resources") or {}).get(rule) or {}):
+            unused.append(f"resources.{rule}.gpu: rule {rule} runs on the CPU and asks for no GPU: it changes "
+                          f"nothing")  # fmt: skip
+    for t, tc in (config.get("tasks") or {}).items():
+        if dataset_kind(tc.get("dataset", ""), datasets.get(tc.get("dataset"), {})) != "token":
+            continue
+        probe = tc.get("probe") or {}
+        for block in ("probe", "lambda"):
+            hp = tc.get(block) or {}
+            if "dropout" in hp and (block == "probe" or hp["dropout"] != probe.get("dropout")):
+                unused.append(f"tasks.{t}.{block}.dropout: task {t} tags tokens, and its probe (a linear layer per "
+                              f"token) has no dropout: it changes nothing")  # fmt: skip
     return unused
 
 
@@ -516,6 +541,14 @@ def _repeated(values: list) -> list[str]:
 #: ``tasks.<t>.resources.probe_trained`` say otherwise (it keeps no hidden-state cache: paper.yaml gives it less memory)
 RESOURCE_PARENTS = {"probe_trained": "probe"}
 
+#: the rules whose jobs run the model (a GPU helps them): ``$PAPA_SLURM_GPUS`` sets their GPU request, and the
+#: Slurm profile's ``set-resources`` lists them (slurm/config.yaml; a test holds the two equal). Rule
+#: ``data_free_constants`` asks for the config's ``resources.data_free_constants.gpu`` (default 0: it runs no model);
+#: the other rules run on the CPU and ask for none (`CPU_RULES`).
+GPU_RULES = ("average_attention", "learn_lambda", "probe", "probe_trained", "mlm")
+#: the rules that declare no GPU resource: a ``resources.<rule>.gpu`` for them is read by nothing
+CPU_RULES = ("prepare_data", "tokenize", "patterns", "aggregate", "plot", "build_model", "build_data")
+
 
 def job_resources(config: dict, rule: str, task: str | None = None) -> dict:
     """The resources a job of ``rule`` asks for on its first attempt, in a validated config (the schema fills
@@ -659,7 +692,7 @@ def _source_keys(datasets: dict) -> list[str]:
     """Keys of a dataset entry that its ``source`` does not read (``train:`` under ``source: package`` loads the
     package corpus, not the file): each belongs to another source, so the entry means something else. Also what
     each source asks of its own keys: a package dataset's (`papa.data.packages.spec_problems`), a local dataset's
-    train file and kind."""
+    train file (on this machine) and kind."""
     from .data.task import COMMON_KEYS, SOURCE_KEYS
 
     errors = []
@@ -683,6 +716,12 @@ def _source_keys(datasets: dict) -> list[str]:
             if dataset_kind(d, dc) is None:
                 errors.append(f"datasets.{d} (source: local) needs kind: sequence or kind: token (only a known "
                               f"dataset's name implies it)")  # fmt: skip
+            for key in PREPARED_SPLITS:  # else Snakemake's MissingInputException names the path, not the key
+                path = dc.get(key)
+                if isinstance(path, str) and path and not Path(path).expanduser().is_file():
+                    what = "a folder" if Path(path).expanduser().is_dir() else "not there"
+                    errors.append(f"datasets.{d}.{key} = {path!r} is {what} (from {Path.cwd()}): give one file's "
+                                  f"path, relative to where Snakemake runs or absolute")  # fmt: skip
     return errors
 
 

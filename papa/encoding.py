@@ -231,6 +231,8 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024) -> It
         read_rows: examples read from the file at a time.
     Memory stays at O(read_rows + batch_size) examples whatever the corpus size.
     """
+    batch_size = check_batch_size(batch_size, "stream_tokens' batch_size")  # -1 yielded nothing, 0 divided by 0
+    read_rows = check_batch_size(read_rows, "stream_tokens' read_rows")
     f, meta = _open_tokens(path)
     N, layout = int(meta["max_length"]), meta.get("layout", "papa")
     keep = None

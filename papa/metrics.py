@@ -4,7 +4,7 @@
   ``mcc`` (Matthews correlation; CoLA), ``macro_f1``;
 * ``entity_f1``: entity-level F1 with seqeval's CoNLL semantics (NER, BIO tags);
 * ``pos_f1``: token-level micro F1 over the first sub-word of every word (POS); with one
-  label per scored token this equals token accuracy;
+  label per scored token this equals token accuracy (``token_accuracy``, the same tokens);
 * ``pos_seqeval_f1``: the paper's POS metric: seqeval's overall F1 over the POS tag
   sequences, as the authors' ``run_papa_ner.py`` scores POS (seqeval reads each tag as a
   chunk tag, so its numbers differ from ``pos_f1``; use it to compare with the paper's

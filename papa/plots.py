@@ -12,6 +12,10 @@ written. ``out`` is a path stem:
   (:func:`papa.tables.models_compared_table`).
 * :func:`plot_lambda_heatmap`   -- learned head importance (lambda), layer x head.
 * :func:`plot_constant_heads`   -- Fig. 4: constant matrices of representative heads.
+* :func:`plot_constant_kinds`   -- Table 1: the score with every head constant, per constants kind.
+* :func:`plot_mlm`              -- Fig. 6(a): negative log-perplexity vs fraction of input-dependent heads.
+
+Each figure carries the record of what drew it (:func:`recorded`, read back by :func:`figure_record`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ __all__ = [
     "plot_mlm",
     "representative_heads",
     "fraction_label",
+    "plot_constant_kinds",
+    "recorded",
+    "figure_record",
 ]
 
 FORMATS = ("png", "svg")

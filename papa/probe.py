@@ -15,7 +15,8 @@ before encoding and keeps it in memory, memory-mapped on disk, or re-encodes eve
 (`choose_strategy`). `run_probe` trains one probe per seed, each in its own batch order
 (``batch_order="per_seed"``, the paper's independent runs) or all in the first seed's
 (``"shared"``: side by side, so one encoder pass per epoch feeds every seed when re-encoding);
-the scores do not depend on where the features were kept, only on the batch order.
+the scores do not depend on where `prepare_features` kept the features, only on the batch order
+(``features=None``, the encoder live at full precision, differs from them in the last digits).
 """
 
 from __future__ import annotations
@@ -1026,8 +1027,10 @@ def run_probe(
             of every seed. ``shared``: every seed trains in the first seed's order (or
             ``cfg.shuffle_seed``), side by side where the encoder does not train, so one encoder
             pass per epoch feeds every seed; the seeds then differ in initialisation and
-            dropout only. Either way the scores do not depend on where the features were kept
-            (the strategy), only on this choice.
+            dropout only. Either way the scores do not depend on where `prepare_features` kept the
+            features (its strategy), only on this choice; ``features=None`` feeds the encoder's
+            hidden states at full precision, where every strategy holds them in ``cache.dtype``
+            (float16 by default), so its scores differ from theirs in the last digits.
         compile: with ``features=None``, run the encoder through ``torch.compile`` in this mode
             (`papa.models.compiled`; ``eager``: as it is). Worth it for the trained constants'
             gradient steps on a GPU; scores agree with eager ones within seed noise, not bit for bit.

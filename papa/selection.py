@@ -61,10 +61,12 @@ def head_order(order: str, shape: tuple[int, int], lambdas: torch.Tensor | None 
 
 
 def select_static(ranking: torch.Tensor, fraction_dynamic: float, shape: tuple[int, int] | None = None) -> torch.Tensor:
-    """Bool [layers, heads] mask, True = static: all heads but the last round(f x heads) of ``ranking``.
+    """Bool [layers, heads] mask, True = static: all heads but the last ``spec.n_dynamic(f, heads)`` of
+    ``ranking`` (f x heads, halves rounded up, not Python's round-half-to-even).
 
     The one place the static heads are derived from ``fraction_dynamic`` (the share left
-    input-dependent): the first ``heads - n_dynamic`` heads of the ranking."""
+    input-dependent): the first ``heads - n_dynamic`` heads of the ranking. ``shape`` (layers, heads)
+    is required (the keyword stays optional for old calls; without it a ValueError says so)."""
     ranking = torch.as_tensor(ranking).flatten()
     total = ranking.numel()
     if shape is None:

@@ -1,7 +1,9 @@
 """Result tables: per-run files -> the tables of ``results/tables`` (and the figures' data).
 
-Pure pandas (``scipy.stats.t`` for the confidence intervals). Every public function validates
-its input and raises ``ValueError`` naming what is wrong (e.g. the missing column).
+Pure pandas (``scipy.stats.t`` for the confidence intervals). The table builders validate their
+input and raise ``ValueError`` naming what is wrong (e.g. the missing column; ``TypeError`` for an
+argument of the wrong type); ``t_critical``
+returns NaN below one degree of freedom, as its docstring says.
 
 Tables
 ------
@@ -49,6 +51,7 @@ __all__ = [
     "mlm_table",
     "models_compared_table",
     "t_critical",
+    "last_epochs",
 ]
 
 #: Required columns of a probe frame and their dtypes in the probe table.
@@ -188,6 +191,27 @@ def _check_unique(df: pd.DataFrame, key: list[str], what: str) -> None:
         raise ValueError(f"{what}: {int(dup.sum())} rows share the same key {key}; e.g. {example}")
 
 
+def _check_vocabulary(df: pd.DataFrame, what: str) -> None:
+    """Every label is the project's (`papa.spec`): a constants spec, a head order, a metric; counts are not
+    negative. A row written by hand or by another version would otherwise be kept under a label no stage, plot or
+    summary knows (it matches no baseline, no kind, no figure's order)."""
+    problems = []
+    for text in sorted(set(df["constants"])):
+        try:
+            spec.ConstantsSpec.parse(text)
+        except ValueError as e:
+            problems.append(f"constants {e}")
+    for column, known in (("selection", spec.HEAD_ORDERS), ("metric", spec.ALL_METRICS)):
+        unknown = sorted(set(df[column]) - set(known))
+        if unknown:
+            problems.append(f"{column} {', '.join(map(repr, unknown))} is none of {', '.join(known)}")
+    for column in ("n_dynamic", "seed", "epoch"):
+        if (df[column] < 0).any():
+            problems.append(f"{column} is negative in {int((df[column] < 0).sum())} rows")
+    if problems:
+        raise ValueError(f"{what}: " + "; ".join(problems))
+
+
 # --------------------------------------------------------------------------- tables
 
 
@@ -208,7 +232,10 @@ def probe_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
         ValueError: ``frames`` is empty, a frame lacks a required column (named in the
             message), a key column holds missing/non-integer values, or two rows share
             the same (model, task, constants, selection, fraction_dynamic, seed, epoch,
-            metric) key (that would silently double-count a run).
+            metric) key (that would silently double-count a run), a score is NaN, a
+            fraction_dynamic lies outside [0, 1], a label is not the project's
+            (constants spec, ``selection`` of `papa.spec.HEAD_ORDERS`, ``metric`` of
+            `papa.spec.ALL_METRICS`), or ``n_dynamic``/``seed``/``epoch`` is negative.
     """
     df = _concat(frames, PROBE_COLUMNS, "probe_table")
     _check_unique(df, PROBE_KEY, "probe_table")
@@ -219,6 +246,7 @@ def probe_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if off.any():
         raise ValueError(f"probe_table: fraction_dynamic must lie in [0, 1]; {int(off.sum())} rows hold "
                          f"{sorted(set(frac[off].tolist()))[:5]}")  # fmt: skip
+    _check_vocabulary(df, "probe_table")
     ascending = [c != "fraction_dynamic" for c in PROBE_SORT]
     df = df.sort_values(PROBE_SORT, ascending=ascending, kind="mergesort").reset_index(drop=True)
     return df
@@ -460,7 +488,12 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def patterns_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate the per-(model, corpus, N) head-pattern frames (`papa.pipeline.pattern_stats`);
-    no frames (``analyses.patterns`` off) give an empty frame."""
+    no frames (``analyses.patterns`` off, an empty list) give an empty frame."""
+    if frames is None or isinstance(frames, (pd.DataFrame, str)):
+        raise TypeError(f"patterns_table: expected a list of DataFrames, got {type(frames).__name__}")
+    frames = list(frames)
+    if not all(isinstance(f, pd.DataFrame) for f in frames):
+        raise TypeError(f"patterns_table: expected a list of DataFrames, got {[type(f).__name__ for f in frames]}")
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

@@ -297,7 +297,15 @@ def test_spec_keys_are_the_union_of_the_sources_keys():
     parts = [task.COMMON_KEYS, packages.SPEC_KEYS, hub.SPEC_KEYS, local.SPEC_KEYS]
     assert sum(map(len, parts)) == len(D.SPEC_KEYS) == len(set().union(*parts))  # each key read by one part
     t = D.load_task({"name": "hedge", "source": "package", "max_train": 10, "max_validation": 10, "hub_timeout": 3})
-    assert t.provenance["ignored_spec_keys"] == ["hub_timeout"]  # another source's key: kept, recorded as unread
+    assert t.provenance["ignored_spec_keys"] == ["hub_timeout"]  # how to reach the hub: changes no data, recorded
+    # another source's data keys change what the spec means (train: under package loads the package corpus, not the
+    # file): refused as papa.checks refuses them in a config; they were recorded as ignored
+    with pytest.raises(
+        D.TaskSpecError,
+        match=r"task 'hedge' is source 'package', which does not read 'hub_id' \(a "
+        r"key of source hub\), 'train' \(a key of source local\): remove",
+    ):
+        D.load_task({"name": "hedge", "source": "package", "train": "mine.csv", "hub_id": "x/y"})
     # a key no source reads (a typo) would silently change nothing: it fails, naming the key and the near one
     with pytest.raises(D.TaskSpecError, match=r"unknown spec key 'max_trian' \(did you mean 'max_train'\?\)"):
         D.load_task({"name": "hedge", "source": "package", "max_trian": 10})

@@ -61,6 +61,16 @@ def _problems(edit) -> str:
     return str(e.value)
 
 
+@pytest.fixture
+def local_files(tmp_path, monkeypatch):
+    """Run in a folder that holds the (empty) local files the tests' configs name: validation asks that they are
+    there; what they hold is read only by the jobs."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("t.csv", "t.tsv", "t.conll", "t.jsonl", "t.json", "t.parquet", "v.csv", "x.csv"):
+        (tmp_path / name).touch()
+    return tmp_path
+
+
 def _invalid_configs():
     from tests.test_workflow import INVALID_CONFIGS
 
@@ -550,10 +560,13 @@ def yaml_config(name: str) -> dict:
     return yaml.safe_load((ROOT / "config" / name).read_text())
 
 
-def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_more_labels():
+def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_more_labels(tmp_path, monkeypatch):
     """A task on an unlabeled corpus failed only in its learn_lambda/probe jobs ("Task tokens have no label
     names"), binary f1 on a 3-label task after a full epoch (in scikit-learn); both now fail at config time."""
     from papa.checks import check_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("text,label\na,0\n")  # the local datasets' file is there
 
     def unlabeled(c, spec):
         c["datasets"]["corpus"] = spec
@@ -588,6 +601,32 @@ def test_check_config_refuses_a_task_on_an_unlabeled_corpus_and_binary_f1_on_mor
     three_labels(cfg, {"source": "hub", "name": "mnli"})
     cfg["tasks"]["rt_sentiment"]["metrics"] = ["accuracy", "macro_f1", "mcc"]
     check_config(cfg)
+
+
+def test_a_local_file_that_is_not_there_is_named_by_its_key(tmp_path, monkeypatch):
+    """A local dataset's file that is missing (a typo) or a folder passed validation; Snakemake then stopped with a
+    MissingInputException naming the path, not the key (and a folder reached the reader). Now validation names
+    ``datasets.<d>.<split>``; files that are there pass, and a built dataset's files (rule build_data) are not
+    asked for."""
+    from papa.checks import ConfigError, check_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text("text,label\na,0\n")
+    mine = {"source": "local", "kind": "sequence", "train": "data/train.csv", "validation": "data/dev.csv",
+            "test": "not/there.csv"}  # fmt: skip
+    msg = _problems(lambda c: c["datasets"].update(mine=mine))
+    assert f"datasets.mine.validation = 'data/dev.csv' is not there (from {tmp_path})" in msg, msg
+    assert "datasets.mine.train" not in msg and "datasets.mine.test" not in msg, msg  # test: the workflow reads none
+    msg = _problems(lambda c: c["datasets"].update(mine={**mine, "validation": "data"}))
+    assert f"datasets.mine.validation = 'data' is a folder (from {tmp_path}): give one file's path" in msg, msg
+    (tmp_path / "data" / "dev.csv").write_text("text,label\nb,1\n")
+    cfg = _config()
+    cfg["datasets"]["mine"] = mine
+    check_config(cfg)
+    cfg["datasets"]["mine"] = {**mine, "train": "~/surely/not/there.csv"}
+    with pytest.raises(ConfigError, match=r"datasets.mine.train = '~/surely/not/there.csv' is not there"):
+        check_config(cfg)
 
 
 def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_under_tilde():
@@ -625,7 +664,7 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
     check_config(cfg)
 
 
-def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read():
+def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_files):
     """A local dataset's key that its task kind or file format does not read (separator on a CSV file, text_column on
     a token task, tag_column on a sequence task, validation_fraction beside a validation file) was accepted and
     ignored; each now fails at config time, naming the key."""
@@ -841,7 +880,7 @@ def test_a_number_yaml_read_as_text_gets_a_spelling_yaml_reads_as_that_number(te
     assert isinstance(yaml.safe_load(fixed), float) and yaml.safe_load(fixed) == float(text), fixed
 
 
-def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of():
+def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of(local_files):
     """encoding.<option>: authors changes one input shape (papa.checks.ENCODING_REACH): on a config whose datasets
     never give it (no sentence pairs in the smoke config; no single sentences with token tasks only), it changes
     nothing, and validation says so; where a dataset gives that shape, nothing is said."""
@@ -868,6 +907,35 @@ def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of():
     said = []
     validate_config(pairs, warn=said.append)
     assert said == []
+
+
+def test_a_test_file_a_cpu_rules_gpu_and_a_token_probes_dropout_are_warned_of(local_files):
+    """Three settings the workflow validated and never used: a local dataset's test file (the workflow prepares
+    train and validation; the file was still loaded and checked, so an unlabeled GLUE-style test file failed
+    prepare_data, and an edit of it reran everything), ``resources.<rule>.gpu`` of a CPU rule, and ``dropout`` in a
+    token task's probe (a linear layer per token). Each is said; the test file no longer reaches the workflow (its
+    prepare_data spec and inputs) nor the existence check."""
+    from papa.checks import validate_config
+
+    cfg = _config()
+    cfg["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": "t.csv", "test": "not/there.csv"}
+    cfg["resources"]["tokenize"] = {"gpu": 1}
+    cfg["resources"]["probe"] = {"gpu": 0}  # a model rule's: read
+    cfg["tasks"]["wsj_pos"]["probe"]["dropout"] = 0.2
+    cfg["tasks"]["rt_sentiment"]["probe"]["dropout"] = 0.2  # a sequence task's: read
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert [m.split(":")[0] for m in said] == ["datasets.mine.test", "resources.tokenize.gpu",
+                                               "tasks.wsj_pos.probe.dropout"], said  # fmt: skip
+    assert "prepares the train and validation splits only" in said[0] and "papa.load_task does" in said[0]
+    assert "rule tokenize runs on the CPU and asks for no GPU" in said[1]
+    assert "has no dropout: it changes nothing" in said[2]
+    # the lambda block inherits the probe's (papa.checks.fill_derived_defaults): said once, unless it sets its own
+    cfg["tasks"]["wsj_pos"]["lambda"] = {"dropout": 0.3}
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert [m.split(":")[0] for m in said][2:] == ["tasks.wsj_pos.probe.dropout", "tasks.wsj_pos.lambda.dropout"]
+    # the workflow side (no test file among prepare_data's inputs, nor read by it): tests/test_workflow.py
 
 
 def test_a_config_error_comes_alone_and_a_literal_dollar_is_a_path(tmp_path):

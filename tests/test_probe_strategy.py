@@ -4,6 +4,7 @@ disk / re-encode, chosen from sizes known before encoding), and the authors' tra
 
 import logging
 import os
+import re
 import signal
 from dataclasses import replace
 from pathlib import Path
@@ -917,6 +918,20 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
         tables.probe_table([rows.assign(fraction_dynamic=[2.0, 0.0])])
     with pytest.raises(ValueError, match=r"probe_table: 1 rows have no score \(NaN\)"):
         tables.probe_table([rows.assign(score=[0.9, float("nan")])])
+    for bad, needle in (
+        (dict(constants="avrage"), "constants Constants spec 'avrage' is not kind[_trained][@corpus]"),
+        (dict(selection="lamda"), "selection 'lamda' is none of lambda, reversed"),
+        (dict(metric="acc"), "metric 'acc' is none of accuracy"),
+        (dict(seed=-1), "seed is negative in 2 rows"),
+        (dict(n_dynamic=[72, -1]), "n_dynamic is negative in 1 rows"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(f"probe_table: {needle}")):
+            tables.probe_table([rows.assign(**bad)])
+    assert len(tables.probe_table([rows.assign(constants="average_trained@wiki", selection="random", epoch=0)])) == 2
+    for bad in (None, rows, [rows, "x.parquet"]):  # None gave an empty table, as if analyses.patterns were off
+        with pytest.raises(TypeError, match="patterns_table: expected a list of DataFrames"):
+            tables.patterns_table(bad)
+    assert tables.patterns_table([]).empty and len(tables.patterns_table(iter([rows, rows]))) == 4
     lam = pipeline.lambda_frame(torch.full((6, 12), 0.5)).assign(model="m", task="t", constants="average")
     with pytest.raises(ValueError, match=r"lambdas_table: lambda must lie in \[0, 1\]"):
         tables.lambdas_table([lam.assign(**{"lambda": 5.0})])

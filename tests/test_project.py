@@ -283,7 +283,7 @@ def test_the_readmes_library_examples_run_as_written(tmp_path, monkeypatch):
     assert len(ns["hidden"]) == 7 and {r["seed"] for r in ns["rows"]} == {0, 1, 2}
 
 
-def test_the_readmes_config_examples_validate():
+def test_the_readmes_config_examples_validate(tmp_path, monkeypatch):
     """Every YAML block of the README, put into config/config.yaml as a reader would (its datasets added, its
     models and tasks in place of the default's, the analyses on every task), passes the workflow's validation:
     the local-dataset example lacked the task's required ``probe`` block."""
@@ -292,13 +292,33 @@ def test_the_readmes_config_examples_validate():
 
     from papa.checks import validate_config
 
-    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)]
-    assert len(blocks) >= 2, "the README lost its config examples"
+    readme = (ROOT / "README.md").read_text()
+    found = [(readme[: m.start()].rstrip().rsplit("\n\n", 1)[-1], textwrap.dedent(m.group(1)))
+             for m in re.finditer(r"```yaml\n(.*?)```", readme, re.S)]  # fmt: skip
+    assert len(found) >= 2, "the README lost its config examples"
     base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    for block in blocks:
-        fragment, config = yaml.safe_load(block), copy.deepcopy(base)
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    monkeypatch.chdir(tmp_path)  # where the reader's files are (validation checks that local files are there)
+    copies = 0
+    for before, block in found:
+        fragment = yaml.safe_load(block)
+        if "copy of `config/paper.yaml`" in before:  # the hub example: keys of a copy of paper.yaml, as it says
+            config = copy.deepcopy(paper)
+            config.update({k: v for k, v in fragment.items() if k != "analyses"})
+            for key, value in fragment.get("analyses", {}).items():
+                config["analyses"][key].update(value)
+            validate_config(config)
+            copies += 1
+            continue
+        config = copy.deepcopy(base)
+        for spec in fragment.get("datasets", {}).values():
+            for key in ("train", "validation", "test"):
+                if spec.get("source") == "local" and spec.get(key):
+                    (tmp_path / spec[key]).parent.mkdir(parents=True, exist_ok=True)
+                    (tmp_path / spec[key]).touch()
         assert set(fragment) <= {"models", "datasets", "tasks"}, block  # what this test knows how to put in
         config["datasets"].update(fragment.get("datasets", {}))
         config.update({k: fragment[k] for k in ("models", "tasks") if k in fragment})
         config["analyses"]["tasks"] = None
         validate_config(config)
+    assert copies == 1

@@ -303,6 +303,33 @@ def test_profile_gpu_switch_dry_run(tmp_path):
     assert "gpu=" not in gpu.output.split("rule probe:")[0]
 
 
+def test_the_profile_writes_the_model_rules_gpus_and_keeps_a_users_rules(monkeypatch):
+    """The profile's set-resources, as YTE renders it: the GPU request of the model rules (papa.checks.GPU_RULES)
+    only with PAPA_SLURM_GPUS, nothing without it (an empty entry fails Snakemake's --set-resources), and a user's
+    own per-rule entries (RULES) with either. A second set-resources key a user added beside the old
+    conditional one replaced it, or was replaced by it, silently; runtime/mem_mb defaults reached no job."""
+    import yte
+
+    from papa.checks import GPU_RULES
+
+    text = (REPO / "slurm" / "config.yaml").read_text()
+    monkeypatch.delenv("PAPA_SLURM_GPUS", raising=False)
+    assert "set-resources" not in yte.process_yaml(text)
+    assert "runtime" not in (yte.process_yaml(text).get("default-resources") or {})  # the rules ask for their own
+    for n in ("1", "0"):
+        monkeypatch.setenv("PAPA_SLURM_GPUS", n)
+        assert yte.process_yaml(text)["set-resources"] == {r: {"gpu": int(n)} for r in GPU_RULES}
+    own = text.replace("    RULES = {}\n", '    RULES = {"probe": {"slurm_partition": "gpu", "gpu": 2}, "tokenize": '
+                                             '{"slurm_partition": "cpu"}}\n')  # fmt: skip
+    assert own != text
+    got = yte.process_yaml(own)["set-resources"]
+    assert got["probe"] == {"slurm_partition": "gpu", "gpu": 2} and got["tokenize"] == {"slurm_partition": "cpu"}
+    assert got["mlm"] == {"gpu": 0}
+    monkeypatch.delenv("PAPA_SLURM_GPUS")
+    assert yte.process_yaml(own)["set-resources"] == {"probe": {"slurm_partition": "gpu", "gpu": 2},
+                                                      "tokenize": {"slurm_partition": "cpu"}}  # fmt: skip
+
+
 # ----------------------------------------------------------------- cluster
 def test_toy_workflow_runs_through_slurm(slurm_cluster, tmp_path):
     wd = copy_toy(tmp_path / "toy")

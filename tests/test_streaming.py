@@ -90,6 +90,16 @@ def test_token_file_without_papa_metadata_fails_clearly(tmp_path):
             read(path)
 
 
+def test_stream_tokens_refuses_a_batch_size_that_is_no_positive_integer(token_file):
+    """-1 yielded no batch (read as an empty corpus), 0 failed dividing by zero."""
+    _, path = token_file
+    for bad in (-1, 0, 2.5, "8"):
+        with pytest.raises(ValueError, match=r"stream_tokens' batch_size must be a positive integer"):
+            next(encoding.stream_tokens(path, bad))
+    with pytest.raises(ValueError, match=r"stream_tokens' read_rows must be a positive integer"):
+        next(encoding.stream_tokens(path, 4, read_rows=0))
+
+
 @pytest.mark.parametrize("batch_size,read_rows", [(8, 8), (8, 20), (32, 5), (100, 1024)])
 @pytest.mark.parametrize("subsample", [False, True])
 def test_stream_tokens_yields_the_file_in_order_in_full_batches(token_file, batch_size, read_rows, subsample):

@@ -874,13 +874,18 @@ def test_a_retried_job_asks_for_more_memory_and_time():
 
 def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
     """tasks.<t>.probe.extra_lr sets the learning rate of trained patch parameters: a param of the trained seeds'
-    jobs (rule probe_trained), not of fixed-matrix probes, which it would rerun for nothing."""
+    jobs (rule probe_trained), not of fixed-matrix probes, which it would rerun for nothing, nor of the lambdas."""
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    cola = SimpleNamespace(task="cola")
+    with parsed_workflow(ROOT / "config/paper.yaml") as wf:
+        lambdas = wf.get_rule("learn_lambda").params["hp"](cola)
     paper["tasks"]["cola"]["probe"]["extra_lr"] = 0.01
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
     with parsed_workflow(tmp_path / "c.yaml") as wf:
-        cola = SimpleNamespace(task="cola")
         fixed, trained = (wf.get_rule(r).params["hp"](cola) for r in ("probe", "probe_trained"))
+        # nor of the lambdas (the lambda block takes the probe's hparams, but not this one): it reran them, with
+        # the trained matrices' learning rate as the lambdas'
+        assert wf.get_rule("learn_lambda").params["hp"](cola) == lambdas and "extra_lr" not in lambdas
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
 
 
@@ -1032,6 +1037,35 @@ def test_every_rule_that_asks_for_gpus_takes_the_gpu_type_with_them():
 
 
 @pytest.mark.slow
+def test_a_local_test_file_is_neither_an_input_nor_read(tmp_path):
+    """The workflow prepares train and validation (papa.spec.PREPARED_SPLITS). A local dataset's ``test`` file was
+    still an input of both prepare_data jobs and loaded by them: a GLUE-style test file without labels failed the
+    job, and an edit of it reran everything downstream. Now it is neither (validation warns that it is unread)."""
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "mine").mkdir()
+    (repo / "mine" / "train.csv").write_text("text,label\n" + "".join(f"text {i},{i % 2}\n" for i in range(20)))
+    (repo / "mine" / "test.csv").write_text("text\nno label here\n")  # GLUE's test splits have none
+    cfg = yaml.safe_load((ROOT / SMOKE).read_text())
+    cfg["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": "mine/train.csv",
+                               "validation": "mine/train.csv", "test": "mine/test.csv"}  # fmt: skip
+    cfg["tasks"]["rt_sentiment"]["dataset"] = "mine"
+    (repo / "t.yaml").write_text(yaml.safe_dump(cfg))
+    run = [SNAKEMAKE, "--configfile", "t.yaml", "--cores", "1"]
+    dry = subprocess.run([*run, "-n"], cwd=repo, capture_output=True, text=True, timeout=300, env=LOCAL_ENV)
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    assert "datasets.mine.test: the workflow prepares the train and validation splits only" in dry.stdout
+    inputs = re.findall(r"rule prepare_data:\n\s+input: (.*)\n\s+output: \S+/data/mine/", dry.stdout)
+    assert len(inputs) == 2 and all("test.csv" not in i for i in inputs), inputs
+    out = f"{cfg['results']}/data/mine/train.parquet"
+    job = subprocess.run([*run, out], cwd=repo, capture_output=True, text=True, timeout=300, env=LOCAL_ENV)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    from papa import io
+
+    files = io.read_provenance(repo / out)["files"]
+    assert sorted(files) == ["train", "validation"], files
+
+
+@pytest.mark.slow
 def test_a_gpu_type_goes_to_the_jobs_that_ask_for_a_gpu(tmp_path):
     """PAPA_SLURM_GPU_MODEL=a100 under the Slurm profile: the model jobs that ask for a GPU (the config's, or
     PAPA_SLURM_GPUS) ask for an a100, the others for no type. The profile used to set the type on the five model
@@ -1063,6 +1097,9 @@ def test_a_gpu_type_goes_to_the_jobs_that_ask_for_a_gpu(tmp_path):
     forced = planned(PAPA_SLURM_GPU_MODEL="a100", PAPA_SLURM_GPUS="1")
     for rule in ("average_attention", "learn_lambda", "probe"):
         assert {v for (r, _), vs in forced.items() if r == rule for v in vs} == {("1", "a100")}, (rule, forced)
+    # the profile's request is the model rules' only: data_free_constants asked for gpu 0 with the type a100, which
+    # the Slurm plugin sends as --gpus=a100:0
+    assert forced[("data_free_constants", None)] == {("0", None)}, forced
     cpu = planned(PAPA_SLURM_GPU_MODEL="a100", PAPA_SLURM_GPUS="0")
     assert {model for vs in cpu.values() for _, model in vs} == {None}, cpu
 

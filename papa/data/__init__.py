@@ -23,7 +23,8 @@ Three kinds of source:
     ``sst2``, ``cola``, ``mrpc``, ``mnli`` from ``nyu-mll/glue`` (MNLI: validation =
     validation_mismatched, validation_matched kept as an extra split) and
     ``conll2003_ner`` / ``conll2003_pos`` from the Parquet export (revision
-    ``refs/convert/parquet``) of ``eriktks/conll2003``. Where the hub cannot be reached this
+    ``refs/convert/parquet``) of ``eriktks/conll2003``; ``wikitext103``, an unlabeled corpus for
+    averaging and the masked-LM analysis. Where the hub cannot be reached this
     raises :class:`DataUnavailableError` within seconds and says how to use a local copy.
 
 ``"local"`` (files you have)

@@ -48,10 +48,11 @@ SUBSAMPLE_KEYS = {"train": "max_train", "validation": "max_validation"}
 
 #: Spec keys every source takes; each source adds its own (`papa.data.packages.SPEC_KEYS`, ...).
 COMMON_KEYS = frozenset({"name", "source", "max_train", "max_validation", "validation_fraction"})
-#: Spec keys load_task understands (others are ignored and listed in provenance). The config
+#: Spec keys load_task understands (any other fails, naming the near one; another source's fails too, but for the
+#: hub access keys, recorded in provenance as ignored). The config
 #: schema's ``datasets`` properties are these plus ``build`` (a test holds them equal).
 SPEC_KEYS: set[str] = set(COMMON_KEYS | packages.SPEC_KEYS | hub.SPEC_KEYS | local.SPEC_KEYS)
-#: The keys each source reads besides `COMMON_KEYS` (``papa.checks`` refuses another source's key in a spec).
+#: The keys each source reads besides `COMMON_KEYS` (``papa.checks`` and `load_task` refuse another source's).
 SOURCE_KEYS: dict[str, frozenset[str]] = {"package": packages.SPEC_KEYS, "hub": hub.SPEC_KEYS, "local": local.SPEC_KEYS}
 
 
@@ -434,8 +435,9 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         seed: seeds the split and the subsamples; same spec + seed -> identical frames.
 
     Raises:
-        TaskSpecError: unknown task/source, missing column or file, label not in
-            ``labels``, empty split, bad option. The message says what to change.
+        TaskSpecError: unknown task/source, an unknown key or another source's, missing column
+            or file, label not in ``labels``, empty split, bad option. The message says what to
+            change.
         DataUnavailableError: the hub or package index cannot be reached.
         DataIntegrityError: a download does not match its pinned sha256.
     """
@@ -462,6 +464,15 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         hints = [f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown]
         raise TaskSpecError(f"task {name!r}: unknown spec key {', '.join(hints)}; the keys of a {source} spec are "
                             f"{', '.join(sorted(COMMON_KEYS | SOURCE_KEYS[source]))}")  # fmt: skip
+    # another source's keys (train: under source: package loads the package corpus, not the file) change the
+    # meaning of the spec, as papa.checks refuses them in a config; those that only say how to reach the hub
+    # (hub.ACCESS_KEYS) change no data and are recorded as ignored
+    other = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source] - hub.ACCESS_KEYS)
+    if other:
+        owners = {k: " or ".join(s for s, keys in SOURCE_KEYS.items() if k in keys) for k in other}
+        raise TaskSpecError(f"task {name!r} is source {source!r}, which does not read "
+                            f"{', '.join(f'{k!r} (a key of source {owners[k]})' for k in other)}: remove them, or "
+                            f"change the source")  # fmt: skip
     if not is_integer(seed) or not 0 <= seed < SEED_LIMIT:
         raise TaskSpecError(f"seed must be an integer in [0, 2**32) (numpy's seed range), got {seed!r}")
     seed = int(seed)
@@ -503,7 +514,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     _check_words(name, kind, splits)
     _check_labels(name, kind, label_names, splits)
 
-    ignored = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source])  # another source's keys (hub_timeout on a package)
+    ignored = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source])  # hub access keys on another source (above)
     provenance = {"task": name, "source": source, "kind": kind, "seed": seed, **prov,
                   "split": split_info, "split_sizes": {k: len(v) for k, v in splits.items()},
                   "spec": {k: spec[k] for k in sorted(spec) if k not in hub.ACCESS_KEYS}}  # fmt: skip

@@ -236,7 +236,9 @@ def patch(model, constants, static=None, mix: bool = False, trainable_constants:
 
     Args:
         model: a supported encoder (see ``papa.models.FAMILIES``).
-        constants: `papa.ConstantAttention` or a tensor [layers, heads, N, N].
+        constants: `papa.ConstantAttention`, or a tensor or NumPy array [layers, heads, N, N]. A bare
+            tensor has no row normalisers: pass effective-attention constants as the `ConstantAttention`
+            itself (its ``norm`` renormalises their rows as the raw average would), not its ``mean``.
         static: bool [layers, heads]; True = that head uses its constant matrix. None = no head.
         mix: every non-static head uses ``sigmoid(w) * A + (1 - sigmoid(w)) * C_masked`` with a
             trainable logit ``w`` initialised at 0 (lambda = 0.5).

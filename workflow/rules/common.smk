@@ -137,9 +137,9 @@ def task_res(rule_name, key):
 
 
 def gpu_model(rule_name):
-    """The GPU type asked for by a job of ``rule_name`` (a model rule), ``$PAPA_SLURM_GPU_MODEL`` (the Slurm
-    profile's switch) where the job asks for a GPU, ``$PAPA_SLURM_GPUS`` if set, else its config's (`task_res`);
-    else none.
+    """The GPU type asked for by a job of ``rule_name``, ``$PAPA_SLURM_GPU_MODEL`` (the Slurm profile's switch)
+    where the job asks for a GPU: for a model rule (`papa.checks.GPU_RULES`) ``$PAPA_SLURM_GPUS`` if set (the
+    profile's request), else its config's (`task_res`); else none.
     The Slurm plugin sends ``--gpus=<type>:<n>`` whenever a type is set, ``--gpus=a100:0`` for a job that asks
     for no GPU, so the profile cannot set the type for the five rules alike."""
     model = os.environ.get("PAPA_SLURM_GPU_MODEL") or None
@@ -148,6 +148,8 @@ def gpu_model(rule_name):
         raise ValueError(f"PAPA_SLURM_GPUS={forced!r}: give the GPUs of each model job as a whole number (1; 0 on "
                          f"a CPU-only cluster), or unset it to take the config's resources.<rule>.gpu")  # fmt: skip
     gpus = task_res(rule_name, "gpu")
+    if rule_name not in checks.GPU_RULES:  # data_free_constants: the profile leaves its request to the config
+        forced = None
     return lambda wildcards: model if model and (int(forced) if forced else gpus(wildcards)) > 0 else None
 
 
@@ -188,11 +190,13 @@ def folder_files(path, reads):
 def dataset_spec(dataset, split=None):
     """The papa.data spec of a dataset: its config entry, named, without the keys that only say how to reach
     the hub (papa.data.hub.ACCESS_KEYS: prepare_data reads them from the config, so changing them reruns
-    nothing); a dataset built by the workflow (``build: <key of build_data>``, rule build_data) gets the paths
+    nothing) and without a local ``test`` file (the workflow prepares spec.PREPARED_SPLITS only; papa.checks
+    warns of it); a dataset built by the workflow (``build: <key of build_data>``, rule build_data) gets the paths
     of the files that rule writes. With ``split``, what that split depends on (papa.data.split_spec)."""
     from papa.data import split_spec
 
-    entry = {"name": dataset, **{k: v for k, v in config["datasets"][dataset].items() if k not in ACCESS_KEYS}}
+    unread = set(ACCESS_KEYS) | (set(LOCAL_FILE_KEYS) - set(spec.PREPARED_SPLITS))  # a test file: not prepared
+    entry = {"name": dataset, **{k: v for k, v in config["datasets"][dataset].items() if k not in unread}}
     key = entry.pop("build", None)
     if key:
         from papa.rehearsal import data_files
@@ -203,13 +207,13 @@ def dataset_spec(dataset, split=None):
 
 def dataset_input(dataset):
     """The local files a dataset reads (its folder when the workflow builds them), as prepare_data's
-    input: editing a local file reruns prepare_data and everything downstream."""
+    input: editing a local file reruns prepare_data and everything downstream (a ``test`` file is not read)."""
     entry = config["datasets"][dataset]
     if entry.get("build"):
         return [built_data_dir(entry["build"])]
     if entry["source"] != "local":
         return []
-    return [os.path.expanduser(entry[key]) for key in LOCAL_FILE_KEYS if entry.get(key)]  # papa.data expands ~
+    return [os.path.expanduser(entry[key]) for key in spec.PREPARED_SPLITS if entry.get(key)]  # papa.data expands ~
 
 
 def task_cfg(task):
