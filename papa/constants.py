@@ -62,7 +62,8 @@ class ConstantAttention:
     Attributes:
         mean: float32 [layers, heads, N, N].
         count: float64 [N, N], how many examples had (i, j) valid (ones for data-free kinds).
-        metadata: N, layers, heads, kind, n_examples (and head_dim for effective attention), plus
+        metadata: N, layers, heads, kind, n_examples, dtype (the model's, for averaged kinds; and head_dim
+            for effective attention), plus
             what the caller adds (the workflow: model, corpus, layout, environment, ...)
         norm: None, or float32 [layers, heads, N, N] non-negative matrices whose mass on an input's
             valid keys divides each row of ``mean`` where the constants are used (effective attention:
@@ -439,7 +440,8 @@ def average_attention(
     mean = averaged(recorder.sums)
     elapsed = time.monotonic() - t0
     log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, elapsed, n_examples / max(elapsed, 1e-9))
-    meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H}
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")  # a half-precision model's averages differ
+    meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H, "dtype": dtype}
     if recorder.effective:
         log.info(
             "effective attention equals raw attention on %d of %d examples (%.1f%%): those with at most "

@@ -264,8 +264,9 @@ class LiveFeatures:
                 h = _hidden(self.runner, inputs)
         finally:
             self.model.train(was_training)
-        if self.dtype is not None:
-            h = h.to(self.dtype).to(torch.float32)
+        if self.dtype is not None:  # the cache's rounding (float16), as a cached run would see them
+            h = h.to(self.dtype)
+        h = h.to(torch.float32)  # the probe's dtype, whatever the model's (a bfloat16 model failed in the probe)
         labels = torch.as_tensor(self.enc.labels[idx], device=self.device)
         if self.token_level:
             keep = labels != IGNORE

@@ -63,15 +63,22 @@ class PatchHandle:
         routes.check_unpatched(self.modules)
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype
+        # what the patch trains (lambda logits, trainable constants) is kept in float32 at least, however the model
+        # runs: in bfloat16 AdamW's steps fell below half a step of the logits (lambdas froze, most of them tied),
+        # in float16 its eps rounded to 0 (NaN); the forward pass casts them to the model's dtype
+        self.param_dtype = torch.promote_types(dtype, torch.float32)
         self.ctx = ctx
         self._undo = ExitStack()  # every installed change pushes its undo; remove() pops them all
 
-        self.constants = None if mode is Mode.RECORD else self._checked_constants(constants, device, dtype)
+        C_dtype = self.param_dtype if trainable_constants else dtype
+        self.constants = None if mode is Mode.RECORD else self._checked_constants(constants, device, C_dtype)
         self.norm = None if mode is Mode.RECORD else self._checked_norm(constants, device, dtype)
         if trainable_constants:
             self.constants = nn.Parameter(self.constants.clone(), requires_grad=True)
         self.static = self._checked_static(static)
-        self.lambda_logits = nn.Parameter(torch.zeros(L, H, device=device, dtype=dtype)) if mode is Mode.MIX else None
+        self.lambda_logits = (
+            nn.Parameter(torch.zeros(L, H, device=device, dtype=self.param_dtype)) if mode is Mode.MIX else None
+        )
         if mode is Mode.STATIC and not self.static.any() and not trainable_constants:
             return  # no head is static: leave the model untouched (fraction 1 is the stock model, at stock speed)
 
@@ -175,15 +182,16 @@ class PatchHandle:
 
     def _const_getter(self, layer, idx):
         if isinstance(self.constants, nn.Parameter):  # read at every call: the values change while training
+            dtype = next(self.model.parameters()).dtype  # the model's (the parameter is float32 at least)
             if idx is None:
-                return lambda: self.constants[layer]
-            return lambda: self.constants[layer].index_select(0, idx)
+                return lambda: self.constants[layer].to(dtype)
+            return lambda: self.constants[layer].index_select(0, idx).to(dtype)
         C = _heads_of(self.constants[layer], idx)
         return lambda: C
 
     # -- lambdas and trainable tensors
     def lambdas(self) -> torch.Tensor:
-        """[layers, heads] current lambda = sigmoid(w) (mix mode)."""
+        """[layers, heads] current lambda = sigmoid(w) (mix mode), float32 (float64 for a float64 model)."""
         if self.lambda_logits is None:
             raise RuntimeError("lambdas() needs patch(..., mix=True)")
         return torch.sigmoid(self.lambda_logits.detach()).cpu()

@@ -117,7 +117,7 @@ def mix(st: LayerState, heads: Heads) -> torch.Tensor:
     C, W = st.constants()  # [all heads, N, N]
     check_length(C.shape[-1], heads.n)
     dyn = heads.dynamic()
-    lam = torch.sigmoid(st.lam_logit())[None, :, None, None]
+    lam = torch.sigmoid(st.lam_logit())[None, :, None, None].to(dyn.dtype)  # float32 logits, a half-precision model
     const = heads.constant(C, None, W)
     out = lam * dyn + (1 - lam) * const
     if st.static_idx is not None and st.static_idx.numel():
