@@ -271,6 +271,14 @@ def effective_attention(
     Removes from each row of A the part in the left null space of V (which never reaches
     the output). Equals A when V has full row rank (N <= d and V generic).
     """
+    if not (isinstance(probs, torch.Tensor) and isinstance(value, torch.Tensor)):
+        raise TypeError(f"effective_attention takes tensors, got {type(probs).__name__} and {type(value).__name__}")
+    B, H, N = (tuple(probs.shape[:3]) + (None, None, None))[:3]
+    if probs.dim() != 4 or probs.shape[-1] != N or value.dim() != 4 or tuple(value.shape[:3]) != (B, H, N):
+        raise ValueError(f"effective_attention needs probs [B, H, N, N] and values [B, H, N, d] of the same B, H and "
+                         f"N; got {tuple(probs.shape)} and {tuple(value.shape)}")  # fmt: skip
+    if valid is not None and tuple(valid.shape) != (B, N):
+        raise ValueError(f"effective_attention: valid must be [B, N] = [{B}, {N}], got {tuple(valid.shape)}")
     v = value.detach().double()
     if valid is not None:
         v = v * valid[:, None, :, None].to(v.dtype)
@@ -493,6 +501,12 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
     if why:
         raise ValueError(f"{where} holds {why}")
     mask = batch.get("attention_mask")
+    if mask is not None and tuple(mask.shape) != tuple(ids.shape):
+        raise ValueError(f"{where}: attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(ids.shape)}")
+    if mask is not None and not bool(((mask == 0) | (mask == 1)).all()):  # 0.5 would be averaged as a weight
+        raise ValueError(f"{where}: attention_mask holds values other than 0 and 1 (e.g. "
+                         f"{mask[(mask != 0) & (mask != 1)].flatten()[0].item():g}): it says which tokens are real "
+                         f"(1) and which are padding (0)")  # fmt: skip
     if mask is not None and bool((mask.sum(-1) == 0).any()):
         raise ValueError(f"{where}: {int((mask.sum(-1) == 0).sum())} example(s) have no real token "
                          f"(attention_mask all 0): drop them")  # fmt: skip

@@ -439,9 +439,21 @@ def family_of(model: nn.Module) -> Family:
     return fam
 
 
+def check_weights_loaded(model: nn.Module) -> None:
+    """A `ValueError` when parameters of ``model`` are on torch's meta device (built without weights, e.g. under
+    ``init_empty_weights`` or ``device_map="meta"``): torch would fail deep inside a forward pass, or
+    `average_attention` would average nothing."""
+    empty = [name for name, p in model.named_parameters() if p.is_meta]
+    if empty:
+        raise ValueError(f"the model's weights are not loaded: {len(empty)} parameters (e.g. {empty[0]}) are on "
+                         f"torch's meta device; load it with papa.load_encoder, or give it real weights "
+                         f"(model.to_empty(device=...) then load_state_dict)")  # fmt: skip
+
+
 def attention_modules(model: nn.Module) -> list[nn.Module]:
-    """The self-attention modules of an encoder, first layer first."""
+    """The self-attention modules of an encoder, first layer first (a model whose weights are loaded)."""
     fam = family_of(model)
+    check_weights_loaded(model)
     mods = [m for m in model.modules() if type(m).__name__ == fam.attention_class]
     if not mods:
         raise UnsupportedModelError(

@@ -670,9 +670,10 @@ def check_model_inputs(model, *splits: Encoded) -> None:
     probe would train on an encoder papa cannot patch), inputs longer than its positions, or token ids beyond its
     vocabulary (tokens of another model's tokenizer: an index error inside torch otherwise)."""
     from .constants import vocabulary_problem
-    from .models import check_positions, family_of
+    from .models import check_positions, check_weights_loaded, family_of
 
     family_of(model)
+    check_weights_loaded(model)
     for enc in splits:
         check_positions(model, enc.max_length)
         why = vocabulary_problem(model, int(np.asarray(enc.input_ids).max()) if len(enc) else -1)

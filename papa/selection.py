@@ -30,7 +30,11 @@ def check_shape(shape) -> tuple[int, int]:
 
 def rank_heads(lambdas: torch.Tensor) -> torch.Tensor:
     """Heads by lambda ascending (smallest lambda replaced first); ties by layer, then head."""
+    if isinstance(lambdas, (str, bytes)) or lambdas is None:
+        raise TypeError(f"rank_heads takes the learned lambdas (a [layers, heads] tensor), got {lambdas!r}")
     flat = torch.as_tensor(lambdas, dtype=torch.float64).flatten()
+    if not torch.isfinite(flat).all():
+        raise ValueError("lambdas contain NaN/inf: they give no head order; learn them again")
     return torch.sort(flat, stable=True).indices
 
 

@@ -782,6 +782,48 @@ def test_a_disk_cache_that_no_longer_fits_falls_back_to_reencoding(minilm, tmp_p
     assert not list(scratch.iterdir())
 
 
+def test_models_and_matrices_without_values_and_masks_that_are_no_masks_are_refused(minilm, tmp_path):
+    """A model on torch's meta device (built without weights) got torch's message from deep inside, constants on
+    it too; an attention_mask of 0.5 was averaged as a weight; effective_attention of mismatched shapes and
+    rank_heads("x") got torch's errors; a file as load_task's cache_dir a NotADirectoryError."""
+    import copy
+
+    from papa.constants import effective_attention
+    from papa.selection import rank_heads
+
+    model, tok = minilm
+    enc = papa.encode(tok, ["a b c", "d e"] * 4, labels=[0, 1] * 4, max_length=16)
+    empty = copy.deepcopy(model).to("meta")
+    C = papa.data_free("uniform", 6, 12, 16)
+    static = torch.ones(6, 12, dtype=torch.bool)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    for call in (lambda: papa.average_attention(empty, enc.batches(4)), lambda: papa.patch(empty, C, static=static),
+                 lambda: run_probe(empty, enc, enc, "sequence", 2, ["accuracy"], cfg)):  # fmt: skip
+        with pytest.raises(ValueError, match=r"the model's weights are not loaded: 103 parameters \(e.g. embeddings"):
+            call()
+    with pytest.raises(ValueError, match=r"the constant matrices are on torch's meta device"):
+        papa.patch(model, C.mean.to("meta"), static=static)
+    batch = next(enc.batches(4))
+    half = {**batch, "attention_mask": batch["attention_mask"] * 0.5}
+    with pytest.raises(ValueError, match=r"attention_mask holds values other than 0 and 1 \(e.g. 0.5\)"):
+        papa.average_attention(model, [half])
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(4, 15\), input_ids \(4, 16\)"):
+        papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"][:, :15]}])
+    assert papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"].bool()}]).shape
+    probs, values = torch.rand(2, 3, 5, 5).softmax(-1), torch.rand(2, 3, 5, 4)
+    with pytest.raises(ValueError, match=r"needs probs \[B, H, N, N\] and values \[B, H, N, d\] of the same B"):
+        effective_attention(probs, values[:, :, :4])
+    with pytest.raises(ValueError, match=r"valid must be \[B, N\] = \[2, 5\], got \(2, 4\)"):
+        effective_attention(probs, values, valid=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="rank_heads takes the learned lambdas"):
+        rank_heads("x")
+    with pytest.raises(ValueError, match="lambdas contain NaN"):
+        rank_heads(torch.tensor([0.5, float("nan")]))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(papa.data.TaskSpecError, match=r"cache_dir .*file' is a file: give a folder"):
+        papa.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir=tmp_path / "file")
+
+
 def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, tmp_path):
     """What a notebook can get wrong fails first, naming the argument and what to change (from a review of ~515
     cases): not after an epoch, not deep inside torch or transformers, and never with a silent wrong result."""

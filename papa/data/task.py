@@ -482,6 +482,9 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     max_train = positive_int(spec, "max_train")
     max_validation = positive_int(spec, "max_validation")
     cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise TaskSpecError(f"cache_dir {str(cache_dir)!r} is a file: give a folder (downloads and extracted corpora "
+                            f"are kept there)")  # fmt: skip
 
     if source == "package":
         kind, label_names, splits, prov = load_package(known, spec, cache_dir)

@@ -99,6 +99,9 @@ class PatchHandle:
                 + (": load a file with papa.ConstantAttention.load(path)" if isinstance(constants, (str, Path)) else "")
             )
         C = torch.as_tensor(C)
+        if C.is_meta:
+            raise ValueError("the constant matrices are on torch's meta device (they hold no values): load them with "
+                             "papa.ConstantAttention.load, or compute them (papa.average_attention)")  # fmt: skip
         if not C.dtype.is_floating_point:  # integer or bool "matrices" are no attention weights (a mask, counts)
             raise TypeError(f"constant matrices must hold floating-point attention weights, got {C.dtype}")
         if not torch.isfinite(C).all():
