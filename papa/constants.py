@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import is_integer
+from .io import is_integer, json_value
 from .models import check_positions, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
@@ -86,6 +86,7 @@ class ConstantAttention:
                 raise TypeError(f"ConstantAttention.{name} must be a tensor, got {type(value).__name__}")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"ConstantAttention.metadata must be a dict, got {type(self.metadata).__name__}")
+        json.dumps(self.metadata, default=json_value)  # what save cannot store fails here, not after the work
         mean, count, norm = self.mean, self.count, self.norm
         N = mean.shape[-1] if mean.dim() else 0
         if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
@@ -139,7 +140,7 @@ class ConstantAttention:
         if DIGEST_KEY in self.metadata:
             raise ValueError(f"metadata key {DIGEST_KEY!r} is where save records the tensors' sha256: rename yours")
         record = {**self.metadata, DIGEST_KEY: _tensors_digest(tensors)}
-        meta = {"papa": json.dumps(record, sort_keys=True, default=str)}
+        meta = {"papa": json.dumps(record, sort_keys=True, default=json_value)}
         with atomic_path(path) as tmp:
             save_file(tensors, str(tmp), metadata=meta)
 
@@ -394,6 +395,7 @@ def average_attention(
                         f"{type(model).__name__} {model!r:.60}")  # fmt: skip
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
+    json.dumps(metadata, default=json_value)  # before the average: what save cannot store
     if total is not None and (not is_integer(total) or total < 1):
         raise ValueError(f"total must be the number of examples (a positive integer, for the ETA), got {total!r}")
     if isinstance(batches, Mapping) or hasattr(batches, "model_inputs"):  # one batch (a BatchEncoding), or a split

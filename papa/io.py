@@ -383,6 +383,20 @@ def input_digests(paths) -> dict[str, str]:
     return {str(p): file_digest(p) for p in paths}
 
 
+def json_value(value):
+    """`json.dumps`' ``default`` for metadata a user gives (`papa.average_attention(..., metadata=...)`): NumPy
+    scalars and arrays and torch tensors as their numbers (`str` stored ``np.int64(5)`` as the text "5"), paths
+    and sets as text and lists; anything else a `TypeError` naming it (its `str` was stored silently)."""
+    if hasattr(value, "tolist") and callable(value.tolist):  # NumPy scalars and arrays, torch tensors
+        return value.tolist()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    raise TypeError(f"metadata value {value!r:.80} ({type(value).__name__}) cannot be stored as JSON: give "
+                    f"numbers, strings, booleans, None, lists or dicts of them")  # fmt: skip
+
+
 def is_integer(value) -> bool:
     """An integer (Python's or NumPy's), not a bool: the check every count, length and seed argument makes."""
     import numbers

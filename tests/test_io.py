@@ -400,3 +400,28 @@ def test_constants_are_the_same_file_in_every_process(tmp_path):
     save_file(tensors, str(old), metadata={"papa": '{"model": "m"}', "sha256": "sha256:" + "0" * 64})
     with pytest.raises(papa_io.UnreadableFileError, match="its tensors are not the ones written"):
         papa.ConstantAttention.load(old)
+
+
+def test_constants_metadata_keeps_numbers_and_refuses_what_json_cannot_hold(tmp_path, minilm):
+    """Metadata was written with json's ``default=str``: NumPy's int64 5 came back as the text "5", a tensor as its
+    repr, an object as its str, silently. Numbers now come back as numbers (NumPy scalars and arrays, tensors),
+    paths as text; anything else fails when the matrices are made, before an average's work, naming it."""
+    from pathlib import PurePosixPath
+
+    import numpy as np
+    import torch
+
+    import papa
+
+    meta = {"n": np.int64(5), "x": np.float32(0.5), "v": torch.tensor([1, 2]), "a": np.arange(3),
+            "p": PurePosixPath("/data/x.csv"), "s": {"b", "a"}}  # fmt: skip
+    C = papa.data_free("uniform", 1, 1, 4, metadata=meta)
+    C.save(tmp_path / "c.safetensors")
+    got = papa.ConstantAttention.load(tmp_path / "c.safetensors").metadata
+    assert {k: got[k] for k in meta} == {"n": 5, "x": 0.5, "v": [1, 2], "a": [0, 1, 2], "p": "/data/x.csv",
+                                         "s": ["a", "b"]}  # fmt: skip
+    assert isinstance(got["n"], int)
+    with pytest.raises(TypeError, match=r"metadata value <object object at .*> \(object\) cannot be stored as JSON"):
+        papa.data_free("uniform", 1, 1, 4, metadata={"o": object()})
+    with pytest.raises(TypeError, match="cannot be stored as JSON"):
+        papa.average_attention(minilm[0], [], metadata={"o": object()})
