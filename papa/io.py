@@ -423,7 +423,11 @@ def check_seed(value, what: str = "seed") -> int:
 
 def seed_everything(seed: int, deterministic: bool = True) -> None:
     """Seed python, numpy and torch; deterministic kernels where torch has them (on CUDA, cuBLAS's too: its
-    workspace setting, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, unless set already, read when CUDA starts)."""
+    workspace setting, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, unless set already, read when CUDA starts; on the
+    CPU, MKL's conditional numerical reproducibility, ``MKL_CBWR=AUTO,STRICT``, unless set already, read at the
+    first matrix product: without it a float32 product of a few rows (5 to 11: a probe's last batch, the masked
+    tokens of an MLM batch) rounds differently with 1 and 2 threads, so a job's ``threads``, which is no param,
+    changed its losses and lambdas in the last bits)."""
     import os
     import random
 
@@ -435,6 +439,7 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     torch.manual_seed(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # else cuBLAS matmuls may differ run to run
+        os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")  # else MKL's float32 products depend on the thread count
         use_deterministic_algorithms()
 
 

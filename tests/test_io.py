@@ -425,3 +425,33 @@ def test_constants_metadata_keeps_numbers_and_refuses_what_json_cannot_hold(tmp_
         papa.data_free("uniform", 1, 1, 4, metadata={"o": object()})
     with pytest.raises(TypeError, match="cannot be stored as JSON"):
         papa.average_attention(minilm[0], [], metadata={"o": object()})
+
+
+def test_a_jobs_thread_count_does_not_change_its_numbers():
+    """A job's ``threads`` is a resource, not a param: changing it reruns nothing, so it must change no number.
+    MKL's float32 products of a few rows (5 to 11: a probe's last batch, an MLM batch's masked tokens) rounded
+    differently with 1 and 2 threads, and a job's losses and lambdas with them; `seed_everything` (every job's
+    setup) now asks MKL for reproducible results (MKL_CBWR). The products here, in two processes per count."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import hashlib, sys, torch
+        from papa.io import seed_everything
+        seed_everything(0)
+        torch.set_num_threads(int(sys.argv[1]))
+        g, h = torch.Generator().manual_seed(0), hashlib.sha256()
+        for rows in range(1, 40):
+            x, w = torch.randn(rows, 384, generator=g), torch.randn(384, 384, generator=g) * 0.02
+            h.update(torch.nn.functional.linear(x, w).numpy().tobytes())
+        print(h.hexdigest())
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}  # what papa sets, not this shell
+    digests = {
+        threads: subprocess.run(
+            [sys.executable, "-c", code, str(threads)], capture_output=True, text=True, check=True, env=env, timeout=120
+        ).stdout.strip()  # fmt: skip
+        for threads in (1, 2)
+    }
+    assert len(set(digests.values())) == 1, digests
