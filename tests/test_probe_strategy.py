@@ -335,6 +335,23 @@ def test_float16_reencode_rounds_like_the_cache(minilm):
     assert [r["train_loss"] for r in a] == pytest.approx([r["train_loss"] for r in b], rel=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_the_cache_holds_the_models_hidden_states_rounded_as_numpy_rounds_them(minilm, dtype):
+    """The cache rounds on the model's device (torch) instead of in NumPy (``astype``, slow for float16; a GPU
+    sent twice the bytes): the same bits, the valid tokens' hidden states of every layer in order."""
+    from papa.probe import _hidden
+
+    model, tok = minilm
+    enc = _toy(tok, 12)
+    cache = extract_features(model, enc, dtype=dtype, batch_size=5)
+    with torch.inference_mode():
+        h = _hidden(model, enc.model_inputs(np.arange(len(enc))))
+    rows = h.permute(0, 2, 1, 3)[torch.as_tensor(np.asarray(enc.attention_mask, dtype=bool))]
+    expected = rows.float().numpy().astype(dtype)  # what the cache held before
+    assert cache.data.dtype == np.dtype(dtype) and cache.data.shape == expected.shape
+    assert np.array_equal(cache.data.view(np.uint8), expected.view(np.uint8))
+
+
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
 def test_reencode_runs_the_encoder_every_epoch_of_every_seed_or_once_shared(minilm, batch_order):
     model, tok = minilm
