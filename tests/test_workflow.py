@@ -1032,6 +1032,10 @@ def test_every_rule_that_asks_for_gpus_takes_the_gpu_type_with_them():
             rules[m.group(1) or m.group(2)] = text[m.start() : nxt.start() if nxt else len(text)]
     asking = {name for name, block in rules.items() if re.search(r"\bgpu=", block)}
     assert asking == {"average_attention", "data_free_constants", "learn_lambda", "probe", "probe_trained", "mlm"}
+    from papa.checks import CPU_RULES, GPU_RULES  # the lists the profile switch and the unread-gpu warning use
+
+    assert asking == set(GPU_RULES) | {"data_free_constants"}
+    assert set(CPU_RULES) == set(rules) - asking - {"all", "mlm_table"}  # mlm_table takes aggregate's resources
     for name in asking:
         assert f'gpu_model=gpu_model("{name}")' in rules[name], name
 

@@ -66,7 +66,7 @@ class PatchHandle:
         # what the patch trains (lambda logits, trainable constants) is kept in float32 at least, however the model
         # runs: in bfloat16 AdamW's steps fell below half a step of the logits (lambdas froze, most of them tied),
         # in float16 its eps rounded to 0 (NaN); the forward pass casts them to the model's dtype
-        self.param_dtype = torch.promote_types(dtype, torch.float32)
+        self.dtype, self.param_dtype = dtype, torch.promote_types(dtype, torch.float32)
         self.ctx = ctx
         self._undo = ExitStack()  # every installed change pushes its undo; remove() pops them all
 
@@ -185,10 +185,9 @@ class PatchHandle:
 
     def _const_getter(self, layer, idx):
         if isinstance(self.constants, nn.Parameter):  # read at every call: the values change while training
-            dtype = next(self.model.parameters()).dtype  # the model's (the parameter is float32 at least)
-            if idx is None:
-                return lambda: self.constants[layer].to(dtype)
-            return lambda: self.constants[layer].index_select(0, idx).to(dtype)
+            if idx is None:  # cast to the model's dtype (the parameter is float32 at least)
+                return lambda: self.constants[layer].to(self.dtype)
+            return lambda: self.constants[layer].index_select(0, idx).to(self.dtype)
         C = _heads_of(self.constants[layer], idx)
         return lambda: C
 
