@@ -16,7 +16,9 @@ Figures:
    run a fresh process.
 3. ``forward``: forward time with k% of heads static vs stock eager and stock sdpa at N=128,
    next to the paper's per-head FLOP formula (2n^2d' + 3nd'^2 dynamic, n^2d' + nd'^2 constant).
-4. ``noop_dry_run``: seconds of ``snakemake -n`` on a finished default run (when ``results/``
+4. ``real_tokens``: CPU time of encoding and of a lambda step with the dense layers on the real tokens
+   only (`papa.unpad`) over the padded run, and whether the numbers are the same bit for bit.
+5. ``noop_dry_run``: seconds of ``snakemake -n`` on a finished default run (when ``results/``
    holds one).
 """
 
@@ -303,6 +305,68 @@ def bench_encode_once(model, tok, n_train: int, n_val: int, epochs: int, seeds: 
     }
 
 
+def bench_real_tokens(model, tok, n_examples: int, batch: int, reps: int) -> dict:
+    """The encoder's dense layers on the real tokens only (`papa.unpad.dense_on_real_tokens`, what the
+    workflow's model jobs run on the CPU) vs on every padded position, in the two ways a job runs the
+    encoder: encoding hidden states with half the heads constant (a probe's cache, averaging) and one
+    lambda step (mix, gradients to the lambdas through the frozen encoder). Rotten Tomatoes at N = 64,
+    as the default run tokenizes it; interleaved rounds, median of per-round ratios of CPU time; the
+    hidden states and gradients at the real tokens compared bit for bit."""
+    from papa.unpad import dense_on_real_tokens
+
+    sents, _ = texts(n_examples, seed=2)
+    enc = papa.encode(tok, sents, max_length=64)
+    real = torch.as_tensor(enc.attention_mask != 0)
+    L, H = papa.model_shape(model)
+    C = papa.average_attention(model, enc.batches(batch))
+    static = select_static(head_order("random", (L, H), seed=0), 0.5, (L, H))
+    chunks = [np.arange(i, min(i + batch, len(enc))) for i in range(0, len(enc), batch)]
+
+    def encode():
+        out = []
+        with torch.inference_mode(), papa.patch(model, C, static=static):
+            for idx in chunks:
+                h = torch.stack(model(**enc.model_inputs(idx), output_hidden_states=True).hidden_states, 1)
+                out.append(h.transpose(1, 2)[real[idx]])
+        return torch.cat(out)
+
+    def lambda_step():
+        with papa.patch(model, C, mix=True) as handle:
+            for idx in chunks:
+                h = model(**enc.model_inputs(idx)).last_hidden_state[real[idx]]
+                h.pow(2).mean().backward()
+            (lam,) = [p for p in handle.parameters()]
+            return lam.grad.clone()
+
+    results = {}
+    for name, work in (("encode", encode), ("lambda_step", lambda_step)):
+        times = {"padded": [], "real_tokens": []}
+        outs = {}
+        for r in range(reps + 1):  # the first round a warm-up
+            for variant in times:
+                with dense_on_real_tokens(model, enabled=variant == "real_tokens") as rows:
+                    t0 = time.process_time()
+                    outs[variant] = work()
+                    if r:
+                        times[variant].append(time.process_time() - t0)
+        a, b = outs["real_tokens"], outs["padded"]
+        results[name] = {
+            "padded_cpu_s": statistics.median(times["padded"]),
+            "real_tokens_cpu_s": statistics.median(times["real_tokens"]),
+            "ratio": statistics.median(t / p for t, p in zip(times["real_tokens"], times["padded"])),
+            "bit_identical": bool(torch.equal(a, b)),
+            "max_abs_diff": float((a - b).abs().max()),
+        }
+    return {
+        "examples": n_examples,
+        "N": 64,
+        "batch": batch,
+        "real_token_share": float(real.float().mean()),
+        "dense_rows_share": rows.fraction,
+        **results,
+    }
+
+
 def bench_noop_dry_run() -> dict | None:
     if not (ROOT / "results/tables/summary.parquet").exists():
         return None
@@ -330,7 +394,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
-    ap.add_argument("--only", nargs="*", default=None, help="forward averaging memory encode_once noop")
+    ap.add_argument("--only", nargs="*", default=None, help="forward averaging memory encode_once real_tokens noop")
     ap.add_argument("--memory-child", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     args = ap.parse_args()
@@ -342,7 +406,7 @@ def main():
 
     model, tok = papa.load_encoder("minilm", device="cpu")
     q = args.quick
-    only = set(args.only or ["forward", "averaging", "memory", "encode_once", "noop"])
+    only = set(args.only or ["forward", "averaging", "memory", "encode_once", "real_tokens", "noop"])
     figures = {
         "machine": {
             "platform": platform.platform(),
@@ -371,6 +435,8 @@ def main():
         figures["encode_once"] = bench_encode_once(
             model, tok, 200 if q else 400, 100 if q else 200, 2 if q else 4, [0, 1, 2]
         )
+    if "real_tokens" in only:
+        figures["real_tokens"] = bench_real_tokens(model, tok, 256 if q else 512, 32, 3 if q else 5)
     if "noop" in only:
         figures["noop_dry_run"] = bench_noop_dry_run()
     (out / "figures.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")

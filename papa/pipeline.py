@@ -60,6 +60,7 @@ from .probe import (
 )
 from .selection import head_order, select_static
 from .spec import DATA_FREE, ConstantsSpec, is_partial, needs_lambdas  # noqa: F401
+from .unpad import dense_on_real_tokens
 
 log = logging.getLogger("papa")
 
@@ -207,6 +208,16 @@ def runs_model(stage_fn):
             return stage_fn(stage, *args, **kwargs)
 
     return run
+
+
+@contextlib.contextmanager
+def real_tokens_only(m, compile: str = "eager"):
+    """`papa.unpad.dense_on_real_tokens` for a stage's model (on the CPU; off under ``torch.compile``),
+    logging the share of the padded positions its dense layers computed."""
+    with dense_on_real_tokens(m, enabled=None if compile == "eager" else False) as rows:
+        yield rows
+    if rows.enabled and rows.positions:
+        log.info("dense layers ran on the real tokens only: %.0f%% of the padded positions", 100 * rows.fraction)
 
 
 # ----------------------------------------------------------------------------- data
@@ -578,13 +589,14 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         rows = draw_rows(n_rows, stage.max_examples, np.random.default_rng(stage.seed))
         total = n_rows if rows is None else len(rows)
         batches = (b.model_inputs() for b in stream_tokens(stage.tokens, stage.batch_size, rows=rows))
-        C = average_attention(
-            m,
-            batches,
-            kind=spec.kind,
-            total=total,
-            metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
-        )
+        with real_tokens_only(m):
+            C = average_attention(
+                m,
+                batches,
+                kind=spec.kind,
+                total=total,
+                metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
+            )
     C.metadata.update(
         {"tokens": str(stage.tokens), "requested_kind": stage.kind, "code": stage.code, **stage.job_record()}
     )
@@ -813,19 +825,20 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     L, H = model_shape(m)
     log.info("%s: one lambda per head (%d x %d) with a probe, %d train and %d validation examples, %d epoch(s)",
              task, L, H, len(train), len(val), stage.hparams.epochs)  # fmt: skip
-    lam, rows = learn_lambdas(
-        m,
-        C,
-        train,
-        val,
-        info.kind,
-        info.n_labels,
-        list(stage.metrics),
-        stage.hparams,
-        info.label_names,
-        backbone_dropout=stage.backbone_dropout,
-        compile=stage.compile,
-    )
+    with real_tokens_only(m, stage.compile):
+        lam, rows = learn_lambdas(
+            m,
+            C,
+            train,
+            val,
+            info.kind,
+            info.n_labels,
+            list(stage.metrics),
+            stage.hparams,
+            info.label_names,
+            backbone_dropout=stage.backbone_dropout,
+            compile=stage.compile,
+        )
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     record = stage.provenance()
@@ -1054,38 +1067,42 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
         hparams = replace(hparams, shuffle_seed=int(stage.first_seed))  # the sweep's first seed's batch order
     args = (m, train, val, info.kind, info.n_labels, list(stage.metrics), hparams, info.label_names)
     t0 = time.monotonic()
-    if stage.trained_constants:
-        strategy, nbytes = "live", cache_nbytes(m, train, cache.dtype) + cache_nbytes(m, val, cache.dtype)
-        log.info("trained constants: the encoder runs with gradients for every batch of every seed")
-        rows = run_probe(
-            *args,
-            seeds=seeds,
-            backbone_dropout=dropout,
-            batch_order=stage.batch_order,
-            trainable=lambda: patch(m, C, static=static, trainable_constants=True),
-            compile=stage.compile,
-        )
-    else:
-        with (
-            patch(m, C, static=static) if C is not None else contextlib.nullcontext(),  # none: the model as it is
-            prepare_features(
-                m,
-                train,
-                val,
-                strategy=cache.strategy,
-                dtype=cache.dtype,
-                batch_size=int(cache.batch_size),
-                budget_mb=cache.budget_mb,
-                disk_budget_mb=cache.disk_budget_mb,
-                scratch=cache.scratch,
+    with real_tokens_only(m, stage.compile):
+        if stage.trained_constants:
+            strategy, nbytes = "live", cache_nbytes(m, train, cache.dtype) + cache_nbytes(m, val, cache.dtype)
+            log.info("trained constants: the encoder runs with gradients for every batch of every seed")
+            rows = run_probe(
+                *args,
+                seeds=seeds,
                 backbone_dropout=dropout,
-            ) as feats,
-        ):
-            log.info(
-                "features ready (%s) in %.1f s; training %d seeds", feats.strategy, time.monotonic() - t0, len(seeds)
+                batch_order=stage.batch_order,
+                trainable=lambda: patch(m, C, static=static, trainable_constants=True),
+                compile=stage.compile,
             )
-            rows = run_probe(*args, features=feats, seeds=seeds, batch_order=stage.batch_order)
-            strategy, nbytes = feats.strategy, feats.nbytes
+        else:
+            with (
+                patch(m, C, static=static) if C is not None else contextlib.nullcontext(),  # none: the model as it is
+                prepare_features(
+                    m,
+                    train,
+                    val,
+                    strategy=cache.strategy,
+                    dtype=cache.dtype,
+                    batch_size=int(cache.batch_size),
+                    budget_mb=cache.budget_mb,
+                    disk_budget_mb=cache.disk_budget_mb,
+                    scratch=cache.scratch,
+                    backbone_dropout=dropout,
+                ) as feats,
+            ):
+                log.info(
+                    "features ready (%s) in %.1f s; training %d seeds",
+                    feats.strategy,
+                    time.monotonic() - t0,
+                    len(seeds),
+                )
+                rows = run_probe(*args, features=feats, seeds=seeds, batch_order=stage.batch_order)
+                strategy, nbytes = feats.strategy, feats.nbytes
     log.info("probes done in %.1f s", time.monotonic() - t0)
     df = pd.DataFrame(rows)
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
@@ -1276,24 +1293,25 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         len(val),
     )
     probes = len(stage.fraction_dynamic) * len(stage.seeds or [0]) if stage.head == "probe" else 0  # trainings after it
-    lam, _ = learn_mlm_lambdas(
-        m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes
-    )
+    with real_tokens_only(m):
+        lam, _ = learn_mlm_lambdas(
+            m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes
+        )
+        rows = mlm_curve(
+            m,
+            C,
+            lam,
+            val,
+            stage.fraction_dynamic,
+            tok.mask_token_id,
+            special,
+            cfg,
+            stage.mask_prob,
+            stage.head,
+            train=train,
+            seeds=stage.seeds,
+        )
     ldf = lambda_frame(lam)
-    rows = mlm_curve(
-        m,
-        C,
-        lam,
-        val,
-        stage.fraction_dynamic,
-        tok.mask_token_id,
-        special,
-        cfg,
-        stage.mask_prob,
-        stage.head,
-        train=train,
-        seeds=stage.seeds,
-    )
     df = pd.DataFrame(rows)
     df.insert(1, "n_eval", len(val))
     for k, v in reversed(list(stage.labels.items())):

@@ -1,0 +1,224 @@
+"""`papa.unpad.dense_on_real_tokens`: dense layers on the real tokens only give the padded run's numbers at
+every real position, on every family, patched or not, in every mode PAPA runs a model (forward, averaging,
+gradients to the lambdas and constants, an MLM head), and leave the model as it was."""
+
+import contextlib
+
+import pytest
+import torch
+import transformers as tf
+
+import papa
+from papa.unpad import dense_on_real_tokens
+
+from .conftest import TINY, tiny_model
+from .test_patching import FAMILIES
+
+
+def batch_of(model, lengths, n=16, seed=0):
+    """Inputs in the papa layout (real tokens, padding, the final token at n-1): pads in the middle."""
+    g = torch.Generator().manual_seed(seed)
+    pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    ids = torch.full((len(lengths), n), pad, dtype=torch.long)
+    mask = torch.zeros(len(lengths), n, dtype=torch.long)
+    for r, k in enumerate(lengths):
+        ids[r, : k - 1] = torch.randint(5, 100, (k - 1,), generator=g)
+        ids[r, n - 1] = 4
+        mask[r, : k - 1] = 1
+        mask[r, n - 1] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def states(model, batch):
+    return torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)  # [B, L+1, N, H]
+
+
+def hooks(model):
+    return [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
+
+
+def assert_same_on_real_tokens(a, b, mask, tol=1e-6):
+    real = mask.bool()
+    diff = (a.transpose(1, 2)[real] - b.transpose(1, 2)[real]).abs().max().item()
+    assert diff < tol, diff
+
+
+@pytest.fixture(params=FAMILIES + ["minilm"])
+def model(request, minilm):
+    return minilm[0] if request.param == "minilm" else tiny_model(request.param)
+
+
+@pytest.mark.parametrize("setting", ["plain", "static", "mix"])
+def test_real_token_rows_give_the_padded_hidden_states(model, setting):
+    L, H = papa.model_shape(model)
+    batch = batch_of(model, [4, 13, 9])
+    C = papa.average_attention(model, [batch_of(model, [16, 8], seed=5)])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[0, 1:] = True  # a layer with one input-dependent head: BERT's pruned query/key projections
+    static[-1, :2] = True
+    kw = {"plain": None, "static": dict(static=static), "mix": dict(mix=True)}[setting]
+    with torch.no_grad(), papa.patch(model, C, **kw) if kw else contextlib.nullcontext() as handle:
+        if setting == "mix":
+            handle.set_lambdas(torch.linspace(0.1, 0.9, L * H).view(L, H))  # both terms of every head count
+        padded = states(model, batch)
+        before = hooks(model)  # after a first pass: transformers installs its output recorders then
+        with dense_on_real_tokens(model) as rows:
+            real = states(model, batch)
+        again = states(model, batch)
+        after = hooks(model)
+    assert_same_on_real_tokens(real, padded, batch["attention_mask"])
+    assert torch.equal(again, padded)  # leaving the block gives the model back as it was
+    assert after == before
+    # every dense layer ran on the 3 examples' real tokens only: 4 + 13 + 9 of 48 positions
+    assert rows.enabled and rows.computed > 0
+    assert rows.computed * 48 == rows.positions * 26
+
+
+def test_a_patch_installed_inside_the_block_is_covered(minilm):
+    model = minilm[0]
+    L, H = papa.model_shape(model)
+    batch = batch_of(model, [4, 13])
+    C = papa.average_attention(model, [batch_of(model, [16, 8], seed=5)])
+    static = torch.ones(L, H, dtype=torch.bool)
+    static[:, 0] = False  # one input-dependent head per layer: queries and keys of that head only
+    with torch.no_grad():
+        with papa.patch(model, C, static=static):
+            padded = states(model, batch)
+        with dense_on_real_tokens(model) as rows:
+            states(model, batch)  # a first pass before the patch: the projections then were the model's
+            plain = rows.computed
+            with papa.patch(model, C, static=static):
+                real = states(model, batch)
+    assert_same_on_real_tokens(real, padded, batch["attention_mask"])
+    # the second pass ran the pruned query/key projections on the real tokens too: as many gathers
+    assert rows.computed == 2 * plain
+
+
+@pytest.mark.parametrize("kind", ["average", "effective"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta", "deberta-v2", "mpnet", "albert"])
+def test_averages_are_the_padded_ones(family, kind):
+    """Recording reads the attention of real queries and keys only; effective attention also the values
+    (on the dropout route through a hook on the value projection, which must see the scattered output)."""
+    model = tiny_model(family)
+    batches = [batch_of(model, [4, 13, 9]), batch_of(model, [16, 2], seed=3)]
+    padded = papa.average_attention(model, batches, kind=kind)
+    with dense_on_real_tokens(model) as rows:
+        real = papa.average_attention(model, batches, kind=kind)
+    assert rows.computed < rows.positions
+    assert (real.mean - padded.mean).abs().max() < 1e-6
+    assert torch.equal(real.count, padded.count)
+    if kind == "effective":
+        assert (real.norm - padded.norm).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "deberta-v2", "mpnet", "minilm"])
+def test_gradients_to_lambdas_and_constants_are_the_padded_ones(family, minilm):
+    """The scatter is differentiable: lambdas (mix) and trained constants get the padded run's gradients."""
+    model = minilm[0] if family == "minilm" else tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = batch_of(model, [4, 13, 9])
+    real_tok = batch["attention_mask"].bool()
+    C = papa.average_attention(model, [batch_of(model, [16, 8], seed=5)])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, ::2] = True
+
+    def grads(**kw):
+        with papa.patch(model, C, **kw) as h:
+            out = states(model, batch)[:, -1][real_tok]  # the last layer's real tokens
+            out.pow(2).sum().backward()
+            return [p.grad.clone() for p in h.parameters()]
+
+    for kw in (dict(mix=True), dict(static=static, trainable_constants=True)):
+        padded = grads(**kw)
+        with dense_on_real_tokens(model) as rows:
+            real = grads(**kw)
+        assert rows.computed < rows.positions
+        for a, b in zip(real, padded, strict=True):
+            assert torch.isfinite(a).all() and (a - b).abs().max() <= 1e-4 * b.abs().max() + 1e-7
+
+
+def test_dropout_draws_the_padded_run_s_masks():
+    """In train mode (the lambdas' backbone dropout) the dropout layers see full-size tensors, so one seed
+    draws the same masks with and without the gathers: the same numbers at the real tokens."""
+    model = tiny_model("bert")
+    batch = batch_of(model, [4, 13, 9])
+    model.train()
+    try:
+        with torch.no_grad():
+            torch.manual_seed(3)
+            padded = states(model, batch)
+            with dense_on_real_tokens(model):
+                torch.manual_seed(3)
+                real = states(model, batch)
+    finally:
+        model.eval()
+    assert_same_on_real_tokens(real, padded, batch["attention_mask"])
+
+
+def test_an_mlm_head_scores_the_real_tokens_alike():
+    torch.manual_seed(0)
+    model = tf.BertForMaskedLM(tf.BertConfig(**TINY)).eval()
+    batch = batch_of(model, [4, 13, 9])
+    with torch.no_grad():
+        padded = model(**batch).logits
+        with dense_on_real_tokens(model) as rows:
+            real = model(**batch).logits
+    real_tok = batch["attention_mask"].bool()
+    assert (real[real_tok] - padded[real_tok]).abs().max() < 1e-5
+    # the vocabulary projection (and the head's transform) ran on the real tokens: 2 layers x 6 + 2 + ...
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert rows.positions == n_linear * 48 and rows.computed == n_linear * 26
+
+
+def test_deberta_relative_positions_with_a_batch_s_shape():
+    """DeBERTa-v2 projects its [1, 2 x position_buckets, H] relative embeddings through the attention's
+    query/key projections: with one example of that length they have the batch's shape, and must not be
+    gathered (the attention's projections run as they are on DeBERTa)."""
+    model = tiny_model("deberta-v2")
+    with torch.no_grad():  # relative positions that weigh: the random init's are too small to tell
+        model.encoder.rel_embeddings.weight.mul_(100)
+    n = 2 * model.config.position_buckets
+    batch = batch_of(model, [11], n=n)
+    with torch.no_grad():
+        padded = states(model, batch)
+        with dense_on_real_tokens(model) as rows:
+            real = states(model, batch)
+    assert_same_on_real_tokens(real, padded, batch["attention_mask"])
+    assert rows.computed < rows.positions
+
+
+def test_deberta_v2_convolution_reads_no_gathered_pad_row():
+    """DeBERTa-v2's optional convolution mixes neighbouring positions of the first layer's input; that input is
+    the embeddings, zero at pads already, so the gathers change nothing it reads."""
+    torch.manual_seed(0)
+    cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=16, max_relative_positions=32,
+                             pos_att_type=["p2c", "c2p"], conv_kernel_size=3)  # fmt: skip
+    model = tf.AutoModel.from_config(cfg).eval()
+    batch = batch_of(model, [4, 13, 9])
+    with torch.no_grad():
+        padded = states(model, batch)
+        with dense_on_real_tokens(model):
+            real = states(model, batch)
+    assert_same_on_real_tokens(real, padded, batch["attention_mask"])
+
+
+def test_what_it_leaves_alone(minilm):
+    model = minilm[0]
+    full = batch_of(model, [16, 16])  # no padding: nothing to leave out
+    part = batch_of(model, [5, 16])
+    with torch.no_grad():
+        ref = states(model, full)
+        before = hooks(model)
+        with dense_on_real_tokens(model) as rows:
+            assert torch.equal(states(model, full), ref)
+            assert rows.computed == rows.positions == 0 and rows.fraction == 1.0
+        with dense_on_real_tokens(model, enabled=False) as off:
+            assert hooks(model) == before
+            states(model, part)
+        assert not off.enabled and off.positions == 0
+        with pytest.raises(RuntimeError, match="boom"), dense_on_real_tokens(model):
+            raise RuntimeError("boom")
+    assert hooks(model) == before
+    # on by default for a model on the CPU
+    with dense_on_real_tokens(model) as on:
+        assert on.enabled
