@@ -1230,3 +1230,14 @@ def test_the_loader_refuses_keys_its_task_or_format_does_not_read(tmp_path):
 
     assert spec_problems("rt_sentiment", {"chunk_words": None}) == []  # null: the default, as for local keys
     assert spec_problems("wiki", {"chunk_words": None, "min_words": None}) == []
+
+
+def test_a_local_format_is_one_the_config_schema_takes(tmp_path):
+    """The reader takes exactly the schema's ``format`` values (``ndjson`` once passed here, refused by the
+    config check), and its message lists them."""
+    path = tmp_path / "t.txt"
+    path.write_text(json.dumps({"text": "a b", "label": 0}) + "\n" + json.dumps({"text": "c d", "label": 1}) + "\n")
+    spec = {"name": "mine", "source": "local", "kind": "sequence", "train": str(path), "validation": str(path)}
+    assert D.load_task({**spec, "format": "JSONL"}, tmp_path).sizes == {"train": 2, "validation": 2}
+    with pytest.raises(D.TaskSpecError, match="'ndjson'; use one of csv, tsv, jsonl, json, parquet, conll"):
+        D.load_task({**spec, "format": "ndjson"}, tmp_path)

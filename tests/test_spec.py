@@ -196,6 +196,9 @@ def test_schema_enums_and_patterns_are_the_vocabulary(schema):
 
     assert tuple(p["precision"]["enum"]) == PRECISIONS
     assert tuple(p["compile"]["enum"]) == COMPILE_MODES
+    from papa.data.local import FORMAT_NAMES
+
+    assert tuple(p["datasets"]["additionalProperties"]["properties"]["format"]["enum"]) == tuple(FORMAT_NAMES)
     for key in ("models", "datasets", "tasks", "build_data"):
         assert p[key]["propertyNames"]["pattern"] == f"^{spec.NAME_PATTERN}$", key
     for key in ("fraction_dynamic", "fractions"):  # the new name and its deprecated alias

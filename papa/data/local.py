@@ -30,6 +30,8 @@ SPEC_KEYS = frozenset({
 
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "json", ".json": "json",
             ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # fmt: skip
+#: The values of a spec's ``format`` (the config schema's enum) -> the reader each picks.
+FORMAT_NAMES = {"csv": "csv", "tsv": "tsv", "jsonl": "json", "json": "json", "parquet": "parquet", "conll": "conll"}
 #: The spec keys naming a local dataset's files, one per split (``validation``/``test``: held-out splits).
 LOCAL_FILE_KEYS = ("train", "validation", "test")
 
@@ -37,17 +39,15 @@ LOCAL_FILE_KEYS = ("train", "validation", "test")
 def _file_format(spec: dict, path: Path) -> str:
     fmt = spec.get("format")
     if fmt:
-        fmt = str(fmt).lower()
-        fmt = {"jsonl": "json", "ndjson": "json"}.get(fmt, fmt)
-        if fmt not in ("csv", "tsv", "json", "parquet", "conll"):
-            raise TaskSpecError(f"unknown format {spec['format']!r}; use one of csv, tsv, jsonl, parquet, conll")
-        return fmt
+        if str(fmt).lower() not in FORMAT_NAMES:
+            raise TaskSpecError(f"unknown format {spec['format']!r}; use one of {', '.join(FORMAT_NAMES)}")
+        return FORMAT_NAMES[str(fmt).lower()]
     suffixes = [s.lower() for s in path.suffixes]
     for s in reversed(suffixes):
         if s in _FORMATS:
             return _FORMATS[s]
     raise TaskSpecError(
-        f'cannot tell the format of {path} from its name; set "format" to one of csv, tsv, jsonl, parquet, conll'
+        f'cannot tell the format of {path} from its name; set "format" to one of {", ".join(FORMAT_NAMES)}'
     )
 
 
