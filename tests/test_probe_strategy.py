@@ -256,6 +256,33 @@ def test_the_baseline_probe_reads_no_constants(job, tmp_path):
         pipeline.probe_heads(stage(None, "half", fraction=0.5))
 
 
+def test_a_probe_job_runs_its_dense_layers_on_the_real_tokens(job, tmp_path, monkeypatch, caplog):
+    """On the CPU the model jobs run inside `papa.unpad.dense_on_real_tokens` (probe_heads here; averaging,
+    lambdas and MLM alike): the log gives the share of the padded positions computed, that of the real tokens
+    the job encoded, and the scores and train losses are those of the job computing every position."""
+    enc = {s: papa.Encoded.load(job / f"{s}.parquet") for s in ("train", "validation")}
+    real = sum(int((e.attention_mask != 0).sum()) for e in enc.values())
+    share = real / sum(e.attention_mask.size for e in enc.values())
+    assert share < 0.9  # the toy task is padded
+
+    def stage(out):
+        return pipeline.ProbeStage(
+            model="minilm", constants=str(job / "average.safetensors"), lambdas=None,
+            train=str(job / "train.parquet"), validation=str(job / "validation.parquet"),
+            outs=[str(tmp_path / out / "seed0.parquet")], metrics=["accuracy"], selection="first_to_last",
+            fraction_dynamic=0.5, seeds=[0], hparams=TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=0),
+            labels={"model": "minilm", "task": "toy", "constants": "average", "selection": "first_to_last"},
+        )  # fmt: skip
+
+    with caplog.at_level(logging.INFO, logger="papa"):
+        real_rows = _scores(pipeline.probe_heads(stage("real")))
+    said = [r.getMessage() for r in caplog.records if "dense layers ran on the real tokens" in r.getMessage()]
+    assert said == [f"dense layers ran on the real tokens only: {100 * share:.0f}% of the padded positions"]
+    unpad = pipeline.dense_on_real_tokens
+    monkeypatch.setattr(pipeline, "dense_on_real_tokens", lambda m, enabled=None: unpad(m, enabled=False))
+    pd.testing.assert_frame_equal(_scores(pipeline.probe_heads(stage("padded"))), real_rows, rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- cache strategy
 
 
