@@ -9,6 +9,7 @@ import torch
 import transformers as tf
 
 import papa
+from papa import unpad
 from papa.unpad import dense_on_real_tokens
 
 from .conftest import TINY, tiny_model
@@ -27,6 +28,10 @@ def batch_of(model, lengths, n=16, seed=0):
         mask[r, : k - 1] = 1
         mask[r, n - 1] = 1
     return {"input_ids": ids, "attention_mask": mask}
+
+
+#: 44 real tokens of 80 positions (55%): a batch gathered (at least unpad.MIN_ROWS real, at most MAX_REAL_SHARE)
+LENGTHS = [4, 13, 9, 12, 6]
 
 
 def states(model, batch):
@@ -51,7 +56,7 @@ def model(request, minilm):
 @pytest.mark.parametrize("setting", ["plain", "static", "mix"])
 def test_real_token_rows_give_the_padded_hidden_states(model, setting):
     L, H = papa.model_shape(model)
-    batch = batch_of(model, [4, 13, 9])
+    batch = batch_of(model, LENGTHS)
     C = papa.average_attention(model, [batch_of(model, [16, 8], seed=5)])
     static = torch.zeros(L, H, dtype=torch.bool)
     static[0, 1:] = True  # a layer with one input-dependent head: BERT's pruned query/key projections
@@ -69,15 +74,15 @@ def test_real_token_rows_give_the_padded_hidden_states(model, setting):
     assert_same_on_real_tokens(real, padded, batch["attention_mask"])
     assert torch.equal(again, padded)  # leaving the block gives the model back as it was
     assert after == before
-    # every dense layer ran on the 3 examples' real tokens only: 4 + 13 + 9 of 48 positions
+    # every dense layer ran on the examples' real tokens only: 44 of 80 positions
     assert rows.enabled and rows.computed > 0
-    assert rows.computed * 48 == rows.positions * 26
+    assert rows.computed * 80 == rows.positions * 44
 
 
 def test_a_patch_installed_inside_the_block_is_covered(minilm):
     model = minilm[0]
     L, H = papa.model_shape(model)
-    batch = batch_of(model, [4, 13])
+    batch = batch_of(model, LENGTHS)
     C = papa.average_attention(model, [batch_of(model, [16, 8], seed=5)])
     static = torch.ones(L, H, dtype=torch.bool)
     static[:, 0] = False  # one input-dependent head per layer: queries and keys of that head only
@@ -100,7 +105,7 @@ def test_averages_are_the_padded_ones(family, kind):
     """Recording reads the attention of real queries and keys only; effective attention also the values
     (on the dropout route through a hook on the value projection, which must see the scattered output)."""
     model = tiny_model(family)
-    batches = [batch_of(model, [4, 13, 9]), batch_of(model, [16, 2], seed=3)]
+    batches = [batch_of(model, LENGTHS), batch_of(model, [16, 2, 7, 3, 5, 8], seed=3)]
     padded = papa.average_attention(model, batches, kind=kind)
     with dense_on_real_tokens(model) as rows:
         real = papa.average_attention(model, batches, kind=kind)
@@ -116,7 +121,7 @@ def test_gradients_to_lambdas_and_constants_are_the_padded_ones(family, minilm):
     """The scatter is differentiable: lambdas (mix) and trained constants get the padded run's gradients."""
     model = minilm[0] if family == "minilm" else tiny_model(family)
     L, H = papa.model_shape(model)
-    batch = batch_of(model, [4, 13, 9])
+    batch = batch_of(model, LENGTHS)
     real_tok = batch["attention_mask"].bool()
     C = papa.average_attention(model, [batch_of(model, [16, 8], seed=5)])
     static = torch.zeros(L, H, dtype=torch.bool)
@@ -141,7 +146,7 @@ def test_dropout_draws_the_padded_run_s_masks():
     """In train mode (the lambdas' backbone dropout) the dropout layers see full-size tensors, so one seed
     draws the same masks with and without the gathers: the same numbers at the real tokens."""
     model = tiny_model("bert")
-    batch = batch_of(model, [4, 13, 9])
+    batch = batch_of(model, LENGTHS)
     model.train()
     try:
         with torch.no_grad():
@@ -158,7 +163,7 @@ def test_dropout_draws_the_padded_run_s_masks():
 def test_an_mlm_head_scores_the_real_tokens_alike():
     torch.manual_seed(0)
     model = tf.BertForMaskedLM(tf.BertConfig(**TINY)).eval()
-    batch = batch_of(model, [4, 13, 9])
+    batch = batch_of(model, LENGTHS)
     with torch.no_grad():
         padded = model(**batch).logits
         with dense_on_real_tokens(model) as rows:
@@ -167,18 +172,20 @@ def test_an_mlm_head_scores_the_real_tokens_alike():
     assert (real[real_tok] - padded[real_tok]).abs().max() < 1e-5
     # the vocabulary projection (and the head's transform) ran on the real tokens: 2 layers x 6 + 2 + ...
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
-    assert rows.positions == n_linear * 48 and rows.computed == n_linear * 26
+    assert rows.positions == n_linear * 80 and rows.computed == n_linear * 44
 
 
 def test_deberta_relative_positions_with_a_batch_s_shape():
     """DeBERTa-v2 projects its [1, 2 x position_buckets, H] relative embeddings through the attention's
     query/key projections: with one example of that length they have the batch's shape, and must not be
     gathered (the attention's projections run as they are on DeBERTa)."""
-    model = tiny_model("deberta-v2")
+    torch.manual_seed(0)
+    cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=32, max_relative_positions=64,
+                             pos_att_type=["p2c", "c2p"])  # fmt: skip
+    model = tf.AutoModel.from_config(cfg).eval()
     with torch.no_grad():  # relative positions that weigh: the random init's are too small to tell
         model.encoder.rel_embeddings.weight.mul_(100)
-    n = 2 * model.config.position_buckets
-    batch = batch_of(model, [11], n=n)
+    batch = batch_of(model, [40], n=2 * cfg.position_buckets)  # one example, 40 real tokens of 64
     with torch.no_grad():
         padded = states(model, batch)
         with dense_on_real_tokens(model) as rows:
@@ -194,7 +201,7 @@ def test_deberta_v2_convolution_reads_no_gathered_pad_row():
     cfg = tf.DebertaV2Config(**TINY, relative_attention=True, position_buckets=16, max_relative_positions=32,
                              pos_att_type=["p2c", "c2p"], conv_kernel_size=3)  # fmt: skip
     model = tf.AutoModel.from_config(cfg).eval()
-    batch = batch_of(model, [4, 13, 9])
+    batch = batch_of(model, LENGTHS)
     with torch.no_grad():
         padded = states(model, batch)
         with dense_on_real_tokens(model):
@@ -202,23 +209,51 @@ def test_deberta_v2_convolution_reads_no_gathered_pad_row():
     assert_same_on_real_tokens(real, padded, batch["attention_mask"])
 
 
+def test_batches_run_as_they_are_where_gathering_would_not_pay_or_would_round_otherwise(minilm):
+    """A batch mostly real (gathers cost what they save) or with few real tokens (MKL rounds a product of a few
+    rows otherwise: a lone 11-token example differed by ~2e-6) runs as it is: the padded numbers bit for bit,
+    counted as computed in full."""
+    model = minilm[0]
+    mostly_real = batch_of(model, [16, 16, 14, 15])  # 61 of 64 real
+    one_short = batch_of(model, [11], n=32)  # 11 real: fewer than unpad.MIN_ROWS
+    gathered = batch_of(model, [30, 6], n=32)  # 36 of 64 real
+    with torch.no_grad():
+        for batch in (mostly_real, one_short):
+            ref = states(model, batch)
+            with dense_on_real_tokens(model) as rows:
+                assert torch.equal(states(model, batch), ref)
+            assert rows.computed == rows.positions > 0 and rows.fraction == 1.0
+        with dense_on_real_tokens(model) as rows:
+            states(model, gathered)
+            states(model, mostly_real)
+    n = rows.positions // (64 + 64)  # dense layer calls per forward pass
+    assert rows.computed == n * (36 + 64) and rows.fraction < 1.0
+    assert unpad.MIN_ROWS <= 36 and 36 / 64 <= unpad.MAX_REAL_SHARE < 61 / 64
+
+
 def test_what_it_leaves_alone(minilm):
     model = minilm[0]
-    full = batch_of(model, [16, 16])  # no padding: nothing to leave out
-    part = batch_of(model, [5, 16])
+    part = batch_of(model, LENGTHS)
     with torch.no_grad():
-        ref = states(model, full)
+        states(model, part)
         before = hooks(model)
-        with dense_on_real_tokens(model) as rows:
-            assert torch.equal(states(model, full), ref)
-            assert rows.computed == rows.positions == 0 and rows.fraction == 1.0
         with dense_on_real_tokens(model, enabled=False) as off:
             assert hooks(model) == before
             states(model, part)
         assert not off.enabled and off.positions == 0
         with pytest.raises(RuntimeError, match="boom"), dense_on_real_tokens(model):
             raise RuntimeError("boom")
+        fail = model.encoder.layer[1].register_forward_hook(lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+        try:
+            with pytest.raises(RuntimeError, match="boom"), dense_on_real_tokens(model):  # mid-forward
+                states(model, part)
+        finally:
+            fail.remove()
+        with dense_on_real_tokens(model) as rows:  # nothing stale from the failed pass
+            real = states(model, part)
+        assert rows.computed < rows.positions
     assert hooks(model) == before
+    assert_same_on_real_tokens(real, states(model, part).detach(), part["attention_mask"])
     # on by default for a model on the CPU
     with dense_on_real_tokens(model) as on:
         assert on.enabled
