@@ -55,17 +55,16 @@ class DenseRows:
         return self.computed / self.positions if self.positions else 1.0
 
 
-def _token_layers(model: nn.Module) -> list[nn.Module]:
+def _token_layers(model: nn.Module, skip_attention: str | None) -> list[nn.Module]:
     """The position-wise layers of ``model``: its ``nn.Linear`` modules and PAPA's pruned query/key
     projections, except those inside a DeBERTa attention module (they also project the relative-position
     embeddings, a [1, 2k, H] input that can have a batch's shape)."""
-    from .models import family_of
     from .patching.routes import HeadSubsetLinear
 
     skip = set()
-    if family_of(model).attention_class == "DisentangledSelfAttention":
+    if skip_attention is not None:
         for m in model.modules():
-            if type(m).__name__ == "DisentangledSelfAttention":
+            if type(m).__name__ == skip_attention:
                 skip.update(id(x) for x in m.modules())
     return [m for m in model.modules() if isinstance(m, (nn.Linear, HeadSubsetLinear)) and id(m) not in skip]
 
@@ -93,6 +92,10 @@ def dense_on_real_tokens(model: nn.Module, enabled: bool | None = None):
     if not enabled:
         yield stats
         return
+    from .models import family_of
+
+    attention = family_of(model).attention_class  # an unsupported model fails here, not at its first pass
+    skip_attention = attention if attention == "DisentangledSelfAttention" else None
     sig = inspect.signature(model.forward)
     hooked: dict[int, object] = {}
 
@@ -127,7 +130,9 @@ def dense_on_real_tokens(model: nn.Module, enabled: bool | None = None):
             rows = mask.reshape(-1).nonzero().squeeze(1)
             if MIN_ROWS <= len(rows) <= MAX_REAL_SHARE * mask.numel():
                 stats._rows = rows
-            for layer in _token_layers(model):  # every forward pass: a patch may have swapped projections in
+            for layer in _token_layers(
+                model, skip_attention
+            ):  # every forward pass: a patch may have swapped projections in
                 if id(layer) not in hooked:
                     hooked[id(layer)] = layer
                     undo.callback(layer.register_forward_pre_hook(gather).remove)

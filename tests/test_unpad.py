@@ -257,3 +257,9 @@ def test_what_it_leaves_alone(minilm):
     # on by default for a model on the CPU
     with dense_on_real_tokens(model) as on:
         assert on.enabled
+
+
+def test_an_unsupported_model_fails_on_entering():
+    model = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)).eval()
+    with pytest.raises(papa.UnsupportedModelError, match="gpt2"), dense_on_real_tokens(model):
+        pass
