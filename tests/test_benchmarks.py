@@ -383,3 +383,19 @@ def test_cost_estimate_takes_each_models_measured_throughput():
     assert df.loc[("probe", "bert-large", "cola")].runtime_min == 720
     reference = Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100.json")
     assert all(reference.tokens_per_s(m, 128) and reference.grad_pass_cost(m, "trained") for m in reference.models)
+
+
+@pytest.mark.slow
+def test_the_real_tokens_figure_measures_both_ways_and_compares_them(monkeypatch, minilm):
+    """benchmarks/run.py's ``real_tokens`` figure (a small size): both variants timed, the gathered one on the
+    corpus's real-token share of the rows, and the numbers of the two compared."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import run
+
+    model, tok = minilm
+    fig = run.bench_real_tokens(model, tok, 32, 16, 1)
+    assert 0.2 < fig["real_token_share"] < 0.75 and fig["dense_rows_share"] == pytest.approx(fig["real_token_share"])
+    for name in ("encode", "lambda_step"):
+        f = fig[name]
+        assert f["padded_cpu_s"] > 0 and f["real_tokens_cpu_s"] > 0 and f["ratio"] > 0
+        assert f["max_abs_diff"] < 1e-5 and f["bit_identical"] == (f["max_abs_diff"] == 0.0)
