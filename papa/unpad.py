@@ -130,9 +130,8 @@ def dense_on_real_tokens(model: nn.Module, enabled: bool | None = None):
             rows = mask.reshape(-1).nonzero().squeeze(1)
             if MIN_ROWS <= len(rows) <= MAX_REAL_SHARE * mask.numel():
                 stats._rows = rows
-            for layer in _token_layers(
-                model, skip_attention
-            ):  # every forward pass: a patch may have swapped projections in
+            # at every pass: a patch may have swapped projections in since the last
+            for layer in _token_layers(model, skip_attention):
                 if id(layer) not in hooked:
                     hooked[id(layer)] = layer
                     undo.callback(layer.register_forward_pre_hook(gather).remove)
