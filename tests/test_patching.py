@@ -23,17 +23,17 @@ FAMILIES = [
 N = 16
 
 
-def papa_batch(model, lengths, seed=0):
-    """Inputs in the papa layout: real tokens, padding, final token at N-1."""
+def papa_batch(model, lengths, seed=0, n=N):
+    """Inputs in the papa layout, ``n`` positions: real tokens, padding, final token at n-1."""
     g = torch.Generator().manual_seed(seed)
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    ids = torch.full((len(lengths), N), pad, dtype=torch.long)
-    mask = torch.zeros(len(lengths), N, dtype=torch.long)
-    for r, n in enumerate(lengths):
-        ids[r, : n - 1] = torch.randint(5, 100, (n - 1,), generator=g)
-        ids[r, N - 1] = 4
-        mask[r, : n - 1] = 1
-        mask[r, N - 1] = 1
+    ids = torch.full((len(lengths), n), pad, dtype=torch.long)
+    mask = torch.zeros(len(lengths), n, dtype=torch.long)
+    for r, k in enumerate(lengths):
+        ids[r, : k - 1] = torch.randint(5, 100, (k - 1,), generator=g)
+        ids[r, n - 1] = 4
+        mask[r, : k - 1] = 1
+        mask[r, n - 1] = 1
     return {"input_ids": ids, "attention_mask": mask}
 
 

@@ -14,21 +14,7 @@ from papa.unpad import dense_on_real_tokens
 
 from .conftest import TINY, tiny_model
 from .test_patching import FAMILIES
-
-
-def batch_of(model, lengths, n=16, seed=0):
-    """Inputs in the papa layout (real tokens, padding, the final token at n-1): pads in the middle."""
-    g = torch.Generator().manual_seed(seed)
-    pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    ids = torch.full((len(lengths), n), pad, dtype=torch.long)
-    mask = torch.zeros(len(lengths), n, dtype=torch.long)
-    for r, k in enumerate(lengths):
-        ids[r, : k - 1] = torch.randint(5, 100, (k - 1,), generator=g)
-        ids[r, n - 1] = 4
-        mask[r, : k - 1] = 1
-        mask[r, n - 1] = 1
-    return {"input_ids": ids, "attention_mask": mask}
-
+from .test_patching import papa_batch as batch_of
 
 #: 44 real tokens of 80 positions (55%): a batch gathered (at least unpad.MIN_ROWS real, at most MAX_REAL_SHARE)
 LENGTHS = [4, 13, 9, 12, 6]
