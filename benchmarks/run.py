@@ -335,7 +335,7 @@ def bench_real_tokens(model, tok, n_examples: int, batch: int, reps: int) -> dic
             for idx in chunks:
                 h = model(**enc.model_inputs(idx)).last_hidden_state[real[idx]]
                 h.pow(2).mean().backward()
-            (lam,) = [p for p in handle.parameters()]
+            (lam,) = handle.parameters()
             return lam.grad.clone()
 
     results = {}
