@@ -18,6 +18,11 @@ include: "workflow/rules/papa.smk"
 include: "workflow/rules/report.smk"
 
 
+onstart:
+    # a run that runs jobs ties the results folder to this working directory's records (papa.records)
+    records.claim_results(R)
+
+
 rule all:
     input:
         # no probe run (every model has model_tasks: []): the MLM analysis only, no tables or figures of probes

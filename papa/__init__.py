@@ -41,7 +41,7 @@ _EXPORTS = {
 #: Submodules reachable as ``papa.<name>`` after a plain ``import papa`` (imported on first use).
 _SUBMODULES = frozenset({
     "checks", "constants", "cost", "data", "encoding", "fingerprint", "io", "metrics", "mlm", "models", "patching",
-    "patterns", "pin", "pipeline", "plots", "probe", "rehearsal", "selection", "spec", "tables", "unpad",
+    "patterns", "pin", "pipeline", "plots", "probe", "records", "rehearsal", "selection", "spec", "tables", "unpad",
 })  # fmt: skip
 
 __all__ = sorted(_EXPORTS)

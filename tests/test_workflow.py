@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from papa import spec
+from papa import records, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -352,6 +352,32 @@ def test_second_run_does_nothing(smoke):
     repo = smoke[0]
     p = smk(repo, "-n", "--configfile", SMOKE)
     assert "Nothing to be done" in p.stdout + p.stderr, p.stdout[-2000:]
+
+
+def test_results_under_deleted_or_another_checkouts_records_stop_before_any_job(smoke_once, tmp_path):
+    """Snakemake takes an output it has no record of as up to date: after ``.snakemake/`` is deleted, or for a
+    results folder another checkout made, a changed setting would rerun nothing. The smoke run claimed its folder
+    (the Snakefile's onstart, papa.records); a start without its records stops, naming what to do, and removing
+    the marker takes the files as they are."""
+    done = smoke_once[0]
+    marker = json.loads((done / "results-smoke" / records.MARKER).read_text())
+    assert marker == {"id": records.records_id(done / ".snakemake"), "workdir": str(done)}
+    repo = tmp_path / "repo"  # the finished run copied without its records (as `rm -rf .snakemake` leaves it)
+    shutil.copytree(done, repo, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    lr = write_config(repo, "lr.yaml", lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=5e-4))
+    p = smk(repo, "-n", "--configfile", lr, check=False)
+    said = p.stdout + p.stderr
+    assert p.returncode != 0 and "Job stats" not in said, said[-2000:]
+    assert "ForeignResultsError" in said and f"records of another working directory, {done}" in said, said[-2000:]
+    assert f"rm results-smoke/{records.MARKER}" in said, said[-2000:]
+    other = copy_repo(tmp_path / "other")  # another checkout whose config points at that folder
+    shared = write_config(other, "shared.yaml", lambda c: c.update(results=str(repo / "results-smoke")))
+    p = smk(other, "-n", "--configfile", shared, check=False)
+    said = p.stdout + p.stderr
+    assert p.returncode != 0 and f"the Snakemake records of another working directory, {done}" in said, said[-2000:]
+    (repo / "results-smoke" / records.MARKER).unlink()  # taken as they are: Snakemake lacks their records
+    out = smk(repo, "-n", "--configfile", lr).stdout
+    assert "Nothing to be done" in out and "missing provenance/metadata" in out, out[-2000:]
 
 
 def test_probe_setting_reruns_only_probe_aggregate_plot(smoke):

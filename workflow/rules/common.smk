@@ -7,7 +7,7 @@ import re
 import sys
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
-from papa import checks, rehearsal, spec
+from papa import checks, records, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
@@ -23,6 +23,10 @@ checks.check_config_files(workflow.configfiles)
 validate_config(config, logger.warning)
 
 R = config["results"]
+# the results folder is the one this working directory's Snakemake records vouch for (papa.records): not one made
+# under records since deleted, or another checkout's (a job's own Snakemake, under Slurm, leaves it to its driver)
+if workflow.is_main_process:
+    records.check_results(R)
 CONDA_ENV = "../../environment.yml"
 SEED = int(config["seed"])
 PRECISION = config["precision"]  # CUDA's float32 matmuls in the jobs that run a model (papa.models.PRECISIONS)

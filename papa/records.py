@@ -1,0 +1,117 @@
+"""Which Snakemake records vouch for a results folder.
+
+Snakemake decides what to rerun from its records in the working directory's ``.snakemake/`` (each output's
+params, code, input set and software environment when it was written). An output it has no record of, it
+takes as up to date: after ``.snakemake/`` is deleted (a common way to clear a stale lock), for a results
+folder copied in from another machine, or for one absolute ``results:`` folder that two checkouts share, a file
+whose settings or papa code changed since it was written is not rerun (``snakemake -n`` says only "N jobs have
+missing provenance/metadata").
+
+The workflow therefore ties its results folder to the records that made it: the first run that runs jobs
+writes a marker, ``<results>/.papa-records.json``, naming an id kept in ``.snakemake/papa-records-id``
+(`claim_results`, from the Snakefile's ``onstart``); every later start of Snakemake in that working directory
+(a run, ``-n``, ``--lint``, ``--report``) checks that the two still agree (`check_results`) and otherwise stops
+before any job, saying what to do: another results folder, or removing the marker to take the files as they
+are (each keeps its settings and code fingerprint in its own metadata, `papa.io.read_provenance`).
+
+A results folder written before the marker existed is claimed by its next run as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+from .io import _temp_name, current_umask
+
+#: The marker in a results folder: the id of the Snakemake records that vouch for its files, and where they were.
+MARKER = ".papa-records.json"
+#: The file in a working directory's ``.snakemake/`` holding the id of its records.
+RECORDS_ID = "papa-records-id"
+
+
+class ForeignResultsError(RuntimeError):
+    """A results folder made under other Snakemake records than this working directory's."""
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise ForeignResultsError(f"{path} cannot be read ({err}); remove it (the next run writes it anew)") from err
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        raise ForeignResultsError(f"{path} is not a papa records file (no 'id'); remove it (the next run writes it "
+                                  f"anew)")  # fmt: skip
+    return value
+
+
+def _create_exclusive(path: Path, value: dict) -> bool:
+    """Write ``value`` as JSON to ``path`` complete or not at all, unless ``path`` exists (False then): written to
+    a temporary file and linked into place, which fails where another process got there first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(**_temp_name(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f, indent=1)
+            f.write("\n")
+        os.chmod(tmp, 0o666 & ~current_umask())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def records_id(records: str | Path = ".snakemake", *, create: bool = False) -> str | None:
+    """The id of the Snakemake records in ``records`` (a working directory's ``.snakemake/``): None where it has
+    none yet, unless ``create`` (a new random id is then written, once, whoever asks at the same time)."""
+    path = Path(records) / RECORDS_ID
+    found = _read_json(path)
+    if found is None and create:
+        _create_exclusive(path, {"id": uuid.uuid4().hex})
+        found = _read_json(path)
+    return found["id"] if found else None
+
+
+def check_results(results: str | Path, records: str | Path = ".snakemake") -> None:
+    """Raise `ForeignResultsError` where the results folder ``results`` carries the marker of other Snakemake
+    records than those in ``records``: deleted and made anew, or another working directory's. Nothing to check
+    where the folder has no marker (new, or written before the marker existed)."""
+    results = Path(results)
+    marker = _read_json(results / MARKER)
+    if marker is None:
+        return
+    ours = records_id(records)
+    if marker["id"] == ours:
+        return
+    here = str(Path(records).resolve().parent)
+    made = marker.get("workdir", "?")
+    if made != here:
+        why = f"the Snakemake records of another working directory, {made}"
+    elif ours is None:
+        why = f"this working directory's Snakemake records, since deleted (no {Path(records) / RECORDS_ID})"
+    else:
+        why = f"this working directory's Snakemake records, since made anew (id {marker['id']}, now {ours})"
+    raise ForeignResultsError(
+        f"results folder {str(results)!r} was made under {why}. Snakemake reruns a job whose settings or papa code "
+        f"changed as its records tell; an output it has no record of it takes as up to date, even one written "
+        f"with other settings or code. Either point this working directory at a results folder of its own (the "
+        f"config's `results:` key), or take the files as they are (each keeps its settings and code fingerprint in "
+        f"its own metadata: papa.io.read_provenance) by removing the marker: rm {results / MARKER}"
+    )
+
+
+def claim_results(results: str | Path, records: str | Path = ".snakemake") -> None:
+    """Tie the results folder ``results`` to the Snakemake records in ``records`` (created where missing):
+    write its marker where it has none, then `check_results` (another process may have written one first)."""
+    results = Path(results)
+    ours = records_id(records, create=True)
+    _create_exclusive(results / MARKER, {"id": ours, "workdir": str(Path(records).resolve().parent)})
+    check_results(results, records)

@@ -1,0 +1,108 @@
+"""papa.records: a results folder is tied to the Snakemake records (``.snakemake/``) that made it; a start of
+Snakemake under other records (deleted and made anew, another working directory's) stops, saying what to do.
+The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in tests/test_workflow.py."""
+
+import json
+import os
+import threading
+
+import pytest
+
+from papa.records import MARKER, RECORDS_ID, ForeignResultsError, check_results, claim_results, records_id
+
+
+@pytest.fixture
+def wd(tmp_path, monkeypatch):
+    """A working directory with Snakemake's ``.snakemake/`` (made by Snakemake before ``onstart``)."""
+    (tmp_path / "wd" / ".snakemake").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "wd")
+    return tmp_path / "wd"
+
+
+def test_a_new_or_unmarked_folder_passes_and_a_claim_marks_it_with_the_records_id(wd):
+    check_results("results")  # no folder yet
+    (wd / "results").mkdir()
+    (wd / "results" / "old.parquet").write_text("written before the marker existed")
+    check_results("results")  # a folder from before papa.records: claimed by its next run as it is
+    assert records_id() is None  # checking writes nothing
+    claim_results("results")
+    marker = json.loads((wd / "results" / MARKER).read_text())
+    assert marker == {"id": records_id(), "workdir": str(wd)}
+    assert len(records_id()) == 32
+    check_results("results")
+    claim_results("results")  # again: the same marker, the same id
+    assert json.loads((wd / "results" / MARKER).read_text()) == marker
+
+
+def test_deleted_records_stop_the_next_start_until_the_marker_goes(wd):
+    claim_results("results")
+    (wd / ".snakemake" / RECORDS_ID).unlink()  # `rm -rf .snakemake`, as users clear a stale lock
+    with pytest.raises(ForeignResultsError, match="this working directory's Snakemake records, since deleted") as e:
+        check_results("results")
+    assert f"rm results/{MARKER}" in str(e.value)
+    with pytest.raises(ForeignResultsError, match="since made anew"):  # a run's onstart makes new records first
+        claim_results("results")
+    (wd / "results" / MARKER).unlink()  # the user takes the files as they are
+    check_results("results")
+    claim_results("results")
+    assert json.loads((wd / "results" / MARKER).read_text())["id"] == records_id()
+
+
+def test_another_working_directory_on_the_same_folder_is_named(wd, tmp_path):
+    shared = tmp_path / "shared-results"
+    claim_results(shared)
+    other = tmp_path / "other"
+    (other / ".snakemake").mkdir(parents=True)
+    with pytest.raises(ForeignResultsError, match=f"another working directory, {wd}") as e:
+        check_results(shared, other / ".snakemake")
+    assert f"rm {shared / MARKER}" in str(e.value)
+    with pytest.raises(ForeignResultsError, match="another working directory"):
+        claim_results(shared, other / ".snakemake")  # its own onstart: the marker stays the first one's
+    assert json.loads((shared / MARKER).read_text())["workdir"] == str(wd)
+
+
+def test_two_claims_at_once_leave_one_marker_and_refuse_the_other(tmp_path):
+    """Two drivers starting at once on one folder (two checkouts): exactly one claims it; the other stops."""
+    wds = [tmp_path / f"wd{i}" / ".snakemake" for i in range(8)]
+    for w in wds:
+        w.mkdir(parents=True)
+    errors, barrier = [], threading.Barrier(len(wds))
+
+    def claim(w):
+        barrier.wait()
+        try:
+            claim_results(tmp_path / "results", w)
+        except ForeignResultsError as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=claim, args=(w,)) for w in wds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == len(wds) - 1
+    winner = json.loads((tmp_path / "results" / MARKER).read_text())
+    assert winner["id"] in {records_id(w) for w in wds}
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [MARKER]  # no temporary left behind
+
+
+def test_an_unreadable_marker_or_id_says_which_file_to_remove(wd):
+    (wd / "results").mkdir()
+    (wd / "results" / MARKER).write_text("{not json")
+    with pytest.raises(ForeignResultsError, match=f"results/{MARKER} cannot be read .*remove it"):
+        check_results("results")
+    (wd / "results" / MARKER).write_text(json.dumps({"workdir": "x"}))
+    with pytest.raises(ForeignResultsError, match="not a papa records file"):
+        check_results("results")
+    (wd / ".snakemake" / RECORDS_ID).write_text("[]")
+    with pytest.raises(ForeignResultsError, match=f"{RECORDS_ID} is not a papa records file"):
+        records_id()
+
+
+def test_the_marker_is_readable_by_colleagues(wd):
+    old = os.umask(0o022)
+    try:
+        claim_results("results")
+    finally:
+        os.umask(old)
+    assert (wd / "results" / MARKER).stat().st_mode & 0o777 == 0o644
