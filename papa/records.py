@@ -52,18 +52,27 @@ def _read_json(path: Path) -> dict | None:
 
 def _create_exclusive(path: Path, value: dict) -> bool:
     """Write ``value`` as JSON to ``path`` complete or not at all, unless ``path`` exists (False then): written to
-    a temporary file and linked into place, which fails where another process got there first."""
+    a temporary file and linked into place, which fails where another process got there first. On a file system
+    without hard links, created exclusively and written in place (a write cut short reads as unreadable, and the
+    error says to remove it)."""
+    text = json.dumps(value, indent=1) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(**_temp_name(path))
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(value, f, indent=1)
-            f.write("\n")
+            f.write(text)
         os.chmod(tmp, 0o666 & ~current_umask())
         try:
             os.link(tmp, path)
         except FileExistsError:
             return False
+        except OSError:  # no hard links here (some FUSE and object-store mounts)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
         return True
     finally:
         os.unlink(tmp)

@@ -106,3 +106,20 @@ def test_the_marker_is_readable_by_colleagues(wd):
     finally:
         os.umask(old)
     assert (wd / "results" / MARKER).stat().st_mode & 0o777 == 0o644
+
+
+def test_without_hard_links_the_marker_is_created_exclusively(wd, monkeypatch):
+    """A file system without hard links (os.link fails): the marker is still written once, and a second
+    working directory's claim is still refused."""
+
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    claim_results("results")
+    assert json.loads((wd / "results" / MARKER).read_text()) == {"id": records_id(), "workdir": str(wd)}
+    other = wd.parent / "other" / ".snakemake"
+    other.mkdir(parents=True)
+    with pytest.raises(ForeignResultsError, match="another working directory"):
+        claim_results("results", other)
+    assert sorted(p.name for p in (wd / "results").iterdir()) == [MARKER]
