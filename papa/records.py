@@ -1,20 +1,25 @@
 """Which Snakemake records vouch for a results folder.
 
 Snakemake decides what to rerun from its records in the working directory's ``.snakemake/`` (each output's
-params, code, input set and software environment when it was written). An output it has no record of, it
-takes as up to date: after ``.snakemake/`` is deleted (a common way to clear a stale lock), for a results
-folder copied in from another machine, or for one absolute ``results:`` folder that two checkouts share, a file
-whose settings or papa code changed since it was written is not rerun (``snakemake -n`` says only "N jobs have
-missing provenance/metadata").
+params, code, input set and software environment when it was written), kept by the output's path as written. An
+output it has no record of, it takes as up to date: after ``.snakemake/`` is deleted (a common way to clear a
+stale lock), for a results folder copied in from another machine, for one absolute ``results:`` folder that two
+checkouts share, or for the same folder written another way (``./results``, ``results/``, the absolute path), a
+file whose settings or papa code changed since it was written is not rerun (``snakemake -n`` says only "N jobs
+have missing provenance/metadata").
 
 The workflow therefore ties its results folder to the records that made it: the first run that runs jobs
-writes a marker, ``<results>/.papa-records.json``, naming an id kept in ``.snakemake/papa-records-id``
-(`claim_results`, from the Snakefile's ``onstart``); every later start of Snakemake in that working directory
-(a run, ``-n``, ``--lint``, ``--report``) checks that the two still agree (`check_results`) and otherwise stops
-before any job, saying what to do: another results folder, or removing the marker to take the files as they
-are (each keeps its settings and code fingerprint in its own metadata, `papa.io.read_provenance`).
+writes a marker, ``<results>/.papa-records.json``, naming an id kept in ``.snakemake/papa-records-id`` and the
+folder's path as the config wrote it (`claim_results`, from the Snakefile's ``onstart``, which Snakemake calls
+only for a run with jobs to run and without ``--no-hooks``); every later start of Snakemake in the main process
+(a run, ``-n``, ``--lint``, ``--unlock``, ``--report``, ...) checks that they still agree (`check_results`) and
+otherwise stops before any job, saying what to do: another results folder (or the spelling the records know), or
+removing the marker to take the files as they are (each keeps its settings and code fingerprint in its own
+metadata, `papa.io.read_provenance`).
 
-A results folder written before the marker existed is claimed by its next run as it is.
+A results folder written before the marker existed is claimed by its next run that runs jobs, as it is. Not
+caught: records emptied in place (``.snakemake/metadata`` deleted, ``--drop-metadata``) and a working directory
+copied with its ``.snakemake/`` (the copy shares the id).
 """
 
 from __future__ import annotations
@@ -38,15 +43,22 @@ class ForeignResultsError(RuntimeError):
 
 
 def _read_json(path: Path) -> dict | None:
+    """The JSON object in ``path`` (None where there is no such file), or a `ForeignResultsError` saying what to do."""
+    if path.name == RECORDS_ID:
+        remedy = (f"remove it; the results folders its id marked then stop the next start, until their "
+                  f"{MARKER} goes too")  # fmt: skip
+    else:
+        remedy = "unless another Snakemake is just starting on this folder, remove it (the next run writes it anew)"
     try:
         value = json.loads(path.read_text())
     except FileNotFoundError:
         return None
+    except PermissionError as err:
+        raise ForeignResultsError(f"{path} cannot be read ({err}): ask its owner for read access") from err
     except (OSError, ValueError) as err:
-        raise ForeignResultsError(f"{path} cannot be read ({err}); remove it (the next run writes it anew)") from err
+        raise ForeignResultsError(f"{path} cannot be read ({err}); {remedy}") from err
     if not isinstance(value, dict) or not isinstance(value.get("id"), str):
-        raise ForeignResultsError(f"{path} is not a papa records file (no 'id'); remove it (the next run writes it "
-                                  f"anew)")  # fmt: skip
+        raise ForeignResultsError(f"{path} is not a papa records file (no 'id'); {remedy}")
     return value
 
 
@@ -89,18 +101,33 @@ def records_id(records: str | Path = ".snakemake", *, create: bool = False) -> s
     return found["id"] if found else None
 
 
+def _workdir(records: str | Path) -> str:
+    """The working directory of the records folder ``records`` (its parent, not where a linked one points)."""
+    return str(Path(records).absolute().parent.resolve())
+
+
 def check_results(results: str | Path, records: str | Path = ".snakemake") -> None:
     """Raise `ForeignResultsError` where the results folder ``results`` carries the marker of other Snakemake
-    records than those in ``records``: deleted and made anew, or another working directory's. Nothing to check
-    where the folder has no marker (new, or written before the marker existed)."""
-    results = Path(results)
+    records than those in ``records`` (deleted and made anew, or another working directory's), or that these
+    records know under another spelling of its path (Snakemake keys them by the path as written: ``results`` and
+    ``./results`` are two folders to it). Nothing to check where the folder has no marker (new, or written before
+    the marker existed)."""
+    results_as_given, results = results, Path(results)
     marker = _read_json(results / MARKER)
     if marker is None:
         return
     ours = records_id(records)
     if marker["id"] == ours:
+        known = marker.get("path", os.fspath(results_as_given))  # a marker without "path": any spelling
+        if known != os.fspath(results_as_given):
+            raise ForeignResultsError(
+                f"results folder {os.fspath(results_as_given)!r} is the folder this working directory's Snakemake "
+                f"records know as {known!r}. Snakemake keys its records by the path as written, so under this "
+                f"spelling it has none and would take every file as up to date, whatever changed. Write `results: "
+                f"{known}` in the config, or remove the marker to take the files as they are: rm {results / MARKER}"
+            )
         return
-    here = str(Path(records).resolve().parent)
+    here = _workdir(records)
     made = marker.get("workdir", "?")
     if made != here:
         why = f"the Snakemake records of another working directory, {made}"
@@ -109,18 +136,18 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     else:
         why = f"this working directory's Snakemake records, since made anew (id {marker['id']}, now {ours})"
     raise ForeignResultsError(
-        f"results folder {str(results)!r} was made under {why}. Snakemake reruns a job whose settings or papa code "
-        f"changed as its records tell; an output it has no record of it takes as up to date, even one written "
-        f"with other settings or code. Either point this working directory at a results folder of its own (the "
-        f"config's `results:` key), or take the files as they are (each keeps its settings and code fingerprint in "
-        f"its own metadata: papa.io.read_provenance) by removing the marker: rm {results / MARKER}"
+        f"results folder {os.fspath(results_as_given)!r} was made under {why}. Snakemake reruns a job whose "
+        f"settings or papa code changed as its records tell; an output it has no record of it takes as up to date, "
+        f"even one written with other settings or code. Either point this working directory at a results folder of "
+        f"its own (the config's `results:` key), or take the files as they are (each keeps its settings and code "
+        f"fingerprint in its own metadata: papa.io.read_provenance) by removing the marker: rm {results / MARKER}"
     )
 
 
 def claim_results(results: str | Path, records: str | Path = ".snakemake") -> None:
     """Tie the results folder ``results`` to the Snakemake records in ``records`` (created where missing):
     write its marker where it has none, then `check_results` (another process may have written one first)."""
-    results = Path(results)
     ours = records_id(records, create=True)
-    _create_exclusive(results / MARKER, {"id": ours, "workdir": str(Path(records).resolve().parent)})
+    marker = {"id": ours, "workdir": _workdir(records), "path": os.fspath(results)}
+    _create_exclusive(Path(results) / MARKER, marker)
     check_results(results, records)

@@ -5,6 +5,7 @@ The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in
 import json
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ def test_a_new_or_unmarked_folder_passes_and_a_claim_marks_it_with_the_records_i
     assert records_id() is None  # checking writes nothing
     claim_results("results")
     marker = json.loads((wd / "results" / MARKER).read_text())
-    assert marker == {"id": records_id(), "workdir": str(wd)}
+    assert marker == {"id": records_id(), "workdir": str(wd), "path": "results"}
     assert len(records_id()) == 32
     check_results("results")
     claim_results("results")  # again: the same marker, the same id
@@ -117,9 +118,67 @@ def test_without_hard_links_the_marker_is_created_exclusively(wd, monkeypatch):
 
     monkeypatch.setattr(os, "link", no_links)
     claim_results("results")
-    assert json.loads((wd / "results" / MARKER).read_text()) == {"id": records_id(), "workdir": str(wd)}
+    assert json.loads((wd / "results" / MARKER).read_text()) == {
+        "id": records_id(),
+        "workdir": str(wd),
+        "path": "results",
+    }
     other = wd.parent / "other" / ".snakemake"
     other.mkdir(parents=True)
     with pytest.raises(ForeignResultsError, match="another working directory"):
         claim_results("results", other)
     assert sorted(p.name for p in (wd / "results").iterdir()) == [MARKER]
+
+
+def test_another_spelling_of_the_folder_is_refused(wd):
+    """Snakemake keys its records by the path as written: under ``./results``, ``results/`` or the absolute path it
+    has none for the files ``results`` made, and would take them all as up to date (checked with Snakemake 9.27)."""
+    claim_results("results")
+    check_results("results")
+    for other in ("./results", "results/", str(wd / "results")):  # results/ -> results//x: another path too
+        with pytest.raises(ForeignResultsError, match="records know as 'results'.*Write `results: results`"):
+            check_results(other)
+
+
+def test_a_linked_records_folder_names_its_working_directory(tmp_path):
+    """``.snakemake`` linked into scratch space (common on clusters): the working directory named is the link's."""
+    scratch = tmp_path / "scratch"
+    for name in ("a", "b"):
+        (scratch / name).mkdir(parents=True)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / ".snakemake").symlink_to(scratch / name)
+    claim_results(tmp_path / "shared", tmp_path / "a" / ".snakemake")
+    with pytest.raises(ForeignResultsError, match=f"another working directory, {tmp_path / 'a'}"):
+        check_results(tmp_path / "shared", tmp_path / "b" / ".snakemake")
+
+
+def test_an_unreadable_marker_asks_for_access(wd, monkeypatch):
+    """A marker another user's umask left unreadable (root reads anything, so the error is simulated)."""
+    claim_results("results")
+    real = Path.read_text
+
+    def denied(self, *args, **kwargs):
+        if self.name == MARKER:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(ForeignResultsError, match="Permission denied.*ask its owner for read access"):
+        check_results("results")
+
+
+def test_the_records_id_is_created_once_whoever_asks_at_the_same_time(tmp_path):
+    records = tmp_path / ".snakemake"
+    records.mkdir()
+    ids, barrier = [], threading.Barrier(8)
+
+    def ask():
+        barrier.wait()
+        ids.append(records_id(records, create=True))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 1 and ids[0] == records_id(records)

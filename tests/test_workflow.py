@@ -359,9 +359,9 @@ def test_results_under_deleted_or_another_checkouts_records_stop_before_any_job(
     results folder another checkout made, a changed setting would rerun nothing. The smoke run claimed its folder
     (the Snakefile's onstart, papa.records); a start without its records stops, naming what to do, and removing
     the marker takes the files as they are."""
-    done = smoke_once[0]
+    done = smoke_once[0].resolve()
     marker = json.loads((done / "results-smoke" / records.MARKER).read_text())
-    assert marker == {"id": records.records_id(done / ".snakemake"), "workdir": str(done)}
+    assert marker == {"id": records.records_id(done / ".snakemake"), "workdir": str(done), "path": "results-smoke"}
     repo = tmp_path / "repo"  # the finished run copied without its records (as `rm -rf .snakemake` leaves it)
     shutil.copytree(done, repo, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
     lr = write_config(repo, "lr.yaml", lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=5e-4))
