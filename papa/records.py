@@ -24,6 +24,7 @@ copied with its ``.snakemake/`` (the copy shares the id).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -62,8 +63,8 @@ def _read_json(path: Path) -> dict | None:
     return value
 
 
-def _create_exclusive(path: Path, value: dict) -> bool:
-    """Write ``value`` as JSON to ``path`` complete or not at all, unless ``path`` exists (False then): written to
+def _create_exclusive(path: Path, value: dict) -> None:
+    """Write ``value`` as JSON to ``path`` complete or not at all, unless ``path`` exists (then nothing): written to
     a temporary file and linked into place, which fails where another process got there first. On a file system
     without hard links, created exclusively and written in place (a write cut short reads as unreadable, and the
     error says to remove it)."""
@@ -77,15 +78,13 @@ def _create_exclusive(path: Path, value: dict) -> bool:
         try:
             os.link(tmp, path)
         except FileExistsError:
-            return False
+            pass
         except OSError:  # no hard links here (some FUSE and object-store mounts)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "w") as f:
+            with (
+                contextlib.suppress(FileExistsError),
+                os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w") as f,
+            ):
                 f.write(text)
-        return True
     finally:
         os.unlink(tmp)
 
@@ -112,16 +111,16 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     records know under another spelling of its path (Snakemake keys them by the path as written: ``results`` and
     ``./results`` are two folders to it). Nothing to check where the folder has no marker (new, or written before
     the marker existed)."""
-    results_as_given, results = results, Path(results)
+    given, results = os.fspath(results), Path(results)
     marker = _read_json(results / MARKER)
     if marker is None:
         return
     ours = records_id(records)
     if marker["id"] == ours:
-        known = marker.get("path", os.fspath(results_as_given))  # a marker without "path": any spelling
-        if known != os.fspath(results_as_given):
+        known = marker.get("path", given)  # a marker written without "path": any spelling
+        if known != given:
             raise ForeignResultsError(
-                f"results folder {os.fspath(results_as_given)!r} is the folder this working directory's Snakemake "
+                f"results folder {given!r} is the folder this working directory's Snakemake "
                 f"records know as {known!r}. Snakemake keys its records by the path as written, so under this "
                 f"spelling it has none and would take every file as up to date, whatever changed. Write `results: "
                 f"{known}` in the config, or remove the marker to take the files as they are: rm {results / MARKER}"
@@ -136,7 +135,7 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     else:
         why = f"this working directory's Snakemake records, since made anew (id {marker['id']}, now {ours})"
     raise ForeignResultsError(
-        f"results folder {os.fspath(results_as_given)!r} was made under {why}. Snakemake reruns a job whose "
+        f"results folder {given!r} was made under {why}. Snakemake reruns a job whose "
         f"settings or papa code changed as its records tell; an output it has no record of it takes as up to date, "
         f"even one written with other settings or code. Either point this working directory at a results folder of "
         f"its own (the config's `results:` key), or take the files as they are (each keeps its settings and code "
