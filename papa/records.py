@@ -43,13 +43,14 @@ class ForeignResultsError(RuntimeError):
     """A results folder made under other Snakemake records than this working directory's."""
 
 
-def _read_json(path: Path) -> dict | None:
-    """The JSON object in ``path`` (None where there is no such file), or a `ForeignResultsError` saying what to do."""
-    if path.name == RECORDS_ID:
-        remedy = (f"remove it; the results folders its id marked then stop the next start, until their "
-                  f"{MARKER} goes too")  # fmt: skip
-    else:
-        remedy = "unless another Snakemake is just starting on this folder, remove it (the next run writes it anew)"
+#: What to do about an unreadable id file and an unreadable marker (`_read_json`'s ``remedy``).
+_ID_REMEDY = f"remove it; the results folders its id marked then stop the next start, until their {MARKER} goes too"
+_MARKER_REMEDY = "unless another Snakemake is just starting on this folder, remove it (the next run writes it anew)"
+
+
+def _read_json(path: Path, remedy: str) -> dict | None:
+    """The JSON object in ``path`` (None where there is no such file), or a `ForeignResultsError` saying what to do
+    (``remedy``, unless it is a matter of read access)."""
     try:
         value = json.loads(path.read_text())
     except FileNotFoundError:
@@ -80,11 +81,10 @@ def _create_exclusive(path: Path, value: dict) -> None:
         except FileExistsError:
             pass
         except OSError:  # no hard links here (some FUSE and object-store mounts)
-            with (
-                contextlib.suppress(FileExistsError),
-                os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w") as f,
-            ):
-                f.write(text)
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
     finally:
         os.unlink(tmp)
 
@@ -93,10 +93,10 @@ def records_id(records: str | Path = ".snakemake", *, create: bool = False) -> s
     """The id of the Snakemake records in ``records`` (a working directory's ``.snakemake/``): None where it has
     none yet, unless ``create`` (a new random id is then written, once, whoever asks at the same time)."""
     path = Path(records) / RECORDS_ID
-    found = _read_json(path)
+    found = _read_json(path, _ID_REMEDY)
     if found is None and create:
         _create_exclusive(path, {"id": uuid.uuid4().hex})
-        found = _read_json(path)
+        found = _read_json(path, _ID_REMEDY)
     return found["id"] if found else None
 
 
@@ -112,7 +112,7 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     ``./results`` are two folders to it). Nothing to check where the folder has no marker (new, or written before
     the marker existed)."""
     given, results = os.fspath(results), Path(results)
-    marker = _read_json(results / MARKER)
+    marker = _read_json(results / MARKER, _MARKER_REMEDY)
     if marker is None:
         return
     ours = records_id(records)
