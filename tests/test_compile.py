@@ -30,6 +30,13 @@ def _data(n: int, seed: int, length: int = 12) -> Encoded:
     return Encoded(ids * mask, mask, None, labels, "papa", length)
 
 
+def _compile_through(monkeypatch, backend: str) -> None:
+    """``torch.compile`` as `papa.models.compiled` calls it, with dynamo's ``backend`` instead of Inductor (its
+    ``mode`` is Inductor's, so dropped)."""
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: compile_(model, backend=backend))
+
+
 CFG = TrainConfig(lr=1e-2, batch_size=8, epochs=2, eval_batch_size=16)
 
 
@@ -91,8 +98,7 @@ def test_compiled_lambdas_and_trained_constants_match_eager(family, backend, mon
     evaluation in between (train/eval switches); the model is left as it was. ``aot_eager``: `compiled` as
     the jobs call it, its graphs through dynamo and AOTAutograd without Inductor's code generation."""
     if backend != "inductor":
-        compile_ = torch.compile
-        monkeypatch.setattr(torch, "compile", lambda model, mode=None: compile_(model, backend=backend))
+        _compile_through(monkeypatch, backend)
     model = tiny_model(family)
     train, val = _data(16, 0), _data(16, 1)  # whole batches: each shape is a compilation (seconds)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -143,8 +149,7 @@ def test_a_patch_after_a_compiled_call_reaches_the_compiled_model(family, monkey
     check for by default once the model has run compiled: the compiled model kept computing the unpatched
     outputs. `compiled` turns the check on (its graphs here through dynamo's ``eager`` backend: the same
     guards as Inductor's, without the C++ compilation)."""
-    eager_compile = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda model, mode=None: eager_compile(model, backend="eager"))
+    _compile_through(monkeypatch, "eager")
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # leaves Inductor's config alone: no Inductor here
     model = tiny_model(family)
     batch = _data(4, 0).model_inputs()
