@@ -187,6 +187,9 @@ def test_t_critical_matches_known_values():
     for df, t in [(1, 12.706205), (2, 4.302653), (5, 2.570582), (30, 2.042272), (120, 1.979930)]:
         assert tables.t_critical(df) == pytest.approx(t, abs=1e-6)
     assert math.isnan(tables.t_critical(0)) and math.isnan(tables.t_critical(float("nan")))
+    from scipy.stats import t as student_t  # what the tables computed before stdtrit: the same numbers, bit for bit
+
+    assert all(tables.t_critical(df) == float(student_t.ppf(0.975, df)) for df in range(1, 2001))
 
 
 def test_summary_single_seed_has_nan_spread():
