@@ -628,6 +628,11 @@ def test_error_empty_split(tmp_path):
     with pytest.raises(D.TaskSpecError, match="empty"):
         D.load_task({"name": "n", "source": "local", "kind": "token", "format": "conll", "train": str(c),
                      "validation": str(c)}, tmp_path)  # fmt: skip
+    pq = tmp_path / "empty.parquet"  # a valid Parquet file of no rows: said so, not the reader's "BatchSize > 0"
+    pd.DataFrame({"sentence": pd.Series([], dtype=str), "label": pd.Series([], dtype=str)}).to_parquet(pq)
+    with pytest.raises(D.TaskSpecError, match=r"the validation file .*empty\.parquet is empty: it has no rows"):
+        D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(full),
+                     "validation": str(pq), "text_column": "sentence"}, tmp_path)  # fmt: skip
 
 
 def test_error_bad_options(tmp_path):
@@ -1017,14 +1022,57 @@ def test_unreadable_local_files_say_what_the_reader_found(tmp_path):
     """A ragged CSV row or a wrong ``format``: the reader's own error (not datasets' "An error occurred while
     generating the dataset"), and where the format came from."""
     ragged = _csv(tmp_path, "ragged.csv", "a b,pos\nc d,neg,extra\ne f,pos\n")
-    with pytest.raises(D.TaskSpecError, match=r"train file .*ragged\.csv as csv \(format 'csv' is read from the "
-                       r"name 'ragged\.csv'\): ParserError: .*Expected 2 fields in line 3, saw 3") as e:  # fmt: skip
+    with pytest.raises(D.TaskSpecError, match=r"train file .*ragged\.csv, line 3 has 3 fields, where the header "
+                       r"\(line 1\) names 2: pandas would read the first field as a row label"):  # fmt: skip
         D.load_task(_seq_spec(ragged), tmp_path)
-    assert "or header to match it" in str(e.value) and "separator" not in str(e.value)  # separator: CoNLL files only
     good = _csv(tmp_path, "good.csv", "a b,pos\nc d,neg\n")
     with pytest.raises(D.TaskSpecError, match=r"good\.csv as json \(format 'json' is the spec's format\): "
                        r"ArrowInvalid: JSON parse error.*set format"):  # fmt: skip
         D.load_task(_seq_spec(good, format="jsonl"), tmp_path)
+
+
+def test_a_csv_line_with_more_or_fewer_fields_than_columns_fails_naming_it(tmp_path):
+    """pandas reads a first field more than the names as the row index: one extra field on every line (a source
+    column, a trailing separator) would shift every column by one, the labels read from the wrong one, silently.
+    Every line must have one field per column, the header's or column_names'; quoted commas, a tab in a quoted CSV
+    text and blank lines are fine."""
+
+    def fails(name, text, match, **kw):
+        p = tmp_path / name
+        p.write_text(text)
+        with pytest.raises(D.TaskSpecError, match=match):
+            D.load_task(_seq_spec(p, **kw), tmp_path)
+
+    rows = "".join(f"film {i} fun\t{'pos' if i % 2 else 'neg'}\t{'rt' if i % 3 else 'imdb'}\n" for i in range(8))
+    names = {"header": False, "column_names": ["sentence", "label"]}
+    fails(
+        "src.tsv",
+        rows,
+        r"src\.tsv, line 1 has 3 fields, where column_names names 2 \(sentence, label\): pandas "
+        r"would read the first field as a row label and shift every column by one.*cannot be quoted in TSV",
+        **names,
+    )
+    fails("named.tsv", "sentence\tlabel\n" + rows, r"named\.tsv, line 2 has 3 fields, where the header \(line 1\) "
+          r"names 2")  # fmt: skip
+    fails(
+        "renamed.tsv",
+        "s\tl\n" + rows,
+        r"its header \(line 1\) has 2 fields, and column_names names 3 "
+        r"\(sentence, label, x\): name every column",
+        header=True,
+        column_names=["sentence", "label", "x"],
+    )
+    trailing = "sentence,label\n" + "".join(f"text {i},{'pos' if i % 2 else 'neg'},\n" for i in range(8))
+    fails("trailing.csv", trailing, r"trailing\.csv, line 2 has 3 fields.*no trailing separator")
+    fails("short.csv", "sentence,label\na b,pos\nc d\n", r"short\.csv, line 3 has 1 fields, where the header "
+          r"\(line 1\) names 2: pandas would leave the last columns empty")  # fmt: skip
+    fails("first.csv", "a b,pos\nc d,neg,x\n", r"first\.csv, line 2 has 3 fields, where line 1, the first, has 2",
+          header=False)  # fmt: skip
+    ok = tmp_path / "ok.csv"
+    ok.write_text('sentence,label\n"a, b",pos\n\n"c\td ""e""",neg\n"f\ng",pos\nh,neg\n')
+    task = D.load_task(_seq_spec(ok, validation=ok), tmp_path)
+    assert task.splits["train"]["text"].tolist() == ["a, b", 'c\td "e"', "f\ng", "h"]
+    assert task.splits["train"]["label"].tolist() == [1, 0, 1, 0]
 
 
 def test_one_class_in_train_fails(tmp_path):
@@ -1061,6 +1109,22 @@ def test_cells_of_the_wrong_shape_fail_naming_the_row(tmp_path):
     with pytest.raises(D.TaskSpecError, match=r"sentence 3 \(row 3 \(line 3\)\) of the train file .* has 2 tokens but "
                        r"1 tags"):  # fmt: skip
         token_task([ok, ok, {"tokens": ["a", "b"], "tags": ["O"]}])
+    # a null word would be tagged as the word "None", an empty or blank one has no sub-word, and its tag would go
+    for word, what in ((None, "null"), ("", "empty"), ("  ", "empty")):
+        with pytest.raises(D.TaskSpecError, match=rf"sentence 2 \(row 2 \(line 2\)\) of the train file .*: word 2 "
+                           rf"\('tokens', tokens_column\) is {what}, and its tag 'B' would be lost"):  # fmt: skip
+            token_task([ok, {"tokens": ["a", word], "tags": ["O", "B"]}, ok])
+    # a tag's error names its sentence and word, not its place among all the file's tags
+    with pytest.raises(D.TaskSpecError, match=r"the tags of the train file .*, sentence 3 \(row 3 \(line 3\)\), "
+                       r"word 2 has no label"):  # fmt: skip
+        token_task([ok, ok, {"tokens": ["a", "b"], "tags": ["O", None]}])
+    with pytest.raises(D.TaskSpecError, match=r"sentence 3 \(row 3 \(line 3\)\), word 1 has the label -1 beside "
+                       r"label 0"):  # fmt: skip
+        token_task([{"tokens": ["a", "b"], "tags": [0, 1]}] * 2 + [{"tokens": ["a", "b"], "tags": [-1, 1]}])
+    with pytest.raises(D.TaskSpecError, match=r"label 'C' at the tags of the train file .*, sentence 2 \(row 2 "
+                       r"\(line 2\)\), word 2 is not in labels"):  # fmt: skip
+        p.write_text("".join(json.dumps(r) + "\n" for r in [ok, {"tokens": ["a", "b"], "tags": ["O", "C"]}]))
+        D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(p), "labels": ["O", "B"]}, tmp_path)
     q = tmp_path / "seq.jsonl"
     q.write_text("".join(json.dumps({"sentence": t, "label": y}) + "\n" for t, y in
                          [("a b", "pos"), (["c", "d"], "neg"), ("e", "neg")]))  # fmt: skip

@@ -153,6 +153,54 @@ def _text_lines(path: Path) -> list[int] | None:
     return lines
 
 
+def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: list[str] | None) -> None:
+    """Every record of a CSV/TSV file has one field per column: the header's, or ``column_names``.
+
+    pandas takes a first field more than the names as the row index: with one extra field on every line (a
+    trailing separator, a source column, an unquoted comma), each column would silently shift by one. A
+    compressed file is left to the reader (its bytes are not text)."""
+    if set(s.lower() for s in path.suffixes) & _COMPRESSED:
+        return
+    dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a long text is one field, as pandas reads it
+    expected = len(names) if names else None
+    what = f"column_names names {expected} ({', '.join(map(str, names))})" if names else ""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader, start = csv.reader(f, **dialect), 1
+        for record in reader:
+            line, start = start, reader.line_num + 1
+            if not record or (len(record) == 1 and not record[0].strip()):  # a blank line: the reader skips it
+                continue
+            if header:  # the header row: it names the columns, or column_names renames it
+                header = False
+                if expected is not None and len(record) != expected:
+                    raise TaskSpecError(f"the {split} file {path}: its header (line {line}) has {len(record)} "
+                                        f"fields, and {what}: name every column, in order")  # fmt: skip
+                expected, what = len(record), what or f"the header (line {line}) names {len(record)}"
+                continue
+            if expected is None:  # no header, no names: the first line sets the count
+                expected, what = len(record), f"line {line}, the first, has {len(record)}"
+                continue
+            if len(record) != expected:
+                effect = ("read the first field as a row label and shift every column by one"
+                          if len(record) > expected else "leave the last columns empty")  # fmt: skip
+                fix = ("a tab inside a text cannot be quoted in TSV (quotes are text): remove it, or write the file "
+                       "as CSV" if fmt == "tsv" else "quote a text with a comma in it")  # fmt: skip
+                raise TaskSpecError(f"the {split} file {path}, line {line} has {len(record)} fields, where {what}: "
+                                    f"pandas would {effect}. Give every line one field per column ({fix}; no "
+                                    f"trailing separator), or name every column in column_names")  # fmt: skip
+
+
+def _parquet_rows(path: Path) -> int | None:
+    """The rows a Parquet file's footer counts; None where it cannot be read (the reader then says why)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Path) -> dict[str, list]:
     """Columns of one local file as python lists (no label mapping yet)."""
     fmt = _file_format(spec, path)
@@ -190,7 +238,11 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
                 kw["header"] = 0  # the header row renamed, not read as data (pandas' default with names)
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
+    if fmt == "parquet" and _parquet_rows(path) == 0:  # datasets would fail on it with "BatchSize must be > 0"
+        raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
     lines = _text_lines(path) if fmt != "parquet" else None  # also where each row sits (blank lines are skipped)
+    if fmt in ("csv", "tsv"):
+        _check_field_counts(path, split, fmt, kw.get("header", 0) is not None, spec.get("column_names"))
     # One datasets cache per file content, so an edited file is never served from a stale cache.
     hf_cache = cache_dir / "hf_datasets" / sha256_file(path)[:16]
     try:
@@ -561,28 +613,32 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             if not any(len(words) for words in rec[tok_col]):  # nothing to tag: its labels would be none
                 raise TaskSpecError(f"the {where} holds {len(rec[tok_col])} sentence(s) and no token in column "
                                     f"{tok_col!r} (tokens_column): check the file and the column")  # fmt: skip
+        # where each tag sits: its sentence (the file's row or line) and word
+        at = {split: [f"sentence {k + 1} ({rows[split][k]}), word {j + 1}" for k, s in enumerate(rec[tag_col])
+                      for j in range(len(s))] for split, rec in raw.items()}  # fmt: skip
         if labels is None:  # the train file's own tag names, else from its tags: a tag must be trainable
             labels = names["train"].get(tag_col) or _infer_label_names(
                 [t for s in raw["train"][tag_col] for t in s],
                 f"the tags of the train file {prov_files['train']['path']}",
+                at["train"],
             )
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
-            toks, tags = [], []
+            toks, tags, n = [], [], 0
             for k, (tk, tg) in enumerate(zip(rec[tok_col], rec[tag_col])):
                 if len(tk) != len(tg):
                     raise TaskSpecError(f"sentence {k + 1} ({rows[split][k]}) of the {where} has {len(tk)} tokens "
                                         f"but {len(tg)} tags: give each token one tag")  # fmt: skip
+                for j, t in enumerate(tk):  # "None" would be tagged as a word; an empty word has no sub-word to tag
+                    if _is_missing(t):
+                        raise TaskSpecError(f"sentence {k + 1} ({rows[split][k]}) of the {where}: word {j + 1} "
+                                            f"({tok_col!r}, tokens_column) is {'null' if t is None else 'empty'}, "
+                                            f"and its tag {tg[j]!r} would be lost or given to it: fill the word in, "
+                                            f"or remove it with its tag")  # fmt: skip
                 toks.append([str(t) for t in tk])
-                tags.append(
-                    _map_labels(
-                        list(tg),
-                        labels,
-                        f"the tags of the {where}",
-                        [f"sentence {k + 1} ({rows[split][k]})"] * len(tg),
-                        listed,
-                    )
-                )
+                tags.append(_map_labels(list(tg), labels, f"the tags of the {where}", at[split][n : n + len(tg)],
+                                        listed))  # fmt: skip
+                n += len(tg)
             ids = [f"{name}-{split}-{i}" for i in range(len(toks))]
             splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
