@@ -64,5 +64,14 @@ rehearse: install
 bench: install
 	$(BIN)/python benchmarks/run.py
 
+# A results folder is removed only where it is papa's: it holds the records' marker, logs/ or benchmarks/ (what
+# every run that ran a job leaves), or nothing; never the working directory or a folder above it (papa.checks
+# refuses such a results: in the workflow too).
 clean:
-	rm -rf -- $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c))) .snakemake
+	@refused=; for d in $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c))); do \
+	  [ -e "$$d" ] || continue; \
+	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
+	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \
+	    echo "rm -rf -- $$d"; rm -rf -- "$$d"; \
+	  else echo "make clean: $$d holds no papa results (no .papa-records.json, logs/ or benchmarks/): not removed"; refused=1; fi; \
+	done; rm -rf -- .snakemake; [ -z "$$refused" ]

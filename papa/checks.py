@@ -309,6 +309,13 @@ def _schema_error_line(error) -> str:
             fixed = f"{sign}{whole}.{fraction or 0}e{exp_sign or '+'}{exp}"
             return (f"{key} is the text {value!r}, not a number: YAML reads exponent notation as a number only "
                     f"with a dot and a signed exponent; write {fixed}")  # fmt: skip
+    if kind == "type" and "string" in expected and isinstance(value, (bool, int, float)):
+        # YAML 1.1 reads unquoted no/yes/on/off/true/false as booleans, 0 or 1e3 as numbers: labels, column names
+        if isinstance(value, bool):
+            why = "YAML reads an unquoted no, yes, off, on, false or true as a boolean; quote it as written, e.g. 'no'"
+        else:
+            why = f"YAML reads it unquoted as a number; quote it, {str(value)!r}"
+        return f"{key} is {value!r}, not text: {why}"
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         return f"{key} lacks the key {missing!r}, which has no default: add it"
@@ -644,6 +651,41 @@ def _results_folder(config: dict) -> list[str]:
     if Path(r).exists() and not Path(r).is_dir():
         errors.append(f"results = {r!r} is a file (from {Path.cwd()}), not a folder: name the folder the workflow "
                       f"writes to")  # fmt: skip
+    elif file := next((p for p in Path(r).parents if p.exists() and not p.is_dir()), None):
+        errors.append(f"results = {r!r} is under {str(file)!r}, a file (from {Path.cwd()}), not a folder: name a "
+                      f"folder the workflow can write to")  # fmt: skip
+    return errors + _results_holds_others(config, r) if not errors else errors
+
+
+def _results_holds_others(config: dict, r: str) -> list[str]:
+    """The ``results:`` folder is the workflow's own: ``make clean`` removes it with everything in it. It must not
+    be (or hold) the working directory or a local input (a dataset's file, a model folder), and an existing folder
+    must be empty or hold papa's results (its records' marker, or the logs and benchmarks every job writes)."""
+    here, folder = Path.cwd().resolve(), Path(r).resolve()
+    advice = "give the outputs a folder of their own (the default is results)"
+    if folder == here or folder in here.parents:
+        what = "the working directory" if folder == here else f"{str(folder)!r}, which holds the working directory"
+        return [f"results = {r!r} is {what} ({here}): the outputs would mix with the files there, and make "
+                f"clean, which removes the results folder, would remove them; {advice}"]  # fmt: skip
+    inputs = [(f"datasets.{d}.{key}", dc[key]) for d, dc in (config.get("datasets") or {}).items()
+              if isinstance(dc, dict) and dc.get("source") == "local" for key in LOCAL_FILE_KEYS
+              if isinstance(dc.get(key), str) and dc[key]]  # fmt: skip
+    inputs += [(f"models.{m}", v) for m, v in (config.get("models") or {}).items()
+               if isinstance(v, str) and Path(v).expanduser().exists()]  # fmt: skip
+    errors = []
+    for key, path in inputs:
+        if folder == (p := Path(path).expanduser().resolve()) or folder in p.parents:
+            errors.append(f"results = {r!r} holds {key} ({path!r}): make clean, which removes the results folder, "
+                          f"would remove it; keep the inputs elsewhere, or {advice}")  # fmt: skip
+    if not errors and folder.is_dir():
+        from .records import MARKER
+
+        entries = sorted(e.name for e in folder.iterdir() if not e.name.startswith(".") or e.name == MARKER)
+        if entries and not {MARKER, "logs", "benchmarks"} & set(entries):
+            shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+            errors.append(f"results = {r!r} is a folder holding other files ({shown}) and no papa results (no "
+                          f"{MARKER}, logs/ or benchmarks/): make clean, which removes the results folder, would "
+                          f"remove them; {advice}, or a new or empty one")  # fmt: skip
     return errors
 
 
@@ -718,7 +760,10 @@ def _source_keys(datasets: dict) -> list[str]:
                               f"dataset's name implies it)")  # fmt: skip
             for key in PREPARED_SPLITS:  # else Snakemake's MissingInputException names the path, not the key
                 path = dc.get(key)
-                if isinstance(path, str) and path and not Path(path).expanduser().is_file():
+                if isinstance(path, str) and ("{" in path or "}" in path):  # the file is an input of prepare_data
+                    errors.append(f"datasets.{d}.{key} = {path!r} contains '{{' or '}}', which Snakemake reads as "
+                                  f"wildcards in an input path: rename the file (or its folder)")  # fmt: skip
+                elif isinstance(path, str) and path and not Path(path).expanduser().is_file():
                     what = "a folder" if Path(path).expanduser().is_dir() else "not there"
                     errors.append(f"datasets.{d}.{key} = {path!r} is {what} (from {Path.cwd()}): give one file's "
                                   f"path, relative to where Snakemake runs or absolute")  # fmt: skip

@@ -494,6 +494,63 @@ def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(
     check_config(cfg)
 
 
+def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
+    """make clean removes the results folder with everything in it: results may not be (or hold) the working
+    directory or a local input, nor an existing folder of other files; a folder under a file is named as such.
+    A local file's path with braces (wildcards to Snakemake) names its key; YAML's booleans and numbers given
+    where text is wanted say to quote them."""
+    from papa.checks import ConfigError, check_config, validate_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mydata").mkdir()
+    (tmp_path / "mydata" / "train.csv").write_text("sentence,label\na,pos\nb,neg\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    (tmp_path / "afile.txt").write_text("x")
+
+    def local(c, train="mydata/train.csv"):
+        c["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": train, "text_column": "sentence"}
+
+    for results, says in (
+        (".", "results = '.' is the working directory"),
+        ("..", "which holds the working directory"),
+        (str(tmp_path), "is the working directory"),
+        ("mydata", "results = 'mydata' holds datasets.mine.train ('mydata/train.csv'): make clean"),
+        ("notes", "results = 'notes' is a folder holding other files (todo.txt) and no papa results"),
+        ("afile.txt/sub", "results = 'afile.txt/sub' is under 'afile.txt', a file"),
+    ):
+        msg = _problems(lambda c, r=results: (local(c), c.update(results=r)))
+        assert says in msg, (results, msg)
+
+    # YAML's unquoted booleans and numbers where text is wanted: said so, with the fix
+    def schema_problems(**edits):
+        cfg = _config()
+        local(cfg)
+        cfg["datasets"]["mine"].update(edits)
+        with pytest.raises(ConfigError) as e:
+            validate_config(cfg, warn=lambda msg: None)
+        return str(e.value)
+
+    msg = schema_problems(labels=[False, True], label_column=True)
+    assert ("config key 'datasets.mine.labels[0]' is False, not text: YAML reads an unquoted no, yes, off, on, "
+            "false or true as a boolean; quote it as written, e.g. 'no'") in msg  # fmt: skip
+    assert "config key 'datasets.mine.label_column' is True, not text" in msg
+    msg = schema_problems(labels=[0, 1])
+    assert (
+        "config key 'datasets.mine.labels[0]' is 0, not text: YAML reads it unquoted as a number; quote it, '0'" in msg
+    )
+    msg = _problems(lambda c: local(c, "mydata/tr{a}.csv"))
+    assert "datasets.mine.train = 'mydata/tr{a}.csv' contains '{' or '}'" in msg
+    # a new folder, an empty one, and one that holds papa's results (its logs) are fine
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "done" / "logs").mkdir(parents=True)
+    (tmp_path / "done" / "summary.txt").write_text("x")
+    for results in ("new", "empty", "done", "out/deeper"):
+        cfg = _config(results=results)
+        local(cfg)
+        check_config(cfg)
+
+
 def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
     """Local folders must exist and hold a model PAPA can patch; max_length (the tasks' and the MLM analysis') fits
     every model that runs it, built models included; a built model's config keys are its family's; pair tasks

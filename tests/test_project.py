@@ -59,21 +59,49 @@ def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehea
     assert all(any(f"make {t}" in m for t in ("check", "test", "rehearse")) for m in markers.values())
 
 
+def _make_clean(cwd, configs):
+    """`make clean` run for real in ``cwd`` (its folders are relative to it) on ``configs``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    cmd = ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "clean", f"CLEAN_CONFIGS={' '.join(configs)}"]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+
+
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
     configs = ("config/config.yaml", "config/smoke.yaml", "config/rehearsal.yaml")
     results = [yaml.safe_load((ROOT / c).read_text()).get("results", "results") for c in configs]
     assert {"results-smoke", "results-rehearsal"} <= set(results)  # the tests' runs, README's folders
-    assert _make_n("clean") == [f"rm -rf -- {' '.join(repr(r) for r in results)} .snakemake"]
+    assert f"for d in {' '.join(repr(r) for r in results)}; do" in "\n".join(_make_n("clean"))
     moved, default = tmp_path / "moved.yaml", tmp_path / "default.yaml"
     moved.write_text("seed: 0\nresults: 'elsewhere/out'  # a comment\nmodels: {results: no}\n")
     default.write_text("seed: 0\n")  # no results key: the schema's default folder
     report = _make_n("report", f"CONFIG={moved}")
     assert report == [f".venv/bin/snakemake --configfile {moved} --report 'elsewhere/out'/report.html"]
-    assert _make_n("clean", f"CLEAN_CONFIGS={default} {moved}") == ["rm -rf -- 'results' 'elsewhere/out' .snakemake"]
-    # quoted for the shell: '~' is not expanded (Snakemake writes a folder named '~' there, papa.checks refuses it)
+    # removed for real (in a folder of its own): papa's results folders, each as its config spells it, and the
+    # Snakemake records; '~' is not expanded (Snakemake writes a folder named '~' there, papa.checks refuses it)
     home = tmp_path / "home.yaml"
     home.write_text("results: ~/papa-results\n")
-    assert _make_n("clean", f"CLEAN_CONFIGS={home}") == ["rm -rf -- '~/papa-results' .snakemake"]
+    work = tmp_path / "work"
+    for folder in ("results/logs", "elsewhere/out", "~/papa-results/benchmarks", ".snakemake/metadata"):
+        (work / folder).mkdir(parents=True)
+    (work / "elsewhere" / "out" / ".papa-records.json").write_text("{}")
+    (work / "elsewhere" / "keep.txt").write_text("x")
+    p = _make_clean(work, [str(default), str(moved), str(home)])
+    assert p.returncode == 0, p
+    assert sorted(e.name for e in work.iterdir()) == ["elsewhere", "~"] and os.listdir(work / "~") == []
+    assert os.listdir(work / "elsewhere") == ["keep.txt"]
+    # a folder that holds no papa results (a results: set to the data's folder), or that is or holds the working
+    # directory, is not removed: make clean says so and fails
+    data, here = tmp_path / "data.yaml", tmp_path / "here.yaml"
+    data.write_text("results: mydata\n")
+    here.write_text(f"results: {tmp_path}\n")
+    (work / "mydata").mkdir()
+    (work / "mydata" / "train.csv").write_text("a,pos\n")
+    p = _make_clean(work, [str(data), str(here)])
+    assert p.returncode != 0 and (work / "mydata" / "train.csv").exists() and (tmp_path / "here.yaml").exists()
+    assert "make clean: mydata holds no papa results (no .papa-records.json, logs/ or benchmarks/): not removed" in (
+        p.stdout
+    ), p
+    assert f"make clean: {tmp_path} is or holds the working directory: not removed" in p.stdout, p
     # a folder with whitespace: make would split it into two paths and remove another folder; it refuses
     spaced = tmp_path / "spaced.yaml"
     spaced.write_text('results: "runs/papa results"  # papa.checks refuses it too\n')
