@@ -88,6 +88,34 @@ def _flat_tokens(y_true, y_pred):
     return y_true[keep], y_pred[keep]
 
 
+def _tag_rows(metric: str, y_true, y_pred, n_tags: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gold and predicted tags of a sequence metric (``entity_f1``, ``pos_seqeval_f1``) as [n, N] integer
+    arrays of one shape, a sentence a row: 1-D arrays would score each token as a sentence of its own (an entity
+    split across tokens counted as found), and an id past the tag names has no tag string."""
+    try:
+        t, p = np.asarray(y_true), np.asarray(y_pred)
+    except ValueError:  # ragged lists of sentences
+        t = p = np.empty(0, dtype=object)
+    if t.ndim != 2 or t.shape != p.shape or not all(np.issubdtype(a.dtype, np.integer) for a in (t, p)):
+        raise ValueError(f"{metric} scores sentences: give y_true and y_pred as integer arrays of one shape [n, N], "
+                         f"a sentence a row (-100 = a position to ignore), got shapes {_shape(y_true)} and "
+                         f"{_shape(y_pred)}")  # fmt: skip
+    keep = t != -100
+    for name, a in (("y_true", t), ("y_pred", p)):
+        bad = a[keep & ((a < 0) | (a >= n_tags))]
+        if bad.size:
+            raise ValueError(f"{metric}: {name} holds tag id {int(bad[0])}, and label_names names {n_tags} tags "
+                             f"(ids 0..{n_tags - 1}; -100 = ignore)")  # fmt: skip
+    return t, p
+
+
+def _shape(a) -> str:
+    try:
+        return str(tuple(np.shape(a)))
+    except ValueError:
+        return "ragged"
+
+
 def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -> float:
     """One metric on integer labels. Token metrics take [n, N] arrays with -100 = ignore."""
     from sklearn import metrics as skm
@@ -110,8 +138,9 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
             raise ValueError(f"{metric} needs label_names (the tag strings)")
         if metric == "entity_f1" and not chunk_tagged(label_names):
             raise ValueError(entity_f1_problem(label_names))
+        y_true, y_pred = _tag_rows(metric, y_true, y_pred, len(label_names))
         true_seqs, pred_seqs = [], []
-        for t_row, p_row in zip(np.asarray(y_true), np.asarray(y_pred)):
+        for t_row, p_row in zip(y_true, y_pred):
             keep = t_row != -100
             true_seqs.append([label_names[i] for i in t_row[keep]])
             pred_seqs.append([label_names[i] for i in p_row[keep]])

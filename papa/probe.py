@@ -413,6 +413,8 @@ def extract_features(
     log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / MB, dtype, where)
     t0 = last = time.monotonic()
     pos = 0
+    was_training = model.training
+    model.eval()  # the frozen encoder's features, dropout off, as LiveFeatures runs it (a train-mode model drew noise)
     try:
         with torch.inference_mode():
             for start in range(0, n, batch_size):
@@ -433,6 +435,8 @@ def extract_features(
     except BaseException:
         cache.close()
         raise
+    finally:
+        model.train(was_training)
     log.info("encoded %d examples in %.1f s", n, time.monotonic() - t0)
     return cache
 
@@ -492,7 +496,11 @@ def prepare_features(
     ``reencode`` (`LiveFeatures`: the encoder runs every epoch, its hidden states rounded to
     ``dtype`` as a cache would hold them). ``backbone_dropout`` runs the encoder in train mode
     for training batches, which forces ``reencode``. A disk cache is removed on leaving,
-    however the block ends (SIGTERM included).
+    however the block ends (SIGTERM included), and the features cannot be used after it.
+
+    ``memory`` and ``disk`` encode with the model as it is on entering (in eval mode: dropout off, whatever
+    mode the model is in); ``reencode`` runs it as it is when each batch is read, so keep the model as it was
+    (a patch entered or removed inside the block changes what a re-encoded probe sees, not a cached one).
     """
     check_batch_size(batch_size)  # before the sizes, not when the first split is encoded
     if dtype not in ("float16", "float32"):
@@ -696,6 +704,9 @@ def check_features(features, train_enc: Encoded, val_enc: Encoded) -> None:
         if isinstance(feats, LiveFeatures):
             same = feats.enc is enc or (len(feats.enc) == len(enc) and feats.enc.max_length == enc.max_length)
         elif isinstance(feats, FeatureCache):
+            if feats.data is None:
+                raise ValueError(f"the {split} features were closed when their prepare_features block ended: train "
+                                 f"the probes inside the with block")  # fmt: skip
             labels = np.asarray(enc.labels) if enc.labels is not None else None
             same = len(feats) == len(enc) and feats.token_level == enc.token_level
             if same and labels is not None:

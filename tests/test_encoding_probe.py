@@ -234,6 +234,19 @@ def test_metrics_match_sklearn_and_seqeval():
     assert compute("entity_f1", gold, pred, names) == pytest.approx(expect)
     assert compute("entity_f1", gold, pred, names) == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
     assert compute("pos_f1", gold, pred) == pytest.approx(5 / 6)  # 5 of 6 scored tokens right
+    # sentence metrics take a sentence a row: 1-D arrays scored each token as a sentence (B-PER I-PER against
+    # B-PER B-PER gave 1.0, not 0.0), ragged lists failed in numpy, an id past the names raised a bare IndexError
+    assert compute("entity_f1", [[1, 2]], [[1, 1]], ["O", "B-PER", "I-PER"]) == 0.0
+    for t, p, needle in (
+        ([1, 2], [1, 1], r"got shapes \(2,\) and \(2,\)"),
+        ([[1, 2], [1]], [[1, 1], [1]], "got shapes ragged and ragged"),
+        ([[1, 2]], [[1, 2, 0]], r"got shapes \(1, 2\) and \(1, 3\)"),
+        ([[1.0, 2.0]], [[1.0, 1.0]], r"integer arrays of one shape \[n, N\]"),
+    ):
+        with pytest.raises(ValueError, match=rf"entity_f1 scores sentences: give y_true and y_pred .*{needle}"):
+            compute("entity_f1", t, p, ["O", "B-PER", "I-PER"])
+    with pytest.raises(ValueError, match=r"pos_seqeval_f1: y_pred holds tag id 3, and label_names names 3 tags"):
+        compute("pos_seqeval_f1", [[1, 2, IGNORE]], [[1, 3, 7]], ["DT", "NN", "VB"])
 
 
 def test_pos_seqeval_f1_is_seqeval_over_the_tag_strings():

@@ -518,6 +518,28 @@ def test_backbone_dropout_changes_features_run_to_run_only_when_on(minilm):
         assert feats.strategy == "reencode" and feats.train.train_mode and not feats.validation.train_mode
 
 
+def test_cached_features_are_the_frozen_encoders_whatever_mode_the_model_is_in(minilm):
+    """A model left in train mode (a notebook's model.train()) drew dropout noise into the cache, a new draw each
+    time: the cache is encoded in eval mode, as LiveFeatures runs it, and the model's mode is given back. Features
+    used after their with block fail saying so (they failed deep in training: 'NoneType' is not subscriptable)."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    eval_cache = extract_features(model, enc, dtype="float32")
+    model.train()
+    try:
+        train_cache = extract_features(model, enc, dtype="float32")
+        assert model.training
+    finally:
+        model.eval()
+    assert np.array_equal(eval_cache.data, train_cache.data)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    with prepare_features(model, enc, enc, "memory", "float32") as feats:
+        pass
+    with pytest.raises(ValueError, match=r"the train features were closed when their prepare_features block "
+                       r"ended: train the probes inside the with block"):  # fmt: skip
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, seeds=[0])
+
+
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
     frames = _run(
         job,
