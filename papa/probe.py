@@ -1058,6 +1058,11 @@ def run_probe(
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
     check_splits(train_enc, val_enc, kind, n_labels)
     check_model_inputs(model, train_enc, val_enc)
+    if trainable is not None and not callable(trainable):  # a patch made once would be shared by every seed
+        raise TypeError(f"trainable must be a callable that makes a new patch for each seed, e.g. lambda: "
+                        f"papa.patch(model, C, trainable_constants=True), got {type(trainable).__name__}"
+                        + (" (it has patched the model already: handle.remove() undoes it)"
+                           if hasattr(trainable, "remove") else ""))  # fmt: skip
     if batch_order not in BATCH_ORDERS:
         raise ValueError(f"Unknown batch_order {batch_order!r}; choose from {', '.join(BATCH_ORDERS)}")
     if compile != "eager" and features is not None:
@@ -1144,13 +1149,16 @@ def learn_lambdas(
     kernels round and, with ``backbone_dropout``, draw dropout differently).
     Returns ``(lambdas [layers, heads], per-epoch metric rows)``.
     """
-    from .patching import patch
+    from .constants import ConstantAttention
+    from .patching import check_length, patch
 
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
     check_splits(train_enc, val_enc, kind, n_labels)
     check_model_inputs(model, train_enc, val_enc)
+    if isinstance(constants, ConstantAttention):  # before the probe is built, not at the first training batch
+        check_length(constants.mean.shape[-1], train_enc.max_length)
     torch.manual_seed(cfg.seed)
     device = next(model.parameters()).device
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device)

@@ -540,6 +540,33 @@ def test_cached_features_are_the_frozen_encoders_whatever_mode_the_model_is_in(m
         run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, seeds=[0])
 
 
+def test_lambdas_on_constants_of_another_length_and_a_patch_for_trainable_fail_before_any_work(minilm, monkeypatch):
+    """Constants of another N than the inputs failed only at the first training batch (deep in the forward pass);
+    a patch handle given as trainable (a callable making one per seed) failed after the probes were built."""
+    from papa.patching import SequenceLengthMismatch
+
+    model, tok = minilm
+    enc = _toy(tok, 8)  # N = 16
+    C = papa.average_attention(model, papa.encode(tok, TEXTS, max_length=24).batches(8))
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+
+    def no_work(*a, **k):
+        raise AssertionError("a probe was built")
+
+    monkeypatch.setattr(probe_mod, "build_probe", no_work)
+    with pytest.raises(SequenceLengthMismatch, match=r"The constant matrices are 24x24 but the input has sequence "
+                       r"length 16"):  # fmt: skip
+        probe_mod.learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], cfg)
+    C16 = papa.average_attention(model, enc.batches(8))
+    handle = papa.patch(model, C16, trainable_constants=True)
+    try:
+        with pytest.raises(TypeError, match=r"trainable must be a callable that makes a new patch for each seed"
+                           r".*got PatchHandle \(it has patched the model already: handle.remove\(\)"):  # fmt: skip
+            run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, trainable=handle)
+    finally:
+        handle.remove()
+
+
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
     frames = _run(
         job,
