@@ -309,7 +309,8 @@ def _schema_error_line(error) -> str:
             fixed = f"{sign}{whole}.{fraction or 0}e{exp_sign or '+'}{exp}"
             return (f"{key} is the text {value!r}, not a number: YAML reads exponent notation as a number only "
                     f"with a dot and a signed exponent; write {fixed}")  # fmt: skip
-    if kind == "type" and "string" in expected and isinstance(value, (bool, int, float)):
+    text_only = "string" in expected and not {"number", "integer", "boolean"} & set(expected)
+    if kind == "type" and text_only and isinstance(value, (bool, int, float)):
         # YAML 1.1 reads unquoted no/yes/on/off/true/false as booleans, 0 or 1e3 as numbers: labels, column names
         if isinstance(value, bool):
             why = "YAML reads an unquoted no, yes, off, on, false or true as a boolean; quote it as written, e.g. 'no'"
