@@ -1025,6 +1025,16 @@ def test_unreadable_local_files_say_what_the_reader_found(tmp_path):
     with pytest.raises(D.TaskSpecError, match=r"train file .*ragged\.csv, line 3 has 3 fields, where the header "
                        r"\(line 1\) names 2: pandas would read the first field as a row label"):  # fmt: skip
         D.load_task(_seq_spec(ragged), tmp_path)
+    # a bad line of a JSON Lines file, counted from 1 (pyarrow counts its rows from 0)
+    rows = [json.dumps({"sentence": f"s {i}", "label": "pos" if i % 2 else "neg"}) for i in range(8)]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(rows[:6] + ['{"sentence": "s 6", label: "neg"}'] + rows[7:]) + "\n")
+    with pytest.raises(D.TaskSpecError, match=r"the train file .*bad\.jsonl, line 7, is not a JSON object "
+                       r"\(Expecting property name .*\): fix or remove the line"):  # fmt: skip
+        D.load_task(_seq_spec(bad), tmp_path)
+    bad.write_text("\n".join(rows[:2] + ['["s 2", "neg"]'] + rows[3:]) + "\n")
+    with pytest.raises(D.TaskSpecError, match=r"bad\.jsonl, line 3, is not a JSON object \(a JSON list there\)"):
+        D.load_task(_seq_spec(bad), tmp_path)
     good = _csv(tmp_path, "good.csv", "a b,pos\nc d,neg\n")
     with pytest.raises(D.TaskSpecError, match=r"good\.csv as json \(format 'json' is the spec's format\): "
                        r"ArrowInvalid: JSON parse error.*set format"):  # fmt: skip

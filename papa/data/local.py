@@ -9,6 +9,7 @@ that names the file, the row or line and what to change.
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 from pathlib import Path
@@ -191,6 +192,27 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
                                     f"trailing separator), or name every column in column_names")  # fmt: skip
 
 
+def _bad_json_line(path: Path) -> tuple[int, str] | None:
+    """The first line (from 1) of a JSON Lines file that is not a JSON object, and why; None for a file whose
+    first line is not one (a JSON document spread over lines: the reader's message stands) or a compressed one."""
+    if set(s.lower() for s in path.suffixes) & _COMPRESSED:
+        return None
+    first = True
+    with open(path, encoding="utf-8-sig") as f:
+        for lineno, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+                why = f"a JSON {type(value).__name__} there"
+            except ValueError as e:
+                value, why = None, str(e)
+            if not isinstance(value, dict):
+                return None if first else (lineno, why)
+            first = False
+    return None
+
+
 def _parquet_rows(path: Path) -> int | None:
     """The rows a Parquet file's footer counts; None where it cannot be read (the reader then says why)."""
     import pyarrow.parquet as pq
@@ -250,6 +272,9 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     except Exception as e:  # noqa: BLE001
         if "corresponds to no data" in str(e):
             raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
+        if fmt == "json" and (bad := _bad_json_line(path)):  # pyarrow counts JSON Lines rows from 0
+            raise TaskSpecError(f"the {split} file {path}, line {bad[0]}, is not a JSON object ({bad[1]}): fix or "
+                                f"remove the line (JSON Lines: one object per line)") from e  # fmt: skip
         cause = _reader_error(e)  # datasets wraps the reader's error (a ragged CSV row) in DatasetGenerationError
         hint = f"format {fmt!r} is " + (
             "the spec's format" if spec.get("format") else f"read from the name {path.name!r}"
