@@ -655,7 +655,7 @@ def _results_folder(config: dict) -> list[str]:
     elif file := next((p for p in Path(r).parents if p.exists() and not p.is_dir()), None):
         errors.append(f"results = {r!r} is under {str(file)!r}, a file (from {Path.cwd()}), not a folder: name a "
                       f"folder the workflow can write to")  # fmt: skip
-    return errors + _results_holds_others(config, r) if not errors else errors
+    return errors or _results_holds_others(config, r)
 
 
 def _results_holds_others(config: dict, r: str) -> list[str]:
@@ -672,7 +672,7 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
               if isinstance(dc, dict) and dc.get("source") == "local" for key in LOCAL_FILE_KEYS
               if isinstance(dc.get(key), str) and dc[key]]  # fmt: skip
     inputs += [(f"models.{m}", v) for m, v in (config.get("models") or {}).items()
-               if isinstance(v, str) and Path(v).expanduser().exists()]  # fmt: skip
+               if isinstance(v, str) and Path(v).expanduser().is_dir()]  # a local model folder  # fmt: skip
     errors = []
     for key, path in inputs:
         if folder == (p := Path(path).expanduser().resolve()) or folder in p.parents:

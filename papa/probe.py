@@ -255,15 +255,10 @@ class LiveFeatures:
     def batch(self, idx, grad: bool = False):
         idx = np.asarray(idx)
         inputs = self.enc.model_inputs(idx, device=self.device)
-        was_training = self.model.training
-        self.model.train(self.train_mode)
-        try:
-            with torch.set_grad_enabled(grad):
-                if self.new_step is not None:
-                    self.new_step()
-                h = _hidden(self.runner, inputs)
-        finally:
-            self.model.train(was_training)
+        with _in_mode(self.model, self.train_mode), torch.set_grad_enabled(grad):
+            if self.new_step is not None:
+                self.new_step()
+            h = _hidden(self.runner, inputs)
         if self.dtype is not None:  # the cache's rounding (float16), as a cached run would see them
             h = h.to(self.dtype)
         h = h.to(torch.float32)  # the probe's dtype, whatever the model's (a bfloat16 model failed in the probe)
@@ -272,6 +267,17 @@ class LiveFeatures:
             keep = labels != IGNORE
             return h.permute(0, 2, 1, 3)[keep], labels[keep]
         return (h, inputs["attention_mask"]), labels
+
+
+@contextmanager
+def _in_mode(model, train: bool):
+    """``model`` in train (``train``) or eval mode while inside, its own mode given back however the block ends."""
+    was_training = model.training
+    model.train(train)
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 class FeatureCache:
@@ -413,10 +419,8 @@ def extract_features(
     log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / MB, dtype, where)
     t0 = last = time.monotonic()
     pos = 0
-    was_training = model.training
-    model.eval()  # the frozen encoder's features, dropout off, as LiveFeatures runs it (a train-mode model drew noise)
-    try:
-        with torch.inference_mode():
+    try:  # the frozen encoder's features, dropout off, as LiveFeatures runs it (a train-mode model drew noise)
+        with _in_mode(model, False), torch.inference_mode():
             for start in range(0, n, batch_size):
                 idx = np.arange(start, min(n, start + batch_size))
                 h = _hidden(model, encoded.model_inputs(idx, device=device))
@@ -435,8 +439,6 @@ def extract_features(
     except BaseException:
         cache.close()
         raise
-    finally:
-        model.train(was_training)
     log.info("encoded %d examples in %.1f s", n, time.monotonic() - t0)
     return cache
 

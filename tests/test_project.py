@@ -67,6 +67,8 @@ def _make_clean(cwd, configs):
 
 
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
+    from papa.records import MARKER
+
     configs = ("config/config.yaml", "config/smoke.yaml", "config/rehearsal.yaml")
     results = [yaml.safe_load((ROOT / c).read_text()).get("results", "results") for c in configs]
     assert {"results-smoke", "results-rehearsal"} <= set(results)  # the tests' runs, README's folders
@@ -83,7 +85,7 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     work = tmp_path / "work"
     for folder in ("results/logs", "elsewhere/out", "~/papa-results/benchmarks", ".snakemake/metadata"):
         (work / folder).mkdir(parents=True)
-    (work / "elsewhere" / "out" / ".papa-records.json").write_text("{}")
+    (work / "elsewhere" / "out" / MARKER).write_text("{}")  # the Makefile spells the records' marker as papa does
     (work / "elsewhere" / "keep.txt").write_text("x")
     p = _make_clean(work, [str(default), str(moved), str(home)])
     assert p.returncode == 0, p
