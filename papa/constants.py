@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import is_integer, json_value
+from .io import check_not_folder, is_integer, json_value
 from .models import check_positions, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
@@ -154,6 +154,7 @@ class ConstantAttention:
 
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"ConstantAttention.load takes a path, got {type(path).__name__}")
+        check_not_folder(path, "constants (safetensors)")
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw = (f.metadata() or {}).get("papa", "{}")
@@ -187,7 +188,7 @@ class ConstantAttention:
                                       f"expected [layers, heads, N, N] and [N, N]")  # fmt: skip
         stated = {k: meta[k] for k in ("layers", "heads", "N") if k in meta}
         actual = {"layers": mean.shape[0], "heads": mean.shape[1], "N": N}
-        if any(int(v) != actual[k] for k, v in stated.items()):
+        if any(not is_integer(v) or int(v) != actual[k] for k, v in stated.items()):
             raise UnreadableFileError(f"{path}: the metadata states {stated} but mean has shape {tuple(mean.shape)}")
         for name, t in (("mean", mean), ("norm", norm)):
             if t is not None and not torch.isfinite(t).all():
@@ -405,7 +406,7 @@ def average_attention(
     device = next(model.parameters()).device
     recorder = None
     count = None
-    n_examples = 0
+    n_examples = n_batches = 0
     n_short = 0  # examples with at most head_dim real tokens (effective attention equals raw there)
     t0 = last = time.monotonic()
     with ExitStack() as recording:  # leaving it removes the recording patch (and restores train mode)
@@ -416,6 +417,11 @@ def average_attention(
             for batch in batches:
                 ids = _checked_batch(batch, n_examples, model)
                 n = ids.shape[-1]
+                if recorder is not None and n != recorder.n:
+                    raise ValueError(f"average_attention: batch {n_batches} has length N={n}, the batches before it "
+                                     f"N={recorder.n}; one average is over inputs of one length: encode them all "
+                                     f"with one max_length")  # fmt: skip
+                n_batches += 1
                 if recorder is None:
                     check_positions(model, n)  # before the model fails on it, deep inside transformers
                     recorder = _Recorder(L, H, n, device, effective=(kind == "effective"))

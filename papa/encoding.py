@@ -71,13 +71,18 @@ class Encoded:
         return self.labels is not None and self.labels.ndim == 2
 
     def model_inputs(self, idx=slice(None), device=None) -> dict[str, torch.Tensor]:
-        """Tensors for ``model(**inputs)`` for the rows ``idx``."""
-        out = {
-            "input_ids": torch.as_tensor(self.input_ids[idx], device=device),
-            "attention_mask": torch.as_tensor(self.attention_mask[idx], device=device),
-        }
+        """Tensors for ``model(**inputs)`` for the rows ``idx``, copies of this `Encoded`'s arrays (changing one
+        in place leaves the encoding as it is)."""
+
+        def tensor(a):
+            rows = a[idx]
+            if np.may_share_memory(rows, a):  # a slice is a view, and torch.as_tensor would share it
+                rows = rows.copy()
+            return torch.as_tensor(rows, device=device)
+
+        out = {"input_ids": tensor(self.input_ids), "attention_mask": tensor(self.attention_mask)}
         if self.token_type_ids is not None:
-            out["token_type_ids"] = torch.as_tensor(self.token_type_ids[idx], device=device)
+            out["token_type_ids"] = tensor(self.token_type_ids)
         return out
 
     def batches(self, batch_size: int, device=None, order: Sequence[int] | None = None) -> Iterator[dict]:
@@ -150,10 +155,26 @@ class Encoded:
 
     @classmethod
     def concat(cls, parts: Sequence[Encoded]) -> Encoded:
-        """The examples of ``parts`` (same layout and length) in order, as one `Encoded`."""
+        """The examples of ``parts`` (same layout and length) in order, as one `Encoded`; ``n_truncated`` is the
+        parts' sum. Parts of another layout, length, segment ids or labels fail naming the first such part."""
+        parts = list(parts)
+        if not parts:
+            raise ValueError("Encoded.concat got no parts")
         if len(parts) == 1:
             return parts[0]
         first = parts[0]
+
+        def kind(p):
+            return (p.layout, p.max_length, p.token_type_ids is None, None if p.labels is None else p.labels.ndim)
+
+        for i, p in enumerate(parts):
+            if not isinstance(p, Encoded):
+                raise TypeError(f"Encoded.concat takes Encoded parts; part {i} is {type(p).__name__}")
+            if kind(p) != kind(first):
+                names = ("layout", "max_length", "no token_type_ids", "labels' dimensions")
+                raise ValueError(f"Encoded.concat: part {i} has {dict(zip(names, kind(p)))}, part 0 "
+                                 f"{dict(zip(names, kind(first)))}: concatenate encodings of one layout, max_length "
+                                 f"and task")  # fmt: skip
 
         def cat(name):
             return None if getattr(first, name) is None else np.concatenate([getattr(p, name) for p in parts])
@@ -165,6 +186,7 @@ class Encoded:
             cat("labels"),
             first.layout,
             first.max_length,
+            n_truncated=sum(p.n_truncated for p in parts),
             meta=dict(first.meta),
         )
 
@@ -356,6 +378,26 @@ def separator_positions(tokenizer, max_length: int, pair: bool, layout: str = "p
     return middle + list(range(N - len(tpl.suffix), N))
 
 
+def _check_room(N: int, tpl: _Template, pair: bool, layout: str, tokenizer: str, half_cap: bool = False) -> None:
+    """A ``ValueError`` unless every text gets at least one word piece at ``max_length`` N: for a pair in the
+    papa layout, sentence A has N/2 - prefix and sentence B N/2 - middle - suffix places, and N must be even
+    (the middle separator sits at N/2); a single text under ``half_cap`` (``single_cap="authors"``) has N/2 -
+    prefix; otherwise the special tokens and two word pieces must fit."""
+    P, M, S = len(tpl.prefix), len(tpl.mid), len(tpl.suffix)
+    if pair and layout == "papa":
+        if N % 2:
+            raise ValueError(f"max_length={N} is odd: the papa layout puts a pair's middle separator at N/2, so N "
+                             f"must be even (e.g. {N + 1})")  # fmt: skip
+        need = 2 * max(P + 1, M + S + 1)  # N/2 holds the prefix and one piece of A, and the middle, B, suffix
+    else:
+        need = max(P + M + S + 2, 2 * (P + 1) if half_cap else 0)
+    if N < need:
+        what = "a pair" if pair else "a text"
+        raise ValueError(f"max_length={N} is too small for {what} in the {layout} layout with {tokenizer}'s "
+                         f"{P + M + S} special tokens: every text needs a word piece; use max_length >= "
+                         f"{need}")  # fmt: skip
+
+
 def _tokenize(tokenizer, texts, words: bool):
     # whole texts, no special tokens: `encode` lays out and truncates them itself (counted in n_truncated), so
     # transformers' warning that a text longer than model_max_length "will result in indexing errors" would be
@@ -476,8 +518,8 @@ def encode(
     N = int(max_length)
     tpl = special_template(tokenizer, pairs is not None)
     n_special = len(tpl.prefix) + len(tpl.mid) + len(tpl.suffix)
-    if N < n_special + 2 or (pairs is not None and N % 2):
-        raise ValueError(f"max_length={N} is too small or odd for this layout")
+    half_cap = pairs is None and single_cap == "authors" and not words
+    _check_room(N, tpl, pairs is not None, layout, type(tokenizer).__name__, half_cap)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     has_types = "token_type_ids" in tokenizer.model_input_names or type(tokenizer).__name__ in SEGMENT_IDS
 

@@ -194,6 +194,13 @@ def _unreadable(path, what: str, err: Exception) -> UnreadableFileError:
     )
 
 
+def check_not_folder(path: str | Path, what: str) -> None:
+    """An `IsADirectoryError` saying ``path`` is a folder where a ``what`` file is read (the readers' own errors
+    said the file was corrupt and to delete it)."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a {what} file: give the path of the file in it")
+
+
 @contextlib.contextmanager
 def _reading_parquet(path):
     """Errors pyarrow raises reading the Parquet file at ``path`` (unreadable, cut short, a page whose checksum
@@ -214,6 +221,7 @@ def parquet_file(path: str | Path):
     through `read_table` / `read_batches`, which name ``path`` when a page turns out corrupt."""
     import pyarrow.parquet as pq
 
+    check_not_folder(path, "Parquet")
     with _reading_parquet(path):
         return pq.ParquetFile(path, page_checksum_verification=True)
 

@@ -498,7 +498,7 @@ def load_encoder(
         task_head: ``None`` for the bare encoder, ``"mlm"`` for a masked-LM head,
             ``"sequence"`` / ``"token"`` for transformers' classification heads.
         num_labels: passed to classification heads.
-        device: ``"cuda"`` when available by default.
+        device: ``"cuda"`` when available by default; one this machine lacks fails before the weights load.
         dtype: the weights' dtype (e.g. ``torch.float16`` on a GPU); None = float32 (a half-precision
             checkpoint is upcast).
         max_length: the N of the inputs it will get: longer than its position embeddings allow
@@ -509,8 +509,8 @@ def load_encoder(
     Raises:
         UnsupportedModelError: the config names a family PAPA cannot patch (before any weights load).
         ValueError: ``max_length`` exceeds the model's positions, ``num_labels`` or ``task_head`` is
-            not one PAPA takes, ``task_head="mlm"`` on a checkpoint without a masked-LM head, or a
-            local folder holds no tokenizer files.
+            not one PAPA takes, ``device`` is not on this machine, ``task_head="mlm"`` on a checkpoint
+            without a masked-LM head, or a local folder holds no tokenizer files.
         TypeError: ``dtype`` is no torch floating-point dtype; ``name_or_path`` is no string or path.
         FileNotFoundError: a local folder that is not there.
         OSError: a name close to an alias (a typo), or a hub id that cannot be loaded here.
@@ -547,6 +547,7 @@ def load_encoder(
     }
     if task_head not in classes:
         raise ValueError(f"task_head must be one of {list(classes)}, got {task_head!r}")
+    check_device(device)  # before the weights load
     kwargs = dict(trust_remote_code=False, use_safetensors=None, dtype=dtype, revision=revision)
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
@@ -603,12 +604,33 @@ def missing_mlm_head(config: dict, weight_names) -> list[str]:
     return [k for k in head if k not in have and not partner.get(k, set()) & have]
 
 
-def prepare(model: nn.Module, device=None) -> nn.Module:
-    """Freeze a model, put it in eval mode and on ``device`` (cuda when present)."""
+def check_device(device=None):
+    """``device`` as a ``torch.device`` (None: cuda when present, else cpu), or a ``ValueError`` saying what to
+    pass when it is no device name or names an accelerator this machine lacks (torch says so only when the
+    first tensor moves, after the weights have loaded)."""
     import torch
 
     if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r} "
+                         f"({e})") from None  # fmt: skip
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0 or (dev.index is not None and dev.index >= n):
+            has = f"{n} CUDA device(s)" if n else "no CUDA (torch.cuda.is_available() is False)"
+            raise ValueError(f"device={device!r}, but this machine has {has}: pass device=None (cuda when present, "
+                             f"else cpu) or device='cpu'")  # fmt: skip
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device={device!r}, but MPS is not available here: pass device=None or device='cpu'")
+    return dev
+
+
+def prepare(model: nn.Module, device=None) -> nn.Module:
+    """Freeze a model, put it in eval mode and on ``device`` (cuda when present; `check_device`)."""
+    device = check_device(device)
     for p in model.parameters():
         p.requires_grad_(False)
     return model.eval().to(device)

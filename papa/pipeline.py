@@ -88,9 +88,12 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
 
     sys.excepthook = excepthook
     if log_path:  # a workflow job: transformers' bars ("Loading weights") would fill a Slurm log with \r lines
-        from transformers.utils import logging as tf_logging
+        if "transformers" in sys.modules:
+            from transformers.utils import logging as tf_logging
 
-        tf_logging.disable_progress_bar()
+            tf_logging.disable_progress_bar()
+        else:  # read when transformers is imported: importing it here cost 0.9 s in jobs that load no model
+            os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if threads:
         torch.set_num_threads(int(threads))
     io.seed_everything(seed)

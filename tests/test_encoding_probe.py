@@ -162,6 +162,56 @@ def test_bad_inputs_fail_clearly(minilm):
         papa.encode(tok, ["x"], max_length=16, layout="left")
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_the_shortest_max_length_gives_every_text_a_word_piece(family, minilm):
+    """At the smallest N `encode` takes, every text of a pair keeps a word piece (RoBERTa's ``</s></s>`` in the
+    middle needs N = 8: at N = 6 sentence B had no place, and only ``n_truncated`` said so); one less fails saying
+    the N to use. An odd N is refused for a pair in the papa layout only (its middle separator sits at N/2)."""
+    tok = minilm[1] if family == "bert" else roberta_tok()
+    smallest = {"bert": 6, "roberta": 8}[family]
+    e = papa.encode(tok, ["hello world"], pairs=["good movie"], max_length=smallest)
+    specials = set(tok.all_special_ids)
+    real = [int(t) for t in e.input_ids[0][e.attention_mask[0] == 1]]
+    half = smallest // 2
+    assert any(t not in specials for t in real[:half]) and any(t not in specials for t in real[half:]), real
+    with pytest.raises(ValueError, match=rf"max_length={smallest - 2} is too small .* max_length >= {smallest}"):
+        papa.encode(tok, ["hello world"], pairs=["good movie"], max_length=smallest - 2)
+    with pytest.raises(ValueError, match=r"max_length=9 is odd.*N/2"):
+        papa.encode(tok, ["hello world"], pairs=["good movie"], max_length=9)
+    std = papa.encode(tok, ["hello world"], pairs=["good movie"], max_length=9, layout="standard")
+    assert std.input_ids.shape == (1, 9) and std.attention_mask[0, 0] == 1
+    with pytest.raises(ValueError, match="too small for a text"):
+        papa.encode(tok, ["hello world"], max_length=3)
+
+
+def test_concat_checks_its_parts_and_sums_their_truncations(minilm):
+    tok = minilm[1]
+    a = papa.encode(tok, ["hello world " * 20], labels=[1], max_length=8)
+    b = papa.encode(tok, ["a good movie"], labels=[0], max_length=8)
+    both = papa.Encoded.concat([a, b])
+    assert len(both) == 2 and both.n_truncated == a.n_truncated + b.n_truncated == 1
+    assert np.array_equal(both.input_ids, np.concatenate([a.input_ids, b.input_ids]))
+    for other, what in ((papa.encode(tok, ["a"], labels=[0], max_length=16), "max_length"),
+                        (papa.encode(tok, ["a"], labels=[0], max_length=8, layout="standard"), "layout"),
+                        (papa.encode(tok, ["a"], max_length=8), "labels"),
+                        (papa.encode(tok, [["a"]], labels=[[0]], max_length=8), "labels")):  # fmt: skip
+        with pytest.raises(ValueError, match=rf"part 1 has .*{what}"):
+            papa.Encoded.concat([a, other])
+    with pytest.raises(ValueError, match="no parts"):
+        papa.Encoded.concat([])
+
+
+def test_model_inputs_are_copies_of_the_encoding(minilm):
+    """Changing a tensor `model_inputs` gave (masking a token in place) changed the `Encoded` it came from."""
+    e = papa.encode(minilm[1], ["hello world", "good movie"], max_length=8)
+    before = e.input_ids.copy()
+    for idx in (slice(None), slice(0, 1), 0, [1, 0]):
+        inputs = e.model_inputs(idx)
+        inputs["input_ids"].fill_(0)
+        inputs["attention_mask"].fill_(0)
+        assert np.array_equal(e.input_ids, before) and e.attention_mask.any(), idx
+
+
 def test_labels_are_integer_class_ids(minilm):
     """A float label (a regression target) was truncated to a class, a label name or a column of labels
     passed through; integer-valued floats and booleans are class ids; word lists need a list of labels each."""

@@ -253,6 +253,7 @@ def test_constants_load_checks_the_file(tmp_path):
         ),
         "shape": ({"mean": C.mean[0], "count": C.count}, {"papa": "{}"}, r"expected \[layers, heads, N, N\]"),
         "stated": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": 4}'}, "metadata states"),
+        "statedtext": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": "six"}'}, "metadata states"),
         "meta": ({"mean": C.mean, "count": C.count}, {"papa": "not json"}, "metadata is not a JSON object"),
         "names": ({"avg": C.mean}, {"papa": "{}"}, "not 'mean' and 'count'"),
         # effective constants' row normalisers: of the matrices' shape, never negative
@@ -264,6 +265,13 @@ def test_constants_load_checks_the_file(tmp_path):
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(p), metadata=meta)
         with pytest.raises(io.UnreadableFileError, match=f"{name}.safetensors.*{msg}"):
             ConstantAttention.load(p)
+    folder = tmp_path / "average"  # a results folder given for its file: a folder, not a corrupt file to delete
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError, match="average is a folder, not a constants .* file: give the path"):
+        ConstantAttention.load(folder)
+    for read in (papa.Encoded.load, papa.encoding.token_meta, io.read_parquet):
+        with pytest.raises(IsADirectoryError, match="average is a folder, not a Parquet file"):
+            read(folder)
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(good.read_bytes()[:100])
     with pytest.raises(io.UnreadableFileError, match="truncated.safetensors is not a readable safetensors file"):
@@ -354,7 +362,12 @@ def test_patch_takes_a_mask_not_head_indices_and_data_free_a_positive_size(minil
     for bad in (indices, torch.full((6, 12), 0.3)):
         with pytest.raises(ValueError, match=r"static must be a bool mask \[layers=6, heads=12\].*papa.selection"):
             papa.patch(model, C, static=bad)
+    for bad in ({(0, 1), (2, 3)}, [[True] * 12, [True] * 11]):  # a set of heads; ragged rows: torch's words
+        with pytest.raises(TypeError, match=r"static must be a bool mask \[layers=6, heads=12\].*select_static"):
+            papa.patch(model, C, static=bad)
     assert model.config._attn_implementation == "sdpa"  # nothing left installed
+    with pytest.raises(ValueError, match=r"batch 1 has length N=8, the batches before it N=16.*one max_length"):
+        papa.average_attention(model, [x, papa.encode(tok, ["the film"], max_length=8).model_inputs()])
     for args in ((6, 12, 0), (0, 12, 16), (6, -1, 16), (6, 12, 2.5)):
         with pytest.raises(ValueError, match="data_free: (n|layers|heads) must be a positive integer"):
             papa.data_free("uniform", *args)
@@ -449,6 +462,18 @@ def test_load_encoder_fails_before_the_weights(tmp_path):
 
     no_pad = {"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": None}
     assert position_limit_of(no_pad) == 512  # a null padding index: RoBERTa's own, 1
+    # a device this machine lacks, or no device name: before the weights load (torch said so after)
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda', but this machine has no CUDA .* device='cpu'"):
+            papa.load_encoder(str(tmp_path / "gpt2"), device="cuda")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match=f"device='cuda:{n}', but this machine has"):
+        papa.models.check_device(f"cuda:{n}")
+    with pytest.raises(ValueError, match="device must be a torch device such as 'cpu'"):
+        papa.load_encoder(str(tmp_path / "gpt2"), device="gpu")
+    assert papa.models.check_device("cpu") == torch.device("cpu")
 
 
 def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(tmp_path):

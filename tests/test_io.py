@@ -319,6 +319,28 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
         root.setLevel(saved[1])
 
 
+def test_a_workflow_job_shows_no_progress_bars_and_imports_no_transformers_for_it(tmp_path):
+    """A job with a log file shows transformers' bars nowhere (they fill a Slurm log with \\r lines), whether
+    transformers is imported after `setup` (a model job) or before it; `setup` itself does not import it (0.9 s in
+    every job that loads no model). Fresh interpreters: this one has imported transformers long ago."""
+    code = """
+import sys
+first = sys.argv[1] == "before"
+if first:
+    import transformers
+from papa import pipeline
+pipeline.setup(sys.argv[2])
+print("transformers" in sys.modules)
+from transformers.utils import logging
+print(logging.is_progress_bar_enabled())
+"""
+    for when, imported in (("after", "False"), ("before", "True")):
+        env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+        out = subprocess.run([sys.executable, "-c", code, when, str(tmp_path / f"{when}.log")], env=env,
+                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        assert out == [imported, "False"], (when, out)
+
+
 def test_a_file_changed_on_disk_after_it_was_written_fails_when_read(tmp_path):
     """A bit flipped in a result, a token file or a constants file, its time kept: Snakemake takes it as it is
     (it goes by file times), and pyarrow and safetensors read other numbers without a word. papa's Parquet files

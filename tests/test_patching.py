@@ -89,6 +89,25 @@ def test_mix_with_lambda_one_is_the_original(family_model):
     assert (ref[:, :, valid[0]] - half[:, :, valid[0]]).abs().max() > 1e-4
 
 
+@pytest.mark.parametrize("family", ["minilm", "bert", "distilbert", "albert", "modernbert"])
+def test_a_model_loaded_with_eager_attention_is_itself_at_lambda_one(family, minilm):
+    """Registry families loaded with eager attention (``attn_implementation="eager"``, not `load_encoder`'s sdpa):
+    the patched model's input-dependent heads compute as eager does, so lambda = 1 is the model bit for bit (they
+    ran as sdpa: 1.7e-6 off on MiniLM), and the model is eager again after the patch."""
+    model = minilm[0] if family == "minilm" else tiny_model(family)
+    model.set_attn_implementation("eager")
+    try:
+        batch = papa_batch(model, [7, 12])
+        C = papa.average_attention(model, [papa_batch(model, [10, 5], seed=3)])
+        ref = hidden(model, batch)
+        with papa.patch(model, C, mix=True) as h:
+            h.set_lambdas(1.0)
+            assert torch.equal(hidden(model, batch), ref)
+        assert model.config._attn_implementation == "eager"
+    finally:
+        model.set_attn_implementation("sdpa")
+
+
 def _first_layer_context(model, batch):
     """The heads' concatenated outputs of layer 0 (the input of the projection after attention): linear in
     each head's attention matrix, and layer 0's inputs do not depend on the patch."""

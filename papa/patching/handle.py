@@ -148,11 +148,15 @@ class PatchHandle:
         L, H = self.shape
         if static is None:
             static = torch.zeros(L, H, dtype=torch.bool)
-        if isinstance(static, (str, bytes, dict)) or not hasattr(static, "__len__"):
-            raise TypeError(f"static must be a bool mask [layers={L}, heads={H}] (True = constant head), got "
-                            f"{static!r}: every head constant is torch.ones({L}, {H}, dtype=torch.bool); "
-                            f"papa.selection.select_static builds one from a head order")  # fmt: skip
-        given = torch.as_tensor(static)
+        not_mask = TypeError(f"static must be a bool mask [layers={L}, heads={H}] (True = constant head), got "
+                             f"{static!r}: every head constant is torch.ones({L}, {H}, dtype=torch.bool); "
+                             f"papa.selection.select_static builds one from a head order")  # fmt: skip
+        if isinstance(static, (str, bytes, dict, set, frozenset)) or not hasattr(static, "__len__"):
+            raise not_mask  # a set of heads has a length, but no order torch could read as a mask
+        try:
+            given = torch.as_tensor(static)
+        except (TypeError, ValueError, RuntimeError) as e:  # ragged rows, objects: torch's own words name no argument
+            raise not_mask from e
         if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
             raise ValueError(f"static must be a bool mask [layers={L}, heads={H}] (True = constant head), got "
                              f"{given.dtype} values {sorted(set(given.flatten().tolist()))[:6]}: a list of head "

@@ -49,6 +49,7 @@ class Context:
     on_attention: OnAttention | None = None  # record mode's callback
     needs_values: bool = False  # record mode: the callback needs the per-head values
     calls: int = 0  # attention calls in this forward pass (a module shared by several layers)
+    eager: bool = False  # registry route: the model ran eager attention, so input-dependent heads compute as eager
 
 
 @dataclass

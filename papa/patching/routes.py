@@ -4,7 +4,8 @@
   attention function named ``"papa"`` in transformers' ``AttentionInterface`` (and the sdpa mask
   function under the same name in ``AttentionMaskInterface``, so the padding mask still arrives)
   and switches the model to it while patched. Input-dependent heads run through transformers'
-  own sdpa attention function, like stock ``sdpa``. In static mode, static heads never compute
+  own sdpa attention function, like stock ``sdpa`` (on a model loaded with eager attention, as eager
+  computes them). In static mode, static heads never compute
   queries or keys: their query/key projections are replaced by projections of the
   input-dependent heads only (`HeadSubsetLinear`), and their output is ``C_masked @ V``
   computed by `papa.patching.kernels.constant_output`.
@@ -65,6 +66,8 @@ class RegistryHeads:
                 q, k = q.index_select(1, idx), k.index_select(1, idx)
         if self.as_probs:
             return eager_probs(q, k, self.mask, self.scaling)
+        if self.st.ctx.eager:  # a model loaded with eager attention: its heads as it computed them, bit for bit
+            return torch.matmul(eager_probs(q, k, self.mask, self.scaling), v)
         return sdpa_heads(self.module, q, k, v, self.mask, self.scaling, self.dropout)
 
     def constant(self, C, idx=None, norm=None):
@@ -272,5 +275,6 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
     if fam.route == "registry":
         ensure_registered()
         orig_impl = model.config._attn_implementation
+        ctx.eager = orig_impl == "eager"
         model.set_attn_implementation(ATTN_NAME)
         undo.callback(model.set_attn_implementation, orig_impl)
