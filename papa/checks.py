@@ -1071,23 +1071,52 @@ def tokenized_inputs(config: dict) -> list[tuple[str, str, int]]:
 
 #: The shortest N a sentence pair fits in: every model's pair template holds at most 4 special tokens (RoBERTa's
 #: ``<s> A </s></s> B </s>``) and each sentence keeps at least one word piece (`papa.encode`).
-MIN_PAIR_LENGTH = 6
+#: Model types whose tokenizers put two separators between a pair's sentences (RoBERTa's ``</s></s>``), so a pair
+#: needs N >= 8 in the papa layout (one separator: 6). The tokenize job reads the real tokenizer's template
+#: (`papa.encoding.special_template`); this is the config check's view of it, before any tokenizer is read.
+DOUBLE_SEPARATOR = frozenset({"roberta", "xlm-roberta", "mpnet"})
+
+
+def _model_type(entry) -> str | None:
+    """The model type of ``models.<m>`` when known without loading it (a built model's family, a local model's
+    config.json), else None (a hub model: its tokenize job checks it)."""
+    if isinstance(entry, dict):
+        return (entry.get("build") or {}).get("family")
+    try:
+        return (_local_config(entry) or {}).get("model_type")
+    except ConfigError:  # a broken config.json is reported by the models check
+        return None
 
 
 def _pair_lengths(config: dict) -> list[str]:
-    """An N that a sentence-pair dataset is tokenized at (`tokenized_inputs`, by whichever key) must be even
-    (sentence B starts at N/2) and leave each sentence room (`MIN_PAIR_LENGTH`); its tokenize job fails otherwise."""
-    datasets = config.get("datasets") or {}
+    """An N that a sentence-pair dataset is tokenized at (`tokenized_inputs`, by whichever key) must leave each
+    sentence a word piece (`papa.encoding.min_max_length`: 6 in the papa layout, 8 for a model of
+    `DOUBLE_SEPARATOR` that runs the task) and, in the papa layout, be even (sentence B starts at N/2); its tokenize
+    job fails otherwise."""
+    from .encoding import min_max_length
+
+    datasets, tasks = config.get("datasets") or {}, config.get("tasks") or {}
+    layout = config.get("layout", "papa")
     errors = []
+    base, double = min_max_length(1, 1, 1, True, layout), min_max_length(1, 2, 1, True, layout)
     for why, d, n in tokenized_inputs(config):
         if not is_pair_dataset(d, datasets[d]):
             continue
-        if n < MIN_PAIR_LENGTH:
+        if n < base:
             errors.append(f"{why} is too short for {d!r}, which gives sentence pairs: use at least "
-                          f"{MIN_PAIR_LENGTH} (even)")  # fmt: skip
-        elif n % 2:
+                          f"{base}{' (even)' if layout == 'papa' else ''}")  # fmt: skip
+        elif n % 2 and layout == "papa":
             errors.append(f"{why} is odd, and {d!r} gives sentence pairs, which need an even N (sentence B starts "
                           f"at N/2); use {n - 1} or {n + 1}")  # fmt: skip
+    for m, entry in (config.get("models") or {}).items():
+        if _model_type(entry) not in DOUBLE_SEPARATOR:
+            continue
+        for t in model_tasks(config, m):
+            tc = tasks.get(t) or {}
+            d, n = tc.get("dataset"), tc.get("max_length")
+            if d in datasets and isinstance(n, int) and is_pair_dataset(d, datasets[d]) and base <= n < double:
+                errors.append(f"tasks.{t}.max_length = {n} is too short for model {m!r}, whose tokenizer puts two "
+                              f"separators between the sentences of {d!r}: use at least {double}")  # fmt: skip
     return errors
 
 

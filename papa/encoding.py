@@ -378,19 +378,26 @@ def separator_positions(tokenizer, max_length: int, pair: bool, layout: str = "p
     return middle + list(range(N - len(tpl.suffix), N))
 
 
-def _check_room(N: int, tpl: _Template, pair: bool, layout: str, tokenizer: str, half_cap: bool = False) -> None:
-    """A ``ValueError`` unless every text gets at least one word piece at ``max_length`` N: for a pair in the
-    papa layout, sentence A has N/2 - prefix and sentence B N/2 - middle - suffix places, and N must be even
-    (the middle separator sits at N/2); a single text under ``half_cap`` (``single_cap="authors"``) has N/2 -
-    prefix; otherwise the special tokens and two word pieces must fit."""
-    P, M, S = len(tpl.prefix), len(tpl.mid), len(tpl.suffix)
+def min_max_length(prefix: int, middle: int, suffix: int, pair: bool, layout: str = "papa",
+                   half_cap: bool = False) -> int:  # fmt: skip
+    """The smallest ``max_length`` at which every text keeps a word piece, given the special tokens a tokenizer
+    puts before (``prefix``), between (``middle``) and after (``suffix``) the texts: for a pair in the papa layout
+    N/2 holds the prefix and a piece of sentence A, and the middle, a piece of B and the suffix (N even); a single
+    text under ``half_cap`` (``single_cap="authors"``) has N/2 - prefix places; otherwise the special tokens and
+    two pieces must fit (`papa.checks` uses it on the config before any tokenizer is read)."""
     if pair and layout == "papa":
-        if N % 2:
-            raise ValueError(f"max_length={N} is odd: the papa layout puts a pair's middle separator at N/2, so N "
-                             f"must be even (e.g. {N + 1})")  # fmt: skip
-        need = 2 * max(P + 1, M + S + 1)  # N/2 holds the prefix and one piece of A, and the middle, B, suffix
-    else:
-        need = max(P + M + S + 2, 2 * (P + 1) if half_cap else 0)
+        return 2 * max(prefix + 1, middle + suffix + 1)
+    return max(prefix + middle + suffix + 2, 2 * (prefix + 1) if half_cap else 0)
+
+
+def _check_room(N: int, tpl: _Template, pair: bool, layout: str, tokenizer: str, half_cap: bool = False) -> None:
+    """A ``ValueError`` unless every text gets a word piece at ``max_length`` N (`min_max_length`), and a pair in the
+    papa layout an even N (its middle separator sits at N/2)."""
+    P, M, S = len(tpl.prefix), len(tpl.mid), len(tpl.suffix)
+    if pair and layout == "papa" and N % 2:
+        raise ValueError(f"max_length={N} is odd: the papa layout puts a pair's middle separator at N/2, so N "
+                         f"must be even (e.g. {N + 1})")  # fmt: skip
+    need = min_max_length(P, M, S, pair, layout, half_cap)
     if N < need:
         what = "a pair" if pair else "a text"
         raise ValueError(f"max_length={N} is too small for {what} in the {layout} layout with {tokenizer}'s "

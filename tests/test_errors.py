@@ -614,6 +614,17 @@ def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
     assert "tasks.mrpc.max_length = 63 is odd, and 'mrpc' gives sentence pairs" in msg and "use 62 or 64" in msg
     assert "models.bert.build.config.num_attention_head is not a key of BertConfig: did you mean " in msg
     assert "hidden_size" not in msg
+    # a pair at N = 6 leaves RoBERTa's sentence B no place (</s></s> in the middle): refused for the models that run
+    # it (the rehearsal's roberta runs mrpc; bert's one separator fits); in the standard layout an odd N is fine
+    built = yaml_config("rehearsal.yaml")
+    built["tasks"]["mrpc"]["max_length"] = 6
+    with pytest.raises(ConfigError) as e:
+        check_config(built)
+    msg = str(e.value)
+    assert "tasks.mrpc.max_length = 6 is too short for model 'roberta', whose tokenizer puts two separators" in msg
+    assert "use at least 8" in msg and "model 'bert'" not in msg
+    built["tasks"]["mrpc"]["max_length"] = 63
+    check_config({**built, "layout": "standard"})
 
 
 def test_seeds_are_in_numpys_range():
