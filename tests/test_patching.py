@@ -108,6 +108,40 @@ def test_a_model_loaded_with_eager_attention_is_itself_at_lambda_one(family, min
         model.set_attn_implementation("sdpa")
 
 
+def test_a_patched_model_returns_the_attention_it_used(family_model):
+    """``output_attentions=True`` under a patch gives every layer's maps as the patched heads used them (the
+    registry route gave none, ``()``, silently): a static head's map is its constant masked to the example's
+    tokens and row-normalised, an input-dependent head's is the model's own (layer 0, whose inputs the patch does
+    not change), and the hidden states are those of the pass without maps."""
+    from papa.patching.kernels import masked_constant
+
+    model = family_model
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    C = papa.average_attention(model, [papa_batch(model, [10, 5], seed=3)])
+    impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            own = model(**batch, output_attentions=True).attentions[0]
+    finally:
+        model.set_attn_implementation(impl)
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, ::2] = True
+    with papa.patch(model, C, static=static), torch.no_grad():
+        plain = model(**batch).last_hidden_state
+        out = model(**batch, output_attentions=True)
+    maps = out.attentions
+    assert len(maps) == L and all(tuple(a.shape) == (2, H, N, N) for a in maps)
+    valid = batch["attention_mask"].bool()
+    for layer in range(L):
+        want = masked_constant(C.mean[layer, ::2], valid)
+        assert torch.allclose(maps[layer][:, ::2], want, atol=1e-6), layer
+    for r in range(2):
+        assert torch.allclose(maps[0][r, 1::2][:, valid[r]], own[r, 1::2][:, valid[r]], atol=1e-6)
+    assert torch.allclose(out.last_hidden_state[valid], plain[valid], atol=1e-4)  # pad rows: no one reads them
+
+
 def _first_layer_context(model, batch):
     """The heads' concatenated outputs of layer 0 (the input of the projection after attention): linear in
     each head's attention matrix, and layer 0's inputs do not depend on the patch."""

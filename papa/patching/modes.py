@@ -50,6 +50,7 @@ class Context:
     needs_values: bool = False  # record mode: the callback needs the per-head values
     calls: int = 0  # attention calls in this forward pass (a module shared by several layers)
     eager: bool = False  # registry route: the model ran eager attention, so input-dependent heads compute as eager
+    maps: bool = False  # registry route: the forward pass asked for attention maps (output_attentions)
 
 
 @dataclass

@@ -5,10 +5,12 @@
   function under the same name in ``AttentionMaskInterface``, so the padding mask still arrives)
   and switches the model to it while patched. Input-dependent heads run through transformers'
   own sdpa attention function, like stock ``sdpa`` (on a model loaded with eager attention, as eager
-  computes them). In static mode, static heads never compute
-  queries or keys: their query/key projections are replaced by projections of the
-  input-dependent heads only (`HeadSubsetLinear`), and their output is ``C_masked @ V``
-  computed by `papa.patching.kernels.constant_output`.
+  computes them). A forward pass asked for ``output_attentions`` gets the attention the patched heads
+  used (constant, mixed or input-dependent probabilities), as eager attention gives its maps (the
+  heads then run as probabilities applied to the values, as in training with dropout). In static
+  mode, static heads never compute queries or keys: their query/key projections are replaced by
+  projections of the input-dependent heads only (`HeadSubsetLinear`), and their output is
+  ``C_masked @ V`` computed by `papa.patching.kernels.constant_output`.
 * **dropout** (DeBERTa v1, DeBERTa-v2/v3, MPNet): these compute their own softmax; the attention
   probabilities pass through the module's dropout, where a forward pre-hook replaces them (so, in
   training, the dropout acts on the combined attention, as in the authors' code). When the
@@ -54,7 +56,7 @@ class RegistryHeads:
         self.mask, self.scaling, self.dropout, self.st = mask, scaling, dropout, st
         self.n = value.shape[-2]
         self.keys_masked = mask is not None
-        self.as_probs = bool(dropout) and st.mode is not Mode.RECORD
+        self.as_probs = (bool(dropout) or st.ctx.maps) and st.mode is not Mode.RECORD
 
     def dynamic(self, idx=None):
         """sdpa of heads ``idx`` (their probabilities under ``as_probs``); with pruned projections,
@@ -101,14 +103,16 @@ def papa_attention(module, query, key, value, attention_mask, scaling=None, drop
     if scaling is None:
         scaling = value.size(-1) ** -0.5
     mask = bool_mask(attention_mask)
+    weights = None
     if st is None:  # not a patched module: stock sdpa behaviour
         out = sdpa_heads(module, query, key, value, mask, scaling, dropout)
     else:
         heads = RegistryHeads(module, query, key, value, mask, scaling, dropout, st)
         out = modes.run(st, heads)
-        if heads.as_probs:  # the combined attention, dropped out, applied to the values
-            out = torch.matmul(F.dropout(out, p=dropout, training=True), value)
-    return out.transpose(1, 2).contiguous(), None
+        if heads.as_probs:  # the combined attention, dropped out, applied to the values (and the model's maps)
+            weights = F.dropout(out, p=dropout, training=True) if dropout else out
+            out = torch.matmul(weights, value)
+    return out.transpose(1, 2).contiguous(), weights
 
 
 def ensure_registered() -> None:
@@ -249,6 +253,8 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
         mask = bound.get("attention_mask")
         ctx.mask2d = None if mask is None else mask.to(torch.bool)
         ctx.calls = 0
+        maps = bound.get("output_attentions", (bound.get("kwargs") or {}).get("output_attentions"))
+        ctx.maps = bool(getattr(model.config, "output_attentions", False) if maps is None else maps)
 
     undo.callback(base.register_forward_pre_hook(capture_mask, with_kwargs=True).remove)
     for mod, st in zip(attention_modules(model), states, strict=True):
