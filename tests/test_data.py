@@ -454,6 +454,24 @@ def test_local_sequence_formats(fmt, tmp_path):
     assert t.provenance["files"]["train"]["sha256"] == D.sha256_file(path)
 
 
+def test_a_json_file_of_records_under_a_key_says_how_to_write_it(tmp_path):
+    """``{"data": [...]}`` (SQuAD-style) is read as one row with a column "data": the error said to set
+    text_column to "data"; it now says where the records are and how papa reads them."""
+    import json
+
+    rows = [{"sentence": f"s {i}", "label": i % 2} for i in range(6)]
+    (tmp_path / "wrapped.json").write_text(json.dumps({"version": 1, "data": rows}))
+    (tmp_path / "array.json").write_text(json.dumps(rows))
+    spec = {"name": "t", "source": "local", "kind": "sequence", "text_column": "sentence"}
+    t = D.load_task({**spec, "train": str(tmp_path / "array.json"), "validation": str(tmp_path / "array.json")},
+                    tmp_path)  # fmt: skip
+    assert t.sizes == {"train": 6, "validation": 6}
+    wrapped = str(tmp_path / "wrapped.json")
+    with pytest.raises(D.TaskSpecError, match=r"wrapped.json is one JSON object whose key 'data' holds 6 records: "
+                                              r"papa reads JSON Lines .* or a JSON array"):  # fmt: skip
+        D.load_task({**spec, "train": wrapped, "validation": wrapped}, tmp_path)
+
+
 def test_local_rows_without_text_are_dropped_loudly(tmp_path, caplog):
     """Rows without text (or, in a pair task, without its second sentence) are dropped with a warning naming
     them; most of a split without text fails: 108 of 120 JSON rows under a misspelt key vanished silently."""

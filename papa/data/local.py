@@ -213,6 +213,16 @@ def _bad_json_line(path: Path) -> tuple[int, str] | None:
     return None
 
 
+def _nested_records(columns: dict[str, list]) -> tuple[str, int] | None:
+    """(key, count) of a one-row JSON read whose value under a key is a list of objects: the records of a file
+    written as ``{"data": [...]}``, which the reader takes for one row with a column "data"."""
+    for key, values in columns.items():
+        value = values[0] if values else None
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return key, len(value)
+    return None
+
+
 def _parquet_rows(path: Path) -> int | None:
     """The rows a Parquet file's footer counts; None where it cannot be read (the reader then says why)."""
     import pyarrow.parquet as pq
@@ -283,6 +293,11 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
                             f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
                             f"or header to match it") from e  # fmt: skip
     out = ds.to_dict()
+    if fmt == "json" and ds.num_rows == 1 and (nested := _nested_records(out)):
+        raise TaskSpecError(f"the {split} file {path} is one JSON object whose key {nested[0]!r} holds {nested[1]} "
+                            f"records: papa reads JSON Lines (one object per line) or a JSON array of objects; write "
+                            f"the records so (pandas: pd.DataFrame(obj[{nested[0]!r}]).to_json(path, "
+                            f"orient='records', lines=True))")  # fmt: skip
     # integer columns with label names (a ClassLabel feature, e.g. a Parquet file saved by `datasets`) are read as
     # those names: their integers are positions in the file's own list, not in the task's
     out["_names"] = {}
