@@ -78,6 +78,17 @@ def migrate_config(config: dict, warn=None) -> dict:
     return config
 
 
+def normalise_results(config: dict) -> dict:
+    """``results`` as ``os.path.normpath`` writes it: ``results/`` and ``./results`` are the folder ``results``. As
+    written, Snakemake warned of every output path under them (over a thousand lines a start: a double '/', a
+    leading './') and keyed its records by those paths. Left as it is where it is no plain path (`_results_folder`
+    names the problem)."""
+    r = config.get("results")
+    if isinstance(r, str) and r.strip() and not any(c.isspace() for c in r):
+        config["results"] = os.path.normpath(r)
+    return config
+
+
 def fill_derived_defaults(config: dict) -> dict:
     """Fill in the defaults the schema cannot state because they derive from other keys (after
     validation: the schema's own defaults, the top-level ``seed`` among them, are in):
@@ -149,8 +160,9 @@ def integers_as_int(value, schema: dict, root: dict | None = None):
 def validate_config(config: dict, warn=None) -> dict:
     """What the workflow does to a config before any rule reads it, in order: rename deprecated
     keys (`migrate_config`, ``warn`` as there), validate it against `SCHEMA` filling in the
-    schema's defaults, make the integer-valued floats of integer keys ints (`integers_as_int`), fill in the
-    derived defaults (`fill_derived_defaults`), cross-check it (`check_config`). In place; returns ``config``;
+    schema's defaults, make the integer-valued floats of integer keys ints (`integers_as_int`), write ``results``
+    one way (`normalise_results`), fill in the derived defaults (`fill_derived_defaults`), cross-check it
+    (`check_config`). In place; returns ``config``;
     fails with the offending key named."""
     import yaml
     from snakemake.utils import validate
@@ -171,6 +183,7 @@ def validate_config(config: dict, warn=None) -> dict:
             raise
         raise ConfigError("\n".join(lines)) from None
     integers_as_int(config, schema)
+    normalise_results(config)
     fill_derived_defaults(config)
     check_config(config)
     for message in unused_settings(config):

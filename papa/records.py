@@ -118,6 +118,14 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     ours = records_id(records)
     if marker["id"] == ours:
         known = marker.get("path", given)  # a marker written without "path": any spelling
+        if known != given and os.path.normpath(known) == given:
+            raise ForeignResultsError(
+                f"results folder {given!r} was run as {known!r}, a spelling papa now writes as {given!r} (the "
+                f"config check's papa.checks.normalise_results). Snakemake keyed its records of these files by the "
+                f"old paths, so under the new ones it has none and would take every file as up to date, whatever "
+                f"changed. Take the files as they are by removing the marker (rm {results / MARKER}), or start "
+                f"afresh (make clean, then run)"
+            )
         if known != given:
             raise ForeignResultsError(
                 f"results folder {given!r} is the folder this working directory's Snakemake "

@@ -627,6 +627,18 @@ def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
     check_config({**built, "layout": "standard"})
 
 
+def test_the_results_folder_is_written_one_way():
+    from papa.checks import normalise_results
+
+    # a path with whitespace, or none, is left as given: _results_folder names the problem
+    cases = (("results/", "results"), ("./results", "results"), ("out//run/", "out/run"),
+             ("/scratch/me/results/", "/scratch/me/results"), ("results", "results"),
+             ("my results/", "my results/"), ("", ""))  # fmt: skip
+    for given, want in cases:
+        assert normalise_results({"results": given})["results"] == want, given
+    assert normalise_results({}) == {}
+
+
 def test_seeds_are_in_numpys_range():
     """A negative seed (or one past 2**32) passed validation and failed inside the first job."""
     from papa.checks import ConfigError, validate_config

@@ -140,6 +140,16 @@ def test_another_spelling_of_the_folder_is_refused(wd):
             check_results(other)
 
 
+def test_a_run_made_under_a_spelling_papa_now_normalises_says_what_to_do(wd):
+    """A run made as ``results/`` before the config check wrote it ``results`` (`papa.checks.normalise_results`):
+    Snakemake's records are keyed by the old paths, and writing ``results/`` again cannot help; the message says
+    so and names the two ways out."""
+    claim_results("results/")
+    with pytest.raises(ForeignResultsError, match=r"was run as 'results/', a spelling papa now writes as 'results'"
+                                                  r".*rm results/\.papa-records.json.*make clean"):  # fmt: skip
+        check_results("results")
+
+
 def test_a_linked_records_folder_names_its_working_directory(tmp_path):
     """``.snakemake`` linked into scratch space (common on clusters): the working directory named is the link's."""
     scratch = tmp_path / "scratch"

@@ -380,6 +380,18 @@ def test_results_under_deleted_or_another_checkouts_records_stop_before_any_job(
     assert "Nothing to be done" in out and "missing provenance/metadata" in out, out[-2000:]
 
 
+def test_results_written_with_a_slash_or_dot_is_the_same_folder(smoke):
+    """``results: results-smoke/`` (or ``./results-smoke``) is the folder the run made, with its records: nothing
+    to do, and none of the warning Snakemake gave for every output path under such a spelling (1,000+ lines)."""
+    repo = smoke[0]
+    for spelling in ("results-smoke/", "./results-smoke", "results-smoke//"):
+        cfg = write_config(repo, "spelt.yaml", lambda c, s=spelling: c.update(results=s))
+        p = smk(repo, "-n", "--configfile", cfg)
+        said = p.stdout + p.stderr
+        assert "Nothing to be done" in said and "double '/'" not in said and "starts with './'" not in said, (
+            spelling, said[-2000:])  # fmt: skip
+
+
 def test_probe_setting_reruns_only_probe_aggregate_plot(smoke):
     repo = smoke[0]
     cfg = write_config(repo, "lr.yaml", lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=5e-4))
