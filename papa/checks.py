@@ -79,13 +79,16 @@ def migrate_config(config: dict, warn=None) -> dict:
 
 
 def normalise_results(config: dict) -> dict:
-    """``results`` as ``os.path.normpath`` writes it: ``results/`` and ``./results`` are the folder ``results``. As
-    written, Snakemake warned of every output path under them (over a thousand lines a start: a double '/', a
-    leading './') and keyed its records by those paths. Left as it is where it is no plain path (`_results_folder`
-    names the problem)."""
+    """``results`` written one way: repeated '/' as one, no './' (leading or inside), no trailing '/' (``results/``
+    and ``./results`` are the folder ``results``). As written, Snakemake warned of every output path under them
+    (over a thousand lines a start: a double '/', a leading './') and keyed its records by those paths. A '..' is
+    left as it is: through a linked folder it is not the folder the text before it names. Left as it is where it is
+    no plain path (`_results_folder` names the problem)."""
+    from .records import spelling
+
     r = config.get("results")
     if isinstance(r, str) and r.strip() and not any(c.isspace() for c in r):
-        config["results"] = os.path.normpath(r)
+        config["results"] = spelling(r)
     return config
 
 
@@ -1082,8 +1085,6 @@ def tokenized_inputs(config: dict) -> list[tuple[str, str, int]]:
     return [(why, dataset, n) for (dataset, n), why in out.items()]
 
 
-#: The shortest N a sentence pair fits in: every model's pair template holds at most 4 special tokens (RoBERTa's
-#: ``<s> A </s></s> B </s>``) and each sentence keeps at least one word piece (`papa.encode`).
 #: Model types whose tokenizers put two separators between a pair's sentences (RoBERTa's ``</s></s>``), so a pair
 #: needs N >= 8 in the papa layout (one separator: 6). The tokenize job reads the real tokenizer's template
 #: (`papa.encoding.special_template`); this is the config check's view of it, before any tokenizer is read.
@@ -1121,15 +1122,20 @@ def _pair_lengths(config: dict) -> list[str]:
         elif n % 2 and layout == "papa":
             errors.append(f"{why} is odd, and {d!r} gives sentence pairs, which need an even N (sentence B starts "
                           f"at N/2); use {n - 1} or {n + 1}")  # fmt: skip
+    mlm = (config.get("analyses") or {}).get("mlm") or {}
+    mlm_models = set(mlm.get("models") or []) if isinstance(mlm, dict) else set()
     for m, entry in (config.get("models") or {}).items():
         if _model_type(entry) not in DOUBLE_SEPARATOR:
             continue
-        for t in model_tasks(config, m):
-            tc = tasks.get(t) or {}
-            d, n = tc.get("dataset"), tc.get("max_length")
+        # what this model tokenizes: its tasks (the corpora it averages go at their N), and the MLM dataset
+        runs = [(f"tasks.{t}.max_length", (tasks.get(t) or {}).get("dataset"), (tasks.get(t) or {}).get("max_length"))
+                for t in model_tasks(config, m)]  # fmt: skip
+        if m in mlm_models:
+            runs.append(("analyses.mlm.max_length", mlm.get("dataset"), mlm.get("max_length")))
+        for key, d, n in runs:
             if d in datasets and isinstance(n, int) and is_pair_dataset(d, datasets[d]) and base <= n < double:
-                errors.append(f"tasks.{t}.max_length = {n} is too short for model {m!r}, whose tokenizer puts two "
-                              f"separators between the sentences of {d!r}: use at least {double}")  # fmt: skip
+                errors.append(f"{key} = {n} is too short for model {m!r}, whose tokenizer puts two separators "
+                              f"between the sentences of {d!r}: use at least {double}")  # fmt: skip
     return errors
 
 

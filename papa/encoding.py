@@ -76,7 +76,8 @@ class Encoded:
 
         def tensor(a):
             rows = a[idx]
-            if np.may_share_memory(rows, a):  # a slice is a view, and torch.as_tensor would share it
+            on_cpu = device is None or torch.device(device).type == "cpu"  # another device's tensor is a copy
+            if on_cpu and np.may_share_memory(rows, a):  # a slice is a view, and torch.as_tensor would share it
                 rows = rows.copy()
             return torch.as_tensor(rows, device=device)
 
@@ -156,7 +157,8 @@ class Encoded:
     @classmethod
     def concat(cls, parts: Sequence[Encoded]) -> Encoded:
         """The examples of ``parts`` (same layout and length) in order, as one `Encoded`; ``n_truncated`` is the
-        parts' sum. Parts of another layout, length, segment ids or labels fail naming the first such part."""
+        parts' sum (of encodings: a batch read from a token file carries the file's count, a `subset` none). Parts
+        of another layout, length, segment ids or labels fail naming the first such part."""
         parts = list(parts)
         if not parts:
             raise ValueError("Encoded.concat got no parts")

@@ -94,6 +94,10 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
             tf_logging.disable_progress_bar()
         else:  # read when transformers is imported: importing it here cost 0.9 s in jobs that load no model
             os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+            if "huggingface_hub" in sys.modules:  # imported already (by datasets): it read the variable then
+                from huggingface_hub.utils import disable_progress_bars
+
+                disable_progress_bars()
     if threads:
         torch.set_num_threads(int(threads))
     io.seed_everything(seed)

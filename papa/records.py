@@ -105,6 +105,15 @@ def _workdir(records: str | Path) -> str:
     return str(Path(records).absolute().parent.resolve())
 
 
+def spelling(path: str) -> str:
+    """``path`` written one way (the config check writes ``results:`` so, `papa.checks.normalise_results`): repeated
+    '/' as one, no '.' component, no trailing '/'; '..' kept (through a linked folder it is not the folder the text
+    before it names)."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    root = "/" if path.startswith("/") else ""
+    return root + "/".join(parts) if parts else root or "."
+
+
 def check_results(results: str | Path, records: str | Path = ".snakemake") -> None:
     """Raise `ForeignResultsError` where the results folder ``results`` carries the marker of other Snakemake
     records than those in ``records`` (deleted and made anew, or another working directory's), or that these
@@ -118,7 +127,7 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     ours = records_id(records)
     if marker["id"] == ours:
         known = marker.get("path", given)  # a marker written without "path": any spelling
-        if known != given and os.path.normpath(known) == given:
+        if known != given and spelling(known) == given:
             raise ForeignResultsError(
                 f"results folder {given!r} was run as {known!r}, a spelling papa now writes as {given!r} (the "
                 f"config check's papa.checks.normalise_results). Snakemake keyed its records of these files by the "

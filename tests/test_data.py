@@ -470,6 +470,13 @@ def test_a_json_file_of_records_under_a_key_says_how_to_write_it(tmp_path):
     with pytest.raises(D.TaskSpecError, match=r"wrapped.json is one JSON object whose key 'data' holds 6 records: "
                                               r"papa reads JSON Lines .* or a JSON array"):  # fmt: skip
         D.load_task({**spec, "train": wrapped, "validation": wrapped}, tmp_path)
+    # one record whose own column holds a list of objects (spans) is a record, in a one-line split
+    spans = [{**r, "spans": [{"start": 0, "end": 1}]} for r in rows]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in spans))
+    (tmp_path / "one.jsonl").write_text(json.dumps(spans[0]) + "\n")
+    t = D.load_task({**spec, "train": str(tmp_path / "train.jsonl"), "validation": str(tmp_path / "one.jsonl")},
+                    tmp_path)  # fmt: skip
+    assert t.sizes == {"train": 6, "validation": 1}
 
 
 def test_local_rows_without_text_are_dropped_loudly(tmp_path, caplog):

@@ -614,25 +614,30 @@ def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
     assert "tasks.mrpc.max_length = 63 is odd, and 'mrpc' gives sentence pairs" in msg and "use 62 or 64" in msg
     assert "models.bert.build.config.num_attention_head is not a key of BertConfig: did you mean " in msg
     assert "hidden_size" not in msg
-    # a pair at N = 6 leaves RoBERTa's sentence B no place (</s></s> in the middle): refused for the models that run
-    # it (the rehearsal's roberta runs mrpc; bert's one separator fits); in the standard layout an odd N is fine
+    # a pair at N = 6 leaves RoBERTa's sentence B no place (</s></s> in the middle): refused for the models that
+    # tokenize it there (a task's N is at least 8 by the schema; the MLM analysis' may be 4), bert's one separator
+    # fits; in the standard layout an odd N is fine
+    from papa.checks import validate_config
+
     built = yaml_config("rehearsal.yaml")
-    built["tasks"]["mrpc"]["max_length"] = 6
+    built["analyses"]["mlm"].update(dataset="mrpc", max_length=6)
     with pytest.raises(ConfigError) as e:
-        check_config(built)
+        validate_config(built)
     msg = str(e.value)
-    assert "tasks.mrpc.max_length = 6 is too short for model 'roberta', whose tokenizer puts two separators" in msg
+    assert "analyses.mlm.max_length = 6 is too short for model 'roberta', whose tokenizer puts two separators" in msg
     assert "use at least 8" in msg and "model 'bert'" not in msg
+    built = yaml_config("rehearsal.yaml")
     built["tasks"]["mrpc"]["max_length"] = 63
-    check_config({**built, "layout": "standard"})
+    validate_config({**built, "layout": "standard"})
 
 
 def test_the_results_folder_is_written_one_way():
     from papa.checks import normalise_results
 
     # a path with whitespace, or none, is left as given: _results_folder names the problem
-    cases = (("results/", "results"), ("./results", "results"), ("out//run/", "out/run"),
-             ("/scratch/me/results/", "/scratch/me/results"), ("results", "results"),
+    cases = (("results/", "results"), ("./results", "results"), ("out//run/./", "out/run"),
+             ("//scratch/me/results/", "/scratch/me/results"), ("results", "results"), ("./", "."),
+             ("scratch/../results", "scratch/../results"),  # through a linked scratch/, not ./results
              ("my results/", "my results/"), ("", ""))  # fmt: skip
     for given, want in cases:
         assert normalise_results({"results": given})["results"] == want, given

@@ -325,16 +325,17 @@ def test_a_workflow_job_shows_no_progress_bars_and_imports_no_transformers_for_i
     every job that loads no model). Fresh interpreters: this one has imported transformers long ago."""
     code = """
 import sys
-first = sys.argv[1] == "before"
-if first:
+if sys.argv[1] == "before":
     import transformers
+elif sys.argv[1] == "datasets first":  # huggingface_hub read the variable before setup set it
+    import datasets
 from papa import pipeline
 pipeline.setup(sys.argv[2])
 print("transformers" in sys.modules)
 from transformers.utils import logging
 print(logging.is_progress_bar_enabled())
 """
-    for when, imported in (("after", "False"), ("before", "True")):
+    for when, imported in (("after", "False"), ("before", "True"), ("datasets first", "False")):
         env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
         out = subprocess.run([sys.executable, "-c", code, when, str(tmp_path / f"{when}.log")], env=env,
                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip

@@ -215,7 +215,8 @@ def _bad_json_line(path: Path) -> tuple[int, str] | None:
 
 def _nested_records(columns: dict[str, list]) -> tuple[str, int] | None:
     """(key, count) of a one-row JSON read whose value under a key is a list of objects: the records of a file
-    written as ``{"data": [...]}``, which the reader takes for one row with a column "data"."""
+    written as ``{"data": [...]}``, which the reader takes for one row with a column "data" (where the row lacks
+    the text column: one record with a list of objects, such as spans, is a record)."""
     for key, values in columns.items():
         value = values[0] if values else None
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -293,7 +294,8 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
                             f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
                             f"or header to match it") from e  # fmt: skip
     out = ds.to_dict()
-    if fmt == "json" and ds.num_rows == 1 and (nested := _nested_records(out)):
+    needed = spec.get("tokens_column", "tokens") if kind == "token" else spec.get("text_column", "text")
+    if fmt == "json" and ds.num_rows == 1 and needed not in out and (nested := _nested_records(out)):
         raise TaskSpecError(f"the {split} file {path} is one JSON object whose key {nested[0]!r} holds {nested[1]} "
                             f"records: papa reads JSON Lines (one object per line) or a JSON array of objects; write "
                             f"the records so (pandas: pd.DataFrame(obj[{nested[0]!r}]).to_json(path, "
