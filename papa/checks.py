@@ -1092,12 +1092,10 @@ DOUBLE_SEPARATOR = frozenset({"roberta", "xlm-roberta", "mpnet"})
 
 
 def _model_type(entry) -> str | None:
-    """The model type of ``models.<m>`` when known without loading it (a built model's family, a local model's
-    config.json), else None (a hub model: its tokenize job checks it)."""
-    if isinstance(entry, dict):
-        return (entry.get("build") or {}).get("family")
+    """The model type of ``models.<m>`` when known without loading it (`known_config`), else None (a hub model:
+    its tokenize job checks it)."""
     try:
-        return (_local_config(entry) or {}).get("model_type")
+        return known_config(entry).get("model_type")
     except ConfigError:  # a broken config.json is reported by the models check
         return None
 
@@ -1151,17 +1149,23 @@ def _non_finite(value, path: str = "") -> list[str]:
     return []
 
 
-def head_count(entry) -> int | None:
-    """Layers x heads of a model of the config (``models.<m>``) when known without loading it: a built model's
-    (`papa.rehearsal.config_values`), a model folder's config.json on this machine; None otherwise."""
+def known_config(entry) -> dict:
+    """The config of a model of the config (``models.<m>``) as far as it is known without loading it: a built
+    model's (`papa.rehearsal.config_values`, its family as ``model_type``), a model folder's config.json on this
+    machine; {} otherwise (a hub model)."""
     if isinstance(entry, dict):
         from .rehearsal import FAMILIES, config_values
 
         build = entry.get("build") or {}
         family = build.get("family")
-        cfg = config_values(family, build.get("config")) if family in FAMILIES else {}
-    else:
-        cfg = _local_config(entry) or {}
+        return {**config_values(family, build.get("config")), "model_type": family} if family in FAMILIES else {}
+    return _local_config(entry) or {}
+
+
+def head_count(entry) -> int | None:
+    """Layers x heads of a model of the config (``models.<m>``) when known without loading it (`known_config`);
+    None otherwise."""
+    cfg = known_config(entry)
     layers, heads = cfg.get("num_hidden_layers"), cfg.get("num_attention_heads")
     return int(layers) * int(heads) if isinstance(layers, int) and isinstance(heads, int) else None
 
