@@ -6,9 +6,12 @@
 * ``pos_f1``: token-level micro F1 over the first sub-word of every word (POS); with one
   label per scored token this equals token accuracy (``token_accuracy``, the same tokens);
 * ``pos_seqeval_f1``: the paper's POS metric: seqeval's overall F1 over the POS tag
-  sequences, as the authors' ``run_papa_ner.py`` scores POS (seqeval reads each tag as a
-  chunk tag, so its numbers differ from ``pos_f1``; use it to compare with the paper's
-  POS column).
+  sequences, as the authors' ``run_papa_ner.py`` scores POS. seqeval reads a tag's first
+  character as a chunk prefix and the rest as the chunk's type (``NNP`` is type ``NP``; ``IN``
+  and ``NN`` are both type ``N``; ``.`` and ``,`` type ``_``), and neighbouring tokens of one
+  type form one chunk: so it is not a per-tag score (gold ``IN NN`` predicted ``NN NN`` scores
+  1.0; gold ``NN NN`` predicted ``NN VB`` 0.0, where ``pos_f1`` gives 0.5). Use it to compare
+  with the paper's POS column, ``pos_f1`` for a per-tag score.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ TAG_METRICS = ("entity_f1", "pos_seqeval_f1")
 def chunk_tagged(label_names) -> bool:
     """Whether a tag set marks entity chunks as seqeval reads them (``B-PER``, ``I-PER``, ``O``; IOBES/BILOU
     prefixes too): at least one tag with a ``B-``/``I-``/``E-``/``S-``/``L-``/``U-`` prefix. POS tags (``NN``,
-    ``VBD``) are not: seqeval scores each tag as a one-token chunk of its own type, which is ``pos_seqeval_f1``."""
+    ``VBD``) are not: seqeval then reads a tag's first character as its prefix and the rest as its type, and
+    merges neighbouring tokens of one type into a chunk (``IN NN`` is one chunk of type ``N``), which is the
+    paper's ``pos_seqeval_f1`` (see the module's docstring), not an entity score."""
     return any(len(t) > 2 and t[0] in "BIESLU" and t[1] == "-" for t in map(str, label_names))
 
 

@@ -318,6 +318,18 @@ def test_pos_seqeval_f1_is_seqeval_over_the_tag_strings():
         compute("pos_seqeval_f1", gold, pred)
 
 
+def test_pos_seqeval_f1_reads_a_first_character_as_a_chunk_prefix_as_the_docs_say():
+    """The examples of papa.metrics' docstring and the README: seqeval reads ``IN`` and ``NN`` as one chunk of
+    type ``N`` (a wrong tag scored right) and ``NN VB`` as types ``N`` and ``B`` (one wrong tag scores 0)."""
+    from papa.metrics import compute
+
+    tags = ["IN", "NN", "VB"]
+    assert compute("pos_seqeval_f1", np.array([[0, 1]]), np.array([[1, 1]]), tags) == 1.0
+    assert compute("pos_f1", np.array([[0, 1]]), np.array([[1, 1]])) == 0.5
+    assert compute("pos_seqeval_f1", np.array([[1, 1]]), np.array([[1, 2]]), tags) == 0.0
+    assert compute("pos_f1", np.array([[1, 1]]), np.array([[1, 2]])) == 0.5
+
+
 def _toy(tok, n=48):
     texts = ["a great film", "awful acting", "i loved it", "boring and dull"] * (n // 4)
     return papa.encode(tok, texts, labels=[1, 0, 1, 0] * (n // 4), max_length=16)

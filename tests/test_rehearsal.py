@@ -269,6 +269,46 @@ def test_rehearsal_keeps_the_shape_of_the_paper_config():
     assert {family[m] for m in pa["mlm"]["models"]} == {family[m] for m in ra["mlm"]["models"]}
 
 
+#: What may differ between paper.yaml and the rehearsal: names (models, data, where results go), what the
+#: machines are (resources) and sizes (how much data, how long, how big a batch, how much memory).
+OWN_KEYS = {"results", "models", "datasets", "build_data", "model_tasks", "resources", "tasks", "analyses", "cache"}
+SIZE_KEYS = {"lr", "batch_size", "epochs", "max_train", "max_validation", "max_eval", "max_length", "models",
+             "budget_mb", "disk_budget_mb"}  # fmt: skip
+
+
+def _drift(paper: dict, reh: dict, where: str, skip=SIZE_KEYS) -> list[str]:
+    """The keys of two config blocks (as papa validates them: defaults filled in) that differ, other than
+    ``skip``: a key one block has and the other lacks counts."""
+    return [f"{where}.{k}: paper {paper.get(k, '<absent>')!r}, rehearsal {reh.get(k, '<absent>')!r}"
+            for k in sorted((set(paper) | set(reh)) - set(skip)) if paper.get(k) != reh.get(k)]  # fmt: skip
+
+
+def test_rehearsal_runs_every_setting_of_the_paper_config_that_is_not_a_size():
+    """The settings that choose a code path are paper.yaml's, as papa reads them (defaults filled in): every
+    top-level key (precision, compile, seed, encoding, a key added later), the feature cache's dtype and
+    strategy, each task's probe and lambda options (dropout, max_grad_norm, backbone_dropout, init,
+    weight_decay, extra_lr, ...; only lr, batch_size, epochs and max_train are sizes) and how its lambda
+    stage relates to its probe, and the analyses' settings. A setting added to paper.yaml alone fails here:
+    give the rehearsal the same, or add it to the sizes above with a reason."""
+    from papa.checks import load_config
+
+    paper, reh = load_config(ROOT / PAPER), load_config(ROOT / REHEARSAL)
+    drift = _drift(paper, reh, "config", skip=OWN_KEYS)
+    drift += _drift(paper["cache"], reh["cache"], "cache")  # dtype: the float16 rounding the paper's probes see
+    for t, tc in paper["tasks"].items():
+        rc = reh["tasks"][t]
+        drift += _drift(tc, rc, f"tasks.{t}", skip={"probe", "lambda", "resources", "max_length"})
+        for block in ("probe", "lambda"):
+            drift += _drift(tc.get(block) or {}, rc.get(block) or {}, f"tasks.{t}.{block}")
+        same = {k: (tc.get("lambda") or {}).get(k) == tc["probe"].get(k) for k in ("lr", "batch_size", "epochs")}
+        if same != {k: (rc.get("lambda") or {}).get(k) == rc["probe"].get(k) for k in same}:
+            drift.append(f"tasks.{t}.lambda: which of lr/batch_size/epochs follow the probe differs ({same} in paper)")
+    pa, ra = paper["analyses"], reh["analyses"]
+    drift += _drift(pa, ra, "analyses", skip={"tasks", "mlm"})  # tasks: the rehearsal's budget (test above)
+    drift += _drift(pa["mlm"], ra["mlm"], "analyses.mlm")
+    assert not drift, "paper.yaml and rehearsal.yaml differ in settings that are not sizes:\n" + "\n".join(drift)
+
+
 def dag(repo: Path, config: str, results: str) -> tuple[dict[str, int], set[str]]:
     """Jobs per rule and the output paths of a dry run (``--summary``) of ``config``."""
     counts = job_counts(smk(repo, "-n", "--configfile", config, "--config", f"results={results}").stdout)
