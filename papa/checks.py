@@ -173,6 +173,9 @@ def validate_config(config: dict, warn=None) -> dict:
     if not SCHEMA.is_file():
         raise FileNotFoundError(f"{SCHEMA} is missing: papa reads the workflow's schema from its checkout "
                                 f"(pip install -e . from a clone of the project)")  # fmt: skip
+    if not isinstance(config, dict):  # the checks before the schema's read it as a mapping
+        raise ConfigError(f"Invalid config: a config is a mapping of keys (results:, models:, tasks:, ...), got "
+                          f"{type(config).__name__} {str(config)[:80]!r}")  # fmt: skip
     migrate_config(config, warn)
     schema = yaml.safe_load(SCHEMA.read_text())
     unknown = unknown_keys(config, schema) + _unread_build_keys(config, schema)
@@ -248,7 +251,8 @@ def _unread_build_keys(config: dict, schema: dict) -> list[str]:
     build_schema = schema["properties"]["models"]["additionalProperties"]["then"]["properties"]["build"]
     defaults = {k: v.get("default") for k, v in build_schema["properties"].items()}
     errors = []
-    for m, entry in (config.get("models") or {}).items():
+    models = config.get("models")
+    for m, entry in (models if isinstance(models, dict) else {}).items():  # another type: the schema names it
         build = entry.get("build") if isinstance(entry, dict) else None
         family = build.get("family") if isinstance(build, dict) else None
         if isinstance(family, str) and family in TOKENIZERS:  # another family (or a list): the schema names it
