@@ -23,10 +23,22 @@ onstart:
     records.claim_results(R)
 
 
+onerror:
+    # a job that had to run again deleted its old outputs as it started: those of the jobs this run did not finish
+    # are asked for again by the next start (papa.records.lost_outputs, rule all), or the results made from them stand
+    records.note_lost(f for job in workflow.dag.needrun_jobs() for f in job.output if not os.path.exists(f))
+
+
+onsuccess:
+    records.forget_found(keep=lambda f: f.startswith(f"{R}/") and of_this_config(f))
+
+
 rule all:
     input:
         # no probe run (every model has model_tasks: []): the MLM analysis only, no tables or figures of probes
         rules.aggregate.output if runs() else [],
         rules.plot.output if runs() else [],
         rules.mlm_table.output if mlm_files() else [],
+        # outputs a failed or killed rerun lost with their records, while the results made from them stand
+        lost_targets() if workflow.is_main_process else [],
     default_target: True

@@ -30,6 +30,7 @@ from .spec import (
     DATA_KINDS,
     METHOD_CONSTANTS,
     METRICS,
+    NAME_PATTERN,
     ORIGINAL,
     PREPARED_SPLITS,
     ConstantsSpec,
@@ -263,11 +264,27 @@ def _unread_build_keys(config: dict, schema: dict) -> list[str]:
     return errors
 
 
+def closest(value, allowed) -> str | None:
+    """The allowed value a mistyped one most likely meant (a "did you mean"), or None: the one that equals it but
+    for case (``F1``: ``f1``), else the only one it begins or that begins it (``acc``: ``accuracy``, not ``mcc``;
+    ``rev``: ``reversed``), else the closest by `difflib` (``lamda``: ``lambda``)."""
+    import difflib
+
+    allowed = [str(a) for a in allowed]
+    v = str(value).lower()
+    for picked in ([a for a in allowed if a.lower() == v], [a for a in allowed if v and a.lower().startswith(v)],
+                   [a for a in allowed if a and v.startswith(a.lower())]):  # fmt: skip
+        if len(picked) == 1:
+            return picked[0]
+    lower = {a.lower(): a for a in allowed}
+    near = difflib.get_close_matches(v, list(lower), n=1)
+    return lower[near[0]] if near else None
+
+
 def unknown_keys(config: dict, schema: dict) -> list[str]:
     """One line per key of ``config`` that ``schema`` does not allow where it stands (a misspelt
     ``sweep.batch_ordr``), with its dotted path, the closest allowed key ("did you mean") and the keys
     allowed there. Keys the schema allows anywhere (model and task names) are not checked."""
-    import difflib
 
     from jsonschema.validators import validator_for
 
@@ -282,8 +299,8 @@ def unknown_keys(config: dict, schema: dict) -> list[str]:
         hidden |= {"seed"} if where.startswith("tasks.") and where.endswith(".probe") else set()
         known = sorted(set(error.schema.get("properties") or {}) - hidden)
         for key in sorted(set(error.instance) - set(known), key=str):
-            near = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
+            near = closest(key, known)
+            hint = f"did you mean {near!r}? " if near else ""
             path, place = (f"{where}.{key}", f"under {where}") if where else (str(key), "at the top level")
             out.append(f"config key {path!r} is not known: {hint}the keys allowed {place} are {', '.join(known)}")
     return out
@@ -306,7 +323,6 @@ def schema_errors(config: dict, schema: dict) -> list[str]:
 
 
 def _schema_error_line(error) -> str:
-    import difflib
 
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
     key = f"config key {path!r}" if path else "the config"
@@ -342,9 +358,12 @@ def _schema_error_line(error) -> str:
         return f"{key} lacks the key {missing!r}, which has no default: add it"
     if kind == "enum":
         allowed = [str(v) for v in error.validator_value]
-        near = difflib.get_close_matches(str(value), allowed, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
+        near = closest(value, allowed)
+        hint = f"did you mean {near!r}? " if near else ""
         return f"{key} is {value!r}, not an allowed value: {hint}choose one of {', '.join(allowed)}"
+    if kind == "pattern" and error.validator_value == f"^{NAME_PATTERN}$":  # a model, dataset or task name
+        return (f"{key}: {value!r} is not a name papa can use: a name is a folder in the output paths, so it holds "
+                f"only letters, digits, '_', '.' and '-' (no '/' or space); rename it")  # fmt: skip
     if kind == "pattern" and error.validator_value == f"^{CONSTANTS_PATTERN}$":  # sweep.constants and the like
         try:
             ConstantsSpec.parse(str(value))
@@ -788,7 +807,40 @@ def _source_keys(datasets: dict) -> list[str]:
                     what = "a folder" if Path(path).expanduser().is_dir() else "not there"
                     errors.append(f"datasets.{d}.{key} = {path!r} is {what} (from {Path.cwd()}): give one file's "
                                   f"path, relative to where Snakemake runs or absolute")  # fmt: skip
+                elif isinstance(path, str) and path:
+                    why = _no_rows(Path(path).expanduser(), dc)
+                    if why:
+                        errors.append(f"datasets.{d}.{key} = {path!r} {why}: a split needs examples; give a file that "
+                                      f"has them")  # fmt: skip
     return errors
+
+
+def _no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
+    """Why a local split file holds no examples, as far as its first MiB tells (its job reads it whole and names
+    any other problem): no bytes, only blank lines, or a CSV/TSV read with a header that has only that line."""
+    if path.stat().st_size == 0:
+        return "is empty (0 bytes)"
+    try:
+        from .data.local import _file_format
+
+        fmt = _file_format(spec, path)
+    except Exception:  # an unknown format: the format check names it
+        return None
+    if fmt == "parquet" or path.suffix.lower() in (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar"):
+        return None  # binary or compressed: its job reads the rows
+    lines = 0
+    with open(path, "rb") as f:
+        for raw in f.read(peek).splitlines():
+            lines += bool(raw.strip())
+            if lines >= 2:
+                return None
+    if path.stat().st_size > peek:
+        return None
+    if lines == 0:
+        return "holds only blank lines"
+    if fmt in ("csv", "tsv") and spec.get("header", True) is not False:
+        return "holds only its header line"
+    return None
 
 
 def _local_format(spec: dict, build_data: dict) -> str | None:
@@ -944,6 +996,12 @@ def _models(models: dict) -> list[str]:
                         errors.append(f"models.{m}.build.config cannot build a model: {why}; change the config")
             continue
         path, revision = split_revision(entry)
+        if "@" in str(entry) and revision is None and not looks_like_path(str(entry)):
+            base, _, rev = str(entry).rpartition("@")
+            errors.append(f"models.{m} = {entry!r}: '@' pins a hub model to a revision, and "
+                          f"{'no model id comes before it' if not base else 'no revision follows it'}; write "
+                          f"org/name@<commit, tag or branch>, or drop the '@'")  # fmt: skip
+            continue
         if looks_like_path(path) and not Path(path).expanduser().is_dir():
             errors.append(f"models.{m} = {entry!r} is not a folder on this machine (from {Path.cwd()}); fix the "
                           f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip

@@ -167,3 +167,91 @@ def claim_results(results: str | Path, records: str | Path = ".snakemake") -> No
     marker = {"id": ours, "workdir": _workdir(records), "path": os.fspath(results)}
     _create_exclusive(Path(results) / MARKER, marker)
     check_results(results, records)
+
+
+def _record_key(relative: Path) -> str | None:
+    """The path a file under Snakemake's ``.snakemake/metadata/`` records (its name is the path, urlsafe-base64
+    encoded; a name too long for the file system is split into folders whose names start with '@')."""
+    import base64
+    import binascii
+
+    parts = list(relative.parts)
+    if any(not p.startswith("@") for p in parts[:-1]):
+        return None
+    b64 = "".join(p[1:] for p in parts[:-1]) + parts[-1]
+    try:
+        return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+#: The file in a working directory's ``.snakemake/`` listing the outputs its failed runs lost (`note_lost`).
+LOST = "papa-lost.json"
+
+
+def _lost_file(records) -> Path:
+    return Path(records) / LOST
+
+
+def _listed_lost(records) -> list[str]:
+    path = _lost_file(records)
+    try:
+        listed = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as err:
+        why = f"{path} cannot be read ({err}): it lists the outputs failed jobs lost, to be made again"
+        raise ForeignResultsError(f"{why}; fix its access, or remove it and name those files with --forcerun") from err
+    paths = listed.get("paths") if isinstance(listed, dict) else None
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+
+
+def _write_lost(records, paths) -> None:
+    from .io import atomic_path
+
+    target = _lost_file(records)
+    if not paths:
+        target.unlink(missing_ok=True)
+        return
+    with atomic_path(target) as tmp:
+        Path(tmp).write_text(json.dumps({"paths": sorted(set(paths))}, indent=1))
+
+
+def note_lost(paths, records: str | Path = ".snakemake") -> None:
+    """Keep the outputs of the jobs a failed run did not finish that are not on disk (``paths``: the Snakefile's
+    ``onerror`` passes them from Snakemake's DAG) with those of earlier failed runs still missing: `lost_outputs`
+    reads them. Snakemake deletes a job's old outputs when it starts the job, so a job that had to run again and
+    failed leaves its outputs missing while the results made from them stand."""
+    if Path(records).is_dir():
+        _write_lost(records, [p for p in [*_listed_lost(records), *map(os.fspath, paths)] if not os.path.exists(p)])
+
+
+def forget_found(records: str | Path = ".snakemake", keep=None) -> None:
+    """Drop the outputs `note_lost` kept that are on disk again, and those ``keep`` (a predicate on a path) refuses:
+    the Snakefile's ``onsuccess`` passes whether the config that just ran makes the path, so a successful run
+    forgets every file of an earlier config that it does not make."""
+    if _lost_file(records).exists():
+        kept = [p for p in _listed_lost(records) if not os.path.exists(p) and (keep is None or keep(p))]
+        _write_lost(records, kept)
+
+
+def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> list[str]:
+    """Outputs under ``results`` that a failed or killed run lost: those of a job it started and did not finish that
+    are not on disk, while the results made from their earlier versions still stand. Snakemake deletes a job's old
+    outputs when it starts the job (one that has to run again after a changed setting, papa code or input) and, as
+    the outputs made from them still stand, its next start says "Nothing to be done" (it does not regenerate a
+    missing intermediate file whose readers are up to date: snakemake/snakemake#1978): the tables would keep the
+    results of the old settings. The workflow asks for these files again (rule ``all``), so the failed job and every
+    job after it reruns. They are the outputs `note_lost` kept for a run that failed (a job's error, its time or
+    memory limit) and those of jobs whose Snakemake was killed mid-job (an incomplete marker left in
+    ``.snakemake/incomplete``). A file deleted by hand is not listed: Snakemake regenerates it only when named."""
+    prefix = spelling(os.fspath(results)).rstrip("/") + "/"
+    found = set(_listed_lost(records))
+    root = Path(records) / "incomplete"
+    if root.is_dir():
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                key = _record_key(Path(dirpath, name).relative_to(root))
+                if key is not None:
+                    found.add(key)
+    return sorted(f for f in found if f.startswith(prefix) and not os.path.exists(f))

@@ -63,11 +63,11 @@ def _problems(edit) -> str:
 
 @pytest.fixture
 def local_files(tmp_path, monkeypatch):
-    """Run in a folder that holds the (empty) local files the tests' configs name: validation asks that they are
-    there; what they hold is read only by the jobs."""
+    """Run in a folder that holds the local files the tests' configs name (a header and a row): validation asks
+    that they are there and not empty; what they hold is read by the jobs."""
     monkeypatch.chdir(tmp_path)
     for name in ("t.csv", "t.tsv", "t.conll", "t.jsonl", "t.json", "t.parquet", "v.csv", "x.csv"):
-        (tmp_path / name).touch()
+        (tmp_path / name).write_text("a\n1\n")  # not empty: an empty one is refused (_no_rows)
     return tmp_path
 
 
@@ -573,6 +573,62 @@ def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
     for results in ("new", "empty", "done", "out/deeper"):
         cfg = _config(results=results)
         local(cfg)
+        check_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "entry, says", [("bert-base-uncased@", "no revision follows it"), ("@abc", "no model id comes before it")]
+)
+def test_an_at_sign_without_a_model_id_or_revision_on_each_side_is_named(entry, says):
+    """``org/name@`` and ``@rev`` were read as hub ids with an '@' in their name and failed in the first job."""
+    msg = _problems(lambda c: c["models"].update(minilm=entry))
+    assert f"models.minilm = {entry!r}: '@' pins a hub model to a revision, and {says}" in msg
+
+
+def test_a_did_you_mean_prefers_the_value_a_typo_begins_or_matches_but_for_case():
+    """``acc`` meant accuracy (difflib offered mcc); ``F1``, ``rev`` and ``eff`` got no suggestion."""
+    from papa.checks import ConfigError, validate_config
+
+    def says(edit):
+        cfg = _config()
+        edit(cfg)
+        with pytest.raises(ConfigError) as e:
+            validate_config(cfg, warn=lambda m: None)
+        return str(e.value)
+
+    task = next(iter(_config()["tasks"]))
+    assert "did you mean 'accuracy'?" in says(lambda c: c["tasks"][task].update(metrics=["acc"]))
+    assert "did you mean 'f1'?" in says(lambda c: c["tasks"][task].update(metrics=["F1"]))
+    assert "did you mean 'reversed'?" in says(lambda c: c["sweep"].update(selections=["rev"]))
+    assert "did you mean 'effective'?" in says(lambda c: c["analyses"].update(constant_kinds=["eff"]))
+    assert "did you mean 'seed'?" in says(lambda c: c.update(sed=1))  # difflib still, where neither applies
+    msg = says(lambda c: c["tasks"].update({"a/b": c["tasks"][task]}))
+    assert "config key 'tasks': 'a/b' is not a name papa can use: a name is a folder in the output paths" in msg
+
+
+def test_an_empty_local_split_is_refused_before_any_job(tmp_path, monkeypatch):
+    """0 bytes, blank lines, a CSV/TSV with only its header line: the config check names the key (the job said so
+    after the others had started). A header-less CSV's one line, a compressed file and a Parquet file pass (their
+    jobs read the rows)."""
+    monkeypatch.chdir(tmp_path)
+    files = {"zero.csv": "", "blank.jsonl": "\n  \n", "header.csv": "text,label\n", "header.tsv": "text\tlabel\n\n"}
+    files.update({"one.csv": "good,1\n", "ok.csv": "text,label\ngood,1\n", "x.csv.gz": "\x1f", "x.parquet": "PAR1"})
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    def problem(train, **spec):
+        return _problems(lambda c: c["datasets"].update(
+            mine={"source": "local", "kind": "sequence", "train": train, "validation": "ok.csv", **spec}))  # fmt: skip
+
+    assert "datasets.mine.train = 'zero.csv' is empty (0 bytes): a split needs examples" in problem("zero.csv")
+    assert "datasets.mine.train = 'blank.jsonl' holds only blank lines" in problem("blank.jsonl")
+    assert "datasets.mine.train = 'header.csv' holds only its header line" in problem("header.csv")
+    assert "datasets.mine.train = 'header.tsv' holds only its header line" in problem("header.tsv")
+    from papa.checks import check_config
+
+    for fine, spec in [("one.csv", {"header": False}), ("x.csv.gz", {}), ("x.parquet", {})]:
+        cfg = _config()
+        cfg["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": fine, "validation": "ok.csv", **spec}
         check_config(cfg)
 
 

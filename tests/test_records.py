@@ -192,3 +192,57 @@ def test_the_records_id_is_created_once_whoever_asks_at_the_same_time(tmp_path):
     for t in threads:
         t.join()
     assert len(set(ids)) == 1 and ids[0] == records_id(records)
+
+
+def _marker(wd: Path, path: str, max_len: int = 255) -> None:
+    """Snakemake's incomplete marker of output ``path`` (its file-records layout: the path urlsafe-base64 encoded,
+    split into '@' folders where longer than a file name may be)."""
+    from base64 import urlsafe_b64encode
+
+    b64 = urlsafe_b64encode(path.encode()).decode()
+    parts = [b64[i : i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
+    rec = wd / ".snakemake" / "incomplete" / Path(*["@" + s for s in parts[:-1]], parts[-1])
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    rec.write_text("{}")
+
+
+def test_lost_outputs_are_what_failed_or_killed_runs_did_not_finish_and_is_not_on_disk(wd):
+    """A failed run's unfinished jobs' missing outputs (the Snakefile's onerror notes them), a killed Snakemake's
+    started jobs' (its incomplete markers), under the results folder and not on disk; a successful run forgets
+    those made again. A file deleted by hand is none of them."""
+    from papa.records import LOST, forget_found, lost_outputs, note_lost
+
+    assert lost_outputs("results") == []  # nothing noted, no markers
+    Path("results/probe").mkdir(parents=True)
+    Path("results/probe/standing.parquet").write_text("x")
+    note_lost(["results/lambda/a.parquet", "results/probe/standing.parquet", "other/x"])
+    assert json.loads((wd / ".snakemake" / LOST).read_text())["paths"] == ["other/x", "results/lambda/a.parquet"]
+    note_lost(["results/lambda/b.parquet"])  # a second failure keeps the first's
+    long = "results/constants/" + "m" * 200 + "/average.safetensors"  # a marker name split into '@' folders
+    _marker(wd, long)
+    _marker(wd, "results/probe/standing.parquet")  # incomplete but there: Snakemake's --rerun-incomplete case
+    (wd / ".snakemake" / "incomplete" / "not-base64!").write_text("{}")  # not a marker: skipped
+    expected = sorted([long, "results/lambda/a.parquet", "results/lambda/b.parquet"])
+    assert lost_outputs("results") == expected
+    assert lost_outputs("./results/") == expected  # the folder however it is written
+    Path("results/lambda").mkdir()
+    Path("results/lambda/a.parquet").write_text("made again")
+    forget_found()
+    assert json.loads((wd / ".snakemake" / LOST).read_text())["paths"] == ["other/x", "results/lambda/b.parquet"]
+    Path("results/lambda/b.parquet").write_text("made again")
+    Path("other").mkdir()
+    Path("other/x").write_text("made again")
+    note_lost(["results/old_task/x.parquet"])
+    forget_found(keep=lambda f: "old_task" not in f)  # a successful run forgets what its config does not make
+    assert not (wd / ".snakemake" / LOST).exists() and lost_outputs("results") == [long]
+    (wd / ".snakemake" / LOST).write_text("{not json")
+    with pytest.raises(ForeignResultsError, match="papa-lost.json cannot be read .* remove it and name those files"):
+        lost_outputs("results")
+
+
+def test_without_records_nothing_is_lost_or_noted(tmp_path, monkeypatch):
+    from papa.records import lost_outputs, note_lost
+
+    monkeypatch.chdir(tmp_path)
+    note_lost(["results/x"])  # no .snakemake/: nothing written
+    assert lost_outputs("results") == [] and not (tmp_path / ".snakemake").exists()

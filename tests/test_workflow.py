@@ -348,6 +348,41 @@ def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_t
     assert planned == {"mlm": 1, "mlm_table": 1, "all": 1}, planned
 
 
+def test_a_rerun_that_fails_after_a_change_is_redone_by_the_next_run(smoke_once, tmp_path):
+    """Snakemake deletes a job's old outputs when it starts it and their records when it fails; as the outputs made
+    from them still stood, its next start said "Nothing to be done" and the tables kept the results of the old
+    settings (snakemake/snakemake#1978). rule all asks for such lost files again (papa.records.lost_outputs), so the
+    failed job and every job after it reruns, with the new settings. A file deleted by hand keeps its record and is
+    still left alone, Snakemake's way (the README says how to name it)."""
+    done, _ = smoke_once
+    repo = tmp_path / "repo"
+    shutil.copytree(done, repo, symlinks=True)  # file times and records kept: up to date
+    cfg = write_config(repo, "epochs.yaml", lambda c: c["tasks"]["rt_sentiment"]["lambda"].update(epochs=2))
+    planned = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    assert planned["learn_lambda"] == 1 and planned["probe"] >= 1, planned
+    fail = tmp_path / "fail"  # the lambda job fails as it starts (an out-of-memory, a node lost, a time limit)
+    fail.mkdir()
+    (fail / "sitecustomize.py").write_text(
+        'import sys\nif sys.argv[0].endswith("learn_lambda.py"):\n    raise SystemExit("injected failure")\n'
+    )
+    env = {**LOCAL_ENV, "PYTHONPATH": str(fail)}
+    p = subprocess.run([SNAKEMAKE, "--cores", "1", "--configfile", cfg], cwd=repo, capture_output=True, text=True,
+                       env=env, timeout=900)  # fmt: skip
+    assert p.returncode != 0 and "injected failure" in p.stdout + p.stderr, p.stderr[-3000:]
+    lost = "results-smoke/lambda/minilm/rt_sentiment/average/lambdas.parquet"
+    assert not (repo / lost).exists()
+    again = smk(repo, "-n", "--configfile", cfg)
+    counts = job_counts(again.stdout)
+    assert counts["learn_lambda"] == 1 and {"probe", "aggregate", "plot"} <= set(counts), counts
+    assert f"{lost} is missing: its job failed or was killed in an earlier run" in again.stdout + again.stderr
+    smk(repo, "--cores", "2", "--configfile", cfg)
+    metrics = pd.read_parquet(repo / "results-smoke/lambda/minilm/rt_sentiment/average/metrics.parquet")
+    assert metrics.epoch.max() == 2  # the new setting's lambdas
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", cfg).stdout
+    (repo / "results-smoke/constants/minilm/rt_sentiment/N32/identity.safetensors").unlink()  # by hand
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", cfg).stdout
+
+
 def test_second_run_does_nothing(smoke):
     repo = smoke[0]
     p = smk(repo, "-n", "--configfile", SMOKE)

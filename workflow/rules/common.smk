@@ -5,6 +5,7 @@ import functools
 import os
 import re
 import sys
+from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
 from papa import checks, records, rehearsal, spec
@@ -332,6 +333,34 @@ def mlm_files():
     if not MLM.get("models"):
         return []
     return [mlm_path(m, MLM["dataset"], MLM["max_length"], "scores.parquet") for m in MLM["models"]]
+
+
+def of_this_config(path):
+    """Whether an output path under R names models, datasets and tasks of this config (the layouts above)."""
+    parts = Path(path).relative_to(R).parts
+    names = {"data": [(1, config["datasets"])], "built": [(2, BUILT_MODELS if parts[1:2] == ("models",) else BUILD_DATA)]}
+    for stage in ("tokens", "constants", "patterns", "mlm"):
+        names[stage] = [(1, config["models"]), (2, config["datasets"])]
+    for stage in ("lambda", "probe"):
+        names[stage] = [(1, config["models"]), (2, config["tasks"])]
+    return parts[0] in names and all(len(parts) > i and parts[i] in known for i, known in names[parts[0]])
+
+
+def lost_targets():
+    """The outputs a job that had to run again (a changed setting, papa code or input) lost by failing or being
+    killed, while the outputs made from their earlier versions still stand (papa.records.lost_outputs): asked for
+    again by rule all, so that job and every job after it reruns (Snakemake would say "Nothing to be done" and the
+    tables keep the old settings' results). One that names a model, dataset or task this config no longer has is
+    only reported."""
+    lost = records.lost_outputs(R)
+    for f in lost:
+        if of_this_config(f):
+            logger.warning(f"{f} is missing: its job failed or was killed in an earlier run; it is made again, and "
+                           f"every result made from it reruns")  # fmt: skip
+        else:
+            logger.warning(f"{f} is missing (its job failed or was killed in an earlier run), and this config does not "
+                           f"make it: the results made from it are of an earlier config")  # fmt: skip
+    return [f for f in lost if of_this_config(f)]
 
 
 def constant_kinds_rows():
