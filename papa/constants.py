@@ -94,6 +94,9 @@ class ConstantAttention:
                              f"expected [layers, heads, N, N] and [N, N]")  # fmt: skip
         if norm is not None and norm.shape != mean.shape:
             raise ValueError(f"ConstantAttention: norm has shape {tuple(norm.shape)}, mean {tuple(mean.shape)}")
+        problem = _content_problem(mean, count, norm, self.metadata)
+        if problem:  # what load would refuse: save would write a file that cannot be read back
+            raise ValueError(f"ConstantAttention: {problem}")
 
     def __repr__(self) -> str:  # the matrices themselves are too many numbers to print
         meta = {k: self.metadata[k] for k in ("kind", "model", "n_examples") if k in self.metadata}
@@ -186,21 +189,32 @@ class ConstantAttention:
         if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
             raise UnreadableFileError(f"{path}: mean has shape {tuple(mean.shape)} and count {tuple(count.shape)}; "
                                       f"expected [layers, heads, N, N] and [N, N]")  # fmt: skip
-        stated = {k: meta[k] for k in ("layers", "heads", "N") if k in meta}
-        actual = {"layers": mean.shape[0], "heads": mean.shape[1], "N": N}
-        if any(not is_integer(v) or int(v) != actual[k] for k, v in stated.items()):
-            raise UnreadableFileError(f"{path}: the metadata states {stated} but mean has shape {tuple(mean.shape)}")
-        for name, t in (("mean", mean), ("norm", norm)):
-            if t is not None and not torch.isfinite(t).all():
-                raise UnreadableFileError(f"{path}: {name} holds {int((~torch.isfinite(t)).sum())} NaN/inf values; "
-                                          f"recompute it")  # fmt: skip
-        if (count < 0).any() or not torch.isfinite(count).all():
-            raise UnreadableFileError(f"{path}: count holds negative or non-finite entries; not written by "
-                                      f"papa.ConstantAttention.save")  # fmt: skip
-        if norm is not None and (norm.shape != mean.shape or (norm < 0).any()):
-            raise UnreadableFileError(f"{path}: norm has shape {tuple(norm.shape)} (mean: {tuple(mean.shape)}) "
-                                      f"or negative entries; not written by papa.ConstantAttention.save")  # fmt: skip
+        if norm is not None and norm.shape != mean.shape:
+            raise UnreadableFileError(f"{path}: norm has shape {tuple(norm.shape)}, mean {tuple(mean.shape)}; "
+                                      f"recompute it")  # fmt: skip
+        problem = _content_problem(mean, count, norm, meta)
+        if problem:
+            raise UnreadableFileError(f"{path}: {problem}; recompute it")
         return cls(mean, count, meta, norm)
+
+
+def _content_problem(mean, count, norm, meta: dict) -> str | None:
+    """What constants of valid shapes may not hold (`ConstantAttention` refuses it when built, `load` when read):
+    metadata stating other layers, heads or N than the matrices have, NaN/inf matrices or normalisers, a count
+    or a normaliser that is negative or not finite."""
+    N = mean.shape[-1]
+    stated = {k: meta[k] for k in ("layers", "heads", "N") if k in meta}
+    actual = {"layers": mean.shape[0], "heads": mean.shape[1], "N": N}
+    if any(not is_integer(v) or int(v) != actual[k] for k, v in stated.items()):
+        return f"the metadata states {stated} but mean has shape {tuple(mean.shape)}"
+    for name, t in (("mean", mean), ("norm", norm)):
+        if t is not None and t.device.type != "meta" and not torch.isfinite(t).all():
+            return f"{name} holds {int((~torch.isfinite(t)).sum())} NaN/inf values"
+    if count.device.type != "meta" and ((count < 0).any() or not torch.isfinite(count).all()):
+        return "count holds negative or non-finite entries (it counts the examples valid at each position)"
+    if norm is not None and norm.device.type != "meta" and (norm < 0).any():
+        return "norm holds negative entries (row normalisers are masses of attention)"
+    return None
 
 
 class _Recorder:
@@ -471,6 +485,8 @@ def average_attention(
     name = getattr(model.config, "_name_or_path", "")
     if name:
         meta.update(model=name, model_revision=model_revision(model))
+    if isinstance(getattr(batches, "layout", None), str):  # Encoded.batches: patch users check it (check_layout)
+        meta.update(layout=batches.layout)
     meta.update(metadata or {})
     norm = None if recorder.raw_sums is None else averaged(recorder.raw_sums).float().cpu()
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta, norm)
@@ -505,6 +521,9 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
     ids = batch["input_ids"]
     if ids.dim() != 2 or ids.shape[0] == 0:
         raise ValueError(f"{where}: input_ids has shape {tuple(ids.shape)}; a batch is [examples >= 1, N]")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{where}: input_ids are {str(ids.dtype).removeprefix('torch.')}, and token ids are "
+                        f"integers: pass them as torch.long (enc.batches(32) does)")  # fmt: skip
     why = vocabulary_problem(model, int(ids.max()))
     if why:
         raise ValueError(f"{where} holds {why}")

@@ -50,6 +50,16 @@ def check_batch_size(batch_size, what: str = "batch_size") -> int:
     return int(batch_size)
 
 
+class Batches(Iterator):
+    """`Encoded.batches`: an iterator of model-input dicts that says what they are (``layout``, ``max_length``)."""
+
+    def __init__(self, dicts: Iterator[dict], layout: str, max_length: int):
+        self._dicts, self.layout, self.max_length = dicts, layout, max_length
+
+    def __next__(self) -> dict:
+        return next(self._dicts)
+
+
 @dataclass
 class Encoded:
     """Tokenized inputs of one split, all of length ``max_length``."""
@@ -86,12 +96,14 @@ class Encoded:
             out["token_type_ids"] = tensor(self.token_type_ids)
         return out
 
-    def batches(self, batch_size: int, device=None, order: Sequence[int] | None = None) -> Iterator[dict]:
-        """Yield model-input dicts of ``batch_size`` rows (in ``order`` if given)."""
+    def batches(self, batch_size: int, device=None, order: Sequence[int] | None = None) -> Batches:
+        """Model-input dicts of ``batch_size`` rows (in ``order`` if given), one at a time: an iterator that also
+        says the inputs' ``layout`` and ``max_length`` (`papa.average_attention` records the layout with the
+        constants)."""
         check_batch_size(batch_size)
         order = np.arange(len(self)) if order is None else np.asarray(order)
-        for start in range(0, len(order), batch_size):
-            yield self.model_inputs(order[start : start + batch_size], device=device)
+        rows = (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+        return Batches((self.model_inputs(idx, device=device) for idx in rows), self.layout, self.max_length)
 
     def subset(self, idx) -> Encoded:
         idx = np.asarray(idx)

@@ -82,8 +82,9 @@ def entity_f1_problem(label_names) -> str:
     """Why ``entity_f1`` does not fit a tag set without chunk prefixes (`chunk_tagged`)."""
     shown = ", ".join(map(str, list(label_names)[:5])) + (", ..." if len(label_names) > 5 else "")
     return (f"metric 'entity_f1' scores entity chunks of BIO tags (B-PER, I-PER, O), and the tags here ({shown}) have "
-            f"no chunk prefix (B-, I-, E-, S-, L-, U-): seqeval would score each tag as a chunk of its own (the "
-            f"paper's POS metric, pos_seqeval_f1); use pos_seqeval_f1, pos_f1 or token_accuracy")  # fmt: skip
+            f"no chunk prefix (B-, I-, E-, S-, L-, U-): seqeval would read each tag's first character as a prefix "
+            f"and merge neighbouring tags of one type (the paper's POS metric, pos_seqeval_f1); use pos_seqeval_f1, "
+            f"pos_f1 or token_accuracy")  # fmt: skip
 
 
 def _flat_tokens(y_true, y_pred):
@@ -121,10 +122,37 @@ def _shape(a) -> str:
         return "ragged"
 
 
+def _label_arrays(metric: str, y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
+    """Gold and predicted labels as arrays of one shape of class indices, or a `ValueError`/`TypeError` naming
+    the metric and what to change (sklearn's and numpy's own messages named neither)."""
+    try:
+        t, p = np.asarray(y_true), np.asarray(y_pred)
+    except ValueError:
+        raise ValueError(f"{metric}: y_true and y_pred must be arrays of one shape (token metrics: [sentences, N], "
+                         f"-100 where a token is not scored); got rows of different lengths") from None  # fmt: skip
+    if t.shape != p.shape:
+        raise ValueError(f"{metric}: y_true has shape {t.shape} and y_pred {p.shape}: give one prediction per label")
+    for name, a in (("y_true", t), ("y_pred", p)):
+        whole = a.dtype.kind in "iub" or (
+            a.dtype.kind == "f" and bool(np.isfinite(a).all()) and bool((a % 1 == 0).all())
+        )
+        if a.size and not whole:
+            raise TypeError(f"{metric}: {name} holds {a.dtype} values ({a.ravel()[0].item()!r}, ...), and labels "
+                            f"here are class indices (0, 1, ...): map label names to their index first")  # fmt: skip
+    if metric in BINARY_METRICS:
+        seen = sorted({int(v) for v in np.unique(np.concatenate([t.ravel(), p.ravel()]))} - {0, 1})
+        if seen:
+            raise ValueError(f"{metric} is binary F1 (positive class = label 1), and the labels hold {seen[:5]} beyond "
+                             f"0 and 1: use {BINARY_METRICS[metric]!r} for more than two labels")  # fmt: skip
+    return t, p
+
+
 def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -> float:
     """One metric on integer labels. Token metrics take [n, N] arrays with -100 = ignore."""
     from sklearn import metrics as skm
 
+    if metric not in ("entity_f1", "pos_seqeval_f1"):  # those read tag rows (_tag_rows checks them)
+        y_true, y_pred = _label_arrays(metric, y_true, y_pred)
     if metric == "accuracy":
         return float(skm.accuracy_score(y_true, y_pred))
     if metric == "f1":

@@ -259,9 +259,10 @@ def learn_mlm_lambdas(
     ``papa.head_order("lambda", ...)``. ``runs_after``: probe trainings of this size the job runs next (the
     logged ETA counts them).
     """
-    from .patching import patch
+    from .patching import check_layout, patch
 
     _check_head(head)
+    check_layout(constants, encoded)
     with patch(model, constants, mix=True) as handle:
         probe = new_probe(model, cfg.seed, cfg.init) if head == "probe" else None
         losses = train_mlm(
@@ -310,12 +311,13 @@ def mlm_curve(
         One row per fraction (and seed): ``head``, ``fraction_dynamic``, ``n_dynamic``, ``seed``,
         ``neg_log_ppl``, ``perplexity`` and, for ``probe``, the last epoch's ``train_loss``.
     """
-    from .patching import patch
+    from .patching import check_layout, patch
     from .selection import head_order, n_dynamic, select_static
 
     _check_head(head)
     if head == "probe" and train is None:
         raise ValueError("mlm_curve with head 'probe' trains a probe per fraction: pass the train split")
+    check_layout(constants, encoded, *([train] if train is not None else []))
     seeds = [cfg.seed] if seeds is None or head == "pretrained" else [int(s) for s in seeds]
     if not seeds:
         raise ValueError("mlm_curve needs at least one seed")

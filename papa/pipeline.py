@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -390,13 +391,21 @@ def load_tokenizer(model: str):
 
 # Token files own their I/O next to `Encoded` (papa.encoding). Kept here for notebooks: `token_meta`
 # and `stream_tokens` (imported above from papa.encoding) and these two:
-write_tokens = Encoded.save  # write_tokens(enc, path, meta): replaced by enc.save(path, meta)
-read_tokens = Encoded.load  # read_tokens(path): replaced by Encoded.load(path)
+
+
+def write_tokens(enc: Encoded, path, meta: dict | None = None) -> None:
+    """Replaced by ``enc.save(path, meta)`` (`papa.Encoded.save`); kept for notebooks, its keywords included."""
+    enc.save(path, meta)
+
+
+def read_tokens(path) -> Encoded:
+    """Replaced by ``papa.Encoded.load(path)``; kept for notebooks."""
+    return Encoded.load(path)
 
 
 @dataclass(kw_only=True)
 class TokenizeStage(Stage):
-    """Rule ``tokenize``: one split of a prepared dataset -> a token file (`write_tokens`).
+    """Rule ``tokenize``: one split of a prepared dataset -> a token file (`Encoded.save`).
 
     Attributes:
         model: whose tokenizer (hub id, folder, alias).
@@ -487,8 +496,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
         seconds,
         len(enc) / max(seconds, 1e-9),
     )
-    write_tokens(
-        enc,
+    enc.save(
         stage.out,
         {
             "model": stage.model,
@@ -659,8 +667,13 @@ class TaskInfo:
         return len(self.label_names)
 
 
-def task_info(tokens: Encoded) -> TaskInfo:
-    """The task kind and label names of tokenized task data (failing for unlabeled data)."""
+def task_info(tokens: Encoded, task_cfg=None) -> TaskInfo:
+    """The task kind and label names of tokenized task data (failing for unlabeled data). ``task_cfg``: not read
+    (the token file's metadata holds the kind and labels); accepted, with a `DeprecationWarning`, for notebooks
+    that passed it."""
+    if task_cfg is not None:
+        warnings.warn("task_info(tokens, task_cfg): task_cfg is not read (the token file holds the task's kind and "
+                      "labels); call task_info(tokens)", DeprecationWarning, stacklevel=2)  # fmt: skip
     names = tokens.meta.get("label_names") or []
     if not names:
         raise ValueError(f"Task tokens have no label names (dataset {tokens.meta.get('dataset')!r} is unlabeled)")
@@ -691,7 +704,7 @@ def train_split(
     (`check_train_classes`, naming ``tasks.<task>.<block>.max_train``) and to fit ``metrics`` (when given:
     `papa.metrics.check_metrics` on the labels the data holds, e.g. binary ``f1`` on three labels a local file
     gave, naming ``tasks.<task>.metrics``)."""
-    train = read_tokens(path)
+    train = Encoded.load(path)
     n_before = len(train)
     train = subsample(train, max_train, np.random.default_rng(seed))
     info = task_info(train)
@@ -826,7 +839,7 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     """Learn one lambda per head with a probe; write (layer, head, lambda, rank) and per-epoch metrics."""
     task = stage.labels.get("task")
     train, info = train_split(stage.train, stage.max_train, stage.seed, "lambda", task, stage.metrics)
-    val = read_tokens(stage.validation)
+    val = Encoded.load(stage.validation)
     m, _ = load_encoder(stage.model, max_length=train.max_length)
     C = ConstantAttention.load(stage.constants)
     L, H = model_shape(m)
@@ -1035,15 +1048,16 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     """
     seeds, cache = list(stage.seeds), stage.cache
     if len(stage.outs) != len(seeds):
-        raise ValueError("one output per seed")
+        raise ValueError(f"ProbeStage: {len(seeds)} seeds and {len(stage.outs)} outputs: give one output per seed")
     if stage.compile != "eager" and not stage.trained_constants:
         raise ValueError(
             f"compile {stage.compile!r} applies to trained constants (the encoder in the loop); fixed matrices "
             "run the encoder once per batch without gradients: leave compile at 'eager'"
         )
+    _check_probe_labels(stage.labels)
     task = stage.labels.get("task")
     train, info = train_split(stage.train, stage.max_train, stage.seed, "probe", task, stage.metrics)
-    val = read_tokens(stage.validation)
+    val = Encoded.load(stage.validation)
     m, _ = load_encoder(stage.model, max_length=train.max_length)
     L, H = model_shape(m)
     static = static_mask(m, stage.lambdas, stage.selection, stage.fraction_dynamic, seed=stage.order_seed)
@@ -1121,6 +1135,19 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
         )
         for seed, out in zip(seeds, stage.outs, strict=True)
     ]
+
+
+def _check_probe_labels(labels: dict) -> None:
+    """The columns a probe's rows are labelled with (`_write_rows`), checked before any training as
+    `papa.tables.probe_table` checks them after it: all four given, a constants spec that parses, a head order."""
+    missing = [k for k in ("model", "task", "constants", "selection") if k not in labels]
+    if missing:
+        raise ValueError(f"ProbeStage.labels lacks {', '.join(missing)}: every probe row names its model, task, "
+                         f"constants and selection")  # fmt: skip
+    ConstantsSpec.parse(str(labels["constants"]))  # a ValueError naming the spec and the kinds
+    if labels["selection"] not in spec.HEAD_ORDERS:
+        raise ValueError(f"ProbeStage.labels: selection {labels['selection']!r} is no head order; use one of "
+                         f"{', '.join(spec.HEAD_ORDERS)}")  # fmt: skip
 
 
 def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed, record=None) -> pd.DataFrame:
@@ -1283,7 +1310,7 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     if tok.mask_token_id is None:
         raise ValueError(f"the tokenizer of {stage.model!r} has no mask token: it cannot be scored as a masked LM")
     C = ConstantAttention.load(stage.constants)
-    train, val = read_tokens(stage.train), read_tokens(stage.validation)
+    train, val = Encoded.load(stage.train), Encoded.load(stage.validation)
     rng = np.random.default_rng(stage.seed)
     train, val = subsample(train, stage.max_train, rng), subsample(val, stage.max_eval, rng)
     if len(train) == 0 or len(val) == 0:

@@ -1152,7 +1152,7 @@ def learn_lambdas(
     Returns ``(lambdas [layers, heads], per-epoch metric rows)``.
     """
     from .constants import ConstantAttention
-    from .patching import check_length, patch
+    from .patching import check_layout, check_length, patch
 
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
@@ -1161,6 +1161,7 @@ def learn_lambdas(
     check_model_inputs(model, train_enc, val_enc)
     if isinstance(constants, ConstantAttention):  # before the probe is built, not at the first training batch
         check_length(constants.mean.shape[-1], train_enc.max_length)
+        check_layout(constants, train_enc, val_enc)
     torch.manual_seed(cfg.seed)
     device = next(model.parameters()).device
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device)

@@ -258,7 +258,8 @@ def test_constants_load_checks_the_file(tmp_path):
         "names": ({"avg": C.mean}, {"papa": "{}"}, "not 'mean' and 'count'"),
         # effective constants' row normalisers: of the matrices' shape, never negative
         "normshape": ({"mean": C.mean, "count": C.count, "norm": C.mean[0].clone()}, {"papa": "{}"}, "norm has shape"),
-        "normsign": ({"mean": C.mean, "count": C.count, "norm": -C.mean}, {"papa": "{}"}, "norm has shape"),
+        "normsign": ({"mean": C.mean, "count": C.count, "norm": -C.mean}, {"papa": "{}"}, "norm holds negative"),
+        "count": ({"mean": C.mean, "count": -C.count}, {"papa": "{}"}, "count holds negative or non-finite"),
     }
     for name, (tensors, meta, msg) in cases.items():
         p = tmp_path / f"{name}.safetensors"
@@ -280,11 +281,87 @@ def test_constants_load_checks_the_file(tmp_path):
     model = papa.load_encoder("minilm", device="cpu")[0]
     L, H = papa.model_shape(model)
     raw = data_free("uniform", L, H, 8)
-    for norm in (-raw.mean, raw.mean.clone().fill_(float("inf"))):
+    inf = raw.mean.clone().fill_(float("inf"))
+    for norm, says in ((-raw.mean, "norm holds negative entries"), (inf, "norm holds .* NaN/inf")):
+        with pytest.raises(ValueError, match=f"ConstantAttention: {says}"):  # refused as built, before any patch
+            ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, norm)
+        changed = ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"})
+        changed.norm = norm  # changed after it was built: patch checks again
         with pytest.raises(ValueError, match="norm .* must be finite, non-negative and of the matrices' shape"):
-            papa.patch(model, ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, norm))
+            papa.patch(model, changed)
     with pytest.raises(ValueError, match=r"ConstantAttention: norm has shape \(12, 8, 8\), mean \(6, 12, 8, 8\)"):
         ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, raw.mean[0])  # not even built
+
+
+def test_constants_that_load_would_refuse_are_refused_when_built():
+    """ConstantAttention(...) and its save took a negative or NaN count, NaN matrices and metadata stating other
+    shapes; load then called the file one papa had not written, and patch used some of them without a word."""
+    import torch
+
+    from papa.constants import ConstantAttention, data_free
+
+    C = data_free("toeplitz", 2, 3, 8)
+    nan = C.mean.clone()
+    nan[0, 0, 0, 0] = float("nan")
+    cases = [
+        ((C.mean, -C.count, C.metadata), "count holds negative or non-finite entries"),
+        ((C.mean, C.count.clone().fill_(float("nan")), C.metadata), "count holds negative or non-finite entries"),
+        ((nan, C.count, C.metadata), "mean holds 1 NaN/inf values"),
+        ((C.mean, C.count, {**C.metadata, "N": 64, "layers": 3}), r"the metadata states \{'layers': 3, .*'N': 64\}"),
+    ]
+    for args, says in cases:
+        with pytest.raises(ValueError, match=f"ConstantAttention: {says}"):
+            ConstantAttention(*args)
+    assert ConstantAttention(C.mean, C.count, C.metadata).shape == (2, 3, 8, 8)
+    meta = ConstantAttention(torch.empty(2, 3, 8, 8, device="meta"), torch.empty(8, 8, device="meta"))
+    assert meta.shape == (2, 3, 8, 8)  # matrices on the meta device are built (patch refuses them, naming why)
+
+
+def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minilm):
+    """average_attention of Encoded.batches records the layout (the final separator at N-1, or right after the
+    text); learn_lambdas and the MLM stages refused nothing and trained on constants whose rows described other
+    tokens."""
+    from papa.mlm import learn_mlm_lambdas
+    from papa.probe import TrainConfig, learn_lambdas
+
+    model, tok = minilm
+    texts, labels = ["a good film", "a bad one, really", "fine", "dull"] * 2, [1, 0, 1, 0] * 2
+    std = papa.encode(tok, texts, labels=labels, max_length=16, layout="standard")
+    ours = papa.encode(tok, texts, labels=labels, max_length=16)
+    batches = ours.batches(4)
+    assert (batches.layout, batches.max_length, len(list(batches))) == ("papa", 16, 2)
+    C = papa.average_attention(model, std.batches(4))
+    assert C.metadata["layout"] == "standard"
+    assert papa.average_attention(model, std.batches(4), metadata={"layout": "mine"}).metadata["layout"] == "mine"
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    with pytest.raises(ValueError, match="averaged on inputs in layout .standard., and these inputs are in layout"):
+        learn_lambdas(model, C, ours, ours, "sequence", 2, ["accuracy"], cfg)
+    with pytest.raises(ValueError, match="layout 'standard', and these inputs are in layout 'papa'"):
+        learn_mlm_lambdas(model, C, ours, tok.mask_token_id, tok.all_special_ids, cfg)
+    lambdas, _ = learn_lambdas(model, C, std, std, "sequence", 2, ["accuracy"], cfg)  # the same layout trains
+    assert lambdas.shape == (6, 12)
+    batch = next(iter(std.batches(4)))
+    with pytest.raises(TypeError, match="input_ids are float32, and token ids are integers: pass them as torch.long"):
+        papa.average_attention(model, [{**batch, "input_ids": batch["input_ids"].float()}])
+
+
+@pytest.mark.parametrize(
+    "args, error, says",
+    [
+        (("f1", [0, 1, 2], [0, 1, 2]), ValueError, "f1 is binary F1 .* the labels hold \\[2\\] .* use 'macro_f1'"),
+        (("pos_f1", [[0, 1], [1]], [[0, 1], [1, 0]]), ValueError, "pos_f1: y_true and y_pred must be arrays of one"),
+        (("accuracy", [0, 1, 1], [0, 1]), ValueError, r"accuracy: y_true has shape \(3,\) and y_pred \(2,\)"),
+        (("f1", ["a", "b"], ["a", "b"]), TypeError, "f1: y_true holds <U1 values \\('a', ...\\), and labels"),
+    ],
+)
+def test_metrics_name_the_metric_and_what_to_change(args, error, says):
+    """sklearn's and numpy's own messages ("Target is multiclass but average='binary'", "inhomogeneous shape")
+    named neither the metric nor the way out."""
+    from papa.metrics import compute
+
+    with pytest.raises(error, match=says):
+        compute(*args)
+    assert compute("accuracy", [0.0, 1.0], [0, 1]) == 1.0  # integer-valued floats are labels
 
 
 def test_patch_warns_for_constants_recorded_on_another_model(minilm, tmp_path):

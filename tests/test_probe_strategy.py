@@ -195,6 +195,30 @@ def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
     assert [r for r in lockstep if r["seed"] == 5] == live5
 
 
+def test_a_probe_stage_with_outputs_or_labels_that_do_not_fit_fails_before_training(job, tmp_path):
+    """The message "one output per seed" named no counts; a constants label that is no spec was written into
+    every row (and refused by probe_table only when the tables were made)."""
+    labels = {"model": "minilm", "task": "toy", "constants": "average", "selection": "lambda"}
+
+    def stage(**changed):
+        kw = dict(model="minilm", constants=str(job / "average.safetensors"), lambdas=None,
+                  train=str(job / "train.parquet"), validation=str(job / "validation.parquet"),
+                  outs=[str(tmp_path / "seed0.parquet")], metrics=["accuracy"], selection="first_to_last",
+                  fraction_dynamic=0.5, seeds=[0], hparams=TrainConfig(lr=1e-3, batch_size=8, epochs=1, seed=0),
+                  labels=labels)  # fmt: skip
+        return pipeline.ProbeStage(**{**kw, **changed})
+
+    with pytest.raises(ValueError, match="ProbeStage: 2 seeds and 1 outputs: give one output per seed"):
+        pipeline.probe_heads(stage(seeds=[0, 1]))
+    with pytest.raises(ValueError, match="avg"):
+        pipeline.probe_heads(stage(labels={**labels, "constants": "avg"}))
+    with pytest.raises(ValueError, match="selection 'lamda' is no head order"):
+        pipeline.probe_heads(stage(labels={**labels, "selection": "lamda"}))
+    with pytest.raises(ValueError, match="ProbeStage.labels lacks task"):
+        pipeline.probe_heads(stage(labels={k: v for k, v in labels.items() if k != "task"}))
+    assert not list(tmp_path.glob("*.parquet"))
+
+
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
 def test_trained_constants_one_job_per_seed_score_as_one_job(job, tmp_path, batch_order):
     """Rule probe_trained runs each seed of trained constants as a job of its own (ProbeStage with one

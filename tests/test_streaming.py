@@ -77,9 +77,20 @@ def test_token_file_metadata_precedence(minilm, tmp_path):
     assert papa.Encoded.load(tmp_path / "t.parquet").layout == "standard"
 
 
-def test_pipeline_token_functions_are_aliases_of_the_encoding_ones():
-    assert pipeline.write_tokens is papa.Encoded.save and pipeline.read_tokens == papa.Encoded.load
+def test_pipeline_token_functions_are_kept_for_notebooks(tmp_path):
+    """write_tokens(enc, path, meta) and read_tokens(path), by position or keyword (``enc=`` broke when they became
+    aliases of Encoded.save/load), each saying what replaced it."""
+    tok = papa.load_encoder("minilm", device="cpu")[1]
+    enc = papa.encode(tok, ["a film", "another one"], labels=[0, 1], max_length=8)
+    pipeline.write_tokens(enc=enc, path=tmp_path / "k.parquet", meta={"split": "train", "label_names": ["no", "yes"]})
+    pipeline.write_tokens(enc, tmp_path / "p.parquet", {"split": "train", "label_names": ["no", "yes"]})
+    for name in ("k", "p"):
+        back = pipeline.read_tokens(path=tmp_path / f"{name}.parquet")
+        assert np.array_equal(back.input_ids, enc.input_ids) and back.meta["split"] == "train"
+    assert "enc.save" in pipeline.write_tokens.__doc__ and "Encoded.load" in pipeline.read_tokens.__doc__
     assert pipeline.token_meta is encoding.token_meta and pipeline.stream_tokens is encoding.stream_tokens
+    with pytest.warns(DeprecationWarning, match="task_cfg is not read"):  # its old second argument, not read
+        assert pipeline.task_info(back, {"metrics": ["accuracy"]}) == pipeline.task_info(back)
 
 
 def test_token_file_without_papa_metadata_fails_clearly(tmp_path):

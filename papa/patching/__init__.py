@@ -13,7 +13,7 @@ query positions and row-normalised (L1); rows of pad queries are zero.
 """
 
 from .handle import PatchHandle, patch
-from .kernels import SequenceLengthMismatch, check_length, constant_output, masked_constant
+from .kernels import SequenceLengthMismatch, check_layout, check_length, constant_output, masked_constant
 from .modes import Mode
 from .record import record_attention
 from .routes import ATTN_NAME
@@ -28,6 +28,7 @@ __all__ = [
     "Mode",
     "PatchHandle",
     "SequenceLengthMismatch",
+    "check_layout",
     "check_length",
     "constant_output",
     "masked_constant",

@@ -30,6 +30,20 @@ def check_length(n_const: int, n_input: int) -> None:
         )
 
 
+def check_layout(constants, *splits) -> None:
+    """Raise a `ValueError` where constants recorded the layout of the inputs they were averaged on (their
+    metadata's ``layout``: `papa.average_attention` of ``Encoded.batches``, the workflow's) and an input split
+    (an `Encoded`) is in another: the final separator at N-1 in the papa layout, right after the text in the
+    standard one, so each position's constant row would describe another token."""
+    made = (getattr(constants, "metadata", None) or {}).get("layout")
+    for enc in splits:
+        layout = getattr(enc, "layout", None)
+        if made is not None and layout is not None and layout != made:
+            raise ValueError(f"the constants were averaged on inputs in layout {made!r}, and these inputs are in "
+                             f"layout {layout!r}: encode them with papa.encode(..., layout={made!r}), or average the "
+                             f"constants again on inputs in layout {layout!r}")  # fmt: skip
+
+
 def constant_output(
     C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None, norm: torch.Tensor | None = None
 ) -> torch.Tensor:
