@@ -39,6 +39,6 @@ rule all:
         rules.aggregate.output if runs() else [],
         rules.plot.output if runs() else [],
         rules.mlm_table.output if mlm_files() else [],
-        # outputs a failed or killed rerun lost with their records, while the results made from them stand
+        # outputs a failed or killed rerun lost while the results made from them stand (papa.records.lost_outputs)
         lost_targets() if workflow.is_main_process else [],
     default_target: True

@@ -170,8 +170,9 @@ def claim_results(results: str | Path, records: str | Path = ".snakemake") -> No
 
 
 def _record_key(relative: Path) -> str | None:
-    """The path a file under Snakemake's ``.snakemake/metadata/`` records (its name is the path, urlsafe-base64
-    encoded; a name too long for the file system is split into folders whose names start with '@')."""
+    """The output path a Snakemake record file is about (``.snakemake/incomplete/``, ``metadata/``: its name is the
+    path, urlsafe-base64 encoded; a name too long for the file system is split into folders whose names start with
+    '@'), None where the name is no such encoding."""
     import base64
     import binascii
 

@@ -338,7 +338,8 @@ def mlm_files():
 def of_this_config(path):
     """Whether an output path under R names models, datasets and tasks of this config (the layouts above)."""
     parts = Path(path).relative_to(R).parts
-    names = {"data": [(1, config["datasets"])], "built": [(2, BUILT_MODELS if parts[1:2] == ("models",) else BUILD_DATA)]}
+    built = BUILT_MODELS if parts[1:2] == ("models",) else BUILD_DATA
+    names = {"data": [(1, config["datasets"])], "built": [(2, built)]}
     for stage in ("tokens", "constants", "patterns", "mlm"):
         names[stage] = [(1, config["models"]), (2, config["datasets"])]
     for stage in ("lambda", "probe"):
@@ -355,11 +356,11 @@ def lost_targets():
     lost = records.lost_outputs(R)
     for f in lost:
         if of_this_config(f):
-            logger.warning(f"{f} is missing: its job failed or was killed in an earlier run; it is made again, and "
-                           f"every result made from it reruns")  # fmt: skip
+            logger.warning(f"{f} is missing: its job did not finish (it failed, was killed, or is running now); it "
+                           f"is made again, and every result made from it reruns")  # fmt: skip
         else:
-            logger.warning(f"{f} is missing (its job failed or was killed in an earlier run), and this config does not "
-                           f"make it: the results made from it are of an earlier config")  # fmt: skip
+            logger.warning(f"{f} is missing (its job did not finish), and this config does not make it: the results "
+                           f"made from it are of an earlier config")  # fmt: skip
     return [f for f in lost if of_this_config(f)]
 
 
