@@ -485,7 +485,7 @@ def average_attention(
     name = getattr(model.config, "_name_or_path", "")
     if name:
         meta.update(model=name, model_revision=model_revision(model))
-    if isinstance(getattr(batches, "layout", None), str):  # Encoded.batches: patch users check it (check_layout)
+    if isinstance(getattr(batches, "layout", None), str):  # Encoded.batches; learn_lambdas and the MLM check it
         meta.update(layout=batches.layout)
     meta.update(metadata or {})
     norm = None if recorder.raw_sums is None else averaged(recorder.raw_sums).float().cpu()
