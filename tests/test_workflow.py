@@ -381,6 +381,11 @@ def test_a_rerun_that_fails_after_a_change_is_redone_by_the_next_run(smoke_once,
     assert "Nothing to be done" in smk(repo, "-n", "--configfile", cfg).stdout
     (repo / "results-smoke/constants/minilm/rt_sentiment/N32/identity.safetensors").unlink()  # by hand
     assert "Nothing to be done" in smk(repo, "-n", "--configfile", cfg).stdout
+    gone = "results-smoke/lambda/minilm/gone_task/average/lambdas.parquet"  # of a task this config no longer has
+    records.note_lost([gone], repo / ".snakemake")
+    out = smk(repo, "-n", "--configfile", cfg)
+    assert "Nothing to be done" in out.stdout  # not asked for: no rule of this config makes it
+    assert f"{gone} is missing (its job did not finish), and this config does not make it" in out.stdout + out.stderr
 
 
 def test_second_run_does_nothing(smoke):
