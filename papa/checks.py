@@ -820,14 +820,14 @@ def _no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
     any other problem): no bytes, only blank lines, or a CSV/TSV read with a header that has only that line."""
     if path.stat().st_size == 0:
         return "is empty (0 bytes)"
-    try:
-        from .data.local import _file_format
+    from .data.local import _COMPRESSED, _file_format
 
+    try:
         fmt = _file_format(spec, path)
     except Exception:  # an unknown format: the format check names it
         return None
-    if fmt == "parquet" or path.suffix.lower() in (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar"):
-        return None  # binary or compressed: its job reads the rows
+    if fmt == "parquet" or path.suffix.lower() in _COMPRESSED:
+        return None  # binary or compressed (as papa.data.local reads them): its job reads the rows
     lines = 0
     with open(path, "rb") as f:
         for raw in f.read(peek).splitlines():

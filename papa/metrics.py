@@ -151,7 +151,7 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
     """One metric on integer labels. Token metrics take [n, N] arrays with -100 = ignore."""
     from sklearn import metrics as skm
 
-    if metric not in ("entity_f1", "pos_seqeval_f1"):  # those read tag rows (_tag_rows checks them)
+    if metric not in TAG_METRICS:  # those read tag rows (_tag_rows checks them)
         y_true, y_pred = _label_arrays(metric, y_true, y_pred)
     if metric == "accuracy":
         return float(skm.accuracy_score(y_true, y_pred))
@@ -164,7 +164,7 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
     if metric in ("pos_f1", "token_accuracy"):
         t, p = _flat_tokens(y_true, y_pred)
         return float(skm.f1_score(t, p, average="micro", zero_division=0))
-    if metric in ("entity_f1", "pos_seqeval_f1"):
+    if metric in TAG_METRICS:
         from seqeval.metrics import f1_score
 
         if label_names is None:
