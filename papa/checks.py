@@ -1166,16 +1166,18 @@ def _pair_lengths(config: dict) -> list[str]:
     """An N that a sentence-pair dataset is tokenized at (`tokenized_inputs`, by whichever key) must leave each
     sentence a word piece (`papa.encoding.min_max_length`: 6 in the papa layout, 8 for a model of
     `DOUBLE_SEPARATOR` that runs the task) and, in the papa layout, be even (sentence B starts at N/2); its tokenize
-    job fails otherwise."""
-    from .encoding import min_max_length
-
+    job fails otherwise. A config without sentence pairs never imports `papa.encoding` (torch: ~2.5 s of CPU at
+    every Snakemake start, each Slurm job's too)."""
     datasets, tasks = config.get("datasets") or {}, config.get("tasks") or {}
     layout = config.get("layout", "papa")
+    pairs = [(why, d, n) for why, d, n in tokenized_inputs(config) if is_pair_dataset(d, datasets[d])]
+    if not pairs:
+        return []
+    from .encoding import min_max_length
+
     errors = []
     base, double = min_max_length(1, 1, 1, True, layout), min_max_length(1, 2, 1, True, layout)
-    for why, d, n in tokenized_inputs(config):
-        if not is_pair_dataset(d, datasets[d]):
-            continue
+    for why, d, n in pairs:
         if n < base:
             errors.append(f"{why} is too short for {d!r}, which gives sentence pairs: use at least "
                           f"{base}{' (even)' if layout == 'papa' else ''}")  # fmt: skip

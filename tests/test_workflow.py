@@ -387,10 +387,16 @@ def test_a_rerun_that_fails_after_a_change_is_redone_by_the_next_run(smoke_once,
     assert f"{gone} is missing (its job did not finish), and this config does not make it" in out.stdout + out.stderr
 
 
-def test_second_run_does_nothing(smoke):
+def test_second_run_does_nothing_and_its_start_imports_no_torch(smoke):
+    """A finished run's dry run: nothing to do. Every Snakemake start (each dry run, each Slurm job's step) parses
+    the Snakefile; for a config without sentence pairs that imports no torch (~2.5 s of CPU; the config check of
+    pair lengths imported it through papa.encoding)."""
     repo = smoke[0]
-    p = smk(repo, "-n", "--configfile", SMOKE)
-    assert "Nothing to be done" in p.stdout + p.stderr, p.stdout[-2000:]
+    p = subprocess.run([sys.executable, "-X", "importtime", SNAKEMAKE, "-n", "--configfile", SMOKE], cwd=repo,
+                       capture_output=True, text=True, timeout=900, env=LOCAL_ENV)  # fmt: skip
+    assert p.returncode == 0 and "Nothing to be done" in p.stdout + p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
+    assert "papa.fingerprint" in imported and "torch" not in imported, sorted(m for m in imported if "papa" in m)
 
 
 def test_results_under_deleted_or_another_checkouts_records_stop_before_any_job(smoke_once, tmp_path):
