@@ -17,7 +17,7 @@ torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min
 
 #: The long test files (minutes each), longest first. `make test` runs pytest-xdist with one file per worker
 #: (`--dist loadfile`, `--no-loadscope-reorder`): the first three start at once, one per worker (the rehearsal
-#: sample's run, the smoke workflow's runs, the Slurm runs: 14-18 minutes each on 2 cores, side by side), and the
+#: sample's run, the smoke workflow's runs, the Slurm runs: 8-13 minutes each on 2 cores, side by side), and the
 #: next two (the MLM workflow run, the rehearsal's dry runs) go to the first workers to run low, ahead of the short
 #: files. The three workers then end within a minute of each other (measured in CI). That balance is not speed: on
 #: CI's 2 cores the CPU is busy all through the tests (vmstat: 0-1% idle after the install), so CI's time is the
