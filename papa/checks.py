@@ -525,9 +525,12 @@ def _cross_references(config: dict) -> list[str]:
                           f"({', '.join(datasets)})")  # fmt: skip
         if "main_metric" in tc and tc["main_metric"] not in tc["metrics"]:
             errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics")
-    for t in analyses.get("tasks") or []:
-        if t not in tasks:
-            errors.append(f"analyses.tasks entry {t!r} is not a key of 'tasks'")
+    for key, known in (("tasks", tasks), ("models", models)):
+        for name in analyses.get(key) or []:
+            if name not in known:
+                near = closest(name, known)
+                errors.append(f"analyses.{key} entry {name!r} is not a key of '{key}'"
+                              f"{f': did you mean {near!r}?' if near else ''}")  # fmt: skip
     for c in analyses.get("cross_corpus") or []:
         if c not in datasets:
             errors.append(f"analyses.cross_corpus entry {c!r} is not a key of 'datasets'")
@@ -565,7 +568,7 @@ def _lists(config: dict):
     sweep, analyses = config.get("sweep", {}), config.get("analyses") or {}
     for key in ("seeds", "fraction_dynamic", "constants", "selections"):
         yield f"sweep.{key}", sweep.get(key) or []
-    for key in ("tasks", "constant_kinds", "cross_corpus", "head_orders"):
+    for key in ("tasks", "models", "constant_kinds", "cross_corpus", "head_orders"):
         yield f"analyses.{key}", analyses.get(key) or []
     yield "analyses.mlm.models", (analyses.get("mlm") or {}).get("models") or []
     for t, tc in config.get("tasks", {}).items():
@@ -649,8 +652,12 @@ def model_tasks(config: dict, model: str) -> list[str]:
 
 def analysed_tasks(config: dict, model: str) -> list[str]:
     """The tasks the Sec. 5 analyses (constant kinds, cross-corpus matrices, head orders, matrix patterns) run on
-    for ``model``: ``analyses.tasks`` (null or absent = every task, ``[]`` = none) among its `model_tasks`."""
-    listed = (config.get("analyses") or {}).get("tasks")
+    for ``model``: ``analyses.tasks`` (null or absent = every task, ``[]`` = none) among its `model_tasks`, for a
+    model of ``analyses.models`` (null or absent = every model, ``[]`` = none); else none."""
+    analyses = config.get("analyses") or {}
+    listed, models = analyses.get("tasks"), analyses.get("models")
+    if models is not None and model not in models:
+        return []
     own = model_tasks(config, model)
     return own if listed is None else [t for t in listed if t in own]
 
@@ -1084,16 +1091,31 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
         errors.append(f"analyses.head_orders compares head orders at the partial fractions of sweep.fraction_dynamic "
                       f"(0 < f < 1), and it has none ({', '.join(f'{f:g}' for f in fractions)}): add one (e.g. "
                       f"0.5), or set analyses.head_orders: []")  # fmt: skip
-    if analyses.get("tasks") == [] and METHOD_CONSTANTS not in config.get("sweep", {}).get("constants", []):
-        errors.append(f"analyses.tasks: [] runs no analyses, so plots/constant_kinds and plots/head_orders draw the "
-                      f"sweep's {METHOD_CONSTANTS!r} runs only, and sweep.constants lacks {METHOD_CONSTANTS!r}: add "
-                      f"it, or give analyses.tasks the tasks to analyse")  # fmt: skip
+    for key, what in (("tasks", "tasks to analyse"), ("models", "models to analyse")):
+        if analyses.get(key) == [] and METHOD_CONSTANTS not in config.get("sweep", {}).get("constants", []):
+            errors.append(f"analyses.{key}: [] runs no analyses, so plots/constant_kinds and plots/head_orders draw "
+                          f"the sweep's {METHOD_CONSTANTS!r} runs only, and sweep.constants lacks "
+                          f"{METHOD_CONSTANTS!r}: add it, or give analyses.{key} the {what}")  # fmt: skip
     probing = [m for m in config.get("models", {}) if model_tasks(config, m)]
     run = {t for m in config.get("models", {}) for t in model_tasks(config, m)}
+    listed = analyses.get("models")
+    analysed = [m for m in config.get("models", {}) if listed is None or m in listed]
+    run_analysed = {t for m in analysed for t in model_tasks(config, m)}
     for t in analyses.get("tasks") or []:
         if run and t in config.get("tasks", {}) and t not in run:  # run empty: an MLM-only config drops nothing
             errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "
                           f"dropped: add {t!r} to a model's model_tasks, or remove it from analyses.tasks")  # fmt: skip
+        elif listed and t in run and t not in run_analysed:
+            errors.append(f"analyses.tasks: {t!r} is run by none of analyses.models ({', '.join(listed)}), so its "
+                          f"analyses would be dropped: add a model that runs it to analyses.models, or remove "
+                          f"{t!r} from analyses.tasks")  # fmt: skip
+    for m in listed or []:
+        if m in config.get("models", {}) and analyses.get("tasks") != [] and not analysed_tasks(config, m):
+            own = model_tasks(config, m)
+            why = (f"runs none of analyses.tasks ({', '.join(analyses['tasks'])}; its tasks: {', '.join(own)})"
+                   if own else "runs no task (model_tasks)")  # fmt: skip
+            errors.append(f"analyses.models: {m!r} {why}, so it would analyse nothing: remove it from "
+                          f"analyses.models{', or add one of its tasks to analyses.tasks' if own else ''}")  # fmt: skip
     scored = set(mlm.get("models") or []) if isinstance(mlm, dict) else set()
     if config.get("models") and not probing and not scored:
         errors.append("no model runs a task (model_tasks gives each []) and analyses.mlm scores none: nothing to "

@@ -884,6 +884,25 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
     cfg["model_tasks"] = {"minilm": ["wsj_pos"]}
     cfg["analyses"]["tasks"] = ["wsj_pos"]
     check_config(cfg)
+    # analyses.models: names of 'models' (did you mean), each once, each analysing something; a task of
+    # analyses.tasks run only by models it leaves out would drop its analyses
+    msg = _problems(lambda c: c["analyses"].update(models=["MiniLM"]))
+    assert "analyses.models entry 'MiniLM' is not a key of 'models': did you mean 'minilm'?" in msg, msg
+    msg = _problems(lambda c: c["analyses"].update(models=["minilm", "minilm"]))
+    assert "analyses.models lists 'minilm' more than once" in msg, msg
+    msg = _problems(lambda c: (c["analyses"].update(models=["minilm"], tasks=["rt_sentiment"]),
+                               c.update(model_tasks={"minilm": ["wsj_pos"]})))  # fmt: skip
+    assert "analyses.models: 'minilm' runs none of analyses.tasks (rt_sentiment; its tasks: wsj_pos)" in msg, msg
+    msg = _problems(lambda c: (c["models"].update(other=c["models"]["minilm"]),
+                               c.update(model_tasks={"minilm": ["wsj_pos"], "other": ["rt_sentiment"]}),
+                               c["analyses"].update(models=["minilm"], tasks=["rt_sentiment", "wsj_pos"])))  # fmt: skip
+    assert "analyses.tasks: 'rt_sentiment' is run by none of analyses.models (minilm)" in msg, msg
+    assert "'wsj_pos'" not in msg, msg
+    msg = _problems(lambda c: (c["analyses"].update(models=[]), c["sweep"].update(constants=["identity"])))
+    assert "analyses.models: [] runs no analyses" in msg, msg
+    cfg = _config()
+    cfg["analyses"]["models"] = []  # no analyses: the sweep's average runs still draw the plots
+    check_config(cfg)
     cfg = _config()  # an MLM-only config runs no task at all: its analyses.tasks drop nothing it asks for
     cfg["model_tasks"] = {"minilm": []}
     cfg["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment"}

@@ -268,6 +268,11 @@ def test_rehearsal_keeps_the_shape_of_the_paper_config():
     assert tasks_of(paper) == tasks_of(reh)
     assert {family[m] for m in pa["mlm"]["models"]} == {family[m] for m in ra["mlm"]["models"]}
 
+    def analysed(cfg, a):  # the families the Sec. 5 analyses run on (analyses.models; null: every model)
+        return {family[m] for m in (cfg["models"] if a.get("models") is None else a["models"])}
+
+    assert analysed(paper, pa) == analysed(reh, ra)
+
 
 #: What may differ between paper.yaml and the rehearsal: names (models, data, where results go), what the
 #: machines are (resources) and sizes (how much data, how long, how big a batch, how much memory).
@@ -304,7 +309,7 @@ def test_rehearsal_runs_every_setting_of_the_paper_config_that_is_not_a_size():
         if same != {k: (rc.get("lambda") or {}).get(k) == rc["probe"].get(k) for k in same}:
             drift.append(f"tasks.{t}.lambda: which of lr/batch_size/epochs follow the probe differs ({same} in paper)")
     pa, ra = paper["analyses"], reh["analyses"]
-    drift += _drift(pa, ra, "analyses", skip={"tasks", "mlm"})  # tasks: the rehearsal's budget (test above)
+    drift += _drift(pa, ra, "analyses", skip={"tasks", "models", "mlm"})  # tasks: the budget; models: names (above)
     drift += _drift(pa["mlm"], ra["mlm"], "analyses.mlm")
     assert not drift, "paper.yaml and rehearsal.yaml differ in settings that are not sizes:\n" + "\n".join(drift)
 

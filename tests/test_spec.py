@@ -240,6 +240,7 @@ def test_validation_fills_nested_defaults():
     }
     assert cfg["analyses"] == {
         "tasks": None,
+        "models": None,
         "constant_kinds": [],
         "cross_corpus": [],
         "head_orders": [],
@@ -333,6 +334,13 @@ def test_the_analysed_tasks_of_a_model():
     cfg["analyses"] = {"tasks": ["c", "b"]}
     assert analysed_tasks(cfg, "m") == ["c", "b"] and analysed_tasks(cfg, "n") == ["c"]
     cfg["analyses"] = {"tasks": []}
+    assert [analysed_tasks(cfg, m) for m in cfg["models"]] == [[], [], []]
+    # analyses.models (null or absent = every model, [] = none): the paper's Sec. 5 runs on RoBERTa-base only
+    cfg["analyses"] = {"tasks": None, "models": ["n"]}
+    assert [analysed_tasks(cfg, m) for m in cfg["models"]] == [[], ["c", "a"], []]
+    cfg["analyses"] = {"tasks": ["b", "a"], "models": ["m", "n"]}
+    assert [analysed_tasks(cfg, m) for m in cfg["models"]] == [["b", "a"], ["a"], []]
+    cfg["analyses"] = {"tasks": None, "models": []}
     assert [analysed_tasks(cfg, m) for m in cfg["models"]] == [[], [], []]
 
 

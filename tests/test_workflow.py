@@ -1032,6 +1032,30 @@ def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
         spec.seed_of_file("results/probe/x/seed.parquet")
 
 
+def test_analyses_models_keep_the_sec5_runs_to_those_models(tmp_path):
+    """analyses.models (null = every model) limits the Sec. 5 runs (constant kinds, cross-corpus matrices, head
+    orders, patterns) to its models; the sweep still runs every model on its tasks. paper.yaml with the paper's
+    scope (Sec. 5 on RoBERTa-base, App. C on RoBERTa-large): the other models keep their sweep runs only."""
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    with parsed_workflow(ROOT / "config/paper.yaml") as wf:
+        every, every_patterns = wf.globals["runs"](), wf.globals["pattern_files"]()
+    scope = ["roberta-base", "roberta-large"]
+    paper["analyses"]["models"] = scope
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))  # the tasks in paper.yaml's order
+    with parsed_workflow(tmp_path / "c.yaml") as wf:
+        scoped, scoped_patterns = wf.globals["runs"](), wf.globals["pattern_files"]()
+    sweep = paper["sweep"]
+    fractions = {spec.format_fraction(f) for f in sweep["fraction_dynamic"]}
+
+    def of_sweep(run):
+        return run[2] in sweep["constants"] and run[3] in sweep["selections"] and run[4] in fractions
+
+    assert [r for r in scoped if r[0] in scope] == [r for r in every if r[0] in scope]
+    assert [r for r in scoped if r[0] not in scope] == [r for r in every if r[0] not in scope and of_sweep(r)]
+    assert any(r[0] == "bert-base" and not of_sweep(r) for r in every)  # the analyses ran there before
+    assert scoped_patterns == [p for p in every_patterns if p.split("/")[2] in scope] and scoped_patterns
+
+
 def test_a_baseline_probe_takes_no_constants():
     """At fraction_dynamic 1 the fixed-matrix probe reads no matrices: no constants input, so new averages rerun no
     baseline; other fractions, and trained constants at any, take theirs."""
