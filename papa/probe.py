@@ -464,13 +464,9 @@ def _sigterm_exits():
         yield
         return
 
-    def handler(signum, frame):
-        from .io import STOPPED_BY
+    from .io import exit_on_signal
 
-        STOPPED_BY.append(signum)
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = signal.signal(signal.SIGTERM, exit_on_signal)
     try:
         yield
     finally:
@@ -804,14 +800,23 @@ def _forward(probe, x):
     return probe(*x) if isinstance(x, tuple) else probe(x)
 
 
-def evaluate(probes, features, metrics, label_names=None, batch_size: int = 64) -> list[dict[str, float]]:
-    """Score each of ``probes`` on ``features`` (cached or live), reading every batch once."""
+def evaluate(probes, features, metrics, label_names=None, batch_size: int = 64,
+             log_every: float = math.inf) -> list[dict[str, float]]:  # fmt: skip
+    """Score each of ``probes`` on ``features`` (cached or live), reading every batch once; a progress line
+    (examples done, examples/s, ETA) every ``log_every`` seconds: a live validation split (re-encoded, or the
+    lambdas' patched encoder) takes minutes at paper scale."""
     for probe in probes:
         probe.eval()
     preds, golds = [[] for _ in probes], []
     n = len(features)
+    t0 = last = time.monotonic()
     with torch.inference_mode():
         for start in range(0, n, batch_size):
+            now = time.monotonic()
+            if start and now - last >= log_every:
+                last = now
+                log.info("validation: %d/%d examples (%.1f examples/s, ETA %.0f s)", start, n, start / (now - t0),
+                         (n - start) * (now - t0) / start)  # fmt: skip
             idx = np.arange(start, min(n, start + batch_size))
             x, y = features.batch(idx)
             # token tasks: scored tokens regrouped per example for entity-level metrics
@@ -923,6 +928,7 @@ def train_probes(
     loss_fn = nn.CrossEntropyLoss()
     n = len(train)
     t0 = last = time.monotonic()
+    evaluating = 0.0  # seconds spent in validation passes: the logged rates are training examples per training second
     names = ", ".join(map(str, seeds))
 
     def eta(done: int, elapsed: float) -> float:
@@ -952,7 +958,7 @@ def train_probes(
                     cfg.epochs,
                     start + len(idx),
                     n,
-                    done / (now - t0),
+                    done / max(now - t0 - evaluating, 1e-9),
                     eta(done, now - t0),
                 )
         for seed, run in zip(seeds, runs):
@@ -961,7 +967,10 @@ def train_probes(
                     f"seed {seed} epoch {epoch}: the training loss is not finite ({run.total}); the inputs to the "
                     f"probe contain NaN/inf (check the constant matrices) or the learning rate {cfg.lr} is too high"
                 )
-        all_scores = evaluate([run.probe for run in runs], validation, metrics, label_names, cfg.eval_batch_size)
+        t_eval = time.monotonic()
+        all_scores = evaluate([run.probe for run in runs], validation, metrics, label_names, cfg.eval_batch_size,
+                              log_every)  # fmt: skip
+        evaluating += time.monotonic() - t_eval
         elapsed = time.monotonic() - t0
         for seed, run, scores in zip(seeds, runs, all_scores):
             loss = run.total / max(run.seen, 1)
@@ -972,7 +981,7 @@ def train_probes(
                 cfg.epochs,
                 loss,
                 ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
-                epoch * n / elapsed,
+                epoch * n / max(elapsed - evaluating, 1e-9),
                 eta(epoch * n, elapsed),
             )
             run.rows += [

@@ -497,3 +497,37 @@ def test_token_probe_trains_on_first_subwords(minilm):
         features=(cache, cache),
     )
     assert rows[-1]["score"] == 1.0
+
+
+def test_a_slow_validation_pass_logs_progress_and_is_not_counted_in_the_training_rate(caplog):
+    """A live validation split (re-encoded features, the lambdas' patched encoder) ran minutes at paper scale without
+    a log line, and the epoch line then gave its time to the training rate (0.5 examples/s for a fast epoch)."""
+    import logging
+    import time
+
+    from papa.probe import TrainConfig, train_probes
+
+    class Features:  # a feature source whose batches cost time to read (as live ones do: an encoder pass each)
+        token_level = False
+
+        def __init__(self, n, seconds):
+            g = torch.Generator().manual_seed(len(str(seconds)))
+            self.x, self.y, self.seconds = torch.randn(n, 4, generator=g), torch.arange(n) % 2, seconds
+
+        def __len__(self):
+            return len(self.x)
+
+        def batch(self, idx, grad=False):
+            time.sleep(self.seconds)
+            return self.x[idx], self.y[idx]
+
+    probe = torch.nn.Linear(4, 2)
+    cfg = TrainConfig(batch_size=16, epochs=1, eval_batch_size=8)
+    with caplog.at_level(logging.INFO, logger="papa"):
+        train_probes([probe], Features(16, 0.0), Features(64, 0.15), cfg, ["accuracy"], log_every=0.3)
+    said = [r.getMessage() for r in caplog.records]
+    progress = [s for s in said if s.startswith("validation: ")]
+    assert progress and all(re.search(r"\d+/64 examples \([\d.]+ examples/s, ETA \d+ s\)", s) for s in progress), said
+    epoch = next(s for s in said if "epoch 1/1: train loss" in s)
+    rate = float(re.search(r"\(([\d.]+) examples/s", epoch).group(1))
+    assert rate > 100, epoch  # 16 examples in milliseconds of training, not 16 in the ~1.2 s of validation

@@ -274,7 +274,7 @@ def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "digests").iterdir())) == 2
 
 
-def test_the_environment_names_the_checkout():
+def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
     """papa.io.environment records the git commit papa runs from (this checkout's, when it is one)."""
     import subprocess
 
@@ -282,6 +282,11 @@ def test_the_environment_names_the_checkout():
 
     env = environment()
     assert env["tokenizers"] and env["safetensors"] and env["scipy"]
+    # what bit-equality depends on besides the code: the CPU type and MKL's setting (float32 products), and the
+    # version that draws the figures
+    assert env["cpu"] and env["matplotlib"] and "mkl_cbwr" in env
+    if Path("/proc/cpuinfo").exists():
+        assert env["cpu"] in Path("/proc/cpuinfo").read_text()
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         assert env["papa_source"] is None
@@ -478,3 +483,40 @@ def test_a_jobs_thread_count_does_not_change_its_numbers():
         for threads in (1, 2)
     }
     assert len(set(digests.values())) == 1, digests
+
+
+def test_a_workflow_job_stopped_by_sigterm_anywhere_ends_its_log_with_the_stop(tmp_path):
+    """Slurm's time limit (SIGTERM) on an averaging, lambda or MLM job killed it at once: its log ended mid-run, like
+    a job still running (only a probe's feature block caught it). Every job now exits on SIGTERM through SystemExit
+    (``finally`` blocks and atomic writes clean up) and its log ends with the stop; it opens with what it runs on."""
+    code = """
+import sys, time
+from types import SimpleNamespace
+from papa import pipeline
+
+class Toy(pipeline.Stage):
+    @classmethod
+    def _from_snakemake(cls, sm):
+        return {}
+
+sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=["a", "b"])
+Toy.from_snakemake(sm)
+if sys.argv[2] == "stop":
+    print("ready", flush=True)
+    time.sleep(120)  # a long loop of a stage (no probe feature block around it)
+"""
+    logs = {}
+    for how in ("stop", "finish"):
+        logs[how] = tmp_path / f"{how}.log"
+        p = subprocess.Popen([sys.executable, "-c", code, str(logs[how]), how], stdout=subprocess.PIPE, text=True)
+        if how == "stop":
+            assert p.stdout.readline().strip() == "ready"
+            p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == (128 + signal.SIGTERM if how == "stop" else 0)
+    lines = {how: [line.split(" ", 4)[-1] for line in f.read_text().splitlines()] for how, f in logs.items()}
+    assert lines["stop"][-1].startswith("Toy stopped by signal 15 after"), lines["stop"]
+    assert lines["finish"][-1].startswith("Toy finished in"), lines["finish"]
+    for said in lines.values():
+        assert said[0] == "Toy: 2 input file(s), 1 thread(s), seed 0", said
+        env = io.environment()
+        assert said[1].startswith("on ") and f"torch {env['torch']}" in said[1] and env["device"] in said[1], said
