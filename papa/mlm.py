@@ -350,8 +350,7 @@ def mlm_curve(
                     )
                     row["train_loss"] = losses[-1]
                 nll = negative_log_perplexity(
-                    model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe,
-                    log_every=10.0,
+                    model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe, 10.0
                 )
                 rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
                 log.info(
