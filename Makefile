@@ -6,8 +6,12 @@
 # beside them); everything but the
 # `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
 # `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
-# `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...).
+# `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...; `make
+# clean` without CONFIG: those of CLEAN_CONFIGS, below), and `make clean` drops the Snakemake records of what it
+# removes only (python -m papa.records forget): the other configs' results keep theirs.
 PYTHON ?= python3
+# this Makefile's folder, the checkout (make clean imports papa.records from it, with any python3)
+HERE := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
@@ -15,6 +19,10 @@ WORKERS ?= 3
 CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
+# `make clean CONFIG=config/paper.yaml` cleans that config's results only, as `make report CONFIG=...` reports them
+ifeq ($(origin CONFIG),command line)
+CLEAN_CONFIGS := $(CONFIG)
+endif
 
 # results_of(config): its top-level `results:` value (a trailing comment and quotes stripped), or the schema's
 # default; results_path(config): that value quoted for the shell, after checking it is one plain path (papa.checks
@@ -66,12 +74,14 @@ bench: install
 
 # A results folder is removed only where it is papa's: it holds the records' marker, logs/ or benchmarks/ (what
 # every run that ran a job leaves), or nothing; never the working directory or a folder above it (papa.checks
-# refuses such a results: in the workflow too).
+# refuses such a results: in the workflow too). `.snakemake/` stays: only the records of the removed folders' files
+# go (`python -m papa.records forget`); deleting it would orphan every other config's results (their markers name
+# its id: papa.records).
 clean:
 	@refused=; for d in $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c))); do \
-	  [ -e "$$d" ] || continue; \
+	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
 	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \
-	    echo "rm -rf -- $$d"; rm -rf -- "$$d"; \
+	    echo "rm -rf -- $$d"; rm -rf -- "$$d" && PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" || refused=1; \
 	  else echo "make clean: $$d holds no papa results (no .papa-records.json, logs/ or benchmarks/): not removed"; refused=1; fi; \
-	done; rm -rf -- .snakemake; [ -z "$$refused" ]
+	done; [ -z "$$refused" ]

@@ -133,7 +133,7 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
                 f"config check's papa.checks.normalise_results). Snakemake keyed its records of these files by the "
                 f"old paths, so under the new ones it has none and would take every file as up to date, whatever "
                 f"changed. Take the files as they are by removing the marker (rm {results / MARKER}), or start "
-                f"afresh (make clean, then run)"
+                f"afresh (make clean CONFIG=<this config>, then run)"
             )
         if known != given:
             raise ForeignResultsError(
@@ -236,6 +236,34 @@ def forget_found(records: str | Path = ".snakemake", keep=None) -> None:
         _write_lost(records, kept)
 
 
+def forget_results(results: str | Path, records: str | Path = ".snakemake") -> int:
+    """Drop what the records in ``records`` keep about the outputs under ``results`` (a results folder removed by
+    hand, as ``make clean`` does): `note_lost`'s list, the incomplete markers of killed jobs, and Snakemake's
+    metadata of each output. The records of every other results folder stay, so their files keep their records
+    and their markers (`check_results`) stay valid; deleting ``.snakemake/`` instead orphans every results
+    folder made under it. Returns the number of records dropped."""
+    prefix = spelling(os.fspath(results)).rstrip("/") + "/"
+    if not Path(records).is_dir():
+        return 0
+    dropped = 0
+    if _lost_file(records).exists():
+        listed = _listed_lost(records)
+        kept = [p for p in listed if not p.startswith(prefix)]
+        dropped += len(listed) - len(kept)
+        _write_lost(records, kept)
+    for kind in ("incomplete", "metadata"):
+        root = Path(records) / kind
+        if not root.is_dir():
+            continue
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                key = _record_key(Path(dirpath, name).relative_to(root))
+                if key is not None and (key.startswith(prefix) or key == prefix[:-1]):
+                    Path(dirpath, name).unlink()
+                    dropped += 1
+    return dropped
+
+
 def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> list[str]:
     """Outputs under ``results`` that a failed or killed run lost: those of a job it started and did not finish that
     are not on disk, while the results made from their earlier versions still stand. Snakemake deletes a job's old
@@ -256,3 +284,23 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
                 if key is not None:
                     found.add(key)
     return sorted(f for f in found if f.startswith(prefix) and not os.path.exists(f))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m papa.records", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    forget = sub.add_parser("forget", help="drop the records of the outputs under each results folder")
+    forget.add_argument("results", nargs="+", help="results folders, as the configs' results: key writes them")
+    forget.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
+    args = parser.parse_args(argv)
+    for results in args.results:
+        n = forget_results(results, args.records)
+        print(f"{args.records}: dropped {n} record(s) of {spelling(results)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,5 +1,7 @@
 """Project-level promises: one dependency list, the README's commands, a clean lint."""
 
+import base64
+import json
 import os
 import re
 import subprocess
@@ -78,19 +80,35 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     default.write_text("seed: 0\n")  # no results key: the schema's default folder
     report = _make_n("report", f"CONFIG={moved}")
     assert report == [f".venv/bin/snakemake --configfile {moved} --report 'elsewhere/out'/report.html"]
-    # removed for real (in a folder of its own): papa's results folders, each as its config spells it, and the
-    # Snakemake records; '~' is not expanded (Snakemake writes a folder named '~' there, papa.checks refuses it)
+    assert "for d in 'elsewhere/out'; do" in "\n".join(_make_n("clean", f"CONFIG={moved}"))  # that config's only
+    # removed for real (in a folder of its own): papa's results folders, each as its config spells it, with the
+    # Snakemake records of their files only: another config's results (here results-other) keep theirs, and with
+    # them their marker's id (deleting .snakemake/ made every later start on them stop: ForeignResultsError);
+    # '~' is not expanded (Snakemake writes a folder named '~' there, papa.checks refuses it)
     home = tmp_path / "home.yaml"
     home.write_text("results: ~/papa-results\n")
     work = tmp_path / "work"
-    for folder in ("results/logs", "elsewhere/out", "~/papa-results/benchmarks", ".snakemake/metadata"):
+    for folder in ("results/logs", "elsewhere/out", "~/papa-results/benchmarks", "results-other/tables"):
         (work / folder).mkdir(parents=True)
     (work / "elsewhere" / "out" / MARKER).write_text("{}")  # the Makefile spells the records' marker as papa does
     (work / "elsewhere" / "keep.txt").write_text("x")
+    records = work / ".snakemake"
+    (records / "metadata").mkdir(parents=True)
+    (records / "incomplete").mkdir()
+    (records / "papa-records-id").write_text('{"id": "abc"}')
+    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    made = ["results/tables/summary.parquet", "elsewhere/out/probe/x.parquet", "results-other/tables/probe.parquet"]
+    for f in made:
+        (records / "metadata" / b64(f)).write_text("{}")
+    (records / "incomplete" / b64("results/probe/y.parquet")).write_text("")
+    (records / "papa-lost.json").write_text(json.dumps({"paths": ["results/lambda/l.parquet", "results-other/a"]}))
     p = _make_clean(work, [str(default), str(moved), str(home)])
     assert p.returncode == 0, p
-    assert sorted(e.name for e in work.iterdir()) == ["elsewhere", "~"] and os.listdir(work / "~") == []
-    assert os.listdir(work / "elsewhere") == ["keep.txt"]
+    assert sorted(e.name for e in work.iterdir()) == [".snakemake", "elsewhere", "results-other", "~"], p
+    assert os.listdir(work / "~") == [] and os.listdir(work / "elsewhere") == ["keep.txt"]
+    assert os.listdir(records / "metadata") == [b64(made[2])] and os.listdir(records / "incomplete") == []
+    assert json.loads((records / "papa-lost.json").read_text()) == {"paths": ["results-other/a"]}
+    assert (records / "papa-records-id").read_text() == '{"id": "abc"}'
     # a folder that holds no papa results (a results: set to the data's folder), or that is or holds the working
     # directory, is not removed: make clean says so and fails
     data, here = tmp_path / "data.yaml", tmp_path / "here.yaml"

@@ -246,3 +246,31 @@ def test_without_records_nothing_is_lost_or_noted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     note_lost(["results/x"])  # no .snakemake/: nothing written
     assert lost_outputs("results") == [] and not (tmp_path / ".snakemake").exists()
+
+
+def test_forgetting_a_removed_folder_drops_its_records_only(wd):
+    """`make clean` removes a config's results folder and, with `forget_results`, the records of its files (the lost
+    list, killed jobs' markers, Snakemake's metadata), not .snakemake/: that orphaned every other results folder."""
+    import base64
+
+    from papa.records import forget_results, lost_outputs, main, note_lost
+
+    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    claim_results("results-other")
+    for kind in ("metadata", "incomplete"):
+        (Path(".snakemake") / kind).mkdir()
+    ours = ["results/tables/summary.parquet", "results/plots/heads"]
+    theirs = ["results-other/probe/p.parquet", "resultsX/a.parquet"]
+    for f in ours + theirs:
+        (Path(".snakemake") / "metadata" / b64(f)).write_text("{}")
+    long = "results/" + "x" * 300 + ".parquet"  # a name too long for one file name: folders starting with '@'
+    name = b64(long)
+    (Path(".snakemake") / "incomplete" / ("@" + name[:200])).mkdir()
+    (Path(".snakemake") / "incomplete" / ("@" + name[:200]) / name[200:]).write_text("")
+    note_lost(["results/lambda/l.parquet", "results-other/lambda/l.parquet"])
+    assert lost_outputs("results") == sorted(["results/lambda/l.parquet", long])
+    assert main(["forget", "--", "./results/"]) == 0  # any spelling of the folder: the records know it one way
+    assert sorted(os.listdir(".snakemake/metadata")) == sorted(b64(f) for f in theirs)
+    assert lost_outputs("results") == [] and lost_outputs("results-other") == ["results-other/lambda/l.parquet"]
+    check_results("results-other")  # its marker still names these records
+    assert forget_results("results") == 0 and forget_results("nowhere", records="no-records") == 0

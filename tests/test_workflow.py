@@ -258,6 +258,19 @@ def test_every_result_records_its_settings_and_environment(smoke):
             assert {"max_examples", "seed", "batch_size"} <= set(meta), f
 
 
+def test_every_column_of_every_table_is_in_the_readme(smoke_once):
+    """The README's list of tables ("* `<name>.parquet` ...") names every column each table of a run has (a column
+    added to a table without a word there, constant_kinds' `is_main`, went unseen)."""
+    readme = (ROOT / "README.md").read_text()
+    bullets = dict(re.findall(r"^\* `(\w+)\.parquet`(.*?)(?=^\S|^\* )", readme, re.S | re.M))
+    tables = sorted((smoke_once[0] / "results-smoke" / "tables").glob("*.parquet"))
+    assert [t.stem for t in tables] == ["constant_kinds", "lambdas", "patterns", "probe", "summary"]
+    for table in tables:
+        named = {w for quoted in re.findall(r"`([^`]+)`", bullets[table.stem]) for w in re.split(r"[,\s]+", quoted)}
+        undocumented = [c for c in pd.read_parquet(table).columns if c not in named]
+        assert not undocumented, f"README's {table.name} does not name its columns {undocumented}"
+
+
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
     resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
