@@ -434,6 +434,30 @@ def check_config_files(paths) -> None:
             read_config_file(path, allow_empty=True)
 
 
+#: The optional keys of a ``probe``/``lambda`` block and the value the job takes when the block leaves one out:
+#: `papa.probe.TrainConfig`'s (``weight_decay``, ``dropout``, ``extra_lr``, ``max_grad_norm``, ``init``) and the
+#: stages' (`papa.pipeline.LambdaStage`, `ProbeStage`: ``max_train``, ``backbone_dropout``); a test holds them
+#: equal to those (the schema gives these keys no default: a block that leaves them out runs the trainer's).
+HPARAM_DEFAULTS = {"weight_decay": 0.0, "dropout": 0.1, "extra_lr": None, "max_grad_norm": None, "init": "normal",
+                   "max_train": None, "backbone_dropout": False}  # fmt: skip
+
+
+def hparams_param(hp: dict, kind: str | None) -> dict:
+    """A task's ``probe``/``lambda`` block as its rules' param: what the job runs, written one way. A key at the
+    value the job takes without it (`HPARAM_DEFAULTS`) is left out, so writing a default out (``dropout: 0.1``)
+    reruns nothing, and so is a token task's ``dropout`` (its probe, a linear layer per token, has none;
+    `unused_settings` warns of it): neither changes a number. ``kind``: the task's (`dataset_kind`; None keeps
+    ``dropout``)."""
+
+    def default(key, value) -> bool:
+        if key not in HPARAM_DEFAULTS:
+            return False
+        known = HPARAM_DEFAULTS[key]
+        return value == known and isinstance(value, bool) == isinstance(known, bool)  # 0 is no False
+
+    return {k: v for k, v in hp.items() if not default(k, v) and not (k == "dropout" and kind == "token")}
+
+
 def dataset_kind(name: str, spec: dict) -> str | None:
     """``"sequence"`` or ``"token"`` for a dataset spec of the config, None if unknown before loading."""
     return spec.get("kind") or LABEL_SETS.get(spec.get("name", name), (None, None))[0]

@@ -896,9 +896,10 @@ def parsed_workflow(configfile: Path):
     """Snakemake's parsed workflow for ``configfile`` (the pinned version's API): the rules as the scheduler sees
     them, their params and resources to evaluate."""
     from snakemake.api import SnakemakeApi
+    from snakemake.settings.enums import Quietness
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
-    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:  # a set: a bool failed on the config's warnings
         yield api.workflow(
             resource_settings=ResourceSettings(),
             config_settings=ConfigSettings(configfiles=[configfile]),
@@ -983,6 +984,54 @@ def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
         # the trained matrices' learning rate as the lambdas'
         assert wf.get_rule("learn_lambda").params["hp"](cola) == lambdas and "extra_lr" not in lambdas
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
+
+
+def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
+    """A probe or lambda key written at the value the job takes without it (``dropout: 0.1``, ``init: normal``,
+    ``max_train: null``, ...), or a token task's ``dropout`` (its probe has none), changes no number: the hp param
+    stays the same, so neither reruns a task's lambdas and probes (174 GPU jobs a paper.yaml task); another value
+    does."""
+    from papa.checks import HPARAM_DEFAULTS
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    cola, ner = SimpleNamespace(task="cola"), SimpleNamespace(task="ner")
+    rules = ("learn_lambda", "probe", "probe_trained")
+
+    def params(config):
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+        with parsed_workflow(tmp_path / "c.yaml") as wf:
+            return {(r, wc.task): wf.get_rule(r).params["hp"](wc) for r in rules for wc in (cola, ner)}
+
+    before = params(paper)
+    for block in ("probe", "lambda"):
+        paper["tasks"]["cola"].setdefault(block, {}).update(HPARAM_DEFAULTS)
+        paper["tasks"]["ner"].setdefault(block, {})["dropout"] = 0.3
+    assert params(paper) == before
+    paper["tasks"]["cola"]["probe"].update(dropout=0.2, max_train=100)
+    paper["tasks"]["cola"]["lambda"].update(max_train=50)
+    after = params(paper)
+    assert [k for k in before if before[k] != after[k]] == [(r, "cola") for r in rules]
+    assert after["probe", "cola"] == {**before["probe", "cola"], "dropout": 0.2, "max_train": 100}
+
+
+def test_the_hparams_defaults_are_the_trainers_and_the_stages():
+    """papa.checks.HPARAM_DEFAULTS (read at parse time, without torch) is what a job takes for a key its block
+    leaves out: papa.probe.TrainConfig's fields and the lambda and probe stages' options."""
+    import dataclasses
+
+    from papa.checks import HPARAM_DEFAULTS
+    from papa.pipeline import LambdaStage, ProbeStage
+    from papa.probe import TrainConfig
+
+    def defaults(cls):
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+
+    trainer, lam, probe = defaults(TrainConfig), defaults(LambdaStage), defaults(ProbeStage)
+    for key, value in HPARAM_DEFAULTS.items():
+        if key in ("max_train", "backbone_dropout"):
+            assert lam[key] == probe[key] == value and type(lam[key]) is type(value), key
+        else:
+            assert trainer[key] == value and type(trainer[key]) is type(value), key
 
 
 def test_an_aliases_release_is_a_param_of_every_job_that_loads_it():
@@ -1092,6 +1141,38 @@ def test_prepare_datas_code_is_its_sources():
     with parsed_workflow(ROOT / "config/config.yaml") as wf:
         got = wf.get_rule("prepare_data").params["code"](SimpleNamespace(dataset="rt_sentiment"))
     assert got == code_fingerprint(ROOT / "workflow/scripts/prepare_data.py", skip=others)
+
+
+def test_a_hub_or_local_datasets_code_leaves_out_the_package_parsers(monkeypatch):
+    """The package corpora's parsers (and the Wikipedia cleaner only parse_wiki reaches) run for package datasets
+    alone, though papa.data.DATASETS names them beside the hub datasets: a hub or local dataset's prepare_data
+    leaves them out, so an edit to the Rotten Tomatoes parser no longer reruns paper.yaml's every job (nor the
+    rehearsal's local data); a package dataset keeps them (the default run's params are unchanged)."""
+    import papa.fingerprint
+    from papa.fingerprint import reached
+
+    skips = {}
+    real = papa.fingerprint.code_fingerprint
+
+    def recording(script, root=None, skip=()):
+        skips[Path(script).name, tuple(skip)] = real(script, root, skip)
+        return skips[Path(script).name, tuple(skip)]
+
+    monkeypatch.setattr(papa.fingerprint, "code_fingerprint", recording)
+    script = ROOT / "workflow/scripts/prepare_data.py"
+    for config, datasets in (("paper", ("cola", "wikitext103")), ("rehearsal", ("sst2",)), ("config", ("wiki",))):
+        with parsed_workflow(ROOT / f"config/{config}.yaml") as wf:
+            for d in datasets:
+                skips.clear()
+                wf.get_rule("prepare_data").params["code"](SimpleNamespace(dataset=d))
+                ((name, skip),) = [k for k in skips if k[0] == "prepare_data.py"]
+                covered = reached(script, skip=skip)
+                parsers = [n for n in covered if n.startswith(("papa.data.packages:parse_", "papa.data.wikitext:"))]
+                if config == "config":  # package data: its parser and the cleaner count
+                    assert {"papa.data.packages:parse_wiki", "papa.data.wikitext:wiki_paragraphs"} <= set(parsers)
+                else:
+                    assert not parsers, (config, d, parsers)
+                    assert "papa.data.task:load_task" in covered
 
 
 def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, minilm):

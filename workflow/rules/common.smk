@@ -55,11 +55,18 @@ def code(script, skip=()):
 
 def data_code(dataset):
     """The `code` param of prepare_data for one dataset, the papa code its source's loader reaches, without the
-    other sources' loaders (papa.data.task.LOADERS), so an edit to one reader reruns no other source's data."""
+    other sources' loaders (papa.data.task.LOADERS), so an edit to one reader reruns no other source's data; a hub
+    or local dataset also leaves out the package corpora's parsers, which papa.data.DATASETS names and only the
+    package loader runs (an edit to the Rotten Tomatoes parser reran paper.yaml's every job)."""
+    from papa.data.registry import DATASETS
     from papa.data.task import LOADERS
 
     source = dataset_spec(dataset).get("source")  # (an unknown one fails in the job: every loader then counts)
-    return code("prepare_data.py", skip=[loader for s, loader in LOADERS.items() if source in LOADERS and s != source])
+    skip = [loader for s, loader in LOADERS.items() if source in LOADERS and s != source]
+    if source in ("hub", "local"):
+        parsers = (d.source.parse for d in DATASETS.values() if d.source_name == "package")
+        skip += sorted({f"{p.__module__}:{p.__qualname__}" for p in parsers})
+    return code("prepare_data.py", skip=skip)
 
 
 def one_of(keys):
@@ -225,16 +232,25 @@ def task_cfg(task):
     return config["tasks"][task]
 
 
+def task_kind(task):
+    """``sequence`` or ``token`` (None where only the data tells: papa.checks.dataset_kind)."""
+    d = task_cfg(task)["dataset"]
+    return checks.dataset_kind(d, config["datasets"][d])
+
+
 def lambda_hp(task):
     """Lambda-stage hyperparameters: tasks.<t>.lambda, complete after validation (the probe's where it gives
-    none, papa.checks.fill_derived_defaults)."""
-    return canon(task_cfg(task)["lambda"])
+    none, papa.checks.fill_derived_defaults), without the keys that change nothing (papa.checks.hparams_param:
+    a default written out, a token task's dropout)."""
+    return canon(checks.hparams_param(task_cfg(task)["lambda"], task_kind(task)))
 
 
 def probe_hp(task, trained=False):
-    """Probe hyperparameters: tasks.<t>.probe; its extra_lr (the learning rate of trained patch parameters) only
-    for trained constants (rule probe_trained), so setting it reruns no probe of fixed matrices."""
-    return canon({k: v for k, v in task_cfg(task)["probe"].items() if trained or k != "extra_lr"})
+    """Probe hyperparameters: tasks.<t>.probe, as lambda_hp; its extra_lr (the learning rate of trained patch
+    parameters) only for trained constants (rule probe_trained), so setting it reruns no probe of fixed
+    matrices."""
+    hp = {k: v for k, v in task_cfg(task)["probe"].items() if trained or k != "extra_lr"}
+    return canon(checks.hparams_param(hp, task_kind(task)))
 
 
 def task_tokens(model, task, split):
