@@ -442,6 +442,20 @@ HPARAM_DEFAULTS = {"weight_decay": 0.0, "dropout": 0.1, "extra_lr": None, "max_g
                    "max_train": None, "backbone_dropout": False}  # fmt: skip
 
 
+#: Keys of a ``datasets`` entry and the value `papa.data.load_task` takes when the entry leaves one out (a test loads
+#: a dataset with each written out and left out): `dataset_param` leaves them out of rule prepare_data's params.
+DATASET_DEFAULTS = {"validation_fraction": 0.2, "text_column": "text", "label_column": "label",
+                    "tokens_column": "tokens", "tags_column": "tags"}  # fmt: skip
+
+
+def dataset_param(entry: dict) -> dict:
+    """A dataset's spec as rule prepare_data's param: a key written out at the value `papa.data.load_task` takes
+    without it (`DATASET_DEFAULTS`: ``validation_fraction: 0.2``, ``text_column: text``, ...) is left out, so
+    writing a default out reruns nothing (it reran the dataset's splits and everything made from them)."""
+    return {k: v for k, v in entry.items()
+            if not (k in DATASET_DEFAULTS and v == DATASET_DEFAULTS[k] and not isinstance(v, bool))}  # fmt: skip
+
+
 def hparams_param(hp: dict, kind: str | None) -> dict:
     """A task's ``probe``/``lambda`` block as its rules' param: what the job runs, written one way. A key at the
     value the job takes without it (`HPARAM_DEFAULTS`) is left out, so writing a default out (``dropout: 0.1``)

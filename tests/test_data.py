@@ -1340,3 +1340,31 @@ def test_a_local_format_is_one_the_config_schema_takes(tmp_path):
     assert D.load_task({**spec, "format": "JSONL"}, tmp_path).sizes == {"train": 2, "validation": 2}
     with pytest.raises(D.TaskSpecError, match="'ndjson'; use one of csv, tsv, jsonl, json, parquet, conll"):
         D.load_task({**spec, "format": "ndjson"}, tmp_path)
+
+
+def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
+    """papa.checks.DATASET_DEFAULTS, the keys rule prepare_data leaves out of its params at these values (so writing
+    one out reruns nothing), are what load_task takes when the spec leaves them out: the same splits and labels with
+    each written out, other splits with another value."""
+    from papa.checks import DATASET_DEFAULTS, dataset_param
+
+    rows = [("a fine film", "pos"), ("dull and long", "neg"), ("loved it", "pos"), ("not good", "neg")] * 10
+    (tmp_path / "seq.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
+    tokens = [{"tokens": ["The", "cat", "sat"], "tags": ["DT", "NN", "VBD"]}] * 20
+    (tmp_path / "tok.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tokens))
+    local = {"source": "local"}
+    base = {"seq": {"name": "seq", **local, "kind": "sequence", "train": str(tmp_path / "seq.csv")},
+            "tok": {"name": "tok", **local, "kind": "token", "train": str(tmp_path / "tok.jsonl")}}  # fmt: skip
+    keys = {"seq": ("validation_fraction", "text_column", "label_column"),
+            "tok": ("validation_fraction", "tokens_column", "tags_column")}  # fmt: skip
+    assert {k for ks in keys.values() for k in ks} == set(DATASET_DEFAULTS)
+
+    def loaded(spec):
+        t = D.load_task(spec, tmp_path / "cache")
+        return t.label_names, {s: df.to_dict("list") for s, df in t.splits.items()}
+
+    for name, spec in base.items():
+        written = {**spec, **{k: DATASET_DEFAULTS[k] for k in keys[name]}}
+        assert loaded(written) == loaded(spec) and dataset_param(written) == spec
+    other = {**base["seq"], "validation_fraction": 0.5}
+    assert loaded(other) != loaded(base["seq"]) and dataset_param(other) == other

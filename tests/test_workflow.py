@@ -1012,6 +1012,21 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     after = params(paper)
     assert [k for k in before if before[k] != after[k]] == [(r, "cola") for r in rules]
     assert after["probe", "cola"] == {**before["probe", "cola"], "dropout": 0.2, "max_train": 100}
+    # a dataset's key at papa.data's default (papa.checks.DATASET_DEFAULTS): the default config's Rotten Tomatoes,
+    # split by papa, with validation_fraction 0.2 written out (it reran its splits and all made from them)
+    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+
+    def data_params(config):
+        (tmp_path / "d.yaml").write_text(yaml.safe_dump(config))
+        with parsed_workflow(tmp_path / "d.yaml") as wf:
+            spec = wf.get_rule("prepare_data").params["spec"]
+            return [spec(SimpleNamespace(dataset="rt_sentiment", split=s)) for s in ("train", "validation")]
+
+    data = data_params(default)
+    default["datasets"]["rt_sentiment"]["validation_fraction"] = 0.2
+    assert data_params(default) == data
+    default["datasets"]["rt_sentiment"]["validation_fraction"] = 0.3
+    assert all(changed["validation_fraction"] == 0.3 for changed in data_params(default))
 
 
 def test_the_hparams_defaults_are_the_trainers_and_the_stages():

@@ -204,7 +204,8 @@ def dataset_spec(dataset, split=None):
     the hub (papa.data.hub.ACCESS_KEYS: prepare_data reads them from the config, so changing them reruns
     nothing) and without a local ``test`` file (the workflow prepares spec.PREPARED_SPLITS only; papa.checks
     warns of it); a dataset built by the workflow (``build: <key of build_data>``, rule build_data) gets the paths
-    of the files that rule writes. With ``split``, what that split depends on (papa.data.split_spec)."""
+    of the files that rule writes; a key at the value papa.data takes without it is left out
+    (papa.checks.dataset_param). With ``split``, what that split depends on (papa.data.split_spec)."""
     from papa.data import split_spec
 
     unread = set(ACCESS_KEYS) | (set(LOCAL_FILE_KEYS) - set(spec.PREPARED_SPLITS))  # a test file: not prepared
@@ -214,6 +215,7 @@ def dataset_spec(dataset, split=None):
         from papa.rehearsal import data_files
 
         entry.update({split: str(p) for split, p in data_files(BUILD_DATA[key]["shape"], built_data_dir(key)).items()})
+    entry = checks.dataset_param(entry)  # a key written out at its default: as left out
     return canon(entry if split is None else split_spec(entry, split))
 
 
