@@ -19,8 +19,9 @@ WORKERS ?= 3
 CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
-# `make clean CONFIG=config/paper.yaml` cleans that config's results only, as `make report CONFIG=...` reports them
-ifeq ($(origin CONFIG),command line)
+# `make clean CONFIG=config/paper.yaml` (or CONFIG in the environment, as `make run` reads it) cleans that config's
+# results only, as `make report CONFIG=...` reports them
+ifneq ($(filter command line environment environment override,$(origin CONFIG)),)
 CLEAN_CONFIGS := $(CONFIG)
 endif
 
@@ -82,6 +83,7 @@ clean:
 	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
 	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \
+	    if [ -L "$$d" ]; then echo "make clean: $$d is a link to $$(readlink -- "$$d"): the link is removed, not the files there (remove them by hand; papa refuses them should the link come back)"; fi; \
 	    echo "rm -rf -- $$d"; rm -rf -- "$$d" && PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" || refused=1; \
 	  else echo "make clean: $$d holds no papa results (no .papa-records.json, logs/ or benchmarks/): not removed"; refused=1; fi; \
 	done; [ -z "$$refused" ]

@@ -127,6 +127,14 @@ def check_results(results: str | Path, records: str | Path = ".snakemake") -> No
     ours = records_id(records)
     if marker["id"] == ours:
         known = marker.get("path", given)  # a marker written without "path": any spelling
+        if spelling(known) in _forgotten(records):
+            raise ForeignResultsError(
+                f"results folder {given!r} was removed by make clean (python -m papa.records forget), which dropped "
+                f"the Snakemake records of its files, and it is back with its files (the target of a linked folder, "
+                f"or a folder moved aside and back): Snakemake would take every one as up to date, whatever changed. "
+                f"Remove it to run afresh (rm -rf {given}/), or take the files as they are by removing the marker: "
+                f"rm {results / MARKER}"
+            )
         if known != given and spelling(known) == given:
             raise ForeignResultsError(
                 f"results folder {given!r} was run as {known!r}, a spelling papa now writes as {given!r} (the "
@@ -165,7 +173,10 @@ def claim_results(results: str | Path, records: str | Path = ".snakemake") -> No
     write its marker where it has none, then `check_results` (another process may have written one first)."""
     ours = records_id(records, create=True)
     marker = {"id": ours, "workdir": _workdir(records), "path": os.fspath(results)}
+    fresh = not (Path(results) / MARKER).exists()
     _create_exclusive(Path(results) / MARKER, marker)
+    if fresh:  # made anew after make clean forgot it: its files are this run's, with records
+        _write_forgotten(records, [p for p in _forgotten(records) if p != spelling(os.fspath(results))])
     check_results(results, records)
 
 
@@ -236,16 +247,58 @@ def forget_found(records: str | Path = ".snakemake", keep=None) -> None:
         _write_lost(records, kept)
 
 
+#: The file in a working directory's ``.snakemake/`` listing the results folders whose records `forget_results` dropped.
+FORGOTTEN = "papa-forgotten.json"
+
+
+def _forgotten(records) -> list[str]:
+    path = Path(records) / FORGOTTEN
+    try:
+        found = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as err:
+        raise ForeignResultsError(
+            f"{path} cannot be read ({err}): it lists the results folders make clean removed, "
+            f"whose files came back without records; fix its access, or remove it"
+        ) from err
+    paths = found.get("paths") if isinstance(found, dict) else None
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+
+
+def _write_forgotten(records, paths) -> None:
+    from .io import atomic_path
+
+    target = Path(records) / FORGOTTEN
+    if not paths:
+        target.unlink(missing_ok=True)
+        return
+    with atomic_path(target) as tmp:
+        Path(tmp).write_text(json.dumps({"paths": sorted(set(paths))}, indent=1))
+
+
 def forget_results(results: str | Path, records: str | Path = ".snakemake") -> int:
     """Drop what the records in ``records`` keep about the outputs under ``results`` (a results folder removed by
-    hand, as ``make clean`` does): `note_lost`'s list, the incomplete markers of killed jobs, and Snakemake's
-    metadata of each output. The records of every other results folder stay, so their files keep their records
-    and their markers (`check_results`) stay valid; deleting ``.snakemake/`` instead orphans every results
-    folder made under it. Returns the number of records dropped."""
-    prefix = spelling(os.fspath(results)).rstrip("/") + "/"
+    hand, as ``make clean`` does): `note_lost`'s list, the incomplete markers of killed jobs, Snakemake's metadata
+    of each output, and the locks a killed run of it left (those of a run whose outputs all lie there: the next run
+    would stop with "Directory cannot be locked"). The records of every other results folder stay, so their files
+    keep their records and their markers (`check_results`) stay valid; deleting ``.snakemake/`` instead orphans
+    every results folder made under it. The folder is noted as forgotten: should it come back with its marker (the
+    target of a linked folder, a folder moved aside), `check_results` refuses it until it is made anew
+    (`claim_results`) or its marker removed. Returns the number of records dropped."""
+    folder = spelling(os.fspath(results)).rstrip("/")
+    prefix = folder + "/"
     if not Path(records).is_dir():
         return 0
+    _write_forgotten(records, [*_forgotten(records), folder])
     dropped = 0
+    locks = Path(records) / "locks"  # Snakemake's: N.input.lock and N.output.lock, a path per line
+    for lock in sorted(locks.glob("*.output.lock")) if locks.is_dir() else []:
+        paths = [spelling(line.strip()) for line in lock.read_text().splitlines() if line.strip()]
+        if paths and all(p.startswith(prefix) for p in paths):
+            for stale in (lock, locks / lock.name.replace(".output.", ".input.")):
+                dropped += stale.exists()
+                stale.unlink(missing_ok=True)
     if _lost_file(records).exists():
         listed = _listed_lost(records)
         kept = [p for p in listed if not p.startswith(prefix)]

@@ -81,6 +81,10 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     report = _make_n("report", f"CONFIG={moved}")
     assert report == [f".venv/bin/snakemake --configfile {moved} --report 'elsewhere/out'/report.html"]
     assert "for d in 'elsewhere/out'; do" in "\n".join(_make_n("clean", f"CONFIG={moved}"))  # that config's only
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", "clean"], cwd=ROOT, capture_output=True,
+                       text=True, env={**env, "CONFIG": str(moved)})  # fmt: skip
+    assert "for d in 'elsewhere/out'; do" in p.stdout, p  # CONFIG from the environment, as make run reads it
     # removed for real (in a folder of its own): papa's results folders, each as its config spells it, with the
     # Snakemake records of their files only: another config's results (here results-other) keep theirs, and with
     # them their marker's id (deleting .snakemake/ made every later start on them stop: ForeignResultsError);
@@ -109,6 +113,15 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     assert os.listdir(records / "metadata") == [b64(made[2])] and os.listdir(records / "incomplete") == []
     assert json.loads((records / "papa-lost.json").read_text()) == {"paths": ["results-other/a"]}
     assert (records / "papa-records-id").read_text() == '{"id": "abc"}'
+    # a linked results folder: the link goes, and make clean says its target's files stay (papa refuses them, should
+    # the link come back: tests/test_records.py)
+    (tmp_path / "target" / "logs").mkdir(parents=True)
+    (work / "results").symlink_to(tmp_path / "target")
+    p = _make_clean(work, [str(default)])
+    assert p.returncode == 0 and not (work / "results").exists() and (tmp_path / "target" / "logs").is_dir(), p
+    assert f"make clean: results is a link to {tmp_path / 'target'}: the link is removed, not the files" in p.stdout
+    forgotten = json.loads((records / "papa-forgotten.json").read_text())["paths"]
+    assert forgotten == ["elsewhere/out", "results", "~/papa-results"]
     # a folder that holds no papa results (a results: set to the data's folder), or that is or holds the working
     # directory, is not removed: make clean says so and fails
     data, here = tmp_path / "data.yaml", tmp_path / "here.yaml"

@@ -274,3 +274,43 @@ def test_forgetting_a_removed_folder_drops_its_records_only(wd):
     assert lost_outputs("results") == [] and lost_outputs("results-other") == ["results-other/lambda/l.parquet"]
     check_results("results-other")  # its marker still names these records
     assert forget_results("results") == 0 and forget_results("nowhere", records="no-records") == 0
+
+
+def test_a_forgotten_folder_that_comes_back_is_refused_until_made_anew(wd, tmp_path):
+    """After `forget_results` (make clean) a folder that comes back with its marker, the target of a linked folder
+    (make clean removes the link) or a folder moved aside and back, has no records: Snakemake would take its files
+    as up to date whatever changed, so `check_results` refuses it (before, deleting .snakemake/ made its marker
+    foreign); a folder made anew (`claim_results`) is this run's, and a killed run's locks on it are dropped."""
+    from papa.records import forget_results
+
+    target = tmp_path / "scratch"
+    target.mkdir()
+    Path("results").symlink_to(target)
+    claim_results("results")
+    claim_results("results-other")
+    (target / "probe.parquet").write_text("x")
+    locks = Path(".snakemake/locks")
+    locks.mkdir()
+    (locks / "0.output.lock").write_text("results/probe.parquet\nresults/tables/summary.parquet\n")
+    (locks / "0.input.lock").write_text("results/tokens/t.parquet\n/data/train.csv\n")
+    (locks / "1.output.lock").write_text("results-other/tables/x.parquet\n")  # another run's, live or not
+    Path("results").unlink()  # what make clean's rm -rf does to a link
+    assert forget_results("results") == 2 and sorted(os.listdir(locks)) == ["1.output.lock"]
+    Path("results").symlink_to(target)  # the link made again: the old files, their marker, no records
+    with pytest.raises(ForeignResultsError, match=r"removed by make clean.*rm -rf results/.*rm results/\.papa-rec"):
+        check_results("results")
+    check_results("results-other")  # the other folder is not concerned
+    # made anew: no marker yet, so the next run's claim ties it to the records again
+    Path("results").unlink()
+    claim_results("results")
+    check_results("results")
+    # moved aside while forgotten, then back
+    os.rename("results", "aside")
+    forget_results("./results/")
+    os.rename("aside", "results")
+    with pytest.raises(ForeignResultsError, match="removed by make clean"):
+        check_results("results")
+    os.remove(Path("results") / MARKER)  # the files taken as they are: no marker, nothing to check
+    check_results("results")
+    claim_results("results")
+    check_results("results")
