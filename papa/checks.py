@@ -448,12 +448,20 @@ DATASET_DEFAULTS = {"validation_fraction": 0.2, "text_column": "text", "label_co
                     "tokens_column": "tokens", "tags_column": "tags"}  # fmt: skip
 
 
+def _without_defaults(entry: dict, defaults: dict) -> dict:
+    """``entry`` without the keys at their value in ``defaults`` (a bool is no number: ``0`` is not ``False``)."""
+
+    def at_default(key, value) -> bool:
+        return key in defaults and value == defaults[key] and isinstance(value, bool) == isinstance(defaults[key], bool)
+
+    return {k: v for k, v in entry.items() if not at_default(k, v)}
+
+
 def dataset_param(entry: dict) -> dict:
     """A dataset's spec as rule prepare_data's param: a key written out at the value `papa.data.load_task` takes
     without it (`DATASET_DEFAULTS`: ``validation_fraction: 0.2``, ``text_column: text``, ...) is left out, so
     writing a default out reruns nothing (it reran the dataset's splits and everything made from them)."""
-    return {k: v for k, v in entry.items()
-            if not (k in DATASET_DEFAULTS and v == DATASET_DEFAULTS[k] and not isinstance(v, bool))}  # fmt: skip
+    return _without_defaults(entry, DATASET_DEFAULTS)
 
 
 def hparams_param(hp: dict, kind: str | None) -> dict:
@@ -462,14 +470,7 @@ def hparams_param(hp: dict, kind: str | None) -> dict:
     reruns nothing, and so is a token task's ``dropout`` (its probe, a linear layer per token, has none;
     `unused_settings` warns of it): neither changes a number. ``kind``: the task's (`dataset_kind`; None keeps
     ``dropout``)."""
-
-    def default(key, value) -> bool:
-        if key not in HPARAM_DEFAULTS:
-            return False
-        known = HPARAM_DEFAULTS[key]
-        return value == known and isinstance(value, bool) == isinstance(known, bool)  # 0 is no False
-
-    return {k: v for k, v in hp.items() if not default(k, v) and not (k == "dropout" and kind == "token")}
+    return {k: v for k, v in _without_defaults(hp, HPARAM_DEFAULTS).items() if not (k == "dropout" and kind == "token")}
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:
@@ -688,13 +689,18 @@ def model_tasks(config: dict, model: str) -> list[str]:
     return list((config.get("model_tasks") or {}).get(model, config.get("tasks") or {}))
 
 
+def analysed_models(config: dict) -> list[str]:
+    """The models the Sec. 5 analyses run on: ``analyses.models`` (null or absent = every model, ``[]`` = none)."""
+    listed = (config.get("analyses") or {}).get("models")
+    return [m for m in config.get("models") or {} if listed is None or m in listed]
+
+
 def analysed_tasks(config: dict, model: str) -> list[str]:
     """The tasks the Sec. 5 analyses (constant kinds, cross-corpus matrices, head orders, matrix patterns) run on
     for ``model``: ``analyses.tasks`` (null or absent = every task, ``[]`` = none) among its `model_tasks`, for a
-    model of ``analyses.models`` (null or absent = every model, ``[]`` = none); else none."""
-    analyses = config.get("analyses") or {}
-    listed, models = analyses.get("tasks"), analyses.get("models")
-    if models is not None and model not in models:
+    model of `analysed_models`; else none."""
+    listed = (config.get("analyses") or {}).get("tasks")
+    if model not in analysed_models(config):
         return []
     own = model_tasks(config, model)
     return own if listed is None else [t for t in listed if t in own]
@@ -1137,8 +1143,7 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
     probing = [m for m in config.get("models", {}) if model_tasks(config, m)]
     run = {t for m in config.get("models", {}) for t in model_tasks(config, m)}
     listed = analyses.get("models")
-    analysed = [m for m in config.get("models", {}) if listed is None or m in listed]
-    run_analysed = {t for m in analysed for t in model_tasks(config, m)}
+    run_analysed = {t for m in analysed_models(config) for t in model_tasks(config, m)}
     for t in analyses.get("tasks") or []:
         if run and t in config.get("tasks", {}) and t not in run:  # run empty: an MLM-only config drops nothing
             errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "

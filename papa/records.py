@@ -197,6 +197,17 @@ def _record_key(relative: Path) -> str | None:
         return None
 
 
+def _record_files(records, kind: str):
+    """``(file, output path)`` of each of Snakemake's record files of ``kind`` (``incomplete``, ``metadata``) in
+    ``records``, the name decoded (`_record_key`); files whose name is no such encoding are skipped."""
+    root = Path(records) / kind
+    for dirpath, _, files in os.walk(root):  # nothing where there is no such folder
+        for name in files:
+            key = _record_key(Path(dirpath, name).relative_to(root))
+            if key is not None:
+                yield Path(dirpath, name), key
+
+
 #: The file in a working directory's ``.snakemake/`` listing the outputs its failed runs lost (`note_lost`).
 LOST = "papa-lost.json"
 
@@ -205,28 +216,39 @@ def _lost_file(records) -> Path:
     return Path(records) / LOST
 
 
-def _listed_lost(records) -> list[str]:
-    path = _lost_file(records)
+def _read_paths(path: Path, what: str, remedy: str) -> list[str]:
+    """The ``paths`` a list file of papa's in ``.snakemake/`` holds (`LOST`, `FORGOTTEN`; none where it is absent);
+    ``what`` it lists and the ``remedy`` go into the error for an unreadable one."""
     try:
         listed = json.loads(path.read_text())
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as err:
-        why = f"{path} cannot be read ({err}): it lists the outputs failed jobs lost, to be made again"
-        raise ForeignResultsError(f"{why}; fix its access, or remove it and name those files with --forcerun") from err
+        raise ForeignResultsError(
+            f"{path} cannot be read ({err}): it lists {what}; fix its access, or {remedy}"
+        ) from err
     paths = listed.get("paths") if isinstance(listed, dict) else None
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
 
 
-def _write_lost(records, paths) -> None:
+def _write_paths(path: Path, paths) -> None:
+    """Write ``paths`` to the list file ``path`` (sorted, each once), atomically; no paths: no file."""
     from .io import atomic_path
 
-    target = _lost_file(records)
     if not paths:
-        target.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
         return
-    with atomic_path(target) as tmp:
+    with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps({"paths": sorted(set(paths))}, indent=1))
+
+
+def _listed_lost(records) -> list[str]:
+    return _read_paths(_lost_file(records), "the outputs failed jobs lost, to be made again",
+                       "remove it and name those files with --forcerun")  # fmt: skip
+
+
+def _write_lost(records, paths) -> None:
+    _write_paths(_lost_file(records), paths)
 
 
 def note_lost(paths, records: str | Path = ".snakemake") -> None:
@@ -252,29 +274,12 @@ FORGOTTEN = "papa-forgotten.json"
 
 
 def _forgotten(records) -> list[str]:
-    path = Path(records) / FORGOTTEN
-    try:
-        found = json.loads(path.read_text())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as err:
-        raise ForeignResultsError(
-            f"{path} cannot be read ({err}): it lists the results folders make clean removed, "
-            f"whose files came back without records; fix its access, or remove it"
-        ) from err
-    paths = found.get("paths") if isinstance(found, dict) else None
-    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+    return _read_paths(Path(records) / FORGOTTEN, "the results folders make clean removed, whose files came back "
+                       "without records", "remove it")  # fmt: skip
 
 
 def _write_forgotten(records, paths) -> None:
-    from .io import atomic_path
-
-    target = Path(records) / FORGOTTEN
-    if not paths:
-        target.unlink(missing_ok=True)
-        return
-    with atomic_path(target) as tmp:
-        Path(tmp).write_text(json.dumps({"paths": sorted(set(paths))}, indent=1))
+    _write_paths(Path(records) / FORGOTTEN, paths)
 
 
 def forget_results(results: str | Path, records: str | Path = ".snakemake") -> int:
@@ -305,15 +310,10 @@ def forget_results(results: str | Path, records: str | Path = ".snakemake") -> i
         dropped += len(listed) - len(kept)
         _write_lost(records, kept)
     for kind in ("incomplete", "metadata"):
-        root = Path(records) / kind
-        if not root.is_dir():
-            continue
-        for dirpath, _, files in os.walk(root):
-            for name in files:
-                key = _record_key(Path(dirpath, name).relative_to(root))
-                if key is not None and (key.startswith(prefix) or key == prefix[:-1]):
-                    Path(dirpath, name).unlink()
-                    dropped += 1
+        for record, key in _record_files(records, kind):
+            if key.startswith(prefix) or key == folder:
+                record.unlink()
+                dropped += 1
     return dropped
 
 
@@ -328,14 +328,7 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
     memory limit) and those of jobs whose Snakemake was killed mid-job (an incomplete marker left in
     ``.snakemake/incomplete``). A file deleted by hand is not listed: Snakemake regenerates it only when named."""
     prefix = spelling(os.fspath(results)).rstrip("/") + "/"
-    found = set(_listed_lost(records))
-    root = Path(records) / "incomplete"
-    if root.is_dir():
-        for dirpath, _, files in os.walk(root):
-            for name in files:
-                key = _record_key(Path(dirpath, name).relative_to(root))
-                if key is not None:
-                    found.add(key)
+    found = set(_listed_lost(records)) | {key for _, key in _record_files(records, "incomplete")}
     return sorted(f for f in found if f.startswith(prefix) and not os.path.exists(f))
 
 
