@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import check_not_folder, is_integer, json_value
+from .io import Progress, check_not_folder, is_integer, json_value
 from .models import check_positions, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
@@ -422,7 +421,7 @@ def average_attention(
     count = None
     n_examples = n_batches = 0
     n_short = 0  # examples with at most head_dim real tokens (effective attention equals raw there)
-    t0 = last = time.monotonic()
+    progress = Progress(log_every)
     with ExitStack() as recording:  # leaving it removes the recording patch (and restores train mode)
         modes = {m: m.training for m in model.modules()}
         model.eval()  # a model in train mode would average attention under dropout: other numbers every call
@@ -453,14 +452,10 @@ def average_attention(
                     n_real = torch.full((ids.shape[0],), n) if mask is None else (mask != 0).sum(-1)
                     n_short += int((n_real <= recorder.head_dim).sum())
                 n_examples += ids.shape[0]
-                now = time.monotonic()
-                if now - last >= log_every:
-                    last = now
-                    rate = n_examples / (now - t0)
-                    eta = f", ETA {(total - n_examples) / rate:.0f} s" if total else ""
-                    log.info(
-                        "averaged %d%s examples, %.1f examples/s%s", n_examples, f"/{total}" if total else "", rate, eta
-                    )
+                if progress.due(n_examples):
+                    eta = f", ETA {progress.eta(n_examples, total):.0f} s" if total else ""
+                    log.info("averaged %d%s examples, %.1f examples/s%s", n_examples, f"/{total}" if total else "",
+                             progress.rate(n_examples), eta)  # fmt: skip
     if recorder is None:
         raise ValueError("average_attention got no batches: the corpus is empty")
 
@@ -468,8 +463,8 @@ def average_attention(
         return torch.where(count > 0, sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device))
 
     mean = averaged(recorder.sums)
-    elapsed = time.monotonic() - t0
-    log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, elapsed, n_examples / max(elapsed, 1e-9))
+    log.info("averaged %d examples in %.1f s (%.1f examples/s)", n_examples, progress.elapsed(),
+             progress.rate(n_examples))  # fmt: skip
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")  # a half-precision model's averages differ
     meta = {"kind": kind, "n_examples": n_examples, "N": int(mean.shape[-1]), "layers": L, "heads": H, "dtype": dtype}
     if recorder.effective:

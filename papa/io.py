@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 _TMP_TAG = ".papa-"  # temporaries: .<name>.papa-XXXXXXXX.tmp (mkstemp's/mkdtemp's 8 random characters)
@@ -38,9 +39,9 @@ def _remove(p: str | Path) -> None:
             os.unlink(p)
 
 
-def _remove_stale_temps(path: Path) -> None:
+def _remove_stale_temps(path: Path, tag: str = _TMP_TAG, suffix: str = ".tmp") -> None:
     """Remove the temporaries (files or folders) of earlier writers of ``path`` that were killed."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}{re.escape(_TMP_TAG)}[A-Za-z0-9_]{{8}}\.tmp")
+    pattern = re.compile(rf"\.{re.escape(path.name)}{re.escape(tag)}[A-Za-z0-9_]{{8}}{re.escape(suffix)}")
     with os.scandir(path.parent) as entries:
         for e in entries:
             if pattern.fullmatch(e.name):
@@ -137,6 +138,23 @@ def atomic_dir(path: str | Path):
     except BaseException:
         _remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def scratch_dir(path: str | Path, what: str = "scratch"):
+    """Yield a scratch folder next to ``path`` for the work toward it (a download, an archive to assemble),
+    removed when the block ends, however it ends. The scratch of an earlier writer of ``path`` that was killed
+    (SIGKILL, a node lost: no ``finally`` ran; a model's parts are ~1 GB) is removed first, so the caller must
+    be ``path``'s only writer (the download lock of `papa.data.downloads`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tag = f".{what}-"
+    _remove_stale_temps(path, tag, "")
+    tmp = tempfile.mkdtemp(prefix=f".{path.name}{tag}", dir=path.parent)
+    try:
+        yield Path(tmp)
+    finally:
+        _remove(tmp)
 
 
 #: Suffixes of a model folder's weight files: read by the stages that load the model, never by its tokenizer
@@ -432,13 +450,56 @@ def is_integer(value) -> bool:
 STOPPED_BY: list[int] = []
 
 
+#: Seconds after a stop (`exit_on_signal`) in which the same signal again is ignored: Slurm's time limit reaches
+#: a job's script twice (from Slurm and through the Snakemake that runs it), and the second SystemExit broke into
+#: the first one's clean-up with a traceback in the job's log. A process still alive after this long (a notebook
+#: kernel that caught the SystemExit) is stopped by the signal again.
+STOP_GRACE_S = 60.0
+_stopped_at: list[float] = []
+
+
 def exit_on_signal(signum, frame) -> None:
     """A signal handler: record the signal (`STOPPED_BY`) and raise SystemExit, so ``finally`` blocks and atomic
     writes clean up and the job's log ends with the stop. A workflow job installs it for SIGTERM (Slurm's time
     limit, Snakemake cancelling a job: `papa.pipeline.Stage.from_snakemake`), as does `papa.probe`'s feature
-    block for its disk cache."""
+    block for its disk cache. The same signal within `STOP_GRACE_S` of the stop is ignored: the clean-up runs
+    to its end (Slurm's SIGKILL still ends a job that hangs)."""
+    now = time.monotonic()
+    if STOPPED_BY and STOPPED_BY[-1] == signum and _stopped_at and now - _stopped_at[-1] < STOP_GRACE_S:
+        return
     STOPPED_BY.append(signum)
+    _stopped_at.append(now)
     raise SystemExit(128 + signum)
+
+
+class Progress:
+    """When a long loop logs its progress, and its rate and ETA for the line.
+
+    ``due(done)`` is true every ``every`` seconds once ``done`` (items so far) is positive; ``rate(done)``
+    counts items per second of the loop's own time (``paused`` seconds, such as validation passes inside a
+    training, left out); ``eta(done, total)`` is the seconds left for ``total`` items at the pace so far,
+    pauses included (they recur)."""
+
+    def __init__(self, every: float = 10.0):
+        self.every = every
+        self.t0 = self.last = time.monotonic()
+        self.paused = 0.0
+
+    def due(self, done: int) -> bool:
+        now = time.monotonic()
+        if done and now - self.last >= self.every:
+            self.last = now
+            return True
+        return False
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def rate(self, done: int) -> float:
+        return done / max(self.elapsed() - self.paused, 1e-9)
+
+    def eta(self, done: int, total: int) -> float:
+        return (total - done) * self.elapsed() / max(done, 1)
 
 
 #: Seeds papa takes: numpy's range (a config's ``seed`` keys, the schema's [0, 2**32)).

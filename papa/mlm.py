@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import time
 
 import numpy as np
 import torch
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .encoding import IGNORE, Encoded
+from .io import Progress
 from .probe import LiveFeatures, TrainConfig, init_probe, model_dims
 from .spec import METHOD_ORDER, renamed_arguments
 
@@ -125,14 +125,12 @@ def negative_log_perplexity(
         probe.eval()
     total, count = 0.0, 0
     n = len(enc)
-    t0 = last = time.monotonic()
+    progress = Progress(log_every)
     with torch.inference_mode():
         for start in range(0, n, batch_size):
-            now = time.monotonic()
-            if start and now - last >= log_every:
-                last = now
-                log.info("mlm scoring: %d/%d lines (%.1f lines/s, ETA %.0f s)", start, n, start / (now - t0),
-                         (n - start) * (now - t0) / start)  # fmt: skip
+            if progress.due(start):
+                log.info("mlm scoring: %d/%d lines (%.1f lines/s, ETA %.0f s)", start, n, progress.rate(start),
+                         progress.eta(start, n))  # fmt: skip
             logits, y = _masked_logits(model, probe, enc, np.arange(start, min(len(enc), start + batch_size)))
             total += float(F.cross_entropy(logits.float(), y, reduction="sum"))
             count += int(y.numel())
@@ -191,9 +189,9 @@ def train_mlm(
     params = [p for g in groups for p in g["params"]]
     opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
-    losses, done, total = [], 0, cfg.epochs * n
-    after = runs_after * cfg.epochs * n  # examples of the trainings still to come after this one
-    t0 = last = time.monotonic()
+    losses, done = [], 0
+    total = (1 + runs_after) * cfg.epochs * n  # this training's examples, then those of ``runs_after`` more
+    progress = Progress(log_every)
     for epoch in range(cfg.epochs):
         enc = masked(encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch)
         if probe is not None:
@@ -214,21 +212,10 @@ def train_mlm(
             opt.step()
             running += loss.item() * y.numel()
             tokens += y.numel()
-            now = time.monotonic()
-            if now - last >= log_every:
-                last = now
-                rate = done / (now - t0)
-                log.info(
-                    "%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)",
-                    what,
-                    epoch + 1,
-                    cfg.epochs,
-                    done - epoch * n,
-                    n,
-                    running / max(tokens, 1),
-                    rate,
-                    (total - done + after) / rate,
-                )
+            if progress.due(done):
+                log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)", what, epoch + 1,
+                         cfg.epochs, done - epoch * n, n, running / max(tokens, 1), progress.rate(done),
+                         progress.eta(done, total))  # fmt: skip
         loss = running / max(tokens, 1)
         if not math.isfinite(loss):
             raise FloatingPointError(
@@ -236,16 +223,8 @@ def train_mlm(
                 f"constant matrices or lower the learning rate ({cfg.lr})"
             )
         losses.append(loss)
-        rate = done / max(time.monotonic() - t0, 1e-9)
-        log.info(
-            "%s epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)",
-            what,
-            epoch + 1,
-            cfg.epochs,
-            loss,
-            rate,
-            (total - done + after) / rate,
-        )
+        log.info("%s epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)", what, epoch + 1, cfg.epochs, loss,
+                 progress.rate(done), progress.eta(done, total))  # fmt: skip
     return losses
 
 

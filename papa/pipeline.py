@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import platform
+import re
 import sys
 import time
 import warnings
@@ -72,17 +73,24 @@ log = logging.getLogger("papa")
 def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0) -> None:
     """Log to ``log_path`` (and stderr), set torch threads, seed everything.
 
+    A log whose last run finished is written anew; one that ends unfinished (the job failed, a signal or a
+    kill stopped it: a Slurm retry, a rerun after a fix) is kept, and this run's lines follow it after a line
+    saying so, so a retry does not erase why the first attempt stopped.
+
     In a Slurm batch job (``SLURM_JOB_ID`` set, stderr not a terminal) with a log file, not to stderr as well:
     stderr is the job's Slurm log, and the Slurm profile's ``show-failed-logs`` prints both logs of a failed
     job, so every line came twice (thousands for a long probe). An interactive allocation's terminal keeps it."""
     in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID") and not sys.stderr.isatty())
     handlers = [] if in_slurm_job else [logging.StreamHandler(sys.stderr)]
+    earlier = log_path and _unfinished(log_path)
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
+        handlers.append(logging.FileHandler(log_path, mode="a" if earlier else "w"))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True
     )
+    if earlier:
+        log.warning("---- a new attempt: the lines above are an earlier attempt of this job that did not finish ----")
 
     def excepthook(kind, value, tb):  # failures land in the job's log too
         _JOB["failed"] = True
@@ -107,6 +115,21 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
 
 #: The running job's stage and start (`Stage.from_snakemake`), and whether it failed (`setup`'s excepthook).
 _JOB: dict = {"failed": False}
+#: The last line `_log_job_end` writes for a job that finished (after the logging format's time, name and level).
+_FINISHED = re.compile(r" papa INFO \w+ finished in [0-9.]+ s$")
+
+
+def _unfinished(log_path: str) -> bool:
+    """Whether ``log_path`` holds the log of a job run that did not finish: not empty, and its last line is not
+    `_log_job_end`'s "finished" (a failure's traceback, a stop by a signal, or a kill's last progress line)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:  # none yet (or unreadable: written anew)
+        return False
+    last = next((line for line in reversed(lines) if line.strip()), None)
+    return last is not None and not _FINISHED.search(last)
 
 
 def _log_job_end() -> None:
@@ -177,11 +200,12 @@ class Stage:
         _JOB.update(stage=cls.__name__, t0=time.monotonic())
         log.info("%s: %d input file(s), %d thread(s), seed %d", cls.__name__, len(stage.inputs), stage.threads or 0,
                  stage.seed)  # fmt: skip
-        env = io.environment()
+        env = stage._environment = io.environment()  # read once: recorded with the outputs too (`job_record`)
+        source = env["papa_source"]
+        commit = f" (commit {source['commit'][:12]}{', dirty' if source['dirty'] else ''})" if source else ""
         log.info("on %s (%s, %s), python %s, torch %s, transformers %s, papa %s%s", platform.node() or "?",
                  env["cpu"] or "?", env["device"], env["python"], env["torch"], env["transformers"], env["papa"],
-                 f" (commit {env['papa_source']['commit'][:12]}{', dirty' if env['papa_source']['dirty'] else ''})"
-                 if env["papa_source"] else "")  # fmt: skip
+                 commit)  # fmt: skip
         return stage
 
     def job_record(self) -> dict:
@@ -189,7 +213,9 @@ class Stage:
         (`papa.io.environment`: versions, device, threads, the checkout's commit), the digest of every
         input file (`papa.io.input_digests`) and, for a stage that loads a model, the release of an offline
         alias's weights (`papa.models.model_release`)."""
-        record = {"environment": io.environment(), "inputs": io.input_digests(self.inputs)}
+        # a workflow job's as read at its start (`from_snakemake`); a stage a notebook built reads it now
+        env = getattr(self, "_environment", None) or io.environment()
+        record = {"environment": env, "inputs": io.input_digests(self.inputs)}
         if isinstance(getattr(self, "model", None), str):
             record["model_release"] = model_release(self.model)
         return record

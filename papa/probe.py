@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .encoding import IGNORE, Encoded, check_batch_size
-from .io import SEED_LIMIT, check_seed, is_integer
+from .io import SEED_LIMIT, Progress, check_seed, is_integer
 from .metrics import check_metrics, compute_all
 from .models import compiled
 
@@ -417,7 +417,7 @@ def extract_features(
         where = f"memory-mapped file {folder}/features.npy" + ("" if reserved else " (not reserved: sparse)")
     cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)
     log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / MB, dtype, where)
-    t0 = last = time.monotonic()
+    progress = Progress(log_every)
     pos = 0
     try:  # the frozen encoder's features, dropout off, as LiveFeatures runs it (a train-mode model drew noise)
         with _in_mode(model, False), torch.inference_mode():
@@ -430,16 +430,13 @@ def extract_features(
                 # cross to the host, and NumPy's slow float16 conversion is gone
                 data[pos : pos + tok.shape[0]] = tok.to(torch_dtype).cpu().numpy()
                 pos += tok.shape[0]
-                now = time.monotonic()
-                if now - last >= log_every:
-                    last = now
-                    done = start + len(idx)
-                    rate = done / (now - t0)
-                    log.info("encoded %d/%d examples, %.1f examples/s, ETA %.0f s", done, n, rate, (n - done) / rate)
+                if progress.due(done := start + len(idx)):
+                    log.info("encoded %d/%d examples, %.1f examples/s, ETA %.0f s", done, n, progress.rate(done),
+                             progress.eta(done, n))  # fmt: skip
     except BaseException:
         cache.close()
         raise
-    log.info("encoded %d examples in %.1f s", n, time.monotonic() - t0)
+    log.info("encoded %d examples in %.1f s", n, progress.elapsed())
     return cache
 
 
@@ -809,14 +806,12 @@ def evaluate(probes, features, metrics, label_names=None, batch_size: int = 64,
         probe.eval()
     preds, golds = [[] for _ in probes], []
     n = len(features)
-    t0 = last = time.monotonic()
+    progress = Progress(log_every)
     with torch.inference_mode():
         for start in range(0, n, batch_size):
-            now = time.monotonic()
-            if start and now - last >= log_every:
-                last = now
-                log.info("validation: %d/%d examples (%.1f examples/s, ETA %.0f s)", start, n, start / (now - t0),
-                         (n - start) * (now - t0) / start)  # fmt: skip
+            if progress.due(start):
+                log.info("validation: %d/%d examples (%.1f examples/s, ETA %.0f s)", start, n, progress.rate(start),
+                         progress.eta(start, n))  # fmt: skip
             idx = np.arange(start, min(n, start + batch_size))
             x, y = features.batch(idx)
             # token tasks: scored tokens regrouped per example for entity-level metrics
@@ -927,13 +922,9 @@ def train_probes(
     g = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
     loss_fn = nn.CrossEntropyLoss()
     n = len(train)
-    t0 = last = time.monotonic()
-    evaluating = 0.0  # seconds spent in validation passes: the logged rates are training examples per training second
+    progress = Progress(log_every)  # its paused seconds: validation passes (rates are per training second)
     names = ", ".join(map(str, seeds))
-
-    def eta(done: int, elapsed: float) -> float:
-        """Seconds left at the rate so far: this training's examples, then ``runs_after`` more."""
-        return elapsed / max(done, 1) * ((cfg.epochs * n - done) + runs_after * cfg.epochs * n)
+    total = (1 + runs_after) * cfg.epochs * n  # this training's examples, then ``runs_after`` more
 
     for epoch in range(1, cfg.epochs + 1):
         for run in runs:
@@ -948,19 +939,9 @@ def train_probes(
                     if batch is None:
                         batch = train.batch(idx, grad=live)
                     run.step(*batch, loss_fn, len(idx))
-            now = time.monotonic()
-            if now - last >= log_every:
-                last, done = now, (epoch - 1) * n + start + len(idx)
-                log.info(
-                    "seed %s epoch %d/%d: %d/%d examples (%.1f examples/s, ETA %.0f s)",
-                    names,
-                    epoch,
-                    cfg.epochs,
-                    start + len(idx),
-                    n,
-                    done / max(now - t0 - evaluating, 1e-9),
-                    eta(done, now - t0),
-                )
+            if progress.due(done := (epoch - 1) * n + start + len(idx)):
+                log.info("seed %s epoch %d/%d: %d/%d examples (%.1f examples/s, ETA %.0f s)", names, epoch, cfg.epochs,
+                         start + len(idx), n, progress.rate(done), progress.eta(done, total))  # fmt: skip
         for seed, run in zip(seeds, runs):
             if not math.isfinite(run.total):
                 raise FloatingPointError(
@@ -970,8 +951,7 @@ def train_probes(
         t_eval = time.monotonic()
         all_scores = evaluate([run.probe for run in runs], validation, metrics, label_names, cfg.eval_batch_size,
                               log_every)  # fmt: skip
-        evaluating += time.monotonic() - t_eval
-        elapsed = time.monotonic() - t0
+        progress.paused += time.monotonic() - t_eval
         for seed, run, scores in zip(seeds, runs, all_scores):
             loss = run.total / max(run.seen, 1)
             log.info(
@@ -981,8 +961,8 @@ def train_probes(
                 cfg.epochs,
                 loss,
                 ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
-                epoch * n / max(elapsed - evaluating, 1e-9),
-                eta(epoch * n, elapsed),
+                progress.rate(epoch * n),
+                progress.eta(epoch * n, total),
             )
             run.rows += [
                 {"epoch": epoch, "metric": metric, "score": score, "train_loss": loss}

@@ -357,6 +357,12 @@ def test_pip_download_is_moved_into_place_atomically(tmp_path, monkeypatch):
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(downloads.subprocess, "run", fake_pip)
+    # a download killed by SIGKILL (no ``finally`` ran) left its scratch: the next download of it removes it,
+    # not another archive's (each archive has one writer at a time: its lock)
+    (tmp_path / "downloads").mkdir()
+    for name in (archive.filename, "other.tar.gz"):
+        (tmp_path / "downloads" / f".{name}.pip-k1lled00").mkdir()
+        (tmp_path / "downloads" / f".{name}.pip-k1lled00" / name).write_bytes(b"partial")
     old = os.umask(0o027)
     try:
         got = D.fetch_pinned(archive, tmp_path)
@@ -365,7 +371,9 @@ def test_pip_download_is_moved_into_place_atomically(tmp_path, monkeypatch):
     assert got == tmp_path / "downloads" / archive.filename and got.read_bytes() == blob
     assert got.stat().st_mode & 0o777 == 0o640  # papa.io.atomic_path: the umask's permissions
     left = [p.name for p in (tmp_path / "downloads").iterdir() if not p.name.endswith(".lock")]
-    assert left == [archive.filename]  # no temp files left
+    assert sorted(left) == [".other.tar.gz.pip-k1lled00", archive.filename]  # no temp files of its own left
+    (tmp_path / "downloads" / ".other.tar.gz.pip-k1lled00" / "other.tar.gz").unlink()
+    (tmp_path / "downloads" / ".other.tar.gz.pip-k1lled00").rmdir()
     bad = replace(archive, filename="other.tar.gz", sha256="0" * 64)
     monkeypatch.setattr(
         downloads.subprocess,

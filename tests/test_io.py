@@ -520,3 +520,119 @@ if sys.argv[2] == "stop":
         assert said[0] == "Toy: 2 input file(s), 1 thread(s), seed 0", said
         env = io.environment()
         assert said[1].startswith("on ") and f"torch {env['torch']}" in said[1] and env["device"] in said[1], said
+
+
+_ATTEMPT = """
+import sys, time
+from types import SimpleNamespace
+from papa import io, pipeline
+
+calls = []
+read = io.environment
+io.environment = lambda: calls.append(1) or read()
+
+class Toy(pipeline.Stage):
+    @classmethod
+    def _from_snakemake(cls, sm):
+        return {}
+
+sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=[])
+stage = Toy.from_snakemake(sm)
+how = sys.argv[2]
+if how == "fail":
+    raise RuntimeError("out of memory, say")
+if how == "finish":
+    assert stage.provenance()["environment"]["torch"] and len(calls) == 1, calls  # read once a job
+if how == "stop":
+    try:
+        print("ready", flush=True)
+        time.sleep(120)
+    finally:  # a clean-up that takes a while (atomic writes, a disk cache), hit by the second SIGTERM
+        print("cleaning", flush=True)
+        time.sleep(2)
+        print("cleaned", flush=True)
+"""
+
+
+def _attempt(log, how, tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", _ATTEMPT, str(log), how], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+    if how == "stop":  # Slurm's time limit reaches the script twice: from Slurm and through Snakemake
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGTERM)
+        assert p.stdout.readline().strip() == "cleaning"
+        p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out, err
+
+
+def test_a_retry_keeps_the_log_of_the_attempt_that_did_not_finish(tmp_path):
+    """A job retried (the Slurm profile's ``retries``, a rerun after a fix) wrote its log anew: the first
+    attempt's "stopped by signal 15" or traceback was gone from disk once the retry ran. A log that ends
+    unfinished is kept now, the new attempt's lines after a line saying so; a finished log is written anew."""
+    log = tmp_path / "job.log"
+
+    def said():
+        return [line.split(" ", 3)[-1] for line in log.read_text().splitlines()]
+
+    rc, _, _ = _attempt(log, "fail", tmp_path)
+    assert rc == 1 and "stage failed" in log.read_text() and "out of memory, say" in log.read_text()
+    rc, _, err = _attempt(log, "stop", tmp_path)
+    assert rc == 128 + signal.SIGTERM, err
+    text = said()
+    assert "out of memory, say" in log.read_text()
+    assert text[-1].startswith("ERROR Toy stopped by signal 15 after"), text
+    assert sum("a new attempt" in s for s in text) == 1
+    rc, _, err = _attempt(log, "finish", tmp_path)
+    assert rc == 0, err
+    text = said()
+    assert sum("a new attempt" in s for s in text) == 2 and text[-1].startswith("INFO Toy finished in"), text
+    raw = log.read_text().splitlines()
+    starts = [i for i, s in enumerate(raw) if s.endswith("INFO Toy: 0 input file(s), 1 thread(s), seed 0")]
+    assert len(starts) == 3 and any("out of memory, say" in s for s in raw[: starts[1]])  # the attempts in order
+    assert any("stopped by signal 15" in s for s in raw[starts[1] : starts[2]])
+    rc, _, err = _attempt(log, "finish", tmp_path)  # after a finished run: a rerun's log starts afresh
+    assert rc == 0, err
+    text = said()
+    assert text[0] == "INFO Toy: 0 input file(s), 1 thread(s), seed 0" and not any("new attempt" in s for s in text)
+    assert text[-1].startswith("INFO Toy finished in")
+
+
+def test_a_second_sigterm_during_the_clean_up_is_ignored(tmp_path):
+    """The second SIGTERM of a time limit (Slurm's, then Snakemake's) raised SystemExit inside the first one's
+    clean-up: a ``SystemExit: 143`` traceback in the Slurm log and a clean-up cut short. The same signal within
+    `papa.io.STOP_GRACE_S` of a stop is ignored; the job still exits 143 with its stop as the log's last line."""
+    log = tmp_path / "job.log"
+    rc, out, err = _attempt(log, "stop", tmp_path)
+    assert rc == 128 + signal.SIGTERM and out.splitlines()[-1] == "cleaned", (out, err)
+    assert "Traceback" not in err and "SystemExit" not in err, err
+    assert log.read_text().splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 15 after")
+
+
+def test_exit_on_signal_stops_once_within_its_grace_time(monkeypatch):
+    monkeypatch.setattr(io, "STOPPED_BY", [])
+    monkeypatch.setattr(io, "_stopped_at", [])
+    with pytest.raises(SystemExit) as stop:
+        io.exit_on_signal(signal.SIGTERM, None)
+    assert stop.value.code == 128 + signal.SIGTERM and io.STOPPED_BY == [signal.SIGTERM]
+    assert io.exit_on_signal(signal.SIGTERM, None) is None  # the second, during the clean-up
+    with pytest.raises(SystemExit):  # another signal is not the same stop
+        io.exit_on_signal(signal.SIGINT, None)
+    monkeypatch.setattr(io, "STOP_GRACE_S", 0.0)  # a process still alive after the grace time (a notebook kernel)
+    with pytest.raises(SystemExit):
+        io.exit_on_signal(signal.SIGINT, None)
+
+
+def test_progress_is_due_every_interval_and_its_rate_leaves_pauses_out(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(io.time, "monotonic", lambda: clock[0])
+    p = io.Progress(every=10)
+    assert not p.due(0) and not p.due(5)  # nothing done yet / too soon
+    clock[0] = 110.0
+    assert not p.due(0) and p.due(50) and not p.due(60)  # due once an interval, with work done
+    assert p.rate(50) == 5.0 and p.eta(50, 150) == 20.0
+    p.paused = 5.0  # a validation pass: out of the rate, in the ETA (it recurs)
+    assert p.rate(50) == 10.0 and p.eta(50, 150) == 20.0 and p.elapsed() == 10.0
+    clock[0] = 120.0
+    assert p.due(60)
+    assert not io.Progress(every=float("inf")).due(10)  # log_every inf: never

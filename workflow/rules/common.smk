@@ -247,6 +247,12 @@ def lambda_hp(task):
     return canon(checks.hparams_param(task_cfg(task)["lambda"], task_kind(task)))
 
 
+def follows_first_seed(seed):
+    """Whether a probe of ``seed`` trains in another seed's batch order: the sweep's first seed's, under
+    ``sweep.batch_order: shared``."""
+    return SWEEP["batch_order"] == "shared" and int(seed) != SWEEP["seeds"][0]
+
+
 def probe_hp(task, trained=False):
     """Probe hyperparameters: tasks.<t>.probe, as lambda_hp; its extra_lr (the learning rate of trained patch
     parameters) only for trained constants (rule probe_trained), so setting it reruns no probe of fixed

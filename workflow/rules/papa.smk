@@ -163,6 +163,10 @@ use rule probe as probe_trained with:
     params:
         hp=lambda wc: probe_hp(wc.task, trained=True),
         compile=COMPILE,  # the encoder runs in the loop: torch.compile can speed it up (fixed matrices: no param)
+        # one seed a job: under shared only the later seeds follow another's batch order, so switching
+        # sweep.batch_order reruns them, not the first seed's job (its own order either way)
+        batch_order=lambda wc: "shared" if follows_first_seed(wc.seed) else "per_seed",
+        first_seed=lambda wc: SWEEP["seeds"][0] if follows_first_seed(wc.seed) else None,
     threads: task_res("probe_trained", "threads")
     resources:
         # resources.probe (and tasks.<t>.resources.probe) under probe_trained's own entries: papa.checks.job_resources
