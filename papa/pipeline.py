@@ -26,7 +26,6 @@ import functools
 import logging
 import os
 import platform
-import re
 import sys
 import time
 import warnings
@@ -73,24 +72,17 @@ log = logging.getLogger("papa")
 def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0) -> None:
     """Log to ``log_path`` (and stderr), set torch threads, seed everything.
 
-    A log whose last run finished is written anew; one that ends unfinished (the job failed, a signal or a
-    kill stopped it: a Slurm retry, a rerun after a fix) is kept, and this run's lines follow it after a line
-    saying so, so a retry does not erase why the first attempt stopped.
-
     In a Slurm batch job (``SLURM_JOB_ID`` set, stderr not a terminal) with a log file, not to stderr as well:
     stderr is the job's Slurm log, and the Slurm profile's ``show-failed-logs`` prints both logs of a failed
     job, so every line came twice (thousands for a long probe). An interactive allocation's terminal keeps it."""
     in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID") and not sys.stderr.isatty())
     handlers = [] if in_slurm_job else [logging.StreamHandler(sys.stderr)]
-    earlier = log_path and _unfinished(log_path)
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="a" if earlier else "w"))
+        handlers.append(logging.FileHandler(log_path, mode="w"))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True
     )
-    if earlier:
-        log.warning("---- a new attempt: the lines above are an earlier attempt of this job that did not finish ----")
 
     def excepthook(kind, value, tb):  # failures land in the job's log too
         _JOB["failed"] = True
@@ -115,34 +107,40 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
 
 #: The running job's stage and start (`Stage.from_snakemake`), and whether it failed (`setup`'s excepthook).
 _JOB: dict = {"failed": False}
-#: The last line `_log_job_end` writes for a job that finished (after the logging format's time, name and level).
-_FINISHED = re.compile(r" papa INFO \w+ finished in [0-9.]+ s$")
-
-
-def _unfinished(log_path: str) -> bool:
-    """Whether ``log_path`` holds the log of a job run that did not finish: not empty, and its last line is not
-    `_log_job_end`'s "finished" (a failure's traceback, a stop by a signal, or a kill's last progress line)."""
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
-            lines = f.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:  # none yet (or unreadable: written anew)
-        return False
-    last = next((line for line in reversed(lines) if line.strip()), None)
-    return last is not None and not _FINISHED.search(last)
 
 
 def _log_job_end() -> None:
     """At exit of a workflow job: how long its stage took, unless it failed (its error is the last line) or a
-    signal stopped it (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`)."""
+    signal stopped it (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`). The log of a job that did not finish
+    is also kept as `unfinished_log_path`: Snakemake removes a job's log before every attempt, so the Slurm
+    profile's retry (or a rerun after a fix) erased why this attempt stopped."""
     if "stage" not in _JOB:
         return
     seconds = time.monotonic() - _JOB["t0"]
-    if io.STOPPED_BY:
-        log.error("%s stopped by signal %d after %.1f s: its outputs were not written", _JOB["stage"],
-                  io.STOPPED_BY[0], seconds)  # fmt: skip
-    elif not _JOB["failed"]:
+    if not io.STOPPED_BY and not _JOB["failed"]:
         log.info("%s finished in %.1f s", _JOB["stage"], seconds)
+        return
+    kept = unfinished_log_path(_JOB["log"]) if _JOB.get("log") else None
+    also = f"; this log is kept as {kept} (Snakemake removes a job's log before its next attempt)" if kept else ""
+    if io.STOPPED_BY:
+        log.error("%s stopped by signal %d after %.1f s: its outputs were not written%s", _JOB["stage"],
+                  io.STOPPED_BY[0], seconds, also)  # fmt: skip
+    elif kept:
+        log.error("%s failed after %.1f s%s", _JOB["stage"], seconds, also)
+    if kept:
+        import shutil
+
+        with contextlib.suppress(OSError):  # a log that cannot be copied fails nothing more
+            shutil.copyfile(_JOB["log"], kept)
+
+
+def unfinished_log_path(log_path: str) -> str:
+    """Where the log of a workflow job's attempt that did not finish is kept: ``<log>.unfinished-<k>``, the first
+    ``k`` (1, 2, ...) not taken, so every failed attempt's log stays beside the job's log."""
+    k = 1
+    while os.path.lexists(f"{log_path}.unfinished-{k}"):
+        k += 1
+    return f"{log_path}.unfinished-{k}"
 
 
 # ----------------------------------------------------------------------------- stage configs
@@ -197,7 +195,7 @@ class Stage:
             # the whole job, not only a probe's feature block: Slurm's time limit on an averaging, lambda or MLM job
             # left its log ending mid-run, like a job still running
             signal.signal(signal.SIGTERM, io.exit_on_signal)
-        _JOB.update(stage=cls.__name__, t0=time.monotonic())
+        _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=stage.log)
         log.info("%s: %d input file(s), %d thread(s), seed %d", cls.__name__, len(stage.inputs), stage.threads or 0,
                  stage.seed)  # fmt: skip
         env = stage._environment = io.environment()  # read once: recorded with the outputs too (`job_record`)

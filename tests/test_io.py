@@ -1,9 +1,11 @@
 """papa.io: folders written atomically (`atomic_dir`), as files are (`atomic_path`, tests/test_errors.py)."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -330,6 +332,7 @@ def test_a_workflow_job_shows_no_progress_bars_and_imports_no_transformers_for_i
     every job that loads no model). Fresh interpreters: this one has imported transformers long ago."""
     code = """
 import sys
+import textwrap
 if sys.argv[1] == "before":
     import transformers
 elif sys.argv[1] == "datasets first":  # huggingface_hub read the variable before setup set it
@@ -566,36 +569,67 @@ def _attempt(log, how, tmp_path):
     return p.returncode, out, err
 
 
-def test_a_retry_keeps_the_log_of_the_attempt_that_did_not_finish(tmp_path):
-    """A job retried (the Slurm profile's ``retries``, a rerun after a fix) wrote its log anew: the first
-    attempt's "stopped by signal 15" or traceback was gone from disk once the retry ran. A log that ends
-    unfinished is kept now, the new attempt's lines after a line saying so; a finished log is written anew."""
+def test_the_log_of_an_attempt_that_did_not_finish_is_kept_beside_the_jobs_log(tmp_path):
+    """Snakemake removes a job's log before every attempt, so a retry (the Slurm profile's ``retries``, a rerun after
+    a fix) erased the first attempt's traceback or "stopped by signal 15". A job that fails or is stopped keeps a
+    copy, ``<log>.unfinished-<k>``, the first free ``k``; its log says where; a job that finishes keeps none."""
     log = tmp_path / "job.log"
-
-    def said():
-        return [line.split(" ", 3)[-1] for line in log.read_text().splitlines()]
-
     rc, _, _ = _attempt(log, "fail", tmp_path)
-    assert rc == 1 and "stage failed" in log.read_text() and "out of memory, say" in log.read_text()
+    first = Path(f"{log}.unfinished-1")
+    assert rc == 1 and first.read_text() == log.read_text() and "out of memory, say" in first.read_text()
+    last = first.read_text().splitlines()[-1].split(" ", 3)[-1]
+    assert re.fullmatch(rf"ERROR Toy failed after [0-9.]+ s; this log is kept as {re.escape(str(first))} "
+                        r"\(Snakemake removes a job's log before its next attempt\)", last), last  # fmt: skip
+    log.unlink()  # as Snakemake does before the next attempt
     rc, _, err = _attempt(log, "stop", tmp_path)
-    assert rc == 128 + signal.SIGTERM, err
-    text = said()
-    assert "out of memory, say" in log.read_text()
-    assert text[-1].startswith("ERROR Toy stopped by signal 15 after"), text
-    assert sum("a new attempt" in s for s in text) == 1
+    second = Path(f"{log}.unfinished-2")
+    assert rc == 128 + signal.SIGTERM and second.read_text() == log.read_text(), err
+    assert log.read_text().splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 15 after")
+    assert f"this log is kept as {second}" in log.read_text() and "out of memory" not in log.read_text()
+    log.unlink()
     rc, _, err = _attempt(log, "finish", tmp_path)
-    assert rc == 0, err
-    text = said()
-    assert sum("a new attempt" in s for s in text) == 2 and text[-1].startswith("INFO Toy finished in"), text
-    raw = log.read_text().splitlines()
-    starts = [i for i, s in enumerate(raw) if s.endswith("INFO Toy: 0 input file(s), 1 thread(s), seed 0")]
-    assert len(starts) == 3 and any("out of memory, say" in s for s in raw[: starts[1]])  # the attempts in order
-    assert any("stopped by signal 15" in s for s in raw[starts[1] : starts[2]])
-    rc, _, err = _attempt(log, "finish", tmp_path)  # after a finished run: a rerun's log starts afresh
-    assert rc == 0, err
-    text = said()
-    assert text[0] == "INFO Toy: 0 input file(s), 1 thread(s), seed 0" and not any("new attempt" in s for s in text)
-    assert text[-1].startswith("INFO Toy finished in")
+    assert rc == 0 and log.read_text().splitlines()[-1].split(" ", 3)[-1].startswith("INFO Toy finished in"), err
+    assert sorted(p.name for p in tmp_path.glob("job.log*")) == ["job.log", "job.log.unfinished-1",
+                                                                  "job.log.unfinished-2"]  # fmt: skip
+    assert "out of memory, say" in first.read_text() and "stopped by signal 15" in second.read_text()
+
+
+def test_a_snakemake_retry_keeps_the_first_attempts_log(tmp_path):
+    """The same through Snakemake (``--retries 1``, as the Slurm profile sets it): the retry's log is its own, and
+    the first attempt's, with its traceback, is kept beside it."""
+    (tmp_path / "job.py").write_text(
+        textwrap.dedent("""
+        from pathlib import Path
+        from papa import pipeline
+
+        class Toy(pipeline.Stage):
+            @classmethod
+            def _from_snakemake(cls, sm):
+                return {}
+
+        Toy.from_snakemake(snakemake)  # noqa: F821
+        if not Path("tried").exists():
+            Path("tried").touch()
+            raise RuntimeError("the first attempt fails")
+        Path(snakemake.output[0]).write_text("done")  # noqa: F821
+    """)
+    )
+    (tmp_path / "Snakefile").write_text(
+        textwrap.dedent("""
+        rule job:
+            output: "out.txt"
+            log: "logs/job.log"
+            params: code="x"
+            script: "job.py"
+    """)
+    )
+    from tests.test_workflow import smk
+
+    p = smk(tmp_path, "--cores", "1", "--retries", "1", timeout=300)
+    log, kept = tmp_path / "logs/job.log", tmp_path / "logs/job.log.unfinished-1"
+    assert (tmp_path / "out.txt").read_text() == "done", p.stderr[-2000:]
+    assert "the first attempt fails" not in log.read_text() and "Toy finished in" in log.read_text()
+    assert "RuntimeError: the first attempt fails" in kept.read_text() and "Toy failed after" in kept.read_text()
 
 
 def test_a_second_sigterm_during_the_clean_up_is_ignored(tmp_path):
