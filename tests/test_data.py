@@ -1010,6 +1010,39 @@ def test_label_cells_read_as_written(tmp_path):
     assert D.load_task(_seq_spec(gz, gz), tmp_path).splits["train"]["label"].tolist() == [1, 0]
 
 
+def test_csv_cells_are_read_as_written_not_as_pandas_guesses(tmp_path):
+    """pandas types a CSV column from all its cells: a text column of numbers lost its digits ("007" became "7",
+    "3.10" "3.1"), ids such as "001" became "1", and one "1.0" among integer labels made every label a float, so
+    the message named the first row, written "0". Text and ids are now read as written, and a number that is no
+    integer among integer labels fails naming its own row; labels pandas typed whole stay as they were (integers,
+    scores refused as no class, booleans, text)."""
+    p = _csv(tmp_path, "n.csv", "001,007,0\n002,3.10,1\n003,1e5,1\n004,a fine film,0\n", header="id,sentence,label\n")
+    t = D.load_task(_seq_spec(p, p, id_column="id"), tmp_path)
+    train = t.splits["train"]
+    assert train["text"].tolist() == ["007", "3.10", "1e5", "a fine film"] and train["id"].tolist()[0] == "001"
+    assert t.label_names == ["0", "1"] and train["label"].tolist() == [0, 1, 1, 0]
+    tsv = tmp_path / "n.tsv"
+    tsv.write_text("sentence\tlabel\n12\t0\n0.50\t1\n")
+    assert D.load_task(_seq_spec(tsv, tsv), tmp_path).splits["train"]["text"].tolist() == ["12", "0.50"]
+    odd = _csv(tmp_path, "odd.csv", "a,0\nb,1\nc,1\nd,1.0\ne,0\n")
+    for labels in (None, ["neg", "pos"]):  # inferred from the file, or listed
+        with pytest.raises(D.TaskSpecError, match=r"odd\.csv, row 4 \(line 5\) has the label '1\.0' among integer "
+                                                  r"labels \(e\.g\. row 1 \(line 2\): '0'\)"):  # fmt: skip
+            D.load_task(_seq_spec(odd, odd, **({"labels": labels} if labels else {})), tmp_path)
+    many = _csv(tmp_path, "many.csv", "".join(f"t{i},{i % 12}\n" for i in range(24)))  # 12 classes: numeric order
+    t = D.load_task(_seq_spec(many, many), tmp_path)
+    assert t.label_names == [str(i) for i in range(12)] and t.splits["train"]["label"].tolist()[:12] == list(range(12))
+    score = _csv(tmp_path, "score.csv", "a,0.0\nb,0.5\nc,1.0\n")
+    with pytest.raises(D.TaskSpecError, match=r"has the label 0\.5, which is no class"):
+        D.load_task(_seq_spec(score, score), tmp_path)
+    flags = _csv(tmp_path, "flags.csv", "a,True\nb,false\nc,TRUE\nd,False\n")  # pandas' booleans: two classes
+    t = D.load_task(_seq_spec(flags, flags), tmp_path)
+    assert t.label_names == ["False", "True"] and t.splits["train"]["label"].tolist() == [1, 0, 1, 0]
+    words = _csv(tmp_path, "words.csv", "a,0\nb,pos\nc,1\n")  # text among digits: digits are positions, as before
+    t = D.load_task(_seq_spec(words, words, labels=["neg", "pos"]), tmp_path)
+    assert t.splits["train"]["label"].tolist() == [0, 1, 1]
+
+
 def test_column_names_need_header_said(tmp_path):
     """column_names without header is ambiguous (pandas would read a header row as data, a headerless file's first
     line as a header): it fails, naming both choices; header false reads every line, header true renames."""

@@ -11,7 +11,9 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -269,6 +271,8 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
             kw["column_names"] = list(spec["column_names"])
             if spec["header"]:
                 kw["header"] = 0  # the header row renamed, not read as data (pandas' default with names)
+        if kind == "sequence":  # read as written, not as pandas guesses: a text "007" or "3.10" became "7", "3.1"
+            kw["converters"] = {c: str for c in _text_cell_columns(spec)}
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
     if fmt == "parquet" and _parquet_rows(path) == 0:  # datasets would fail on it with "BatchSize must be > 0"
@@ -316,7 +320,53 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     if lines is not None and len(lines) != ds.num_rows:
         lines = None  # rows and lines not one to one (a quoted field across lines): rows alone
     out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(ds.num_rows)]
+    label_col = spec.get("label_column", "label")
+    if "converters" in kw and label_col in out:
+        out[label_col] = _typed_labels(out[label_col], f"column {label_col!r} of the {split} file {path}",
+                                       out["_where"])  # fmt: skip
     return out
+
+
+def _text_cell_columns(spec: dict) -> list[str]:
+    """The columns of a sequence task's CSV/TSV file read as text (`_typed_labels` types the labels)."""
+    keys = (("text_column", "text"), ("text_b_column", None), ("label_column", "label"), ("id_column", None))
+    return [c for key, default in keys if isinstance(c := spec.get(key, default), str)]
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: What pandas reads as a boolean column (its default true and false values).
+_BOOLEANS = {"True": True, "TRUE": True, "true": True, "False": False, "FALSE": False, "false": False}
+
+
+def _number(text: str) -> bool:
+    """Whether pandas would read ``text`` as a finite number (Python's float also takes "1_0" and other digits)."""
+    try:
+        return text.isascii() and "_" not in text and math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _typed_labels(values: list, where: str, rows: list[str]) -> list:
+    """A CSV/TSV label column read as text, typed as pandas types a whole column: integers when every filled cell
+    is one, numbers when every one is a number (a score: `_infer_label_names` refuses it), booleans, else the
+    text. Where pandas made the whole column float for one ``1.0`` among integer labels (every label then read
+    ``0.0``/``1.0``, and a message named the first row), the cell that is no integer fails, naming its row."""
+    filled = [(i, v.strip()) for i, v in enumerate(values) if not _is_missing(v)]
+    if not filled:
+        return values
+    integers = [i for i, v in filled if _INTEGER.fullmatch(v)]
+    if len(integers) == len(filled):
+        return [v if _is_missing(v) else int(v) for v in values]
+    if integers and (odd := next(((i, v) for i, v in filled if _number(v) and not _INTEGER.fullmatch(v)), None)):
+        first = integers[0]
+        raise TaskSpecError(f"{where}, {rows[odd[0]]} has the label {odd[1]!r} among integer labels (e.g. "
+                            f"{rows[first]}: {values[first].strip()!r}): write it as an integer, or as the name "
+                            f"of a class")  # fmt: skip
+    if all(_number(v) for _, v in filled):
+        return [v if _is_missing(v) else float(v) for v in values]
+    if all(v in _BOOLEANS for _, v in filled):
+        return [v if _is_missing(v) else _BOOLEANS[v.strip()] for v in values]
+    return values
 
 
 def _reader_error(e: BaseException) -> BaseException:
