@@ -141,15 +141,17 @@ def atomic_dir(path: str | Path):
 
 
 @contextlib.contextmanager
-def scratch_dir(path: str | Path, what: str = "scratch"):
+def scratch_dir(path: str | Path, what: str = "scratch", older: tuple[str, ...] = ()):
     """Yield a scratch folder next to ``path`` for the work toward it (a download, an archive to assemble),
     removed when the block ends, however it ends. The scratch of an earlier writer of ``path`` that was killed
     (SIGKILL, a node lost: no ``finally`` ran; a model's parts are ~1 GB) is removed first, so the caller must
-    be ``path``'s only writer (the download lock of `papa.data.downloads`)."""
+    be ``path``'s only writer (the download lock of `papa.data.downloads`); so are the scratch folders named
+    ``.<name><tag>XXXXXXXX`` for each tag in ``older`` (an older papa's names)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tag = f".{what}-"
-    _remove_stale_temps(path, tag, "")
+    for stale in (tag, *older):
+        _remove_stale_temps(path, stale, "")
     tmp = tempfile.mkdtemp(prefix=f".{path.name}{tag}", dir=path.parent)
     try:
         yield Path(tmp)

