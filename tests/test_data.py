@@ -1043,6 +1043,27 @@ def test_csv_cells_are_read_as_written_not_as_pandas_guesses(tmp_path):
     assert t.splits["train"]["label"].tolist() == [0, 1, 1]
 
 
+def test_inferred_labels_refuse_an_odd_label_among_integers(tmp_path):
+    """Without a labels list, a JSON label column of 0, 1, true and 1.0 made four classes ('0', '1', '1.0', 'True'),
+    and a CSV typo ("1x", "True") among integer labels a class of its own: the odd label fails, naming its row;
+    listed labels still match text by name and digits by position."""
+    mixed = tmp_path / "m.jsonl"
+    mixed.write_text('{"sentence": "a", "label": 0}\n{"sentence": "b", "label": 1}\n{"sentence": "c", "label": true}\n')
+    with pytest.raises(D.TaskSpecError, match=r"m\.jsonl, row 3 \(line 3\) has the label True among integer labels "
+                                              r"\(e\.g\. row 1 \(line 1\): 0\)"):  # fmt: skip
+        D.load_task(_seq_spec(mixed, mixed), tmp_path)
+    floats = tmp_path / "f.jsonl"  # pyarrow makes 0 and 1.0 one float column: labels 0.0 and 1.0, as in a CSV file
+    floats.write_text('{"sentence": "a", "label": 0}\n{"sentence": "b", "label": 1.0}\n')
+    assert D.load_task(_seq_spec(floats, floats), tmp_path).label_names == ["0.0", "1.0"]
+    for odd in ("1x", "True"):
+        typo = _csv(tmp_path, "typo.csv", f"a,0\nb,1\nc,{odd}\nd,0\n")
+        with pytest.raises(D.TaskSpecError, match=rf"typo\.csv, row 3 \(line 4\) has the label '{odd}' among integer "
+                                                  r"labels \(e\.g\. row 1 \(line 2\): '0'\)"):  # fmt: skip
+            D.load_task(_seq_spec(typo, typo), tmp_path)
+    t = D.load_task(_seq_spec(typo, typo, labels=["neg", "pos", "True"]), tmp_path)  # listed: by name, as before
+    assert t.splits["train"]["label"].tolist() == [0, 1, 2, 0]
+
+
 def test_column_names_need_header_said(tmp_path):
     """column_names without header is ambiguous (pandas would read a header row as data, a headerless file's first
     line as a header): it fails, naming both choices; header false reads every line, header true renames."""

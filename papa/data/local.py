@@ -479,6 +479,18 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
                                     f"label 0: a negative label marks an unlabeled example (GLUE's test files use "
                                     f"-1), and as a class it would shift the others (label 0 would be class 1); drop "
                                     f"those rows, or list the labels under the dataset's labels")  # fmt: skip
+
+    def integer(v) -> bool:  # an integer label: typed (JSON, Parquet) or written (a CSV column with text in it)
+        return (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))) or (
+            isinstance(v, str) and _INTEGER.fullmatch(v.strip()) is not None
+        )
+
+    if (first := next((i for i, v in enumerate(vals) if integer(v)), None)) is not None:
+        if (odd := next((i for i, v in enumerate(vals) if not integer(v)), None)) is not None:
+            raise TaskSpecError(f"{where}, {rows[odd] if rows else f'row {odd + 1}'} has the label {vals[odd]!r} "
+                                f"among integer labels (e.g. {rows[first] if rows else f'row {first + 1}'}: "
+                                f"{vals[first]!r}): as a class of its own it is most likely a typo (1.0, true, "
+                                f"1x); fix it, or list every label under the dataset's labels")  # fmt: skip
     if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
         uniq = sorted(set(int(v) for v in vals))
         if uniq[0] >= 0:
