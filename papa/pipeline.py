@@ -130,8 +130,10 @@ def _log_job_end() -> None:
     if kept:
         import shutil
 
-        with contextlib.suppress(OSError):  # a log that cannot be copied fails nothing more
+        try:
             shutil.copyfile(_JOB["log"], kept)
+        except OSError as e:  # the job has failed already: say so, and fail nothing more
+            log.error("could not keep this log as %s: %s", kept, e)
 
 
 def unfinished_log_path(log_path: str) -> str:

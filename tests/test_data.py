@@ -1041,6 +1041,21 @@ def test_csv_cells_are_read_as_written_not_as_pandas_guesses(tmp_path):
     words = _csv(tmp_path, "words.csv", "a,0\nb,pos\nc,1\n")  # text among digits: digits are positions, as before
     t = D.load_task(_seq_spec(words, words, labels=["neg", "pos"]), tmp_path)
     assert t.splits["train"]["label"].tolist() == [0, 1, 1]
+    # a text column (a word among the numbers) is text, as pandas read it: listed labels match by name
+    text = _csv(tmp_path, "text.csv", "a,0.5\nb,0\nc,mid\n")
+    t = D.load_task(_seq_spec(text, text, labels=["0", "0.5", "mid"]), tmp_path)
+    assert t.splits["train"]["label"].tolist() == [1, 0, 2]
+    cases = _csv(tmp_path, "cases.csv", "a,tRuE\nb,FaLsE\nc,true\n")  # pandas' booleans in any case
+    assert D.load_task(_seq_spec(cases, cases), tmp_path).label_names == ["False", "True"]
+    inf = _csv(tmp_path, "inf.csv", "a,inf\nb,-inf\nc,inf\n")  # "inf" is a number, as to pandas: no class
+    with pytest.raises(D.TaskSpecError, match=r"row 1 \(line 2\) has the label inf, which is no class"):
+        D.load_task(_seq_spec(inf, inf), tmp_path)
+    bare = _csv(tmp_path, "bare.csv", "007,0\n3.10,1\n12,1\n", header="")  # header-less: columns "0", "1"
+    t = D.load_task(_seq_spec(bare, bare, header=False, text_column="0", label_column="1"), tmp_path)
+    assert t.splits["train"]["text"].tolist() == ["007", "3.10", "12"] and t.label_names == ["0", "1"]
+    huge = _csv(tmp_path, "huge.csv", "a,0\nb,1\nc,4000000000\n")  # the gap is named without listing it
+    with pytest.raises(D.TaskSpecError, match=r"skip 3999999998 classes \(2, 3, 4, 5, 6, \.\.\.\) \(e\.g\. row 3"):
+        D.load_task(_seq_spec(huge, huge), tmp_path)
 
 
 def test_inferred_labels_refuse_an_odd_label_among_integers(tmp_path):

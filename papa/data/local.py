@@ -272,7 +272,10 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
             if spec["header"]:
                 kw["header"] = 0  # the header row renamed, not read as data (pandas' default with names)
         if kind == "sequence":  # read as written, not as pandas guesses: a text "007" or "3.10" became "7", "3.1"
-            kw["converters"] = {c: str for c in _text_cell_columns(spec)}
+            columns = _text_cell_columns(spec)
+            kw["converters"] = {c: str for c in columns}
+            if kw.get("header", 0) is None and not spec.get("column_names"):  # pandas numbers the columns 0, 1, ...
+                kw["converters"].update({int(c): str for c in columns if c.isascii() and c.isdigit()})
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
     if fmt == "parquet" and _parquet_rows(path) == 0:  # datasets would fail on it with "BatchSize must be > 0"
@@ -339,9 +342,10 @@ _BOOLEANS = {"True": True, "TRUE": True, "true": True, "False": False, "FALSE": 
 
 
 def _number(text: str) -> bool:
-    """Whether pandas would read ``text`` as a finite number (Python's float also takes "1_0" and other digits)."""
+    """Whether pandas would read ``text`` as a number, "inf" too (Python's float also takes "1_0" and other
+    digits; "nan" pandas keeps as text here: no NA values)."""
     try:
-        return text.isascii() and "_" not in text and math.isfinite(float(text))
+        return text.isascii() and "_" not in text and not math.isnan(float(text))
     except ValueError:
         return False
 
@@ -351,21 +355,23 @@ def _typed_labels(values: list, where: str, rows: list[str]) -> list:
     is one, numbers when every one is a number (a score: `_infer_label_names` refuses it), booleans, else the
     text. Where pandas made the whole column float for one ``1.0`` among integer labels (every label then read
     ``0.0``/``1.0``, and a message named the first row), the cell that is no integer fails, naming its row."""
+    if not all(isinstance(v, str) for v in values):  # typed by the reader already (a column no converter reached)
+        return values
     filled = [(i, v.strip()) for i, v in enumerate(values) if not _is_missing(v)]
     if not filled:
         return values
     integers = [i for i, v in filled if _INTEGER.fullmatch(v)]
     if len(integers) == len(filled):
         return [v if _is_missing(v) else int(v) for v in values]
-    if integers and (odd := next(((i, v) for i, v in filled if _number(v) and not _INTEGER.fullmatch(v)), None)):
-        first = integers[0]
-        raise TaskSpecError(f"{where}, {rows[odd[0]]} has the label {odd[1]!r} among integer labels (e.g. "
-                            f"{rows[first]}: {values[first].strip()!r}): write it as an integer, or as the name "
-                            f"of a class")  # fmt: skip
     if all(_number(v) for _, v in filled):
+        if integers:
+            odd, first = next((i, v) for i, v in filled if not _INTEGER.fullmatch(v)), integers[0]
+            raise TaskSpecError(f"{where}, {rows[odd[0]]} has the label {odd[1]!r} among integer labels (e.g. "
+                                f"{rows[first]}: {values[first].strip()!r}): write it as an integer, or as the name "
+                                f"of a class")  # fmt: skip
         return [v if _is_missing(v) else float(v) for v in values]
-    if all(v in _BOOLEANS for _, v in filled):
-        return [v if _is_missing(v) else _BOOLEANS[v.strip()] for v in values]
+    if all(v.lower() in ("true", "false") for _, v in filled):  # pandas' booleans, in any case
+        return [v if _is_missing(v) else v.strip().lower() == "true" for v in values]
     return values
 
 
@@ -494,9 +500,12 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
     if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
         uniq = sorted(set(int(v) for v in vals))
         if uniq[0] >= 0:
-            missing = sorted(set(range(uniq[-1] + 1)) - set(uniq))
+            # the first gaps, found along the labels (a label of 4e9 made a set of billions)
+            missing = [m for a, b in zip([-1, *uniq], uniq) for m in range(a + 1, min(b, a + 6))][:5]
             if missing:
                 i = next(k for k, v in enumerate(vals) if int(v) > missing[0])
+                n = uniq[-1] + 1 - len(uniq)
+                missing = f"{missing}" if n <= len(missing) else f"{n} classes ({', '.join(map(str, missing))}, ...)"
                 raise TaskSpecError(
                     f"integer labels of {where} skip {missing} (e.g. {rows[i] if rows else f'row {i + 1}'} has "
                     f"{int(vals[i])}): those classes would never occur. List the labels in the dataset's config "
