@@ -110,10 +110,10 @@ _JOB: dict = {"failed": False}
 
 
 def _log_job_end() -> None:
-    """At exit of a workflow job: how long its stage took, unless it failed (its error is the last line) or a
-    signal stopped it (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`). The log of a job that did not finish
-    is also kept as `unfinished_log_path`: Snakemake removes a job's log before every attempt, so the Slurm
-    profile's retry (or a rerun after a fix) erased why this attempt stopped."""
+    """At exit of a workflow job: how long its stage took; for one that failed (its error above) or that a signal
+    stopped (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`), that, and where its log is kept
+    (`unfinished_log_path`): Snakemake removes a job's log before every attempt, so the Slurm profile's retry (or a
+    rerun after a fix) erased why this attempt stopped."""
     if "stage" not in _JOB:
         return
     seconds = time.monotonic() - _JOB["t0"]
