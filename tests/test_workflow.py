@@ -1106,17 +1106,21 @@ def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
     its own, so a dropped seed reruns nothing and an added one reruns each probe job once, for its new output
     (the job writes every seed; the others' scores come out the same), where the whole list as a param reran
     every probe job for any change. Under shared every seed trains in the sweep's first seed's batch order:
-    that seed is a param of both probe rules."""
+    that seed is a param of the probe rule and of the later seeds' probe_trained jobs (one seed a job)."""
     from papa import pipeline
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     paper["sweep"]["batch_order"] = batch_order
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
     first = paper["sweep"]["seeds"][0] if batch_order == "shared" else None
+    seeds = paper["sweep"]["seeds"]
     with parsed_workflow(tmp_path / "c.yaml") as wf:
-        for name in ("probe", "probe_trained"):
-            params = wf.get_rule(name).params
-            assert "seeds" not in params.keys() and params["first_seed"] == first, name
+        params = wf.get_rule("probe").params
+        assert "seeds" not in params.keys() and params["first_seed"] == first
+        trained = wf.get_rule("probe_trained").params
+        assert "seeds" not in trained.keys()
+        got = [trained["first_seed"](SimpleNamespace(seed=str(s))) for s in seeds]
+        assert got == [None] + [first] * (len(seeds) - 1)
     outs = [f"results/probe/m/cola/average/lambda/fraction_dynamic=0.5/seed{s}.parquet" for s in (4, 7)]
     sm = SimpleNamespace(
         output=outs,
