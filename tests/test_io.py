@@ -557,7 +557,7 @@ if how == "stop":
 """
 
 
-def _attempt(log, how, tmp_path):
+def _attempt(log, how):
     p = subprocess.Popen([sys.executable, "-c", _ATTEMPT, str(log), how], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)  # fmt: skip
     if how == "stop":  # Slurm's time limit reaches the script twice: from Slurm and through Snakemake
@@ -574,20 +574,20 @@ def test_the_log_of_an_attempt_that_did_not_finish_is_kept_beside_the_jobs_log(t
     a fix) erased the first attempt's traceback or "stopped by signal 15". A job that fails or is stopped keeps a
     copy, ``<log>.unfinished-<k>``, the first free ``k``; its log says where; a job that finishes keeps none."""
     log = tmp_path / "job.log"
-    rc, _, _ = _attempt(log, "fail", tmp_path)
+    rc, _, _ = _attempt(log, "fail")
     first = Path(f"{log}.unfinished-1")
     assert rc == 1 and first.read_text() == log.read_text() and "out of memory, say" in first.read_text()
     last = first.read_text().splitlines()[-1].split(" ", 3)[-1]
     assert re.fullmatch(rf"ERROR Toy failed after [0-9.]+ s; this log is kept as {re.escape(str(first))} "
                         r"\(Snakemake removes a job's log before its next attempt\)", last), last  # fmt: skip
     log.unlink()  # as Snakemake does before the next attempt
-    rc, _, err = _attempt(log, "stop", tmp_path)
+    rc, _, err = _attempt(log, "stop")
     second = Path(f"{log}.unfinished-2")
     assert rc == 128 + signal.SIGTERM and second.read_text() == log.read_text(), err
     assert log.read_text().splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 15 after")
     assert f"this log is kept as {second}" in log.read_text() and "out of memory" not in log.read_text()
     log.unlink()
-    rc, _, err = _attempt(log, "finish", tmp_path)
+    rc, _, err = _attempt(log, "finish")
     assert rc == 0 and log.read_text().splitlines()[-1].split(" ", 3)[-1].startswith("INFO Toy finished in"), err
     assert sorted(p.name for p in tmp_path.glob("job.log*")) == ["job.log", "job.log.unfinished-1",
                                                                   "job.log.unfinished-2"]  # fmt: skip
@@ -637,7 +637,7 @@ def test_a_second_sigterm_during_the_clean_up_is_ignored(tmp_path):
     clean-up: a ``SystemExit: 143`` traceback in the Slurm log and a clean-up cut short. The same signal within
     `papa.io.STOP_GRACE_S` of a stop is ignored; the job still exits 143 with its stop as the log's last line."""
     log = tmp_path / "job.log"
-    rc, out, err = _attempt(log, "stop", tmp_path)
+    rc, out, err = _attempt(log, "stop")
     assert rc == 128 + signal.SIGTERM and out.splitlines()[-1] == "cleaned", (out, err)
     assert "Traceback" not in err and "SystemExit" not in err, err
     assert log.read_text().splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 15 after")

@@ -337,8 +337,13 @@ def _text_cell_columns(spec: dict) -> list[str]:
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-#: What pandas reads as a boolean column (its default true and false values).
-_BOOLEANS = {"True": True, "TRUE": True, "true": True, "False": False, "FALSE": False, "false": False}
+
+
+def _integer_label(v) -> bool:
+    """An integer label: typed (JSON, Parquet, a CSV column `_typed_labels` typed) or written (a CSV cell)."""
+    if isinstance(v, str):
+        return _INTEGER.fullmatch(v.strip()) is not None
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def _number(text: str) -> bool:
@@ -360,12 +365,12 @@ def _typed_labels(values: list, where: str, rows: list[str]) -> list:
     filled = [(i, v.strip()) for i, v in enumerate(values) if not _is_missing(v)]
     if not filled:
         return values
-    integers = [i for i, v in filled if _INTEGER.fullmatch(v)]
+    integers = [i for i, v in filled if _integer_label(v)]
     if len(integers) == len(filled):
         return [v if _is_missing(v) else int(v) for v in values]
     if all(_number(v) for _, v in filled):
         if integers:
-            odd, first = next((i, v) for i, v in filled if not _INTEGER.fullmatch(v)), integers[0]
+            odd, first = next((i, v) for i, v in filled if not _integer_label(v)), integers[0]
             raise TaskSpecError(f"{where}, {rows[odd[0]]} has the label {odd[1]!r} among integer labels (e.g. "
                                 f"{rows[first]}: {values[first].strip()!r}): write it as an integer, or as the name "
                                 f"of a class")  # fmt: skip
@@ -485,14 +490,8 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
                                     f"label 0: a negative label marks an unlabeled example (GLUE's test files use "
                                     f"-1), and as a class it would shift the others (label 0 would be class 1); drop "
                                     f"those rows, or list the labels under the dataset's labels")  # fmt: skip
-
-    def integer(v) -> bool:  # an integer label: typed (JSON, Parquet) or written (a CSV column with text in it)
-        return (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))) or (
-            isinstance(v, str) and _INTEGER.fullmatch(v.strip()) is not None
-        )
-
-    if (first := next((i for i, v in enumerate(vals) if integer(v)), None)) is not None:
-        if (odd := next((i for i, v in enumerate(vals) if not integer(v)), None)) is not None:
+    if (first := next((i for i, v in enumerate(vals) if _integer_label(v)), None)) is not None:
+        if (odd := next((i for i, v in enumerate(vals) if not _integer_label(v)), None)) is not None:
             raise TaskSpecError(f"{where}, {rows[odd] if rows else f'row {odd + 1}'} has the label {vals[odd]!r} "
                                 f"among integer labels (e.g. {rows[first] if rows else f'row {first + 1}'}: "
                                 f"{vals[first]!r}): as a class of its own it is most likely a typo (1.0, true, "
