@@ -85,6 +85,9 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     )
 
     def excepthook(kind, value, tb):  # failures land in the job's log too
+        if issubclass(kind, KeyboardInterrupt):  # Ctrl-C of a local run: a stop (`_log_job_end`), no failure
+            _JOB["interrupted"] = True
+            return
         _JOB["failed"] = True
         log.error("stage failed", exc_info=(kind, value, tb))
 
@@ -105,26 +108,28 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     io.seed_everything(seed)
 
 
-#: The running job's stage and start (`Stage.from_snakemake`), and whether it failed (`setup`'s excepthook).
+#: The running job's stage and start (`Stage.from_snakemake`), and whether it failed or a Ctrl-C (SIGINT's
+#: KeyboardInterrupt) stopped it (`setup`'s excepthook).
 _JOB: dict = {"failed": False}
 
 
 def _log_job_end() -> None:
     """At exit of a workflow job: how long its stage took; for one that failed (its error above) or that a signal
-    stopped (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`), that, and where its log is kept
+    stopped (Slurm's time limit, a cancel: `papa.io.STOPPED_BY`; a Ctrl-C), that, and where its log is kept
     (`unfinished_log_path`): Snakemake removes a job's log before every attempt, so the Slurm profile's retry (or a
     rerun after a fix) erased why this attempt stopped."""
     if "stage" not in _JOB:
         return
     seconds = time.monotonic() - _JOB["t0"]
-    if not io.STOPPED_BY and not _JOB["failed"]:
+    stopped_by = io.STOPPED_BY[0] if io.STOPPED_BY else 2 if _JOB.get("interrupted") else None  # 2: SIGINT
+    if not stopped_by and not _JOB["failed"]:
         log.info("%s finished in %.1f s", _JOB["stage"], seconds)
         return
     kept = unfinished_log_path(_JOB["log"]) if _JOB.get("log") else None
     also = f"; this log is kept as {kept} (Snakemake removes a job's log before its next attempt)" if kept else ""
-    if io.STOPPED_BY:
-        log.error("%s stopped by signal %d after %.1f s: its outputs were not written%s", _JOB["stage"],
-                  io.STOPPED_BY[0], seconds, also)  # fmt: skip
+    if stopped_by:
+        log.error("%s stopped by signal %d after %.1f s: its outputs were not written%s", _JOB["stage"], stopped_by,
+                  seconds, also)  # fmt: skip
     elif kept:
         log.error("%s failed after %.1f s%s", _JOB["stage"], seconds, also)
     if kept:
@@ -186,9 +191,10 @@ class Stage:
     def from_snakemake(cls, sm):
         """The stage config of a running Snakemake job (``snakemake`` in a script); logging, torch
         threads and seeds are set up before it returns."""
-        fields = {**cls._job_fields(sm), **cls._from_snakemake(sm)}
-        stage = cls(**fields)
-        setup(stage.log, stage.threads, stage.seed)
+        job = cls._job_fields(sm)
+        # logging first: a job whose inputs or settings `_from_snakemake` or the stage config refuses logs why (and
+        # keeps that log, `_log_job_end`); before, its error went to Snakemake's console only
+        setup(job["log"], job["threads"])
         if "stage" not in _JOB:
             import atexit
             import signal
@@ -197,7 +203,9 @@ class Stage:
             # the whole job, not only a probe's feature block: Slurm's time limit on an averaging, lambda or MLM job
             # left its log ending mid-run, like a job still running
             signal.signal(signal.SIGTERM, io.exit_on_signal)
-        _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=stage.log)
+        _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=job["log"])
+        stage = cls(**{**job, **cls._from_snakemake(sm)})
+        io.seed_everything(stage.seed)
         log.info("%s: %d input file(s), %d thread(s), seed %d", cls.__name__, len(stage.inputs), stage.threads or 0,
                  stage.seed)  # fmt: skip
         env = stage._environment = io.environment()  # read once: recorded with the outputs too (`job_record`)

@@ -534,16 +534,21 @@ calls = []
 read = io.environment
 io.environment = lambda: calls.append(1) or read()
 
+how = sys.argv[2]
+
 class Toy(pipeline.Stage):
     @classmethod
     def _from_snakemake(cls, sm):
+        if how == "refused":  # a job's inputs or settings refused while its stage config is built
+            raise ValueError("the token file's max_length is 64, the config's 128, say")
         return {}
 
 sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=[])
 stage = Toy.from_snakemake(sm)
-how = sys.argv[2]
 if how == "fail":
     raise RuntimeError("out of memory, say")
+if how == "interrupt":  # Ctrl-C of a local run: SIGINT's KeyboardInterrupt
+    raise KeyboardInterrupt
 if how == "finish":
     assert stage.provenance()["environment"]["torch"] and len(calls) == 1, calls  # read once a job
 if how == "stop":
@@ -592,6 +597,24 @@ def test_the_log_of_an_attempt_that_did_not_finish_is_kept_beside_the_jobs_log(t
     assert sorted(p.name for p in tmp_path.glob("job.log*")) == ["job.log", "job.log.unfinished-1",
                                                                   "job.log.unfinished-2"]  # fmt: skip
     assert "out of memory, say" in first.read_text() and "stopped by signal 15" in second.read_text()
+
+
+def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_its_log(tmp_path):
+    """A job whose inputs or settings are refused while its stage config is built (`Stage._from_snakemake`) logs
+    the error and keeps the log: logging was set up after it, so the error reached Snakemake's console only. A
+    Ctrl-C (SIGINT) is a stop, not a failure: its log ends "stopped by signal 2", without a traceback."""
+    log = tmp_path / "job.log"
+    rc, _, err = _attempt(log, "refused")
+    text = log.read_text()
+    assert rc == 1 and "ValueError: the token file's max_length is 64, the config's 128, say" in text, err
+    assert text.splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy failed after"), text
+    assert Path(f"{log}.unfinished-1").read_text() == text
+    log.unlink()
+    rc, _, err = _attempt(log, "interrupt")
+    text = log.read_text()
+    assert rc == -signal.SIGINT and "Traceback" not in text and "stage failed" not in text, text  # as python exits
+    assert text.splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 2 after"), text
+    assert Path(f"{log}.unfinished-2").read_text() == text
 
 
 def test_a_snakemake_retry_keeps_the_first_attempts_log(tmp_path):
