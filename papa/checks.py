@@ -21,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
-from .data.local import FORMAT_KEYS, KIND_KEYS  # noqa: F401 (papa.data.local's; importable here as before)
+from .data.local import LOCAL_DEFAULTS
+from .data.task import VALIDATION_FRACTION
 from .metrics import chunk_tagged, entity_f1_problem
 from .spec import (
     ALL_CONSTANT,
@@ -444,8 +445,10 @@ HPARAM_DEFAULTS = {"weight_decay": 0.0, "dropout": 0.1, "extra_lr": None, "max_g
 
 #: Keys of a ``datasets`` entry and the value `papa.data.load_task` takes when the entry leaves one out (a test loads
 #: a dataset with each written out and left out): `dataset_param` leaves them out of rule prepare_data's params.
-DATASET_DEFAULTS = {"validation_fraction": 0.2, "text_column": "text", "label_column": "label",
-                    "tokens_column": "tokens", "tags_column": "tags"}  # fmt: skip
+DATASET_DEFAULTS = {
+    "validation_fraction": VALIDATION_FRACTION,
+    **{k: LOCAL_DEFAULTS[k] for k in ("text_column", "label_column", "tokens_column", "tags_column")},
+}
 
 
 def _without_defaults(entry: dict, defaults: dict) -> dict:

@@ -40,6 +40,12 @@ import torch
 from .io import is_integer, parquet_file, read_batches, read_table, write_table
 
 IGNORE = -100
+#: Where an encoded row puts its separators (`encode`): ``papa`` (the final at N-1, a pair's middle at N/2) or
+#: ``standard`` (the tokenizer's own; config ``layout``).
+LAYOUTS = ("papa", "standard")
+#: How `encode` caps a single text and gives a pair's segment ids (config ``encoding.single_cap`` and
+#: ``encoding.pair_segments``): as the paper says, or as the authors' code did.
+ENCODING_CHOICES = ("paper", "authors")
 
 
 def check_batch_size(batch_size, what: str = "batch_size") -> int:
@@ -237,7 +243,7 @@ class Encoded:
     def load(cls, path) -> Encoded:
         """A token file (`save`) read whole; ``meta`` is its footer metadata (`token_meta`)."""
         f, meta = _open_tokens(path)
-        return cls.from_arrow(read_table(path, f), meta.get("layout", "papa"), int(meta["max_length"]), meta)
+        return cls.from_arrow(read_table(path, f), meta["layout"], int(meta["max_length"]), meta)
 
 
 def _open_tokens(path):
@@ -245,11 +251,9 @@ def _open_tokens(path):
     f = parquet_file(path)
     meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
     if "max_length" not in meta:
-        raise ValueError(
-            f"{path} is not a papa token file (no papa metadata): write it with papa.Encoded.save "
-            f"(papa.pipeline.write_tokens)"
-        )
-    return f, {**meta, "n_rows": f.metadata.num_rows}
+        raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.Encoded.save")
+    # a token file written before its layout was recorded has papa's own (the only one then)
+    return f, {"layout": LAYOUTS[0], **meta, "n_rows": f.metadata.num_rows}
 
 
 def token_meta(path) -> dict:
@@ -270,7 +274,7 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024) -> It
     batch_size = check_batch_size(batch_size, "stream_tokens' batch_size")  # -1 yielded nothing, 0 divided by 0
     read_rows = check_batch_size(read_rows, "stream_tokens' read_rows")
     f, meta = _open_tokens(path)
-    N, layout = int(meta["max_length"]), meta.get("layout", "papa")
+    N, layout = int(meta["max_length"]), meta["layout"]
     keep = None
     if rows is not None:
         keep = np.zeros(meta["n_rows"], dtype=bool)
@@ -486,11 +490,11 @@ def encode(
     Returns:
         `Encoded`; ``n_truncated`` counts inputs that lost tokens; ``meta`` records the options.
     """
-    if layout not in ("papa", "standard"):
-        raise ValueError(f"layout must be 'papa' or 'standard', got {layout!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be {' or '.join(map(repr, LAYOUTS))}, got {layout!r}")
     for name, value in (("single_cap", single_cap), ("pair_segments", pair_segments)):
-        if value not in ("paper", "authors"):
-            raise ValueError(f"{name} must be 'paper' or 'authors', got {value!r}")
+        if value not in ENCODING_CHOICES:
+            raise ValueError(f"{name} must be {' or '.join(map(repr, ENCODING_CHOICES))}, got {value!r}")
         if value == "authors" and layout != "papa":
             raise ValueError(f"{name}='authors' reproduces the authors' papa layout; it needs layout='papa'")
     if not callable(tokenizer) or not hasattr(tokenizer, "convert_tokens_to_ids"):

@@ -32,13 +32,18 @@ from torch import nn
 
 from .encoding import IGNORE, Encoded
 from .io import Progress
-from .probe import LiveFeatures, TrainConfig, init_probe, model_dims
+from .probe import LiveFeatures, TrainConfig, _in_mode, init_probe, model_dims
 from .spec import METHOD_ORDER, renamed_arguments
 
 log = logging.getLogger(__name__)
 
 #: What scores the masked tokens: the paper's trained probe, or the checkpoint's frozen MLM head.
 MLM_HEADS = ("probe", "pretrained")
+#: What becomes of the tokens chosen for the masked-LM loss (`mask_tokens`): ``mask``, each is replaced by the mask
+#: token; ``bert``, BERT's 80/10/10: 80% the mask token, 10% a random token of the vocabulary, 10% left as they are
+#: (transformers' ``DataCollatorForLanguageModeling``, which its ``run_mlm.py`` and so the Hugging Face Trainer the
+#: authors' fork is built on use). The same tokens are chosen under both (same seed).
+MASKINGS = ("mask", "bert")
 
 
 class MLMProbe(nn.Module):
@@ -67,8 +72,25 @@ class MLMProbe(nn.Module):
         return self.decoder(self.act(self.dense(tokens.flatten(1))))
 
 
-def mask_tokens(encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15, seed: int = 0):
-    """Seeded masking: returns (input_ids with masks, labels with -100 where not masked)."""
+def mask_tokens(
+    encoded: Encoded,
+    mask_token_id: int,
+    special_ids,
+    mask_prob: float = 0.15,
+    seed: int = 0,
+    *,
+    masking: str = "mask",
+    vocab_size: int | None = None,
+):
+    """Seeded masking: returns (input_ids with masks, labels with -100 where not masked).
+
+    A share ``mask_prob`` of the real, non-special tokens is chosen (at least one per example); ``masking``
+    (`MASKINGS`) says what they become: ``mask`` the mask token, ``bert`` BERT's 80/10/10 (a random token
+    drawn from ``range(vocab_size)``: ``vocab_size`` is needed then)."""
+    if masking not in MASKINGS:
+        raise ValueError(f"masking must be one of {', '.join(MASKINGS)}; got {masking!r}")
+    if masking == "bert" and not (vocab_size and vocab_size > 0):
+        raise ValueError("masking 'bert' replaces 10% of the chosen tokens by random ones: give the vocab_size")
     rng = np.random.default_rng(seed)
     ids = encoded.input_ids.copy()
     real = encoded.attention_mask.astype(bool) & ~np.isin(ids, list(special_ids))
@@ -76,28 +98,50 @@ def mask_tokens(encoded: Encoded, mask_token_id: int, special_ids, mask_prob: fl
     for r in np.nonzero(real.any(1) & ~chosen.any(1))[0]:  # at least one masked token per example
         chosen[r, rng.choice(np.nonzero(real[r])[0])] = True
     labels = np.where(chosen, ids, IGNORE)
-    ids[chosen] = mask_token_id
+    if masking == "mask":
+        ids[chosen] = mask_token_id
+    else:  # drawn after the choice, so the chosen tokens are those of ``mask``
+        u = rng.random(ids.shape)
+        swap = chosen & (u >= 0.8) & (u < 0.9)
+        ids[swap] = rng.integers(0, int(vocab_size), size=int(swap.sum()))
+        ids[chosen & (u < 0.8)] = mask_token_id
     return ids, labels
 
 
-def masked(encoded: Encoded, mask_token_id: int, special_ids, mask_prob: float = 0.15, seed: int = 0) -> Encoded:
+def masked(
+    encoded: Encoded,
+    mask_token_id: int,
+    special_ids,
+    mask_prob: float = 0.15,
+    seed: int = 0,
+    *,
+    masking: str = "mask",
+    vocab_size: int | None = None,
+) -> Encoded:
     """``encoded`` with a seeded draw of its tokens masked (`mask_tokens`), as a token-level split
     whose labels are the original ids of the masked tokens (-100 elsewhere): `LiveFeatures`
     then yields the masked tokens' L+1 hidden states and their labels."""
-    ids, labels = mask_tokens(encoded, mask_token_id, special_ids, mask_prob, seed)
+    ids, labels = mask_tokens(
+        encoded, mask_token_id, special_ids, mask_prob, seed, masking=masking, vocab_size=vocab_size
+    )
     return dataclasses.replace(encoded, input_ids=ids, labels=labels)
 
 
-def _masked_logits(model, probe: MLMProbe | None, enc: Encoded, idx, grad: bool = False):
+def _vocab_size(model) -> int:
+    """The vocabulary the probe (and BERT's random replacements) draw from: the model's."""
+    return int(model.config.vocab_size)
+
+
+def _masked_logits(model, probe: MLMProbe | None, enc: Encoded, idx, grad: bool = False, train_mode: bool = False):
     """Logits [T, vocab] and labels [T] of the masked tokens of the rows ``idx`` of a `masked`
     split: from ``probe`` over the tokens' hidden states, or (``probe`` None) from the model's
-    own MLM head."""
+    own MLM head; ``train_mode``: the encoder's dropout on (`papa.probe.LiveFeatures`)."""
     if probe is not None:
-        x, y = LiveFeatures(model, enc).batch(idx, grad=grad)
+        x, y = LiveFeatures(model, enc, train_mode=train_mode).batch(idx, grad=grad)
         return probe(x), y
     device = next(model.parameters()).device
     labels = torch.as_tensor(enc.labels[idx], device=device)
-    with torch.set_grad_enabled(grad):
+    with _in_mode(model, train_mode), torch.set_grad_enabled(grad):
         logits = model(**enc.model_inputs(idx, device=device)).logits
     keep = labels != IGNORE
     return logits[keep], labels[keep]
@@ -113,14 +157,16 @@ def negative_log_perplexity(
     batch_size: int = 16,
     probe: MLMProbe | None = None,
     log_every: float = math.inf,
+    *,
+    masking: str = "mask",
 ) -> float:
     """Mean log-likelihood of the masked tokens (nats; higher is better), i.e. -log perplexity.
 
     Scored by ``probe`` over the encoder's hidden states, or by the model's own MLM head when
-    ``probe`` is None; the masks are drawn with ``seed``. A progress line (lines scored, lines/s,
-    ETA) every ``log_every`` seconds (`mlm_curve`: 10; paper.yaml scores 3,000 lines a fraction).
+    ``probe`` is None; the masks are drawn with ``seed`` (``masking``: `MASKINGS`). A progress line (lines
+    scored, lines/s, ETA) every ``log_every`` seconds (`mlm_curve`: 10; paper.yaml scores 3,000 lines a fraction).
     """
-    enc = masked(encoded, mask_token_id, special_ids, mask_prob, seed)
+    enc = masked(encoded, mask_token_id, special_ids, mask_prob, seed, masking=masking, vocab_size=_vocab_size(model))
     if probe is not None:
         probe.eval()
     total, count = 0.0, 0
@@ -162,6 +208,9 @@ def train_mlm(
     log_every: float = 10.0,
     what: str = "mlm",
     runs_after: int = 0,
+    *,
+    masking: str = "mask",
+    backbone_dropout: bool = False,
 ) -> list[float]:
     """Train ``probe`` (lr ``cfg.lr``) and ``extra_params`` (patch parameters such as lambda
     logits, lr ``cfg.extra_lr`` or ``cfg.lr``) with AdamW on the masked-LM loss, the encoder frozen.
@@ -172,7 +221,8 @@ def train_mlm(
     epoch (seed ``cfg.seed + epoch``), batches shuffled with ``cfg.shuffle_seed`` (None =
     ``cfg.seed``); the gradient norm is clipped at ``cfg.max_grad_norm`` if set. Progress is logged every
     ``log_every`` seconds, each line starting with ``what``; its ETA counts ``runs_after`` more trainings of
-    this size to come in the job.
+    this size to come in the job. ``masking``: what the chosen tokens become (`MASKINGS`);
+    ``backbone_dropout``: the frozen encoder runs in train mode (its dropout on, the authors' Trainer's setting).
 
     Returns:
         The mean training loss (nats per masked token) of every epoch.
@@ -193,7 +243,10 @@ def train_mlm(
     total = (1 + runs_after) * cfg.epochs * n  # this training's examples, then those of ``runs_after`` more
     progress = Progress(log_every)
     for epoch in range(cfg.epochs):
-        enc = masked(encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch)
+        enc = masked(
+            encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch, masking=masking,
+            vocab_size=_vocab_size(model),
+        )  # fmt: skip
         if probe is not None:
             probe.train()
         running, tokens = 0.0, 0
@@ -201,7 +254,7 @@ def train_mlm(
         for start in range(0, n, cfg.batch_size):
             idx = order[start : start + cfg.batch_size]
             done += len(idx)
-            logits, y = _masked_logits(model, probe, enc, idx, grad=bool(extra))
+            logits, y = _masked_logits(model, probe, enc, idx, grad=bool(extra), train_mode=backbone_dropout)
             if y.numel() == 0:  # only examples without real tokens
                 continue
             loss = F.cross_entropy(logits.float(), y)
@@ -238,6 +291,9 @@ def learn_mlm_lambdas(
     mask_prob: float = 0.15,
     head: str = "probe",
     runs_after: int = 0,
+    *,
+    masking: str = "mask",
+    backbone_dropout: bool = False,
 ):
     """One lambda per head trained with the masked-LM loss, everything else frozen (paper Sec. 3.2).
 
@@ -245,7 +301,7 @@ def learn_mlm_lambdas(
     ``cfg.extra_lr`` or ``cfg.lr``); ``pretrained``: through the model's own frozen MLM head.
     Returns ``(lambdas [layers, heads], per-epoch training losses)``; rank the heads with
     ``papa.head_order("lambda", ...)``. ``runs_after``: probe trainings of this size the job runs next (the
-    logged ETA counts them).
+    logged ETA counts them). ``masking``, ``backbone_dropout``: as `train_mlm`.
     """
     from .patching import check_layout, patch
 
@@ -264,6 +320,8 @@ def learn_mlm_lambdas(
             extra_params=handle.parameters(),
             what="mlm lambdas",
             runs_after=runs_after,
+            masking=masking,
+            backbone_dropout=backbone_dropout,
         )
         return handle.lambdas(), losses
 
@@ -283,6 +341,9 @@ def mlm_curve(
     train: Encoded | None = None,
     selection: str = METHOD_ORDER,
     seeds=None,
+    *,
+    masking: str = "mask",
+    backbone_dropout: bool = False,
 ) -> list[dict]:
     """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, for each
     value f of ``fraction_dynamic`` (a list).
@@ -293,7 +354,8 @@ def mlm_curve(
     patched frozen encoder (``cfg``, in that seed's batch order), then scores ``encoded``;
     ``pretrained``: the model's own MLM head scores it directly (trains nothing: one row per
     fraction, whatever the seeds). Evaluation masks use ``cfg.seed``: every seed and fraction is
-    scored on the same masked tokens.
+    scored on the same masked tokens. ``masking`` (`MASKINGS`): what the chosen tokens become, in training and
+    scoring alike; ``backbone_dropout``: the probes train with the encoder's dropout on (scoring: off).
 
     Returns:
         One row per fraction (and seed): ``head``, ``fraction_dynamic``, ``n_dynamic``, ``seed``,
@@ -325,12 +387,14 @@ def mlm_curve(
                     left -= 1
                     what = f"mlm probe (fraction_dynamic {float(f):g}, seed {seed})"
                     losses = train_mlm(
-                        model, train, mask_token_id, special_ids, seeded, mask_prob, probe, what=what, runs_after=left
-                    )
+                        model, train, mask_token_id, special_ids, seeded, mask_prob, probe, what=what, runs_after=left,
+                        masking=masking, backbone_dropout=backbone_dropout,
+                    )  # fmt: skip
                     row["train_loss"] = losses[-1]
                 nll = negative_log_perplexity(
-                    model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe, 10.0
-                )
+                    model, encoded, mask_token_id, special_ids, mask_prob, cfg.seed, cfg.eval_batch_size, probe, 10.0,
+                    masking=masking,
+                )  # fmt: skip
                 rows.append({**row, "neg_log_ppl": nll, "perplexity": perplexity(nll)})
                 log.info(
                     "mlm fraction_dynamic %g (%d heads input-dependent, head %s, seed %d): neg. log-perplexity %.4f",

@@ -136,7 +136,8 @@ def _log_job_end() -> None:
         import shutil
 
         try:
-            shutil.copyfile(_JOB["log"], kept)
+            with io.atomic_path(kept) as tmp:  # a copy cut short is no copy
+                shutil.copyfile(_JOB["log"], tmp)
         except OSError as e:  # the job has failed already: say so, and fail nothing more
             log.error("could not keep this log as %s: %s", kept, e)
 
@@ -364,7 +365,7 @@ def build_model(stage: BuildModelStage) -> Path:
 class PrepareDataStage(Stage):
     """Rule ``prepare_data``: one split of a dataset, loaded (`papa.data.load_task`) and saved as a Parquet file
     that describes itself (`papa.data.TaskData.save_split`); or, with no ``split``, the whole dataset as one
-    Parquet per split plus ``meta.json`` (`papa.data.save_task`).
+    Parquet per split plus ``meta.json`` (`papa.data.TaskData.save`).
 
     Attributes:
         spec: the dataset's `papa.data` spec (its config entry with its ``name``; the workflow's leaves out the
@@ -393,7 +394,7 @@ class PrepareDataStage(Stage):
 def prepare_data(stage: PrepareDataStage):
     """Load the dataset and save ``stage.split`` (or every prepared split) into ``stage.out_dir``; return the
     `papa.data.TaskData` of what was written. Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
-    from .data import load_task, save_task
+    from .data import load_task
 
     if stage.split is not None and stage.split not in spec.PREPARED_SPLITS:
         raise ValueError(f"unknown split {stage.split!r}; the prepared splits are {', '.join(spec.PREPARED_SPLITS)}")
@@ -416,7 +417,7 @@ def prepare_data(stage: PrepareDataStage):
     )
     out_dir = Path(stage.out_dir)
     if stage.split is None:
-        save_task(task, out_dir)
+        task.save(out_dir)
         return task
     # what wrote the split, beside where its data came from: the code fingerprint, the versions (numpy's draws
     # decide the subsample), the local files read
@@ -453,7 +454,7 @@ class TokenizeStage(Stage):
 
     Attributes:
         model: whose tokenizer (hub id, folder, alias).
-        data_dir: the prepared dataset (a `papa.data.save_task` folder).
+        data_dir: the prepared dataset (a `papa.data.TaskData.save` folder).
         split: ``train`` or ``validation``.
         max_length: N.
         layout: ``papa`` (final separator at N-1) or ``standard``.
@@ -560,7 +561,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
 def tokenize_split(
     model: str, data_dir, split: str, max_length: int, layout: str, out, encoding: dict | None = None
 ) -> Encoded:
-    """Tokenize one split of a prepared dataset (``papa.data.save_task`` folder).
+    """Tokenize one split of a prepared dataset (a `papa.data.TaskData.save` folder).
 
     Kept for notebooks: builds a `TokenizeStage` and calls `tokenize`, which replaced it.
     ``encoding``: options of `papa.encode`; none = the paper's App. A behaviour.
@@ -654,7 +655,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
                 batches,
                 kind=spec.kind,
                 total=total,
-                metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta.get("layout", "papa")},
+                metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta["layout"]},
             )
     C.metadata.update(
         {"tokens": str(stage.tokens), "requested_kind": stage.kind, "code": stage.code, **stage.job_record()}
@@ -664,8 +665,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
         # what was averaged: max_examples rows of the corpus drawn with seed, batch_size at a time
         C.metadata.update({"max_examples": stage.max_examples, "seed": stage.seed, "batch_size": stage.batch_size})
         # where the corpus's separators sit (Sec. 5.1's [SEP] columns, papa.patterns.head_patterns)
-        layout = meta.get("layout", "papa")
-        C.metadata["separator_positions"] = separator_positions(tok, N, bool(meta.get("pair")), layout)
+        C.metadata["separator_positions"] = separator_positions(tok, N, bool(meta.get("pair")), meta["layout"])
     C.save(stage.out)
     return C
 
@@ -775,10 +775,6 @@ def train_config(hp: dict, seed: int) -> TrainConfig:
     return TrainConfig(
         lr=float(hp["lr"]), batch_size=int(hp["batch_size"]), epochs=int(hp["epochs"]), seed=seed, **optional
     )
-
-
-#: Old name of `train_config` (kept for notebooks and tests).
-_train_cfg = train_config
 
 
 def stage_options(hp: dict) -> dict:
@@ -1291,6 +1287,10 @@ class MLMStage(ModelStage):
         seed: also seeds the lambdas, the masks and the subsets.
         seeds: a trained probe per seed at every fraction (the workflow: ``sweep.seeds``, as the
             probes'; None = ``[seed]``). The pretrained head trains nothing: one row per fraction.
+        masking: what the tokens chosen for the loss become (`papa.mlm.MASKINGS`: ``mask``, or BERT's 80/10/10
+            ``bert``), in training and scoring.
+        backbone_dropout, lambda_backbone_dropout: the frozen encoder's dropout on while the probes, and the
+            lambda stage, train (the Hugging Face Trainer's train mode, as the authors' runs).
     """
 
     model: str
@@ -1308,6 +1308,9 @@ class MLMStage(ModelStage):
     max_eval: int | None = None
     labels: dict[str, str]
     seeds: list[int] | None = None
+    masking: str = "mask"
+    backbone_dropout: bool = False
+    lambda_backbone_dropout: bool = False
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -1326,9 +1329,14 @@ class MLMStage(ModelStage):
 
 
 def _mlm_settings(hp: dict) -> dict:
-    """The `MLMStage` fields set by the ``analyses.mlm`` block (defaults filled in)."""
+    """The `MLMStage` fields set by the ``analyses.mlm`` block (defaults filled in; ``masking`` and
+    ``backbone_dropout``, which the schema gives no default, where the block sets them, the lambda stage's
+    ``backbone_dropout`` that of the ``lambda`` block, else the block's)."""
     seed = int(hp["seed"])
+    lam = {**hp, **(hp.get("lambda") or {})}
     return dict(
+        **{k: hp[k] for k in ("masking", "backbone_dropout") if k in hp},
+        **({"lambda_backbone_dropout": bool(lam["backbone_dropout"])} if "backbone_dropout" in lam else {}),
         head=hp["head"],
         hparams=train_config(hp, seed),
         lambda_hparams=train_config({**hp, **(hp.get("lambda") or {})}, seed),
@@ -1362,8 +1370,10 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     special = set(tok.all_special_ids)
     cfg, lambda_cfg = stage.hparams, stage.lambda_hparams
     log.info(
-        "MLM (head %s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples",
+        "MLM (head %s, masking %s%s): lambdas %d epochs, then %d fractions x %s on %d train / %d validation examples",
         stage.head,
+        stage.masking,
+        ", backbone dropout on" if stage.backbone_dropout or stage.lambda_backbone_dropout else "",
         lambda_cfg.epochs,
         len(stage.fraction_dynamic),
         f"{cfg.epochs} epochs" if stage.head == "probe" else "scoring",
@@ -1373,8 +1383,9 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     probes = len(stage.fraction_dynamic) * len(stage.seeds or [0]) if stage.head == "probe" else 0  # trainings after it
     with real_tokens_only(m):
         lam, _ = learn_mlm_lambdas(
-            m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes
-        )
+            m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes,
+            masking=stage.masking, backbone_dropout=stage.lambda_backbone_dropout,
+        )  # fmt: skip
         rows = mlm_curve(
             m,
             C,
@@ -1388,6 +1399,8 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
             stage.head,
             train=train,
             seeds=stage.seeds,
+            masking=stage.masking,
+            backbone_dropout=stage.backbone_dropout,
         )
     ldf = lambda_frame(lam)
     df = pd.DataFrame(rows)

@@ -115,6 +115,8 @@ PROBE_INITS = ("normal", "pytorch")
 #: How the seeds of a probe job are ordered (`run_probe`): each in its own seed's batch order
 #: (independent runs, as in the paper), or every seed in the first seed's order.
 BATCH_ORDERS = ("per_seed", "shared")
+#: The feature cache's dtypes (`prepare_features`; config ``cache.dtype``).
+CACHE_DTYPES = ("float16", "float32")
 
 
 def model_dims(model) -> tuple[int, int]:
@@ -498,8 +500,8 @@ def prepare_features(
     (a patch entered or removed inside the block changes what a re-encoded probe sees, not a cached one).
     """
     check_batch_size(batch_size)  # before the sizes, not when the first split is encoded
-    if dtype not in ("float16", "float32"):
-        raise ValueError(f"dtype of the feature cache must be 'float16' or 'float32', got {dtype!r}")
+    if dtype not in CACHE_DTYPES:
+        raise ValueError(f"dtype of the feature cache must be {' or '.join(map(repr, CACHE_DTYPES))}, got {dtype!r}")
     for name, mb in (("budget_mb", budget_mb), ("disk_budget_mb", disk_budget_mb)):
         if mb is not None and not (_finite_number(mb) and mb >= 0):
             raise ValueError(f"{name} must be a number of MB >= 0 (None: no limit), got {mb!r}")

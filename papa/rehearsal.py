@@ -170,7 +170,7 @@ def _wiki_sentences(df) -> list[tuple[str, list[str]]]:
     """(article id, sentences) of each wiki chunk, sentences split as papa.data chunks them."""
     out = []
     for cid, text in zip(df["id"], df["text"]):
-        sents = [s.strip() for s in papa_data._RE_SENT.split(text) if len(s.split()) >= 4]
+        sents = [s.strip() for s in papa_data.SENTENCE_BREAK.split(text) if len(s.split()) >= 4]
         out.append((cid.rsplit("-", 1)[0], sents))
     return out
 

@@ -70,8 +70,6 @@ PROBE_COLUMNS: dict[str, str] = {
 
 #: Columns that identify one row of the probe table.
 PROBE_KEY = ["model", "task", "constants", "selection", "fraction_dynamic", "seed", "epoch", "metric"]
-#: Sort order of the probe table (fraction_dynamic descending, everything else ascending).
-PROBE_SORT = PROBE_KEY
 #: Columns that identify one seed's run of a setting: its rows over epochs (the summary keeps each run's last).
 RUN_KEY = ["model", "task", "constants", "selection", "fraction_dynamic", "seed", "metric"]
 #: Columns that identify one row of the summary table.
@@ -250,8 +248,9 @@ def probe_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
         raise ValueError(f"probe_table: fraction_dynamic must lie in [0, 1]; {int(off.sum())} rows hold "
                          f"{sorted(set(frac[off].tolist()))[:5]}")  # fmt: skip
     _check_vocabulary(df, "probe_table")
-    ascending = [c != "fraction_dynamic" for c in PROBE_SORT]
-    df = df.sort_values(PROBE_SORT, ascending=ascending, kind="mergesort").reset_index(drop=True)
+    # sorted by its key: fraction_dynamic descending, everything else ascending
+    ascending = [c != "fraction_dynamic" for c in PROBE_KEY]
+    df = df.sort_values(PROBE_KEY, ascending=ascending, kind="mergesort").reset_index(drop=True)
     return df
 
 

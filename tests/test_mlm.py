@@ -136,6 +136,57 @@ def test_lambda_one_is_the_original_model_for_the_probe():
             assert (_masked_logits(model, probe, m, idx)[0] - base).abs().max() > 1e-5
 
 
+def test_bert_masking_chooses_the_same_tokens_and_replaces_them_80_10_10():
+    """``masking: bert`` (BERT's, transformers' DataCollatorForLanguageModeling's): of the tokens ``mask`` chooses
+    (the same ones, the same labels), 80% become the mask token, 10% a random token, 10% stay; the others stay."""
+    enc = tiny_corpus(n=600, N=64, seed=3)
+    ids, labels = mask_tokens(enc, MASK, SPECIAL, seed=7)
+    bert, bert_labels = mask_tokens(enc, MASK, SPECIAL, seed=7, masking="bert", vocab_size=120)
+    assert np.array_equal(labels, bert_labels)
+    chosen = labels != -100
+    assert np.array_equal(bert[~chosen], enc.input_ids[~chosen])  # the tokens not chosen are left as they are
+    n = chosen.sum()
+    as_mask, kept = (bert[chosen] == MASK).sum() / n, (bert[chosen] == enc.input_ids[chosen]).sum() / n
+    other = 1 - as_mask - kept  # a random token (a draw of the kept token itself counts as kept: 1 in 120)
+    assert n > 2500 and abs(as_mask - 0.8) < 0.03 and abs(kept - 0.1) < 0.02 and abs(other - 0.1) < 0.02
+    assert bert.max() < 120 and len(np.unique(bert[chosen & (bert != MASK) & (bert != enc.input_ids)])) > 50
+    assert np.array_equal(bert, mask_tokens(enc, MASK, SPECIAL, seed=7, masking="bert", vocab_size=120)[0])
+    with pytest.raises(ValueError, match="give the vocab_size"):
+        mask_tokens(enc, MASK, SPECIAL, masking="bert")
+    with pytest.raises(ValueError, match="masking must be one of mask, bert"):
+        mask_tokens(enc, MASK, SPECIAL, masking="80/10/10")
+
+
+def test_mlm_backbone_dropout_trains_with_the_encoders_dropout_and_scores_without():
+    """``backbone_dropout`` (the authors' Trainer's train mode) for the MLM probes and lambdas: the encoder's dropout
+    acts while they train (other losses than in eval mode, seeded all the same), the model is left in the mode it
+    was in, and scoring runs in eval mode (one probe scores alike whatever the option)."""
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=8, repeat=2)
+    cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=2, seed=0)
+    plain = train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 0))
+    torch.manual_seed(1)
+    on = train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 0), backbone_dropout=True)
+    assert not model.training and on != plain
+    torch.manual_seed(1)
+    assert train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 0), backbone_dropout=True) == on
+    C = papa.average_attention(model, enc.batches(4))
+    lam_plain, _ = learn_mlm_lambdas(model, C, enc, MASK, SPECIAL, cfg)
+    lam_on, _ = learn_mlm_lambdas(model, C, enc, MASK, SPECIAL, cfg, backbone_dropout=True)
+    assert not model.training and not torch.equal(lam_plain, lam_on)
+    # the stage's fields: the block's option, the lambda block's over it
+    hp = {**pipeline.MLM_DEFAULTS, "seed": 0, "masking": "bert", "backbone_dropout": True}
+    assert pipeline._mlm_settings(hp)["masking"] == "bert"
+    assert pipeline._mlm_settings(hp)["backbone_dropout"] and pipeline._mlm_settings(hp)["lambda_backbone_dropout"]
+    off = pipeline._mlm_settings({**hp, "lambda": {"backbone_dropout": False}})
+    assert off["backbone_dropout"] and not off["lambda_backbone_dropout"]
+    default = pipeline._mlm_settings({**pipeline.MLM_DEFAULTS, "seed": 0})
+    assert not {"masking", "backbone_dropout", "lambda_backbone_dropout"} & set(default)  # MLMStage's defaults
+    stage = pipeline.MLMStage(model="m", constants="c", train="t", validation="v", out_scores="s", out_lambdas="l",
+                              fraction_dynamic=[1.0], labels={}, **default)  # fmt: skip
+    assert (stage.masking, stage.backbone_dropout, stage.lambda_backbone_dropout) == ("mask", False, False)
+
+
 @pytest.mark.parametrize("family", ["bert", "electra"])
 def test_probe_path_lambdas_and_curve(family):
     """Lambdas trained jointly with an MLM probe, then a fresh probe per fraction on the patched encoder."""
@@ -386,6 +437,11 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
         repo, "mlm3.yaml", lambda c: (edit(c, "pretrained"), c["analyses"]["mlm"].update(mask_prob=0.2))
     )
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg3).stdout)
+    assert counts == {"mlm": 1, "mlm_table": 1}, counts
+    # the authors' options (README: Differences from the authors' code), likewise: BERT's masking, the encoder's dropout
+    authors = {"masking": "bert", "backbone_dropout": True}
+    cfg4 = write_config(repo, "mlm4.yaml", lambda c: (edit(c, "pretrained"), c["analyses"]["mlm"].update(authors)))
+    counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg4).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
 
 

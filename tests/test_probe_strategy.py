@@ -520,8 +520,8 @@ def test_max_grad_norm_clips_what_the_optimizer_sees(minilm):
     finally:
         handle.remove()
     assert min(free) > 0.01 and max(norms) <= 0.01 * (1 + 1e-5)
-    assert pipeline._train_cfg({"lr": 1, "batch_size": 1, "epochs": 1, "max_grad_norm": 1}, 0).max_grad_norm == 1.0
-    assert pipeline._train_cfg({"lr": 1, "batch_size": 1, "epochs": 1}, 0).max_grad_norm is None
+    assert pipeline.train_config({"lr": 1, "batch_size": 1, "epochs": 1, "max_grad_norm": 1}, 0).max_grad_norm == 1.0
+    assert pipeline.train_config({"lr": 1, "batch_size": 1, "epochs": 1}, 0).max_grad_norm is None
 
 
 def test_backbone_dropout_changes_features_run_to_run_only_when_on(minilm):

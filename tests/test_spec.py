@@ -205,6 +205,57 @@ def test_schema_enums_and_patterns_are_the_vocabulary(schema):
         assert sweep[key]["items"] == {"type": "number", "minimum": 0, "maximum": 1}, key
 
 
+def test_every_enum_of_the_schema_is_a_library_tuple(schema):
+    """Each ``enum`` anywhere in the schema equals the library's tuple of that choice (a value added in one place
+    only fails here), and no enum is left without one: a new enum must be named here with its library tuple."""
+    from papa import mlm, rehearsal
+    from papa.data import registry
+    from papa.data.local import FORMAT_NAMES
+    from papa.encoding import ENCODING_CHOICES, LAYOUTS
+    from papa.models import COMPILE_MODES, PRECISIONS
+    from papa.probe import BATCH_ORDERS, CACHE_DTYPES, PROBE_INITS, STRATEGIES
+
+    library = {
+        "definitions/lambda_hparams/properties/init": PROBE_INITS,
+        "properties/layout": LAYOUTS,
+        "properties/precision": PRECISIONS,
+        "properties/compile": COMPILE_MODES,
+        "properties/encoding/properties/single_cap": ENCODING_CHOICES,
+        "properties/encoding/properties/pair_segments": ENCODING_CHOICES,
+        "properties/models/additionalProperties/then/properties/build/properties/family": tuple(rehearsal.FAMILIES),
+        "properties/build_data/additionalProperties/properties/shape": tuple(rehearsal.SHAPES),
+        "properties/datasets/additionalProperties/properties/source": registry.SOURCES,
+        "properties/datasets/additionalProperties/properties/kind": spec.TASK_KINDS,
+        "properties/datasets/additionalProperties/properties/format": tuple(FORMAT_NAMES),
+        "properties/tasks/additionalProperties/properties/metrics/items": spec.ALL_METRICS,
+        "properties/sweep/properties/batch_order": BATCH_ORDERS,
+        "properties/sweep/properties/selections/items": spec.HEAD_ORDERS,
+        "properties/analyses/properties/constant_kinds/items": spec.SPEC_KINDS,
+        "properties/analyses/properties/head_orders/items": spec.HEAD_ORDERS,
+        "properties/analyses/properties/mlm/then/properties/head": mlm.MLM_HEADS,
+        "properties/analyses/properties/mlm/then/properties/init": PROBE_INITS,
+        "properties/analyses/properties/mlm/then/properties/masking": mlm.MASKINGS,
+        "properties/cache/properties/dtype": CACHE_DTYPES,
+        "properties/cache/properties/strategy": STRATEGIES,
+    }
+    enums = {}
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            if "enum" in node:
+                enums["/".join(path)] = tuple(node["enum"])
+            for key, value in node.items():
+                walk(value, [*path, key])
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, [*path, str(i)])
+
+    walk(schema, [])
+    assert set(enums) == set(library), set(enums) ^ set(library)
+    for path, values in enums.items():
+        assert values == tuple(library[path]), path
+
+
 def test_the_metrics_of_each_task_kind_are_implemented():
     import numpy as np
 

@@ -98,7 +98,6 @@ from .task import (
     split_spec,
 )
 from .wikitext import (
-    _RE_SENT,  # noqa: F401 - old name of SENTENCE_BREAK, which papa.rehearsal uses
     SENTENCE_BREAK,
     sentence_chunks,
     wiki_paragraphs,

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..spec import TASK_KINDS
 from .downloads import sha256_file
 from .errors import TaskSpecError, require_columns
 from .registry import LABEL_SETS
@@ -126,9 +127,14 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
 _COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"})
 
 
-def _int_key(spec: dict, key: str, default: int) -> int:
-    """An integer spec key (a CoNLL column), or a `TaskSpecError` naming it."""
-    value = spec.get(key, default)
+def _key(spec: dict, key: str):
+    """A column key of a local spec, or its default (`LOCAL_DEFAULTS`)."""
+    return spec.get(key, LOCAL_DEFAULTS[key])
+
+
+def _int_key(spec: dict, key: str) -> int:
+    """An integer spec key (a CoNLL column, or its default), or a `TaskSpecError` naming it."""
+    value = _key(spec, key)
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -242,7 +248,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     if fmt == "conll":
         if kind != "token":
             raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
-        sents = _read_conll(path, _int_key(spec, "tag_column", -1), _int_key(spec, "token_column", 0),
+        sents = _read_conll(path, _int_key(spec, "tag_column"), _int_key(spec, "token_column"),
                             spec.get("separator"))  # fmt: skip
         return {
             "tokens": [s[0] for s in sents],
@@ -301,7 +307,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
                             f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
                             f"or header to match it") from e  # fmt: skip
     out = ds.to_dict()
-    needed = spec.get("tokens_column", "tokens") if kind == "token" else spec.get("text_column", "text")
+    needed = _key(spec, "tokens_column") if kind == "token" else _key(spec, "text_column")
     if fmt == "json" and ds.num_rows == 1 and needed not in out and (nested := _nested_records(out)):
         raise TaskSpecError(f"the {split} file {path} is one JSON object whose key {nested[0]!r} holds {nested[1]} "
                             f"records: papa reads JSON Lines (one object per line) or a JSON array of objects; write "
@@ -323,7 +329,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     if lines is not None and len(lines) != ds.num_rows:
         lines = None  # rows and lines not one to one (a quoted field across lines): rows alone
     out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(ds.num_rows)]
-    label_col = spec.get("label_column", "label")
+    label_col = _key(spec, "label_column")
     if "converters" in kw and label_col in out:
         out[label_col] = _typed_labels(out[label_col], f"column {label_col!r} of the {split} file {path}",
                                        out["_where"])  # fmt: skip
@@ -563,6 +569,8 @@ COLUMN_KEYS = {
     "token": {"tokens_column": "tokens", "tags_column": "tags"},
     "conll": {"token_column": 0, "tag_column": -1},
 }
+#: Every column key with its default (the keys are distinct across the kinds).
+LOCAL_DEFAULTS = {key: default for keys in COLUMN_KEYS.values() for key, default in keys.items()}
 
 
 def shared_columns(name: str, spec: dict, kind: str | None, fmt: str | None) -> list[tuple[str, str]]:
@@ -574,7 +582,7 @@ def shared_columns(name: str, spec: dict, kind: str | None, fmt: str | None) -> 
     group = "conll" if kind == "token" and fmt == "conll" else kind
     if group not in COLUMN_KEYS:
         return []
-    given = {k: spec.get(k, default) for k, default in COLUMN_KEYS[group].items()}
+    given = {k: _key(spec, k) for k in COLUMN_KEYS[group]}
     given = {k: v for k, v in given.items() if v is not None}
     out = [(k, "is empty: name a column of the files") for k, v in given.items() if v == ""]
     given = {k: v for k, v in given.items() if v != ""}
@@ -612,8 +620,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     """
     known_kind, known_labels = LABEL_SETS.get(name, (None, None))
     kind = spec.get("kind") or known_kind
-    if kind not in ("sequence", "token"):
-        raise TaskSpecError(f'local task {name!r} needs "kind": "sequence" or "token" (got {spec.get("kind")!r})')
+    if kind not in TASK_KINDS:
+        kinds = " or ".join(f'"{k}"' for k in TASK_KINDS)
+        raise TaskSpecError(f'local task {name!r} needs "kind": {kinds} (got {spec.get("kind")!r})')
     if "train" not in spec or not spec["train"]:
         raise TaskSpecError(f'local task {name!r} needs a "train" file (and usually a "validation" file)')
     for k in LOCAL_FILE_KEYS:
@@ -657,9 +666,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     prov: dict = {"files": prov_files}
     splits: dict[str, pd.DataFrame] = {}
     if kind == "sequence":
-        text_col = spec.get("text_column", "text")
-        text_b_col = spec.get("text_b_column")
-        label_col = spec.get("label_column", "label")
+        text_col, text_b_col, label_col = (_key(spec, k) for k in ("text_column", "text_b_column", "label_column"))
         id_col = spec.get("id_column")
         unlabeled = label_col is None
         if unlabeled:
@@ -713,8 +720,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                      "dropped_reason": ("empty text" + (" or text_b" if text_b_col else "")) if n_dropped else None,
                      })  # fmt: skip
     else:
-        tok_col = spec.get("tokens_column", "tokens")
-        tag_col = spec.get("tags_column", "tags")
+        tok_col, tag_col = _key(spec, "tokens_column"), _key(spec, "tags_column")
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
             require_columns([tok_col, tag_col], list(rec), where, {tag_col: "tags_column", tok_col: "tokens_column"})
@@ -755,8 +761,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
         if any(pf["format"] == "conll" for pf in prov_files.values()):
-            prov["conll"] = {"token_column": _int_key(spec, "token_column", 0),
-                             "tag_column": _int_key(spec, "tag_column", -1)}  # fmt: skip
+            prov["conll"] = {"token_column": _int_key(spec, "token_column"), "tag_column": _int_key(spec, "tag_column")}
     if spec.get("labels") is not None:
         prov["label_names_source"] = "spec"
     elif known_labels:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import SEED_LIMIT, atomic_path, is_integer, parquet_file, read_table, write_table
-from ..spec import PREPARED_SPLITS
+from ..spec import NAME_PATTERN, PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir
 from .errors import DataIntegrityError, TaskSpecError, positive_int, require_columns
@@ -48,6 +48,8 @@ SUBSAMPLE_KEYS = {"train": "max_train", "validation": "max_validation"}
 
 #: Spec keys every source takes; each source adds its own (`papa.data.packages.SPEC_KEYS`, ...).
 COMMON_KEYS = frozenset({"name", "source", "max_train", "max_validation", "validation_fraction"})
+#: The share of a source's train split held out where it has no validation split (``validation_fraction``).
+VALIDATION_FRACTION = 0.2
 #: Spec keys load_task understands (any other fails, naming the near one; another source's fails too, but for the
 #: hub access keys, recorded in provenance as ignored). The config
 #: schema's ``datasets`` properties are these plus ``build`` (a test holds them equal).
@@ -130,7 +132,7 @@ class TaskData:
         reads it alone. Returns ``path``."""
         import pyarrow as pa
 
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", split):
+        if not re.fullmatch(NAME_PATTERN, split):
             raise TaskSpecError(f"split name {split!r} cannot be a file name; use letters, digits, _ . -")
         df = normalize_frame(self[split], self.kind)
         meta = {"format_version": META_VERSION, "name": self.name, "kind": self.kind,
@@ -476,7 +478,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     if not is_integer(seed) or not 0 <= seed < SEED_LIMIT:
         raise TaskSpecError(f"seed must be an integer in [0, 2**32) (numpy's seed range), got {seed!r}")
     seed = int(seed)
-    fraction = spec.get("validation_fraction", 0.2)
+    fraction = spec.get("validation_fraction", VALIDATION_FRACTION)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise TaskSpecError(f"validation_fraction must be a number strictly between 0 and 1, got {fraction!r}")
     max_train = positive_int(spec, "max_train")

@@ -123,7 +123,3 @@ def sentence_chunks(paragraph: str, chunk_words: int) -> list[str]:
     if cur:
         out.append(" ".join(cur))
     return out
-
-
-#: Kept for `papa.rehearsal`, which splits chunks into sentences the same way; now `SENTENCE_BREAK`.
-_RE_SENT = SENTENCE_BREAK

@@ -17,11 +17,6 @@ from .kernels import SequenceLengthMismatch, check_layout, check_length, constan
 from .modes import Mode
 from .record import record_attention
 from .routes import ATTN_NAME
-from .values import VALUE_READERS
-
-# Names of the single-module `papa/patching.py`, kept for code that imported them:
-_check_length = check_length  # replaced by the public `check_length`
-_VALUE_READERS = VALUE_READERS  # replaced by `papa.patching.values.VALUE_READERS`
 
 __all__ = [
     "ATTN_NAME",
