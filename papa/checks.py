@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .data.local import LOCAL_DEFAULTS
+from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
 from .metrics import chunk_tagged, entity_f1_problem
 from .spec import (
@@ -447,7 +448,10 @@ HPARAM_DEFAULTS = {"weight_decay": 0.0, "dropout": 0.1, "extra_lr": None, "max_g
 #: a dataset with each written out and left out): `dataset_param` leaves them out of rule prepare_data's params.
 DATASET_DEFAULTS = {
     "validation_fraction": VALIDATION_FRACTION,
-    **{k: LOCAL_DEFAULTS[k] for k in ("text_column", "label_column", "tokens_column", "tags_column")},
+    **LOCAL_DEFAULTS,  # the column keys (a key of another kind or format is refused by the config check)
+    **CHUNK_DEFAULTS,  # package wiki's
+    # null where null is what leaving the key out means (not revision, hub_config, data_dir: null there is no pin)
+    **dict.fromkeys(("max_train", "max_validation", "validation", "id_column", "labels", "separator")),
 }
 
 
@@ -460,10 +464,22 @@ def _without_defaults(entry: dict, defaults: dict) -> dict:
     return {k: v for k, v in entry.items() if not at_default(k, v)}
 
 
+def path_param(path: str) -> str:
+    """A model folder's or a local file's path written one way, as its jobs' param: ``data//train.csv``,
+    ``./data/train.csv`` and ``models/x/`` as ``data/train.csv`` and ``models/x`` (another spelling of the same path
+    reran every job reading it). A path through ``..`` is kept as written (``link/..`` is not always ``.``); a hub
+    id or an alias has nothing to change."""
+    if not isinstance(path, str) or ".." in Path(path).parts:
+        return path
+    return os.path.normpath(path)
+
+
 def dataset_param(entry: dict) -> dict:
     """A dataset's spec as rule prepare_data's param: a key written out at the value `papa.data.load_task` takes
     without it (`DATASET_DEFAULTS`: ``validation_fraction: 0.2``, ``text_column: text``, ...) is left out, so
-    writing a default out reruns nothing (it reran the dataset's splits and everything made from them)."""
+    writing a default out reruns nothing (it reran the dataset's splits and everything made from them); a local
+    file's path is written one way (`path_param`)."""
+    entry = {k: path_param(v) if k in LOCAL_FILE_KEYS else v for k, v in entry.items()}
     return _without_defaults(entry, DATASET_DEFAULTS)
 
 

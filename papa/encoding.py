@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .io import is_integer, parquet_file, read_batches, read_table, write_table
+from .io import footer_json, is_integer, parquet_file, read_batches, read_table, write_table
 
 IGNORE = -100
 #: Where an encoded row puts its separators (`encode`): ``papa`` (the final at N-1, a pair's middle at N/2) or
@@ -249,7 +249,7 @@ class Encoded:
 def _open_tokens(path):
     """The token file as a ``pyarrow.parquet.ParquetFile`` and its papa metadata (footer only)."""
     f = parquet_file(path)
-    meta = json.loads((f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
+    meta = footer_json(path, (f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
     if "max_length" not in meta:
         raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.Encoded.save")
     # a token file written before its layout was recorded has papa's own (the only one then)
@@ -440,6 +440,20 @@ def _tokenize(tokenizer, texts, words: bool):
     return enc["input_ids"], None
 
 
+def _check_every_word_has_a_piece(texts, word_ids, tokenizer) -> None:
+    """A `ValueError` naming the first word that the tokenizer turns into no word piece (a zero-width space, a control
+    character, a lone combining accent under an uncased WordPiece): its tag would be scored nowhere, without a word
+    (the tokenizer drops it; a truncated word is counted in ``n_truncated``)."""
+    for r, (ws, wid) in enumerate(zip(texts, word_ids)):
+        present = set(wid)
+        if len(present - {None}) < len(ws):
+            k = next(k for k in range(len(ws)) if k not in present)
+            raise ValueError(
+                f"example {r}: word {k} ({ws[k]!r}) gives no word piece with {type(tokenizer).__name__}, so its tag "
+                f"would be lost without a word: remove the word from the data, or replace it with a visible one"
+            )
+
+
 def _class_ids(values, what: str) -> np.ndarray:
     """``values`` as int64 class ids [n]: integer-valued numbers only (a float label such as a regression
     target, a label name, or a nested list fails naming the first offender)."""
@@ -549,6 +563,8 @@ def encode(
     has_types = "token_type_ids" in tokenizer.model_input_names or type(tokenizer).__name__ in SEGMENT_IDS
 
     ids_a, word_ids = _tokenize(tokenizer, texts, words)
+    if words and labels is not None:
+        _check_every_word_has_a_piece(texts, word_ids, tokenizer)
     ids_b = _tokenize(tokenizer, pairs, False)[0] if pairs is not None else None
 
     input_ids = np.full((n, N), pad, dtype=np.int64)

@@ -14,7 +14,8 @@ docstrings removed. The rules pass the hash as a param, so
 Every binding of a name counts (a constant assigned twice, a function defined inside a
 top-level ``if``/``try`` block: the whole block), and so does every other top-level statement
 of a module (``TABLE.update(...)``, a registration call): such statements are the module's
-``<body>``, hashed with any definition of the module that is reached; so are assignments to an
+``<body>``, hashed with any definition of the module that is reached (a package's ``__init__``
+with any module of the package: it runs first); so are assignments to an
 item or attribute (``TABLE[k] = v``, ``obj.attr = v``). ``if __name__ == "__main__":`` blocks
 (they run only as a command) and the body of ``if TYPE_CHECKING:`` (never runs) are left out;
 its ``else`` branch counts as top-level code.
@@ -254,6 +255,12 @@ def _walk(script: str | Path, root: Path, skip=()) -> dict[tuple[str, str], str]
         mod = _module(key[0], root)
         if mod is None:
             continue
+        # the packages above it (and a package itself) run their __init__ before any of their code: its statements
+        # other than definitions count as a reached module's own do
+        parts = key[0].split(".")
+        for package in (".".join(parts[:i]) for i in range(1, len(parts) + (1 if mod.is_package else 0))):
+            if (package, BODY) not in seen and BODY in getattr(_module(package, root), "defs", {}):
+                todo.append((package, BODY))
         if key[1] in mod.imports and key[1] not in mod.defs:  # a re-export (papa/__init__.py): follow it
             target = mod.imports[key[1]]
             todo.append(target if target[1] is not None else (target[0], key[1]))

@@ -272,8 +272,24 @@ def write_table(table, path: str | Path) -> None:
 
 
 def read_parquet(path: str | Path):
-    """A Parquet file as a pandas DataFrame (`read_table`); an unreadable or corrupt file fails naming its path."""
-    return read_table(path).to_pandas()
+    """A Parquet file as a pandas DataFrame (`read_table`); an unreadable or corrupt file fails naming its path
+    (also where pandas' own metadata in its footer no longer decodes: the footer has no checksum)."""
+    table = read_table(path)
+    try:
+        return table.to_pandas()
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _unreadable(path, "Parquet", e) from e
+
+
+def footer_json(path: str | Path, raw: bytes):
+    """The JSON papa keeps in a Parquet file's footer metadata (``raw``), or an `UnreadableFileError` naming
+    ``path`` where it does not decode (a footer changed on disk: it has no checksum)."""
+    import json
+
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _unreadable(path, "Parquet", e) from e
 
 
 #: The key of papa's provenance in a Parquet file's schema metadata (and a safetensors file's metadata).
@@ -299,13 +315,11 @@ def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
 def read_provenance(path: str | Path) -> dict | None:
     """The provenance `write_parquet` stored in a Parquet file, or a data split's (`papa.data.TaskData.save_split`
     keeps it beside the task's name and labels, under ``papa.task``); None if it has none."""
-    import json
-
     meta = parquet_file(path).schema_arrow.metadata or {}
     raw = meta.get(PROVENANCE_KEY.encode())
     if raw is None and b"papa.task" in meta:
-        return json.loads(meta[b"papa.task"]).get("provenance")
-    return None if raw is None else json.loads(raw)
+        return footer_json(path, meta[b"papa.task"]).get("provenance")
+    return None if raw is None else footer_json(path, raw)
 
 
 def environment() -> dict:

@@ -221,15 +221,59 @@ def alias_typo(name_or_path: str) -> str | None:
 
 def load_tokenizer(name_or_path: str):
     """The tokenizer of a model (hub id, ``id@revision``, local folder or alias), as `load_encoder` loads it; a
-    name it cannot load fails as there (the alias it is close to)."""
-    from transformers import AutoTokenizer
-
+    name it cannot load fails as there (the alias it is close to), as does a folder without its vocabulary."""
     name, revision = split_revision(name_or_path)
     path = resolve_model_path(name)
+    with _loading(name_or_path, path, "tokenizer"):
+        return _tokenizer(name_or_path, path, revision)
+
+
+@contextmanager
+def _loading(name_or_path: str, path: str, what: str):
+    """Errors of transformers loading a model's ``what`` (its tokenizer, its weights): one it could not find (an
+    `OSError`, `_not_loaded`), or, for a local folder, a file of it that does not read (a ``model.safetensors`` or
+    ``tokenizer.json`` cut short by an interrupted download or copy: safetensors' and json's errors named no file)."""
     try:
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
+        yield
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
+    except Exception as err:  # noqa: BLE001 - the readers' own errors: SafetensorError, JSONDecodeError, ...
+        if not Path(path).is_dir() or isinstance(err, (TypeError, ValueError)) and not _is_reader_error(err):
+            raise
+        from .io import UnreadableFileError
+
+        raise UnreadableFileError(
+            f"the {what} of {name_or_path!r} in the folder {path} cannot be read ({type(err).__name__}: {err}): a "
+            f"file of it is cut short or corrupt (an interrupted download or copy); copy or save the folder again"
+        ) from err
+
+
+def _is_reader_error(err: Exception) -> bool:
+    """Whether a ValueError is a file's content failing to parse (json's), not a setting refused."""
+    import json
+
+    return isinstance(err, (json.JSONDecodeError, UnicodeDecodeError))
+
+
+def _tokenizer(name_or_path: str, path: str, revision: str | None):
+    """``AutoTokenizer.from_pretrained``, refusing a model folder without a tokenizer, and a tokenizer that holds its
+    special tokens only (a folder that lost ``vocab.txt`` or ``tokenizer.json`` but kept ``tokenizer_config.json``:
+    transformers builds one that reads every word as [UNK], or drops the text)."""
+    from transformers import AutoTokenizer
+
+    if Path(path).is_dir() and not any((Path(path) / f).is_file() for f in TOKENIZER_FILES):
+        raise ValueError(f"model folder {path!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...): "
+                         f"transformers would build a near-empty one that reads every word as [UNK]; save it "
+                         f"beside the weights (tokenizer.save_pretrained(folder))")  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+        raise ValueError(
+            f"the tokenizer of {name_or_path!r} ({path}) holds its {len(tokenizer)} special tokens only: its "
+            f"vocabulary file is missing (vocab.txt, tokenizer.json, vocab.json and merges.txt, ...), so every word "
+            f"would read as [UNK] or vanish; save the whole tokenizer beside the weights "
+            f"(tokenizer.save_pretrained(folder))"
+        )
+    return tokenizer
 
 
 def hub_commit(name_or_path: str) -> str | None:
@@ -521,7 +565,6 @@ def load_encoder(
         AutoModelForMaskedLM,
         AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
-        AutoTokenizer,
     )
 
     if not isinstance(name_or_path, (str, os.PathLike)):
@@ -558,17 +601,15 @@ def load_encoder(
             check_positions(config, max_length, name_or_path)
         if fam.route == "registry":
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
-        if Path(path).is_dir() and not any((Path(path) / f).is_file() for f in TOKENIZER_FILES):
-            raise ValueError(f"model folder {path!r} holds no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...): "
-                             f"transformers would build a near-empty one that reads every word as [UNK]; save it "
-                             f"beside the weights (tokenizer.save_pretrained(folder))")  # fmt: skip
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, revision=revision)
-        t0 = time.monotonic()  # a hub model's first load downloads its weights (BERT-large: 1.3 GB)
-        log.info("loading %s (%s) from %s", name_or_path, task_head or "encoder", path)
-        model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
-        log.info("loaded %s in %.1f s", name_or_path, time.monotonic() - t0)
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
+    with _loading(name_or_path, path, "tokenizer"):
+        tokenizer = _tokenizer(name_or_path, path, revision)
+    t0 = time.monotonic()  # a hub model's first load downloads its weights (BERT-large: 1.3 GB)
+    log.info("loading %s (%s) from %s", name_or_path, task_head or "encoder", path)
+    with _loading(name_or_path, path, "weights"):
+        model, info = classes[task_head].from_pretrained(path, output_loading_info=True, **kwargs)
+    log.info("loaded %s in %.1f s", name_or_path, time.monotonic() - t0)
     model.config._commit_hash = hub_commit(name_or_path)  # a hub id: the commit it resolved to (None: a folder)
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if task_head == "mlm" and missing:

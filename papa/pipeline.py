@@ -390,6 +390,18 @@ class PrepareDataStage(Stage):
         out = Path(sm.output[0])
         return dict(spec=spec, out_dir=str(out.parent), split=out.stem, seed=int(sm.params.seed))
 
+    @classmethod
+    def from_snakemake(cls, sm):
+        stage = super().from_snakemake(sm)
+        # the metrics of the tasks that read this dataset, checked on its labels once they are read (`prepare_data`):
+        # one that does not fit labels a local file gave failed in the lambda or probe job, after tokenization and
+        # averaging (hours at paper scale). From the config, not a param: a check, no setting of the data (a metric
+        # changed later reruns nothing here; the lambda and probe jobs check again)
+        dataset = sm.wildcards.dataset
+        tasks = sm.config.get("tasks") or {}
+        stage._task_metrics = {t: list(tc["metrics"]) for t, tc in tasks.items() if tc.get("dataset") == dataset}
+        return stage
+
 
 def prepare_data(stage: PrepareDataStage):
     """Load the dataset and save ``stage.split`` (or every prepared split) into ``stage.out_dir``; return the
@@ -404,6 +416,9 @@ def prepare_data(stage: PrepareDataStage):
     # (their sizes stay in the provenance, split_sizes)
     keep = (stage.split,) if stage.split else spec.PREPARED_SPLITS
     task = replace(task, splits={s: task.splits[s] for s in keep})
+    if task.label_names:  # an unlabeled corpus has no metric to check (its tasks' jobs say so)
+        for name, metrics in getattr(stage, "_task_metrics", {}).items():
+            check_task_metrics(name, metrics, task.kind, task.label_names)
     prov = task.provenance
     log.info(
         "%s (%s, %s): %s; labels %s%s%s",
@@ -753,14 +768,21 @@ def train_split(
     train = subsample(train, max_train, np.random.default_rng(seed))
     info = task_info(train)
     if metrics is not None:
-        try:
-            check_metrics(list(metrics), info.kind, info.n_labels, info.label_names)
-        except ValueError as e:
-            names = f" ({', '.join(map(str, info.label_names))})" if info.label_names else ""
-            raise ValueError(f"tasks.{task}.metrics: {e} [the task's {info.n_labels} labels{names}, from its "
-                             f"data]") from None  # fmt: skip
+        check_task_metrics(task, metrics, info.kind, info.label_names)
     check_train_classes(train, info, block, task, n_before)
     return train, info
+
+
+def check_task_metrics(task: str | None, metrics, kind: str, label_names) -> None:
+    """`papa.metrics.check_metrics` of a task's ``metrics`` on the labels its data holds (binary ``f1`` on three
+    labels a local file gave, ``entity_f1`` on tags without B-/I-), a `ValueError` naming ``tasks.<task>.metrics``
+    and the labels."""
+    try:
+        check_metrics(list(metrics), kind, len(label_names), label_names)
+    except ValueError as e:
+        names = f" ({', '.join(map(str, label_names))})" if len(label_names) else ""
+        raise ValueError(f"tasks.{task}.metrics: {e} [the task's {len(label_names)} labels{names}, from its "
+                         f"data]") from None  # fmt: skip
 
 
 def train_config(hp: dict, seed: int) -> TrainConfig:

@@ -508,6 +508,9 @@ def prepare_features(
     for split, enc in (("train", train_enc), ("validation", val_enc)):
         if not isinstance(enc, Encoded):
             raise TypeError(f"the {split} split must be papa.encode's Encoded, got {type(enc).__name__}")
+    # the disk caches of killed jobs (SIGKILL, a lost node) go whatever this job picks (a resume that fits in memory
+    # left them for good), before the free space is looked up
+    remove_stale_caches(scratch)
     sizes = {"train": cache_nbytes(model, train_enc, dtype), "validation": cache_nbytes(model, val_enc, dtype)}
     total = sum(sizes.values())
     over_memory = budget_mb is not None and total > budget_mb * MB

@@ -332,6 +332,14 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
     return sorted(f for f in found if f.startswith(prefix) and not os.path.exists(f))
 
 
+def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -> list[str]:
+    """Outputs under ``results`` that Snakemake keeps marked incomplete (their job's Snakemake was killed mid-job:
+    a Ctrl-C, a lost login session): its next run refuses to make them again (``IncompleteFilesException``) unless
+    run with ``--rerun-incomplete``, which the Slurm profile sets."""
+    prefix = spelling(os.fspath(results)).rstrip("/") + "/"
+    return sorted(key for _, key in _record_files(records, "incomplete") if key.startswith(prefix))
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``)."""
     import argparse

@@ -1120,6 +1120,38 @@ def test_non_utf8_csv_names_file_and_line(tmp_path):
         D.load_task(_seq_spec(p, p), tmp_path)
 
 
+def test_non_utf8_conll_names_the_line_that_is_not(tmp_path):
+    """The CoNLL reader named the line it had read last, not the bad one: the decoder reads ahead a block (line 1
+    of an 8-line file, line 3670 for a byte on line 4801 of a longer one). It names the line and the byte."""
+    small = tmp_path / "small.conll"
+    small.write_bytes(b"w1 NN\nw2 VB\n\nw3 NN\nw4 VB\n\nw5 NN\ncaf\xe9 VB\n")
+    with pytest.raises(D.TaskSpecError, match=r"small\.conll:8 is not UTF-8 text \(byte 35: "):
+        D.read_conll(small)
+    lines = "".join(f"w{i} NN\n" + ("\n" if i % 5 == 0 else "") for i in range(4000)).encode()
+    big = tmp_path / "big.conll"
+    big.write_bytes(lines + b"caf\xe9 VB\n" + lines)
+    with pytest.raises(D.TaskSpecError, match=r"big\.conll:4801 is not UTF-8 text"):
+        D.read_conll(big)
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    """``text,label,label``: pandas reads the second as ``label.1`` and the first was taken without a word (Parquet
+    and JSON refuse a repeated name). Refused, naming the file, the line, the name and both fields; in
+    ``column_names`` too."""
+    dup = _csv(tmp_path, "dup.csv", "".join(f"t {i},{i % 2},x\n" for i in range(6)), header="text,label,label\n")
+    with pytest.raises(D.TaskSpecError, match=r"train file .*dup\.csv: its header \(line 1\) names column 'label' "
+                       r"twice \(fields 2 and 3\): pandas would read the second as 'label\.1'"):  # fmt: skip
+        D.load_task({**_seq_spec(dup), "text_column": "text"}, tmp_path)
+    tsv = tmp_path / "dup.tsv"
+    tsv.write_text("text\tlabel\ttext\n" + "".join(f"t {i}\t{i % 2}\tx\n" for i in range(6)))
+    with pytest.raises(D.TaskSpecError, match=r"dup\.tsv: its header \(line 1\) names column 'text' twice"):
+        D.load_task({**_seq_spec(tsv), "text_column": "text"}, tmp_path)
+    plain = _csv(tmp_path, "plain.csv", "".join(f"t {i},{i % 2},x\n" for i in range(6)), header="")
+    spec = {**_seq_spec(plain), "text_column": "text", "header": False, "column_names": ["text", "label", "text"]}
+    with pytest.raises(D.TaskSpecError, match=r"plain\.csv: column_names names column 'text' twice"):
+        D.load_task(spec, tmp_path)
+
+
 def test_unreadable_local_files_say_what_the_reader_found(tmp_path):
     """A ragged CSV row or a wrong ``format``: the reader's own error (not datasets' "An error occurred while
     generating the dataset"), and where the format came from."""
@@ -1419,6 +1451,38 @@ def test_a_local_format_is_one_the_config_schema_takes(tmp_path):
         D.load_task({**spec, "format": "ndjson"}, tmp_path)
 
 
+def test_reading_a_local_file_keeps_no_copy_of_it(tmp_path, monkeypatch):
+    """datasets' Arrow copy of a local file was cached per file content and never removed: every edit of a file
+    kept a full copy of its old content for good. The copy lives while the file is read, then goes."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    p = _csv(tmp_path, text="".join(f"text {i},{'pos' if i % 2 else 'neg'}\n" for i in range(20)))
+    for extra in ("", "one more,pos\n"):
+        p.write_text(p.read_text() + extra)
+        task = D.load_task(_seq_spec(p), tmp_path / "cache")
+        assert sum(task.sizes.values()) == 20 + bool(extra)
+    assert not (tmp_path / "cache" / "hf_datasets").exists() and not list(scratch.iterdir())
+
+
+def test_a_path_spelt_another_way_is_the_same_param():
+    """``data//train.csv``, ``./data/train.csv`` and a model folder's trailing slash name the same file as
+    ``data/train.csv``: the same param (each reran every job reading it); ``..`` is kept (``link/..`` need not be
+    ``.``), hub ids and aliases are left as they are."""
+    from papa.checks import dataset_param, path_param
+
+    for spelt in ("data//train.csv", "./data/train.csv", "data/./train.csv", "data/train.csv"):
+        assert path_param(spelt) == "data/train.csv", spelt
+    assert path_param("/models/x/") == "/models/x" and path_param("../data/train.csv") == "../data/train.csv"
+    assert (
+        path_param("minilm") == "minilm" and path_param("FacebookAI/roberta-base@abc") == "FacebookAI/roberta-base@abc"
+    )
+    spec = {"name": "d", "source": "local", "kind": "sequence", "train": "data//t.csv", "validation": "./data/v.csv"}
+    assert dataset_param(spec) == {**spec, "train": "data/t.csv", "validation": "data/v.csv"}
+
+
 def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
     """papa.checks.DATASET_DEFAULTS, the keys rule prepare_data leaves out of its params at these values (so writing
     one out reruns nothing), are what load_task takes when the spec leaves them out: the same splits and labels with
@@ -1429,11 +1493,18 @@ def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
     (tmp_path / "seq.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
     tokens = [{"tokens": ["The", "cat", "sat"], "tags": ["DT", "NN", "VBD"]}] * 20
     (tmp_path / "tok.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tokens))
+    (tmp_path / "tok.conll").write_text("The DT\ncat NN\nsat VBD\n\n" * 20)
     local = {"source": "local"}
     base = {"seq": {"name": "seq", **local, "kind": "sequence", "train": str(tmp_path / "seq.csv")},
-            "tok": {"name": "tok", **local, "kind": "token", "train": str(tmp_path / "tok.jsonl")}}  # fmt: skip
-    keys = {"seq": ("validation_fraction", "text_column", "label_column"),
-            "tok": ("validation_fraction", "tokens_column", "tags_column")}  # fmt: skip
+            "tok": {"name": "tok", **local, "kind": "token", "train": str(tmp_path / "tok.jsonl")},
+            "conll": {"name": "conll", **local, "kind": "token", "train": str(tmp_path / "tok.conll")},
+            "wiki": {"name": "wiki", "source": "package", "max_train": 30, "max_validation": 10}}  # fmt: skip
+    null = ("validation", "max_validation", "labels")  # null: what leaving them out means
+    keys = {"seq": ("validation_fraction", "text_column", "text_b_column", "label_column", "id_column", "max_train",
+                    *null),
+            "tok": ("validation_fraction", "tokens_column", "tags_column", *null),
+            "conll": ("token_column", "tag_column", "separator", *null),
+            "wiki": ("chunk_words", "min_words", "validation_fraction")}  # fmt: skip
     assert {k for ks in keys.values() for k in ks} == set(DATASET_DEFAULTS)
 
     def loaded(spec):

@@ -476,6 +476,18 @@ def test_feature_cache_streams_to_disk_over_budget(minilm, tmp_path):
     assert r1.pos.tolist() == list(np.nonzero(enc.attention_mask[3])[0]) + list(np.nonzero(enc.attention_mask[1])[0])
 
 
+@pytest.mark.parametrize("word", ["\u200b", "\x00", "\ufeff"])
+def test_a_word_that_gives_no_word_piece_is_refused_naming_it(minilm, word):
+    """A word the tokenizer turns into nothing (a zero-width space, a control character, a byte-order mark inside
+    a line: scraped text, a JSON "\\u200b") had no first sub-word, so its tag was dropped from training and scoring
+    without a word (``n_truncated`` 0). It is refused naming the example, the word and what to do."""
+    _, tok = minilm
+    with pytest.raises(ValueError, match=r"example 1: word 1 \(.*\) gives no word piece with BertTokenizer, so its "
+                       r"tag would be lost"):  # fmt: skip
+        papa.encode(tok, [["a", "b"], ["a", word, "b"]], labels=[[0, 1], [0, 1, 0]], max_length=16)
+    papa.encode(tok, [["a", "b"], ["a", word, "b"]], max_length=16)  # no tags (an averaging corpus): nothing lost
+
+
 def test_token_probe_trains_on_first_subwords(minilm):
     from papa.probe import TrainConfig, extract_features, run_probe
 

@@ -3,6 +3,7 @@ you can trust)."""
 
 import os
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -1074,6 +1075,42 @@ def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
     with pytest.raises(OSError, match="Did you mean the offline alias 'minilm'"):
         resolve_model_path("minilmx")
     assert resolve_model_path("someorg/minilmx") == "someorg/minilmx"
+
+
+def test_a_model_folder_without_its_vocabulary_or_with_a_file_cut_short_fails_naming_it(tmp_path):
+    """A folder that lost ``vocab.txt``/``tokenizer.json`` but kept ``tokenizer_config.json`` (a partial copy) gave
+    a tokenizer of its 5 special tokens: every word read as [UNK], through every stage, without a word (tokenize
+    included, which loads the tokenizer alone). A ``model.safetensors`` or ``tokenizer.json`` cut short failed with
+    safetensors' or json's error, which named no file. Each fails naming the folder and what to do."""
+    import papa
+    from papa.io import UnreadableFileError
+    from papa.models import load_tokenizer, resolve_model_path
+
+    src = Path(resolve_model_path("minilm"))
+
+    def copy(name, drop=(), cut=()):
+        folder = tmp_path / name
+        folder.mkdir()
+        for f in src.iterdir():
+            if f.name in drop:
+                continue
+            if f.name in cut:
+                (folder / f.name).write_bytes(f.read_bytes()[: 1000 if f.suffix == ".json" else 100_000])
+            else:
+                (folder / f.name).symlink_to(f)
+        return str(folder)
+
+    novocab = copy("novocab", drop=("vocab.txt", "tokenizer.json"))
+    for load in (papa.load_encoder, load_tokenizer):
+        with pytest.raises(ValueError, match=r"novocab\) holds its 5 special tokens only: its vocabulary file is "
+                           r"missing"):  # fmt: skip
+            load(novocab)
+    for name, cut, what in (("weights", "model.safetensors", "SafetensorError"),
+                            ("tokenizer", "tokenizer.json", "JSONDecodeError")):  # fmt: skip
+        folder = copy(f"cut_{name}", cut=(cut,))
+        with pytest.raises(UnreadableFileError, match=rf"the {name} of .* in the folder .*cut_{name} cannot be read "
+                           rf"\({what}: .*\): a file of it is cut short or corrupt"):  # fmt: skip
+            papa.load_encoder(folder)
 
 
 def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_path, monkeypatch):

@@ -159,6 +159,27 @@ def test_every_top_level_statement_of_a_reached_module_counts(pkg, edit, changes
     assert (code_fingerprint(script, root) != before) is changes
 
 
+def test_a_packages_init_statements_count_for_its_modules(pkg):
+    """A package's ``__init__`` runs before any of its modules: a statement there with an effect (a torch
+    default, an environment variable, a registration) changes what every job importing one of them computes, so it
+    counts for them, in the top package and a subpackage alike; a definition there nothing reaches does not."""
+    root, script = pkg
+    (root / "papa" / "sub").mkdir()
+    (root / "papa" / "sub" / "__init__.py").write_text("")
+    (root / "papa" / "sub" / "e.py").write_text("def h():\n    return 1\n")
+    script_e = root / "script_e.py"
+    script_e.write_text("from papa.sub.e import h\nh()\n")
+    before, before_e = code_fingerprint(script, root), code_fingerprint(script_e, root)
+    (root / "papa" / "__init__.py").write_text("def unused():\n    return 2\n")
+    assert (code_fingerprint(script, root), code_fingerprint(script_e, root)) == (before, before_e)
+    (root / "papa" / "__init__.py").write_text("import os\n\nos.environ['X'] = '1'\n")
+    assert code_fingerprint(script, root) != before and code_fingerprint(script_e, root) != before_e
+    assert "papa:<body>" in reached(script_e, root)
+    (root / "papa" / "__init__.py").write_text("")
+    (root / "papa" / "sub" / "__init__.py").write_text("import torch\n\ntorch.set_default_dtype(torch.float64)\n")
+    assert code_fingerprint(script, root) == before and code_fingerprint(script_e, root) != before_e
+
+
 def test_workflow_scripts_reach_their_stage_code():
     from tests.test_workflow import ROOT
 
@@ -237,6 +258,23 @@ def test_a_datasets_preparation_reaches_its_own_source_alone():
     assert "papa.data.task:load_task" in package
     fingerprints = {s: code_fingerprint(script, skip=[v for k, v in LOADERS.items() if k != s]) for s in LOADERS}
     assert len(set(fingerprints.values())) == 3 and code_fingerprint(script) not in fingerprints.values()
+
+
+def test_a_package_corpus_preparation_reaches_its_own_parser_alone():
+    """An edit to one package corpus's parser (Rotten Tomatoes') reran every package dataset's preparation and
+    everything made from it; each now reaches its own parser (papa.data.task.unreached_code), and a hub or local
+    dataset none."""
+    from papa.data.task import unreached_code
+    from tests.test_workflow import ROOT
+
+    script = ROOT / "workflow/scripts/prepare_data.py"
+    wsj = set(reached(script, skip=unreached_code({"source": "package", "name": "wsj_pos"})))
+    rt = set(reached(script, skip=unreached_code({"source": "package", "name": "rt_sentiment"})))
+    local = set(reached(script, skip=unreached_code({"source": "local", "name": "mine"})))
+    assert "papa.data.packages:parse_wsj" in wsj and "papa.data.packages:parse_rt" not in wsj
+    assert "papa.data.packages:parse_rt" in rt and "papa.data.packages:parse_wsj" not in rt
+    assert not {p for p in local if p.startswith("papa.data.packages:parse_")}
+    assert "papa.data.packages:load_package" in wsj and "papa.data.task:load_task" in wsj & local
 
 
 def test_the_two_constants_rules_count_their_own_branch():

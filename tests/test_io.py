@@ -350,6 +350,30 @@ print(logging.is_progress_bar_enabled())
         assert out == [imported, "False"], (when, out)
 
 
+def test_a_footer_changed_on_disk_fails_naming_the_file(tmp_path):
+    """A Parquet footer has no checksum: a byte changed in pandas' metadata there failed `read_parquet` (so the
+    aggregate stage, which reads every probe file) with a bare UnicodeDecodeError that named no file; papa's own JSON
+    there (provenance, a token file's or a data split's description) is read through `footer_json`, which names it
+    too."""
+    import pandas as pd
+
+    from papa import io as papa_io
+
+    table = tmp_path / "t.parquet"
+    papa_io.write_parquet(pd.DataFrame({"x": [1.0, 2.0]}), table, {"stage": "Toy"})
+    data = bytearray(table.read_bytes())
+    i = bytes(data).rfind(b"pandas_type")
+    data[i + len("pandas_type") + 3] = 0xFF  # not UTF-8
+    bad = tmp_path / "pandas.parquet"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(papa_io.UnreadableFileError, match=r"pandas\.parquet is not a readable Parquet file"):
+        papa_io.read_parquet(bad)
+    for raw in (b"\xff{}", b'{"max_length": 8'):
+        with pytest.raises(papa_io.UnreadableFileError, match=r"t\.parquet is not a readable Parquet file"):
+            papa_io.footer_json(table, raw)
+    assert papa_io.footer_json(table, b'{"a": 1}') == {"a": 1}
+
+
 def test_a_file_changed_on_disk_after_it_was_written_fails_when_read(tmp_path):
     """A bit flipped in a result, a token file or a constants file, its time kept: Snakemake takes it as it is
     (it goes by file times), and pyarrow and safetensors read other numbers without a word. papa's Parquet files
@@ -617,6 +641,7 @@ def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_
     assert Path(f"{log}.unfinished-2").read_text() == text
 
 
+@pytest.mark.slow  # a Snakemake run (make check skips it)
 def test_a_snakemake_retry_keeps_the_first_attempts_log(tmp_path):
     """The same through Snakemake (``--retries 1``, as the Slurm profile sets it): the retry's log is its own, and
     the first attempt's, with its traceback, is kept beside it."""

@@ -83,6 +83,7 @@ def test_a_failed_or_odd_answer_names_the_entry():
         pin.hub_pins(config, lambda hub_id, revision: "main")
 
 
+@pytest.mark.slow  # a Snakemake run (make check skips it)
 def test_snakemake_merges_the_pins_over_the_config(tmp_path, monkeypatch):
     """The file `python -m papa.pin` writes, given after the config, pins the models and datasets and changes
     nothing else: Snakemake merges config files key by key."""

@@ -688,8 +688,9 @@ def test_cost_estimate_uses_the_schemas_cache_defaults():
 
 
 def test_disk_caches_of_killed_jobs_are_cleared_on_the_next_run(minilm, tmp_path):
-    """A SIGKILLed job cannot clean up: the next disk cache under the same scratch removes the folders of
-    this host's dead processes, and leaves live processes' and other hosts' alone."""
+    """A SIGKILLed job cannot clean up: the next disk cache under the same scratch, or the next probe job's features
+    wherever they go, removes the folders of this host's dead processes, and leaves live processes' and other
+    hosts' alone."""
     import socket
     import subprocess
 
@@ -707,6 +708,14 @@ def test_disk_caches_of_killed_jobs_are_cleared_on_the_next_run(minilm, tmp_path
     assert not stale.exists() and live.exists() and other.exists()
     assert Path(cache.folder).name.startswith(f"papa-features-{host}-{os.getpid()}-")
     cache.close()
+    # a probe job whose features fit in memory (a resume after the kill, with more memory) removes them too
+    stale.mkdir()
+    (stale / "features.npy").write_bytes(b"x")
+    from papa.probe import prepare_features
+
+    enc = _toy(tok, 8)
+    with prepare_features(model, enc, enc, strategy="memory", scratch=str(tmp_path)):
+        assert not stale.exists() and live.exists() and other.exists()
 
 
 # ----------------------------------------------------------------------------- bad input fails before training

@@ -240,6 +240,18 @@ def test_lost_outputs_are_what_failed_or_killed_runs_did_not_finish_and_is_not_o
         lost_outputs("results")
 
 
+def test_outputs_marked_incomplete_are_named_for_the_rerun_incomplete_advice(wd):
+    """A job stopped with its Snakemake (a local Ctrl-C) leaves its outputs marked incomplete: the next plain run
+    refuses them (IncompleteFilesException) where papa said they would be made again; the workflow names them and
+    says to run with --rerun-incomplete (common.smk's lost_targets)."""
+    from papa.records import marked_incomplete
+
+    assert marked_incomplete("results") == []
+    _marker(wd, "results/lambda/m/t/average/lambdas.parquet")
+    _marker(wd, "elsewhere/x.parquet")
+    assert marked_incomplete("./results/") == ["results/lambda/m/t/average/lambdas.parquet"]
+
+
 def test_without_records_nothing_is_lost_or_noted(tmp_path, monkeypatch):
     from papa.records import lost_outputs, note_lost
 

@@ -8,6 +8,7 @@ depends on it. The rehearsal's runs (the sample CI runs, the full rehearsal) are
 """
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -422,6 +423,25 @@ def test_editing_a_local_csv_reruns_prepare_data_and_what_depends_on_it(tmp_path
         f.write("one more review,1\n")
     counts = job_counts(smk(repo, target, "-n", "--configfile", "config/local.yaml").stdout)
     assert counts == {"prepare_data": 1, "tokenize": 1}
+    # a file replaced by other content that keeps an older time (cp -p, rsync -a, tar, unzip): Snakemake's file times
+    # miss it, its digest (a param of prepare_data, papa.io.file_digest) does not
+    smk(repo, target, "--cores", "1", "--configfile", "config/local.yaml")
+    old = csv.stat().st_mtime_ns - 10**12
+    csv.write_text(csv.read_text().replace("review number 3", "review number three"))
+    os.utime(csv, ns=(old, old))
+    counts = job_counts(smk(repo, target, "-n", "--configfile", "config/local.yaml").stdout)
+    assert counts == {"prepare_data": 1, "tokenize": 1}, counts
+    # a metric that does not fit the labels the file gives (binary f1 on three) fails in prepare_data, the first
+    # job, naming the task's metrics: it failed in the lambda or probe job, after tokenization and averaging
+    with open(csv, "a") as f:
+        f.write("a third kind of review,2\n")
+    cfg["tasks"]["reviews"]["metrics"] = ["f1"]
+    cfg["tasks"]["reviews"]["main_metric"] = "f1"
+    (repo / "config/local.yaml").write_text(yaml.safe_dump(cfg))
+    p = smk(repo, target, "--cores", "1", "--configfile", "config/local.yaml", check=False)
+    log = (repo / "res/logs/prepare_data/reviews/train.log").read_text()
+    assert p.returncode != 0 and "tasks.reviews.metrics: " in log and "3 labels (0, 1, 2)" in log, log[-2000:]
+    assert "Error in rule prepare_data" in p.stdout + p.stderr
 
 
 def test_build_settings_keep_vocab_size_only_where_a_bpe_is_trained():

@@ -398,6 +398,18 @@ def test_a_rerun_that_fails_after_a_change_is_redone_by_the_next_run(smoke_once,
     out = smk(repo, "-n", "--configfile", cfg)
     assert job_counts(out.stdout) == after  # not asked for: no rule of this config makes it
     assert f"{gone} is missing (its job did not finish), and this config does not make it" in out.stdout + out.stderr
+    # a job stopped with its Snakemake (a local Ctrl-C) leaves its output marked incomplete: a plain run refuses to
+    # make it again (IncompleteFilesException), so papa says to run with --rerun-incomplete, not "it is made again"
+    from tests.test_records import _marker
+
+    (repo / lost).unlink()
+    _marker(repo, lost)
+    out = smk(repo, "-n", "--configfile", cfg, check=False)
+    said = out.stdout + out.stderr
+    assert f"{lost} is missing: its job was stopped with its Snakemake" in said and "--rerun-incomplete" in said, said
+    out = smk(repo, "-n", "--configfile", cfg, "--rerun-incomplete")
+    assert f"{lost} is missing: its job was stopped with its Snakemake" in out.stdout + out.stderr
+    assert job_counts(out.stdout)["learn_lambda"] == 1
 
 
 def test_second_run_does_nothing_and_its_start_imports_no_torch(smoke):

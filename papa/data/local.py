@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,6 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     tags: list[str] = []
     width = first = start = None
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark would stick to the first token
-        lineno = 0
         try:
             for lineno, line in enumerate(f, 1):
                 line = line.rstrip("\r\n")
@@ -114,10 +114,9 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                     start = lineno
                 toks.append(tok)
                 tags.append(tag)
-        except UnicodeDecodeError as e:
-            raise TaskSpecError(
-                f"{path}:{lineno + 1} is not UTF-8 text ({e.reason}); re-save the file as UTF-8"
-            ) from None
+        except UnicodeDecodeError as e:  # the decoder reads ahead a block: the line read last is not the bad one
+            _text_lines(path)  # names the line and byte that are not UTF-8
+            raise TaskSpecError(f"{path} is not UTF-8 text ({e.reason}); re-save the file as UTF-8") from None
     if toks:
         sents.append((toks, tags, start))
     return sents
@@ -174,6 +173,7 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a long text is one field, as pandas reads it
     expected = len(names) if names else None
     what = f"column_names names {expected} ({', '.join(map(str, names))})" if names else ""
+    _check_unique_names(names, f"the {split} file {path}: column_names")
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader, start = csv.reader(f, **dialect), 1
         for record in reader:
@@ -185,6 +185,8 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
                 if expected is not None and len(record) != expected:
                     raise TaskSpecError(f"the {split} file {path}: its header (line {line}) has {len(record)} "
                                         f"fields, and {what}: name every column, in order")  # fmt: skip
+                if names is None:
+                    _check_unique_names(record, f"the {split} file {path}: its header (line {line})")
                 expected, what = len(record), what or f"the header (line {line}) names {len(record)}"
                 continue
             if expected is None:  # no header, no names: the first line sets the count
@@ -198,6 +200,18 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
                 raise TaskSpecError(f"the {split} file {path}, line {line} has {len(record)} fields, where {what}: "
                                     f"pandas would {effect}. Give every line one field per column ({fix}; no "
                                     f"trailing separator), or name every column in column_names")  # fmt: skip
+
+
+def _check_unique_names(names, where: str) -> None:
+    """A `TaskSpecError` where a CSV/TSV header (or ``column_names``) names a column twice: pandas reads the second
+    as ``<name>.1``, so which of the two is the text or the label would be a guess (Parquet and JSON refuse it)."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names or (), 1):
+        if name in seen:
+            raise TaskSpecError(f"{where} names column {name!r} twice (fields {seen[name]} and {i}): pandas would "
+                                f"read the second as {name + '.1'!r} and which one is meant is a guess; give each "
+                                f"column its own name")  # fmt: skip
+        seen[name] = i
 
 
 def _bad_json_line(path: Path) -> tuple[int, str] | None:
@@ -242,7 +256,7 @@ def _parquet_rows(path: Path) -> int | None:
         return None
 
 
-def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Path) -> dict[str, list]:
+def _local_records(spec: dict, split: str, path: Path, kind: str) -> dict[str, list]:
     """Columns of one local file as python lists (no label mapping yet)."""
     fmt = _file_format(spec, path)
     if fmt == "conll":
@@ -289,11 +303,13 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     lines = _text_lines(path) if fmt != "parquet" else None  # also where each row sits (blank lines are skipped)
     if fmt in ("csv", "tsv"):
         _check_field_counts(path, split, fmt, kw.get("header", 0) is not None, spec.get("column_names"))
-    # One datasets cache per file content, so an edited file is never served from a stale cache.
-    hf_cache = cache_dir / "hf_datasets" / sha256_file(path)[:16]
+    # datasets' Arrow copy of the file goes to a folder of its own, removed once the rows are read: a cache kept per
+    # file content (never stale) kept a full copy of every version of every file read, for good
+    hf_cache = tempfile.TemporaryDirectory(prefix="papa-hf-datasets-")
     try:
-        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=str(hf_cache), **kw)
+        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=hf_cache.name, **kw)
     except Exception as e:  # noqa: BLE001
+        hf_cache.cleanup()
         if "corresponds to no data" in str(e):
             raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
         if fmt == "json" and (bad := _bad_json_line(path)):  # pyarrow counts JSON Lines rows from 0
@@ -306,9 +322,13 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
         raise TaskSpecError(f"could not read the {split} file {path} as {fmt} ({hint}): {type(cause).__name__}: "
                             f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
                             f"or header to match it") from e  # fmt: skip
-    out = ds.to_dict()
+    try:
+        out, features, num_rows = ds.to_dict(), ds.features, ds.num_rows
+    finally:
+        del ds
+        hf_cache.cleanup()
     needed = _key(spec, "tokens_column") if kind == "token" else _key(spec, "text_column")
-    if fmt == "json" and ds.num_rows == 1 and needed not in out and (nested := _nested_records(out)):
+    if fmt == "json" and num_rows == 1 and needed not in out and (nested := _nested_records(out)):
         raise TaskSpecError(f"the {split} file {path} is one JSON object whose key {nested[0]!r} holds {nested[1]} "
                             f"records: papa reads JSON Lines (one object per line) or a JSON array of objects; write "
                             f"the records so (pandas: pd.DataFrame(obj[{nested[0]!r}]).to_json(path, "
@@ -316,7 +336,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     # integer columns with label names (a ClassLabel feature, e.g. a Parquet file saved by `datasets`) are read as
     # those names: their integers are positions in the file's own list, not in the task's
     out["_names"] = {}
-    for col, feature in ds.features.items():
+    for col, feature in features.items():
         inner = getattr(feature, "feature", None)  # a list of labels (token tags)
         label = feature if isinstance(feature, datasets.ClassLabel) else inner
         if isinstance(label, datasets.ClassLabel):
@@ -326,9 +346,9 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, cache_dir: Pat
     out["_format"] = [fmt]
     if lines is not None and fmt in ("csv", "tsv") and kw.get("header", 0) is not None:
         lines = lines[1:]  # the header row
-    if lines is not None and len(lines) != ds.num_rows:
+    if lines is not None and len(lines) != num_rows:
         lines = None  # rows and lines not one to one (a quoted field across lines): rows alone
-    out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(ds.num_rows)]
+    out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(num_rows)]
     label_col = _key(spec, "label_column")
     if "converters" in kw and label_col in out:
         out[label_col] = _typed_labels(out[label_col], f"column {label_col!r} of the {split} file {path}",
@@ -656,7 +676,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     names: dict[str, dict[str, list[str]]] = {}  # a file's own label names per column (ClassLabel features)
     prov_files = {}
     for split, p in files.items():
-        rec = _local_records(spec, split, p, kind, cache_dir)
+        rec = _local_records(spec, split, p, kind)
         names[split] = rec.pop("_names", {})
         fmt = rec.pop("_format")[0]
         rows[split] = rec.pop("_where", None) or [f"row {i + 1}" for i in range(len(next(iter(rec.values()), [])))]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import SEED_LIMIT, atomic_path, is_integer, parquet_file, read_table, write_table
+from ..io import SEED_LIMIT, atomic_path, footer_json, is_integer, parquet_file, read_table, write_table
 from ..spec import NAME_PATTERN, PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir
@@ -234,7 +234,7 @@ def _split_order(split: str):
 def _split_meta(path: Path) -> dict | None:
     """A split file's own description (its `SPLIT_META_KEY` metadata; the schema only, no rows), or None."""
     raw = (parquet_file(path).schema_arrow.metadata or {}).get(SPLIT_META_KEY)
-    return None if raw is None else json.loads(raw.decode("utf-8"))
+    return None if raw is None else footer_json(path, raw)
 
 
 def _read_rows(path: Path, meta: dict, described_by: str | None = None) -> pd.DataFrame:
@@ -405,6 +405,21 @@ LOADERS = {
     "hub": "papa.data.hub:load_hub",
     "local": "papa.data.local:load_local",
 }
+
+
+def unreached_code(spec: dict) -> list[str]:
+    """The ``module:name`` definitions the preparation of the dataset ``spec`` (its ``source`` and ``name``)
+    cannot run, for its code fingerprint's ``skip`` (`papa.fingerprint`): the other sources' loaders, and the
+    package corpora's parsers other than its own (which `DATASETS` names, and only the package loader runs), so an
+    edit to one reader or parser reruns no other dataset. An unknown source: none (every loader counts)."""
+    source, name = spec.get("source"), spec.get("name")
+    if source not in LOADERS:
+        return []
+    skip = [loader for s, loader in LOADERS.items() if s != source]
+    parsers = {d.name: f"{d.source.parse.__module__}:{d.source.parse.__qualname__}" for d in DATASETS.values()
+               if d.source_name == "package"}  # fmt: skip
+    own = {parsers[name]} if source == "package" and name in parsers else set()
+    return skip + sorted(set(parsers.values()) - own)
 
 
 def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) -> TaskData:

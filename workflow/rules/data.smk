@@ -9,6 +9,7 @@ rule prepare_data:
     params:
         code=lambda wc: data_code(wc.dataset),  # the papa code its source's loader reaches: a change reruns it
         spec=lambda wc: dataset_spec(wc.dataset, wc.split),  # without the other split's subsample key
+        files=lambda wc: local_data_digests(wc.dataset),  # what a local file holds, whatever its time
         seed=SEED,
     conda:
         CONDA_ENV
@@ -34,7 +35,7 @@ rule tokenize:
     params:
         code=code("tokenize.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=model_release_of,
+        release=model_state("tokenizer"),
         layout=LAYOUT,
         # the authors' encoding options that reach the dataset (pair_segments its pairs, single_cap its single
         # sentences): a change reruns its tokenization and all after

@@ -12,7 +12,7 @@ rule average_attention:
         # the papa code the script reaches, the data-free kinds' builder aside: a change reruns this rule
         code=code("average_attention.py", skip=spec.DATA_FREE_ONLY),
         model=lambda wc: model_path(wc.model),
-        release=model_release_of,
+        release=model_state(),
         batch_size=AVERAGING["batch_size"],
         max_examples=AVERAGING["max_examples"],
         seed=SEED,
@@ -53,6 +53,7 @@ use rule average_attention as data_free_constants with:
         max_examples=None,
         seed=None,  # nothing is drawn
         precision=None,
+        release=model_state("config"),  # of a local folder, its config.json alone
     log:
         f"{R}/logs/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
     benchmark:
@@ -78,7 +79,7 @@ rule learn_lambda:
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=model_release_of,
+        release=model_state(),
         hp=lambda wc: lambda_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         precision=PRECISION,
@@ -121,7 +122,7 @@ rule probe:
     params:
         code=code("probe.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=model_release_of,
+        release=model_state(),
         hp=lambda wc: probe_hp(wc.task),
         metrics=lambda wc: task_cfg(wc.task)["metrics"],
         # which seeds: the outputs (papa.spec.seed_of_file), not a param, so under per_seed a seed added or
@@ -219,7 +220,7 @@ rule mlm:
     params:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
-        release=model_release_of,
+        release=model_state(),
         hp=mlm_hp(),
         fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
         seeds=SWEEP["seeds"],  # a trained probe per seed at every fraction, as the task probes (paper Sec. 4.1)
