@@ -474,6 +474,25 @@ def path_param(path: str) -> str:
     return os.path.normpath(path)
 
 
+#: The ``analyses.mlm`` options the schema gives no default (existing results keep their params) and the values
+#: `papa.pipeline.MLMStage` takes without them (a test holds them equal): `mlm_param` leaves them out at these.
+MLM_OPTION_DEFAULTS = {"masking": "mask", "backbone_dropout": False}
+
+
+def mlm_param(block: dict) -> dict:
+    """The ``analyses.mlm`` block as rule mlm's param, without what says which models run and on what (``models``,
+    ``dataset``, ``max_length``: the job's wildcards) and without an option written out at the value the stage takes
+    without it (`MLM_OPTION_DEFAULTS`; a ``lambda`` block's ``backbone_dropout`` equal to the block's), so writing a
+    default out reruns nothing."""
+    out = _without_defaults({k: v for k, v in block.items() if k not in ("models", "dataset", "max_length")},
+                            MLM_OPTION_DEFAULTS)  # fmt: skip
+    lam = out.get("lambda")
+    if lam and "backbone_dropout" in lam and lam["backbone_dropout"] == block.get("backbone_dropout", False):
+        lam = {k: v for k, v in lam.items() if k != "backbone_dropout"}
+        out = {**{k: v for k, v in out.items() if k != "lambda"}, **({"lambda": lam} if lam else {})}
+    return out
+
+
 def dataset_param(entry: dict) -> dict:
     """A dataset's spec as rule prepare_data's param: a key written out at the value `papa.data.load_task` takes
     without it (`DATASET_DEFAULTS`: ``validation_fraction: 0.2``, ``text_column: text``, ...) is left out, so

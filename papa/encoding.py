@@ -440,6 +440,15 @@ def _tokenize(tokenizer, texts, words: bool):
     return enc["input_ids"], None
 
 
+class WordWithoutPiece(ValueError):
+    """A word of a token task the tokenizer turns into no word piece (`encode`): ``example`` (its index in the
+    inputs), ``word`` (its position in the example) and ``text``."""
+
+    def __init__(self, message: str, example: int, word: int, text: str):
+        super().__init__(message)
+        self.example, self.word, self.text = example, word, text
+
+
 def _check_every_word_has_a_piece(texts, word_ids, tokenizer) -> None:
     """A `ValueError` naming the first word that the tokenizer turns into no word piece (a zero-width space, a control
     character, a lone combining accent under an uncased WordPiece): its tag would be scored nowhere, without a word
@@ -448,10 +457,11 @@ def _check_every_word_has_a_piece(texts, word_ids, tokenizer) -> None:
         present = set(wid)
         if len(present - {None}) < len(ws):
             k = next(k for k in range(len(ws)) if k not in present)
-            raise ValueError(
+            raise WordWithoutPiece(
                 f"example {r}: word {k} ({ws[k]!r}) gives no word piece with {type(tokenizer).__name__}, so its tag "
-                f"would be lost without a word: remove the word from the data, or replace it with a visible one"
-            )
+                f"would be lost without a word: remove the word from the data, or replace it with a visible one",
+                r, k, ws[k],
+            )  # fmt: skip
 
 
 def _class_ids(values, what: str) -> np.ndarray:

@@ -238,7 +238,7 @@ def _loading(name_or_path: str, path: str, what: str):
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
     except Exception as err:  # noqa: BLE001 - the readers' own errors: SafetensorError, JSONDecodeError, ...
-        if not Path(path).is_dir() or isinstance(err, (TypeError, ValueError)) and not _is_reader_error(err):
+        if not Path(path).is_dir() or not _is_reader_error(err):  # a file that reads but does not fit: as it is
             raise
         from .io import UnreadableFileError
 
@@ -249,10 +249,20 @@ def _loading(name_or_path: str, path: str, what: str):
 
 
 def _is_reader_error(err: Exception) -> bool:
-    """Whether a ValueError is a file's content failing to parse (json's), not a setting refused."""
+    """Whether ``err`` is a model file's content failing to read (safetensors', json's, tokenizers', a ``.bin``'s
+    pickle or zip), not a file that reads but does not fit (transformers' RuntimeError for weights of other sizes)
+    or a setting refused."""
     import json
+    import pickle
+    import zipfile
 
-    return isinstance(err, (json.JSONDecodeError, UnicodeDecodeError))
+    if isinstance(
+        err, (json.JSONDecodeError, UnicodeDecodeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile)
+    ):
+        return True
+    # safetensors' SafetensorError; tokenizers raises a bare Exception ("data did not match any variant ..."); torch's
+    # reader of a .bin cut short a RuntimeError of its own
+    return type(err).__name__ == "SafetensorError" or type(err) is Exception or "PytorchStreamReader" in str(err)
 
 
 def _tokenizer(name_or_path: str, path: str, revision: str | None):

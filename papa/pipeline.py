@@ -38,7 +38,14 @@ import torch
 
 from . import io, models, spec
 from .constants import ConstantAttention, average_attention, data_free
-from .encoding import Encoded, encode, separator_positions, stream_tokens, token_meta  # noqa: F401 (last two: notebooks)
+from .encoding import (  # noqa: F401 (stream_tokens, token_meta: notebooks)
+    Encoded,
+    WordWithoutPiece,
+    encode,
+    separator_positions,
+    stream_tokens,
+    token_meta,
+)
 from .metrics import check_metrics
 from .models import (
     cuda_matmul_precision,
@@ -529,14 +536,19 @@ def tokenize(stage: TokenizeStage) -> Encoded:
     t0 = time.monotonic()
     if task.kind == "token":
         _check_shape(stage, task.name, "token")
-        enc = encode(
-            tok,
-            [list(t) for t in df["tokens"]],
-            max_length=N,
-            layout=layout,
-            labels=[list(t) for t in df["tags"]],
-            **opts,
-        )
+        try:
+            enc = encode(
+                tok,
+                [list(t) for t in df["tokens"]],
+                max_length=N,
+                layout=layout,
+                labels=[list(t) for t in df["tags"]],
+                **opts,
+            )
+        except WordWithoutPiece as e:  # where it is in the data: the row's id, not its place in the prepared split
+            where = f"row id {df['id'].iloc[e.example]!r}" if "id" in df else f"example {e.example}"
+            raise ValueError(f"the {stage.split} split of dataset {task.name!r}, {where} (its sentence's word "
+                             f"{e.word + 1}, {e.text!r}): {str(e).split(': ', 1)[1]}") from None  # fmt: skip
     else:
         pairs = None
         if "text_b" in df and df["text_b"].notna().any():

@@ -334,8 +334,9 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
 
 def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -> list[str]:
     """Outputs under ``results`` that Snakemake keeps marked incomplete (their job's Snakemake was killed mid-job:
-    a Ctrl-C, a lost login session): its next run refuses to make them again (``IncompleteFilesException``) unless
-    run with ``--rerun-incomplete``, which the Slurm profile sets."""
+    a Ctrl-C, a lost login session). One on disk (papa's jobs write atomically: written as the job ended) stops
+    its next run (``IncompleteFilesException``) unless run with ``--rerun-incomplete``, which the Slurm profile
+    sets; a missing one is made again (`lost_outputs`)."""
     prefix = spelling(os.fspath(results)).rstrip("/") + "/"
     return sorted(key for _, key in _record_files(records, "incomplete") if key.startswith(prefix))
 

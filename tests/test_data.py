@@ -1136,8 +1136,8 @@ def test_non_utf8_conll_names_the_line_that_is_not(tmp_path):
 
 def test_a_header_naming_a_column_twice_is_refused(tmp_path):
     """``text,label,label``: pandas reads the second as ``label.1`` and the first was taken without a word (Parquet
-    and JSON refuse a repeated name). Refused, naming the file, the line, the name and both fields; in
-    ``column_names`` too."""
+    and JSON refuse a repeated name). A column the spec reads named twice is refused, naming the file, the line, the
+    name and both fields; in ``column_names``, any."""
     dup = _csv(tmp_path, "dup.csv", "".join(f"t {i},{i % 2},x\n" for i in range(6)), header="text,label,label\n")
     with pytest.raises(D.TaskSpecError, match=r"train file .*dup\.csv: its header \(line 1\) names column 'label' "
                        r"twice \(fields 2 and 3\): pandas would read the second as 'label\.1'"):  # fmt: skip
@@ -1146,6 +1146,11 @@ def test_a_header_naming_a_column_twice_is_refused(tmp_path):
     tsv.write_text("text\tlabel\ttext\n" + "".join(f"t {i}\t{i % 2}\tx\n" for i in range(6)))
     with pytest.raises(D.TaskSpecError, match=r"dup\.tsv: its header \(line 1\) names column 'text' twice"):
         D.load_task({**_seq_spec(tsv), "text_column": "text"}, tmp_path)
+    # a repeated name the spec does not read, and a spreadsheet's empty trailing names: pandas numbers them, fine
+    for name, header in (("unread.csv", "text,label,note,note\n"), ("trailing.csv", "text,label,,\n")):
+        rows = "".join(f"t {i},{i % 2},a,b\n" for i in range(6))
+        task = D.load_task({**_seq_spec(_csv(tmp_path, name, rows, header=header)), "text_column": "text"}, tmp_path)
+        assert task.label_names == ["0", "1"], name
     plain = _csv(tmp_path, "plain.csv", "".join(f"t {i},{i % 2},x\n" for i in range(6)), header="")
     spec = {**_seq_spec(plain), "text_column": "text", "header": False, "column_names": ["text", "label", "text"]}
     with pytest.raises(D.TaskSpecError, match=r"plain\.csv: column_names names column 'text' twice"):

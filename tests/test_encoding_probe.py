@@ -488,6 +488,24 @@ def test_a_word_that_gives_no_word_piece_is_refused_naming_it(minilm, word):
     papa.encode(tok, [["a", "b"], ["a", word, "b"]], max_length=16)  # no tags (an averaging corpus): nothing lost
 
 
+def test_the_tokenize_stage_names_the_row_of_a_word_without_a_piece(tmp_path):
+    """In the workflow the example's place in the prepared split (shuffled, subsampled) leads nowhere: the tokenize
+    stage names the split, the dataset and the row's id (which names the file's row)."""
+    import pandas as pd
+
+    from papa import pipeline
+    from papa.data import TaskData
+
+    rows = pd.DataFrame({"id": ["d-train-0", "d-train-7"], "tokens": [["a", "b"], ["a", "\u200b", "b"]],
+                         "tags": [[0, 1], [0, 1, 0]]})  # fmt: skip
+    TaskData("d", "token", ["O", "X"], {"train": rows, "validation": rows}).save(tmp_path / "data")
+    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
+                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={})  # fmt: skip
+    with pytest.raises(ValueError, match=r"the train split of dataset 'd', row id 'd-train-7' \(its sentence's word "
+                       r"2, '\\u200b'\): word 1 .* gives no word piece"):  # fmt: skip
+        pipeline.tokenize(stage)
+
+
 def test_token_probe_trains_on_first_subwords(minilm):
     from papa.probe import TrainConfig, extract_features, run_probe
 

@@ -1111,6 +1111,16 @@ def test_a_model_folder_without_its_vocabulary_or_with_a_file_cut_short_fails_na
         with pytest.raises(UnreadableFileError, match=rf"the {name} of .* in the folder .*cut_{name} cannot be read "
                            rf"\({what}: .*\): a file of it is cut short or corrupt"):  # fmt: skip
             papa.load_encoder(folder)
+    # weights that read but do not fit the config (another size): transformers' own error, not "cut short"
+    import json
+
+    folder = Path(copy("misfit"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").unlink()
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 2 * config["intermediate_size"]}))
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes") as e:
+        papa.load_encoder(str(folder))
+    assert not isinstance(e.value, UnreadableFileError)
 
 
 def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_path, monkeypatch):

@@ -185,6 +185,15 @@ def test_mlm_backbone_dropout_trains_with_the_encoders_dropout_and_scores_withou
     stage = pipeline.MLMStage(model="m", constants="c", train="t", validation="v", out_scores="s", out_lambdas="l",
                               fraction_dynamic=[1.0], labels={}, **default)  # fmt: skip
     assert (stage.masking, stage.backbone_dropout, stage.lambda_backbone_dropout) == ("mask", False, False)
+    # written out at these defaults, the options are no param of rule mlm (they would rerun its jobs)
+    from papa.checks import MLM_OPTION_DEFAULTS, mlm_param
+
+    assert MLM_OPTION_DEFAULTS == {"masking": stage.masking, "backbone_dropout": stage.backbone_dropout}
+    block = {"models": ["m"], "dataset": "wiki", "max_length": 128, "lr": 5e-4, "lambda": {"extra_lr": 0.05}}
+    written = {**block, **MLM_OPTION_DEFAULTS, "lambda": {"extra_lr": 0.05, "backbone_dropout": False}}
+    assert mlm_param(written) == mlm_param(block) == {"lr": 5e-4, "lambda": {"extra_lr": 0.05}}
+    on = mlm_param({**block, "backbone_dropout": True, "lambda": {"backbone_dropout": False}})
+    assert on == {"lr": 5e-4, "backbone_dropout": True, "lambda": {"backbone_dropout": False}}
 
 
 @pytest.mark.parametrize("family", ["bert", "electra"])

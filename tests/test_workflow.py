@@ -232,13 +232,13 @@ def test_every_result_records_its_settings_and_environment(smoke):
     from papa.fingerprint import code_fingerprint
 
     assert record["settings"]["code"] == code_fingerprint(ROOT / "workflow/scripts/probe.py")
-    from papa.data.task import LOADERS
+    from papa.data.task import unreached_code
 
-    others = [loader for source, loader in LOADERS.items() if source != "package"]
     for f in (res / "data").rglob("*.parquet"):  # each split: where it came from, and what wrote it
         prov = TaskData.read_split(f).provenance
         assert prov["seed"] == 0 and prov["raw_sha256"] and prov["spec"]["name"] == f.parent.name, (f, prov)
-        assert prov["code"] == code_fingerprint(ROOT / "workflow/scripts/prepare_data.py", skip=others), f
+        skip = unreached_code({"source": "package", "name": prov["spec"]["name"]})
+        assert prov["code"] == code_fingerprint(ROOT / "workflow/scripts/prepare_data.py", skip=skip), f
         assert prov["environment"]["numpy"] and prov["inputs"] == {}, f  # a package corpus: no local file
     for f in (res / "tokens").rglob("*.parquet"):
         meta = token_meta(f)
@@ -398,17 +398,20 @@ def test_a_rerun_that_fails_after_a_change_is_redone_by_the_next_run(smoke_once,
     out = smk(repo, "-n", "--configfile", cfg)
     assert job_counts(out.stdout) == after  # not asked for: no rule of this config makes it
     assert f"{gone} is missing (its job did not finish), and this config does not make it" in out.stdout + out.stderr
-    # a job stopped with its Snakemake (a local Ctrl-C) leaves its output marked incomplete: a plain run refuses to
-    # make it again (IncompleteFilesException), so papa says to run with --rerun-incomplete, not "it is made again"
+    # a job whose Snakemake was stopped as it ended (a local Ctrl-C) leaves its written output marked incomplete: a
+    # plain run stops on it (IncompleteFilesException), so papa says to run with --rerun-incomplete; missing, it is
+    # made again without
     from tests.test_records import _marker
 
-    (repo / lost).unlink()
     _marker(repo, lost)
     out = smk(repo, "-n", "--configfile", cfg, check=False)
     said = out.stdout + out.stderr
-    assert f"{lost} is missing: its job was stopped with its Snakemake" in said and "--rerun-incomplete" in said, said
-    out = smk(repo, "-n", "--configfile", cfg, "--rerun-incomplete")
-    assert f"{lost} is missing: its job was stopped with its Snakemake" in out.stdout + out.stderr
+    assert out.returncode != 0 and "IncompleteFilesException" in said, said[-3000:]
+    assert f"{lost} was written, but its job's Snakemake was stopped" in said and "--rerun-incomplete" in said, said
+    assert job_counts(smk(repo, "-n", "--configfile", cfg, "--rerun-incomplete").stdout)["learn_lambda"] == 1
+    (repo / lost).unlink()
+    out = smk(repo, "-n", "--configfile", cfg)
+    assert f"{lost} is missing: its job did not finish" in out.stdout + out.stderr
     assert job_counts(out.stdout)["learn_lambda"] == 1
 
 
@@ -1187,15 +1190,20 @@ def test_a_baseline_probe_takes_no_constants():
 
 
 def test_prepare_datas_code_is_its_sources():
-    """Rule prepare_data's code param is the fingerprint of its dataset's source alone (papa.data.task.LOADERS):
-    an edit to the local-file reader reruns no package dataset."""
-    from papa.data.task import LOADERS
+    """Rule prepare_data's code param is the fingerprint of its dataset's source alone (papa.data.task.LOADERS) and,
+    for a package corpus, its own parser (papa.data.task.unreached_code): an edit to the local-file reader reruns no
+    package dataset, one to the Rotten Tomatoes parser no other corpus."""
+    from papa.data.task import LOADERS, unreached_code
     from papa.fingerprint import code_fingerprint
 
     others = [v for k, v in LOADERS.items() if k != "package"]
+    script = ROOT / "workflow/scripts/prepare_data.py"
     with parsed_workflow(ROOT / "config/config.yaml") as wf:
-        got = wf.get_rule("prepare_data").params["code"](SimpleNamespace(dataset="rt_sentiment"))
-    assert got == code_fingerprint(ROOT / "workflow/scripts/prepare_data.py", skip=others)
+        code = wf.get_rule("prepare_data").params["code"]
+        got = {d: code(SimpleNamespace(dataset=d)) for d in ("rt_sentiment", "wsj_pos")}
+    for d, fingerprint in got.items():
+        assert fingerprint == code_fingerprint(script, skip=unreached_code({"source": "package", "name": d})), d
+    assert got["rt_sentiment"] != got["wsj_pos"] and code_fingerprint(script, skip=others) not in got.values()
 
 
 def test_a_hub_or_local_datasets_code_leaves_out_the_package_parsers(monkeypatch):

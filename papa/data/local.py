@@ -161,7 +161,8 @@ def _text_lines(path: Path) -> list[int] | None:
     return lines
 
 
-def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: list[str] | None) -> None:
+def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: list[str] | None,
+                        reads=frozenset()) -> None:  # fmt: skip
     """Every record of a CSV/TSV file has one field per column: the header's, or ``column_names``.
 
     pandas takes a first field more than the names as the row index: with one extra field on every line (a
@@ -185,8 +186,8 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
                 if expected is not None and len(record) != expected:
                     raise TaskSpecError(f"the {split} file {path}: its header (line {line}) has {len(record)} "
                                         f"fields, and {what}: name every column, in order")  # fmt: skip
-                if names is None:
-                    _check_unique_names(record, f"the {split} file {path}: its header (line {line})")
+                if names is None:  # a column the spec reads named twice (others, and empty names, pandas numbers)
+                    _check_unique_names(record, f"the {split} file {path}: its header (line {line})", reads)
                 expected, what = len(record), what or f"the header (line {line}) names {len(record)}"
                 continue
             if expected is None:  # no header, no names: the first line sets the count
@@ -202,12 +203,13 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
                                     f"trailing separator), or name every column in column_names")  # fmt: skip
 
 
-def _check_unique_names(names, where: str) -> None:
-    """A `TaskSpecError` where a CSV/TSV header (or ``column_names``) names a column twice: pandas reads the second
-    as ``<name>.1``, so which of the two is the text or the label would be a guess (Parquet and JSON refuse it)."""
+def _check_unique_names(names, where: str, reads=None) -> None:
+    """A `TaskSpecError` where a CSV/TSV header (or ``column_names``) names a column twice (of a header, one of the
+    columns ``reads``): pandas reads the second as ``<name>.1``, so which of the two is the text or the label would
+    be a guess (Parquet and JSON refuse it)."""
     seen: dict[str, int] = {}
     for i, name in enumerate(names or (), 1):
-        if name in seen:
+        if name in seen and (reads is None or name in reads):
             raise TaskSpecError(f"{where} names column {name!r} twice (fields {seen[name]} and {i}): pandas would "
                                 f"read the second as {name + '.1'!r} and which one is meant is a guess; give each "
                                 f"column its own name")  # fmt: skip
@@ -302,7 +304,9 @@ def _local_records(spec: dict, split: str, path: Path, kind: str) -> dict[str, l
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
     lines = _text_lines(path) if fmt != "parquet" else None  # also where each row sits (blank lines are skipped)
     if fmt in ("csv", "tsv"):
-        _check_field_counts(path, split, fmt, kw.get("header", 0) is not None, spec.get("column_names"))
+        reads = {_key(spec, k) for k in COLUMN_KEYS.get(kind, {})} | {spec.get("id_column")}
+        _check_field_counts(path, split, fmt, kw.get("header", 0) is not None, spec.get("column_names"),
+                            frozenset(str(c) for c in reads if c is not None))  # fmt: skip
     # datasets' Arrow copy of the file goes to a folder of its own, removed once the rows are read: a cache kept per
     # file content (never stale) kept a full copy of every version of every file read, for good
     hf_cache = tempfile.TemporaryDirectory(prefix="papa-hf-datasets-")

@@ -271,34 +271,39 @@ def constants_file(model, task, constants):
 
 def model_state(reads="model"):
     """The ``release`` param of the jobs that load a model (reads: as model_input): an offline alias's PyPI release
-    (papa.models.model_release), or the digest of the files a job reads of a local folder (papa.io.file_digest,
+    (papa.models.model_release), or the digest of the files a job reads in a local folder (papa.io.file_digest,
     once per file state); another release, or a file replaced by other content that keeps an older time (rsync -a,
     cp -p, tar), which Snakemake's file times miss, reruns them. Hub ids (pinned by @commit) and built models (rule
     build_model's outputs): the release alone (None)."""
 
     def state(wc):
         files = [] if isinstance(config["models"][wc.model], dict) else model_input(wc.model, reads)
-        return folder_digest(tuple(files)) if files else model_release(model_path(wc.model))
+        # the folder's own files, what from_pretrained reads (not a Trainer's checkpoint-*/ subfolders: tens of GB
+        # hashed at the first start; they stay inputs, by their times)
+        top = Path(os.path.expanduser(model_path(wc.model)))
+        files = [f for f in files if Path(f).parent == top]
+        return folder_digest(str(top), tuple(files)) if files else model_release(model_path(wc.model))
 
     return state
 
 
 @functools.lru_cache(maxsize=None)
-def folder_digest(files):
-    """One digest of the files a job reads of a local model folder (their paths and contents), once per Snakemake
-    run."""
+def folder_digest(folder, files):
+    """One digest of the files a job reads in a local model folder (their names in it and their contents), once
+    per Snakemake run."""
     import hashlib
 
     h = hashlib.sha256()
     for f in files:
-        h.update(f"{f}\0{file_digest(f)}\n".encode())
+        h.update(f"{os.path.relpath(f, folder)}\0{file_digest(f)}\n".encode())
     return f"sha256:{h.hexdigest()}"
 
 
 def local_data_digests(dataset):
     """The digest of each local file a dataset reads (papa.io.file_digest, once per file state), a param of its
     prepare_data jobs: a file replaced by other content that keeps an older time (cp -p, rsync -a, tar, unzip),
-    which Snakemake's file times miss, reruns them. Built data (rule build_data's outputs) and other sources: None."""
+    which Snakemake's file times miss, reruns them. Built data (the outputs of build_data) and other sources give
+    None."""
     entry = config["datasets"][dataset]
     if entry.get("build") or entry["source"] != "local":
         return None
@@ -374,8 +379,9 @@ def pattern_files():
 
 
 def mlm_hp():
-    """Settings of the MLM analysis that its results depend on (not which models run it)."""
-    return canon({k: v for k, v in MLM.items() if k not in ("models", "dataset", "max_length")})
+    """Settings of the MLM analysis that its results depend on (not which models run it; an option written out at
+    its default left out: papa.checks.mlm_param)."""
+    return canon(checks.mlm_param(MLM))
 
 
 def mlm_files():
@@ -403,17 +409,16 @@ def lost_targets():
     tables keep the old settings' results). One that names a model, dataset or task this config no longer has is
     only reported."""
     lost = records.lost_outputs(R)
-    # a job killed with its Snakemake (a local Ctrl-C) leaves its outputs marked incomplete: Snakemake remakes them
-    # only under --rerun-incomplete (the Slurm profile's), and otherwise stops at once saying so (whether this run
-    # has it is not known while the Snakefile is read)
-    incomplete = set(records.marked_incomplete(R))
+    # a job whose Snakemake was stopped as it ended (a local Ctrl-C) leaves its written outputs marked incomplete: a
+    # run without --rerun-incomplete (the Slurm profile sets it) stops at once on them (IncompleteFilesException);
+    # a missing one is made again either way (below)
+    for f in records.marked_incomplete(R):
+        if os.path.exists(f) and of_this_config(f):
+            logger.warning(f"{f} was written, but its job's Snakemake was stopped before it recorded the job as "
+                           f"finished (a Ctrl-C, a lost session): run with --rerun-incomplete (--ri) to make it again, "
+                           f"and every result made from it")  # fmt: skip
     for f in lost:
-        if of_this_config(f) and f in incomplete:
-            logger.warning(f"{f} is missing: its job was stopped with its Snakemake (a Ctrl-C, a lost session), which "
-                           f"marked it incomplete: it is made again, and every result made from it reruns, under "
-                           f"--rerun-incomplete (--ri; the Slurm profile sets it); without it Snakemake stops saying "
-                           f"so: run again with it")  # fmt: skip
-        elif of_this_config(f):
+        if of_this_config(f):
             logger.warning(f"{f} is missing: its job did not finish (it failed, was killed, or is running now); it "
                            f"is made again, and every result made from it reruns")  # fmt: skip
         else:
