@@ -26,11 +26,21 @@ CLEAN_CONFIGS := $(CONFIG)
 endif
 
 # results_of(config): its top-level `results:` value (a trailing comment and quotes stripped), or the schema's
-# default; results_path(config): that value quoted for the shell, after checking it is one plain path (papa.checks
-# refuses whitespace in it: make would split it and remove, or report into, another folder)
-results_of = $(or $(shell sed -n 's/^results:[[:space:]]*//p' $(1) | sed 's/[[:space:]]#.*//; s/[[:space:]]*$$//; s/^["'\'']\(.*\)["'\'']$$/\1/'),results)
-results_path = $(if $(filter-out 1,$(words $(call results_of,$(1)))),$(error $(1): results: '$(call results_of,$(1))' \
-  contains whitespace, which papa refuses (make would split it into several folders): give one plain path),'$(call results_of,$(1))')
+# default where the key is absent; results_path(config): that value quoted for the shell, after checking it is one
+# plain path written on the key's line: papa.checks refuses whitespace in it (make would split it and remove, or
+# report into, another folder), and YAML's other ways of writing a string (a block `>-` or `|`, a value on the next
+# line, an anchor, alias, tag or flow) are refused: this line-wise read cannot follow them (it took `>-` as the folder)
+results_key = $(or $(shell grep -c '^results:' $(1) 2>/dev/null),0)
+results_of = $(if $(filter 0,$(call results_key,$(1))),results,$(shell sed -n 's/^results:[[:space:]]*//p' $(1) | sed 's/[[:space:]]#.*//; s/^#.*//; s/[[:space:]]*$$//; s/^["'\'']\(.*\)["'\'']$$/\1/'))
+results_syntax = > | & * ! [ { `
+results_path = $(if $(filter $(addsuffix %,$(results_syntax)),$(firstword $(call results_of,$(1)))),$(error $(1): \
+  results: '$(call results_of,$(1))' is YAML syntax (a block$(comma) anchor$(comma) alias$(comma) tag or flow) that \
+  make would read as the folder's name: give one plain path after results:),$(if $(call results_of,$(1)),$(if \
+  $(filter-out 1,$(words $(call results_of,$(1)))),$(error $(1): results: '$(call results_of,$(1))' contains \
+  whitespace$(comma) which papa refuses (make would split it into several folders): give one plain path),$(strip \
+  '$(call results_of,$(1))')),$(error $(1): results: has no value on its line (a value on the next line$(comma) which \
+  make does not read$(comma) or none): give one plain path after results:)))
+comma := ,
 
 .PHONY: install run test lint check rehearse report bench clean
 

@@ -442,11 +442,12 @@ def _tokenize(tokenizer, texts, words: bool):
 
 class WordWithoutPiece(ValueError):
     """A word of a token task the tokenizer turns into no word piece (`encode`): ``example`` (its index in the
-    inputs), ``word`` (its position in the example) and ``text``."""
+    inputs), ``word`` (its position in the example), ``text``, and ``reason`` (what it means and what to do, the
+    message without its place, for a caller that names the place its own way)."""
 
-    def __init__(self, message: str, example: int, word: int, text: str):
-        super().__init__(message)
-        self.example, self.word, self.text = example, word, text
+    def __init__(self, example: int, word: int, text: str, reason: str):
+        super().__init__(f"example {example}: word {word} ({text!r}) {reason}")
+        self.example, self.word, self.text, self.reason = example, word, text, reason
 
 
 def _check_every_word_has_a_piece(texts, word_ids, tokenizer) -> None:
@@ -458,9 +459,9 @@ def _check_every_word_has_a_piece(texts, word_ids, tokenizer) -> None:
         if len(present - {None}) < len(ws):
             k = next(k for k in range(len(ws)) if k not in present)
             raise WordWithoutPiece(
-                f"example {r}: word {k} ({ws[k]!r}) gives no word piece with {type(tokenizer).__name__}, so its tag "
-                f"would be lost without a word: remove the word from the data, or replace it with a visible one",
                 r, k, ws[k],
+                f"gives no word piece with {type(tokenizer).__name__}, so its tag would be lost without a word: "
+                f"remove the word from the data, or replace it with a visible one",
             )  # fmt: skip
 
 

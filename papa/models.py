@@ -613,8 +613,7 @@ def load_encoder(
             kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
-    with _loading(name_or_path, path, "tokenizer"):
-        tokenizer = _tokenizer(name_or_path, path, revision)
+    tokenizer = load_tokenizer(name_or_path)
     t0 = time.monotonic()  # a hub model's first load downloads its weights (BERT-large: 1.3 GB)
     log.info("loading %s (%s) from %s", name_or_path, task_head or "encoder", path)
     with _loading(name_or_path, path, "weights"):

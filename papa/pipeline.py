@@ -548,7 +548,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
         except WordWithoutPiece as e:  # where it is in the data: the row's id, not its place in the prepared split
             where = f"row id {df['id'].iloc[e.example]!r}" if "id" in df else f"example {e.example}"
             raise ValueError(f"the {stage.split} split of dataset {task.name!r}, {where} (its sentence's word "
-                             f"{e.word + 1}, {e.text!r}): {str(e).split(': ', 1)[1]}") from None  # fmt: skip
+                             f"{e.word + 1}, {e.text!r}) {e.reason}") from None  # fmt: skip
     else:
         pairs = None
         if "text_b" in df and df["text_b"].notna().any():

@@ -1132,6 +1132,17 @@ def test_non_utf8_conll_names_the_line_that_is_not(tmp_path):
     big.write_bytes(lines + b"caf\xe9 VB\n" + lines)
     with pytest.raises(D.TaskSpecError, match=r"big\.conll:4801 is not UTF-8 text"):
         D.read_conll(big)
+    # lines end as the reader's text mode ends them: a classic-Mac file (CR only) or mixed breaks (it named line 1)
+    cr = tmp_path / "cr.conll"
+    cr.write_bytes(b"w1 NN\rw2 VB\r\rw3 NN\rcaf\xe9 VB\r")
+    with pytest.raises(D.TaskSpecError, match=r"cr\.conll:5 is not UTF-8 text \(byte 22: "):
+        D.read_conll(cr)
+    mixed = tmp_path / "mixed.conll"
+    mixed.write_bytes(b"w1 NN\r\r\nw2 VB\n\rw3 NN\r\ncaf\xe9 VB")
+    with pytest.raises(D.TaskSpecError, match=r"mixed\.conll:6 is not UTF-8 text \(byte 25: "):
+        D.read_conll(mixed)
+    mixed.write_bytes(b"w1 NN\r\r\nw2 VB\n\rw3 NN\r\ncafe VB")  # and where its sentences start
+    assert [line for *_, line in D.local._read_conll(mixed)] == [1, 3, 5]
 
 
 def test_a_header_naming_a_column_twice_is_refused(tmp_path):

@@ -142,6 +142,14 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
         p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, var], cwd=ROOT, capture_output=True,
                            text=True)  # fmt: skip
         assert p.returncode != 0 and "contains whitespace" in p.stderr and "rm -rf" not in p.stdout, p
+    # YAML's other ways of writing the string: make reads the key's line, and took `>-` as the folder
+    for text, says in (("results: >-\n  runs/x\n", "'>-' is YAML syntax"), ("results:\n  runs/x\n", "has no value on "
+                       "its line"), ("results: &r runs/x\n", "'&r runs/x' is YAML syntax")):  # fmt: skip
+        spaced.write_text(text)
+        for target, var in (("clean", f"CLEAN_CONFIGS={spaced}"), ("report", f"CONFIG={spaced}")):
+            p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, var], cwd=ROOT, capture_output=True,
+                               text=True)  # fmt: skip
+            assert p.returncode != 0 and says in p.stderr and "rm -rf" not in p.stdout, p
 
 
 @pytest.mark.slow  # Snakemake parses and lints the whole workflow (~13 s): `make test`, not the fast tier

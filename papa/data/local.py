@@ -142,23 +142,42 @@ def _int_key(spec: dict, key: str) -> int:
 
 def _text_lines(path: Path) -> list[int] | None:
     """The numbers of a text file's non-blank lines, failing with the file, line and byte offset where it is not
-    UTF-8; None for a compressed file (``datasets`` reads it decompressed: its bytes are not text)."""
+    UTF-8; None for a compressed file (``datasets`` reads it decompressed: its bytes are not text). Lines end as
+    Python's text mode ends them (``\\n``, ``\\r\\n`` or a lone ``\\r``: the CoNLL reader's lines, pandas' rows)."""
     if set(s.lower() for s in path.suffixes) & _COMPRESSED:
         return None
-    lines, offset = [], 0
+    lines, lineno, offset = [], 0, 0
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):  # a UTF-8 character never spans a newline
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                at = offset + e.start
-                raise TaskSpecError(
-                    f"{path}:{lineno} is not UTF-8 text (byte {at}: {e.reason}); re-save the file as UTF-8"
-                ) from None
-            if text.lstrip("\ufeff").strip():
-                lines.append(lineno)
+        for raw in f:  # a UTF-8 character never spans a line break (its bytes are >= 0x80)
+            start = 0
+            for piece, end in _line_pieces(raw):
+                lineno += 1
+                try:
+                    text = piece.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    at = offset + start + e.start
+                    raise TaskSpecError(
+                        f"{path}:{lineno} is not UTF-8 text (byte {at}: {e.reason}); re-save the file as UTF-8"
+                    ) from None
+                if text.lstrip("\ufeff").strip():
+                    lines.append(lineno)
+                start = end
             offset += len(raw)
     return lines
+
+
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def _line_pieces(raw: bytes):
+    """The lines in ``raw`` (a chunk that ``open(..., "rb")`` iterated: it ends at a ``\\n`` or the file's end), each
+    as (its bytes without the break, the offset in ``raw`` after the break)."""
+    start = 0
+    for m in _LINE_BREAK.finditer(raw):
+        yield raw[start : m.start()], m.end()
+        start = m.end()
+    if start < len(raw):
+        yield raw[start:], len(raw)
 
 
 def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: list[str] | None,
