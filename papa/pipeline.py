@@ -1202,7 +1202,8 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     df = pd.DataFrame(rows)
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    record = stage.provenance(cache_strategy=strategy)
+    # which heads stayed input-dependent, (layer, head) pairs: a random order's are otherwise known only by rerunning it
+    record = stage.provenance(cache_strategy=strategy, dynamic_heads=(~static).nonzero().tolist())
     return [
         _write_rows(
             df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic, n_dynamic, seed, record
@@ -1231,8 +1232,13 @@ def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed, record=Non
     df.insert(0, "fraction_dynamic", float(fraction_dynamic))
     for k in reversed(["model", "task", "constants", "selection"]):
         df.insert(0, k, labels[k])
-    # the file's own seed at the top: its settings hold the stage's (every seed's) and its hparams the first seed's
-    io.write_parquet(df, out, None if record is None else {**record, "seed": int(seed)})
+    if record is not None:  # the file's own seed, at the top and in the trainer settings it ran with (the stage's
+        # settings are every seed's, its hparams the first seed's: run_probe gives each seed its own)
+        settings = record.get("settings", {})
+        if isinstance(settings.get("hparams"), dict):
+            settings = {**settings, "hparams": {**settings["hparams"], "seed": int(seed)}}
+        record = {**record, "seed": int(seed), "settings": settings}
+    io.write_parquet(df, out, record)
     return df
 
 

@@ -17,6 +17,7 @@ import torch
 import papa
 import papa.pipeline as pipeline
 import papa.probe as probe_mod
+from papa.io import read_provenance
 from papa.probe import (
     MB,
     LiveFeatures,
@@ -245,6 +246,11 @@ def test_trained_constants_one_job_per_seed_score_as_one_job(job, tmp_path, batc
         )
 
     together = _scores(pipeline.probe_heads(stage([0, 1], "together")))
+    for s in (0, 1):  # each file's own seed, also in the trainer settings it ran with (they said the first seed's)
+        record = read_provenance(tmp_path / "together" / f"seed{s}.parquet")
+        assert record["seed"] == s and record["settings"]["hparams"]["seed"] == s, record
+        # the heads kept input-dependent: first_to_last replaces the first layers' first, so at 1/2 the last three
+        assert record["dynamic_heads"] == [[layer, h] for layer in (3, 4, 5) for h in range(12)], record
     apart = _scores([pipeline.probe_heads(stage([s], f"alone{s}", first_seed=0))[0] for s in (0, 1)])
     pd.testing.assert_frame_equal(apart, together)
     assert not together[together.seed == 0].score.equals(together[together.seed == 1].score)  # the seeds differ

@@ -224,7 +224,8 @@ def test_every_result_records_its_settings_and_environment(smoke):
     seed1 = res / "probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.5/seed1.parquet"
     record = read_provenance(seed1)
     assert record["settings"]["seeds"] == [0, 1] and str(seed1.relative_to(smoke[0])) in record["settings"]["outs"]
-    assert record["seed"] == 1  # the file's own seed (hparams.seed is the first seed's)
+    assert record["seed"] == 1 and record["settings"]["hparams"]["seed"] == 1  # the file's own seed
+    assert len(record["dynamic_heads"]) == pd.read_parquet(seed1)["n_dynamic"].iloc[0] == 36  # the heads kept
     # the tokens, the matrices averaged on them, the lambdas: the probe job's inputs
     assert {p.split("/")[1] for p in record["inputs"]} == {"tokens", "constants", "lambda"}, record["inputs"]
     assert record["settings"]["hparams"]["lr"] > 0 and record["cache_strategy"] == "memory"
