@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
-from .data.local import LOCAL_DEFAULTS
+from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name
 from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
 from .metrics import chunk_tagged, entity_f1_problem
@@ -496,10 +496,20 @@ def mlm_param(block: dict) -> dict:
 def dataset_param(entry: dict) -> dict:
     """A dataset's spec as rule prepare_data's param: a key written out at the value `papa.data.load_task` takes
     without it (`DATASET_DEFAULTS`: ``validation_fraction: 0.2``, ``text_column: text``, ...) is left out, so
-    writing a default out reruns nothing (it reran the dataset's splits and everything made from them); a local
-    file's path is written one way (`path_param`)."""
+    writing a default out reruns nothing (it reran the dataset's splits and everything made from them), nor does
+    a ``format`` that every file's name gives; a local file's path is written one way (`path_param`)."""
     entry = {k: path_param(v) if k in LOCAL_FILE_KEYS else v for k, v in entry.items()}
+    if _format_as_named(entry):  # what each file's name picks without it: as good as not written
+        entry = {k: v for k, v in entry.items() if k != "format"}
     return _without_defaults(entry, DATASET_DEFAULTS)
+
+
+def _format_as_named(entry: dict) -> bool:
+    """Whether a local dataset's ``format`` is the reader every one of its files' names picks without it."""
+    fmt, files = entry.get("format"), [entry[k] for k in LOCAL_FILE_KEYS if isinstance(entry.get(k), str)]
+    if not isinstance(fmt, str) or fmt.lower() not in FORMAT_NAMES or not files:
+        return False
+    return all(format_of_name(f) == FORMAT_NAMES[fmt.lower()] for f in files)
 
 
 def hparams_param(hp: dict, kind: str | None) -> dict:

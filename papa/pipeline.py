@@ -616,7 +616,9 @@ class AverageStage(ModelStage):
     Attributes:
         model: what `papa.load_encoder` loads (hub id, folder, alias).
         kind: one of `papa.spec.CONSTANT_KINDS` (a ``_trained`` spec gives the same matrices).
-        tokens: the corpus's token file (its train split); its N is the matrices' N.
+        tokens: the corpus's token file (its train split); its N is the matrices' N. A data-free kind
+            reads it for N alone, or takes ``max_length`` instead (rule ``data_free_constants``: the
+            path's N, so that an edit to the corpus reruns no data-free matrix).
         out: the ``.safetensors`` file written (`ConstantAttention.save`).
         corpus: the corpus's name, recorded in the file's metadata.
         batch_size: examples per forward pass (config ``averaging.batch_size``; its default is
@@ -627,24 +629,45 @@ class AverageStage(ModelStage):
 
     model: str
     kind: str
-    tokens: str
+    tokens: str | None = None
     out: str
     corpus: str = ""
     batch_size: int | None = 32
     max_examples: int | None = None
+    max_length: int | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
+        tokens = getattr(sm.input, "tokens", None)  # data_free_constants: none, the path's N
         return dict(
             model=sm.params.model,
             kind=sm.wildcards.kind,
-            tokens=sm.input.tokens,
+            tokens=tokens,
+            max_length=None if tokens else int(sm.wildcards.n),
             out=sm.output[0],
             corpus=sm.wildcards.dataset,
             batch_size=sm.params.batch_size,
             max_examples=sm.params.max_examples,
             seed=int(sm.params.seed) if sm.params.seed is not None else 0,  # data-free kinds: none
         )
+
+
+def _corpus_size(stage: AverageStage, spec: ConstantsSpec) -> tuple[dict | None, int, int]:
+    """The token file's metadata, its rows and its N; a data-free kind without a token file: (None, 0,
+    ``max_length``)."""
+    if stage.tokens is None:
+        if not spec.data_free:
+            raise ValueError(f"averaging {spec.kind!r} matrices needs the corpus's token file (AverageStage.tokens)")
+        if not io.is_integer(stage.max_length) or stage.max_length < 1:
+            raise ValueError(f"data-free {spec.kind!r} matrices need their N: give AverageStage a token file or "
+                             f"max_length (a positive integer), got {stage.max_length!r}")  # fmt: skip
+        return None, 0, int(stage.max_length)
+    meta = token_meta(stage.tokens)
+    N = int(meta["max_length"])
+    if stage.max_length is not None and stage.max_length != N:
+        raise ValueError(f"AverageStage: max_length {stage.max_length} but {stage.tokens} holds N={N}: give one of "
+                         f"them")  # fmt: skip
+    return meta, int(meta["n_rows"]), N
 
 
 @runs_model
@@ -655,8 +678,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
     with its size.
     """
     spec = ConstantsSpec.parse(stage.kind)
-    meta = token_meta(stage.tokens)
-    n_rows, N = int(meta["n_rows"]), int(meta["max_length"])
+    meta, n_rows, N = _corpus_size(stage, spec)
     if spec.data_free:
         from transformers import AutoConfig
 
@@ -685,8 +707,9 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
                 metadata={"model": stage.model, "corpus": stage.corpus, "layout": meta["layout"]},
             )
     C.metadata.update(
-        {"tokens": str(stage.tokens), "requested_kind": stage.kind, "code": stage.code, **stage.job_record()}
-    )
+        {"tokens": stage.tokens and str(stage.tokens), "requested_kind": stage.kind, "code": stage.code,
+         **stage.job_record()}
+    )  # fmt: skip
     if not spec.data_free:
         C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
         # what was averaged: max_examples rows of the corpus drawn with seed, batch_size at a time

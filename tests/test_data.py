@@ -1532,3 +1532,11 @@ def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
         assert loaded(written) == loaded(spec) and dataset_param(written) == spec
     other = {**base["seq"], "validation_fraction": 0.5}
     assert loaded(other) != loaded(base["seq"]) and dataset_param(other) == other
+    # a format that each file's name gives is no other setting either; one that a file's name does not give is
+    for name, fmt in (("seq", "csv"), ("tok", "jsonl"), ("tok", "JSON"), ("conll", "conll")):
+        written = {**base[name], "format": fmt}
+        assert loaded(written) == loaded(base[name]) and dataset_param(written) == base[name], (name, fmt)
+    (tmp_path / "seq.txt").write_text((tmp_path / "seq.csv").read_text())
+    for spec in ({**base["seq"], "format": "tsv"}, {**base["seq"], "train": str(tmp_path / "seq.txt"), "format": "csv"},
+                 {**base["seq"], "validation": str(tmp_path / "seq.txt"), "format": "csv"}):  # fmt: skip
+        assert dataset_param(spec)["format"] == spec["format"], spec

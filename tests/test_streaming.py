@@ -152,6 +152,30 @@ def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, t
     assert torch.equal(C.mean, papa.average_attention(model, enc.subset(rows).batches(16)).mean)
 
 
+def test_data_free_matrices_take_their_n_without_the_corpus(token_file, tmp_path):
+    """Rule data_free_constants gives no token file (an edit to the corpus reran every data-free matrix): N is the
+    path's, the same matrices as from the token file's N; averaging still needs the file, and an N that disagrees
+    with the file's is refused."""
+    enc, path = token_file
+    N = enc.max_length
+
+    def build(name, **kw):
+        return pipeline.average_constants(
+            pipeline.AverageStage(model="minilm", kind="toeplitz", out=str(tmp_path / f"{name}.safetensors"), **kw)
+        )
+
+    with_file, alone = build("file", tokens=str(path)), build("alone", max_length=N)
+    assert alone.mean.shape[-1] == N and torch.equal(alone.mean, with_file.mean)
+    assert alone.metadata["tokens"] is None and with_file.metadata["tokens"] == str(path)
+    with pytest.raises(ValueError, match=r"data-free 'toeplitz' matrices need their N"):
+        build("none")
+    with pytest.raises(ValueError, match=rf"max_length {N + 1} but .* holds N={N}"):
+        build("both", tokens=str(path), max_length=N + 1)
+    with pytest.raises(ValueError, match=r"averaging 'average' matrices needs the corpus's token file"):
+        pipeline.average_constants(pipeline.AverageStage(model="minilm", kind="average", max_length=N,
+                                                         out=str(tmp_path / "avg.safetensors")))  # fmt: skip
+
+
 def test_the_separator_columns_of_sec_5_1_are_where_the_corpus_puts_separators(minilm, tmp_path):
     """Averaging records the positions that hold [SEP] in most examples: N-1 for single sentences, N/2 and
     N-1 for sentence pairs (papa layout); the patterns stage counts every one of them in sep_mass."""

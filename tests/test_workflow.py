@@ -517,6 +517,17 @@ def test_averaging_setting_reruns_from_averaging_on(smoke):
     }, counts
 
 
+def test_a_corpus_edit_reruns_no_data_free_matrix(smoke):
+    """A data-free matrix (the analysed task's identity) is built from the model's config and the path's N alone:
+    a new train subsample reruns the split, its tokens and the matrices averaged on them, not the identity (its job
+    read the token file, for N)."""
+    repo = smoke[0]
+    cfg = write_config(repo, "train.yaml", lambda c: c["datasets"]["rt_sentiment"].update(max_train=80))
+    counts = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    assert counts["prepare_data"] == counts["tokenize"] == 1 and counts["average_attention"] == 2, counts
+    assert "data_free_constants" not in counts, counts
+
+
 def test_a_splits_subsample_reruns_what_reads_that_split_only(smoke):
     """Each split is its own prepare_data job, whose spec leaves out the other split's subsample key
     (papa.data.split_spec): max_validation reruns the validation split and what reads it (its tokens, the lambdas

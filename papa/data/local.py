@@ -47,13 +47,21 @@ def _file_format(spec: dict, path: Path) -> str:
         if str(fmt).lower() not in FORMAT_NAMES:
             raise TaskSpecError(f"unknown format {spec['format']!r}; use one of {', '.join(FORMAT_NAMES)}")
         return FORMAT_NAMES[str(fmt).lower()]
-    suffixes = [s.lower() for s in path.suffixes]
-    for s in reversed(suffixes):
+    named = format_of_name(path)
+    if named is None:
+        raise TaskSpecError(
+            f'cannot tell the format of {path} from its name; set "format" to one of {", ".join(FORMAT_NAMES)}'
+        )
+    return named
+
+
+def format_of_name(path: str | Path) -> str | None:
+    """The reader a file's name picks without a ``format`` key (its last known suffix: ``x.csv.gz`` is csv), or
+    None."""
+    for s in reversed([s.lower() for s in Path(path).suffixes]):
         if s in _FORMATS:
             return _FORMATS[s]
-    raise TaskSpecError(
-        f'cannot tell the format of {path} from its name; set "format" to one of {", ".join(FORMAT_NAMES)}'
-    )
+    return None
 
 
 def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,

@@ -39,10 +39,10 @@ rule average_attention:
 # GPU queue to write a matrix of zeros). Its output and script are average_attention's; its code param counts
 # the script's data-free branch alone (papa.spec.AVERAGING_ONLY left out), so an edit to code only the
 # averaging reaches reruns no data-free matrix, and the other way round; of the model it reads the config
-# alone (the shape), so new weights rerun no data-free matrix; the token file gives N.
+# alone (the shape), so new weights rerun no data-free matrix; N is the path's (no token file: an edit to the corpus
+# reruns no data-free matrix).
 use rule average_attention as data_free_constants with:
     input:
-        tokens=tokens("{model}", "{dataset}", "{n}", "train"),
         model=lambda wc: model_input(wc.model, "config"),
     wildcard_constraints:
         kind=one_of(spec.DATA_FREE),
