@@ -20,26 +20,38 @@ CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 # `make clean CONFIG=config/paper.yaml` (or CONFIG in the environment, as `make run` reads it) cleans that config's
-# results only, as `make report CONFIG=...` reports them
+# results only, as `make report CONFIG=...` reports them (several files, merged as `make run` merges them: that
+# run's folder)
 ifneq ($(filter command line environment environment override,$(origin CONFIG)),)
-CLEAN_CONFIGS := $(CONFIG)
+CLEAN_FOLDERS = $(call results_path,$(CONFIG))
+else
+CLEAN_FOLDERS = $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c)))
 endif
 
-# results_of(config): its top-level `results:` value (a trailing comment and quotes stripped), or the schema's
-# default where the key is absent; results_path(config): that value quoted for the shell, after checking it is one
-# plain path written on the key's line: papa.checks refuses whitespace in it (make would split it and remove, or
-# report into, another folder), and YAML's other ways of writing a string (a block `>-` or `|`, a value on the next
-# line, an anchor, alias, tag or flow) are refused: this line-wise read cannot follow them (it took `>-` as the folder)
-results_key = $(or $(shell grep -c '^results:' $(1) 2>/dev/null),0)
-results_of = $(if $(filter 0,$(call results_key,$(1))),results,$(shell sed -n 's/^results:[[:space:]]*//p' $(1) | sed 's/[[:space:]]#.*//; s/^#.*//; s/[[:space:]]*$$//; s/^["'\'']\(.*\)["'\'']$$/\1/'))
+# results_path(configs): the folder a run with these configs writes into (Snakemake merges them: the last one that
+# sets `results:`, else the schema's default), quoted for the shell. A config's own value: results_of(config), its
+# `results:` (a YAML file's line, a trailing comment and quotes stripped; a JSON file's key, read by $(PYTHON)), after
+# checks (results_checked): the file exists (a missing one removed or reported into the default's folder), and the
+# value is one plain path written on the key's line: papa.checks refuses whitespace in it (make would split it and
+# remove, or report into, another folder), and YAML's other ways of writing a string (a block `>-` or `|`, a value
+# on the next line, an anchor, alias, tag or flow) are refused: this line-wise read cannot follow them (it took
+# `>-` as the folder)
+results_json = import json, sys; c = json.load(open(sys.argv[1])); r = c.get("results") if isinstance(c, dict) else None
+results_key = $(if $(filter %.json,$(1)),$(shell $(PYTHON) -c '$(results_json); print(int(isinstance(c, dict) and \
+  "results" in c))' $(1) 2>/dev/null),$(or $(shell grep -c '^results:' $(1) 2>/dev/null),0))
+results_of = $(if $(filter %.json,$(1)),$(shell $(PYTHON) -c '$(results_json); print(r if isinstance(r, str) else "")' \
+  $(1)),$(shell sed -n 's/^results:[[:space:]]*//p' $(1) | sed 's/[[:space:]]#.*//; s/^#.*//; s/[[:space:]]*$$//; \
+  s/^["'\'']\(.*\)["'\'']$$/\1/'))
 results_syntax = > | & * ! [ { `
-results_path = $(if $(filter $(addsuffix %,$(results_syntax)),$(firstword $(call results_of,$(1)))),$(error $(1): \
-  results: '$(call results_of,$(1))' is YAML syntax (a block$(comma) anchor$(comma) alias$(comma) tag or flow) that \
-  make would read as the folder's name: give one plain path after results:),$(if $(call results_of,$(1)),$(if \
-  $(filter-out 1,$(words $(call results_of,$(1)))),$(error $(1): results: '$(call results_of,$(1))' contains \
-  whitespace$(comma) which papa refuses (make would split it into several folders): give one plain path),$(strip \
-  '$(call results_of,$(1))')),$(error $(1): results: has no value on its line (a value on the next line$(comma) which \
-  make does not read$(comma) or none): give one plain path after results:)))
+results_checked = $(if $(wildcard $(1)),,$(error $(1): no such config file))$(if $(filter 0,$(call \
+  results_key,$(1))),,$(if $(filter $(addsuffix %,$(results_syntax)),$(firstword $(call results_of,$(1)))),$(error \
+  $(1): results: '$(call results_of,$(1))' is YAML syntax (a block$(comma) anchor$(comma) alias$(comma) tag or \
+  flow) that make would read as the folder's name: give one plain path after results:),$(if $(call \
+  results_of,$(1)),$(if $(filter-out 1,$(words $(call results_of,$(1)))),$(error $(1): results: '$(call \
+  results_of,$(1))' contains whitespace$(comma) which papa refuses (make would split it into several folders): give \
+  one plain path),$(call results_of,$(1))),$(error $(1): results: has no value on its line (a value on the next \
+  line$(comma) which make does not read$(comma) or none): give one plain path after results:))))
+results_path = '$(lastword results $(foreach c,$(1),$(call results_checked,$(c))))'
 comma := ,
 
 .PHONY: install run test lint check rehearse report bench clean
@@ -89,7 +101,7 @@ bench: install
 # go (`python -m papa.records forget`); deleting it would orphan every other config's results (their markers name
 # its id: papa.records).
 clean:
-	@refused=; for d in $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c))); do \
+	@refused=; for d in $(CLEAN_FOLDERS); do \
 	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
 	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \

@@ -150,6 +150,21 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
             p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, var], cwd=ROOT, capture_output=True,
                                text=True)  # fmt: skip
             assert p.returncode != 0 and says in p.stderr and "rm -rf" not in p.stdout, p
+    # the folder of the run make run starts: a JSON config's key (read as its "results" line was not: the default's
+    # folder, another run's, was the one removed), several configs merged as Snakemake merges them (the last that
+    # sets it; each file's folder was removed), and a config that is not there (the default's folder, again)
+    (tmp_path / "r.json").write_text(json.dumps({"seed": 0, "results": "results-json"}))
+    (tmp_path / "none.yaml").write_text("seed: 1\n")
+    for config, folder in ((f"{tmp_path / 'r.json'}", "results-json"), (f"{moved} {tmp_path / 'none.yaml'}",
+                           "elsewhere/out"), (f"{default} {moved}", "elsewhere/out")):  # fmt: skip
+        for target, says in (("clean", f"for d in '{folder}'; do"), ("report", f"--report '{folder}'/report.html")):
+            p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={config}"], cwd=ROOT,
+                               capture_output=True, text=True)  # fmt: skip
+            assert p.returncode == 0 and says in p.stdout, (config, p)
+    for target in ("clean", "report"):
+        p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={tmp_path / 'nosuch.yaml'}"],
+                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+        assert p.returncode != 0 and "nosuch.yaml: no such config file" in p.stderr and "rm -rf" not in p.stdout, p
 
 
 @pytest.mark.slow  # Snakemake parses and lints the whole workflow (~13 s): `make test`, not the fast tier
