@@ -180,6 +180,9 @@ def validate_config(config: dict, warn=None) -> dict:
         raise ConfigError(f"Invalid config: a config is a mapping of keys (results:, models:, tasks:, ...), got "
                           f"{type(config).__name__} {str(config)[:80]!r}")  # fmt: skip
     migrate_config(config, warn)
+    keys = _non_text_keys(config)
+    if keys:  # before the schema, whose name patterns do not apply to them, and anything that sorts the names
+        raise ConfigError("\n".join(keys))
     schema = yaml.safe_load(SCHEMA.read_text())
     unknown = unknown_keys(config, schema) + _unread_build_keys(config, schema)
     if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
@@ -210,7 +213,8 @@ def unused_settings(config: dict) -> list[str]:
     ``disk_budget_mb`` beside a strategy that keeps no disk cache (a profile's scratch folder stays valid when a
     run switches strategy); a local dataset's ``test`` file (the workflow prepares `papa.spec.PREPARED_SPLITS`:
     it neither reads nor checks it); ``resources.<rule>.gpu`` of a rule that runs on the CPU (`CPU_RULES`); a
-    token task's probe ``dropout`` (its probe, a linear layer per token, has none)."""
+    token task's probe ``dropout`` (its probe, a linear layer per token, has none); a probe's ``extra_lr`` where
+    no run trains constants; an ``analyses.cross_corpus`` corpus that is every analysed task's own."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
     shapes = {input_shape(d, datasets[d]) for _, d, _ in tokenized_inputs(config)}
     what = {"pair": "sentence pairs", "single": "single sentences"}
@@ -242,6 +246,22 @@ def unused_settings(config: dict) -> list[str]:
             if "dropout" in hp and (block == "probe" or hp["dropout"] != probe.get("dropout")):
                 unused.append(f"tasks.{t}.{block}.dropout: task {t} tags tokens, and its probe (a linear layer per "
                               f"token) has no dropout: it changes nothing")  # fmt: skip
+    analyses = config.get("analyses") or {}
+    specs = [*(config.get("sweep") or {}).get("constants", []), *analyses.get("constant_kinds", [])]
+    if not any(ConstantsSpec.parse(c).trained for c in specs):  # (check_config has parsed each)
+        unused += [f"tasks.{t}.probe.extra_lr is the learning rate of trained constant matrices (average_trained, "
+                   f"toeplitz_trained), and no run of this config trains them: it changes nothing here (the lambdas' "
+                   f"is tasks.{t}.lambda.extra_lr)"
+                   for t, tc in (config.get("tasks") or {}).items()
+                   if "extra_lr" in (tc.get("probe") or {})]  # fmt: skip
+    analysed = {t for m in config.get("models") or {} for t in analysed_tasks(config, m)}
+    for corpus in analyses.get("cross_corpus") or []:
+        # a corpus that is every analysed task's own: matrices averaged on it are each task's own ('average' run)
+        if analysed and all((config["tasks"].get(t) or {}).get("dataset") == corpus for t in analysed):
+            unused.append(f"analyses.cross_corpus: {corpus!r} is the own corpus of every task the analyses run on "
+                          f"({', '.join(sorted(analysed))}): matrices averaged on it are the task's own (its "
+                          f"'average' run), so it adds no cross-corpus run (Table 2 pairs a task with another "
+                          f"corpus)")  # fmt: skip
     return unused
 
 
@@ -355,9 +375,19 @@ def _schema_error_line(error) -> str:
         else:
             why = f"YAML reads it unquoted as a number; quote it, {str(value)!r}"
         return f"{key} is {value!r}, not text: {why}"
+    if kind == "type" and "array" in expected and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return f"{key} is {value!r}, and it takes a list: write [{value}]"
+    if kind == "type" and value is False and "object" in expected and "null" in expected:  # analyses.patterns: false
+        return (f"{key} is false, and it takes its settings: leave it out or write null to turn it off, {{}} for its "
+                f"defaults")  # fmt: skip
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         return f"{key} lacks the key {missing!r}, which has no default: add it"
+    if kind == "enum" and path.startswith("analyses.constant_kinds[") and "@" in str(value):
+        kind_, _, corpus = str(value).partition("@")
+        return (f"{key} is {value!r}: constant_kinds are the kinds Table 1 runs on the task's own data; "
+                f"matrices averaged on another corpus are analyses.cross_corpus (write {kind_!r} here, {corpus!r} "
+                f"there)")  # fmt: skip
     if kind == "enum":
         allowed = [str(v) for v in error.validator_value]
         near = closest(value, allowed)
@@ -429,11 +459,26 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
 
 def check_config_files(paths) -> None:
     """`read_config_file` of each config file given to the workflow (``--configfile``, the Snakefile's default),
-    for what Snakemake's reading lets through: a key given twice. JSON files are Snakemake's alone; an empty file
-    (comments only) adds nothing, as Snakemake reads it."""
+    for what Snakemake's reading lets through: a key given twice (in a JSON file too: json keeps the last, without a
+    word). An empty file (comments only) adds nothing, as Snakemake reads it."""
     for path in paths:
         if Path(path).suffix.lower() != ".json":
             read_config_file(path, allow_empty=True)
+            continue
+
+        def no_repeats(pairs, path=path):
+            seen = Counter(k for k, _ in pairs)
+            twice = [k for k, n in seen.items() if n > 1]
+            if twice:
+                raise ConfigError(f"{path}: the key {twice[0]!r} is given twice in one object (JSON keeps the last "
+                                  f"without a word): keep one")  # fmt: skip
+            return dict(pairs)
+
+        try:
+            json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_repeats)
+        except (OSError, ValueError) as e:  # unreadable or not JSON: Snakemake's own reading says so
+            if isinstance(e, ConfigError):
+                raise
 
 
 #: The optional keys of a ``probe``/``lambda`` block and the value the job takes when the block leaves one out:
@@ -522,8 +567,10 @@ def hparams_param(hp: dict, kind: str | None) -> dict:
 
 
 def dataset_kind(name: str, spec: dict) -> str | None:
-    """``"sequence"`` or ``"token"`` for a dataset spec of the config, None if unknown before loading."""
-    return spec.get("kind") or LABEL_SETS.get(spec.get("name", name), (None, None))[0]
+    """``"sequence"`` or ``"token"`` for a dataset spec of the config, None if unknown before loading (a ``kind``
+    key counts for a local dataset only: the other sources do not read it, and the config check says so)."""
+    own = spec.get("kind") if spec.get("source") == "local" else None
+    return own or LABEL_SETS.get(spec.get("name", name), (None, None))[0]
 
 
 def dataset_labels(name: str, spec: dict) -> list[str] | None:
@@ -611,7 +658,9 @@ def _cross_references(config: dict) -> list[str]:
             errors.append(f"tasks.{t}.dataset = {tc.get('dataset')!r} is not a key of 'datasets' "
                           f"({', '.join(datasets)})")  # fmt: skip
         if "main_metric" in tc and tc["main_metric"] not in tc["metrics"]:
-            errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics")
+            near = closest(tc["main_metric"], tc["metrics"])
+            errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics "
+                          f"({', '.join(tc['metrics'])}){f': did you mean {near!r}?' if near else ''}")  # fmt: skip
     for key, known in (("tasks", tasks), ("models", models)):
         for name in analyses.get(key) or []:
             if name not in known:
@@ -642,7 +691,7 @@ def _cross_references(config: dict) -> list[str]:
     for d, dc in datasets.items():
         if "build" in dc and dc["build"] not in build_data:
             errors.append(f"datasets.{d}.build = {dc['build']!r} is not a key of 'build_data' "
-                          f"({', '.join(build_data)})")  # fmt: skip
+                          f"({', '.join(build_data) or 'the config has none'})")  # fmt: skip
         if "build" in dc and (dc["source"] != "local" or set(LOCAL_FILE_KEYS) & set(dc)):
             errors.append(f"datasets.{d}: a built dataset is source: local without train/validation/test (the "
                           f"workflow fills in the paths of the files it builds)")  # fmt: skip
@@ -826,6 +875,23 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
                           f"{MARKER}, logs/ or benchmarks/): make clean, which removes the results folder, would "
                           f"remove them; {advice}, or a new or empty one")  # fmt: skip
     return errors
+
+
+def _non_text_keys(config: dict, path: str = "", depth: int = 0) -> list[str]:
+    """Keys that YAML read as something other than text (a name ``2010:`` or ``1:`` is a number, ``on:``/``yes:``
+    a bool, ``null:`` None): the schema's name patterns skip them, and the workflow failed on them later with a
+    TypeError or KeyError naming no key. Each named with the quoting that keeps it a name."""
+    out = []
+    for key, value in config.items():
+        where = f"{path}.{key}" if path else str(key)
+        if not isinstance(key, str):
+            what = ("a bool, not text, to YAML (it reads yes, no, on, off, true and false unquoted as bools): quote "
+                    "the name you wrote" if isinstance(key, bool) else f"{type(key).__name__}, not text, to YAML (it "
+                    f"reads an unquoted {key} as one): quote it, '{key}'")  # fmt: skip
+            out.append(f"config key {where!r}: the name {key!r} is {what}, or choose a name that starts with a letter")
+        elif isinstance(value, dict) and depth < 3:
+            out += _non_text_keys(value, where, depth + 1)
+    return out
 
 
 def _names(config: dict) -> list[str]:
@@ -1192,6 +1258,12 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
     run = {t for m in config.get("models", {}) for t in model_tasks(config, m)}
     listed = analyses.get("models")
     run_analysed = {t for m in analysed_models(config) for t in model_tasks(config, m)}
+    if config.get("model_tasks"):  # every model runs every task unless model_tasks names others
+        for t in config.get("tasks") or {}:
+            if run and t not in run:
+                errors.append(f"tasks.{t} is run by no model: model_tasks gives every model other tasks, so it "
+                              f"would be dropped from every table and figure without a word; add {t!r} to a model's "
+                              f"model_tasks, or remove tasks.{t}")  # fmt: skip
     for t in analyses.get("tasks") or []:
         if run and t in config.get("tasks", {}) and t not in run:  # run empty: an MLM-only config drops nothing
             errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "

@@ -163,6 +163,9 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
         return float(skm.matthews_corrcoef(y_true, y_pred))
     if metric in ("pos_f1", "token_accuracy"):
         t, p = _flat_tokens(y_true, y_pred)
+        if t.size == 0:  # sklearn's "Found empty input array" named no metric
+            raise ValueError(f"{metric}: no position to score: every gold label is -100 (sub-words, padding); give "
+                             f"the first sub-word of each word its tag")  # fmt: skip
         return float(skm.f1_score(t, p, average="micro", zero_division=0))
     if metric in TAG_METRICS:
         from seqeval.metrics import f1_score

@@ -490,6 +490,12 @@ def family_of(model: nn.Module) -> Family:
             f"PAPA does not support model type {model_type!r}. Supported families: "
             f"{', '.join(sorted(FAMILIES))}. Use one of those, or add a Family entry in papa/models.py."
         )
+    if getattr(getattr(model, "config", model), "is_decoder", False):  # causal: transformers leaves the mask to sdpa
+        raise UnsupportedModelError(
+            f"this {model_type} is configured as a decoder (is_decoder=True: each token attends to the ones before "
+            f"it); PAPA patches and averages bidirectional encoders (its attention runs without a causal mask): load "
+            f"the encoder without is_decoder"
+        )
     return fam
 
 

@@ -96,7 +96,11 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
             _JOB["interrupted"] = True
             return
         _JOB["failed"] = True
-        log.error("stage failed", exc_info=(kind, value, tb))
+        if issubclass(kind, _user_errors()):  # its message says what to change: papa's code path is noise there
+            log.error("stage failed: %s: %s", kind.__name__, value)
+            log.debug("where it was raised", exc_info=(kind, value, tb))
+        else:
+            log.error("stage failed", exc_info=(kind, value, tb))
 
     sys.excepthook = excepthook
     if log_path:  # a workflow job: transformers' bars ("Loading weights") would fill a Slurm log with \r lines
@@ -113,6 +117,16 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     if threads:
         torch.set_num_threads(int(threads))
     io.seed_everything(seed)
+
+
+def _user_errors() -> tuple[type, ...]:
+    """The errors of bad input whose message names what to change (data, config, model, lengths): a job logs
+    them without a traceback (it logs one at DEBUG)."""
+    from .checks import ConfigError
+    from .data.errors import TaskSpecError
+    from .patching.kernels import SequenceLengthMismatch
+
+    return TaskSpecError, ConfigError, models.UnsupportedModelError, SequenceLengthMismatch, io.UnreadableFileError
 
 
 #: The running job's stage and start (`Stage.from_snakemake`), and whether it failed or a Ctrl-C (SIGINT's
@@ -407,6 +421,7 @@ class PrepareDataStage(Stage):
         dataset = sm.wildcards.dataset
         tasks = sm.config.get("tasks") or {}
         stage._task_metrics = {t: list(tc["metrics"]) for t, tc in tasks.items() if tc.get("dataset") == dataset}
+        stage._dataset_key = dataset  # what its errors name: datasets.<key>
         return stage
 
 
@@ -417,7 +432,12 @@ def prepare_data(stage: PrepareDataStage):
 
     if stage.split is not None and stage.split not in spec.PREPARED_SPLITS:
         raise ValueError(f"unknown split {stage.split!r}; the prepared splits are {', '.join(spec.PREPARED_SPLITS)}")
-    task = load_task(dict(stage.spec), None, seed=stage.seed)
+    from .data.errors import TaskSpecError
+
+    try:
+        task = load_task(dict(stage.spec), None, seed=stage.seed)
+    except TaskSpecError as e:  # the config entry to change: the workflow's key (a spec's name may differ)
+        raise TaskSpecError(f"datasets.{getattr(stage, '_dataset_key', None) or stage.spec.get('name')}: {e}") from e
     # the splits rule prepare_data declares: a test split (CoNLL-2003, a local "test" file) or MNLI's
     # validation_matched would be files Snakemake does not track, never cleaned and stale once the spec drops them
     # (their sizes stay in the provenance, split_sizes)
@@ -426,6 +446,8 @@ def prepare_data(stage: PrepareDataStage):
     if task.label_names:  # an unlabeled corpus has no metric to check (its tasks' jobs say so)
         for name, metrics in getattr(stage, "_task_metrics", {}).items():
             check_task_metrics(name, metrics, task.kind, task.label_names)
+        if "validation" in task.splits:
+            check_scored_classes(task, getattr(stage, "_task_metrics", {}), getattr(stage, "_dataset_key", None))
     prov = task.provenance
     log.info(
         "%s (%s, %s): %s; labels %s%s%s",
@@ -808,6 +830,35 @@ def train_split(
     return train, info
 
 
+#: The metrics that one gold class leaves undefined (sklearn's 0.0 for mcc whatever the probe predicts; binary f1
+#: 0.0 or 1.0 by the class, macro F1 over one class).
+CLASS_METRICS = ("f1", "mcc", "macro_f1")
+
+
+def check_scored_classes(task, task_metrics: dict, key: str | None = None) -> None:
+    """A `TaskSpecError` when a sequence task's validation split, where the probes are scored, holds one class
+    while a task scores it with a metric one class leaves undefined (`CLASS_METRICS`): a tiny ``max_validation``
+    or a one-class validation file gave mcc 0.0 for a perfect probe, without a word."""
+    df = task.splits["validation"]
+    if task.kind != "sequence" or "label" not in df:
+        return
+    labels = df["label"][df["label"] >= 0]
+    if labels.nunique() != 1:
+        return
+    for name, metrics in task_metrics.items():
+        bad = [m for m in metrics if m in CLASS_METRICS]
+        if bad:
+            from .data.errors import TaskSpecError
+
+            raise TaskSpecError(
+                f"datasets.{key or task.name}: the validation split, where tasks.{name} is scored, holds one class "
+                f"({task.label_names[int(labels.iloc[0])]!r}) in its {len(labels)} labelled rows: {', '.join(bad)} "
+                f"{'is' if len(bad) == 1 else 'are'} not defined on one class (mcc is 0.0 whatever the probe "
+                f"predicts); give the split rows of every class (max_validation, validation_fraction, or another "
+                f"validation file), or score it with accuracy alone"
+            )
+
+
 def check_task_metrics(task: str | None, metrics, kind: str, label_names) -> None:
     """`papa.metrics.check_metrics` of a task's ``metrics`` on the labels its data holds (binary ``f1`` on three
     labels a local file gave, ``entity_f1`` on tags without B-/I-), a `ValueError` naming ``tasks.<task>.metrics``
@@ -1014,6 +1065,21 @@ class CacheConfig:
     scratch: str | None = None
 
 
+def job_cache_budget(budget_mb: float | None, mem_mb: float | None) -> float | None:
+    """The hidden-state cache budget of a probe job that asks for ``mem_mb`` (its rule's resources, grown on a
+    retry): ``cache.budget_mb``, at most half the job's memory, the rest for the model, the probe and the batches
+    (a budget as large as the job's memory, 4096 beside the schema's default mem_mb of 2000, filled it, and Slurm
+    killed the job once encoding was done). Where a cache does not fit, the job keeps it on disk or re-encodes:
+    the scores are the same (`papa.probe.prepare_features`)."""
+    if mem_mb is None:
+        return budget_mb
+    half = float(mem_mb) / 2
+    if budget_mb is None or budget_mb > half:
+        log.info("cache budget %s MB: half the job's %s MB (cache.budget_mb %s)", f"{half:g}", mem_mb, budget_mb)
+        return half
+    return budget_mb
+
+
 def read_lambdas(path, shape: tuple[int, int]) -> torch.Tensor:
     """The lambdas [layers, heads] of a ``learn_lambda`` table (`lambda_frame`), failing unless it
     holds one finite lambda per head of a model of ``shape``."""
@@ -1123,7 +1189,16 @@ class ProbeStage(ModelStage):
             batch_order=sm.params.batch_order,
             first_seed=sm.params.first_seed,
             compile=getattr(sm.params, "compile", cls.compile),  # probe_trained's too (fixed matrices: eager)
-            cache=CacheConfig(**{**sm.config["cache"], "dtype": sm.params.cache_dtype}),
+            cache=CacheConfig(
+                **{
+                    **sm.config["cache"],
+                    "dtype": sm.params.cache_dtype,
+                    "budget_mb": job_cache_budget(
+                        sm.config["cache"].get("budget_mb", CacheConfig.budget_mb),
+                        getattr(sm.resources, "mem_mb", None),
+                    ),
+                }
+            ),  # fmt: skip
             seed=int(sm.params.order_seed),
             labels={"model": wc.model, "task": wc.task, "constants": wc.constants, "selection": wc.selection},
         )

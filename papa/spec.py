@@ -76,6 +76,10 @@ class ConstantsSpec:
         """``"average"``, ``"average_trained@wiki"``, ... -> a `ConstantsSpec` (a clear error otherwise)."""
         if isinstance(text, ConstantsSpec):
             return text
+        base = text.partition("@")[0].removesuffix(TRAINED_SUFFIX) if isinstance(text, str) else None
+        if base in CONSTANT_KINDS and base not in TRAINABLE and text.partition("@")[0].endswith(TRAINED_SUFFIX):
+            raise ValueError(f"Constants spec {text!r}: {base!r} matrices cannot be trained; trainable kinds: "
+                             f"{', '.join(TRAINABLE)} (average_trained, toeplitz_trained)")  # fmt: skip
         if not isinstance(text, str) or not re.fullmatch(CONSTANTS_PATTERN, text):
             raise ValueError(
                 f"Constants spec {text!r} is not kind[_trained][@corpus] with kind one of "

@@ -1359,6 +1359,31 @@ def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
         prepare_data(PrepareDataStage(spec=spec, out_dir=str(tmp_path / "t"), seed=0, split="test"))
 
 
+def test_prepare_data_names_the_dataset_key_and_refuses_a_validation_split_of_one_class(tmp_path):
+    """A validation split of one class (a tiny max_validation, a one-class file) scored with mcc or binary f1 gave
+    0.0 for a perfect probe, without a word: its prepare_data job refuses it, naming the config entry and the fix;
+    accuracy alone is defined there. A data error names the config entry to change (`datasets.<key>`)."""
+    from papa.pipeline import PrepareDataStage, prepare_data
+
+    train = _csv(tmp_path, "train.csv", "a fine film,pos\nloved it,pos\ndull,neg\nnot good,neg\n" * 3)
+    val = _csv(tmp_path, "val.csv", "a fine film,pos\nloved it,pos\ngood,pos\n")
+
+    def job(metrics, split="validation", **kw):
+        stage = PrepareDataStage(spec=_seq_spec(train, val, **kw), out_dir=str(tmp_path / "out"), seed=0, split=split)
+        stage._task_metrics, stage._dataset_key = {"mine": metrics}, "my_reviews"
+        return prepare_data(stage)
+
+    with pytest.raises(D.TaskSpecError, match=r"datasets\.my_reviews: the validation split, where tasks\.mine "
+                       r"is scored, holds one class \('pos'\) in its 3 labelled rows: f1, mcc are not "
+                       r"defined"):  # fmt: skip
+        job(["accuracy", "f1", "mcc"])
+    assert len(job(["accuracy"]).splits["validation"]) == 3
+    assert len(job(["mcc"], split="train").splits["train"]) == 12  # the train split's job scores nothing
+    with pytest.raises(D.TaskSpecError, match=r"^datasets\.my_reviews: label 'neg' at column 'label' .* is not in "
+                       r"labels \['pos', 'negative'\]"):  # fmt: skip
+        job(["accuracy"], split="train", labels=["pos", "negative"])
+
+
 def _fake_glue_mnli():
     from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 

@@ -353,6 +353,8 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
         (("pos_f1", [[0, 1], [1]], [[0, 1], [1, 0]]), ValueError, "pos_f1: y_true and y_pred must be arrays of one"),
         (("accuracy", [0, 1, 1], [0, 1]), ValueError, r"accuracy: y_true has shape \(3,\) and y_pred \(2,\)"),
         (("f1", ["a", "b"], ["a", "b"]), TypeError, "f1: y_true holds <U1 values \\('a', ...\\), and labels"),
+        (("pos_f1", [[-100, -100]], [[0, 1]]), ValueError, "pos_f1: no position to score: every gold label is -100"),
+        (("token_accuracy", [[-100]], [[0]]), ValueError, "token_accuracy: no position to score"),
     ],
 )
 def test_metrics_name_the_metric_and_what_to_change(args, error, says):
@@ -881,9 +883,15 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
     msg = _problems(lambda c: c.update(model_tasks={"minilm": ["wsj_pos"]}))  # analyses.tasks: [rt_sentiment]
     assert "analyses.tasks: 'rt_sentiment' is run by no model (model_tasks)" in msg
     assert "add 'rt_sentiment' to a model's model_tasks, or remove it from analyses.tasks" in msg
+    # a task of the sweep no model runs was dropped from every table without a word, as its analyses were
+    assert "tasks.rt_sentiment is run by no model: model_tasks gives every model other tasks" in msg, msg
     cfg = _config()
     cfg["model_tasks"] = {"minilm": ["wsj_pos"]}
     cfg["analyses"]["tasks"] = ["wsj_pos"]
+    with pytest.raises(ValueError, match=r"tasks\.rt_sentiment is run by no model") as e:
+        check_config(cfg)
+    assert "analyses.tasks" not in str(e.value)
+    del cfg["tasks"]["rt_sentiment"]
     check_config(cfg)
     # analyses.models: names of 'models' (did you mean), each once, each analysing something; a task of
     # analyses.tasks run only by models it leaves out would drop its analyses
@@ -1011,6 +1019,93 @@ def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     check_config(cfg)
 
 
+def test_names_yaml_reads_as_numbers_or_bools_are_refused_and_settings_that_change_nothing_warn():
+    """A task named ``2010:`` (an int to YAML) failed with a TypeError sorting the names, a model named ``1:`` passed
+    the check and failed building the DAG with a KeyError: refused first, naming the key and the quoting. A probe's
+    extra_lr without trained constants, and a cross-corpus corpus that is every analysed task's own, change nothing:
+    warned of."""
+    import copy
+    import warnings
+
+    from papa.checks import ConfigError, validate_config
+
+    for edit, says in (
+        (lambda c: c["tasks"].__setitem__(2010, c["tasks"].pop("wsj_pos")), "config key 'tasks.2010': the name 2010 "
+         "is int, not text, to YAML (it reads an unquoted 2010 as one): quote it, '2010'"),
+        (lambda c: c["models"].__setitem__(1, c["models"].pop("minilm")), "config key 'models.1': the name 1 is int"),
+        (lambda c: c["datasets"].__setitem__(True, {"source": "package"}), "config key 'datasets.True': the name True "
+         "is a bool, not text, to YAML (it reads yes, no, on, off, true and false unquoted as bools)"),
+    ):  # fmt: skip
+        cfg = _config()
+        edit(cfg)
+        with pytest.raises(ConfigError) as e:
+            validate_config(cfg)
+        assert says in str(e.value), str(e.value)
+
+    def warned(edit):
+        cfg = copy.deepcopy(_config())
+        edit(cfg)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            validate_config(cfg)
+        return " | ".join(str(w.message) for w in got)
+
+    assert warned(lambda c: None) == ""
+    said = warned(lambda c: c["tasks"]["rt_sentiment"]["probe"].update(extra_lr=0.5))
+    assert "tasks.rt_sentiment.probe.extra_lr is the learning rate of trained constant matrices" in said, said
+    trained = ["average", "average_trained"]
+    assert "extra_lr" not in warned(lambda c: (c["tasks"]["rt_sentiment"]["probe"].update(extra_lr=0.5),
+                                               c["sweep"].update(constants=trained)))  # fmt: skip
+    said = warned(lambda c: c["analyses"].update(cross_corpus=["rt_sentiment"]))  # analyses.tasks: [rt_sentiment]
+    assert "analyses.cross_corpus: 'rt_sentiment' is the own corpus of every task the analyses run on" in said, said
+    assert "cross_corpus" not in warned(lambda c: c["analyses"].update(tasks=None, cross_corpus=["rt_sentiment"]))
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda c: c["tasks"]["rt_sentiment"].update(metrics="accuracy"),
+         "config key 'tasks.rt_sentiment.metrics' is 'accuracy', and it takes a list: write [accuracy]"),
+        (lambda c: c["analyses"].update(patterns=False),
+         "config key 'analyses.patterns' is false, and it takes its settings: leave it out or write null to turn it "
+         "off, {} for its defaults"),
+        (lambda c: c["sweep"].update(constants=["zeros_trained"]),
+         "'zeros' matrices cannot be trained; trainable kinds: average, toeplitz"),
+        (lambda c: c["analyses"].update(constant_kinds=["average@wiki"]),
+         "matrices averaged on another corpus are analyses.cross_corpus (write 'average' here, 'wiki' there)"),
+        (lambda c: c["datasets"].update(foo={"source": "local", "build": "nosuch"}),
+         "datasets.foo.build = 'nosuch' is not a key of 'build_data' (the config has none)"),
+        (lambda c: c["tasks"]["rt_sentiment"].update(main_metric="acc"),
+         "tasks.rt_sentiment.main_metric = 'acc' is not one of tasks.rt_sentiment.metrics (accuracy, f1): did you "
+         "mean 'accuracy'?"),
+    ],
+)  # fmt: skip
+def test_config_messages_say_what_to_write(edit, says):
+    """Each named the key but not the fix, or a wrong one: a string for a list, ``false`` for an analysis that is
+    off by null, a kind that cannot be trained, a cross-corpus spec among the constant kinds, an empty build_data,
+    a main metric without the task's metrics."""
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    edit(cfg)
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg)
+    assert says in str(e.value), str(e.value)
+
+
+def test_a_kind_key_on_a_package_dataset_is_refused_alone():
+    """``kind: token`` on a package dataset (which does not read it) was refused, and then taken at its word: the
+    task's metrics were refused as not fitting a token task, advice that was wrong."""
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    cfg["datasets"]["rt_sentiment"]["kind"] = "token"
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg)
+    assert "datasets.rt_sentiment.kind is a key of source: local" in str(e.value)
+    assert "does not fit" not in str(e.value), str(e.value)
+
+
 def test_a_config_file_is_read_strictly(tmp_path):
     """A key given twice in one mapping (YAML keeps the later one without a word), an empty file, a list or bad YAML
     fail naming the file and line (papa.checks.read_config_file, which load_config and the workflow use); YAML's
@@ -1042,7 +1137,12 @@ def test_a_config_file_is_read_strictly(tmp_path):
     merged = tmp_path / "merged.yaml"
     merged.write_text("base: &b {lr: 1, epochs: 2}\nprobe:\n  <<: *b\n  lr: 2\n")
     assert read_config_file(merged)["probe"] == {"lr": 2, "epochs": 2}
-    check_config_files([tmp_path / "dup.json"])  # JSON: Snakemake's own reading (not opened here)
+    check_config_files([tmp_path / "dup.json"])  # a JSON file that is not there: Snakemake's reading says so
+    (tmp_path / "dup.json").write_text('{"seed": 0, "sweep": {"seeds": [0], "seeds": [1, 2]}}')
+    with pytest.raises(ConfigError, match=r"dup\.json: the key 'seeds' is given twice in one object \(JSON keeps"):
+        check_config_files([tmp_path / "dup.json"])  # json.load kept the last without a word
+    (tmp_path / "ok.json").write_text('{"seed": 0, "sweep": {"seeds": [0]}}')
+    check_config_files([tmp_path / "ok.json"])
     assert load_config(ROOT / "config/smoke.yaml")["sweep"]["seeds"] == [0, 1]
 
 

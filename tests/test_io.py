@@ -571,6 +571,9 @@ sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="
 stage = Toy.from_snakemake(sm)
 if how == "fail":
     raise RuntimeError("out of memory, say")
+if how == "bad data":  # an error of bad input whose message says what to change
+    from papa.data.errors import TaskSpecError
+    raise TaskSpecError("datasets.mine: label 'pos' is not in labels ['positive'], say")
 if how == "interrupt":  # Ctrl-C of a local run: SIGINT's KeyboardInterrupt
     raise KeyboardInterrupt
 if how == "finish":
@@ -631,14 +634,20 @@ def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_
     rc, _, err = _attempt(log, "refused")
     text = log.read_text()
     assert rc == 1 and "ValueError: the token file's max_length is 64, the config's 128, say" in text, err
+    assert "Traceback" in text  # an error of papa's own code: where it was raised
+    log.unlink()
+    rc, _, err = _attempt(log, "bad data")  # bad input: its message, without papa's code path (logged at DEBUG)
+    text = log.read_text()
+    assert rc == 1 and "ERROR stage failed: TaskSpecError: datasets.mine: label 'pos' is not in" in text, err
+    assert "Traceback" not in text + err, text + err
     assert text.splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy failed after"), text
-    assert Path(f"{log}.unfinished-1").read_text() == text
+    assert Path(f"{log}.unfinished-2").read_text() == text
     log.unlink()
     rc, _, err = _attempt(log, "interrupt")
     text = log.read_text()
     assert rc == -signal.SIGINT and "Traceback" not in text and "stage failed" not in text, text  # as python exits
     assert text.splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 2 after"), text
-    assert Path(f"{log}.unfinished-2").read_text() == text
+    assert Path(f"{log}.unfinished-3").read_text() == text
 
 
 @pytest.mark.slow  # a Snakemake run (make check skips it)

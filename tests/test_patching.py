@@ -436,6 +436,53 @@ def test_unsupported_model_fails_clearly():
         papa.patch(gpt, torch.zeros(1, 2, 4, 4))
 
 
+def test_a_decoder_config_is_refused():
+    """A BERT-family model configured as a decoder attends causally; transformers leaves that mask to sdpa's
+    is_causal where a batch has no padding, which PAPA's attention does not pass: the dynamic heads and the averages
+    were bidirectional (lambda = 1 off by 0.05), or causal where a batch had padding."""
+    import transformers as tf
+
+    from .conftest import TINY
+
+    decoder = tf.AutoModel.from_config(tf.BertConfig(**TINY, is_decoder=True), attn_implementation="sdpa").eval()
+    batch = papa_batch(decoder, [N, N])
+    for call in (
+        lambda: papa.average_attention(decoder, [batch]),
+        lambda: papa.patch(decoder, torch.zeros(2, 4, N, N)),
+    ):
+        with pytest.raises(papa.UnsupportedModelError, match=r"configured as a decoder \(is_decoder=True"):
+            call()
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert", "albert", "deberta-v2", "mpnet"])
+def test_a_model_changed_under_its_patch_is_refused_not_misread(family):
+    """Moving a patched model to another dtype failed with torch's own dtype error inside the constant heads
+    (registry route) or ran on constants rounded at patch time (dropout route); switching the attention
+    implementation while patched (registry route) left the patch half installed: outputs of neither model (MiniLM),
+    a raw shape error, or no patch at all (ALBERT, ModernBERT). Each is refused at the next call, naming the fix;
+    leaving the patch restores the model, which patches again."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [N, 9])
+    C = papa.average_attention(model, [batch])
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, ::2] = True
+    with papa.patch(model, C, static=static):
+        patched = hidden(model, batch)
+        model.to(torch.float64)
+        with pytest.raises(RuntimeError, match=r"torch.float64 on cpu now, torch.float32 on cpu when PAPA patched"):
+            model(**batch)
+        model.to(torch.float32)
+        assert torch.equal(hidden(model, batch), patched)  # back as it was patched: it runs again
+        if papa.models.family_of(model).route == "registry":
+            model.set_attn_implementation("eager")
+            with pytest.raises(RuntimeError, match=r"attention implementation is 'eager' now, set while PAPA"):
+                model(**batch)
+    model.to(torch.float64)
+    with papa.patch(model, C, static=static):  # patched after the change: as any float64 model
+        assert hidden(model, batch).dtype == torch.float64
+
+
 @pytest.mark.parametrize("layers, groups", [(4, 2), (4, 3), (5, 2)])
 def test_albert_layer_groups_patch_each_layer_as_transformers_runs_it(layers, groups):
     """ALBERT's layers share their group's attention module, layer i group int(i / (L / groups)) as transformers'

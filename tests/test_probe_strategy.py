@@ -1158,3 +1158,13 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
         C.uncovered_queries(np.ones((8, 32)))
     with pytest.raises(ValueError, match="Constants spec 'averag' is not kind"):
         tables.constant_kinds_table(tables.summary_table(rows), ["average", "averag"])
+
+
+def test_the_cache_budget_is_at_most_half_the_jobs_memory():
+    """cache.budget_mb (schema default 4096) beside a probe job asking for less memory (the schema's default mem_mb
+    is 2000): a cache that fitted the budget filled the job's memory, and Slurm killed it once encoding was done.
+    The job caps the budget at half its memory (the scores do not depend on where the states are kept)."""
+    assert pipeline.job_cache_budget(4096, 2000) == 1000
+    assert pipeline.job_cache_budget(4096, 16000) == 4096 and pipeline.job_cache_budget(4096, None) == 4096
+    assert pipeline.job_cache_budget(None, 3000) == 1500  # no budget: half the memory still
+    assert pipeline.job_cache_budget(100, 2000 * 2) == 100  # a retry's memory grows; a budget under it stays

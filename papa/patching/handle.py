@@ -260,5 +260,10 @@ def patch(model, constants, static=None, mix: bool = False, trainable_constants:
             "labeled" matrices, Table 1).
     Returns:
         A `PatchHandle` (context manager); ``remove()`` restores the model exactly.
+
+    Call the model you patched (``model(**inputs)``): the patch reads each batch's padding mask as the model's
+    ``forward`` receives it, so a submodule called on its own (``model.encoder(...)``) would mask with the
+    previous batch's. Change the model's dtype, device or attention implementation before patching, or after
+    ``remove()``: a forward pass under a patch refuses a model changed since (`RuntimeError`).
     """
     return PatchHandle(model, constants, static=static, mix=mix, trainable_constants=trainable_constants)

@@ -238,6 +238,26 @@ def _release(mod, state) -> None:
         del mod._papa
 
 
+def _check_unchanged(model, patched_as: tuple, registry: bool) -> None:
+    """A `RuntimeError` when the model changed under its patch in a way the patch cannot follow: its dtype or
+    device (the constants and head indices were set up on the patch's: a raw torch error deep in a forward pass),
+    or, on the registry route, its attention implementation (``set_attn_implementation("eager")`` left the patch
+    half installed: outputs of neither model, or none of the patch)."""
+    first = next(model.parameters())
+    if (first.dtype, first.device) != patched_as:
+        raise RuntimeError(
+            f"the model is {first.dtype} on {first.device} now, {patched_as[0]} on {patched_as[1]} when PAPA patched "
+            f"it: remove() the patch (or leave its with block), change the model, and patch it again"
+        )
+    impl = getattr(model.config, "_attn_implementation", ATTN_NAME)
+    if registry and impl != ATTN_NAME:
+        raise RuntimeError(
+            f"the model's attention implementation is {impl!r} now, set while PAPA's patch was on: remove() the "
+            f"patch (or leave its with block), set it, and patch again (the patch computes the input-dependent "
+            f"heads as the model did when patched: eager as eager, sdpa as sdpa)"
+        )
+
+
 def install(model, states: list[LayerState], undo: ExitStack) -> None:
     """Make ``model``'s attention modules run ``states`` (one per layer), pushing every change onto ``undo``.
 
@@ -248,7 +268,11 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
     base = getattr(model, "base_model", model)
     sig = inspect.signature(base.forward)
 
+    first = next(model.parameters())
+    patched_as = (first.dtype, first.device)
+
     def capture_mask(mod, args, kwargs):
+        _check_unchanged(model, patched_as, fam.route == "registry")
         bound = sig.bind_partial(*args, **kwargs).arguments
         mask = bound.get("attention_mask")
         ctx.mask2d = None if mask is None else mask.to(torch.bool)
