@@ -1195,7 +1195,7 @@ class ProbeStage(ModelStage):
                     "dtype": sm.params.cache_dtype,
                     "budget_mb": job_cache_budget(
                         sm.config["cache"].get("budget_mb", CacheConfig.budget_mb),
-                        getattr(sm.resources, "mem_mb", None),
+                        getattr(getattr(sm, "resources", None), "mem_mb", None),
                     ),
                 }
             ),  # fmt: skip
