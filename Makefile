@@ -71,7 +71,7 @@ $(BIN)/snakemake: pyproject.toml
 install: $(BIN)/snakemake
 
 run: install
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
+	$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 report: install
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html

@@ -1160,6 +1160,10 @@ def _models(models: dict) -> list[str]:
                     if why:
                         errors.append(f"models.{m}.build.config cannot build a model: {why}; change the config")
             continue
+        if isinstance(entry, str) and entry != entry.strip():  # a hub id never has it; a folder's name rarely
+            errors.append(f"models.{m} = {entry!r} begins or ends with whitespace, which no hub id or alias has: "
+                          f"write {entry.strip()!r}")  # fmt: skip
+            continue
         path, revision = split_revision(entry)
         if "@" in str(entry) and revision is None and not looks_like_path(str(entry)):
             base, _, rev = str(entry).rpartition("@")

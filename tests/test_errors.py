@@ -1075,6 +1075,9 @@ def test_names_yaml_reads_as_numbers_or_bools_are_refused_and_settings_that_chan
          "matrices averaged on another corpus are analyses.cross_corpus (write 'average' here, 'wiki' there)"),
         (lambda c: c["datasets"].update(foo={"source": "local", "build": "nosuch"}),
          "datasets.foo.build = 'nosuch' is not a key of 'build_data' (the config has none)"),
+        (lambda c: c["models"].update(minilm="bert-base-uncased "),
+         "models.minilm = 'bert-base-uncased ' begins or ends with whitespace, which no hub id or alias has: write "
+         "'bert-base-uncased'"),
         (lambda c: c["tasks"]["rt_sentiment"].update(main_metric="acc"),
          "tasks.rt_sentiment.main_metric = 'acc' is not one of tasks.rt_sentiment.metrics (accuracy, f1): did you "
          "mean 'accuracy'?"),

@@ -68,6 +68,14 @@ def _make_clean(cwd, configs):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
 
 
+def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path):
+    """`make run CONFIG=nosuch.yaml` printed Snakemake's 20-line FileNotFoundError traceback."""
+    assert _make_n("run") == [".venv/bin/snakemake --cores all --configfile config/config.yaml"]
+    p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", "run", f"CONFIG={tmp_path / 'nosuch.yaml'}"],
+                       cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert p.returncode != 0 and f"{tmp_path / 'nosuch.yaml'}: no such config file" in p.stderr, p
+
+
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
     from papa.records import MARKER
 
