@@ -84,6 +84,8 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     job, so every line came twice (thousands for a long probe). An interactive allocation's terminal keeps it."""
     in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID") and not sys.stderr.isatty())
     handlers = [] if in_slurm_job else [logging.StreamHandler(sys.stderr)]
+    for h in handlers:  # what only the job's log file keeps (a user error's traceback: `_user_errors`)
+        h.addFilter(lambda record: not getattr(record, "log_file_only", False))
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
@@ -98,7 +100,8 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
         _JOB["failed"] = True
         if issubclass(kind, _user_errors()):  # its message says what to change: papa's code path is noise there
             log.error("stage failed: %s: %s", kind.__name__, value)
-            log.debug("where it was raised", exc_info=(kind, value, tb))
+            log.info("where it was raised (for a bug report)", exc_info=(kind, value, tb),
+                     extra={"log_file_only": True})  # fmt: skip
         else:
             log.error("stage failed", exc_info=(kind, value, tb))
 
@@ -121,7 +124,7 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
 
 def _user_errors() -> tuple[type, ...]:
     """The errors of bad input whose message names what to change (data, config, model, lengths): a job logs
-    them without a traceback (it logs one at DEBUG)."""
+    them without a traceback on the console (Snakemake's, a terminal); its log file keeps where it was raised."""
     from .checks import ConfigError
     from .data.errors import TaskSpecError
     from .patching.kernels import SequenceLengthMismatch

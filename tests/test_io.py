@@ -636,10 +636,11 @@ def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_
     assert rc == 1 and "ValueError: the token file's max_length is 64, the config's 128, say" in text, err
     assert "Traceback" in text  # an error of papa's own code: where it was raised
     log.unlink()
-    rc, _, err = _attempt(log, "bad data")  # bad input: its message, without papa's code path (logged at DEBUG)
+    rc, _, err = _attempt(log, "bad data")  # bad input: its message, without papa's code path on the console
     text = log.read_text()
     assert rc == 1 and "ERROR stage failed: TaskSpecError: datasets.mine: label 'pos' is not in" in text, err
-    assert "Traceback" not in text + err, text + err
+    assert "stage failed: TaskSpecError: datasets.mine" in err and "Traceback" not in err, err
+    assert "where it was raised (for a bug report)\nTraceback" in text, text  # the log file keeps it
     assert text.splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy failed after"), text
     assert Path(f"{log}.unfinished-2").read_text() == text
     log.unlink()
