@@ -28,31 +28,16 @@ else
 CLEAN_FOLDERS = $(foreach c,$(CLEAN_CONFIGS),$(call results_path,$(c)))
 endif
 
-# results_path(configs): the folder a run with these configs writes into (Snakemake merges them: the last one that
-# sets `results:`, else the schema's default), quoted for the shell. A config's own value: results_of(config), its
-# `results:` (a YAML file's line, a trailing comment and quotes stripped; a JSON file's key, read by $(PYTHON)), after
-# checks (results_checked): the file exists (a missing one removed or reported into the default's folder), and the
-# value is one plain path written on the key's line: papa.checks refuses whitespace in it (make would split it and
-# remove, or report into, another folder), and YAML's other ways of writing a string (a block `>-` or `|`, a value
-# on the next line, an anchor, alias, tag or flow) are refused: this line-wise read cannot follow them (it took
-# `>-` as the folder)
-results_json = import json, sys; c = json.load(open(sys.argv[1])); r = c.get("results") if isinstance(c, dict) else None
-results_key = $(if $(filter %.json,$(1)),$(shell $(PYTHON) -c '$(results_json); print(int(isinstance(c, dict) and \
-  "results" in c))' $(1) 2>/dev/null),$(or $(shell grep -c '^results:' $(1) 2>/dev/null),0))
-results_of = $(if $(filter %.json,$(1)),$(shell $(PYTHON) -c '$(results_json); print(r if isinstance(r, str) else "")' \
-  $(1)),$(shell sed -n 's/^results:[[:space:]]*//p' $(1) | sed 's/[[:space:]]#.*//; s/^#.*//; s/[[:space:]]*$$//; \
-  s/^["'\'']\(.*\)["'\'']$$/\1/'))
-results_syntax = > | & * ! [ { `
-results_checked = $(if $(wildcard $(1)),,$(error $(1): no such config file))$(if $(filter 0,$(call \
-  results_key,$(1))),,$(if $(filter $(addsuffix %,$(results_syntax)),$(firstword $(call results_of,$(1)))),$(error \
-  $(1): results: '$(call results_of,$(1))' is YAML syntax (a block$(comma) anchor$(comma) alias$(comma) tag or \
-  flow) that make would read as the folder's name: give one plain path after results:),$(if $(call \
-  results_of,$(1)),$(if $(filter-out 1,$(words $(call results_of,$(1)))),$(error $(1): results: '$(call \
-  results_of,$(1))' contains whitespace$(comma) which papa refuses (make would split it into several folders): give \
-  one plain path),$(call results_of,$(1))),$(error $(1): results: has no value on its line (a value on the next \
-  line$(comma) which make does not read$(comma) or none): give one plain path after results:))))
-results_path = '$(lastword results $(foreach c,$(1),$(call results_checked,$(c))))'
-comma := ,
+# results_path(configs): the folder a run with these configs writes into, quoted for the shell: `python -m
+# papa.records results-of` reads each file as Snakemake does (JSON, else YAML, whatever its name; later files update
+# earlier ones: the last that sets `results:`, else the schema's default), with the venv's python where there is one
+# (PyYAML). A file that is not there or does not read, or a value that is not one plain path (whitespace, which papa
+# refuses and make would split into several folders, or a quote), stops make with what to change: a line-wise read
+# took a JSON file's, a flow mapping's or a block's folder for the default's, another run's.
+READ_PYTHON := $(firstword $(wildcard $(BIN)/python) $(PYTHON))
+results_read = $(shell PYTHONPATH='$(HERE)' $(READ_PYTHON) -m papa.records results-of -- $(1) 2>&1)
+results_path = $(if $(filter papa-failed:,$(firstword $(call results_read,$(1)))),$(error $(wordlist 2,999,$(call \
+  results_read,$(1)))),'$(call results_read,$(1))')
 
 .PHONY: install run test lint check rehearse report bench clean
 

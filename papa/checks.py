@@ -376,6 +376,9 @@ def _schema_error_line(error) -> str:
             why = f"YAML reads it unquoted as a number; quote it, {str(value)!r}"
         return f"{key} is {value!r}, not text: {why}"
     if kind == "type" and "array" in expected and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        if path.endswith("seeds") and isinstance(value, int) and value > 0:  # a count, or one seed?
+            return (f"{key} is {value}, and it takes a list of seeds: write [{value}] for the seed {value}, or "
+                    f"{list(range(value))} for {value} seeds")  # fmt: skip
         return f"{key} is {value!r}, and it takes a list: write [{value}]"
     if kind == "type" and value is False and "object" in expected and "null" in expected:  # analyses.patterns: false
         return (f"{key} is false, and it takes its settings: leave it out or write null to turn it off, {{}} for its "
@@ -470,8 +473,9 @@ def check_config_files(paths) -> None:
             seen = Counter(k for k, _ in pairs)
             twice = [k for k, n in seen.items() if n > 1]
             if twice:
-                raise ConfigError(f"{path}: the key {twice[0]!r} is given twice in one object (JSON keeps the last "
-                                  f"without a word): keep one")  # fmt: skip
+                keys = ", ".join(map(str, list(seen)[:6]))
+                raise ConfigError(f"{path}: the key {twice[0]!r} is given twice in one object (the one with the keys "
+                                  f"{keys}; JSON keeps the last without a word): keep one")  # fmt: skip
             return dict(pairs)
 
         try:
@@ -885,10 +889,15 @@ def _non_text_keys(config: dict, path: str = "", depth: int = 0) -> list[str]:
     for key, value in config.items():
         where = f"{path}.{key}" if path else str(key)
         if not isinstance(key, str):
-            what = ("a bool, not text, to YAML (it reads yes, no, on, off, true and false unquoted as bools): quote "
-                    "the name you wrote" if isinstance(key, bool) else f"{type(key).__name__}, not text, to YAML (it "
-                    f"reads an unquoted {key} as one): quote it, '{key}'")  # fmt: skip
-            out.append(f"config key {where!r}: the name {key!r} is {what}, or choose a name that starts with a letter")
+            if isinstance(key, bool):
+                what = ("a bool, not text, to YAML (it reads yes, no, on, off, true and false unquoted as bools): "
+                        "quote the name you wrote")  # fmt: skip
+            elif key is None:
+                what = "null to YAML (an empty key, null or ~): give it a name"
+            else:
+                what = f"{type(key).__name__}, not text, to YAML (it reads an unquoted {key} as one): quote it, '{key}'"
+            what += "" if key is None else ", or choose a name"
+            out.append(f"config key {where!r}: the name {key!r} is {what} that starts with a letter")
         elif isinstance(value, dict) and depth < 3:
             out += _non_text_keys(value, where, depth + 1)
     return out
@@ -1149,10 +1158,13 @@ def _models(models: dict) -> list[str]:
 
                 cls = type(AutoConfig.for_model(entry["build"]["family"]))
                 known = set(cls().to_dict()) | set(getattr(cls, "attribute_map", {}))
-                for key in sorted(set(overrides) - known):
-                    near = difflib.get_close_matches(key, sorted(known), n=1)
+                for key in sorted(set(overrides) - known, key=str):
+                    near = difflib.get_close_matches(str(key), sorted(known), n=1)
                     hint = f"did you mean {near[0]!r}?" if near else f"see transformers' {cls.__name__}"
                     errors.append(f"models.{m}.build.config.{key} is not a key of {cls.__name__}: {hint}")
+                if overrides.get("is_decoder"):
+                    errors.append(f"models.{m}.build.config.is_decoder: true builds a decoder (each token attends to "
+                                  f"the ones before it); PAPA patches bidirectional encoders: remove it")  # fmt: skip
                 if set(overrides) <= known:
                     from .rehearsal import build_problem
 
@@ -1198,6 +1210,10 @@ def _models(models: dict) -> list[str]:
         elif cfg is not None and cfg.get("model_type") not in FAMILIES:
             errors.append(f"models.{m} = {entry!r} is a {cfg.get('model_type')!r} model, which PAPA cannot patch; "
                           f"supported model types: {', '.join(sorted(FAMILIES))}")  # fmt: skip
+        elif cfg is not None and cfg.get("is_decoder"):
+            errors.append(f"models.{m} = {entry!r} is configured as a decoder (config.json: is_decoder true; each "
+                          f"token attends to the ones before it), and PAPA patches bidirectional encoders: use the "
+                          f"encoder's checkpoint")  # fmt: skip
     return errors
 
 

@@ -856,9 +856,10 @@ def check_scored_classes(task, task_metrics: dict, key: str | None = None) -> No
             raise TaskSpecError(
                 f"datasets.{key or task.name}: the validation split, where tasks.{name} is scored, holds one class "
                 f"({task.label_names[int(labels.iloc[0])]!r}) in its {len(labels)} labelled rows: {', '.join(bad)} "
-                f"{'is' if len(bad) == 1 else 'are'} not defined on one class (mcc is 0.0 whatever the probe "
-                f"predicts); give the split rows of every class (max_validation, validation_fraction, or another "
-                f"validation file), or score it with accuracy alone"
+                f"{'is' if len(bad) == 1 else 'are'} not defined on one class"
+                f"{' (mcc is 0.0 whatever the probe predicts)' if 'mcc' in bad else ''}; give the split rows of every "
+                f"class (max_validation, validation_fraction, or another validation file), or score it with accuracy "
+                f"alone"
             )
 
 

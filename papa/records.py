@@ -341,8 +341,42 @@ def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -
     return sorted(key for _, key in _record_files(records, "incomplete") if key.startswith(prefix))
 
 
+def results_folder(configs) -> str:
+    """The results folder a run with these config files writes into, each file read as Snakemake reads a
+    ``--configfile`` (JSON, else YAML, whatever its name) and later files updating earlier ones: the last that sets
+    ``results:``, else the schema's default ``results`` (``make clean``, ``make report``). A `ValueError` for a
+    value that is no plain folder name a shell command can take (papa refuses whitespace in it; a quote would end
+    make's quoting) or a file that does not read; needs PyYAML for a YAML file (``make install``)."""
+    folder, source = "results", "the schema's default"
+    for path in configs:
+        try:
+            text = Path(path).read_text(encoding="utf-8-sig")
+        except OSError as e:
+            raise ValueError(f"{path}: {e.strerror or e}") from None
+        try:
+            config = json.loads(text)
+        except ValueError:
+            try:
+                import yaml
+            except ImportError:
+                raise ValueError(f"{path}: reading a YAML config needs PyYAML: run make install first") from None
+            try:
+                config = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                raise ValueError(f"{path} is not valid YAML or JSON ({str(e).splitlines()[0]})") from None
+        if isinstance(config, dict) and "results" in config:
+            folder, source = config["results"], path
+    if not isinstance(folder, str) or not folder.strip():
+        raise ValueError(f"{source}: results: is {folder!r}, not a folder: give one plain path")
+    if any(c.isspace() for c in folder) or any(c in folder for c in "'\"$`\\"):
+        raise ValueError(f"{source}: results: {folder!r} holds whitespace or a quote, which papa refuses (whitespace) "
+                         f"and make cannot pass to the shell as one folder: give one plain path")  # fmt: skip
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``)."""
+    """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``);
+    ``python -m papa.records results-of CONFIG...``: `results_folder` (``make clean``, ``make report``)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m papa.records", description=main.__doc__)
@@ -350,7 +384,16 @@ def main(argv: list[str] | None = None) -> int:
     forget = sub.add_parser("forget", help="drop the records of the outputs under each results folder")
     forget.add_argument("results", nargs="+", help="results folders, as the configs' results: key writes them")
     forget.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
+    of = sub.add_parser("results-of", help="the results folder a run with these config files writes into")
+    of.add_argument("configs", nargs="+", help="config files, in Snakemake's --configfile order")
     args = parser.parse_args(argv)
+    if args.command == "results-of":
+        try:
+            print(results_folder(args.configs))
+        except ValueError as e:
+            print(f"papa-failed: {e}")
+            return 1
+        return 0
     for results in args.results:
         n = forget_results(results, args.records)
         print(f"{args.records}: dropped {n} record(s) of {spelling(results)}/")

@@ -1075,6 +1075,15 @@ def test_names_yaml_reads_as_numbers_or_bools_are_refused_and_settings_that_chan
          "matrices averaged on another corpus are analyses.cross_corpus (write 'average' here, 'wiki' there)"),
         (lambda c: c["datasets"].update(foo={"source": "local", "build": "nosuch"}),
          "datasets.foo.build = 'nosuch' is not a key of 'build_data' (the config has none)"),
+        (lambda c: c["sweep"].update(seeds=3),
+         "config key 'sweep.seeds' is 3, and it takes a list of seeds: write [3] for the seed 3, or [0, 1, 2] for 3 "
+         "seeds"),
+        (lambda c: c["tasks"].__setitem__(None, c["tasks"].pop("wsj_pos")),
+         "config key 'tasks.None': the name None is null to YAML (an empty key, null or ~): give it a name"),
+        (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"is_decoder": True}}}),
+         "models.tiny.build.config.is_decoder: true builds a decoder"),
+        (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {0: 1}}}),
+         "models.tiny.build.config.0 is not a key of BertConfig"),
         (lambda c: c["models"].update(minilm="bert-base-uncased "),
          "models.minilm = 'bert-base-uncased ' begins or ends with whitespace, which no hub id or alias has: write "
          "'bert-base-uncased'"),
@@ -1094,6 +1103,22 @@ def test_config_messages_say_what_to_write(edit, says):
     with pytest.raises(ConfigError) as e:
         validate_config(cfg)
     assert says in str(e.value), str(e.value)
+
+
+def test_a_local_decoder_checkpoint_is_refused_by_the_config_check(tmp_path):
+    """A local folder whose config.json says is_decoder passed the check and failed in the first job that loaded it
+    (papa.models.family_of refuses it there)."""
+    import json
+
+    from papa.checks import ConfigError, validate_config
+
+    folder = tmp_path / "decoder"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "is_decoder": True}))
+    cfg = _config()
+    cfg["models"]["minilm"] = str(folder)
+    with pytest.raises(ConfigError, match=r"is configured as a decoder \(config\.json: is_decoder true"):
+        validate_config(cfg)
 
 
 def test_a_kind_key_on_a_package_dataset_is_refused_alone():
@@ -1141,8 +1166,9 @@ def test_a_config_file_is_read_strictly(tmp_path):
     merged.write_text("base: &b {lr: 1, epochs: 2}\nprobe:\n  <<: *b\n  lr: 2\n")
     assert read_config_file(merged)["probe"] == {"lr": 2, "epochs": 2}
     check_config_files([tmp_path / "dup.json"])  # a JSON file that is not there: Snakemake's reading says so
-    (tmp_path / "dup.json").write_text('{"seed": 0, "sweep": {"seeds": [0], "seeds": [1, 2]}}')
-    with pytest.raises(ConfigError, match=r"dup\.json: the key 'seeds' is given twice in one object \(JSON keeps"):
+    (tmp_path / "dup.json").write_text('{"seed": 0, "sweep": {"seeds": [0], "constants": [], "seeds": [1, 2]}}')
+    with pytest.raises(ConfigError, match=r"dup\.json: the key 'seeds' is given twice in one object \(the one with "
+                       r"the keys seeds, constants; JSON keeps"):  # fmt: skip
         check_config_files([tmp_path / "dup.json"])  # json.load kept the last without a word
     (tmp_path / "ok.json").write_text('{"seed": 0, "sweep": {"seeds": [0]}}')
     check_config_files([tmp_path / "ok.json"])

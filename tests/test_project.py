@@ -149,30 +149,35 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     for target, var in (("clean", f"CLEAN_CONFIGS={spaced}"), ("report", f"CONFIG={spaced}")):
         p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, var], cwd=ROOT, capture_output=True,
                            text=True)  # fmt: skip
-        assert p.returncode != 0 and "contains whitespace" in p.stderr and "rm -rf" not in p.stdout, p
-    # YAML's other ways of writing the string: make reads the key's line, and took `>-` as the folder
-    for text, says in (("results: >-\n  runs/x\n", "'>-' is YAML syntax"), ("results:\n  runs/x\n", "has no value on "
-                       "its line"), ("results: &r runs/x\n", "'&r runs/x' is YAML syntax")):  # fmt: skip
-        spaced.write_text(text)
-        for target, var in (("clean", f"CLEAN_CONFIGS={spaced}"), ("report", f"CONFIG={spaced}")):
-            p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, var], cwd=ROOT, capture_output=True,
-                               text=True)  # fmt: skip
-            assert p.returncode != 0 and says in p.stderr and "rm -rf" not in p.stdout, p
-    # the folder of the run make run starts: a JSON config's key (read as its "results" line was not: the default's
-    # folder, another run's, was the one removed), several configs merged as Snakemake merges them (the last that
-    # sets it; each file's folder was removed), and a config that is not there (the default's folder, again)
+        assert p.returncode != 0 and "holds whitespace or a quote" in p.stderr and "rm -rf" not in p.stdout, p
+    # the folder of the run make run starts, each file read as Snakemake reads it (JSON, else YAML, whatever its
+    # name; python -m papa.records results-of): a line-wise read took `>-` as the folder, and gave the default's
+    # folder, another run's, for a JSON file, a flow mapping, a byte-order mark or `results :`; several configs are
+    # merged as Snakemake merges them (the last that sets it; each file's folder was removed)
     (tmp_path / "r.json").write_text(json.dumps({"seed": 0, "results": "results-json"}))
+    (tmp_path / "json.yaml").write_text(json.dumps({"seed": 0, "results": "json-in-yaml"}))
     (tmp_path / "none.yaml").write_text("seed: 1\n")
-    for config, folder in ((f"{tmp_path / 'r.json'}", "results-json"), (f"{moved} {tmp_path / 'none.yaml'}",
-                           "elsewhere/out"), (f"{default} {moved}", "elsewhere/out")):  # fmt: skip
+    forms = {"block.yaml": "results: >-\n  runs/x\n", "next.yaml": "results:\n  runs/x\n",
+             "anchor.yaml": "seed: &s runs/x\nresults: *s\n", "flow.yaml": "{seed: 0, results: runs/x}\n",
+             "bom.yaml": "\ufeffresults: runs/x\n", "spaced_key.yaml": "results : runs/x\n"}  # fmt: skip
+    for name, text in forms.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    for config, folder in ((f"{tmp_path / 'r.json'}", "results-json"), (f"{tmp_path / 'json.yaml'}", "json-in-yaml"),
+                           (f"{moved} {tmp_path / 'none.yaml'}", "elsewhere/out"), (f"{default} {moved}",
+                           "elsewhere/out"), *((str(tmp_path / n), "runs/x") for n in forms)):  # fmt: skip
         for target, says in (("clean", f"for d in '{folder}'; do"), ("report", f"--report '{folder}'/report.html")):
             p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={config}"], cwd=ROOT,
                                capture_output=True, text=True)  # fmt: skip
             assert p.returncode == 0 and says in p.stdout, (config, p)
+    (tmp_path / "quote.yaml").write_text("results: 'a''b'\n")  # the folder a'b: make's quoting would make it ab
+    p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", "clean", f"CONFIG={tmp_path / 'quote.yaml'}"],
+                       cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert p.returncode != 0 and "holds whitespace or a quote" in p.stderr and "rm -rf" not in p.stdout, p
     for target in ("clean", "report"):
         p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={tmp_path / 'nosuch.yaml'}"],
                            cwd=ROOT, capture_output=True, text=True)  # fmt: skip
-        assert p.returncode != 0 and "nosuch.yaml: no such config file" in p.stderr and "rm -rf" not in p.stdout, p
+        assert p.returncode != 0 and "nosuch.yaml: No such file or directory" in p.stderr, p
+        assert "rm -rf" not in p.stdout, p
 
 
 @pytest.mark.slow  # Snakemake parses and lints the whole workflow (~13 s): `make test`, not the fast tier
