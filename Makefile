@@ -35,9 +35,11 @@ endif
 # refuses and make would split into several folders, or a quote), stops make with what to change: a line-wise read
 # took a JSON file's, a flow mapping's or a block's folder for the default's, another run's.
 READ_PYTHON := $(firstword $(wildcard $(BIN)/python) $(PYTHON))
-results_read = $(shell PYTHONPATH='$(HERE)' $(READ_PYTHON) -m papa.records results-of -- $(1) 2>&1)
-results_path = $(if $(filter papa-failed:,$(firstword $(call results_read,$(1)))),$(error $(wordlist 2,999,$(call \
-  results_read,$(1)))),'$(call results_read,$(1))')
+results_read = $(shell out=$$(PYTHONPATH='$(HERE)' $(READ_PYTHON) -m papa.records results-of -- $(1) 2>&1) && \
+  echo "papa-ok: $$out" || echo "papa-failed: $$out")
+results_path = $(if $(strip $(1)),,$(error CONFIG is empty: name a config file (make clean without CONFIG removes the \
+  results of CLEAN_CONFIGS)))$(if $(filter papa-ok:,$(firstword $(call results_read,$(1)))),'$(word 2,$(call \
+  results_read,$(1)))',$(error $(wordlist 2,999,$(call results_read,$(1)))))
 
 .PHONY: install run test lint check rehearse report bench clean
 
@@ -56,7 +58,7 @@ $(BIN)/snakemake: pyproject.toml
 install: $(BIN)/snakemake
 
 run: install
-	$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
+	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 report: install
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html

@@ -1306,6 +1306,9 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     # which heads stayed input-dependent, (layer, head) pairs: a random order's are otherwise known only by rerunning it
     record = stage.provenance(cache_strategy=strategy, dynamic_heads=(~static).nonzero().tolist())
+    from dataclasses import asdict
+
+    record["settings"]["hparams"] = asdict(hparams)  # as run_probe got them (shared: its order)
     return [
         _write_rows(
             df[df.seed == seed].drop(columns="seed"), out, stage.labels, stage.fraction_dynamic, n_dynamic, seed, record

@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(results_folder(args.configs))
         except ValueError as e:
-            print(f"papa-failed: {e}")
+            print(e)
             return 1
         return 0
     for results in args.results:

@@ -253,6 +253,9 @@ def test_trained_constants_one_job_per_seed_score_as_one_job(job, tmp_path, batc
         assert record["dynamic_heads"] == [[layer, h] for layer in (3, 4, 5) for h in range(12)], record
     apart = _scores([pipeline.probe_heads(stage([s], f"alone{s}", first_seed=0))[0] for s in (0, 1)])
     pd.testing.assert_frame_equal(apart, together)
+    # the trainer settings each file records are those it ran with: under shared, the first seed's batch order
+    hparams = read_provenance(tmp_path / "alone1" / "seed1.parquet")["settings"]["hparams"]
+    assert (hparams["seed"], hparams["shuffle_seed"]) == (1, 0 if batch_order == "shared" else None), hparams
     assert not together[together.seed == 0].score.equals(together[together.seed == 1].score)  # the seeds differ
     own_order = _scores(pipeline.probe_heads(stage([1], "own")))
     seed1 = together[together.seed == 1].reset_index(drop=True)

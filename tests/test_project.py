@@ -74,6 +74,10 @@ def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path
     p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", "run", f"CONFIG={tmp_path / 'nosuch.yaml'}"],
                        cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert p.returncode != 0 and f"{tmp_path / 'nosuch.yaml'}: no such config file" in p.stderr, p
+    for target in ("run", "clean", "report"):  # an unset variable of a script: clean removed the default's folder
+        p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, "CONFIG="], cwd=ROOT,
+                           capture_output=True, text=True)  # fmt: skip
+        assert p.returncode != 0 and "CONFIG is empty: name a config file" in p.stderr and "rm -rf" not in p.stdout, p
 
 
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
