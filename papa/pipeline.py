@@ -29,7 +29,7 @@ import platform
 import sys
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -257,8 +257,6 @@ class Stage:
         """What decided this stage's outputs, recorded next to them (`papa.io.write_parquet`,
         `papa.io.read_provenance`): the stage, its settings (every input, output and parameter:
         the dataclass's fields, the code fingerprint among them), `job_record` and ``extra``."""
-        from dataclasses import asdict
-
         return {"stage": type(self).__name__, "settings": asdict(self), **self.job_record(), **extra}
 
 
@@ -1306,8 +1304,6 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     # which heads stayed input-dependent, (layer, head) pairs: a random order's are otherwise known only by rerunning it
     record = stage.provenance(cache_strategy=strategy, dynamic_heads=(~static).nonzero().tolist())
-    from dataclasses import asdict
-
     record["settings"]["hparams"] = asdict(hparams)  # as run_probe got them (shared: its order)
     return [
         _write_rows(
