@@ -1019,28 +1019,13 @@ def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     check_config(cfg)
 
 
-def test_names_yaml_reads_as_numbers_or_bools_are_refused_and_settings_that_change_nothing_warn():
-    """A task named ``2010:`` (an int to YAML) failed with a TypeError sorting the names, a model named ``1:`` passed
-    the check and failed building the DAG with a KeyError: refused first, naming the key and the quoting. A probe's
-    extra_lr without trained constants, and a cross-corpus corpus that is every analysed task's own, change nothing:
-    warned of."""
+def test_settings_that_change_nothing_warn():
+    """A probe's extra_lr without trained constants, and a cross-corpus corpus that is every analysed task's own,
+    change nothing: warned of."""
     import copy
     import warnings
 
-    from papa.checks import ConfigError, validate_config
-
-    for edit, says in (
-        (lambda c: c["tasks"].__setitem__(2010, c["tasks"].pop("wsj_pos")), "config key 'tasks.2010': the name 2010 "
-         "is int, not text, to YAML (it reads an unquoted 2010 as one): quote it, '2010'"),
-        (lambda c: c["models"].__setitem__(1, c["models"].pop("minilm")), "config key 'models.1': the name 1 is int"),
-        (lambda c: c["datasets"].__setitem__(True, {"source": "package"}), "config key 'datasets.True': the name True "
-         "is a bool, not text, to YAML (it reads yes, no, on, off, true and false unquoted as bools)"),
-    ):  # fmt: skip
-        cfg = _config()
-        edit(cfg)
-        with pytest.raises(ConfigError) as e:
-            validate_config(cfg)
-        assert says in str(e.value), str(e.value)
+    from papa.checks import validate_config
 
     def warned(edit):
         cfg = copy.deepcopy(_config())
@@ -1075,6 +1060,13 @@ def test_names_yaml_reads_as_numbers_or_bools_are_refused_and_settings_that_chan
          "matrices averaged on another corpus are analyses.cross_corpus (write 'average' here, 'wiki' there)"),
         (lambda c: c["datasets"].update(foo={"source": "local", "build": "nosuch"}),
          "datasets.foo.build = 'nosuch' is not a key of 'build_data' (the config has none)"),
+        (lambda c: c["tasks"].__setitem__(2010, c["tasks"].pop("wsj_pos")),
+         "config key 'tasks.2010': the name 2010 is int, not text, to YAML (it reads an unquoted 2010 as one): quote "
+         "it, '2010'"),
+        (lambda c: c["models"].__setitem__(1, c["models"].pop("minilm")), "config key 'models.1': the name 1 is int"),
+        (lambda c: c["datasets"].__setitem__(True, {"source": "package"}),
+         "config key 'datasets.True': the name True is a bool, not text, to YAML (it reads yes, no, on, off, true and "
+         "false unquoted as bools)"),
         (lambda c: c["sweep"].update(seeds=3),
          "config key 'sweep.seeds' is 3, and it takes a list of seeds: write [3] for the seed 3, or [0, 1, 2] for 3 "
          "seeds"),
