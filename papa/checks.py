@@ -1169,7 +1169,8 @@ def _models(models: dict) -> list[str]:
                     from .rehearsal import build_problem
 
                     why = build_problem(entry["build"]["family"], overrides)
-                    if why:
+                    if why:  # transformers' first line (a module's repr may follow)
+                        why = str(why).strip().splitlines()[0][:300]
                         errors.append(f"models.{m}.build.config cannot build a model: {why}; change the config")
             continue
         if isinstance(entry, str) and entry != entry.strip():  # a hub id never has it; a folder's name rarely

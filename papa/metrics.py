@@ -175,6 +175,9 @@ def compute(metric: str, y_true, y_pred, label_names: list[str] | None = None) -
         if metric == "entity_f1" and not chunk_tagged(label_names):
             raise ValueError(entity_f1_problem(label_names))
         y_true, y_pred = _tag_rows(metric, y_true, y_pred, len(label_names))
+        if not (y_true != -100).any():  # seqeval scored no tag as 0.0
+            raise ValueError(f"{metric}: no position to score: every gold label is -100 (sub-words, padding); give "
+                             f"the first sub-word of each word its tag")  # fmt: skip
         true_seqs, pred_seqs = [], []
         for t_row, p_row in zip(y_true, y_pred):
             keep = t_row != -100

@@ -1067,17 +1067,28 @@ class CacheConfig:
     scratch: str | None = None
 
 
-def job_cache_budget(budget_mb: float | None, mem_mb: float | None) -> float | None:
-    """The hidden-state cache budget of a probe job that asks for ``mem_mb`` (its rule's resources, grown on a
-    retry): ``cache.budget_mb``, at most half the job's memory, the rest for the model, the probe and the batches
-    (a budget as large as the job's memory, 4096 beside the schema's default mem_mb of 2000, filled it, and Slurm
-    killed the job once encoding was done). Where a cache does not fit, the job keeps it on disk or re-encodes:
-    the scores are the same (`papa.probe.prepare_features`)."""
-    if mem_mb is None:
+def job_memory_mib(sm) -> float | None:
+    """The memory a Snakemake job asks for, in MiB (2^20 bytes, the unit of ``cache.budget_mb``): Snakemake's
+    ``mem_mib``, else its ``mem_mb`` (10^6 bytes) converted; None without resources (a notebook's stand-in job)."""
+    resources = getattr(sm, "resources", None)
+    mib = getattr(resources, "mem_mib", None)
+    if mib is None and getattr(resources, "mem_mb", None) is not None:
+        mib = float(resources.mem_mb) * 10**6 / 2**20
+    return None if mib is None else float(mib)
+
+
+def job_cache_budget(budget_mb: float | None, mem_mib: float | None) -> float | None:
+    """The hidden-state cache budget of a probe job that asks for ``mem_mib`` (its rule's resources, grown on a
+    retry; `job_memory_mib`): ``cache.budget_mb`` (MiB, as `papa.probe.prepare_features` counts), at most half the
+    job's memory, the rest for the model, the probe and the batches (a budget as large as the job's memory, 4096
+    beside the schema's default mem_mb of 2000, filled it, and Slurm killed the job once encoding was done). Where a
+    cache does not fit, the job keeps it on disk or re-encodes: the scores are the same."""
+    if mem_mib is None:
         return budget_mb
-    half = float(mem_mb) / 2
+    half = float(mem_mib) / 2
     if budget_mb is None or budget_mb > half:
-        log.info("cache budget %s MB: half the job's %s MB (cache.budget_mb %s)", f"{half:g}", mem_mb, budget_mb)
+        log.info("cache budget %s MiB: half the job's %s MiB (cache.budget_mb %s)", f"{half:g}", f"{mem_mib:g}",
+                 budget_mb)  # fmt: skip
         return half
     return budget_mb
 
@@ -1196,8 +1207,7 @@ class ProbeStage(ModelStage):
                     **sm.config["cache"],
                     "dtype": sm.params.cache_dtype,
                     "budget_mb": job_cache_budget(
-                        sm.config["cache"].get("budget_mb", CacheConfig.budget_mb),
-                        getattr(getattr(sm, "resources", None), "mem_mb", None),
+                        sm.config["cache"].get("budget_mb", CacheConfig.budget_mb), job_memory_mib(sm)
                     ),
                 }
             ),  # fmt: skip

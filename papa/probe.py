@@ -418,7 +418,7 @@ def extract_features(
             raise
         where = f"memory-mapped file {folder}/features.npy" + ("" if reserved else " (not reserved: sparse)")
     cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)
-    log.info("caching features %s (%.0f MB, %s) in %s", shape, nbytes / MB, dtype, where)
+    log.info("caching features %s (%.0f MiB, %s) in %s", shape, nbytes / MB, dtype, where)
     progress = Progress(log_every)
     pos = 0
     try:  # the frozen encoder's features, dropout off, as LiveFeatures runs it (a train-mode model drew noise)
@@ -525,14 +525,14 @@ def prepare_features(
             f"use strategy auto or reencode"
         )
     log.info(
-        "feature cache: train %.1f MB + validation %.1f MB (%s) = %.1f MB; memory budget %s, disk budget %s "
+        "feature cache: train %.1f MiB + validation %.1f MiB (%s) = %.1f MiB; memory budget %s, disk budget %s "
         "-> strategy %s%s",
         sizes["train"] / MB,
         sizes["validation"] / MB,
         dtype,
         total / MB,
-        "none" if budget_mb is None else f"{budget_mb:g} MB",
-        "unused" if disk_mb is None else f"{disk_mb:.0f} MB",
+        "none" if budget_mb is None else f"{budget_mb:g} MiB",
+        "unused" if disk_mb is None else f"{disk_mb:.0f} MiB",
         chosen,
         " (backbone dropout: features change every pass)" if backbone_dropout else "",
     )

@@ -355,6 +355,8 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
         (("f1", ["a", "b"], ["a", "b"]), TypeError, "f1: y_true holds <U1 values \\('a', ...\\), and labels"),
         (("pos_f1", [[-100, -100]], [[0, 1]]), ValueError, "pos_f1: no position to score: every gold label is -100"),
         (("token_accuracy", [[-100]], [[0]]), ValueError, "token_accuracy: no position to score"),
+        (("pos_seqeval_f1", [[-100, -100]], [[0, 1]], ["NN", "VB"]), ValueError, "pos_seqeval_f1: no position to"),
+        (("entity_f1", [[-100]], [[0]], ["O", "B-X", "I-X"]), ValueError, "entity_f1: no position to score"),
     ],
 )
 def test_metrics_name_the_metric_and_what_to_change(args, error, says):

@@ -1171,3 +1171,9 @@ def test_the_cache_budget_is_at_most_half_the_jobs_memory():
     assert pipeline.job_cache_budget(4096, 16000) == 4096 and pipeline.job_cache_budget(4096, None) == 4096
     assert pipeline.job_cache_budget(None, 3000) == 1500  # no budget: half the memory still
     assert pipeline.job_cache_budget(100, 2000 * 2) == 100  # a retry's memory grows; a budget under it stays
+    from types import SimpleNamespace as NS
+
+    # in MiB, the budget's unit: Snakemake's mem_mib, else its mem_mb (10^6 bytes) converted
+    assert pipeline.job_memory_mib(NS(resources=NS(mem_mb=2000, mem_mib=1908))) == 1908
+    assert pipeline.job_memory_mib(NS(resources=NS(mem_mb=2000))) == 2000 * 10**6 / 2**20
+    assert pipeline.job_memory_mib(NS()) is None

@@ -197,7 +197,8 @@ class PatchHandle:
 
     # -- lambdas and trainable tensors
     def lambdas(self) -> torch.Tensor:
-        """[layers, heads] current lambda = sigmoid(w) (mix mode), float32 (float64 for a float64 model)."""
+        """[layers, heads] current lambda = sigmoid(w) (mix mode), float32 (float64 for a float64 model). A head in
+        ``static`` uses its constant matrix alone: its entry is unused (it stays at its initial 0.5)."""
         if self.lambda_logits is None:
             raise RuntimeError("lambdas() needs patch(..., mix=True)")
         return torch.sigmoid(self.lambda_logits.detach()).cpu()
