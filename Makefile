@@ -35,8 +35,8 @@ endif
 # refuses and make would split into several folders, or a quote), stops make with what to change: a line-wise read
 # took a JSON file's, a flow mapping's or a block's folder for the default's, another run's.
 READ_PYTHON := $(firstword $(wildcard $(BIN)/python) $(PYTHON))
-results_read = $(shell out=$$(PYTHONPATH='$(HERE)' $(READ_PYTHON) -m papa.records results-of -- $(1) 2>&1) && \
-  echo "papa-ok: $$out" || echo "papa-failed: $$out")
+results_read = $(shell out=$$(PYTHONPATH='$(HERE)' $(READ_PYTHON) -m papa.records results-of -- $(1) 2>/dev/null) && \
+  echo "papa-ok: $$out" || echo "papa-failed: $${out:-python -m papa.records results-of $(1) failed: run it to see why}")
 results_path = $(if $(strip $(1)),,$(error CONFIG is empty: name a config file (make clean without CONFIG removes the \
   results of CLEAN_CONFIGS)))$(if $(filter papa-ok:,$(firstword $(call results_read,$(1)))),'$(word 2,$(call \
   results_read,$(1)))',$(error $(wordlist 2,999,$(call results_read,$(1)))))

@@ -454,6 +454,10 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
         raise ConfigError("\n".join(twice))
     if config is None and allow_empty:
         return {}
+    if isinstance(config, dict) and config.get("__use_yte__") is True:  # a YTE template: Snakemake renders it
+        import yte
+
+        config = yte.process_yaml(Path(path).read_text(encoding="utf-8"), require_use_yte=True)
     if not isinstance(config, dict):
         got = "empty" if config is None else f"a {type(config).__name__}"
         raise ConfigError(f"{path} is {got}: a config is a mapping of keys (models, datasets, tasks, sweep, ...)")

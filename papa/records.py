@@ -353,6 +353,18 @@ def results_folder(configs) -> str:
             text = Path(path).read_text(encoding="utf-8-sig")
         except OSError as e:
             raise ValueError(f"{path}: {e.strerror or e}") from None
+        try:  # Snakemake's own reading where it is installed (a YTE template rendered, __use_yte__)
+            from snakemake.common.configfile import load_configfile
+        except ImportError:
+            load_configfile = None
+        if load_configfile is not None:
+            try:
+                config = load_configfile(path)
+            except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
+                raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}") from None
+            if isinstance(config, dict) and "results" in config:
+                folder, source = config["results"], path
+            continue
         try:
             config = json.loads(text)
         except ValueError:

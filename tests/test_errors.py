@@ -1156,6 +1156,9 @@ def test_a_config_file_is_read_strictly(tmp_path):
                 continue
             with pytest.raises(ConfigError, match=says):
                 read(path)
+    yte = tmp_path / "yte.yaml"  # a YTE template (Snakemake renders it): the config it renders
+    yte.write_text("__use_yte__: true\nseed: 0\n?if True:\n  results: r-yte\n?else:\n  results: other\n")
+    assert read_config_file(yte) == {"seed": 0, "results": "r-yte"}
     merged = tmp_path / "merged.yaml"
     merged.write_text("base: &b {lr: 1, epochs: 2}\nprobe:\n  <<: *b\n  lr: 2\n")
     assert read_config_file(merged)["probe"] == {"lr": 2, "epochs": 2}

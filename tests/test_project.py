@@ -163,7 +163,8 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     (tmp_path / "none.yaml").write_text("seed: 1\n")
     forms = {"block.yaml": "results: >-\n  runs/x\n", "next.yaml": "results:\n  runs/x\n",
              "anchor.yaml": "seed: &s runs/x\nresults: *s\n", "flow.yaml": "{seed: 0, results: runs/x}\n",
-             "bom.yaml": "\ufeffresults: runs/x\n", "spaced_key.yaml": "results : runs/x\n"}  # fmt: skip
+             "bom.yaml": "\ufeffresults: runs/x\n", "spaced_key.yaml": "results : runs/x\n",
+             "yte.yaml": "__use_yte__: true\n?if True:\n  results: runs/x\n?else:\n  results: other\n"}  # fmt: skip
     for name, text in forms.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     for config, folder in ((f"{tmp_path / 'r.json'}", "results-json"), (f"{tmp_path / 'json.yaml'}", "json-in-yaml"),
