@@ -214,7 +214,8 @@ def unused_settings(config: dict) -> list[str]:
     run switches strategy); a local dataset's ``test`` file (the workflow prepares `papa.spec.PREPARED_SPLITS`:
     it neither reads nor checks it); ``resources.<rule>.gpu`` of a rule that runs on the CPU (`CPU_RULES`); a
     token task's probe ``dropout`` (its probe, a linear layer per token, has none); a probe's ``extra_lr`` where
-    no run trains constants; an ``analyses.cross_corpus`` corpus that is every analysed task's own."""
+    no run trains constants; an ``analyses.cross_corpus`` corpus that is every analysed task's own; a task that no
+    model runs (``model_tasks``: a sample of a larger config may mean it)."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
     shapes = {input_shape(d, datasets[d]) for _, d, _ in tokenized_inputs(config)}
     what = {"pair": "sentence pairs", "single": "single sentences"}
@@ -254,6 +255,11 @@ def unused_settings(config: dict) -> list[str]:
                    f"is tasks.{t}.lambda.extra_lr)"
                    for t, tc in (config.get("tasks") or {}).items()
                    if "extra_lr" in (tc.get("probe") or {})]  # fmt: skip
+    run = {t for m in config.get("models") or {} for t in model_tasks(config, m)}
+    if run:  # (none: an MLM-only config, which runs no task)
+        unused += [f"tasks.{t} is run by no model: model_tasks gives every model other tasks, so it is in no table "
+                   f"or figure; add {t!r} to a model's model_tasks to run it (a sample of a larger config may mean "
+                   f"it)" for t in config.get("tasks") or {} if t not in run]  # fmt: skip
     analysed = {t for m in config.get("models") or {} for t in analysed_tasks(config, m)}
     for corpus in analyses.get("cross_corpus") or []:
         # a corpus that is every analysed task's own: matrices averaged on it are each task's own ('average' run)
@@ -1283,12 +1289,6 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
     run = {t for m in config.get("models", {}) for t in model_tasks(config, m)}
     listed = analyses.get("models")
     run_analysed = {t for m in analysed_models(config) for t in model_tasks(config, m)}
-    if config.get("model_tasks"):  # every model runs every task unless model_tasks names others
-        for t in config.get("tasks") or {}:
-            if run and t not in run:
-                errors.append(f"tasks.{t} is run by no model: model_tasks gives every model other tasks, so it "
-                              f"would be dropped from every table and figure without a word; add {t!r} to a model's "
-                              f"model_tasks, or remove tasks.{t}")  # fmt: skip
     for t in analyses.get("tasks") or []:
         if run and t in config.get("tasks", {}) and t not in run:  # run empty: an MLM-only config drops nothing
             errors.append(f"analyses.tasks: {t!r} is run by no model (model_tasks), so its analyses would be "

@@ -123,13 +123,13 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
 
 
 def _user_errors() -> tuple[type, ...]:
-    """The errors of bad input whose message names what to change (data, config, model, lengths): a job logs
-    them without a traceback on the console (Snakemake's, a terminal); its log file keeps where it was raised."""
-    from .checks import ConfigError
+    """The errors of bad input whose message names what to change (data, model, lengths): a job logs them without
+    a traceback on the console (Snakemake's, a terminal); its log file keeps where it was raised. (The config's
+    errors come before any job, from `papa.checks`, which no job's code reaches: its edits rerun no job.)"""
     from .data.errors import TaskSpecError
     from .patching.kernels import SequenceLengthMismatch
 
-    return TaskSpecError, ConfigError, models.UnsupportedModelError, SequenceLengthMismatch, io.UnreadableFileError
+    return TaskSpecError, models.UnsupportedModelError, SequenceLengthMismatch, io.UnreadableFileError
 
 
 #: The running job's stage and start (`Stage.from_snakemake`), and whether it failed or a Ctrl-C (SIGINT's
