@@ -30,16 +30,17 @@ endif
 
 # results_path(configs): the folder a run with these configs writes into, quoted for the shell: `python -m
 # papa.records results-of` reads each file as Snakemake does (JSON, else YAML, whatever its name; later files update
-# earlier ones: the last that sets `results:`, else the schema's default), with the venv's python where there is one
-# (PyYAML). A file that is not there or does not read, or a value that is not one plain path (whitespace, which papa
+# earlier ones: the last that sets `results:`, else the schema's default), with the checkout's venv python (else
+# $(PYTHON), as in an environment.yml environment: it needs Snakemake). A file that is not there or does not read, or a value that is not one plain path (whitespace, which papa
 # refuses and make would split into several folders, or a quote), stops make with what to change: a line-wise read
 # took a JSON file's, a flow mapping's or a block's folder for the default's, another run's.
-READ_PYTHON := $(firstword $(wildcard $(BIN)/python) $(PYTHON))
+READ_PYTHON := $(firstword $(wildcard $(BIN)/python $(HERE)/$(BIN)/python) $(PYTHON))
 results_read = $(shell out=$$(PYTHONPATH='$(HERE)' $(READ_PYTHON) -m papa.records results-of -- $(1) 2>/dev/null) && \
   echo "papa-ok: $$out" || echo "papa-failed: $${out:-python -m papa.records results-of $(1) failed: run it to see why}")
 results_path = $(if $(strip $(1)),,$(error CONFIG is empty: name a config file (make clean without CONFIG removes the \
-  results of CLEAN_CONFIGS)))$(if $(filter papa-ok:,$(firstword $(call results_read,$(1)))),'$(word 2,$(call \
-  results_read,$(1)))',$(error $(wordlist 2,999,$(call results_read,$(1)))))
+  results of CLEAN_CONFIGS)))$(call results_quoted,$(call results_read,$(1)))
+# results_quoted(what results_read printed, read once): the folder quoted, or make stopped with the reason
+results_quoted = $(if $(filter papa-ok:,$(firstword $(1))),'$(word 2,$(1))',$(error $(wordlist 2,999,$(1))))
 
 .PHONY: install run test lint check rehearse report bench clean
 

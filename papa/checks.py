@@ -452,8 +452,9 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
         return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    text = Path(path).read_text(encoding="utf-8")
     try:
-        config = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
+        config = yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not valid YAML: {e}") from None
     if twice:
@@ -463,7 +464,7 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
     if isinstance(config, dict) and config.get("__use_yte__") is True:  # a YTE template: Snakemake renders it
         import yte
 
-        config = yte.process_yaml(Path(path).read_text(encoding="utf-8"), require_use_yte=True)
+        config = yte.process_yaml(text, require_use_yte=True)
     if not isinstance(config, dict):
         got = "empty" if config is None else f"a {type(config).__name__}"
         raise ConfigError(f"{path} is {got}: a config is a mapping of keys (models, datasets, tasks, sweep, ...)")
@@ -901,12 +902,12 @@ def _non_text_keys(config: dict, path: str = "", depth: int = 0) -> list[str]:
         if not isinstance(key, str):
             if isinstance(key, bool):
                 what = ("a bool, not text, to YAML (it reads yes, no, on, off, true and false unquoted as bools): "
-                        "quote the name you wrote")  # fmt: skip
+                        "quote the name you wrote, or choose a name")  # fmt: skip
             elif key is None:
                 what = "null to YAML (an empty key, null or ~): give it a name"
             else:
-                what = f"{type(key).__name__}, not text, to YAML (it reads an unquoted {key} as one): quote it, '{key}'"
-            what += "" if key is None else ", or choose a name"
+                what = (f"{type(key).__name__}, not text, to YAML (it reads an unquoted {key} as one): quote it, "
+                        f"'{key}', or choose a name")  # fmt: skip
             out.append(f"config key {where!r}: the name {key!r} is {what} that starts with a letter")
         elif isinstance(value, dict) and depth < 3:
             out += _non_text_keys(value, where, depth + 1)

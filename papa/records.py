@@ -342,40 +342,26 @@ def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -
 
 
 def results_folder(configs) -> str:
-    """The results folder a run with these config files writes into, each file read as Snakemake reads a
-    ``--configfile`` (JSON, else YAML, whatever its name) and later files updating earlier ones: the last that sets
-    ``results:``, else the schema's default ``results`` (``make clean``, ``make report``). A `ValueError` for a
-    value that is no plain folder name a shell command can take (papa refuses whitespace in it; a quote would end
-    make's quoting) or a file that does not read; needs PyYAML for a YAML file (``make install``)."""
+    """The results folder a run with these config files writes into, each file read by Snakemake's own reading of a
+    ``--configfile`` and later files updating earlier ones: the last that sets ``results:``, else the schema's
+    default ``results`` (``make clean``, ``make report``). A `ValueError` for a value that is no plain folder name a
+    shell command can take (papa refuses whitespace in it; a quote would end make's quoting), a file that does not
+    read, or a Python without Snakemake (``make install``)."""
     folder, source = "results", "the schema's default"
+    try:
+        from snakemake.common.configfile import load_configfile
+    except ImportError:
+        raise ValueError("reading the configs as Snakemake does needs the workflow's environment: run make install "
+                         "first") from None  # fmt: skip
     for path in configs:
         try:
-            text = Path(path).read_text(encoding="utf-8-sig")
+            Path(path).stat()
         except OSError as e:
             raise ValueError(f"{path}: {e.strerror or e}") from None
-        try:  # Snakemake's own reading where it is installed (a YTE template rendered, __use_yte__)
-            from snakemake.common.configfile import load_configfile
-        except ImportError:
-            load_configfile = None
-        if load_configfile is not None:
-            try:
-                config = load_configfile(path)
-            except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
-                raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}") from None
-            if isinstance(config, dict) and "results" in config:
-                folder, source = config["results"], path
-            continue
         try:
-            config = json.loads(text)
-        except ValueError:
-            try:
-                import yaml
-            except ImportError:
-                raise ValueError(f"{path}: reading a YAML config needs PyYAML: run make install first") from None
-            try:
-                config = yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                raise ValueError(f"{path} is not valid YAML or JSON ({str(e).splitlines()[0]})") from None
+            config = load_configfile(path)  # JSON, else YAML (a YTE template rendered), whatever the file's name
+        except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
+            raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}") from None
         if isinstance(config, dict) and "results" in config:
             folder, source = config["results"], path
     if not isinstance(folder, str) or not folder.strip():
