@@ -30,6 +30,7 @@ from .spec import (
     BINARY_METRICS,
     CONSTANTS_PATTERN,
     DATA_KINDS,
+    LAMBDA_ORDERS,
     METHOD_CONSTANTS,
     METRICS,
     NAME_PATTERN,
@@ -224,7 +225,15 @@ def unused_settings(config: dict) -> list[str]:
               for key, shape in ENCODING_REACH.items()
               if encoding.get(key) == "authors" and None not in shapes and shape not in shapes]  # fmt: skip
     cache = config.get("cache") or {}
-    if cache.get("strategy") in ("memory", "reencode"):  # no disk cache: its folder and budget go unread
+    reencoded = _reencoding_tasks(config)
+    if reencoded:  # every probe job re-encodes (backbone dropout): no cache, whatever its settings
+        defaults = _schema_defaults("cache")
+        unused += [f"cache.{key}: every task's probe runs with backbone_dropout ({', '.join(reencoded)}), so its "
+                   f"hidden states change every pass and are re-encoded, never cached: it changes nothing here "
+                   f"(cache.dtype still rounds them)"
+                   for key in ("strategy", "budget_mb", "disk_budget_mb", "scratch", "batch_size")
+                   if key in cache and cache[key] != defaults.get(key)]  # fmt: skip
+    elif cache.get("strategy") in ("memory", "reencode"):  # no disk cache: its folder and budget go unread
         unused += [f"cache.{key} is read by cache.strategy auto and disk only (where a disk cache may be used), and "
                    f"strategy is {cache['strategy']}: it changes nothing here"
                    for key in ("scratch", "disk_budget_mb") if cache.get(key) is not None]  # fmt: skip
@@ -238,11 +247,19 @@ def unused_settings(config: dict) -> list[str]:
         if "gpu" in ((config.get("resources") or {}).get(rule) or {}):
             unused.append(f"resources.{rule}.gpu: rule {rule} runs on the CPU and asks for no GPU: it changes "
                           f"nothing")  # fmt: skip
+    learned = lambda_tasks(config)
+    run = {t for m in config.get("models") or {} for t in model_tasks(config, m)}
     for t, tc in (config.get("tasks") or {}).items():
+        written = _lambda_settings(config, t)
+        if t in run and t not in learned and written:
+            unused.append(f"tasks.{t}.lambda ({', '.join(written)}): no run of task {t} learns lambdas (head order "
+                          f"{' or '.join(LAMBDA_ORDERS)} at a fraction_dynamic between 0 and 1, in sweep.selections "
+                          f"or analyses.head_orders), so the lambda stage never runs for it: it changes nothing "
+                          f"here")  # fmt: skip
         if dataset_kind(tc.get("dataset", ""), datasets.get(tc.get("dataset"), {})) != "token":
             continue
         probe = tc.get("probe") or {}
-        for block in ("probe", "lambda"):
+        for block in ("probe",) if t not in learned else ("probe", "lambda"):
             hp = tc.get(block) or {}
             if "dropout" in hp and (block == "probe" or hp["dropout"] != probe.get("dropout")):
                 unused.append(f"tasks.{t}.{block}.dropout: task {t} tags tokens, and its probe (a linear layer per "
@@ -255,7 +272,6 @@ def unused_settings(config: dict) -> list[str]:
                    f"is tasks.{t}.lambda.extra_lr)"
                    for t, tc in (config.get("tasks") or {}).items()
                    if "extra_lr" in (tc.get("probe") or {})]  # fmt: skip
-    run = {t for m in config.get("models") or {} for t in model_tasks(config, m)}
     if run:  # (none: an MLM-only config, which runs no task)
         unused += [f"tasks.{t} is run by no model: model_tasks gives every model other tasks, so it is in no table "
                    f"or figure; add {t!r} to a model's model_tasks to run it (a sample of a larger config may mean "
@@ -269,6 +285,53 @@ def unused_settings(config: dict) -> list[str]:
                           f"'average' run), so it adds no cross-corpus run (Table 2 pairs a task with another "
                           f"corpus)")  # fmt: skip
     return unused
+
+
+def lambda_tasks(config: dict) -> set[str]:
+    """The tasks of a valid config whose runs learn lambdas (the workflow's rule learn_lambda): those with a
+    lambda-ranked head order (`papa.spec.LAMBDA_ORDERS`) at a partial fraction_dynamic, in the main sweep
+    (``sweep.selections``, for a task of `model_tasks`) or the Sec. 5 head orders (``analyses.head_orders``, for a
+    task of `analysed_tasks`)."""
+    sweep, analyses = config.get("sweep") or {}, config.get("analyses") or {}
+    fractions = sweep.get("fraction_dynamic") or []
+    if not any(is_partial(f) for f in fractions):
+        return set()
+    tasks = set()
+    for m in config.get("models") or {}:
+        if any(o in LAMBDA_ORDERS for o in sweep.get("selections") or []):
+            tasks.update(model_tasks(config, m))
+        if any(o in LAMBDA_ORDERS for o in analyses.get("head_orders") or []):
+            tasks.update(analysed_tasks(config, m))
+    return tasks
+
+
+def _lambda_settings(config: dict, task: str) -> list[str]:
+    """The keys of a filled ``tasks.<task>.lambda`` block that differ from what `fill_derived_defaults` gives a
+    block left out (the probe's keys but ``extra_lr``, the top-level seed): the lambda settings a config wrote."""
+    tc = (config.get("tasks") or {}).get(task) or {}
+    block = tc.get("lambda") or {}
+    derived = {k: v for k, v in (tc.get("probe") or {}).items() if k != "extra_lr"}
+    derived.setdefault("seed", config.get("seed", 0))
+    return [k for k, v in block.items() if k not in derived or derived[k] != v]
+
+
+def _reencoding_tasks(config: dict) -> list[str]:
+    """The tasks run by a model of a valid config when every one of them runs its probe with ``backbone_dropout``
+    (its hidden states change every pass: every probe job re-encodes them, `papa.probe.choose_strategy`); else
+    none."""
+    run = sorted({t for m in config.get("models") or {} for t in model_tasks(config, m)})
+    tasks = config.get("tasks") or {}
+    if run and all(((tasks.get(t) or {}).get("probe") or {}).get("backbone_dropout") for t in run):
+        return run
+    return []
+
+
+def _schema_defaults(key: str) -> dict:
+    """The schema's defaults of the keys of a top-level block (``cache``: its ``default:`` per key)."""
+    import yaml
+
+    properties = yaml.safe_load(SCHEMA.read_text())["properties"][key]["properties"]
+    return {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
 
 
 def _unread_build_keys(config: dict, schema: dict) -> list[str]:
@@ -1174,8 +1237,10 @@ def _models(models: dict) -> list[str]:
                     hint = f"did you mean {near[0]!r}?" if near else f"see transformers' {cls.__name__}"
                     errors.append(f"models.{m}.build.config.{key} is not a key of {cls.__name__}: {hint}")
                 if overrides.get("is_decoder"):
-                    errors.append(f"models.{m}.build.config.is_decoder: true builds a decoder (each token attends to "
-                                  f"the ones before it); PAPA patches bidirectional encoders: remove it")  # fmt: skip
+                    written = json.dumps(overrides["is_decoder"])  # as the config wrote it (1 is not true)
+                    errors.append(f"models.{m}.build.config.is_decoder: {written} builds a decoder (each token "
+                                  f"attends to the ones before it); PAPA patches bidirectional encoders: remove "
+                                  f"it")  # fmt: skip
                 if set(overrides) <= known:
                     from .rehearsal import build_problem
 
@@ -1223,7 +1288,8 @@ def _models(models: dict) -> list[str]:
             errors.append(f"models.{m} = {entry!r} is a {cfg.get('model_type')!r} model, which PAPA cannot patch; "
                           f"supported model types: {', '.join(sorted(FAMILIES))}")  # fmt: skip
         elif cfg is not None and cfg.get("is_decoder"):
-            errors.append(f"models.{m} = {entry!r} is configured as a decoder (config.json: is_decoder true; each "
+            errors.append(f"models.{m} = {entry!r} is configured as a decoder (config.json: is_decoder "
+                          f"{json.dumps(cfg['is_decoder'])}; each "
                           f"token attends to the ones before it), and PAPA patches bidirectional encoders: use the "
                           f"encoder's checkpoint")  # fmt: skip
     return errors
@@ -1489,7 +1555,10 @@ def check_config(config: dict) -> None:
     for key, spec in datasets.items():
         source, name = spec.get("source"), spec.get("name", key)
         if source in KNOWN_TASKS and name not in KNOWN_TASKS[source]:
-            errors.append(f"datasets.{key}: unknown {source} dataset {name!r}; known {source} datasets: "
+            stripped = name.strip()  # a space YAML kept (a quoted name, a tab): the name meant, without it
+            near = stripped if stripped in KNOWN_TASKS[source] else closest(name, KNOWN_TASKS[source])
+            hint = "" if not near else f" (write {near!r})" if near == stripped else f" (did you mean {near!r}?)"
+            errors.append(f"datasets.{key}: unknown {source} dataset {name!r}{hint}; known {source} datasets: "
                           f"{', '.join(KNOWN_TASKS[source])} (or source: local with your own files)")  # fmt: skip
         if spec.get("column_names") and "header" not in spec:  # pandas would read a header row as data
             errors.append(f"datasets.{key}.column_names: say whether the files' first line is a header: header: "

@@ -1074,6 +1074,12 @@ def test_settings_that_change_nothing_warn():
          "config key 'tasks.None': the name None is null to YAML (an empty key, null or ~): give it a name"),
         (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"is_decoder": True}}}),
          "models.tiny.build.config.is_decoder: true builds a decoder"),
+        (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"is_decoder": 1}}}),
+         "models.tiny.build.config.is_decoder: 1 builds a decoder"),  # quoted as written, not as the bool it means
+        (lambda c: c["datasets"]["wsj_pos"].update(name=" wsj_pos"),
+         "datasets.wsj_pos: unknown package dataset ' wsj_pos' (write 'wsj_pos'); known package datasets"),
+        (lambda c: c["datasets"]["wsj_pos"].update(name="wsj_poss"),
+         "datasets.wsj_pos: unknown package dataset 'wsj_poss' (did you mean 'wsj_pos'?); known package"),
         (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {0: 1}}}),
          "models.tiny.build.config.0 is not a key of BertConfig"),
         (lambda c: c["models"].update(minilm="bert-base-uncased "),
@@ -1369,6 +1375,48 @@ def test_a_test_file_a_cpu_rules_gpu_and_a_token_probes_dropout_are_warned_of(lo
     validate_config(cfg, warn=said.append)
     assert [m.split(":")[0] for m in said][2:] == ["tasks.wsj_pos.probe.dropout", "tasks.wsj_pos.lambda.dropout"]
     # the workflow side (no test file among prepare_data's inputs, nor read by it): tests/test_workflow.py
+
+
+def test_lambda_settings_where_no_lambda_stage_runs_and_cache_settings_nothing_caches_are_warned_of(local_files):
+    """A task's lambda block is read by rule learn_lambda alone, which runs only for a lambda-ranked head order at a
+    partial fraction: where no run of the task has one, the settings it writes (not those it inherits from the
+    probe) are said to change nothing, once (not also as a token probe's dropout). Where every task's probe runs
+    with backbone_dropout, every probe job re-encodes: the cache's settings (but dtype) change nothing."""
+    from papa.checks import lambda_tasks, validate_config
+
+    cfg = _config()
+    assert lambda_tasks(validate_config(cfg, warn=lambda m: None)) == set(cfg["tasks"])
+    cfg = _config()
+    cfg["sweep"]["selections"] = ["first_to_last"]  # the analyses' random order learns none either
+    cfg["tasks"]["rt_sentiment"]["lambda"] = {"lr": 0.5, "max_train": 10}
+    cfg["tasks"]["wsj_pos"]["lambda"] = {"dropout": 0.3}
+    cfg["tasks"]["wsj_pos"]["probe"].pop("dropout", None)
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert lambda_tasks(cfg) == set()
+    assert [m.split(":")[0] for m in said] == ["tasks.rt_sentiment.lambda (lr, max_train)",
+                                               "tasks.wsj_pos.lambda (dropout)"], said  # fmt: skip
+    assert "no run of task rt_sentiment learns lambdas" in said[0] and "changes nothing here" in said[0]
+    cfg = _config()  # the analyses' lambda order on rt_sentiment: its block is read; a block equal to the probe's
+    cfg["sweep"]["selections"] = ["random"]  # is no setting of its own
+    cfg["analyses"]["head_orders"] = ["reversed"]
+    cfg["analyses"]["tasks"] = ["rt_sentiment"]
+    cfg["tasks"]["rt_sentiment"]["lambda"] = {"lr": 0.5}
+    cfg["tasks"]["wsj_pos"]["lambda"] = dict(cfg["tasks"]["wsj_pos"]["probe"])
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert lambda_tasks(cfg) == {"rt_sentiment"} and said == [], said
+    cfg = _config(cache={"strategy": "memory", "budget_mb": 100, "dtype": "float32"})
+    for tc in cfg["tasks"].values():
+        tc["probe"]["backbone_dropout"] = True
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert [m.split(":")[0] for m in said] == ["cache.strategy", "cache.budget_mb"], said
+    assert "re-encoded, never cached" in said[0]
+    cfg["tasks"]["wsj_pos"]["probe"]["backbone_dropout"] = False  # one task's probe caches: every setting is read
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert said == []
 
 
 def test_a_config_error_comes_alone_and_a_literal_dollar_is_a_path(tmp_path):
