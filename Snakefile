@@ -30,7 +30,9 @@ onerror:
 
 
 onsuccess:
-    records.forget_found(keep=lambda f: f.startswith(f"{R}/") and of_this_config(f))
+    # of the lost outputs listed, those on disk again and those under R this config no longer makes are forgotten;
+    # another results folder's (another config's failed run) stay for its next run
+    records.forget_found(results=R, makes=of_this_config)
 
 
 rule all:

@@ -251,22 +251,47 @@ def _write_lost(records, paths) -> None:
     _write_paths(_lost_file(records), paths)
 
 
+@contextlib.contextmanager
+def _lost_list_locked(records):
+    """Hold an exclusive lock on `LOST`'s lock file (``papa-lost.json.lock``) while the list is read and written:
+    two Snakemakes ending at once in one working directory (two configs' runs) would otherwise each write the list
+    it read, without the other's change."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX: unlocked, as before
+        yield
+        return
+    with open(Path(records) / f"{LOST}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def note_lost(paths, records: str | Path = ".snakemake") -> None:
     """Keep the outputs of the jobs a failed run did not finish that are not on disk (``paths``: the Snakefile's
     ``onerror`` passes them from Snakemake's DAG) with those of earlier failed runs still missing: `lost_outputs`
     reads them. Snakemake deletes a job's old outputs when it starts the job, so a job that had to run again and
     failed leaves its outputs missing while the results made from them stand."""
     if Path(records).is_dir():
-        _write_lost(records, [p for p in [*_listed_lost(records), *map(os.fspath, paths)] if not os.path.exists(p)])
+        paths = list(map(os.fspath, paths))
+        with _lost_list_locked(records):
+            _write_lost(records, [p for p in [*_listed_lost(records), *paths] if not os.path.exists(p)])
 
 
-def forget_found(records: str | Path = ".snakemake", keep=None) -> None:
-    """Drop the outputs `note_lost` kept that are on disk again, and those ``keep`` (a predicate on a path) refuses:
-    the Snakefile's ``onsuccess`` passes whether the config that just ran makes the path, so a successful run
-    forgets every file of an earlier config that it does not make."""
+def forget_found(records: str | Path = ".snakemake", results: str | Path | None = None, makes=None) -> None:
+    """Drop the outputs `note_lost` kept that are on disk again, and, of those under ``results`` (the folder of the
+    config that just ran, from the Snakefile's ``onsuccess``), those ``makes`` (a predicate on a path: whether that
+    config makes it) refuses: a successful run forgets every file of an earlier config of its folder that it does
+    not make. The outputs of other results folders stay listed (another config's lost files: its own next run makes
+    them again)."""
+    prefix = None if results is None else spelling(os.fspath(results)).rstrip("/") + "/"
     if _lost_file(records).exists():
-        kept = [p for p in _listed_lost(records) if not os.path.exists(p) and (keep is None or keep(p))]
-        _write_lost(records, kept)
+        with _lost_list_locked(records):
+            kept = [p for p in _listed_lost(records) if not os.path.exists(p)
+                    and (prefix is None or makes is None or not p.startswith(prefix) or makes(p))]  # fmt: skip
+            _write_lost(records, kept)
 
 
 #: The file in a working directory's ``.snakemake/`` listing the results folders whose records `forget_results` dropped.
@@ -305,10 +330,11 @@ def forget_results(results: str | Path, records: str | Path = ".snakemake") -> i
                 dropped += stale.exists()
                 stale.unlink(missing_ok=True)
     if _lost_file(records).exists():
-        listed = _listed_lost(records)
-        kept = [p for p in listed if not p.startswith(prefix)]
-        dropped += len(listed) - len(kept)
-        _write_lost(records, kept)
+        with _lost_list_locked(records):
+            listed = _listed_lost(records)
+            kept = [p for p in listed if not p.startswith(prefix)]
+            dropped += len(listed) - len(kept)
+            _write_lost(records, kept)
     for kind in ("incomplete", "metadata"):
         for record, key in _record_files(records, kind):
             if key.startswith(prefix) or key == folder:
@@ -341,12 +367,21 @@ def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -
     return sorted(key for _, key in _record_files(records, "incomplete") if key.startswith(prefix))
 
 
+def _config_keys() -> set:
+    """The top-level keys of papa's config (the schema's), read from the workflow's schema."""
+    import yaml
+
+    schema = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+    return set(yaml.safe_load(schema.read_text())["properties"])
+
+
 def results_folder(configs) -> str:
     """The results folder a run with these config files writes into, each file read by Snakemake's own reading of a
     ``--configfile`` and later files updating earlier ones: the last that sets ``results:``, else the schema's
     default ``results`` (``make clean``, ``make report``). A `ValueError` for a value that is no plain folder name a
     shell command can take (papa refuses whitespace in it; a quote would end make's quoting), a file that does not
-    read, or a Python without Snakemake (``make install``)."""
+    read, one that is no papa config (a top-level key the config does not have: another tool's file would give the
+    default's folder, and ``make clean`` remove it), or a Python without Snakemake (``make install``)."""
     folder, source = "results", "the schema's default"
     try:
         from snakemake.common.configfile import load_configfile
@@ -362,6 +397,14 @@ def results_folder(configs) -> str:
             config = load_configfile(path)  # JSON, else YAML (a YTE template rendered), whatever the file's name
         except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
             raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}") from None
+        if config is not None and not isinstance(config, dict):
+            raise ValueError(f"{path}: a config is a mapping of keys (results:, models:, ...), and this file holds "
+                             f"a {type(config).__name__}: give papa's config files")  # fmt: skip
+        unknown = sorted(set(config or {}) - _config_keys(), key=str)
+        if unknown:  # another tool's file (the Slurm profile's config.yaml, environment.yml): it names no run
+            keys = ", ".join(map(repr, unknown[:6])) + (", ..." if unknown[6:] else "")
+            raise ValueError(f"{path} is not a papa config: its keys {keys} are not the "
+                             f"config's (the workflow refuses it too); give the config files of the run")  # fmt: skip
         if isinstance(config, dict) and "results" in config:
             folder, source = config["results"], path
     if not isinstance(folder, str) or not folder.strip():

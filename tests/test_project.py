@@ -183,6 +183,14 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
                            cwd=ROOT, capture_output=True, text=True)  # fmt: skip
         assert p.returncode != 0 and "nosuch.yaml: No such file or directory" in p.stderr, p
         assert "rm -rf" not in p.stdout, p
+    # another tool's YAML (the Slurm profile's config.yaml, environment.yml) sets no results: of its own: it gave the
+    # default's folder, and make clean removed the default run's results
+    for other in ("slurm/config.yaml", "environment.yml"):
+        for target in ("clean", "report"):
+            p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={other}"], cwd=ROOT,
+                               capture_output=True, text=True)  # fmt: skip
+            assert p.returncode != 0 and f"{other} is not a papa config: its keys" in p.stderr, p
+            assert "rm -rf" not in p.stdout and "--report" not in p.stdout, p
 
 
 @pytest.mark.slow  # Snakemake parses and lints the whole workflow (~13 s): `make test`, not the fast tier

@@ -232,12 +232,45 @@ def test_lost_outputs_are_what_failed_or_killed_runs_did_not_finish_and_is_not_o
     Path("results/lambda/b.parquet").write_text("made again")
     Path("other").mkdir()
     Path("other/x").write_text("made again")
-    note_lost(["results/old_task/x.parquet"])
-    forget_found(keep=lambda f: "old_task" not in f)  # a successful run forgets what its config does not make
-    assert not (wd / ".snakemake" / LOST).exists() and lost_outputs("results") == [long]
+    note_lost(["results/old_task/x.parquet", "results-smoke/probe/y.parquet"])
+    # a successful run of another results folder's config forgets none of this folder's lost files (a smoke run
+    # made the default run's lost table inputs look current: "Nothing to be done" over the old settings' tables)
+    forget_found(results="./results-smoke/", makes=lambda f: False)
+    assert json.loads((wd / ".snakemake" / LOST).read_text())["paths"] == ["results/old_task/x.parquet"]
+    assert lost_outputs("results") == sorted([long, "results/old_task/x.parquet"])
+    note_lost(["results-smoke/probe/y.parquet"])
+    forget_found(results="results", makes=lambda f: "old_task" not in f)  # what its config no longer makes
+    assert json.loads((wd / ".snakemake" / LOST).read_text())["paths"] == ["results-smoke/probe/y.parquet"]
+    assert lost_outputs("results") == [long] and lost_outputs("results-smoke") == ["results-smoke/probe/y.parquet"]
+    forget_found(results="results-smoke", makes=lambda f: False)
+    assert not (wd / ".snakemake" / LOST).exists()
     (wd / ".snakemake" / LOST).write_text("{not json")
     with pytest.raises(ForeignResultsError, match="papa-lost.json cannot be read .* remove it and name those files"):
         lost_outputs("results")
+
+
+def _note_many(prefix: str, n: int) -> None:
+    from papa.records import note_lost
+
+    for i in range(n):
+        note_lost([f"{prefix}/{i}.parquet"])
+
+
+def test_two_runs_ending_at_once_keep_each_others_lost_outputs(wd):
+    """Two configs' Snakemakes in one working directory note their lost outputs in one list (papa-lost.json): each
+    read-modify-write holds a lock, so neither writes back a list without the other's entries."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_note_many, args=(prefix, 60)) for prefix in ("results", "results-smoke")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    from papa.records import lost_outputs
+
+    assert len(lost_outputs("results")) == 60 and len(lost_outputs("results-smoke")) == 60
 
 
 def test_outputs_marked_incomplete_are_named_for_the_rerun_incomplete_advice(wd):
