@@ -128,6 +128,58 @@ def fill_derived_defaults(config: dict) -> dict:
     return config
 
 
+def _text_leaves(value, path: tuple = ()):
+    """The paths (tuples of keys and list indices) of the text values in a nested mapping/list."""
+    from collections.abc import Mapping
+
+    if isinstance(value, str):
+        yield path
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _text_leaves(v, (*path, k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _text_leaves(v, (*path, i))
+
+
+def read_command_line(config: dict, given) -> dict:
+    """Read the values Snakemake's ``--config`` gave (``given``: its parsed ``key=value`` pairs,
+    ``workflow.config_settings.config``) as the same lines of a config file would be read. Snakemake reads a value
+    inside ``{...}`` or ``[...]`` with YAML's BaseLoader, which makes every scalar text (``--config 'sweep={seeds:
+    [0]}'`` gives the seed ``'0'``, ``'analyses={tasks: null}'`` the text ``'null'``), and a top-level ``null`` is
+    text too. Where the schema takes no text at such a place, the text is read as YAML reads it in a file (a number,
+    a bool, null) if that is a value the schema takes there; elsewhere (a name, a label, a path) it stays as given.
+    In place; returns ``config``."""
+    import yaml
+    from jsonschema.validators import validator_for
+
+    texts = set(_text_leaves(dict(given or {})))
+    if not texts or not isinstance(config, dict):
+        return config
+    schema = yaml.safe_load(SCHEMA.read_text())
+    validator = validator_for(schema)(schema)
+
+    def every(errors):
+        for error in errors:
+            yield error
+            yield from every(error.context or [])
+
+    for error in list(every(validator.iter_errors(config))):
+        path = tuple(error.absolute_path)
+        if error.validator != "type" or path not in texts or not isinstance(error.instance, str):
+            continue
+        read = yaml.safe_load(error.instance) if error.instance.strip() else None
+        expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        if isinstance(read, str) or not any(validator.is_type(read, t) for t in expected):
+            continue
+        target = config
+        for part in path[:-1]:
+            target = target[part]
+        if target[path[-1]] == error.instance:  # (once: an anyOf branch may name the same value again)
+            target[path[-1]] = read
+    return config
+
+
 def integers_as_int(value, schema: dict, root: dict | None = None):
     """``value`` with every integer-valued float where ``schema`` says ``type: integer`` made an int (YAML's
     ``32.0``, which JSON Schema's integer accepts, would otherwise reach paths as ``N32.0`` or ``seed1.0``).

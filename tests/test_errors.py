@@ -1377,6 +1377,43 @@ def test_a_test_file_a_cpu_rules_gpu_and_a_token_probes_dropout_are_warned_of(lo
     # the workflow side (no test file among prepare_data's inputs, nor read by it): tests/test_workflow.py
 
 
+@pytest.mark.parametrize(
+    ("given", "path", "read"),
+    [
+        ("sweep={seeds: [0, 1]}", ("sweep", "seeds"), [0, 1]),
+        (
+            "tasks={rt_sentiment: {probe: {epochs: 3, lr: 1.0e-3, backbone_dropout: true}}}",
+            ("tasks", "rt_sentiment", "probe"),
+            {"epochs": 3, "lr": 1e-3, "backbone_dropout": True, "batch_size": 16},
+        ),  # fmt: skip
+        ("analyses={tasks: null}", ("analyses", "tasks"), None),  # null = every task ('[null]' was the advice)
+        ("analyses={tasks: ~}", ("analyses", "tasks"), None),
+        ("analyses={tasks: }", ("analyses", "tasks"), None),  # a key with nothing under it, as in a file ('[]' was)
+        ("analyses={patterns: null}", ("analyses", "patterns"), None),
+        ("datasets={rt_sentiment: {max_train: null}}", ("datasets", "rt_sentiment", "max_train"), None),
+        ("models={minilm: '2010'}", ("models", "minilm"), "2010"),  # a model id stays text
+        ("tasks={rt_sentiment: {metrics: [accuracy]}}", ("tasks", "rt_sentiment", "metrics"), ["accuracy"]),
+    ],
+)
+def test_command_line_values_are_read_as_a_config_files_lines(given, path, read):
+    """Snakemake's --config reads a value inside {...} or [...] with YAML's BaseLoader: every scalar is text. papa
+    reads such text as the same lines of a config file would be read, where the schema takes no text there."""
+    from snakemake.cli import parse_config
+    from snakemake.utils import update_config
+
+    from papa.checks import read_command_line
+
+    cfg = _config()
+    parsed = parse_config([given])
+    update_config(cfg, parsed)
+    read_command_line(cfg, parsed)
+    value = cfg
+    for key in path:
+        value = value[key]
+    assert value == read and type(value) is type(read), value
+    assert read_command_line(_config(), {}) == _config()  # no --config: nothing read
+
+
 def test_lambda_settings_where_no_lambda_stage_runs_and_cache_settings_nothing_caches_are_warned_of(local_files):
     """A task's lambda block is read by rule learn_lambda alone, which runs only for a lambda-ranked head order at a
     partial fraction: where no run of the task has one, the settings it writes (not those it inherits from the

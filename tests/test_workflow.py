@@ -328,6 +328,11 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     ]
     assert not leftovers, leftovers
     assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
+    # --config's values inside {...} are text to Snakemake (YAML's BaseLoader): papa reads them as the config file's
+    # lines (papa.checks.read_command_line), so the smoke config's own seeds, given again, change nothing (they
+    # were refused: "the text '0', not a number: write it without quotes", which no command line can do)
+    same = smk(repo, "-n", "--configfile", SMOKE, "--config", "sweep={seeds: [0, 1], fraction_dynamic: [1, 0.5, 0]}")
+    assert "Nothing to be done" in same.stdout, same.stdout[-3000:]
 
 
 def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):

@@ -21,6 +21,8 @@ from snakemake.logging import logger
 # (sweep.fractions) renamed, the schema's defaults filled in, and what the schema cannot say checked
 # (cross-references, metric vs task kind, N vs positions, duplicates)
 checks.check_config_files(workflow.configfiles)
+# --config's values inside {...} or [...] are text to Snakemake (YAML's BaseLoader): read as a config file's would be
+checks.read_command_line(config, workflow.config_settings.config)
 validate_config(config, logger.warning)
 
 R = config["results"]
