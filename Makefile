@@ -92,6 +92,7 @@ clean:
 	@refused=; for d in $(CLEAN_FOLDERS); do \
 	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
+	  PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records running -- "$$d" || { echo "make clean: $$d: not removed"; refused=1; continue; }; \
 	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \
 	    if [ -L "$$d" ]; then echo "make clean: $$d is a link to $$(readlink -- "$$d"): the link is removed, not the files there (remove them by hand; papa refuses them should the link come back)"; fi; \
 	    echo "rm -rf -- $$d"; rm -rf -- "$$d" && PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" || refused=1; \

@@ -19,7 +19,9 @@ include: "workflow/rules/report.smk"
 
 
 onstart:
-    # a run that runs jobs ties the results folder to this working directory's records (papa.records)
+    # a run that runs jobs holds the results folder (another run of it is refused: papa.records.hold_results) and
+    # ties it to this working directory's records (papa.records.claim_results)
+    records.hold_results(R)
     records.claim_results(R)
 
 

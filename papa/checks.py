@@ -651,7 +651,7 @@ def path_param(path: str) -> str:
 
 #: The ``analyses.mlm`` options the schema gives no default (existing results keep their params) and the values
 #: `papa.pipeline.MLMStage` takes without them (a test holds them equal): `mlm_param` leaves them out at these.
-MLM_OPTION_DEFAULTS = {"masking": "mask", "backbone_dropout": False}
+MLM_OPTION_DEFAULTS = {"masking": "mask", "backbone_dropout": False, "decoder": "tied"}
 
 
 def mlm_param(block: dict) -> dict:
@@ -1364,10 +1364,24 @@ def _weight_names(name_or_path: str) -> set[str] | None:
 
 def _mlm_heads(config: dict) -> list[str]:
     """``analyses.mlm.head: pretrained`` on a model whose checkpoint (when it is on this machine) has no
-    masked-LM head: its MLM job would fail at its first step, after the jobs before it."""
+    masked-LM head, or the tied decoder (``head: probe``, ``decoder: tied``) on a model whose input embeddings are
+    narrower than its hidden states (ALBERT; when its config is known here): its MLM job would fail at its first
+    step, after the jobs before it."""
     from .models import missing_mlm_head
 
     mlm = (config.get("analyses") or {}).get("mlm") or {}
+    if isinstance(mlm, dict) and mlm.get("head", "probe") == "probe" and mlm.get("decoder", "tied") == "tied":
+        errors = []  # the tied decoder projects the hidden states onto the input embeddings: as wide as they are
+        for m in mlm.get("models") or []:
+            cfg = known_config((config.get("models") or {}).get(m))
+            width = cfg.get("embedding_size")
+            hidden = cfg.get("hidden_size", cfg.get("dim"))
+            if isinstance(width, int) and isinstance(hidden, int) and width != hidden:
+                errors.append(f"analyses.mlm.decoder is 'tied' (the default), and models.{m}'s input embeddings are "
+                              f"{width} wide, its hidden states {hidden}: the tied probe projects the hidden states "
+                              f"onto the embeddings; write decoder: fresh for it (a new projection, "
+                              f"trained)")  # fmt: skip
+        return errors
     if not isinstance(mlm, dict) or mlm.get("head") != "pretrained":
         return []
     errors = []

@@ -8,7 +8,9 @@ static heads is scored on the same masked inputs. Two heads score the masked tok
 
 * ``probe`` (the paper's procedure): `MLMProbe`, trained on the frozen encoder, over the L+1
   hidden states of each masked token. It needs no MLM head, so any encoder can be scored
-  (ELECTRA's discriminator included, as in the paper's Fig. 6a).
+  (ELECTRA's discriminator included, as in the paper's Fig. 6a). Its vocabulary projection
+  (`MLM_DECODERS`) is by default the authors': the encoder's input word embeddings, frozen, with the
+  checkpoint's MLM head bias (`papa.models.load_mlm_encoder`; 0 without one), trained.
 * ``pretrained``: the checkpoint's own masked-LM head, frozen (load the model with
   ``papa.load_encoder(name, task_head="mlm")``).
 
@@ -39,6 +41,11 @@ log = logging.getLogger(__name__)
 
 #: What scores the masked tokens: the paper's trained probe, or the checkpoint's frozen MLM head.
 MLM_HEADS = ("probe", "pretrained")
+#: How the probe's vocabulary projection starts: ``tied`` (the authors' fork, whose probe takes the names of the
+#: checkpoint's MLM head, so loading the checkpoint ties it to the input word embeddings, frozen with the encoder, and
+#: loads the head's pretrained bias, which trains), or ``fresh`` (a new Linear(H, vocab), N(0, 0.02) and bias 0,
+#: trained: papa's probe before 2026-11-29).
+MLM_DECODERS = ("tied", "fresh")
 #: What becomes of the tokens chosen for the masked-LM loss (`mask_tokens`): ``mask``, each is replaced by the mask
 #: token; ``bert``, BERT's 80/10/10: 80% the mask token, 10% a random token of the vocabulary, 10% left as they are
 #: (transformers' ``DataCollatorForLanguageModeling``, which its ``run_mlm.py`` and so the Hugging Face Trainer the
@@ -46,26 +53,67 @@ MLM_HEADS = ("probe", "pretrained")
 MASKINGS = ("mask", "bert")
 
 
+class TiedDecoder(nn.Module):
+    """A vocabulary projection whose weight is the encoder's input word embeddings [vocab, H] (held, not a parameter
+    of the probe: frozen with the encoder, as the authors' tied decoder) and whose bias [vocab] is the probe's own,
+    trained parameter (the checkpoint's MLM head bias where it has one, else 0)."""
+
+    def __init__(self, embeddings: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.register_buffer("weight", embeddings.detach(), persistent=False)  # moves with the probe; not trained
+        start = torch.zeros(embeddings.shape[0]) if bias is None else bias.detach().float().clone()
+        if start.shape != (embeddings.shape[0],):
+            raise ValueError(f"the MLM bias has shape {tuple(start.shape)}, the vocabulary {embeddings.shape[0]} words")
+        self.bias = nn.Parameter(start.to(embeddings.device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight.to(x.dtype), self.bias.to(x.dtype))
+
+
 class MLMProbe(nn.Module):
     """The paper's masked-LM probe (the authors' ``modeling_bert.py`` with
     ``use_freeze_extract_pooler``): per token, its L+1 hidden states (embeddings included)
     concatenated -> Linear((L+1)H, H) -> the encoder's hidden activation -> Linear(H, vocab) + bias.
+    With ``embeddings`` (``decoder`` ``tied``, `MLM_DECODERS`) the last Linear is a `TiedDecoder`: the encoder's
+    input embeddings, frozen, and a trained bias starting at ``bias`` (else 0).
     """
 
-    def __init__(self, n_layers: int, hidden: int, vocab_size: int, activation: str = "gelu"):
+    def __init__(
+        self,
+        n_layers: int,
+        hidden: int,
+        vocab_size: int,
+        activation: str = "gelu",
+        embeddings: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ):
         from transformers.activations import ACT2FN
 
         super().__init__()
         self.dense = nn.Linear(n_layers * hidden, hidden)
         self.act = ACT2FN[activation]
-        self.decoder = nn.Linear(hidden, vocab_size)
+        if embeddings is None:
+            self.decoder = nn.Linear(hidden, vocab_size)
+        elif tuple(embeddings.shape) != (vocab_size, hidden):
+            raise ValueError(
+                f"decoder 'tied' projects the probe's hidden size {hidden} onto the input word embeddings, which are "
+                f"{tuple(embeddings.shape)} (vocabulary x embedding size), not {(vocab_size, hidden)}: a model whose "
+                f"embeddings are narrower than its hidden states (ALBERT, ELECTRA-small) needs decoder 'fresh'"
+            )
+        else:
+            self.decoder = TiedDecoder(embeddings, bias)
 
     @classmethod
-    def for_model(cls, model) -> MLMProbe:
-        """A probe sized for ``model``'s hidden states and vocabulary, with its hidden activation."""
+    def for_model(cls, model, decoder: str = "tied", bias: torch.Tensor | None = None) -> MLMProbe:
+        """A probe sized for ``model``'s hidden states and vocabulary, with its hidden activation; ``decoder``
+        (`MLM_DECODERS`) ``tied`` projects onto ``model``'s input word embeddings with ``bias`` to start from."""
+        _check_decoder(decoder)
         cfg = model.config
         activation = getattr(cfg, "hidden_act", None) or getattr(cfg, "activation", "gelu")
-        return cls(*model_dims(model), int(cfg.vocab_size), activation)
+        tied = model.get_input_embeddings().weight if decoder == "tied" else None
+        if decoder == "fresh" and bias is not None:
+            raise ValueError("a pretrained MLM bias starts the tied decoder's: decoder 'fresh' starts its bias at 0")
+        return cls(*model_dims(model), int(cfg.vocab_size), activation, tied, bias)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [T, L+1, H] (the masked positions only) -> logits [T, vocab]."""
@@ -189,11 +237,22 @@ def perplexity(neg_log_ppl: float) -> float:
     return math.exp(-neg_log_ppl)
 
 
-def new_probe(model, seed: int, init: str = "normal") -> MLMProbe:
+def new_probe(
+    model, seed: int, init: str = "normal", decoder: str = "tied", bias: torch.Tensor | None = None
+) -> MLMProbe:
     """A freshly initialised `MLMProbe` for ``model`` (seeded; `papa.probe.init_probe`: by default
-    N(0, ``initializer_range``) weights and zero biases, as the authors'), on the model's device."""
+    N(0, ``initializer_range``) weights and zero biases, as the authors'), on the model's device. ``decoder``
+    (`MLM_DECODERS`): ``tied`` (the default, the authors') projects onto the model's input word embeddings, frozen,
+    with a trained bias starting at ``bias`` (the checkpoint's MLM head bias, `papa.models.mlm_head_bias`; None =
+    0); ``fresh`` trains a new Linear(H, vocab) from ``init``."""
     torch.manual_seed(seed)
-    return init_probe(MLMProbe.for_model(model), model, init).to(next(model.parameters()).device)
+    probe = init_probe(MLMProbe.for_model(model, decoder, bias), model, init)
+    return probe.to(next(model.parameters()).device)
+
+
+def _check_decoder(decoder: str) -> None:
+    if decoder not in MLM_DECODERS:
+        raise ValueError(f"the MLM probe's decoder must be one of {', '.join(MLM_DECODERS)}; got {decoder!r}")
 
 
 def train_mlm(
@@ -294,11 +353,14 @@ def learn_mlm_lambdas(
     *,
     masking: str = "mask",
     backbone_dropout: bool = False,
+    decoder: str = "tied",
+    decoder_bias: torch.Tensor | None = None,
 ):
     """One lambda per head trained with the masked-LM loss, everything else frozen (paper Sec. 3.2).
 
     ``head`` ``probe``: jointly with a fresh `MLMProbe` (the probe at ``cfg.lr``, the lambdas at
-    ``cfg.extra_lr`` or ``cfg.lr``); ``pretrained``: through the model's own frozen MLM head.
+    ``cfg.extra_lr`` or ``cfg.lr``; its ``decoder`` and ``decoder_bias`` as `new_probe`'s); ``pretrained``:
+    through the model's own frozen MLM head.
     Returns ``(lambdas [layers, heads], per-epoch training losses)``; rank the heads with
     ``papa.head_order("lambda", ...)``. ``runs_after``: probe trainings of this size the job runs next (the
     logged ETA counts them). ``masking``, ``backbone_dropout``: as `train_mlm`.
@@ -306,9 +368,10 @@ def learn_mlm_lambdas(
     from .patching import check_layout, patch
 
     _check_head(head)
+    _check_decoder(decoder)
     check_layout(constants, encoded)
     with patch(model, constants, mix=True) as handle:
-        probe = new_probe(model, cfg.seed, cfg.init) if head == "probe" else None
+        probe = new_probe(model, cfg.seed, cfg.init, decoder, decoder_bias) if head == "probe" else None
         losses = train_mlm(
             model,
             encoded,
@@ -344,6 +407,8 @@ def mlm_curve(
     *,
     masking: str = "mask",
     backbone_dropout: bool = False,
+    decoder: str = "tied",
+    decoder_bias: torch.Tensor | None = None,
 ) -> list[dict]:
     """Negative log-perplexity on ``encoded`` with round(f x heads) heads input-dependent, for each
     value f of ``fraction_dynamic`` (a list).
@@ -355,7 +420,8 @@ def mlm_curve(
     ``pretrained``: the model's own MLM head scores it directly (trains nothing: one row per
     fraction, whatever the seeds). Evaluation masks use ``cfg.seed``: every seed and fraction is
     scored on the same masked tokens. ``masking`` (`MASKINGS`): what the chosen tokens become, in training and
-    scoring alike; ``backbone_dropout``: the probes train with the encoder's dropout on (scoring: off).
+    scoring alike; ``backbone_dropout``: the probes train with the encoder's dropout on (scoring: off);
+    ``decoder``, ``decoder_bias``: how each fresh probe's vocabulary projection starts (`new_probe`).
 
     Returns:
         One row per fraction (and seed): ``head``, ``fraction_dynamic``, ``n_dynamic``, ``seed``,
@@ -365,6 +431,7 @@ def mlm_curve(
     from .selection import head_order, n_dynamic, select_static
 
     _check_head(head)
+    _check_decoder(decoder)
     if head == "probe" and train is None:
         raise ValueError("mlm_curve with head 'probe' trains a probe per fraction: pass the train split")
     check_layout(constants, encoded, *([train] if train is not None else []))
@@ -382,7 +449,7 @@ def mlm_curve(
             for seed in seeds:
                 row, probe = {**base, "seed": seed}, None
                 if head == "probe":
-                    probe = new_probe(model, seed, cfg.init)
+                    probe = new_probe(model, seed, cfg.init, decoder, decoder_bias)
                     seeded = dataclasses.replace(cfg, seed=seed)  # the probe's initialisation and batch order
                     left -= 1
                     what = f"mlm probe (fraction_dynamic {float(f):g}, seed {seed})"

@@ -548,6 +548,8 @@ def load_encoder(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     max_length: int | None = None,
+    *,
+    _head_optional: bool = False,
 ):
     """Load a frozen encoder in eval mode and its tokenizer.
 
@@ -627,6 +629,12 @@ def load_encoder(
     log.info("loaded %s in %.1f s", name_or_path, time.monotonic() - t0)
     model.config._commit_hash = hub_commit(name_or_path)  # a hub id: the commit it resolved to (None: a folder)
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
+    if task_head == "mlm" and _head_optional:  # load_mlm_encoder: the head's bias, where the checkpoint has it
+        bias = model.get_output_embeddings().bias
+        names = [n for n, p in model.named_parameters(remove_duplicate=False) if p is bias]  # a tie: two names
+        kept = bias.detach().clone() if bias is not None and set(names) - set(missing) else None
+        log.info("MLM head bias: %s", "the checkpoint's" if kept is not None else "none in the checkpoint (0)")
+        return prepare(model.base_model, device), tokenizer, kept
     if task_head == "mlm" and missing:
         raise ValueError(
             f"{name_or_path!r} has no pretrained masked-LM head (missing weights: {', '.join(sorted(missing)[:4])}"
@@ -635,6 +643,21 @@ def load_encoder(
             f"trains a probe instead and works with any encoder"
         )
     return prepare(model, device), tokenizer
+
+
+def load_mlm_encoder(
+    name_or_path: str,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    max_length: int | None = None,
+):
+    """The encoder of ``name_or_path``'s masked-LM model, frozen, with its tokenizer and the bias of its pretrained
+    MLM head: ``(encoder, tokenizer, bias)``, ``bias`` None where the checkpoint has no MLM head (ELECTRA's
+    discriminator, MiniLM, MPNet's sentence encoders). What the tied MLM probe starts from (`papa.mlm.new_probe`,
+    ``decoder="tied"``: the authors' probe took the names of the checkpoint's head, so loading it gave the probe the
+    pretrained bias). Arguments and errors as `load_encoder`'s (``task_head="mlm"``, without refusing a missing
+    head); the encoder's hidden states are those of ``load_encoder(name_or_path)``."""
+    return load_encoder(name_or_path, "mlm", None, device, dtype, max_length, _head_optional=True)
 
 
 def missing_mlm_head(config: dict, weight_names) -> list[str]:

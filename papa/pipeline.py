@@ -51,6 +51,7 @@ from .models import (
     cuda_matmul_precision,
     hub_commit,
     load_encoder,
+    load_mlm_encoder,
     model_release,
     model_revision,
     model_shape,
@@ -1410,6 +1411,7 @@ def run_probes(
 #: tests/test_spec.py holds equal to these.
 MLM_DEFAULTS = {
     "head": "probe",
+    "decoder": "tied",
     "mask_prob": 0.15,
     **{k: v for k, v in PAPER_HPARAMS["mlm"].items() if k != "max_length"},
 }
@@ -1442,6 +1444,9 @@ class MLMStage(ModelStage):
             ``bert``), in training and scoring.
         backbone_dropout, lambda_backbone_dropout: the frozen encoder's dropout on while the probes, and the
             lambda stage, train (the Hugging Face Trainer's train mode, as the authors' runs).
+        decoder: how the probe's vocabulary projection starts (`papa.mlm.MLM_DECODERS`): ``tied`` (the authors'),
+            the encoder's input word embeddings, frozen, with the checkpoint's MLM head bias (trained; 0 where it
+            has none; `papa.models.load_mlm_encoder`), or ``fresh``, a new Linear trained from N(0, 0.02).
     """
 
     model: str
@@ -1462,6 +1467,7 @@ class MLMStage(ModelStage):
     masking: str = "mask"
     backbone_dropout: bool = False
     lambda_backbone_dropout: bool = False
+    decoder: str = "tied"
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -1480,13 +1486,14 @@ class MLMStage(ModelStage):
 
 
 def _mlm_settings(hp: dict) -> dict:
-    """The `MLMStage` fields set by the ``analyses.mlm`` block (defaults filled in; ``masking`` and
-    ``backbone_dropout``, which the schema gives no default, where the block sets them, the lambda stage's
-    ``backbone_dropout`` that of the ``lambda`` block, else the block's)."""
+    """The `MLMStage` fields set by the ``analyses.mlm`` block (defaults filled in; ``masking``,
+    ``backbone_dropout`` and ``decoder``, which the rule's params leave out at their defaults
+    (`papa.checks.mlm_param`), where the block sets them, the lambda stage's ``backbone_dropout`` that of the
+    ``lambda`` block, else the block's)."""
     seed = int(hp["seed"])
     lam = {**hp, **(hp.get("lambda") or {})}
     return dict(
-        **{k: hp[k] for k in ("masking", "backbone_dropout") if k in hp},
+        **{k: hp[k] for k in ("masking", "backbone_dropout", "decoder") if k in hp},
         **({"lambda_backbone_dropout": bool(lam["backbone_dropout"])} if "backbone_dropout" in lam else {}),
         head=hp["head"],
         hparams=train_config(hp, seed),
@@ -1501,15 +1508,18 @@ def _mlm_settings(hp: dict) -> dict:
 @runs_model
 def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     """Write the lambdas and the negative log-perplexity per fraction_dynamic; return the scores."""
-    from .mlm import MLM_HEADS, learn_mlm_lambdas, mlm_curve
+    from .mlm import MLM_DECODERS, MLM_HEADS, learn_mlm_lambdas, mlm_curve
 
     if stage.head not in MLM_HEADS:
         raise ValueError(f"analyses.mlm.head must be one of {', '.join(MLM_HEADS)}; got {stage.head!r}")
-    m, tok = load_encoder(
-        stage.model,
-        task_head=None if stage.head == "probe" else "mlm",
-        max_length=int(token_meta(stage.train)["max_length"]),
-    )
+    if stage.decoder not in MLM_DECODERS:
+        raise ValueError(f"analyses.mlm.decoder must be one of {', '.join(MLM_DECODERS)}; got {stage.decoder!r}")
+    n = int(token_meta(stage.train)["max_length"])
+    bias = None
+    if stage.head == "probe" and stage.decoder == "tied":  # the checkpoint's MLM head bias starts the probe's
+        m, tok, bias = load_mlm_encoder(stage.model, max_length=n)
+    else:
+        m, tok = load_encoder(stage.model, task_head=None if stage.head == "probe" else "mlm", max_length=n)
     if tok.mask_token_id is None:
         raise ValueError(f"the tokenizer of {stage.model!r} has no mask token: it cannot be scored as a masked LM")
     C = ConstantAttention.load(stage.constants)
@@ -1535,7 +1545,8 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
     with real_tokens_only(m):
         lam, _ = learn_mlm_lambdas(
             m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes,
-            masking=stage.masking, backbone_dropout=stage.lambda_backbone_dropout,
+            masking=stage.masking, backbone_dropout=stage.lambda_backbone_dropout, decoder=stage.decoder,
+            decoder_bias=bias,
         )  # fmt: skip
         rows = mlm_curve(
             m,
@@ -1552,6 +1563,8 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
             seeds=stage.seeds,
             masking=stage.masking,
             backbone_dropout=stage.backbone_dropout,
+            decoder=stage.decoder,
+            decoder_bias=bias,
         )
     ldf = lambda_frame(lam)
     df = pd.DataFrame(rows)

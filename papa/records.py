@@ -180,6 +180,80 @@ def claim_results(results: str | Path, records: str | Path = ".snakemake") -> No
     check_results(results, records)
 
 
+#: The folder in a working directory's ``.snakemake/`` holding a lock file per results folder a run of it is
+#: writing (`hold_results`).
+RUNNING = "papa-running"
+_held: dict[str, object] = {}  # the open lock files of this process's runs, held until it exits
+
+
+def _running_file(results, records) -> Path:
+    import hashlib
+
+    key = hashlib.sha256(spelling(os.fspath(results)).rstrip("/").encode()).hexdigest()[:16]
+    return Path(records) / RUNNING / f"{key}.lock"
+
+
+def hold_results(results: str | Path, records: str | Path = ".snakemake") -> None:
+    """Hold this process's lock on the results folder ``results`` for as long as it runs (the Snakefile's
+    ``onstart``: a run with jobs to run), or raise `ForeignResultsError` naming the process that holds it. Snakemake's
+    own lock does not hold a second run off: any Snakemake that ends in the working directory deletes every lock
+    file in ``.snakemake/locks``, another run's too (Snakemake 9's ``_delete_locks``), and a second run of the same
+    folder then deletes the outputs of the jobs the first is running. This lock is the operating system's
+    (``flock`` on a file in ``.snakemake/papa-running/``): released when the process ends, however it ends."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX: Snakemake's lock alone, as before
+        return
+    key = spelling(os.fspath(results)).rstrip("/")
+    path = _running_file(results, records)
+    if str(path.resolve()) in _held:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(path, "a+")  # noqa: SIM115 - held open until the process exits
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        who = lock.read().strip() or "a process"
+        lock.close()
+        raise ForeignResultsError(
+            f"another Snakemake is running on results folder {key!r} ({who}): a second run would delete the outputs "
+            f"of the jobs it is running. Wait for it to end (or stop it), then run again"
+        ) from None
+    except OSError:  # a file system without locks (some network mounts): Snakemake's lock alone, as before
+        lock.close()
+        return
+    import socket
+
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    lock.flush()
+    _held[str(path.resolve())] = lock
+
+
+def running_on(results: str | Path, records: str | Path = ".snakemake") -> str | None:
+    """Who holds `hold_results`'s lock on ``results`` (``pid N on HOST``: a run writing it now), or None."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return None
+    path = _running_file(results, records)
+    if not path.exists():
+        return None
+    if str(path.resolve()) in _held:
+        return "this process"
+    with open(path) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return lock.read().strip() or "a process"
+        except OSError:
+            return None
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return None
+
+
 def _record_key(relative: Path) -> str | None:
     """The output path a Snakemake record file is about (``.snakemake/incomplete/``, ``metadata/``: its name is the
     path, urlsafe-base64 encoded; a name too long for the file system is split into folders whose names start with
@@ -320,6 +394,10 @@ def forget_results(results: str | Path, records: str | Path = ".snakemake") -> i
     prefix = folder + "/"
     if not Path(records).is_dir():
         return 0
+    who = running_on(folder, records)
+    if who is not None:
+        raise ForeignResultsError(f"a Snakemake is running on {folder}/ ({who}): its records are not dropped while "
+                                  f"it writes there; stop it first")  # fmt: skip
     _write_forgotten(records, [*_forgotten(records), folder])
     dropped = 0
     locks = Path(records) / "locks"  # Snakemake's: N.input.lock and N.output.lock, a path per line
@@ -417,7 +495,8 @@ def results_folder(configs) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``);
-    ``python -m papa.records results-of CONFIG...``: `results_folder` (``make clean``, ``make report``)."""
+    ``python -m papa.records results-of CONFIG...``: `results_folder` (``make clean``, ``make report``);
+    ``python -m papa.records running RESULTS``: exit 1 where a run holds `hold_results`'s lock (``make clean``)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m papa.records", description=main.__doc__)
@@ -427,7 +506,16 @@ def main(argv: list[str] | None = None) -> int:
     forget.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
     of = sub.add_parser("results-of", help="the results folder a run with these config files writes into")
     of.add_argument("configs", nargs="+", help="config files, in Snakemake's --configfile order")
+    running = sub.add_parser("running", help="exit 1 naming the run writing the results folder, if one does")
+    running.add_argument("results", help="a results folder")
+    running.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
     args = parser.parse_args(argv)
+    if args.command == "running":
+        who = running_on(args.results, args.records)
+        if who is not None:
+            print(f"a Snakemake is running on {spelling(args.results)}/ ({who}): stop it first")
+            return 1
+        return 0
     if args.command == "results-of":
         try:
             print(results_folder(args.configs))
@@ -436,7 +524,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     for results in args.results:
-        n = forget_results(results, args.records)
+        try:
+            n = forget_results(results, args.records)
+        except ForeignResultsError as e:
+            print(e)
+            return 1
         print(f"{args.records}: dropped {n} record(s) of {spelling(results)}/")
     return 0
 

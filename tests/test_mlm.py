@@ -80,14 +80,17 @@ def test_masking_is_seeded_and_keeps_special_tokens():
         assert abs(share - prob) < 0.02, (prob, share)
 
 
-@pytest.mark.parametrize("family", ["bert", "electra"])
-def test_probe_scores_the_masked_tokens_from_all_layers(family):
+DECODERS = [("bert", "tied"), ("bert", "fresh"), ("electra", "fresh")]  # the tiny ELECTRA's embeddings are narrower
+
+
+@pytest.mark.parametrize(("family", "decoder"), DECODERS)
+def test_probe_scores_the_masked_tokens_from_all_layers(family, decoder):
     """MLMProbe: L+1 layers concatenated -> H -> GELU -> vocab; the score reads the masked tokens only."""
     model = tiny_model(family)
-    probe = new_probe(model, 0)
+    probe = new_probe(model, 0, decoder=decoder)
     assert isinstance(probe, MLMProbe)
     assert probe.dense.in_features == 3 * 32 and probe.dense.out_features == 32  # (L+1) H -> H
-    assert probe.decoder.out_features == 120 and probe.decoder.bias is not None
+    assert probe.decoder.weight.shape == (120, 32) and probe.decoder.bias.shape == (120,)
     assert isinstance(probe.act, torch.nn.GELU) or "gelu" in type(probe.act).__name__.lower()
     enc = tiny_corpus()
     score = negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4, batch_size=5, probe=probe)
@@ -106,19 +109,21 @@ def test_probe_scores_the_masked_tokens_from_all_layers(family):
     assert logits.shape == (int(sel.sum()), 120) and torch.equal(y, torch.as_tensor(m.labels)[sel])
 
 
-def test_probe_learns_on_a_repeated_corpus():
+@pytest.mark.parametrize(("decoder", "gain"), [("fresh", 1.0), ("tied", 0.3)])
+def test_probe_learns_on_a_repeated_corpus(decoder, gain):
+    """(The tied decoder learns slower here: it projects onto a random model's embeddings, which stay frozen.)"""
     model = tiny_model("bert")
     enc = tiny_corpus(n=4, repeat=8)
     cfg = TrainConfig(lr=1e-2, batch_size=8, epochs=6, seed=0)
-    probe = new_probe(model, 0)
+    probe = new_probe(model, 0, decoder=decoder)
     before = negative_log_perplexity(model, enc, MASK, SPECIAL, probe=probe)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     losses = train_mlm(model, enc, MASK, SPECIAL, cfg, probe=probe)
-    assert len(losses) == 6 and losses[-1] < losses[0] - 1.0
-    assert negative_log_perplexity(model, enc, MASK, SPECIAL, probe=probe) > before + 1.0
+    assert len(losses) == 6 and losses[-1] < losses[0] - gain
+    assert negative_log_perplexity(model, enc, MASK, SPECIAL, probe=probe) > before + gain
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())  # the encoder stays frozen
     # seeded: the same probe again
-    again = new_probe(model, 0)
+    again = new_probe(model, 0, decoder=decoder)
     assert train_mlm(model, enc, MASK, SPECIAL, cfg, probe=again) == losses
 
 
@@ -126,7 +131,7 @@ def test_lambda_one_is_the_original_model_for_the_probe():
     model = tiny_model("bert")
     enc = tiny_corpus()
     C = papa.average_attention(model, enc.batches(4))
-    probe, m, idx = new_probe(model, 0), masked(enc, MASK, SPECIAL), np.arange(len(enc))
+    probe, m, idx = new_probe(model, 0, decoder="fresh"), masked(enc, MASK, SPECIAL), np.arange(len(enc))
     with torch.no_grad():
         base = _masked_logits(model, probe, m, idx)[0]
         with papa.patch(model, C, mix=True) as h:
@@ -188,7 +193,8 @@ def test_mlm_backbone_dropout_trains_with_the_encoders_dropout_and_scores_withou
     # written out at these defaults, the options are no param of rule mlm (they would rerun its jobs)
     from papa.checks import MLM_OPTION_DEFAULTS, mlm_param
 
-    assert MLM_OPTION_DEFAULTS == {"masking": stage.masking, "backbone_dropout": stage.backbone_dropout}
+    assert MLM_OPTION_DEFAULTS == {"masking": stage.masking, "backbone_dropout": stage.backbone_dropout,
+                                   "decoder": stage.decoder}  # fmt: skip
     block = {"models": ["m"], "dataset": "wiki", "max_length": 128, "lr": 5e-4, "lambda": {"extra_lr": 0.05}}
     written = {**block, **MLM_OPTION_DEFAULTS, "lambda": {"extra_lr": 0.05, "backbone_dropout": False}}
     assert mlm_param(written) == mlm_param(block) == {"lr": 5e-4, "lambda": {"extra_lr": 0.05}}
@@ -196,26 +202,26 @@ def test_mlm_backbone_dropout_trains_with_the_encoders_dropout_and_scores_withou
     assert on == {"lr": 5e-4, "backbone_dropout": True, "lambda": {"backbone_dropout": False}}
 
 
-@pytest.mark.parametrize("family", ["bert", "electra"])
-def test_probe_path_lambdas_and_curve(family):
+@pytest.mark.parametrize(("family", "decoder"), DECODERS)
+def test_probe_path_lambdas_and_curve(family, decoder):
     """Lambdas trained jointly with an MLM probe, then a fresh probe per fraction on the patched encoder."""
     model = tiny_model(family)
     train, val = tiny_corpus(n=16, seed=1), tiny_corpus(n=8, seed=2)
     C = papa.average_attention(model, train.batches(8))
     lcfg = TrainConfig(lr=1e-3, extra_lr=0.1, batch_size=4, epochs=2, seed=0)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    lam, losses = learn_mlm_lambdas(model, C, train, MASK, SPECIAL, lcfg)
+    lam, losses = learn_mlm_lambdas(model, C, train, MASK, SPECIAL, lcfg, decoder=decoder)
     assert lam.shape == (2, 4) and (lam - 0.5).abs().max() > 1e-3 and len(losses) == 2
-    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
-    assert torch.equal(lam, learn_mlm_lambdas(model, C, train, MASK, SPECIAL, lcfg)[0])
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())  # the tied decoder's too
+    assert torch.equal(lam, learn_mlm_lambdas(model, C, train, MASK, SPECIAL, lcfg, decoder=decoder)[0])
 
     cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=2, seed=0)
-    rows = mlm_curve(model, C, lam, val, [1, 0.5, 0], MASK, SPECIAL, cfg, train=train)
+    rows = mlm_curve(model, C, lam, val, [1, 0.5, 0], MASK, SPECIAL, cfg, train=train, decoder=decoder)
     assert [r["head"] for r in rows] == ["probe"] * 3 and [r["n_dynamic"] for r in rows] == [8, 4, 0]
     assert all(np.isfinite(r["neg_log_ppl"]) and np.isfinite(r["train_loss"]) for r in rows)
     assert rows[0]["perplexity"] == pytest.approx(np.exp(-rows[0]["neg_log_ppl"]))
     # fraction 1 is a probe trained and scored on the original model
-    probe = new_probe(model, 0)
+    probe = new_probe(model, 0, decoder=decoder)
     train_mlm(model, train, MASK, SPECIAL, cfg, probe=probe)
     assert rows[0]["neg_log_ppl"] == pytest.approx(
         negative_log_perplexity(model, val, MASK, SPECIAL, probe=probe, batch_size=cfg.eval_batch_size), abs=1e-6
@@ -225,6 +231,50 @@ def test_probe_path_lambdas_and_curve(family):
         mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg)
     with pytest.raises(ValueError, match="probe, pretrained"):
         mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg, head="frozen", train=train)
+
+
+def test_the_tied_decoder_is_the_frozen_input_embeddings_with_the_checkpoints_bias_trained(tmp_path):
+    """decoder tied (the authors' fork: their probe took the names of the checkpoint's MLM head, so loading it tied
+    the probe's vocabulary projection to the word embeddings and loaded the head's bias): the projection is the
+    encoder's input embeddings themselves, not a parameter of the probe (frozen with the encoder: training changes
+    none of the encoder's tensors), its bias the checkpoint's and trained; a checkpoint without an MLM head gives 0;
+    embeddings narrower than the hidden states are refused with what to write; fresh is a new trained Linear."""
+    import transformers as tf
+
+    from papa.models import load_encoder, load_mlm_encoder
+
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    torch.manual_seed(0)
+    lm = tf.BertForMaskedLM(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}))
+    with torch.no_grad():
+        lm.cls.predictions.bias.normal_()  # a pretrained bias (a fresh head's is 0)
+    lm.save_pretrained(tmp_path / "lm")
+    tok.save_pretrained(tmp_path / "lm")
+    enc, _, bias = load_mlm_encoder(str(tmp_path / "lm"), device="cpu")
+    assert torch.equal(bias, lm.cls.predictions.bias.detach())
+    plain, _ = load_encoder(str(tmp_path / "lm"), device="cpu")
+    x = papa.encode(tok, ["a tied decoder", "and its bias, loaded"], max_length=12)
+    with torch.no_grad():
+        hs = enc(**x.model_inputs(), output_hidden_states=True).hidden_states
+        ref = plain(**x.model_inputs(), output_hidden_states=True).hidden_states
+    assert all(torch.equal(a, b) for a, b in zip(hs, ref, strict=True))  # the same encoder
+    probe = new_probe(enc, 0, bias=bias)
+    assert probe.decoder.weight.data_ptr() == enc.get_input_embeddings().weight.data_ptr()
+    assert not any(p is enc.get_input_embeddings().weight for p in probe.parameters())
+    assert torch.equal(probe.decoder.bias.detach(), bias) and probe.decoder.bias.requires_grad
+    state = {k: v.clone() for k, v in enc.state_dict().items()}
+    train_mlm(enc, tiny_corpus(n=8, vocab=120), MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=4, epochs=1),
+              probe=probe)  # fmt: skip
+    assert all(torch.equal(state[k], v) for k, v in enc.state_dict().items())
+    assert not torch.equal(probe.decoder.bias.detach(), bias)  # the bias trains
+    _, _, none = load_mlm_encoder("minilm", device="cpu")  # shipped without its MLM head
+    assert none is None and torch.equal(new_probe(enc, 0).decoder.bias.detach(), torch.zeros(tok.vocab_size))
+    fresh = new_probe(enc, 0, decoder="fresh")
+    assert isinstance(fresh.decoder, torch.nn.Linear) and fresh.decoder.weight.requires_grad
+    with pytest.raises(ValueError, match="embeddings are narrower than its hidden states .* needs decoder 'fresh'"):
+        new_probe(tiny_model("electra"), 0)  # embedding_size 16, hidden 32
+    with pytest.raises(ValueError, match="decoder must be one of tied, fresh"):
+        new_probe(enc, 0, decoder="frozen")
 
 
 def test_a_probe_per_seed_on_the_same_masked_tokens():
@@ -348,6 +398,10 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
     d = electra_job
     hp = {"head": "probe", "lr": 1e-2, "batch_size": 4, "epochs": 1, "lambda": {"extra_lr": 0.1}, "seed": 0}
     args = (str(d / "model"), d / "C.safetensors", d / "train.parquet", d / "validation.parquet")
+    # the tied decoder (the default) needs embeddings as wide as the hidden states: this one's are 16 of 32
+    with pytest.raises(ValueError, match="needs decoder 'fresh'"):
+        pipeline.run_mlm(*args, hp, [1], d / "s0.parquet", d / "l0.parquet", {})
+    hp["decoder"] = "fresh"
     df = pipeline.run_mlm(
         *args, hp, [1, 0.5, 0], d / "scores.parquet", d / "lambdas.parquet", {"model": "electra", "dataset": "toy"}
     )
@@ -433,6 +487,13 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
     assert (repo / "results-mlm/plots/mlm.png").stat().st_size > 1000
     lam = pd.read_parquet(repo / "results-mlm/mlm/tinymlm/wiki/N32/lambdas.parquet")
     assert sorted(lam["rank"]) == list(range(8)) and lam.model_revision.isna().all()
+    # the probe's decoder: tied (the default, the authors') written out reruns nothing; fresh reruns the MLM job
+    for decoder, rerun in (("tied", {}), ("fresh", {"mlm": 1, "mlm_table": 1})):
+        cfg5 = write_config(
+            repo, f"mlm5{decoder}.yaml", lambda c, d=decoder: (edit(c), c["analyses"]["mlm"].update(decoder=d))
+        )
+        out = smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg5).stdout
+        assert job_counts(out) == rerun or (not rerun and "Nothing to be done" in out), (decoder, out[-2000:])
     # the frozen pretrained head (BERT only: ELECTRA's discriminator has none) reruns that job and the table
     cfg2 = write_config(repo, "mlm2.yaml", lambda c: edit(c, "pretrained"))
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg2).stdout)
@@ -452,6 +513,30 @@ def test_mlm_stage_on_a_tiny_random_masked_lm(tmp_path):
     cfg4 = write_config(repo, "mlm4.yaml", lambda c: (edit(c, "pretrained"), c["analyses"]["mlm"].update(authors)))
     counts = job_counts(smk(repo, "results-mlm/tables/mlm.parquet", "-n", "--configfile", cfg4).stdout)
     assert counts == {"mlm": 1, "mlm_table": 1}, counts
+
+
+def test_the_tied_decoder_on_embeddings_narrower_than_the_hidden_states_is_a_config_error():
+    """decoder tied (the default) projects the probe's hidden states onto the input embeddings: a model whose config
+    is known here with narrower embeddings (ALBERT, ELECTRA-small) is refused by the config check, naming the fix."""
+    import yaml
+
+    from papa.checks import ConfigError, validate_config
+    from tests.test_workflow import ROOT, SMOKE
+
+    cfg = yaml.safe_load((ROOT / SMOKE).read_text())
+    narrow = {"build": {"family": "electra", "config": {"embedding_size": 16}}}  # narrower than the hidden states
+    cfg["models"].update(narrow=narrow, wide={"build": {"family": "electra"}})
+    cfg["model_tasks"] = {"narrow": [], "wide": []}
+    cfg["datasets"].setdefault("wiki", {"source": "package"})
+    cfg["analyses"]["mlm"] = {"models": ["narrow", "wide"], "dataset": "wiki"}
+    with pytest.raises(ConfigError) as e:
+        validate_config(yaml.safe_load(yaml.safe_dump(cfg)), warn=lambda m: None)
+    from papa.rehearsal import TINY as BUILT
+
+    assert f"models.narrow's input embeddings are 16 wide, its hidden states {BUILT['hidden_size']}" in str(e.value)
+    assert "write decoder: fresh" in str(e.value) and "models.wide" not in str(e.value)
+    cfg["analyses"]["mlm"]["decoder"] = "fresh"
+    validate_config(cfg, warn=lambda m: None)
 
 
 def test_a_missing_mlm_head_is_a_config_error_when_the_checkpoint_is_here(tmp_path):

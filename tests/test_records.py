@@ -273,6 +273,48 @@ def test_two_runs_ending_at_once_keep_each_others_lost_outputs(wd):
     assert len(lost_outputs("results")) == 60 and len(lost_outputs("results-smoke")) == 60
 
 
+def _hold_until(results: str, ready, done) -> None:
+    from papa.records import hold_results
+
+    hold_results(results)
+    ready.set()
+    done.wait(60)
+
+
+def test_a_run_holds_its_results_folder_against_a_second_run_and_make_clean(wd):
+    """Snakemake 9 ends every run by deleting .snakemake/locks whole, another run's lock too, so a second run of a
+    folder being written was not refused (it deleted the first run's outputs as it started their jobs), and make
+    clean removed a folder a run was writing. A run holds an OS lock on its folder (onstart: hold_results): a second
+    holder is refused naming the first, forget (make clean) refuses the folder; another folder is free; the lock
+    goes with the process."""
+    import multiprocessing
+
+    from papa.records import forget_results, hold_results, main, running_on
+
+    ctx = multiprocessing.get_context("fork")
+    ready, done = ctx.Event(), ctx.Event()
+    first = ctx.Process(target=_hold_until, args=("results", ready, done))
+    first.start()
+    try:
+        assert ready.wait(30)
+        who = running_on("./results/")  # however the folder is written
+        assert who == f"pid {first.pid} on {os.uname().nodename}", who
+        with pytest.raises(ForeignResultsError, match=f"another Snakemake is running on results folder 'results' "
+                                                      f"\\(pid {first.pid} "):  # fmt: skip
+            hold_results("results")
+        with pytest.raises(ForeignResultsError, match="running on results/ .*stop it first"):
+            forget_results("results")
+        assert main(["running", "results"]) == 1 and main(["forget", "results"]) == 1
+        assert running_on("results-smoke") is None and main(["running", "results-smoke"]) == 0
+    finally:
+        done.set()
+        first.join(30)
+    assert running_on("results") is None and main(["running", "results"]) == 0
+    hold_results("results")  # free again; held by this process now, which may take it again
+    hold_results("results")
+    assert running_on("results") == "this process"
+
+
 def test_outputs_marked_incomplete_are_named_for_the_rerun_incomplete_advice(wd):
     """A job stopped with its Snakemake (a local Ctrl-C) leaves its outputs marked incomplete: the next plain run
     refuses them (IncompleteFilesException) where papa said they would be made again; the workflow names them and

@@ -235,6 +235,7 @@ def test_every_enum_of_the_schema_is_a_library_tuple(schema):
         "properties/analyses/properties/mlm/then/properties/head": mlm.MLM_HEADS,
         "properties/analyses/properties/mlm/then/properties/init": PROBE_INITS,
         "properties/analyses/properties/mlm/then/properties/masking": mlm.MASKINGS,
+        "properties/analyses/properties/mlm/then/properties/decoder": mlm.MLM_DECODERS,
         "properties/cache/properties/dtype": CACHE_DTYPES,
         "properties/cache/properties/strategy": STRATEGIES,
     }
