@@ -995,9 +995,14 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
         if folder == (p := Path(path).expanduser().resolve()) or folder in p.parents:
             errors.append(f"results = {r!r} holds {key} ({path!r}): make clean, which removes the results folder, "
                           f"would remove it; keep the inputs elsewhere, or {advice}")  # fmt: skip
-    if not errors and folder.is_dir():
-        from .records import MARKER
+    from .records import MARKER
 
+    outer = next((p for p in folder.parents if (p / MARKER).is_file()), None)
+    if not errors and outer is not None:  # another run's results folder: its make clean would remove this one
+        errors.append(f"results = {r!r} lies inside {str(outer)!r}, the results folder of another run (its "
+                      f"{MARKER}): make clean of that run's config removes everything in it, this run's results "
+                      f"and their records too; give this run a folder beside it")  # fmt: skip
+    if not errors and folder.is_dir():
         entries = sorted(e.name for e in folder.iterdir() if not e.name.startswith(".") or e.name == MARKER)
         if entries and not {MARKER, "logs", "benchmarks"} & set(entries):
             shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")

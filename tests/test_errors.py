@@ -614,6 +614,8 @@ def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x")
     (tmp_path / "afile.txt").write_text("x")
+    (tmp_path / "runs" / "paper").mkdir(parents=True)  # a run's results folder (its records' marker)
+    (tmp_path / "runs" / "paper" / ".papa-records.json").write_text("{}")
 
     def local(c, train="mydata/train.csv"):
         c["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": train, "text_column": "sentence"}
@@ -625,6 +627,13 @@ def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
         ("mydata", "results = 'mydata' holds datasets.mine.train ('mydata/train.csv'): make clean"),
         ("notes", "results = 'notes' is a folder holding other files (todo.txt) and no papa results"),
         ("afile.txt/sub", "results = 'afile.txt/sub' is under 'afile.txt', a file"),
+        # inside another run's results folder: that config's make clean removed this run's results and records
+        (
+            "runs/paper/sub",
+            f"results = 'runs/paper/sub' lies inside '{tmp_path / 'runs' / 'paper'}', the results "
+            f"folder of another run",
+        ),  # fmt: skip
+        ("runs/paper/a/b", "lies inside"),
     ):
         msg = _problems(lambda c, r=results: (local(c), c.update(results=r)))
         assert says in msg, (results, msg)

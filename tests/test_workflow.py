@@ -404,6 +404,20 @@ def test_a_rerun_that_fails_after_a_change_is_redone_by_the_next_run(smoke_once,
     out = smk(repo, "-n", "--configfile", cfg)
     assert job_counts(out.stdout) == after  # not asked for: no rule of this config makes it
     assert f"{gone} is missing (its job did not finish), and this config does not make it" in out.stdout + out.stderr
+    # nor a probe file of a fraction the config dropped (it named the config's model and task: it was made again, a
+    # wasted job); a lost table is this config's (it was called "of an earlier config")
+    dropped = "results-smoke/probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.25/seed0.parquet"
+    table = "results-smoke/tables/summary.parquet"
+    records.note_lost([dropped], repo / ".snakemake")
+    out = smk(repo, "-n", "--configfile", cfg)
+    assert job_counts(out.stdout) == after and "fraction_dynamic=0.25" not in out.stdout, out.stdout[-3000:]
+    assert f"{dropped} is missing (its job did not finish), and this config does not make it" in out.stderr
+    (repo / table).rename(tmp_path / "summary.parquet")
+    records.note_lost([table], repo / ".snakemake")
+    out = smk(repo, "-n", "--configfile", cfg)
+    said = out.stdout + out.stderr
+    assert f"{table} is missing: its job did not finish" in said and f"{table} is missing (its job" not in said, said
+    (tmp_path / "summary.parquet").rename(repo / table)
     # a job whose Snakemake was stopped as it ended (a local Ctrl-C) leaves its written output marked incomplete: a
     # plain run stops on it (IncompleteFilesException), so papa says to run with --rerun-incomplete; missing, it is
     # made again without

@@ -392,9 +392,24 @@ def mlm_files():
     return [mlm_path(m, MLM["dataset"], MLM["max_length"], "scores.parquet") for m in MLM["models"]]
 
 
+@functools.lru_cache(maxsize=None)
+def grid_files():
+    """The probe and lambda files of this config's runs (`runs`): what of its grid a lost file may be."""
+    lambdas = [lambda_path(m, t, c, name) for m, t, c, s, f in runs() if needs_lambdas(s, f)
+               for name in ("lambdas.parquet", "metrics.parquet")]  # fmt: skip
+    return frozenset(all_probe_files() + lambdas)
+
+
 def of_this_config(path):
-    """Whether an output path under R names models, datasets and tasks of this config (the layouts above)."""
+    """Whether an output path under R is one this config makes: its tables and figures, a probe or lambda file of
+    its grid (`grid_files`: not one of a fraction, constants spec or head order it dropped), or another stage's file
+    naming its models, datasets and tasks (the layouts above)."""
     parts = Path(path).relative_to(R).parts
+    if parts[:1] in (("tables",), ("plots",)):  # rule all's: the tables and figures of its probes, its MLM table
+        final = [*rules.aggregate.output, *rules.plot.output] if runs() else []
+        return path in {str(f) for f in [*final, *(rules.mlm_table.output if mlm_files() else [])]}
+    if parts[:1] in (("probe",), ("lambda",)):
+        return path in grid_files()
     built = BUILT_MODELS if parts[1:2] == ("models",) else BUILD_DATA
     names = {"data": [(1, config["datasets"])], "built": [(2, built)]}
     for stage in ("tokens", "constants", "patterns", "mlm"):
