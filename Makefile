@@ -42,6 +42,15 @@ results_path = $(if $(strip $(1)),,$(error CONFIG is empty: name a config file (
 # results_quoted(what results_read printed, read once): the folder quoted, or make stopped with the reason
 results_quoted = $(if $(filter papa-ok:,$(firstword $(1))),'$(word 2,$(1))',$(error $(wordlist 2,999,$(1))))
 
+# the targets but clean read the checkout's files by relative paths (pyproject.toml, config/, .venv): from another
+# folder (make -f <checkout>/Makefile), make -C instead (clean removes the folders of the configs given, relative to
+# where it runs)
+ifeq ($(wildcard pyproject.toml),)
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),install)),)
+$(error run make in the checkout ($(HERE)): make -C $(HERE) $(MAKECMDGOALS), or cd there first)
+endif
+endif
+
 .PHONY: install run test lint check rehearse report bench clean
 
 # pip compiles the installed modules' bytecode on one core; compileall then writes the same .pyc files on up to 8
@@ -61,7 +70,10 @@ install: $(BIN)/snakemake
 run: install
 	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
+# a folder without a finished run's marker: Snakemake would say "Missing metadata" per output, then stop on a figure
 report: install
+	@d=$(call results_path,$(CONFIG)); [ -e "$$d/.papa-records.json" ] || { \
+	  echo "make report: $$d holds no run's results yet: make run CONFIG=$(CONFIG) first" >&2; exit 1; }
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html
 
 test: lint

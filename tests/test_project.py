@@ -80,6 +80,21 @@ def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path
         assert p.returncode != 0 and "CONFIG is empty: name a config file" in p.stderr and "rm -rf" not in p.stdout, p
 
 
+def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(tmp_path):
+    """make report on a folder no run has written printed ~50 "Missing metadata" lines, then stopped on a figure;
+    make -f <checkout>/Makefile run from another folder said "No rule to make target 'pyproject.toml'"."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(f"results: {tmp_path / 'none'}\n")
+    p = subprocess.run(["make", "-o", ".venv/bin/snakemake", "report", f"CONFIG={empty}"], cwd=ROOT,
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode != 0 and f"holds no run's results yet: make run CONFIG={empty} first" in p.stderr, p
+    assert "Missing metadata" not in p.stdout + p.stderr
+    for target in ("run", "report", "test"):
+        p = subprocess.run(["make", "-n", "-f", str(ROOT / "Makefile"), target], cwd=tmp_path, capture_output=True,
+                           text=True)  # fmt: skip
+        assert p.returncode != 0 and f"run make in the checkout ({ROOT}): make -C {ROOT} {target}" in p.stderr, p
+
+
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
     from papa.records import MARKER
 
@@ -91,7 +106,8 @@ def test_make_report_and_clean_follow_the_results_key(tmp_path):
     moved.write_text("seed: 0\nresults: 'elsewhere/out'  # a comment\nmodels: {results: no}\n")
     default.write_text("seed: 0\n")  # no results key: the schema's default folder
     report = _make_n("report", f"CONFIG={moved}")
-    assert report == [f".venv/bin/snakemake --configfile {moved} --report 'elsewhere/out'/report.html"]
+    assert report[0].startswith("d='elsewhere/out'; [ -e \"$d/.papa-records.json\" ]")  # a finished run's folder
+    assert report[-1] == f".venv/bin/snakemake --configfile {moved} --report 'elsewhere/out'/report.html"
     assert "for d in 'elsewhere/out'; do" in "\n".join(_make_n("clean", f"CONFIG={moved}"))  # that config's only
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", "clean"], cwd=ROOT, capture_output=True,
