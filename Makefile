@@ -70,10 +70,14 @@ install: $(BIN)/snakemake
 run: install
 	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
-# a folder without a finished run's marker: Snakemake would say "Missing metadata" per output, then stop on a figure
+# a folder without a finished run's marker (Snakemake would say "Missing metadata" per output, then stop on a
+# figure), or results the config would rerun jobs for (Snakemake reports them silently, as they are): make run first
 report: install
 	@d=$(call results_path,$(CONFIG)); [ -e "$$d/.papa-records.json" ] || { \
-	  echo "make report: $$d holds no run's results yet: make run CONFIG=$(CONFIG) first" >&2; exit 1; }
+	  echo "make report: $$d holds no run's results yet: make run CONFIG=$(CONFIG) first" >&2; exit 1; }; \
+	$(BIN)/snakemake -n -q --configfile $(CONFIG) 2>&1 | grep -q "Nothing to be done" || { echo "make report: the \
+	results in $$d are not all those of $(CONFIG) as it is now (snakemake -n --configfile $(CONFIG) lists the jobs \
+	to run): make run CONFIG=$(CONFIG) first, or report them as they are with snakemake --report" >&2; exit 1; }
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html
 
 test: lint
@@ -104,7 +108,7 @@ clean:
 	@refused=; for d in $(CLEAN_FOLDERS); do \
 	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
-	  PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records running -- "$$d" || { echo "make clean: $$d: not removed"; refused=1; continue; }; \
+	  PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records removable -- "$$d" || { echo "make clean: $$d: not removed"; refused=1; continue; }; \
 	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \
 	    if [ -L "$$d" ]; then echo "make clean: $$d is a link to $$(readlink -- "$$d"): the link is removed, not the files there (remove them by hand; papa refuses them should the link come back)"; fi; \
 	    echo "rm -rf -- $$d"; rm -rf -- "$$d" && PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" || refused=1; \

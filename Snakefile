@@ -23,12 +23,15 @@ onstart:
     # ties it to this working directory's records (papa.records.claim_results)
     records.hold_results(R)
     records.claim_results(R)
+    # the outputs the jobs to run have now: each job deletes its old ones as it starts
+    STANDING.update(f for job in workflow.dag.needrun_jobs() for f in job.output if os.path.exists(f))
 
 
 onerror:
     # a job that had to run again deleted its old outputs as it started: those of the jobs this run did not finish
-    # are asked for again by the next start (papa.records.lost_outputs, rule all), or the results made from them stand
-    records.note_lost(f for job in workflow.dag.needrun_jobs() for f in job.output if not os.path.exists(f))
+    # are asked for again by the next start (papa.records.lost_outputs, rule all), or the results made from them stand.
+    # (An output not there as the run started, a first run's, is made by the next start as any missing output is.)
+    records.note_lost(f for f in STANDING if not os.path.exists(f))
 
 
 onsuccess:

@@ -153,8 +153,11 @@ def _log_job_end() -> None:
     kept = unfinished_log_path(_JOB["log"]) if _JOB.get("log") else None
     also = f"; this log is kept as {kept} (Snakemake removes a job's log before its next attempt)" if kept else ""
     if stopped_by:
-        log.error("%s stopped by signal %d after %.1f s: its outputs were not written%s", _JOB["stage"], stopped_by,
-                  seconds, also)  # fmt: skip
+        # a job with several outputs may have written some (each is written whole, atomically): Snakemake keeps those
+        # marked incomplete, so a run without --rerun-incomplete stops on them
+        log.error("%s stopped by signal %d after %.1f s: it did not finish (an output it wrote before the stop stays "
+                  "marked incomplete: rerun with --rerun-incomplete)%s", _JOB["stage"], stopped_by, seconds,
+                  also)  # fmt: skip
     elif kept:
         log.error("%s failed after %.1f s%s", _JOB["stage"], seconds, also)
     if kept:

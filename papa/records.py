@@ -176,7 +176,8 @@ def claim_results(results: str | Path, records: str | Path = ".snakemake") -> No
     fresh = not (Path(results) / MARKER).exists()
     _create_exclusive(Path(results) / MARKER, marker)
     if fresh:  # made anew after make clean forgot it: its files are this run's, with records
-        _write_forgotten(records, [p for p in _forgotten(records) if p != spelling(os.fspath(results))])
+        with _lists_locked(records):
+            _write_forgotten(records, [p for p in _forgotten(records) if p != spelling(os.fspath(results))])
     check_results(results, records)
 
 
@@ -254,6 +255,24 @@ def running_on(results: str | Path, records: str | Path = ".snakemake") -> str |
     return None
 
 
+def not_removable(results: str | Path, records: str | Path = ".snakemake") -> str | None:
+    """Why ``make clean`` in this working directory must leave the results folder ``results`` (None: it may remove
+    it): a run is writing it (`running_on`), or its marker names another working directory's records (the workflow
+    here refuses the folder as not its own: another checkout's finished run)."""
+    who = running_on(results, records)
+    if who is not None:
+        return f"a Snakemake is running on {spelling(os.fspath(results))}/ ({who}): stop it first"
+    try:
+        marker = json.loads((Path(results) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(marker, dict) and marker.get("id") not in (None, records_id(records)):
+        made = marker.get("workdir", "?")
+        return (f"{spelling(os.fspath(results))}/ holds the results of the Snakemake records of {made}, not of this "
+                f"working directory: run make clean there (or remove the folder by hand)")  # fmt: skip
+    return None
+
+
 def _record_key(relative: Path) -> str | None:
     """The output path a Snakemake record file is about (``.snakemake/incomplete/``, ``metadata/``: its name is the
     path, urlsafe-base64 encoded; a name too long for the file system is split into folders whose names start with
@@ -326,16 +345,17 @@ def _write_lost(records, paths) -> None:
 
 
 @contextlib.contextmanager
-def _lost_list_locked(records):
-    """Hold an exclusive lock on `LOST`'s lock file (``papa-lost.json.lock``) while the list is read and written:
-    two Snakemakes ending at once in one working directory (two configs' runs) would otherwise each write the list
-    it read, without the other's change."""
+def _lists_locked(records):
+    """Hold an exclusive lock on ``papa-lists.lock`` in ``records`` while a list file of papa's there (`LOST`,
+    `FORGOTTEN`) is read and written: two Snakemakes ending at once in one working directory (two configs' runs), or
+    a ``make clean`` beside a run, would otherwise each write the list it read, without the other's change (and
+    `papa.io.atomic_path` takes another writer's temporary file for a killed one's)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX: unlocked, as before
         yield
         return
-    with open(Path(records) / f"{LOST}.lock", "a") as lock:
+    with open(Path(records) / "papa-lists.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -350,7 +370,7 @@ def note_lost(paths, records: str | Path = ".snakemake") -> None:
     failed leaves its outputs missing while the results made from them stand."""
     if Path(records).is_dir():
         paths = list(map(os.fspath, paths))
-        with _lost_list_locked(records):
+        with _lists_locked(records):
             _write_lost(records, [p for p in [*_listed_lost(records), *paths] if not os.path.exists(p)])
 
 
@@ -362,7 +382,7 @@ def forget_found(records: str | Path = ".snakemake", results: str | Path | None 
     them again)."""
     prefix = None if results is None else spelling(os.fspath(results)).rstrip("/") + "/"
     if _lost_file(records).exists():
-        with _lost_list_locked(records):
+        with _lists_locked(records):
             kept = [p for p in _listed_lost(records) if not os.path.exists(p)
                     and (prefix is None or makes is None or not p.startswith(prefix) or makes(p))]  # fmt: skip
             _write_lost(records, kept)
@@ -398,7 +418,8 @@ def forget_results(results: str | Path, records: str | Path = ".snakemake") -> i
     if who is not None:
         raise ForeignResultsError(f"a Snakemake is running on {folder}/ ({who}): its records are not dropped while "
                                   f"it writes there; stop it first")  # fmt: skip
-    _write_forgotten(records, [*_forgotten(records), folder])
+    with _lists_locked(records):
+        _write_forgotten(records, [*_forgotten(records), folder])
     dropped = 0
     locks = Path(records) / "locks"  # Snakemake's: N.input.lock and N.output.lock, a path per line
     for lock in sorted(locks.glob("*.output.lock")) if locks.is_dir() else []:
@@ -408,7 +429,7 @@ def forget_results(results: str | Path, records: str | Path = ".snakemake") -> i
                 dropped += stale.exists()
                 stale.unlink(missing_ok=True)
     if _lost_file(records).exists():
-        with _lost_list_locked(records):
+        with _lists_locked(records):
             listed = _listed_lost(records)
             kept = [p for p in listed if not p.startswith(prefix)]
             dropped += len(listed) - len(kept)
@@ -496,7 +517,7 @@ def results_folder(configs) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``);
     ``python -m papa.records results-of CONFIG...``: `results_folder` (``make clean``, ``make report``);
-    ``python -m papa.records running RESULTS``: exit 1 where a run holds `hold_results`'s lock (``make clean``)."""
+    ``python -m papa.records removable RESULTS``: exit 1 saying why make clean must leave it (`not_removable`)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m papa.records", description=main.__doc__)
@@ -506,14 +527,14 @@ def main(argv: list[str] | None = None) -> int:
     forget.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
     of = sub.add_parser("results-of", help="the results folder a run with these config files writes into")
     of.add_argument("configs", nargs="+", help="config files, in Snakemake's --configfile order")
-    running = sub.add_parser("running", help="exit 1 naming the run writing the results folder, if one does")
-    running.add_argument("results", help="a results folder")
-    running.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
+    removable = sub.add_parser("removable", help="exit 1 saying why make clean must leave the results folder")
+    removable.add_argument("results", help="a results folder")
+    removable.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
     args = parser.parse_args(argv)
-    if args.command == "running":
-        who = running_on(args.results, args.records)
-        if who is not None:
-            print(f"a Snakemake is running on {spelling(args.results)}/ ({who}): stop it first")
+    if args.command == "removable":
+        why = not_removable(args.results, args.records)
+        if why is not None:
+            print(why)
             return 1
         return 0
     if args.command == "results-of":

@@ -648,6 +648,8 @@ def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_
     text = log.read_text()
     assert rc == -signal.SIGINT and "Traceback" not in text and "stage failed" not in text, text  # as python exits
     assert text.splitlines()[-1].split(" ", 3)[-1].startswith("ERROR Toy stopped by signal 2 after"), text
+    # (not "its outputs were not written": a job with several outputs may have written some, kept incomplete)
+    assert "it did not finish (an output it wrote before the stop stays marked incomplete" in text, text
     assert Path(f"{log}.unfinished-3").read_text() == text
 
 

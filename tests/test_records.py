@@ -304,15 +304,28 @@ def test_a_run_holds_its_results_folder_against_a_second_run_and_make_clean(wd):
             hold_results("results")
         with pytest.raises(ForeignResultsError, match="running on results/ .*stop it first"):
             forget_results("results")
-        assert main(["running", "results"]) == 1 and main(["forget", "results"]) == 1
-        assert running_on("results-smoke") is None and main(["running", "results-smoke"]) == 0
+        assert main(["removable", "results"]) == 1 and main(["forget", "results"]) == 1
+        assert running_on("results-smoke") is None and main(["removable", "results-smoke"]) == 0
     finally:
         done.set()
         first.join(30)
-    assert running_on("results") is None and main(["running", "results"]) == 0
+    assert running_on("results") is None and main(["removable", "results"]) == 0
     hold_results("results")  # free again; held by this process now, which may take it again
     hold_results("results")
     assert running_on("results") == "this process"
+
+
+def test_make_clean_leaves_another_checkouts_results_folder(wd):
+    """A results folder two checkouts share (an absolute results:): the workflow in the second refuses it as not its
+    own, and its make clean removed it (the marker counted as papa's results): another checkout's finished run."""
+    from papa.records import claim_results, main, not_removable
+
+    Path("shared").mkdir()
+    (Path("shared") / MARKER).write_text(json.dumps({"id": "other", "workdir": "/elsewhere", "path": "shared"}))
+    assert "holds the results of the Snakemake records of /elsewhere" in not_removable("shared")
+    assert main(["removable", "shared"]) == 1
+    claim_results("ours")
+    assert not_removable("ours") is None and not_removable("nosuch") is None and main(["removable", "ours"]) == 0
 
 
 def test_outputs_marked_incomplete_are_named_for_the_rerun_incomplete_advice(wd):

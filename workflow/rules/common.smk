@@ -31,10 +31,14 @@ checks.read_command_line(config, workflow.config_settings.config)
 validate_config(config, logger.warning)
 
 R = config["results"]
+STANDING = set()  # the outputs of the jobs to run that were on disk as the run started (the Snakefile's onstart)
 # the results folder is the one this working directory's Snakemake records vouch for (papa.records): not one made
 # under records since deleted, or another checkout's (a job's own Snakemake, under Slurm, leaves it to its driver)
 if workflow.is_main_process:
     records.check_results(R)
+    if (running := records.running_on(R)) not in (None, "this process"):  # (Snakemake would say "incomplete")
+        logger.warning(f"a Snakemake is running on {R}/ ({running}): the outputs of its jobs are incomplete until "
+                       f"they end, and a run of this folder is refused until it ends")  # fmt: skip
 CONDA_ENV = "../../environment.yml"
 SEED = int(config["seed"])
 PRECISION = config["precision"]  # CUDA's float32 matmuls in the jobs that run a model (papa.models.PRECISIONS)
