@@ -37,6 +37,14 @@ def test_readme_commands_are_what_ci_runs():
     assert "make test" in (ROOT / ".ci/run").read_text()
 
 
+@pytest.fixture(autouse=True)
+def _make_env_of_its_own(monkeypatch):
+    """The Makefile reads CONFIG (and CORES, VENV, ...) from the environment, as make run does: a contributor's
+    exported CONFIG would change every make command these tests check."""
+    for name in ("CONFIG", "CLEAN_CONFIGS", "CORES", "VENV", "PYTHON", "WORKERS", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def _make_n(*args) -> list[str]:
     """The commands ``make`` would run for ``args`` (a dry run, the venv taken as installed)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # not a sub-make
