@@ -243,7 +243,7 @@ def new_probe(
     """A freshly initialised `MLMProbe` for ``model`` (seeded; `papa.probe.init_probe`: by default
     N(0, ``initializer_range``) weights and zero biases, as the authors'), on the model's device. ``decoder``
     (`MLM_DECODERS`): ``tied`` (the default, the authors') projects onto the model's input word embeddings, frozen,
-    with a trained bias starting at ``bias`` (the checkpoint's MLM head bias, `papa.models.mlm_head_bias`; None =
+    with a trained bias starting at ``bias`` (the checkpoint's MLM head bias, `papa.models.load_mlm_encoder`; None =
     0); ``fresh`` trains a new Linear(H, vocab) from ``init``."""
     torch.manual_seed(seed)
     probe = init_probe(MLMProbe.for_model(model, decoder, bias), model, init)
