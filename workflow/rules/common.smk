@@ -414,7 +414,7 @@ def of_this_config(path):
     its grid (`grid_files`: not one of a fraction, constants spec or head order it dropped), or another stage's file
     naming its models, datasets and tasks (the layouts above)."""
     parts = Path(path).relative_to(R).parts
-    if parts[:1] in (("tables",), ("plots",)):  # rule all's: the tables and figures of its probes, its MLM table
+    if parts[:1] in (("tables",), ("plots",)):  # the targets of all: the tables and figures of its probes, its MLM table
         final = [*rules.aggregate.output, *rules.plot.output] if runs() else []
         return path in {str(f) for f in [*final, *(rules.mlm_table.output if mlm_files() else [])]}
     if parts[:1] in (("probe",), ("lambda",)):
