@@ -1085,6 +1085,11 @@ def test_settings_that_change_nothing_warn():
          "models.tiny.build.config.is_decoder: true builds a decoder"),
         (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"is_decoder": 1}}}),
          "models.tiny.build.config.is_decoder: 1 builds a decoder"),  # quoted as written, not as the bool it means
+        # a top-level key indented under a section: an entry named like it, and results: took its default (a small
+        # config overwrote the default run's data splits)
+        (lambda c: c["models"].update(results="results-t"),
+         "models.results is named like the config's top-level key 'results': if it is that key, indented by mistake"),
+        (lambda c: c["datasets"].update(seed={"source": "package"}), "datasets.seed is named like the config's"),
         (lambda c: c["datasets"]["wsj_pos"].update(name=" wsj_pos"),
          "datasets.wsj_pos: unknown package dataset ' wsj_pos' (write 'wsj_pos'); known package datasets"),
         (lambda c: c["datasets"]["wsj_pos"].update(name="wsj_poss"),
