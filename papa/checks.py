@@ -1044,19 +1044,14 @@ def _names(config: dict) -> list[str]:
               for name in (config.get(section) or {}) if str(name).startswith(".")]  # fmt: skip
     # a top-level key indented under a section (`results: mine` under models:) is read as an entry named like it, and
     # the key itself takes its default: the run wrote into the default's results folder
-    top = set(_schema_top_level())
+    from .records import config_keys
+
+    top = config_keys()
     errors += [f"{section}.{name} is named like the config's top-level key {name!r}: if it is that key, indented by "
                f"mistake, write it at the top level (unindented), else give the entry another name"
                for section in ("models", "datasets", "tasks", "build_data")
                for name in (config.get(section) or {}) if name in top]  # fmt: skip
     return errors
-
-
-def _schema_top_level() -> list[str]:
-    """The config's top-level keys (the schema's)."""
-    import yaml
-
-    return list(yaml.safe_load(SCHEMA.read_text())["properties"])
 
 
 #: ``$NAME`` or ``${NAME}`` in a path: an environment variable that neither Snakemake nor papa expands.

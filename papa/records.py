@@ -466,8 +466,9 @@ def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -
     return sorted(key for _, key in _record_files(records, "incomplete") if key.startswith(prefix))
 
 
-def _config_keys() -> set:
-    """The top-level keys of papa's config (the schema's), read from the workflow's schema."""
+def config_keys() -> set:
+    """The top-level keys of papa's config (the schema's), read from the workflow's schema (``papa.checks.SCHEMA``;
+    this module imports no papa.checks: ``make clean`` runs it with any python3)."""
     import yaml
 
     schema = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
@@ -499,7 +500,7 @@ def results_folder(configs) -> str:
         if config is not None and not isinstance(config, dict):
             raise ValueError(f"{path}: a config is a mapping of keys (results:, models:, ...), and this file holds "
                              f"a {type(config).__name__}: give papa's config files")  # fmt: skip
-        unknown = sorted(set(config or {}) - _config_keys(), key=str)
+        unknown = sorted(set(config or {}) - config_keys(), key=str)
         if unknown:  # another tool's file (the Slurm profile's config.yaml, environment.yml): it names no run
             keys = ", ".join(map(repr, unknown[:6])) + (", ..." if unknown[6:] else "")
             raise ValueError(f"{path} is not a papa config: its keys {keys} are not the "
