@@ -378,7 +378,9 @@ def test_probe_init_normal_is_the_authors_and_pytorch_is_torchs(minilm, monkeypa
     wide = types.SimpleNamespace(config=types.SimpleNamespace(**{**model.config.to_dict(), "initializer_range": 0.2}))
     wide.parameters = model.parameters
     torch.manual_seed(0)
-    for probe in (build_probe("sequence", wide, 16, 3), build_probe("token", wide, 16, 5), new_probe(wide, 0)):
+    # (the MLM probe with a fresh decoder: two Linear layers; its tied decoder is the model's embeddings, test_mlm.py)
+    mlm = new_probe(wide, 0, decoder="fresh")
+    for probe in (build_probe("sequence", wide, 16, 3), build_probe("token", wide, 16, 5), mlm):
         linears = [m for m in probe.modules() if isinstance(m, torch.nn.Linear)]
         assert len(linears) == 2
         for m in linears:
