@@ -26,6 +26,7 @@ def task(minilm):
     return model, enc, C, lam
 
 
+@pytest.mark.slow  # ~10 s for float16 on a CPU: `make test`, not the fast tier
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 def test_a_half_precision_model_learns_its_lambdas_as_a_float32_one(task, dtype):
     model32, enc, C, lam32 = task

@@ -424,6 +424,7 @@ def test_a_file_changed_on_disk_after_it_was_written_fails_when_read(tmp_path):
         papa.ConstantAttention.load(constants)
 
 
+@pytest.mark.slow  # ~10 s of fresh Python processes: `make test`, not the fast tier
 def test_constants_are_the_same_file_in_every_process(tmp_path):
     """safetensors writes a header's metadata keys in its hash map's order, which changes from process to process:
     constants saved with two keys (metadata and digest) were two different files for the same numbers, so every

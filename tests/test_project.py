@@ -103,6 +103,7 @@ def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(t
         assert p.returncode != 0 and f"run make in the checkout ({ROOT}): make -C {ROOT} {target}" in p.stderr, p
 
 
+@pytest.mark.slow  # ~14 s of make and python starts: `make test`, not the fast tier (which it took over 2 minutes)
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
     from papa.records import MARKER
 
