@@ -71,14 +71,16 @@ run: install
 	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 # a folder without a finished run's marker (Snakemake would say "Missing metadata" per output, then stop on a
-# figure), or results the config would rerun jobs for (Snakemake reports them silently, as they are): make run first
+# figure), or results the config would rerun jobs for (Snakemake reports them silently, as they are): make run first.
+# The folder is read once (REPORT_DIR).
 report: install
-	@d=$(call results_path,$(CONFIG)); [ -e "$$d/.papa-records.json" ] || { \
+	$(eval REPORT_DIR := $(call results_path,$(CONFIG)))
+	@d=$(REPORT_DIR); [ -e "$$d/.papa-records.json" ] || { \
 	  echo "make report: $$d holds no run's results yet: make run CONFIG=$(CONFIG) first" >&2; exit 1; }; \
 	$(BIN)/snakemake -n -q --configfile $(CONFIG) 2>&1 | grep -q "Nothing to be done" || { echo "make report: the \
 	results in $$d are not all those of $(CONFIG) as it is now (snakemake -n --configfile $(CONFIG) lists the jobs \
 	to run): make run CONFIG=$(CONFIG) first, or report them as they are with snakemake --report" >&2; exit 1; }
-	$(BIN)/snakemake --configfile $(CONFIG) --report $(call results_path,$(CONFIG))/report.html
+	$(BIN)/snakemake --configfile $(CONFIG) --report $(REPORT_DIR)/report.html
 
 test: lint
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not rehearsal"

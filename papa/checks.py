@@ -277,7 +277,8 @@ def unused_settings(config: dict) -> list[str]:
               for key, shape in ENCODING_REACH.items()
               if encoding.get(key) == "authors" and None not in shapes and shape not in shapes]  # fmt: skip
     cache = config.get("cache") or {}
-    reencoded = _reencoding_tasks(config)
+    run = {t for m in config.get("models") or {} for t in model_tasks(config, m)}  # the tasks some model runs
+    reencoded = _reencoding_tasks(config, run)
     if reencoded:  # every probe job re-encodes (backbone dropout): no cache, whatever its settings
         defaults = _schema_defaults("cache")
         unused += [f"cache.{key}: every task's probe runs with backbone_dropout ({', '.join(reencoded)}), so its "
@@ -300,7 +301,6 @@ def unused_settings(config: dict) -> list[str]:
             unused.append(f"resources.{rule}.gpu: rule {rule} runs on the CPU and asks for no GPU: it changes "
                           f"nothing")  # fmt: skip
     learned = lambda_tasks(config)
-    run = {t for m in config.get("models") or {} for t in model_tasks(config, m)}
     for t, tc in (config.get("tasks") or {}).items():
         written = _lambda_settings(config, t)
         if t in run and t not in learned and written:
@@ -367,14 +367,13 @@ def _lambda_settings(config: dict, task: str) -> list[str]:
     return [k for k, v in block.items() if k not in derived or derived[k] != v]
 
 
-def _reencoding_tasks(config: dict) -> list[str]:
-    """The tasks run by a model of a valid config when every one of them runs its probe with ``backbone_dropout``
-    (its hidden states change every pass: every probe job re-encodes them, `papa.probe.choose_strategy`); else
-    none."""
-    run = sorted({t for m in config.get("models") or {} for t in model_tasks(config, m)})
+def _reencoding_tasks(config: dict, run: set[str]) -> list[str]:
+    """The tasks ``run`` (those a model of a valid config runs) when every one of them runs its probe with
+    ``backbone_dropout`` (its hidden states change every pass: every probe job re-encodes them,
+    `papa.probe.choose_strategy`); else none."""
     tasks = config.get("tasks") or {}
     if run and all(((tasks.get(t) or {}).get("probe") or {}).get("backbone_dropout") for t in run):
-        return run
+        return sorted(run)
     return []
 
 
