@@ -90,9 +90,11 @@ lint: install
 	$(BIN)/ruff format --check .
 
 # the fast tier for contributors: everything but whole-workflow and Slurm runs (`make test` runs all), in two
-# pytest-xdist workers, one test file per worker
+# pytest-xdist workers (WORKERS=N on the command line or in the environment: N; its README figure is for two), one
+# test file per worker
+CHECK_WORKERS := $(if $(filter command line environment%,$(origin WORKERS)),$(WORKERS),2)
 check: install
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow and not slurm" -x
+	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "not slow and not slurm" -x
 
 # the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores)
 rehearse: install

@@ -63,6 +63,11 @@ def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehea
     suite = '.venv/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not rehearsal"'
     assert _make_n("test") == [*lint, suite] and _make_n("lint") == lint
     assert _make_n("check") == ['.venv/bin/python -m pytest -n 2 --dist loadfile -m "not slow and not slurm" -x']
+    # WORKERS given is followed by the fast tier too (it ran two workers whatever WORKERS said); its default stays 2
+    assert _make_n("check", "WORKERS=1") == [
+        '.venv/bin/python -m pytest -n 1 --dist loadfile -m "not slow and not slurm" -x'
+    ]
+    assert _make_n("test", "WORKERS=1")[-1] == suite.replace("-n 3", "-n 1")
     assert _make_n("rehearse") == [".venv/bin/python -m pytest -m rehearsal"]
     markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
     assert set(markers) == {"slow", "slurm", "rehearsal"}
