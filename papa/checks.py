@@ -32,6 +32,7 @@ from .spec import (
     DATA_KINDS,
     LAMBDA_ORDERS,
     METHOD_CONSTANTS,
+    METHOD_ORDER,
     METRICS,
     NAME_PATTERN,
     ORIGINAL,
@@ -42,6 +43,7 @@ from .spec import (
     is_original,
     is_partial,
     n_dynamic,
+    needs_lambdas,
 )
 
 #: The workflow's config schema (its ``default:``s are the one source of the config's defaults).
@@ -340,21 +342,9 @@ def unused_settings(config: dict) -> list[str]:
 
 
 def lambda_tasks(config: dict) -> set[str]:
-    """The tasks of a valid config whose runs learn lambdas (the workflow's rule learn_lambda): those with a
-    lambda-ranked head order (`papa.spec.LAMBDA_ORDERS`) at a partial fraction_dynamic, in the main sweep
-    (``sweep.selections``, for a task of `model_tasks`) or the Sec. 5 head orders (``analyses.head_orders``, for a
-    task of `analysed_tasks`)."""
-    sweep, analyses = config.get("sweep") or {}, config.get("analyses") or {}
-    fractions = sweep.get("fraction_dynamic") or []
-    if not any(is_partial(f) for f in fractions):
-        return set()
-    tasks = set()
-    for m in config.get("models") or {}:
-        if any(o in LAMBDA_ORDERS for o in sweep.get("selections") or []):
-            tasks.update(model_tasks(config, m))
-        if any(o in LAMBDA_ORDERS for o in analyses.get("head_orders") or []):
-            tasks.update(analysed_tasks(config, m))
-    return tasks
+    """The tasks of a valid config whose runs learn lambdas (the workflow's rule learn_lambda): those of a
+    `probe_runs` run with a lambda-ranked head order (`papa.spec.LAMBDA_ORDERS`) at a partial fraction_dynamic."""
+    return {t for m, t, c, s, f in probe_runs(config) if needs_lambdas(s, f)}
 
 
 def _lambda_settings(config: dict, task: str) -> list[str]:
@@ -930,6 +920,31 @@ def analysed_tasks(config: dict, model: str) -> list[str]:
         return []
     own = model_tasks(config, model)
     return own if listed is None else [t for t in listed if t in own]
+
+
+def probe_runs(config: dict) -> list[tuple[str, str, str, str, str]]:
+    """Every probe run of a valid, filled config, as ``(model, task, constants, selection, fraction_dynamic)``
+    with fraction_dynamic formatted as in paths (`papa.spec.format_fraction`), without duplicates: the main
+    sweep (each model on its `model_tasks`), then the analyses of paper Sec. 5 on its `analysed_tasks`, each
+    varying one part of the paper's method (``papa.spec.METHOD_*``) at a time: constant kinds and cross-corpus
+    matrices with all heads replaced, other head orders at every partial fraction_dynamic. A constants spec on
+    its task's own corpus is the task's own matrices (`papa.spec.ConstantsSpec.on_task`): one run. The workflow's
+    DAG (``runs()`` in ``workflow/rules/common.smk``) and the config checks read this one list."""
+    sweep, analyses, tasks = config["sweep"], config["analyses"], config["tasks"]
+    fractions = [format_fraction(f) for f in sweep["fraction_dynamic"]]
+    all_constant = format_fraction(ALL_CONSTANT)
+    out = []
+    for m in config["models"]:
+        for t in model_tasks(config, m):
+            out += [(m, t, c, s, f) for c in sweep["constants"] for s in sweep["selections"] for f in fractions]
+        for t in analysed_tasks(config, m):
+            out += [(m, t, k, METHOD_ORDER, all_constant) for k in analyses["constant_kinds"]]
+            out += [(m, t, str(ConstantsSpec(METHOD_CONSTANTS, corpus=c)), METHOD_ORDER, all_constant)
+                    for c in analyses["cross_corpus"]]  # fmt: skip
+            out += [(m, t, METHOD_CONSTANTS, o, f) for o in analyses["head_orders"] for f in fractions
+                    if is_partial(f)]  # fmt: skip
+    out = [(m, t, str(ConstantsSpec.parse(c).on_task(tasks[t]["dataset"])), s, f) for m, t, c, s, f in out]
+    return list(dict.fromkeys(out))
 
 
 def compared_models(config: dict) -> list[str]:

@@ -1491,3 +1491,25 @@ def test_a_config_error_comes_alone_and_a_literal_dollar_is_a_path(tmp_path):
     cfg["models"]["minilm"] = str(folder)
     with pytest.raises(ConfigError, match="its config.json has no model_type"):
         validate_config(cfg, warn=lambda msg: None)
+
+
+def test_probe_runs_are_the_sweep_then_the_analyses_without_duplicates_and_lambda_tasks_follow_them(local_files):
+    """`papa.checks.probe_runs` is the one list of probe runs (the workflow's DAG and the config checks read it):
+    the sweep on every task, the analyses on theirs, all heads replaced but for the head orders (partial fractions
+    only), a cross-corpus spec on the task's own corpus the task's own matrices (one run)."""
+    from papa.checks import lambda_tasks, probe_runs, validate_config
+
+    cfg = _config()
+    cfg["analyses"]["cross_corpus"] = ["rt_sentiment", "wsj_pos"]  # rt_sentiment's own corpus: its own matrices
+    cfg = validate_config(cfg, warn=lambda m: None)
+    runs = probe_runs(cfg)
+    assert len(runs) == len(set(runs))
+    sweep = [("minilm", t, "average", "lambda", f) for t in ("rt_sentiment", "wsj_pos") for f in ("1", "0.5", "0")]
+    analyses = [("minilm", "rt_sentiment", k, "lambda", "0") for k in ("identity", "effective")]
+    analyses += [("minilm", "rt_sentiment", "average@wsj_pos", "lambda", "0")]
+    analyses += [("minilm", "rt_sentiment", "average", "random", "0.5")]
+    assert runs == sweep + analyses, runs
+    assert lambda_tasks(cfg) == {"rt_sentiment", "wsj_pos"}
+    cfg["sweep"]["fraction_dynamic"] = [1, 0]  # no partial fraction: no head order, no lambdas
+    runs = probe_runs(cfg)
+    assert all(s == "lambda" and f in ("1", "0") for m, t, c, s, f in runs) and lambda_tasks(cfg) == set()

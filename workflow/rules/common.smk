@@ -349,26 +349,9 @@ def model_tasks(model):
 
 
 def runs():
-    """Every probe run (model, task, constants, selection, fraction_dynamic): the main sweep, then the
-    analyses of paper Sec. 5 (constant kinds and cross-corpus matrices with all heads replaced, other
-    head orders at every partial fraction_dynamic), without duplicates; each model on its `model_tasks`.
-    fraction_dynamic is formatted as in paths."""
-    fraction_dynamic = [format_fraction(f) for f in SWEEP["fraction_dynamic"]]
-    all_constant = format_fraction(spec.ALL_CONSTANT)  # the analyses replace every head
-    out = []
-    for m in config["models"]:
-        for t in model_tasks(m):
-            out += [(m, t, c, s, f) for c in CONSTANTS for s in SELECTIONS for f in fraction_dynamic]
-        for t in checks.analysed_tasks(config, m):
-            # the analyses vary one part of the paper's method (papa.spec.METHOD_*) at a time
-            out += [(m, t, k, spec.METHOD_ORDER, all_constant) for k in ANALYSES["constant_kinds"]]
-            out += [(m, t, str(ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c)), spec.METHOD_ORDER, all_constant)
-                    for c in ANALYSES["cross_corpus"]]
-            out += [(m, t, spec.METHOD_CONSTANTS, o, f) for o in ANALYSES["head_orders"] for f in fraction_dynamic
-                    if is_partial(f)]
-    # a constants spec on its task's own corpus is the task's own matrices (ConstantsSpec.on_task): one run
-    out = [(m, t, str(ConstantsSpec.parse(c).on_task(task_cfg(t)["dataset"])), s, f) for m, t, c, s, f in out]
-    return list(dict.fromkeys(out))
+    """Every probe run (model, task, constants, selection, fraction_dynamic), fraction_dynamic formatted as in
+    paths: the main sweep, then the analyses of paper Sec. 5 (`papa.checks.probe_runs`)."""
+    return checks.probe_runs(config)
 
 
 def all_probe_files():
