@@ -23,6 +23,8 @@ onstart:
     # ties it to this working directory's records (papa.records.claim_results)
     records.hold_results(R)
     records.claim_results(R)
+    # a closed terminal (SIGHUP) stops the run as Ctrl-C does, its lock removed (it killed Snakemake at once)
+    hangup_as_interrupt()
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
     STANDING.update(f for job in workflow.dag.needrun_jobs() for f in job.output if os.path.exists(f))
 

@@ -297,14 +297,20 @@ PROVENANCE_KEY = "papa"
 
 
 def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
-    """Write ``df`` (without its index) atomically; ``provenance`` (what decided the result: a stage's
-    settings and the environment, `papa.pipeline.Stage.provenance`) is stored as JSON in the file's
-    schema metadata under `PROVENANCE_KEY`, beside pandas' own; `read_provenance` reads it back."""
+    """Write ``df`` (without its index) atomically, a column without a value as text; ``provenance`` (what
+    decided the result: a stage's settings and the environment, `papa.pipeline.Stage.provenance`) is stored as
+    JSON in the file's schema metadata under `PROVENANCE_KEY`, beside pandas' own; `read_provenance` reads it
+    back."""
     import json
 
     import pyarrow as pa
 
     table = pa.Table.from_pandas(df, preserve_index=False)
+    # a column without a value (pandas' object None: a local model's `model_revision`) is text, not Arrow's null
+    # type: files of one kind then share one schema (pyarrow could not read a folder of a local and a hub model's)
+    nulls = [i for i, t in enumerate(table.schema.types) if pa.types.is_null(t)]
+    for i in nulls:
+        table = table.set_column(i, table.schema.field(i).with_type(pa.string()), table.column(i).cast(pa.string()))
     if provenance is not None:
         meta = dict(table.schema.metadata or {})
         meta[PROVENANCE_KEY.encode()] = json.dumps(provenance, sort_keys=True, default=str).encode()
@@ -476,16 +482,49 @@ _stopped_at: list[float] = []
 
 def exit_on_signal(signum, frame) -> None:
     """A signal handler: record the signal (`STOPPED_BY`) and raise SystemExit, so ``finally`` blocks and atomic
-    writes clean up and the job's log ends with the stop. A workflow job installs it for SIGTERM (Slurm's time
-    limit, Snakemake cancelling a job: `papa.pipeline.Stage.from_snakemake`), as does `papa.probe`'s feature
-    block for its disk cache. The same signal within `STOP_GRACE_S` of the stop is ignored: the clean-up runs
-    to its end (Slurm's SIGKILL still ends a job that hangs)."""
+    writes clean up and the job's log ends with the stop. A workflow job installs it for `STOP_SIGNALS` (Slurm's
+    time limit, Snakemake cancelling a job, a closed terminal: `papa.pipeline.Stage.from_snakemake`, through
+    `stop_on_signals`), as does `papa.probe`'s feature block for its disk cache. The same signal within
+    `STOP_GRACE_S` of the stop is ignored: the clean-up runs to its end (Slurm's SIGKILL still ends a job that
+    hangs)."""
     now = time.monotonic()
     if STOPPED_BY and STOPPED_BY[-1] == signum and _stopped_at and now - _stopped_at[-1] < STOP_GRACE_S:
         return
     STOPPED_BY.append(signum)
     _stopped_at.append(now)
     raise SystemExit(128 + signum)
+
+
+#: The signals a workflow job stops on as on Slurm's time limit (`exit_on_signal`, `stop_on_signals`): SIGTERM (Slurm's
+#: time limit, Snakemake cancelling a job) and SIGHUP (a closed terminal or a dropped SSH session: it ended the job
+#: at once, without its clean-up or the stop in its log).
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def stop_on_signals(handler=None) -> dict:
+    """Install ``handler`` (default `exit_on_signal`) for each of `STOP_SIGNALS` this platform has, in the main
+    thread; a signal ignored since the process started (``nohup`` ignores SIGHUP, and its jobs should outlive the
+    terminal) stays ignored. Returns the handlers replaced (signal number -> handler), for ``signal.signal`` to put
+    back."""
+    import signal
+
+    replaced = {}
+    for name in STOP_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None or signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+        replaced[signum] = signal.signal(signum, handler or exit_on_signal)
+    return replaced
+
+
+def hangup_as_interrupt() -> None:
+    """In a Snakemake that runs jobs (the Snakefile's ``onstart``): a closed terminal (SIGHUP) stops the run as a
+    Ctrl-C does (KeyboardInterrupt: Snakemake cancels its jobs, notes the lost outputs and removes its lock); it
+    killed Snakemake at once, leaving its lock for ``--unlock``. Under ``nohup`` (SIGHUP ignored) nothing changes."""
+    import signal
+
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, signal.default_int_handler)
 
 
 class Progress:

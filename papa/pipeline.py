@@ -226,12 +226,11 @@ class Stage:
         setup(job["log"], job["threads"])
         if "stage" not in _JOB:
             import atexit
-            import signal
 
             atexit.register(_log_job_end)
             # the whole job, not only a probe's feature block: Slurm's time limit on an averaging, lambda or MLM job
-            # left its log ending mid-run, like a job still running
-            signal.signal(signal.SIGTERM, io.exit_on_signal)
+            # left its log ending mid-run, like a job still running (and a closed terminal: SIGHUP)
+            io.stop_on_signals()
         _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=job["log"])
         stage = cls(**{**job, **cls._from_snakemake(sm)})
         io.seed_everything(stage.seed)

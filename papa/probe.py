@@ -457,19 +457,21 @@ class PreparedFeatures:
 
 @contextmanager
 def _sigterm_exits():
-    """While inside, SIGTERM (Slurm's time limit, Snakemake cancelling a job) raises SystemExit, so
-    ``finally`` blocks run; only in the main thread, where signal handlers can be set."""
+    """While inside, SIGTERM (Slurm's time limit, Snakemake cancelling a job) and SIGHUP (a closed terminal) raise
+    SystemExit (`papa.io.stop_on_signals`), so ``finally`` blocks run; only in the main thread, where signal
+    handlers can be set."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    from .io import exit_on_signal
+    from .io import stop_on_signals
 
-    previous = signal.signal(signal.SIGTERM, exit_on_signal)
+    previous = stop_on_signals()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextmanager

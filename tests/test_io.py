@@ -533,16 +533,29 @@ if sys.argv[2] == "stop":
     print("ready", flush=True)
     time.sleep(120)  # a long loop of a stage (no probe feature block around it)
 """
-    logs = {}
-    for how in ("stop", "finish"):
+    # a closed terminal (SIGHUP) too (it ended the job at once); under nohup (SIGHUP ignored) the job goes on; the
+    # four jobs run at once (each imports torch)
+    logs, procs = {}, {}
+    for how in ("stop", "hangup", "nohup", "finish"):
         logs[how] = tmp_path / f"{how}.log"
-        p = subprocess.Popen([sys.executable, "-c", code, str(logs[how]), how], stdout=subprocess.PIPE, text=True)
-        if how == "stop":
-            assert p.stdout.readline().strip() == "ready"
-            p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=120) == (128 + signal.SIGTERM if how == "stop" else 0)
+        ignore_hup = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if how == "nohup" else None
+        args = [sys.executable, "-c", code, str(logs[how]), "finish" if how == "finish" else "stop"]
+        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, preexec_fn=ignore_hup)
+    for how in ("stop", "hangup", "nohup"):
+        assert procs[how].stdout.readline().strip() == "ready"
+    procs["stop"].send_signal(signal.SIGTERM)
+    procs["hangup"].send_signal(signal.SIGHUP)
+    procs["nohup"].send_signal(signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        procs["nohup"].wait(timeout=2)
+    procs["nohup"].send_signal(signal.SIGTERM)
+    sent = {"stop": signal.SIGTERM, "hangup": signal.SIGHUP, "nohup": signal.SIGTERM}
+    for how, p in procs.items():
+        assert p.wait(timeout=120) == (128 + sent[how] if how in sent else 0), how
     lines = {how: [line.split(" ", 4)[-1] for line in f.read_text().splitlines()] for how, f in logs.items()}
     assert lines["stop"][-1].startswith("Toy stopped by signal 15 after"), lines["stop"]
+    assert lines["hangup"][-1].startswith("Toy stopped by signal 1 after"), lines["hangup"]
+    assert lines["nohup"][-1].startswith("Toy stopped by signal 15 after"), lines["nohup"]
     assert lines["finish"][-1].startswith("Toy finished in"), lines["finish"]
     for said in lines.values():
         assert said[0] == "Toy: 2 input file(s), 1 thread(s), seed 0", said

@@ -42,6 +42,7 @@ def ctrl_c_works():
     """``preexec_fn`` for a Snakemake that a test interrupts: pytest-xdist workers ignore SIGINT, and an ignored
     signal stays ignored across exec, so without this the child (and its jobs) would never see the Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a closed terminal's, as a test sends it
 
 
 def copy_repo(dst: Path) -> Path:
@@ -273,8 +274,8 @@ def test_every_column_of_every_table_is_in_the_readme(smoke_once):
 
 
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
-    """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C) several times,
-    resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
+    """Kill the smoke workflow at random points (SIGKILL: a lost node; SIGINT: Ctrl-C; SIGHUP: a closed terminal)
+    several times, resume each time; the final tables equal the clean run's exactly, and no temporary file is left.
     It starts from the clean run with one task's results lost (every rt_sentiment output from its prepared
     data on, the tables and the figures: 17 jobs, every rule among them; the whole workflow from scratch
     would spend CI's time on the jobs of the other task too). Each kill lands a random 0-2 s after the
@@ -289,7 +290,9 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
     assert sum(planned.values()) - planned.pop("all") == 17 and planned["prepare_data"] == 2, planned
     rng = random.Random(13)
-    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGINT]
+    # SIGHUP: a closed terminal, stopped as a Ctrl-C is (papa.io.hangup_as_interrupt): no lock is left behind (it
+    # killed Snakemake at once, its lock left for --unlock), and the rerun below runs without --unlock
+    kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGHUP]
     killed = 0
     for i, sig in enumerate(kills):
         log = tmp_path / f"run{i}.log"

@@ -12,7 +12,7 @@ from papa import checks, records, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
-from papa.io import file_digest, model_folder_files
+from papa.io import file_digest, hangup_as_interrupt, model_folder_files
 from papa.models import model_release
 from papa.spec import ConstantsSpec, format_fraction, is_original, is_partial, needs_lambdas
 from snakemake.logging import logger
