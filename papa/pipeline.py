@@ -432,7 +432,7 @@ class PrepareDataStage(Stage):
 def prepare_data(stage: PrepareDataStage):
     """Load the dataset and save ``stage.split`` (or every prepared split) into ``stage.out_dir``; return the
     `papa.data.TaskData` of what was written. Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
-    from .data import load_task
+    from .data import load_task, split_provenance
 
     if stage.split is not None and stage.split not in spec.PREPARED_SPLITS:
         raise ValueError(f"unknown split {stage.split!r}; the prepared splits are {', '.join(spec.PREPARED_SPLITS)}")
@@ -469,6 +469,8 @@ def prepare_data(stage: PrepareDataStage):
         return task
     # what wrote the split, beside where its data came from: the code fingerprint, the versions (numpy's draws
     # decide the subsample), the local files read
+    # of the other prepared split, only what its own file records (its size here is before its subsample)
+    task = replace(task, provenance=split_provenance(task.provenance, stage.split))
     task.provenance.update(code=stage.code, **stage.job_record())
     task.save_split(stage.split, out_dir / f"{stage.split}.parquet")  # described by itself, over an old meta.json
     return task

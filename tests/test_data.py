@@ -195,6 +195,17 @@ def test_a_split_depends_on_its_split_spec_alone(cache_dir, name):
     assert tuple(D.SUBSAMPLE_KEYS) == PREPARED_SPLITS
     with pytest.raises(ValueError, match="unknown split 'test'"):
         D.split_spec(spec, "test")
+    # what a split's file records of the task: its own size, token count and subsample key, not the other split's
+    # (loaded without its key: the size before its subsample, and "max_validation: null" in a train file)
+    for split, key in D.SUBSAMPLE_KEYS.items():
+        p = D.split_provenance(D.load_task(D.split_spec(spec, split), cache_dir, seed=3).provenance, split)
+        assert p["split_sizes"] == {split: full.sizes[split]}, p["split_sizes"]
+        assert set(p["split"]["subsample"]) == {key, "sizes_before", "method"}, p["split"]
+        assert p["split"]["subsample"][key] == spec[key]
+        if "n_tokens" in full.provenance:
+            assert p["n_tokens"] == {split: full.provenance["n_tokens"][split]}
+    with pytest.raises(ValueError, match="unknown split 'test'"):
+        D.split_provenance(full.provenance, "test")
 
 
 def test_jobs_extracting_one_file_wait_for_each_other(tmp_path, cache_dir, hedge):

@@ -95,6 +95,7 @@ from .task import (
     package_file,
     read_task,
     save_task,
+    split_provenance,
     split_spec,
 )
 from .wikitext import (
@@ -143,6 +144,7 @@ __all__ = [
     "save_task",
     "sentence_chunks",
     "sha256_file",
+    "split_provenance",
     "split_spec",
     "wiki_paragraphs",
 ]

@@ -256,6 +256,25 @@ def split_spec(spec: dict, split: str) -> dict:
     return {k: v for k, v in spec.items() if k not in others}
 
 
+def split_provenance(provenance: dict, split: str) -> dict:
+    """The provenance of a task loaded from `split_spec` (``spec``, ``split``) as far as it tells of ``split``: the
+    other prepared splits' sizes and token counts (not subsampled: their subsample key was left out, so a train
+    file said ``validation: 2113`` rows of a 400-row validation file) and their subsample keys (``max_validation:
+    null`` in a train file of a config with 400) dropped; the unprepared splits' (a test split) are kept."""
+    if split not in SUBSAMPLE_KEYS:
+        raise ValueError(f"unknown split {split!r}; the prepared splits are {', '.join(SUBSAMPLE_KEYS)}")
+    others = [s for s in SUBSAMPLE_KEYS if s != split]
+    out = dict(provenance)
+    for key in ("split_sizes", "n_tokens"):
+        if isinstance(out.get(key), dict):
+            out[key] = {s: n for s, n in out[key].items() if s not in others}
+    subsample = (out.get("split") or {}).get("subsample")
+    if isinstance(subsample, dict):
+        kept = {k: v for k, v in subsample.items() if k not in {SUBSAMPLE_KEYS[s] for s in others}}
+        out["split"] = {**out["split"], "subsample": kept}
+    return out
+
+
 # --------------------------------------------------------------------------- frames
 
 
