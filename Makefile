@@ -5,7 +5,8 @@
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
 # `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
-# `make check`: the fast tier; `make lint`: ruff's linter and formatter check.
+# `make check`: the fast tier; `make lint`: ruff's linter and formatter check; `make prune`: remove a config's
+# folder's probe and lambda files of runs it no longer makes.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...; `make
 # clean` without CONFIG: those of CLEAN_CONFIGS, below), and `make clean` drops the Snakemake records of what it
 # removes only (python -m papa.records forget): the other configs' results keep theirs.
@@ -51,7 +52,7 @@ $(error run make in the checkout ($(HERE)): make -C $(HERE) $(MAKECMDGOALS), or 
 endif
 endif
 
-.PHONY: install run test lint check rehearse report bench clean
+.PHONY: install run test lint check rehearse report bench clean prune
 
 # pip compiles the installed modules' bytecode on one core; compileall then writes the same .pyc files on up to 8
 # cores (`make install` on 2 cores: 94 s instead of 124 s, measured 2026-11-28; at most 8 processes on a shared
@@ -69,6 +70,12 @@ install: $(BIN)/snakemake
 
 run: install
 	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
+
+# the probe and lambda files of a config's folder that it does not make (an earlier config's runs: a dropped seed,
+# fraction_dynamic, constants spec, head order, model or task; every start names them): the tables never read them,
+# a read of the whole results/probe folder would
+prune: install
+	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake prune --cores 1 --configfile $(CONFIG)
 
 # a folder without a finished run's marker (Snakemake would say "Missing metadata" per output, then stop on a
 # figure), or results the config would rerun jobs for (Snakemake reports them silently, as they are): make run first.

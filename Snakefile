@@ -18,11 +18,26 @@ include: "workflow/rules/papa.smk"
 include: "workflow/rules/report.smk"
 
 
+# the Snakemake report's description (make report): what this config runs, rendered from it
+report: "workflow/report/workflow.rst"
+
+
+if workflow.is_main_process and (stale := stale_grid_files()):
+    logger.warning(f"{R} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
+                   f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
+                   f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
+                   f"(\"{R}/probe\")) takes them in; make prune (snakemake prune) removes them")  # fmt: skip
+
+
 onstart:
     # a run that runs jobs holds the results folder (another run of it is refused: papa.records.hold_results) and
     # ties it to this working directory's records (papa.records.claim_results)
     records.hold_results(R)
     records.claim_results(R)
+    # a report of the results this run changes is no longer theirs: kept aside (make report builds it anew)
+    changes = any(job.rule.name != "prune" for job in workflow.dag.needrun_jobs())
+    if changes and (aside := records.set_aside_report(R)) is not None:
+        logger.warning(f"{aside}: the report of {R} as it was before this run (make report builds the new one)")
     # a closed terminal (SIGHUP) stops the run as Ctrl-C does, its lock removed (it killed Snakemake at once)
     hangup_as_interrupt()
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
@@ -40,6 +55,15 @@ onsuccess:
     # of the lost outputs listed, those on disk again and those under R this config no longer makes are forgotten;
     # another results folder's (another config's failed run) stay for its next run
     records.forget_found(results=R, makes=of_this_config)
+
+
+rule prune:
+    """Remove the probe and lambda files of runs this config does not make (`stale_grid_files`): `make prune`."""
+    localrule: True
+    log:
+        f"{R}/logs/prune.log",
+    run:
+        prune_stale(log[0])
 
 
 rule all:

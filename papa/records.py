@@ -273,6 +273,48 @@ def not_removable(results: str | Path, records: str | Path = ".snakemake") -> st
     return None
 
 
+#: The Snakemake report `make report` writes in a results folder, and where a run that changes the folder's results
+#: sets it aside (`set_aside_report`).
+REPORT = "report.html"
+OUTDATED_REPORT = "report-outdated.html"
+
+
+def set_aside_report(results: str | Path) -> Path | None:
+    """Move ``results``' `REPORT` to `OUTDATED_REPORT` (over an older one): a run that runs jobs in the folder (the
+    Snakefile's ``onstart``) changes the results it shows, and a report left in place passed for the new
+    results'. Returns the new path, or None where the folder holds no report."""
+    report = Path(results) / REPORT
+    if not report.is_file():
+        return None
+    aside = report.with_name(OUTDATED_REPORT)
+    os.replace(report, aside)
+    return aside
+
+
+def remove_files(paths, under: str | Path, log: str | Path | None = None) -> list[str]:
+    """Remove the files ``paths`` (each inside the folder ``under``: another is refused, nothing removed) and the
+    folders they leave empty, up to ``under``; returns those removed (`make prune`'s), also listed in the file
+    ``log`` when given."""
+    top = Path(under).resolve()
+    paths = [Path(p) for p in paths]
+    outside = [str(p) for p in paths if top not in p.resolve().parents]
+    if outside:
+        raise ValueError(f"not inside {under}: {', '.join(outside)}")
+    removed = []
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+            removed.append(str(p))
+        parent = p.resolve().parent
+        while parent != top and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    if log is not None:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        Path(log).write_text("".join(f"removed {f}\n" for f in removed))
+    return removed
+
+
 def _record_key(relative: Path) -> str | None:
     """The output path a Snakemake record file is about (``.snakemake/incomplete/``, ``metadata/``: its name is the
     path, urlsafe-base64 encoded; a name too long for the file system is split into folders whose names start with

@@ -84,10 +84,18 @@ def _make_clean(cwd, configs):
 def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path):
     """`make run CONFIG=nosuch.yaml` printed Snakemake's 20-line FileNotFoundError traceback."""
     assert _make_n("run") == [".venv/bin/snakemake --cores all --configfile config/config.yaml"]
-    p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", "run", f"CONFIG={tmp_path / 'nosuch.yaml'}"],
-                       cwd=ROOT, capture_output=True, text=True)  # fmt: skip
-    assert p.returncode != 0 and f"{tmp_path / 'nosuch.yaml'}: no such config file" in p.stderr, p
-    for target in ("run", "clean", "report"):  # an unset variable of a script: clean removed the default's folder
+    # the target before --configfile, which takes every word after it as a config file
+    assert _make_n("prune") == [".venv/bin/snakemake prune --cores 1 --configfile config/config.yaml"]
+    for target in ("run", "prune"):
+        p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={tmp_path / 'nosuch.yaml'}"],
+                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+        assert p.returncode != 0 and f"{tmp_path / 'nosuch.yaml'}: no such config file" in p.stderr, p
+    for target in (
+        "run",
+        "clean",
+        "report",
+        "prune",
+    ):  # an unset variable of a script: clean removed the default's folder
         p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, "CONFIG="], cwd=ROOT,
                            capture_output=True, text=True)  # fmt: skip
         assert p.returncode != 0 and "CONFIG is empty: name a config file" in p.stderr and "rm -rf" not in p.stdout, p

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from papa import records
 from papa.records import MARKER, RECORDS_ID, ForeignResultsError, check_results, claim_results, records_id
 
 
@@ -414,3 +415,30 @@ def test_a_forgotten_folder_that_comes_back_is_refused_until_made_anew(wd, tmp_p
     check_results("results")
     claim_results("results")
     check_results("results")
+
+
+def test_a_report_is_set_aside_and_prune_removes_only_files_inside_the_results(tmp_path):
+    """A run that changes a folder's results moves its report aside (it passed for the new results'); `make
+    prune`'s removal refuses a file outside the results folder (nothing removed) and removes the folders left empty."""
+    results = tmp_path / "results"
+    assert records.set_aside_report(results) is None  # no report: nothing
+    (results / "probe/m/t/c/s/fraction_dynamic=0.5").mkdir(parents=True)
+    (results / records.REPORT).write_text("new")
+    (results / records.OUTDATED_REPORT).write_text("older")
+    assert records.set_aside_report(results) == results / records.OUTDATED_REPORT
+    assert not (results / records.REPORT).exists() and (results / records.OUTDATED_REPORT).read_text() == "new"
+    stale = results / "probe/m/t/c/s/fraction_dynamic=0.5/seed3.parquet"
+    kept = results / "probe/m/t/c/s/fraction_dynamic=0.5/seed0.parquet"
+    other = results / "probe/m/t/c/s/fraction_dynamic=0.3/seed0.parquet"
+    for f in (stale, kept, other):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x")
+    outside = tmp_path / "elsewhere.parquet"
+    outside.write_text("x")
+    with pytest.raises(ValueError, match="not inside"):
+        records.remove_files([stale, outside], under=results)
+    assert stale.exists() and outside.exists()
+    log = results / "logs/prune.log"
+    assert records.remove_files([stale, other], under=results, log=log) == [str(stale), str(other)]
+    assert kept.exists() and not other.parent.exists() and (results / "probe").is_dir()
+    assert log.read_text() == f"removed {stale}\nremoved {other}\n"

@@ -353,7 +353,21 @@ def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_t
     # (they used to run on every task's corpus whatever analyses.tasks said)
     everything = job_counts(smk(repo, "-n", "--forceall", "--configfile", cfg).stdout)
     assert "patterns" not in everything and everything["average_attention"] == 2, everything
-    smk(repo, "--cores", "2", "--configfile", cfg)
+    # the analyses' probe files stay on disk: every start names them (a read of the whole folder took them in
+    # silently), and `make prune` (rule prune) removes them; a report of the results a run changes is set aside
+    analysed = sorted(str(p.relative_to(repo)) for p in (repo / "results-smoke/probe").rglob("seed*.parquet")
+                      if "/average/lambda/" not in str(p))  # fmt: skip
+    assert len(analysed) == 6, analysed  # identity and effective kinds, the random order: 3 runs x 2 seeds
+    (repo / "results-smoke/report.html").write_text("the report of the run before")
+    said = smk(repo, "--cores", "2", "--configfile", cfg).stderr
+    assert f"results-smoke holds {len(analysed)} probe or lambda file(s) of runs this config does not make" in said
+    assert not (repo / "results-smoke/report.html").exists()
+    assert (repo / "results-smoke/report-outdated.html").read_text() == "the report of the run before"
+    smk(repo, "prune", "--cores", "1", "--configfile", cfg)
+    assert (repo / "results-smoke/logs/prune.log").read_text().split() == [w for f in analysed for w in ("removed", f)]
+    left = pd.read_parquet(repo / "results-smoke/probe", partitioning=None)
+    assert len(left) == len(pd.read_parquet(repo / "results-smoke/tables/probe.parquet"))
+    assert "holds" not in smk(repo, "-n", "--configfile", cfg).stderr
     clean = pd.read_parquet(done / "results-smoke/tables/summary.parquet")
     assert {"identity", "effective"} <= set(clean.constants) and "random" in set(clean.selection)
     sweep = yaml.safe_load((repo / SMOKE).read_text())["sweep"]

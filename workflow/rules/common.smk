@@ -392,6 +392,21 @@ def grid_files():
     return frozenset(all_probe_files() + lambdas)
 
 
+def stale_grid_files():
+    """The probe and lambda files under R this config does not make (`grid_files`): those of an earlier config's
+    runs (a dropped seed, fraction_dynamic, constants spec, head order, model or task). The tables never read them;
+    a read of the whole folder (pd.read_parquet(f"{R}/probe")) would. `make prune` (rule prune) removes them."""
+    made = {os.path.normpath(f) for f in grid_files()}
+    found = (p for d in ("probe", "lambda") for p in Path(R, d).rglob("*.parquet") if not p.name.startswith("."))
+    return sorted(str(p) for p in found if os.path.normpath(p) not in made)
+
+
+def prune_stale(log):
+    """Rule prune: remove `stale_grid_files` (and the folders they leave empty), listed in ``log``."""
+    n = len(records.remove_files(stale_grid_files(), under=R, log=log))
+    logger.info(f"make prune: removed {n} file(s) of runs this config does not make (listed in {log})")
+
+
 def of_this_config(path):
     """Whether an output path under R is one this config makes: its tables and figures, a probe or lambda file of
     its grid (`grid_files`: not one of a fraction, constants spec or head order it dropped), or another stage's file
