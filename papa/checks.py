@@ -1218,6 +1218,8 @@ def _unread_keys(config: dict) -> list[str]:
             if (why := missing_pair_column(name, dc)) and not dc.get("build"):  # built: _built_columns says it
                 errors.append(f"datasets.{d}: {why}")
             has_validation = bool(dc.get("validation") or dc.get("build"))
+            if (why := _validation_is_train(dc)) is not None:
+                errors.append(f"datasets.{d}.validation {why}")
         else:
             entry = DATASETS.get(name)
             has_validation = entry is not None and "validation" in (getattr(entry.source, "splits", None) or {})
@@ -1226,6 +1228,28 @@ def _unread_keys(config: dict) -> list[str]:
                           f"validation file, the built files or the source's own), so train is not split: remove "
                           f"it")  # fmt: skip
     return errors
+
+
+def _validation_is_train(dc: dict) -> str | None:
+    """Why a local dataset's validation file cannot be its train file (the same file, or the same bytes: every probe
+    would be scored on the rows it trained on), or None. `papa.data.local` refuses it too (a notebook's
+    `load_task`), and warns where most validation rows occur in train."""
+    from .io import file_digest
+
+    train, val = (dc.get(k) for k in ("train", "validation"))
+    if not (isinstance(train, str) and isinstance(val, str) and train and val):
+        return None
+    t, v = (Path(x).expanduser() for x in (train, val))
+    if not (t.is_file() and v.is_file()):
+        return None  # a missing file is said elsewhere
+    if os.path.samefile(t, v):
+        what = "is the train file"
+    elif t.stat().st_size == v.stat().st_size and file_digest(t) == file_digest(v):
+        what = "holds the same bytes as the train file"
+    else:
+        return None
+    return (f"({val!r}) {what} ({train!r}): every probe would be scored on the rows it trained on; give a held-out "
+            f"validation file, or leave validation out (validation_fraction then carves one out of train)")  # fmt: skip
 
 
 def _built_columns(name: str, spec: dict, build: str, shape: str | None) -> list[str]:

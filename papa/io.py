@@ -162,14 +162,17 @@ def scratch_dir(path: str | Path, what: str = "scratch", older: tuple[str, ...] 
 #: Suffixes of a model folder's weight files: read by the stages that load the model, never by its tokenizer
 #: (`model_folder_files`).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".ot")
+#: A model folder's files no stage reads (a model card): changing one reruns nothing (`model_folder_files`).
+DOC_SUFFIXES = (".md",)
 #: What a stage reads of a local model folder (`model_folder_files`).
 MODEL_READS = ("model", "tokenizer", "config")
 
 
 def model_folder_files(folder: str | Path, reads: str = "model") -> list[str]:
-    """The files of a local model folder that a stage reads (each folder's sorted), hidden files and folders
-    (``.git``, ``.cache``) left out. The workflow makes them the stage's job inputs, so a file
-    written in place reruns exactly the jobs that read it.
+    """The files of a local model folder that a stage reads, sorted: the folder's own files, as
+    ``from_pretrained`` reads them (not its subfolders, a Trainer's ``checkpoint-*/``), hidden files (``.git``,
+    ``.gitattributes``) and Markdown (a model card, `DOC_SUFFIXES`) left out. The workflow makes them the stage's
+    job inputs, so a file written in place reruns exactly the jobs that read it.
 
     Args:
         reads: ``model`` (`papa.load_encoder`: every file); ``tokenizer`` (every file but the
@@ -179,10 +182,8 @@ def model_folder_files(folder: str | Path, reads: str = "model") -> list[str]:
     """
     if reads not in MODEL_READS:
         raise ValueError(f"reads must be one of {', '.join(MODEL_READS)}, got {reads!r}")
-    files = []
-    for root, dirs, names in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        files += [os.path.join(root, f) for f in sorted(names) if not f.startswith(".")]
+    names = (f for f in sorted(os.listdir(folder)) if not f.startswith(".") and not f.lower().endswith(DOC_SUFFIXES))
+    files = [p for p in (os.path.join(folder, f) for f in names) if os.path.isfile(p)]  # links to blobs too
     if reads == "tokenizer":
         return [f for f in files if not f.lower().endswith(WEIGHT_SUFFIXES)]
     config = os.path.join(folder, "config.json")

@@ -868,14 +868,16 @@ def check_scored_classes(task, task_metrics: dict, key: str | None = None) -> No
 
 def check_task_metrics(task: str | None, metrics, kind: str, label_names) -> None:
     """`papa.metrics.check_metrics` of a task's ``metrics`` on the labels its data holds (binary ``f1`` on three
-    labels a local file gave, ``entity_f1`` on tags without B-/I-), a `ValueError` naming ``tasks.<task>.metrics``
-    and the labels."""
+    labels a local file gave, ``entity_f1`` on tags without B-/I-), a `TaskSpecError` (a `ValueError`: a job logs
+    it in one line, as the data's errors) naming ``tasks.<task>.metrics`` and the labels."""
+    from .data.errors import TaskSpecError
+
     try:
         check_metrics(list(metrics), kind, len(label_names), label_names)
     except ValueError as e:
         names = f" ({', '.join(map(str, label_names))})" if len(label_names) else ""
-        raise ValueError(f"tasks.{task}.metrics: {e} [the task's {len(label_names)} labels{names}, from its "
-                         f"data]") from None  # fmt: skip
+        raise TaskSpecError(f"tasks.{task}.metrics: {e} [the task's {len(label_names)} labels{names}, from its "
+                            f"data]") from None  # fmt: skip
 
 
 def train_config(hp: dict, seed: int) -> TrainConfig:

@@ -42,6 +42,7 @@ __all__ = [
     "PROBE_COLUMNS",
     "SUMMARY_COLUMNS",
     "LAMBDAS_COLUMNS",
+    "PATTERNS_COLUMNS",
     "MLM_COLUMNS",
     "probe_table",
     "summary_table",
@@ -87,6 +88,21 @@ SUMMARY_COLUMNS = SUMMARY_KEY + [
     "relative_drop",
     "is_main",
 ]
+
+#: The columns of a head-patterns frame (`papa.pipeline.pattern_stats`) and their dtypes: those of
+#: ``patterns.parquet`` also where the patterns analysis is off (no frame: none of its rows).
+PATTERNS_COLUMNS: dict[str, str] = {
+    "model": "str",
+    "corpus": "str",
+    "N": "int64",
+    "attention": "str",
+    "layer": "int64",
+    "head": "int64",
+    **dict.fromkeys(("diag_mass", "diag_lift", "cls_mass", "sep_mass", "entropy", "entropy_norm"), "float64"),
+    **dict.fromkeys(("dist_uniform", "neg_mass"), "float64"),
+    "diagonal": "bool",
+    "cls_sep": "bool",
+}
 
 #: Required columns of a lambdas frame and their dtypes.
 LAMBDAS_COLUMNS: dict[str, str] = {
@@ -490,13 +506,16 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def patterns_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate the per-(model, corpus, N) head-pattern frames (`papa.pipeline.pattern_stats`);
-    no frames (``analyses.patterns`` off, an empty list) give an empty frame."""
+    no frames (``analyses.patterns`` off, an empty list) give an empty frame of `PATTERNS_COLUMNS` (it had no
+    columns: a query on a documented one failed)."""
     if frames is None or isinstance(frames, (pd.DataFrame, str)):
         raise TypeError(f"patterns_table: expected a list of DataFrames, got {type(frames).__name__}")
     frames = list(frames)
     if not all(isinstance(f, pd.DataFrame) for f in frames):
         raise TypeError(f"patterns_table: expected a list of DataFrames, got {[type(f).__name__ for f in frames]}")
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in PATTERNS_COLUMNS.items()})
+    return pd.concat(frames, ignore_index=True)
 
 
 def _prefer(values: pd.Series, preferred: str) -> str:

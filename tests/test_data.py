@@ -534,18 +534,51 @@ def test_inferred_binary_string_labels_name_f1s_positive_class(tmp_path, caplog)
     """Sorted names decide which class binary f1 scores (label 1): equivalent/not_equivalent scored the wrong one."""
     import logging
 
-    path = tmp_path / "train.csv"
+    path, val = tmp_path / "train.csv", tmp_path / "val.csv"
     rows = {"text": ["a", "b", "c", "d"], "label": ["not_equivalent", "equivalent"] * 2}
     pd.DataFrame(rows).to_csv(path, index=False)
-    spec = {"name": "para", "source": "local", "kind": "sequence", "train": str(path), "validation": str(path)}
+    pd.DataFrame({"text": ["e", "f"], "label": ["equivalent", "not_equivalent"]}).to_csv(val, index=False)
+    spec = {"name": "para", "source": "local", "kind": "sequence", "train": str(path), "validation": str(val)}
     with caplog.at_level(logging.WARNING, logger="papa.data.local"):
         t = D.load_task(spec, tmp_path)
     assert t.label_names == ["equivalent", "not_equivalent"]
-    assert any("scores 'not_equivalent'" in r.getMessage() for r in caplog.records), caplog.records
+    # the list to write, the labels as inferred (it read "[negative, positive]", taken literally by a user)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("scores 'not_equivalent'; to score 'equivalent'" in m for m in said), said
+    assert any("(labels: [not_equivalent, equivalent];" in m for m in said), said
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="papa.data.local"):
         D.load_task({**spec, "labels": ["not_equivalent", "equivalent"]}, tmp_path)
     assert not caplog.records
+
+
+def test_a_validation_file_that_is_the_train_file_or_mostly_in_it_is_warned_of(tmp_path, caplog):
+    """A validation file that is the train file (or a copy) was read without a word: every probe scored on its
+    training rows. The library warns (the workflow's config check refuses it: test_errors), as it does of one
+    whose rows mostly occur in train (more than half)."""
+    import logging
+
+    train, copy, mostly, fine = (tmp_path / f"{n}.csv" for n in ("train", "copy", "mostly", "fine"))
+    pd.DataFrame({"text": list("abcdef"), "label": [0, 1] * 3}).to_csv(train, index=False)
+    copy.write_bytes(train.read_bytes())
+    pd.DataFrame({"text": list("abcz"), "label": [0, 1, 0, 1]}).to_csv(mostly, index=False)
+    pd.DataFrame({"text": list("azyx"), "label": [0, 1, 0, 1]}).to_csv(fine, index=False)
+    spec = {"name": "mine", "source": "local", "kind": "sequence", "train": str(train)}
+    for val, what in ((train, "is the train file"), (copy, "holds the same bytes as the train file")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+            D.load_task({**spec, "validation": str(val)}, tmp_path)
+        said = [r.getMessage() for r in caplog.records]
+        assert [m for m in said if f"{val.resolve()} {what}: every probe is scored on the rows it trained" in m], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+        D.load_task({**spec, "validation": str(mostly)}, tmp_path)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("3 of the 4 validation rows (75%) also occur in the train file") for m in said), said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+        D.load_task({**spec, "validation": str(fine)}, tmp_path)  # one row of four: no word
+    assert not [r for r in caplog.records if "also occur" in r.getMessage()]
 
 
 def test_local_inferred_labels_and_fraction_split(tmp_path):

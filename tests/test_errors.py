@@ -68,7 +68,9 @@ def local_files(tmp_path, monkeypatch):
     that they are there and not empty; what they hold is read by the jobs."""
     monkeypatch.chdir(tmp_path)
     for name in ("t.csv", "t.tsv", "t.conll", "t.jsonl", "t.json", "t.parquet", "v.csv", "x.csv"):
-        (tmp_path / name).write_text("a\n1\n")  # not empty: an empty one is refused (_no_rows)
+        # not empty: an empty one is refused (_no_rows); each its own bytes: a validation file that holds the train
+        # file's is refused (_validation_is_train)
+        (tmp_path / name).write_text(f"a\n{name}\n")
     return tmp_path
 
 
@@ -969,6 +971,13 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_
     assert "format conll is for token tasks" in problems({**seq, "format": "conll"})
     msg = problems({**seq, "validation": "v.csv", "validation_fraction": 0.1})
     assert "datasets.mine.validation_fraction is not read: 'mine' has a validation split" in msg
+    # a validation file that is the train file, or a copy of it: every probe scored on its training rows
+    (local_files / "copy.csv").write_bytes((local_files / "t.csv").read_bytes())
+    for val, what in (("t.csv", "is the train file"), ("./t.csv", "is the train file"),
+                      ("copy.csv", "holds the same bytes as the train file")):  # fmt: skip
+        msg = problems({**seq, "validation": val})
+        assert f"datasets.mine.validation ('{val}') {what} ('t.csv'): every probe would be scored on the rows it" in msg
+    assert "validation (" not in problems({**seq, "validation": "v.csv", "validation_fraction": 0.1})
     msg = problems({"source": "hub", "name": "sst2", "validation_fraction": 0.1})
     assert "datasets.mine.validation_fraction is not read" in msg
     assert "datasets.mine.labels names classes, and label_column: null" in problems(

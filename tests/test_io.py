@@ -183,7 +183,8 @@ def test_atomic_dir_flushes_every_file_before_the_rename(tmp_path, monkeypatch):
 def test_model_folder_files_are_what_each_stage_reads(tmp_path):
     """The workflow's model inputs per stage (papa.io.model_folder_files): the tokenizer loads from a copy holding
     only the "tokenizer" files (no weights) and tokenizes as from the whole folder; the model's shape loads from
-    the "config" file alone; "model" is every file; hidden entries never count."""
+    the "config" file alone; "model" is every file of the folder's own; hidden entries, subfolders and Markdown
+    never count."""
     import shutil
 
     from transformers import AutoConfig, AutoTokenizer
@@ -195,8 +196,14 @@ def test_model_folder_files_are_what_each_stage_reads(tmp_path):
     (folder / ".cache").mkdir()
     (folder / ".cache" / "lock").write_text("x")
     (folder / "pytorch_model.bin").write_bytes(b"weights")  # a second weight format, as hub snapshots hold
+    # what from_pretrained never reads: a Trainer's checkpoint written into the folder, a model card (they reran
+    # every job of the model, tokenization too)
+    (folder / "checkpoint-10").mkdir()
+    (folder / "checkpoint-10" / "trainer_state.json").write_text("{}")
+    (folder / "README.md").write_text("# a model card")
     every = io.model_folder_files(folder)
-    assert not any("/.cache/" in f for f in every)
+    assert not any("/.cache/" in f or "checkpoint-10" in f or f.endswith("README.md") for f in every), every
+    assert every == sorted(str(p) for p in folder.iterdir() if p.is_file() and p.suffix != ".md" and p.name[0] != ".")
     assert {str(folder / n) for n in ("config.json", "pytorch_model.bin")} <= set(every)
     tokenizer = io.model_folder_files(folder, "tokenizer")
     assert not any(f.endswith((".safetensors", ".bin")) for f in tokenizer) and set(tokenizer) < set(every)

@@ -212,6 +212,10 @@ def test_the_separator_columns_of_sec_5_1_are_where_the_corpus_puts_separators(m
             special_threshold=0.5,
         )  # fmt: skip
     )
+    # the table's documented columns, those of patterns.parquet also without the analysis (tables.patterns_table)
+    from papa.tables import PATTERNS_COLUMNS
+
+    assert {c: str(t) for c, t in stats.dtypes.items()} == PATTERNS_COLUMNS
     raw = stats[stats.attention == "raw"].reset_index(drop=True)
     both, last = head_patterns(C.mean, C.count, separators=[8, 15]), head_patterns(C.mean, C.count)
     np.testing.assert_allclose(raw["sep_mass"], both["sep_mass"])

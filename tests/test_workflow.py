@@ -626,7 +626,7 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_read_it(smok
     """A local model folder's files are the jobs' inputs, not the folder: rewriting a file in place (cp over it)
     leaves the folder's own time as it was, and must still rerun the jobs that read it. New weights rerun the
     jobs that load the model, not tokenization (the tokenizer's files) or the data-free matrices (config.json);
-    a rewritten config.json reruns those too."""
+    a rewritten config.json reruns those too; a subfolder or a model card, nothing."""
     from papa.models import resolve_model_path
 
     repo = tmp_path / "repo"
@@ -637,6 +637,12 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_read_it(smok
     smk(repo, "--touch", "--cores", "1", "--configfile", cfg)  # the finished run, now newer than the folder
     only_times = ("-n", "--rerun-triggers", "mtime", "--configfile", cfg)
     assert "Nothing to be done" in smk(repo, *only_times).stdout
+    # what from_pretrained never reads: a Trainer's checkpoint written into the folder, a model card (they reran
+    # every job of the model; by time and by the digest param alike)
+    (folder / "checkpoint-10").mkdir()
+    (folder / "checkpoint-10" / "trainer_state.json").write_text("{}")
+    (folder / "README.md").write_text("# a model card")
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", cfg).stdout
     weights = next(p for p in folder.iterdir() if p.suffix == ".safetensors")
     folder_time = folder.stat().st_mtime_ns
     time.sleep(0.01)

@@ -662,6 +662,36 @@ def missing_pair_column(name: str, spec: dict) -> str | None:
             f"dataset another name to read single sentences")  # fmt: skip
 
 
+#: The share of validation rows also in the train file above which `load_local` warns (scores partly on training data).
+HELD_OUT_WARN = 0.5
+
+
+def _check_held_out(splits: dict, prov_files: dict, kind: str) -> None:
+    """A validation file that is the train file (same path or content), or whose rows mostly also occur in train
+    (`HELD_OUT_WARN`), is warned of: every probe would be scored on rows it trained on. (The workflow's config
+    check refuses the first, `papa.checks`; a notebook may mean it, as a check of fitting.)"""
+    train, val = prov_files["train"], prov_files.get("validation")
+    if val is None:
+        return
+    if train["path"] == val["path"] or train["sha256"] == val["sha256"]:
+        same = "is" if train["path"] == val["path"] else "holds the same bytes as"
+        log.warning("the validation file %s %s the train file: every probe is scored on the rows it trained on; give "
+                    "a held-out validation file, or leave validation out (validation_fraction then carves one out "
+                    "of train)", val["path"], same)  # fmt: skip
+        return
+    if kind == "sequence":
+        key = lambda df: list(zip(df["text"], df["text_b"].fillna("")))  # noqa: E731
+    else:
+        key = lambda df: [tuple(t) for t in df["tokens"]]  # noqa: E731
+    seen = set(key(splits["train"]))
+    rows = key(splits["validation"])
+    shared = sum(r in seen for r in rows)
+    if rows and shared / len(rows) > HELD_OUT_WARN:
+        log.warning("%d of the %d validation rows (%.0f%%) also occur in the train file %s: the probes are scored "
+                    "largely on rows they trained on; give a held-out validation file", shared, len(rows),
+                    100 * shared / len(rows), train["path"])  # fmt: skip
+
+
 def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], dict, dict]:
     """(kind, label names, splits, provenance) of a task read from local files; spec keys: `SPEC_KEYS`.
 
@@ -738,8 +768,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 rows["train"])  # fmt: skip
             if not names["train"].get(label_col) and len(labels) == 2 and labels != ["0", "1"]:
                 log.warning("labels %s inferred from the train file in sorted order: binary f1 (positive class: "
-                            "label 1) scores %r; list them under the dataset's labels: [negative, positive] to "
-                            "choose", labels, labels[1])  # fmt: skip
+                            "label 1) scores %r; to score %r, list the dataset's labels with the positive class last "
+                            "(labels: [%s, %s]; a labels key written out reruns the dataset's jobs once)", labels,
+                            labels[1], labels[0], labels[1], labels[0])  # fmt: skip
         n_dropped = 0
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
@@ -813,6 +844,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
         if any(pf["format"] == "conll" for pf in prov_files.values()):
             prov["conll"] = {"token_column": _int_key(spec, "token_column"), "tag_column": _int_key(spec, "tag_column")}
+    if "validation" in splits:
+        _check_held_out(splits, prov_files, kind)
     if spec.get("labels") is not None:
         prov["label_names_source"] = "spec"
     elif known_labels:

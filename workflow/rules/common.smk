@@ -288,12 +288,11 @@ def model_state(reads="model"):
     build_model's outputs): the release alone (None)."""
 
     def state(wc):
+        # the folder's own files, what from_pretrained reads (papa.io.model_folder_files: not a Trainer's
+        # checkpoint-*/ subfolders, tens of GB hashed at the first start)
         files = [] if isinstance(config["models"][wc.model], dict) else model_input(wc.model, reads)
-        # the folder's own files, what from_pretrained reads (not a Trainer's checkpoint-*/ subfolders: tens of GB
-        # hashed at the first start; they stay inputs, by their times)
-        top = Path(os.path.expanduser(model_path(wc.model)))
-        files = [f for f in files if Path(f).parent == top]
-        return folder_digest(str(top), tuple(files)) if files else model_release(model_path(wc.model))
+        top = os.path.expanduser(model_path(wc.model))
+        return folder_digest(top, tuple(files)) if files else model_release(model_path(wc.model))
 
     return state
 
