@@ -99,7 +99,7 @@ lint: install
 # the fast tier for contributors: everything but whole-workflow and Slurm runs (`make test` runs all), in two
 # pytest-xdist workers (WORKERS=N on the command line or in the environment: N; its README figure is for two), one
 # test file per worker
-CHECK_WORKERS := $(if $(filter command line environment%,$(origin WORKERS)),$(WORKERS),2)
+CHECK_WORKERS := $(if $(and $(filter command line environment%,$(origin WORKERS)),$(strip $(WORKERS))),$(WORKERS),2)
 check: install
 	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "not slow and not slurm" -x
 

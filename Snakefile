@@ -26,7 +26,8 @@ if workflow.is_main_process and (stale := stale_grid_files()):
     logger.warning(f"{R} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
                    f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
                    f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
-                   f"(\"{R}/probe\")) takes them in; make prune (snakemake prune) removes them")  # fmt: skip
+                   f"(\"{R}/probe\")) takes them in; make prune CONFIG=\"{' '.join(map(str, workflow.configfiles))}\" "
+                   f"removes them")  # fmt: skip
 
 
 onstart:

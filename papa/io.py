@@ -183,9 +183,11 @@ def model_folder_files(folder: str | Path, reads: str = "model") -> list[str]:
     if reads not in MODEL_READS:
         raise ValueError(f"reads must be one of {', '.join(MODEL_READS)}, got {reads!r}")
     names = (f for f in sorted(os.listdir(folder)) if not f.startswith(".") and not f.lower().endswith(DOC_SUFFIXES))
-    files = [p for p in (os.path.join(folder, f) for f in names) if os.path.isfile(p)]  # links to blobs too
-    if reads == "tokenizer":
-        return [f for f in files if not f.lower().endswith(WEIGHT_SUFFIXES)]
+    # files, links to blobs (a hub snapshot) and links to nothing (a snapshot half downloaded: Snakemake then
+    # stops on the missing input), not folders
+    files = [p for p in (os.path.join(folder, f) for f in names) if not os.path.isdir(p)]
+    if reads == "tokenizer":  # neither the weights nor a sharded checkpoint's index of them
+        return [f for f in files if not f.lower().removesuffix(".index.json").endswith(WEIGHT_SUFFIXES)]
     config = os.path.join(folder, "config.json")
     return [config] if reads == "config" and config in files else files
 
@@ -307,8 +309,9 @@ def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
     import pyarrow as pa
 
     table = pa.Table.from_pandas(df, preserve_index=False)
-    # a column without a value (pandas' object None: a local model's `model_revision`) is text, not Arrow's null
-    # type: files of one kind then share one schema (pyarrow could not read a folder of a local and a hub model's)
+    # a column without a value (pandas' object column of None: a local model's `model_revision`; papa's numeric
+    # columns hold NaN, typed float) is text, not Arrow's null type: files of one kind then share one schema
+    # (pyarrow could not read a folder of a local and a hub model's)
     nulls = [i for i, t in enumerate(table.schema.types) if pa.types.is_null(t)]
     for i in nulls:
         table = table.set_column(i, table.schema.field(i).with_type(pa.string()), table.column(i).cast(pa.string()))
@@ -523,7 +526,10 @@ def hangup_as_interrupt() -> None:
     Ctrl-C does (KeyboardInterrupt: Snakemake cancels its jobs, notes the lost outputs and removes its lock); it
     killed Snakemake at once, leaving its lock for ``--unlock``. Under ``nohup`` (SIGHUP ignored) nothing changes."""
     import signal
+    import threading
 
+    if threading.current_thread() is not threading.main_thread():  # Snakemake's API driven from a thread
+        return
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         signal.signal(signal.SIGHUP, signal.default_int_handler)
 

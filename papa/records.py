@@ -295,9 +295,10 @@ def remove_files(paths, under: str | Path, log: str | Path | None = None) -> lis
     """Remove the files ``paths`` (each inside the folder ``under``: another is refused, nothing removed) and the
     folders they leave empty, up to ``under``; returns those removed (`make prune`'s), also listed in the file
     ``log`` when given."""
-    top = Path(under).resolve()
+    # inside by their names (a subfolder linked to another disk, results/probe -> /scratch/probe, is inside)
+    top = Path(os.path.abspath(under))
     paths = [Path(p) for p in paths]
-    outside = [str(p) for p in paths if top not in p.resolve().parents]
+    outside = [str(p) for p in paths if top not in Path(os.path.abspath(p)).parents]
     if outside:
         raise ValueError(f"not inside {under}: {', '.join(outside)}")
     removed = []
@@ -305,8 +306,8 @@ def remove_files(paths, under: str | Path, log: str | Path | None = None) -> lis
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
             removed.append(str(p))
-        parent = p.resolve().parent
-        while parent != top and parent.is_dir() and not any(parent.iterdir()):
+        parent = Path(os.path.abspath(p)).parent
+        while parent != top and parent.is_dir() and not parent.is_symlink() and not any(parent.iterdir()):
             parent.rmdir()
             parent = parent.parent
     if log is not None:

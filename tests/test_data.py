@@ -545,7 +545,7 @@ def test_inferred_binary_string_labels_name_f1s_positive_class(tmp_path, caplog)
     # the list to write, the labels as inferred (it read "[negative, positive]", taken literally by a user)
     said = [r.getMessage() for r in caplog.records]
     assert any("scores 'not_equivalent'; to score 'equivalent'" in m for m in said), said
-    assert any("(labels: [not_equivalent, equivalent];" in m for m in said), said
+    assert any('(labels: ["not_equivalent", "equivalent"];' in m for m in said), said  # quoted: YAML reads yes/no
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="papa.data.local"):
         D.load_task({**spec, "labels": ["not_equivalent", "equivalent"]}, tmp_path)
@@ -1396,6 +1396,12 @@ def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
     # the workflow's job writes its one split
     job = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="validation")
     assert list(prepare_data(job).splits) == ["validation"]
+    # its file records its own split's size, not the other prepared split's (loaded without its subsample key),
+    # and keeps the unprepared splits' (papa.data.split_provenance)
+    from papa.io import read_provenance
+
+    sizes = read_provenance(tmp_path / "out" / "validation.parquet")["split_sizes"]
+    assert sizes == {"validation": task.sizes["validation"], "test": 2}, sizes
     # (meta.json stays: it describes the files as they were; the one rewritten describes itself)
     assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["meta.json", "train.parquet", "validation.parquet"]
     pd.testing.assert_frame_equal(D.read_task(tmp_path / "out", ["validation"])["validation"], task["validation"])

@@ -201,8 +201,15 @@ def test_model_folder_files_are_what_each_stage_reads(tmp_path):
     (folder / "checkpoint-10").mkdir()
     (folder / "checkpoint-10" / "trainer_state.json").write_text("{}")
     (folder / "README.md").write_text("# a model card")
+    (folder / "model.safetensors.index.json").write_text("{}")  # a sharded checkpoint's index: weights, to stages
+    (folder / "part.json").symlink_to(tmp_path / "nowhere")  # a half-downloaded snapshot's link: listed, missing
     every = io.model_folder_files(folder)
     assert not any("/.cache/" in f or "checkpoint-10" in f or f.endswith("README.md") for f in every), every
+    assert {str(folder / "part.json"), str(folder / "model.safetensors.index.json")} <= set(every)
+    assert str(folder / "model.safetensors.index.json") not in io.model_folder_files(folder, "tokenizer")
+    (folder / "part.json").unlink()
+    (folder / "model.safetensors.index.json").unlink()
+    every = io.model_folder_files(folder)
     assert every == sorted(str(p) for p in folder.iterdir() if p.is_file() and p.suffix != ".md" and p.name[0] != ".")
     assert {str(folder / n) for n in ("config.json", "pytorch_model.bin")} <= set(every)
     tokenizer = io.model_folder_files(folder, "tokenizer")
@@ -227,6 +234,20 @@ def test_model_folder_files_are_what_each_stage_reads(tmp_path):
     assert io.model_folder_files(no_config, "config") == [str(no_config / "model.safetensors")]  # every file
     with pytest.raises(ValueError, match="model, tokenizer, config"):
         io.model_folder_files(folder, "weights")
+
+
+def test_a_column_without_a_value_is_written_as_text_so_a_folder_of_files_reads(tmp_path):
+    """A local model's `model_revision` (None in every row) was Arrow's null type, a hub model's text: a folder
+    holding both files did not read ("Unsupported cast from large_string to null"). Numbers stay numbers."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    io.write_parquet(pd.DataFrame({"score": [0.5], "model_revision": [None]}), tmp_path / "runs" / "local.parquet")
+    io.write_parquet(pd.DataFrame({"score": [0.7], "model_revision": ["abc123"]}), tmp_path / "runs" / "hub.parquet")
+    assert str(pq.read_schema(tmp_path / "runs" / "local.parquet").field("model_revision").type) == "string"
+    both = pd.read_parquet(tmp_path / "runs").sort_values("score", ignore_index=True)
+    assert both.score.tolist() == [0.5, 0.7] and both.score.dtype == "float64"
+    assert both.model_revision.isna().tolist() == [True, False] and both.model_revision[1] == "abc123"
 
 
 def test_file_digests_follow_the_bytes(tmp_path):

@@ -442,3 +442,10 @@ def test_a_report_is_set_aside_and_prune_removes_only_files_inside_the_results(t
     assert records.remove_files([stale, other], under=results, log=log) == [str(stale), str(other)]
     assert kept.exists() and not other.parent.exists() and (results / "probe").is_dir()
     assert log.read_text() == f"removed {stale}\nremoved {other}\n"
+    # a subfolder linked to another disk is inside by its name (it was refused: "not inside"); the link stays
+    disk = tmp_path / "scratch"
+    (disk / "m").mkdir(parents=True)
+    (results / "lambda").symlink_to(disk, target_is_directory=True)
+    (disk / "m" / "lambdas.parquet").write_text("x")
+    assert records.remove_files([results / "lambda/m/lambdas.parquet"], under=results)
+    assert (results / "lambda").is_symlink() and not (disk / "m").exists()

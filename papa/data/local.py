@@ -770,7 +770,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 log.warning("labels %s inferred from the train file in sorted order: binary f1 (positive class: "
                             "label 1) scores %r; to score %r, list the dataset's labels with the positive class last "
                             "(labels: [%s, %s]; a labels key written out reruns the dataset's jobs once)", labels,
-                            labels[1], labels[0], labels[1], labels[0])  # fmt: skip
+                            labels[1], labels[0], *(json.dumps(x) for x in (labels[1], labels[0])))  # fmt: skip
         n_dropped = 0
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
