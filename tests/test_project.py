@@ -463,7 +463,9 @@ def test_the_readmes_config_examples_validate(tmp_path, monkeypatch):
             for key in ("train", "validation", "test"):
                 if spec.get("source") == "local" and spec.get(key):
                     (tmp_path / spec[key]).parent.mkdir(parents=True, exist_ok=True)
-                    (tmp_path / spec[key]).write_text("a\n1\n")  # not empty: an empty one is refused
+                    # not empty (an empty one is refused), each its own (a validation file that holds the train
+                    # file's bytes is refused)
+                    (tmp_path / spec[key]).write_text(f"a\n{spec[key]}\n")
         assert set(fragment) <= {"models", "datasets", "tasks"}, block  # what this test knows how to put in
         config["datasets"].update(fragment.get("datasets", {}))
         config.update({k: fragment[k] for k in ("models", "tasks") if k in fragment})

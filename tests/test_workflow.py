@@ -1372,10 +1372,11 @@ def test_a_local_test_file_is_neither_an_input_nor_read(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     (repo / "mine").mkdir()
     (repo / "mine" / "train.csv").write_text("text,label\n" + "".join(f"text {i},{i % 2}\n" for i in range(20)))
+    (repo / "mine" / "dev.csv").write_text("text,label\n" + "".join(f"held out {i},{i % 2}\n" for i in range(8)))
     (repo / "mine" / "test.csv").write_text("text\nno label here\n")  # GLUE's test splits have none
     cfg = yaml.safe_load((ROOT / SMOKE).read_text())
     cfg["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": "mine/train.csv",
-                               "validation": "mine/train.csv", "test": "mine/test.csv"}  # fmt: skip
+                               "validation": "mine/dev.csv", "test": "mine/test.csv"}  # fmt: skip
     cfg["tasks"]["rt_sentiment"]["dataset"] = "mine"
     (repo / "t.yaml").write_text(yaml.safe_dump(cfg))
     run = [SNAKEMAKE, "--configfile", "t.yaml", "--cores", "1"]
