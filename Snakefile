@@ -61,6 +61,10 @@ onsuccess:
 rule prune:
     """Remove the probe and lambda files of runs this config does not make (`stale_grid_files`): `make prune`."""
     localrule: True
+    threads: res("prune")["threads"]
+    resources:
+        mem_mb=res("prune")["mem_mb"],
+        runtime=res("prune")["runtime"],
     log:
         f"{R}/logs/prune.log",
     run:

@@ -566,9 +566,11 @@ if sys.argv[2] == "stop":
     logs, procs = {}, {}
     for how in ("stop", "hangup", "nohup", "finish"):
         logs[how] = tmp_path / f"{how}.log"
-        ignore_hup = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if how == "nohup" else None
+        # SIGHUP ignored under nohup, else as a terminal's session has it (a test suite run under nohup ignores it)
+        hup = signal.SIG_IGN if how == "nohup" else signal.SIG_DFL
         args = [sys.executable, "-c", code, str(logs[how]), "finish" if how == "finish" else "stop"]
-        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, preexec_fn=ignore_hup)
+        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
+                                      preexec_fn=lambda hup=hup: signal.signal(signal.SIGHUP, hup))  # fmt: skip
     for how in ("stop", "hangup", "nohup"):
         assert procs[how].stdout.readline().strip() == "ready"
     procs["stop"].send_signal(signal.SIGTERM)
