@@ -36,13 +36,13 @@ onstart:
     records.hold_results(R)
     records.claim_results(R)
     # a report of the results this run changes is no longer theirs: kept aside (make report builds it anew)
-    changes = any(job.rule.name != "prune" for job in workflow.dag.needrun_jobs())
-    if changes and (aside := records.set_aside_report(R)) is not None:
+    jobs = list(workflow.dag.needrun_jobs())
+    if any(job.rule.name != "prune" for job in jobs) and (aside := records.set_aside_report(R)) is not None:
         logger.warning(f"{aside}: the report of {R} as it was before this run (make report builds the new one)")
     # a closed terminal (SIGHUP) stops the run as Ctrl-C does, its lock removed (it killed Snakemake at once)
     hangup_as_interrupt()
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
-    STANDING.update(f for job in workflow.dag.needrun_jobs() for f in job.output if os.path.exists(f))
+    STANDING.update(f for job in jobs for f in job.output if os.path.exists(f))
 
 
 onerror:

@@ -1232,8 +1232,8 @@ def _unread_keys(config: dict) -> list[str]:
 
 def _validation_is_train(dc: dict) -> str | None:
     """Why a local dataset's validation file cannot be its train file (the same file, or the same bytes: every probe
-    would be scored on the rows it trained on), or None. `papa.data.local` refuses it too (a notebook's
-    `load_task`), and warns where most validation rows occur in train."""
+    would be scored on the rows it trained on), or None. `papa.data.local` warns of it (a notebook's `load_task`
+    may mean it), and of a validation file whose rows mostly occur in train."""
     from .io import file_digest
 
     train, val = (dc.get(k) for k in ("train", "validation"))

@@ -98,8 +98,10 @@ PATTERNS_COLUMNS: dict[str, str] = {
     "attention": "str",
     "layer": "int64",
     "head": "int64",
-    **dict.fromkeys(("diag_mass", "diag_lift", "cls_mass", "sep_mass", "entropy", "entropy_norm"), "float64"),
-    **dict.fromkeys(("dist_uniform", "neg_mass"), "float64"),
+    **dict.fromkeys(
+        ("diag_mass", "diag_lift", "cls_mass", "sep_mass", "entropy", "entropy_norm", "dist_uniform", "neg_mass"),
+        "float64",
+    ),
     "diagonal": "bool",
     "cls_sep": "bool",
 }

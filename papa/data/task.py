@@ -264,14 +264,14 @@ def split_provenance(provenance: dict, split: str) -> dict:
     if split not in SUBSAMPLE_KEYS:
         raise ValueError(f"unknown split {split!r}; the prepared splits are {', '.join(SUBSAMPLE_KEYS)}")
     others = [s for s in SUBSAMPLE_KEYS if s != split]
+    their_keys = {SUBSAMPLE_KEYS[s] for s in others}
     out = dict(provenance)
     for key in ("split_sizes", "n_tokens"):
         if isinstance(out.get(key), dict):
             out[key] = {s: n for s, n in out[key].items() if s not in others}
     subsample = (out.get("split") or {}).get("subsample")
     if isinstance(subsample, dict):
-        kept = {k: v for k, v in subsample.items() if k not in {SUBSAMPLE_KEYS[s] for s in others}}
-        out["split"] = {**out["split"], "subsample": kept}
+        out["split"] = {**out["split"], "subsample": {k: v for k, v in subsample.items() if k not in their_keys}}
     return out
 
 

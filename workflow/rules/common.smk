@@ -14,7 +14,7 @@ from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
 from papa.io import file_digest, hangup_as_interrupt, model_folder_files
 from papa.models import model_release
-from papa.spec import ConstantsSpec, format_fraction, is_original, is_partial, needs_lambdas
+from papa.spec import ConstantsSpec, is_original, needs_lambdas
 from snakemake.logging import logger
 
 # before anything reads the config: a key its files give twice (YAML keeps the later one silently), deprecated keys
