@@ -682,6 +682,23 @@ def test_error_missing_column(tmp_path):
                     tmp_path)  # fmt: skip
 
 
+def test_error_validation_header_differs(tmp_path):
+    """A validation file whose header differs from the train file's is named as such: the hint "set label_column"
+    would break the train file, which has the column."""
+    train = _csv(tmp_path, header="sentence,topic\n")
+    dev = _csv(tmp_path, "dev.csv", text="so so,positive\nfine,negative\n", header="sentence,label\n")
+    spec = {"name": "x", "source": "local", "kind": "sequence", "train": str(train), "validation": str(dev),
+            "text_column": "sentence", "label_column": "topic"}  # fmt: skip
+    with pytest.raises(D.TaskSpecError, match=r"validation file .* has no column 'topic', which the train file has: "
+                       r"the two files' headers differ \(train: \['sentence', 'topic'\]; validation: "
+                       r"\['sentence', 'label'\]\)") as e:  # fmt: skip
+        D.load_task(spec, tmp_path)
+    assert "set label_column" not in str(e.value)
+    # a column neither file has is still the key's to change
+    with pytest.raises(D.TaskSpecError, match="set label_column"):
+        D.load_task({**spec, "label_column": "labl"}, tmp_path)
+
+
 def test_error_label_not_in_labels(tmp_path):
     p = _csv(tmp_path, text="hello there,positive\nbye now,neutral\n")
     with pytest.raises(D.TaskSpecError, match="label 'neutral' .* not in labels \\['negative', 'positive'\\]"):

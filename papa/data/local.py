@@ -757,7 +757,14 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             where = f"{split} file {prov_files[split]['path']}"
             keys = {c: k for c, k in ((id_col, "id_column"), (label_col, "label_column"),
                                       (text_b_col, "text_b_column"), (text_col, "text_column")) if c}  # fmt: skip
-            require_columns([c for c in (text_col, text_b_col, label_col, id_col) if c], cols, where, keys)
+            needed = [c for c in (text_col, text_b_col, label_col, id_col) if c]
+            missing = [c for c in needed if c not in cols]
+            if split != "train" and "train" in raw and missing and all(c in raw["train"] for c in missing):
+                # the train file has them: its header is right, this file's differs (no key to change)
+                raise TaskSpecError(f"the {where} has no column {missing[0]!r}, which the train file has: the two "
+                                    f"files' headers differ (train: {list(raw['train'])}; {split}: {cols}); give "
+                                    f"the {split} file the train file's header")  # fmt: skip
+            require_columns(needed, cols, where, keys)
             if not rec[text_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no rows")
             for col in (c for c in (text_col, text_b_col, label_col, id_col) if c):
