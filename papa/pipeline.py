@@ -1024,6 +1024,31 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     return df
 
 
+def _check_block_keys(hp: dict, block: str) -> None:
+    """The notebook entry points' (`run_lambda`, `run_probes`, `run_mlm`) check of an hparams block: a key the
+    config's schema does not have for that block (``lambda``/``probe``: a task's hparams; ``mlm``: the
+    ``analyses.mlm`` block) is refused, naming the closest known one, as the workflow's config check does (the
+    trainer settings read only the keys they know, so a misspelled one was dropped without a word)."""
+    import difflib
+
+    import yaml
+
+    from .checks import SCHEMA
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    known = set(schema["definitions"]["lambda_hparams"]["properties"])
+    if block == "probe":
+        known |= {"order_seed"}
+    elif block == "mlm":
+        known = set(schema["properties"]["analyses"]["properties"]["mlm"]["then"]["properties"])
+        _check_block_keys(hp.get("lambda") or {}, "lambda")
+    for key in hp:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown {block} setting {key!r}{hint}; known: {', '.join(sorted(known))}")
+
+
 def run_lambda(
     model: str,
     constants_path,
@@ -1040,6 +1065,7 @@ def run_lambda(
     Kept for notebooks: builds a `LambdaStage` from a task config (its ``metrics``) and an
     hparams block, and calls `learn_lambda`, which replaced it.
     """
+    _check_block_keys(hp, "lambda")
     seed = int(hp.get("seed", 0))
     return learn_lambda(
         LambdaStage(
@@ -1385,6 +1411,7 @@ def run_probes(
     ``budget_mb`` meaning no memory limit as before; ``batch_order``: the config's
     ``sweep.batch_order``) and calls `probe_heads`, which replaced it.
     """
+    _check_block_keys(hp, "probe")
     seeds, order_seed = [int(s) for s in seeds], int(hp.get("order_seed", 0))
     return probe_heads(
         ProbeStage(
@@ -1604,6 +1631,7 @@ def run_mlm(
     ``batch_size``, ``epochs``, ``lambda``, ``mask_prob``, ``max_train``, ``max_eval``, ``seed``;
     missing ones from `MLM_DEFAULTS`, seed 0) and calls `mlm_curves`, which replaced it.
     """
+    _check_block_keys(hp, "mlm")
     return mlm_curves(
         MLMStage(
             model=model,

@@ -600,6 +600,22 @@ def test_lambdas_on_constants_of_another_length_and_a_patch_for_trainable_fail_b
         handle.remove()
 
 
+def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
+    """`run_probes`, `run_lambda` and `run_mlm` read only the settings they know: a misspelled one ran with the
+    default without a word (the workflow's schema refuses it). They refuse it, naming the key and the right one."""
+    with pytest.raises(ValueError, match=r"unknown probe setting 'weight_decy' \(did you mean 'weight_decay'\?\)"):
+        _run(job, tmp_path, {}, seeds=[0], hp={"weight_decy": 5.0})
+    args = ("minilm", job / "average.safetensors", job / "train.parquet", job / "validation.parquet")
+    with pytest.raises(ValueError, match=r"unknown lambda setting 'sed' \(did you mean 'seed'\?\)"):
+        pipeline.run_lambda(*args, {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1, "sed": 3},
+                            tmp_path / "l.parquet", tmp_path / "m.parquet", {"task": "toy"})  # fmt: skip
+    with pytest.raises(ValueError, match=r"unknown mlm setting 'mask_p' \(did you mean 'mask_prob'\?\)"):
+        pipeline.run_mlm(*args, {"mask_p": 0.2}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
+    with pytest.raises(ValueError, match=r"unknown lambda setting 'extra_rl'"):
+        pipeline.run_mlm(*args, {"lambda": {"extra_rl": 0.1}}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
+    assert not list(tmp_path.iterdir())  # refused before any work
+
+
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
     frames = _run(
         job,
