@@ -55,3 +55,8 @@ def __getattr__(name):
     if name in _SUBMODULES:  # papa.probe.run_probe after `import papa`, as the README writes it
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'papa' has no attribute {name!r}")
+
+
+def __dir__():
+    """The exported names and submodules too (tab completion, ``dir(papa)``), not only those imported so far."""
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)

@@ -397,12 +397,16 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
 
 def test_every_submodule_is_reachable_after_a_plain_import():
     """`papa.probe.run_probe` after `import papa`, as the README writes it (it raised AttributeError), for every
-    module of the package; names stay lazy: importing papa imports no submodule."""
+    module of the package, and `dir(papa)` lists them and the exported names; names stay lazy: importing papa
+    (or listing it) imports no submodule."""
     modules = sorted(p.stem if p.is_file() else p.name for p in (ROOT / "papa").iterdir()
                      if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file())  # fmt: skip
     code = (
         "import sys, papa\n"
         "assert not [m for m in sys.modules if m.startswith('papa.')], sorted(sys.modules)\n"
+        f"missing = (set({modules!r}) | set(papa.__all__)) - set(dir(papa))\n"  # tab completion, help(papa)
+        "assert not missing, sorted(missing)\n"
+        "assert not [m for m in sys.modules if m.startswith('papa.')], 'dir(papa) imported submodules'\n"
         f"for m in {modules!r}:\n"
         "    assert getattr(papa, m).__name__ == 'papa.' + m, m\n"
         "print(papa.probe.run_probe.__name__)\n"
