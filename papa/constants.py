@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .io import Progress, check_not_folder, is_integer, json_value
-from .models import check_positions, model_revision, model_shape
+from .models import check_positions, in_mode, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
 log = logging.getLogger(__name__)
@@ -423,9 +423,8 @@ def average_attention(
     n_short = 0  # examples with at most head_dim real tokens (effective attention equals raw there)
     progress = Progress(log_every)
     with ExitStack() as recording:  # leaving it removes the recording patch (and restores train mode)
-        modes = {m: m.training for m in model.modules()}
-        model.eval()  # a model in train mode would average attention under dropout: other numbers every call
-        recording.callback(lambda: [setattr(m, "training", t) for m, t in modes.items()])
+        # a model in train mode would average attention under dropout: other numbers every call
+        recording.enter_context(in_mode(model, False))
         with torch.inference_mode():
             for batch in batches:
                 ids = _checked_batch(batch, n_examples, model)

@@ -34,7 +34,8 @@ from torch import nn
 
 from .encoding import IGNORE, Encoded
 from .io import Progress
-from .probe import LiveFeatures, TrainConfig, _in_mode, init_probe, model_dims
+from .models import in_mode
+from .probe import LiveFeatures, TrainConfig, init_probe, model_dims
 from .spec import METHOD_ORDER, renamed_arguments
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ def _masked_logits(model, probe: MLMProbe | None, enc: Encoded, idx, grad: bool 
         return probe(x), y
     device = next(model.parameters()).device
     labels = torch.as_tensor(enc.labels[idx], device=device)
-    with _in_mode(model, train_mode), torch.set_grad_enabled(grad):
+    with in_mode(model, train_mode), torch.set_grad_enabled(grad):
         logits = model(**enc.model_inputs(idx, device=device)).logits
     keep = labels != IGNORE
     return logits[keep], labels[keep]

@@ -369,6 +369,19 @@ def cuda_matmul_precision(precision: str = "fp32"):
 #: how the jobs that train through the frozen encoder (lambdas, trained constants) run it (config
 #: ``compile``): ``eager``, as it is (torch's default, the paper's); or ``torch.compile`` in one of its modes,
 #: ``default`` (Inductor's fused kernels) or ``reduce-overhead`` (the same, replayed as CUDA graphs).
+@contextmanager
+def in_mode(model, train: bool):
+    """``model`` in train (``train``) or eval mode while inside, each submodule's own mode given back however the
+    block ends (a model whose parts were in mixed modes comes back so)."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.train(train)
+    try:
+        yield
+    finally:
+        for m, was_training in modes:
+            m.training = was_training
+
+
 COMPILE_MODES = ("eager", "default", "reduce-overhead")
 
 

@@ -43,7 +43,7 @@ from torch import nn
 from .encoding import IGNORE, Encoded, check_batch_size
 from .io import SEED_LIMIT, Progress, check_seed, is_integer
 from .metrics import check_metrics, compute_all
-from .models import compiled
+from .models import compiled, in_mode
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class LiveFeatures:
     def batch(self, idx, grad: bool = False):
         idx = np.asarray(idx)
         inputs = self.enc.model_inputs(idx, device=self.device)
-        with _in_mode(self.model, self.train_mode), torch.set_grad_enabled(grad):
+        with in_mode(self.model, self.train_mode), torch.set_grad_enabled(grad):
             if self.new_step is not None:
                 self.new_step()
             h = _hidden(self.runner, inputs)
@@ -269,17 +269,6 @@ class LiveFeatures:
             keep = labels != IGNORE
             return h.permute(0, 2, 1, 3)[keep], labels[keep]
         return (h, inputs["attention_mask"]), labels
-
-
-@contextmanager
-def _in_mode(model, train: bool):
-    """``model`` in train (``train``) or eval mode while inside, its own mode given back however the block ends."""
-    was_training = model.training
-    model.train(train)
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 class FeatureCache:
@@ -422,7 +411,7 @@ def extract_features(
     progress = Progress(log_every)
     pos = 0
     try:  # the frozen encoder's features, dropout off, as LiveFeatures runs it (a train-mode model drew noise)
-        with _in_mode(model, False), torch.inference_mode():
+        with in_mode(model, False), torch.inference_mode():
             for start in range(0, n, batch_size):
                 idx = np.arange(start, min(n, start + batch_size))
                 h = _hidden(model, encoded.model_inputs(idx, device=device))

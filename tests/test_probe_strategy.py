@@ -551,6 +551,30 @@ def test_backbone_dropout_changes_features_run_to_run_only_when_on(minilm):
         assert feats.strategy == "reencode" and feats.train.train_mode and not feats.validation.train_mode
 
 
+def test_probes_give_back_every_modules_own_mode(minilm):
+    """prepare_features, run_probe (re-encoding) and learn_lambdas gave back the root module's mode only: a model
+    whose parts were in mixed modes came back with all of them in the root's. Each module's own mode comes back."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    model.eval()
+    model.encoder.layer[1].train()
+    try:
+        modes = {name: m.training for name, m in model.named_modules()}
+        assert any(modes.values()) and not all(modes.values())
+        with prepare_features(model, enc, enc, "memory", "float32"):
+            pass
+        assert {name: m.training for name, m in model.named_modules()} == modes
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0], backbone_dropout=True)
+        assert {name: m.training for name, m in model.named_modules()} == modes
+        C = papa.average_attention(model, enc.batches(8))
+        assert {name: m.training for name, m in model.named_modules()} == modes
+        papa.learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], cfg, backbone_dropout=True)
+        assert {name: m.training for name, m in model.named_modules()} == modes
+    finally:
+        model.eval()
+
+
 def test_cached_features_are_the_frozen_encoders_whatever_mode_the_model_is_in(minilm):
     """A model left in train mode (a notebook's model.train()) drew dropout noise into the cache, a new draw each
     time: the cache is encoded in eval mode, as LiveFeatures runs it, and the model's mode is given back. Features
