@@ -395,7 +395,8 @@ def average_attention(
         total: number of examples, for the progress ETA.
         metadata: extra metadata stored with the result; ``model`` and ``model_revision`` default to the
             model's own (its ``name_or_path`` and hub commit), which `papa.patch` compares with the model
-            it patches.
+            it patches; the keys it computes (`COMPUTED_METADATA`) are refused, a ``layout`` must be the
+            batches' own.
         log_every: seconds between progress lines (examples, examples/s, ETA) in the log.
     """
     from .patching import record_attention
@@ -407,9 +408,7 @@ def average_attention(
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"average_attention needs a loaded model (papa.load_encoder(...)[0]), got "
                         f"{type(model).__name__} {model!r:.60}")  # fmt: skip
-    if metadata is not None and not isinstance(metadata, dict):
-        raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
-    json.dumps(metadata, default=json_value)  # before the average: what save cannot store
+    _check_metadata(metadata, "average_attention")
     if total is not None and (not is_integer(total) or total < 1):
         raise ValueError(f"total must be the number of examples (a positive integer, for the ETA), got {total!r}")
     if isinstance(batches, Mapping) or hasattr(batches, "model_inputs"):  # one batch (a BatchEncoding), or a split
@@ -481,7 +480,7 @@ def average_attention(
         meta.update(model=name, model_revision=model_revision(model))
     if isinstance(getattr(batches, "layout", None), str):  # Encoded.batches; learn_lambdas and the MLM check it
         meta.update(layout=batches.layout)
-    meta.update(metadata or {})
+    meta = _with_metadata(meta, metadata)
     norm = None if recorder.raw_sums is None else averaged(recorder.raw_sums).float().cpu()
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta, norm)
 
@@ -534,6 +533,35 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
     return ids
 
 
+#: Metadata keys `average_attention` and `data_free` compute from the matrices: a caller's ``metadata`` may not set
+#: them (a ``kind`` or ``n_examples`` saying other than the matrices are would pass into every record of them, and
+#: a data-free ``kind`` turns off `patch`'s check that constants are the model's own).
+COMPUTED_METADATA = ("kind", "n_examples", "N", "layers", "heads", "dtype", "head_dim", "n_examples_at_most_head_dim")
+
+
+def _check_metadata(metadata: dict | None, fn: str) -> None:
+    """Refuse a caller's ``metadata`` that is not a JSON-able dict or sets a computed key (`COMPUTED_METADATA`)."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
+    json.dumps(metadata, default=json_value)  # before the work: what save cannot store
+    computed = [k for k in COMPUTED_METADATA if k in metadata]
+    if computed:
+        raise ValueError(
+            f"{fn}: metadata may not set {', '.join(computed)}: {fn} records what the matrices are "
+            f"(metadata adds keys; model and model_revision may name the model otherwise)"
+        )
+
+
+def _with_metadata(meta: dict, metadata: dict | None) -> dict:
+    """``meta`` (computed) with the caller's ``metadata``, a ``layout`` it gives agreeing with the batches'."""
+    layout = (metadata or {}).get("layout")
+    if "layout" in meta and layout is not None and layout != meta["layout"]:
+        raise ValueError(f"metadata layout={layout!r} contradicts the batches' layout {meta['layout']!r}")
+    return {**meta, **(metadata or {})}
+
+
 def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None = None) -> ConstantAttention:
     """Data-free constant matrices (paper Table 1).
 
@@ -545,8 +573,9 @@ def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None 
         kind: ``identity``, ``toeplitz``, ``zeros`` or ``uniform`` (`papa.spec.DATA_FREE`).
         layers, heads: the model's shape (`papa.model_shape`); every head gets the same matrix.
         n: the sequence length N (positive integers, all three).
-        metadata: extra metadata stored with the result.
+        metadata: extra metadata stored with the result (not the keys it computes, `COMPUTED_METADATA`).
     """
+    _check_metadata(metadata, "data_free")
     for name, value in (("layers", layers), ("heads", heads), ("n", n)):
         if not is_integer(value) or value < 1:
             raise ValueError(f"data_free: {name} must be a positive integer, got {value!r}")
@@ -561,6 +590,5 @@ def data_free(kind: str, layers: int, heads: int, n: int, metadata: dict | None 
         m = torch.ones(n, n)
     else:
         raise ValueError(f"Unknown data-free constant kind {kind!r}; choose from {', '.join(DATA_FREE)}")
-    meta = {"kind": kind, "N": n, "layers": layers, "heads": heads, "n_examples": 0}
-    meta.update(metadata or {})
+    meta = _with_metadata({"kind": kind, "N": n, "layers": layers, "heads": heads, "n_examples": 0}, metadata)
     return ConstantAttention(m.expand(layers, heads, n, n).clone(), torch.ones(n, n, dtype=torch.float64), meta)

@@ -335,7 +335,10 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
     assert (batches.layout, batches.max_length, len(list(batches))) == ("papa", 16, 2)
     C = papa.average_attention(model, std.batches(4))
     assert C.metadata["layout"] == "standard"
-    assert papa.average_attention(model, std.batches(4), metadata={"layout": "mine"}).metadata["layout"] == "mine"
+    # a layout the caller gives must be the batches' own (it said "mine", and the layout checks compared that)
+    with pytest.raises(ValueError, match="metadata layout='mine' contradicts the batches' layout 'standard'"):
+        papa.average_attention(model, std.batches(4), metadata={"layout": "mine"})
+    assert papa.average_attention(model, std.batches(4), metadata={"layout": "standard"}).metadata == C.metadata
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     with pytest.raises(ValueError, match="averaged on inputs in layout .standard., and these inputs are in layout"):
         learn_lambdas(model, C, ours, ours, "sequence", 2, ["accuracy"], cfg)

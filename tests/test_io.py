@@ -509,6 +509,24 @@ def test_constants_metadata_keeps_numbers_and_refuses_what_json_cannot_hold(tmp_
         papa.data_free("uniform", 1, 1, 4, metadata={"o": object()})
     with pytest.raises(TypeError, match="cannot be stored as JSON"):
         papa.average_attention(minilm[0], [], metadata={"o": object()})
+    # the keys the matrices' own numbers give are not the caller's to set: a kind "uniform" on averaged matrices
+    # recorded them as data-free (and turned off patch's check that constants are the model's own)
+    for meta in ({"kind": "uniform"}, {"n_examples": 3, "N": 4}, {"dtype": "float16"}):
+        with pytest.raises(ValueError, match=f"average_attention: metadata may not set {', '.join(meta)}"):
+            papa.average_attention(minilm[0], [], metadata=meta)  # refused before the work (no batch here)
+        with pytest.raises(ValueError, match=f"data_free: metadata may not set {', '.join(meta)}"):
+            papa.data_free("uniform", 1, 1, 4, metadata=meta)
+    with pytest.raises(TypeError, match="metadata must be a dict"):
+        papa.data_free("uniform", 1, 1, 4, metadata=[("model", "m")])
+    assert papa.data_free("uniform", 1, 1, 4, metadata={"model": "m", "model_revision": "abc"}).metadata == {
+        "kind": "uniform",
+        "N": 4,
+        "layers": 1,
+        "heads": 1,
+        "n_examples": 0,
+        "model": "m",
+        "model_revision": "abc",
+    }
 
 
 def test_a_jobs_thread_count_does_not_change_its_numbers():
