@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .io import footer_json, is_integer, parquet_file, read_batches, read_table, write_table
+from .io import footer_json, is_integer, json_value, parquet_file, read_batches, read_table, write_table
 
 IGNORE = -100
 #: Where an encoded row puts its separators (`encode`): ``papa`` (the final at N-1, a pair's middle at N/2) or
@@ -226,7 +226,9 @@ class Encoded:
         """Write a token file atomically, its pages checksummed (`papa.io.write_table`).
 
         The footer's ``papa`` metadata is the encoding's ``meta``, then ``meta`` (the caller's:
-        model, dataset, split, ...), then ``layout``, ``max_length`` and ``n_truncated``.
+        model, dataset, split, ...), then ``layout``, ``max_length`` and ``n_truncated``: NumPy and torch numbers
+        as numbers, paths as text; a value JSON cannot hold is a `TypeError` (`papa.io.json_value`), as
+        `papa.ConstantAttention` refuses it (its text was stored).
         """
         meta = {
             **self.meta,
@@ -235,8 +237,9 @@ class Encoded:
             "max_length": self.max_length,
             "n_truncated": self.n_truncated,
         }
+        footer = json.dumps(meta, default=json_value)  # numbers as numbers; what JSON cannot hold fails, naming it
         table = self.to_arrow()
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": json.dumps(meta, default=str)})
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": footer})
         write_table(table, path)
 
     @classmethod

@@ -1,6 +1,8 @@
 """Token files (`Encoded.save`/`load`, `token_meta`, `stream_tokens`): Arrow round trip, streaming
 reads, and averaging streamed from disk."""
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -75,6 +77,14 @@ def test_token_file_metadata_precedence(minilm, tmp_path):
         2,
     )
     assert papa.Encoded.load(tmp_path / "t.parquet").layout == "standard"
+    # numbers stay numbers (NumPy's were stored as their text), and what JSON cannot hold fails naming it (its
+    # text was stored), as ConstantAttention's metadata does
+    enc.save(tmp_path / "n.parquet", {"x": np.float32(1.5), "n": np.int64(3), "p": Path("/d/x.csv")})
+    meta = encoding.token_meta(tmp_path / "n.parquet")
+    assert (meta["x"], meta["n"], meta["p"]) == (1.5, 3, "/d/x.csv")
+    with pytest.raises(TypeError, match=r"metadata value <object object at .*> \(object\) cannot be stored as JSON"):
+        enc.save(tmp_path / "o.parquet", {"o": object()})
+    assert not (tmp_path / "o.parquet").exists()
 
 
 def test_pipeline_token_functions_are_kept_for_notebooks(tmp_path):
