@@ -464,6 +464,18 @@ def json_value(value):
                     f"numbers, strings, booleans, None, lists or dicts of them")  # fmt: skip
 
 
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` for `warnings.warn`, called in the function that warns, that names the first caller
+    outside papa (a notebook's cell, a script's line), however deep in papa the warning is raised."""
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def is_integer(value) -> bool:
     """An integer (Python's or NumPy's), not a bool: the check every count, length and seed argument makes."""
     import numbers

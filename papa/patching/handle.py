@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..io import caller_stacklevel
 from ..models import (
     ConstantsFromAnotherModel,
     attention_modules,
@@ -141,7 +142,7 @@ class PatchHandle:
                 f"The constant matrices were computed on {why}. Their shapes fit, so they are used; if that is "
                 f"not what you meant, average attention on the model you patch (papa.average_attention)",
                 ConstantsFromAnotherModel,
-                stacklevel=4,
+                stacklevel=caller_stacklevel(),
             )
 
     def _checked_static(self, static) -> torch.Tensor:
