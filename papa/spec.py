@@ -246,11 +246,15 @@ def renamed_arguments(**old_to_new):
     ``sweep.fractions``: `papa.checks.RENAMED_KEYS`)."""
 
     def wrap(fn):
+        import inspect
+
+        positional = list(inspect.signature(fn).parameters)
+
         @functools.wraps(fn)
         def call(*args, **kwargs):
             for old, new in old_to_new.items():
                 if old in kwargs:
-                    if new in kwargs:
+                    if new in kwargs or new in positional[: len(args)]:  # given by name, or by position
                         raise TypeError(f"{fn.__name__}() got both {old!r} and its new name {new!r}; pass {new!r}")
                     warnings.warn(f"{fn.__name__}({old}=...) is deprecated; use {new}=", DeprecationWarning, 2)
                     kwargs[new] = kwargs.pop(old)

@@ -137,6 +137,8 @@ def test_renamed_arguments_map_an_old_keyword_to_its_new_name():
         assert f(1, fraction_dynamic=0.25) == (1, 0.25) and f(1, 0.125) == (1, 0.125)
     with pytest.raises(TypeError, match="both 'fraction' and its new name 'fraction_dynamic'"):
         f(1, fraction=0.5, fraction_dynamic=0.5)
+    with pytest.raises(TypeError, match="both 'fraction' and its new name 'fraction_dynamic'"):  # the new by position
+        f(1, 0.25, fraction=0.5)
     assert list(inspect.signature(f).parameters) == ["a", "fraction_dynamic"]  # help() shows the new names
 
 
