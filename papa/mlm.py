@@ -35,7 +35,7 @@ from torch import nn
 from .encoding import IGNORE, Encoded
 from .io import Progress
 from .models import in_mode
-from .probe import LiveFeatures, TrainConfig, init_probe, model_dims
+from .probe import LiveFeatures, TrainConfig, init_probe, keeps_global_rng, model_dims
 from .spec import METHOD_ORDER, renamed_arguments
 
 log = logging.getLogger(__name__)
@@ -341,6 +341,7 @@ def train_mlm(
     return losses
 
 
+@keeps_global_rng
 def learn_mlm_lambdas(
     model,
     constants,
@@ -391,6 +392,7 @@ def learn_mlm_lambdas(
 
 
 @renamed_arguments(fractions="fraction_dynamic")
+@keeps_global_rng
 def mlm_curve(
     model,
     constants,

@@ -21,6 +21,7 @@ the scores do not depend on where `prepare_features` kept the features, only on 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -993,6 +994,24 @@ def train_probe(
     )[0]
 
 
+def keeps_global_rng(fn):
+    """Decorator: ``fn(model, ...)`` seeds torch's global generators itself (each probe's initialisation and
+    dropout come from its seed); the caller's generator states (CPU, and the model's CUDA device) are given back
+    when it returns or fails, so a notebook's random draws after it do not repeat the probe seed's."""
+
+    @functools.wraps(fn)
+    def call(model, *args, **kwargs):
+        weight = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+        cuda = []
+        if weight is not None and weight.device.type == "cuda":
+            cuda = [weight.device.index if weight.device.index is not None else torch.cuda.current_device()]
+        with torch.random.fork_rng(devices=cuda):
+            return fn(model, *args, **kwargs)
+
+    return call
+
+
+@keeps_global_rng
 def run_probe(
     model,
     train_enc: Encoded,
@@ -1038,6 +1057,7 @@ def run_probe(
             gradient steps on a GPU; scores agree with eager ones within seed noise, not bit for bit.
     Returns:
         One dict per (seed, epoch, metric): ``seed``, ``epoch``, ``metric``, ``score``, ``train_loss``.
+        Torch's global generators are seeded inside and given back as they were (`keeps_global_rng`).
     """
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
@@ -1114,6 +1134,7 @@ def run_probe(
     return [{"seed": seed, **row} for seed, rows in zip(seeds, per_seed) for row in rows]
 
 
+@keeps_global_rng
 def learn_lambdas(
     model,
     constants,
@@ -1134,7 +1155,8 @@ def learn_lambdas(
     ``eager``, the default, as it is): on a GPU the launch-bound gradient steps of the base encoders
     run several times faster; lambdas agree with eager ones within seed noise, not bit for bit (compiled
     kernels round and, with ``backbone_dropout``, draw dropout differently).
-    Returns ``(lambdas [layers, heads], per-epoch metric rows)``.
+    Returns ``(lambdas [layers, heads], per-epoch metric rows)``. Torch's global generators are seeded
+    (``cfg.seed``) inside and given back as they were (`keeps_global_rng`).
     """
     from .constants import ConstantAttention
     from .patching import check_layout, check_length, patch

@@ -575,6 +575,26 @@ def test_probes_give_back_every_modules_own_mode(minilm):
         model.eval()
 
 
+def test_probes_give_back_the_callers_random_state(minilm):
+    """run_probe and learn_lambdas seed torch's global generator (each probe's initialisation and dropout come
+    from its seed) and left it so: a notebook's draws after them repeated the probe seed's, run after run. The
+    caller's state comes back; the probes' numbers are the seeds' alone."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    C = papa.average_attention(model, enc.batches(8))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    rows = []
+    for call in (lambda: run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0], backbone_dropout=True),
+                 lambda: papa.learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], cfg)):  # fmt: skip
+        torch.manual_seed(123)
+        rows.append(call())
+        assert torch.equal(torch.rand(3), expected)
+    torch.manual_seed(7)  # another state before: the same probe
+    assert run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0], backbone_dropout=True) == rows[0]
+
+
 def test_cached_features_are_the_frozen_encoders_whatever_mode_the_model_is_in(minilm):
     """A model left in train mode (a notebook's model.train()) drew dropout noise into the cache, a new draw each
     time: the cache is encoded in eval mode, as LiveFeatures runs it, and the model's mode is given back. Features
