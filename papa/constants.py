@@ -170,8 +170,8 @@ class ConstantAttention:
         except (SafetensorError, OSError) as e:
             if isinstance(e, FileNotFoundError):
                 raise
-            raise UnreadableFileError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e}); "
-                                      f"delete it and run the workflow again") from e  # fmt: skip
+            raise UnreadableFileError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e}); delete "
+                                      f"it and compute it again (in the workflow: its job reruns)") from e  # fmt: skip
         try:
             meta = json.loads(raw)
             if not isinstance(meta, dict):
@@ -455,7 +455,10 @@ def average_attention(
                     log.info("averaged %d%s examples, %.1f examples/s%s", n_examples, f"/{total}" if total else "",
                              progress.rate(n_examples), eta)  # fmt: skip
     if recorder is None:
-        raise ValueError("average_attention got no batches: the corpus is empty")
+        raise ValueError(
+            "average_attention got no batches: the corpus is empty, or the batches were an iterator used up "
+            "already (enc.batches(n) is one pass: call it again for another)"
+        )
 
     def averaged(sums):
         return torch.where(count > 0, sums / count.clamp_min(1), torch.zeros((), dtype=torch.float64, device=device))

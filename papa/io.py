@@ -213,7 +213,7 @@ class UnreadableFileError(ValueError):
 def _unreadable(path, what: str, err: Exception) -> UnreadableFileError:
     return UnreadableFileError(
         f"{path} is not a readable {what} file ({type(err).__name__}: {err}). It may be truncated or corrupt: "
-        f"delete it and run the workflow again (the job that writes it reruns)"
+        f"delete it and write it again (in the workflow: run it again, and the job that writes it reruns)"
     )
 
 

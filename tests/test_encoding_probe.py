@@ -454,6 +454,12 @@ def test_probe_inputs_are_checked_before_training(minilm):
     ):
         with pytest.raises(ValueError, match=re.escape(says)):
             run_probe(model, train, val, kind, 2, ["token_accuracy" if kind == "token" else "accuracy"], cfg)
+        if kind == "token":  # the data's metric with the wrong kind: the kind is named, not the metric
+            with pytest.raises(ValueError, match=re.escape(says)):
+                run_probe(model, train, val, kind, 2, ["accuracy"], cfg)
+            with pytest.raises(ValueError, match=re.escape(says)):
+                papa.learn_lambdas(model, papa.average_attention(model, enc.batches(8)), train, val, kind, 2,
+                                   ["accuracy"], cfg)  # fmt: skip
     for bad in ({"batch_size": 2.5}, {"epochs": True}, {"seed": 0.5}, {"eval_batch_size": 8.0}, {"shuffle_seed": 1.5}):
         with pytest.raises(ValueError, match=re.escape(f"{next(iter(bad))}=")):
             TrainConfig(**bad)

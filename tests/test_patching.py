@@ -1,5 +1,7 @@
 """Invariants of constant-attention substitution, per model family and on the real MiniLM."""
 
+import re
+
 import pytest
 import torch
 
@@ -570,6 +572,12 @@ def test_bad_arguments_of_averaging_and_head_orders_fail_clearly(minilm):
         papa.average_attention(model, [papa_batch(model, [9])], kind="identity")
     with pytest.raises(ValueError, match="got no batches"):
         papa.average_attention(model, iter([]))
+    enc = papa.encode(minilm[1], ["a b", "c d e"], max_length=16)
+    batches = enc.batches(2)
+    papa.average_attention(model, batches)
+    with pytest.raises(ValueError, match=re.escape("or the batches were an iterator used up already (enc.batches(n) "
+                                                   "is one pass: call it again for another)")):  # fmt: skip
+        papa.average_attention(model, batches)  # the same iterator twice: it was "the corpus is empty"
     for order in ("lambda", "reversed"):
         with pytest.raises(ValueError, match=f"head order '{order}' needs the learned lambdas"):
             head_order(order, (6, 12))
