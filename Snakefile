@@ -39,8 +39,9 @@ onstart:
     jobs = list(workflow.dag.needrun_jobs())
     if any(job.rule.name != "prune" for job in jobs) and (aside := records.set_aside_report(R)) is not None:
         logger.warning(f"{aside}: the report of {R} as it was before this run (make report builds the new one)")
-    # a closed terminal (SIGHUP) stops the run as Ctrl-C does, its lock removed (it killed Snakemake at once)
-    hangup_as_interrupt()
+    # a closed terminal (SIGHUP), and scancel or the time limit of a Slurm job running Snakemake (SIGTERM, then
+    # SIGKILL), stop the run as Ctrl-C does: its jobs cancelled, its lock removed
+    interrupt_on_stop_signals(slurm_job=DRIVER_IN_SLURM_JOB)
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
     STANDING.update(f for job in jobs for f in job.output if os.path.exists(f))
 

@@ -533,10 +533,20 @@ def stop_on_signals(handler=None) -> dict:
     return replaced
 
 
-def hangup_as_interrupt() -> None:
-    """In a Snakemake that runs jobs (the Snakefile's ``onstart``): a closed terminal (SIGHUP) stops the run as a
-    Ctrl-C does (KeyboardInterrupt: Snakemake cancels its jobs, notes the lost outputs and removes its lock); it
-    killed Snakemake at once, leaving its lock for ``--unlock``. Under ``nohup`` (SIGHUP ignored) nothing changes."""
+def interrupt_on_stop_signals(slurm_job: bool) -> None:
+    """In a Snakemake that runs jobs (the Snakefile's ``onstart``), the signals that end a run stop it as a
+    Ctrl-C does (KeyboardInterrupt: Snakemake cancels its jobs, its Slurm jobs included, notes the lost outputs
+    and removes its lock):
+
+    - a closed terminal or dropped login (SIGHUP), which killed Snakemake at once, its lock left for ``--unlock``
+      (under ``nohup``, SIGHUP ignored, nothing changes);
+    - SIGTERM where Snakemake itself runs in a Slurm job or allocation (``slurm_job``: ``SLURM_JOB_ID`` was set
+      when the Snakefile was read, before the Slurm executor plugin deletes it from the environment; a driver
+      run with ``sbatch``/``salloc``): ``scancel`` and the time limit send it, then SIGKILL after the cluster's
+      ``KillWait`` (30 s by default), so Snakemake's own answer to SIGTERM, waiting for the running jobs to
+      finish, ended in that SIGKILL: its jobs ran on without it and its lock stayed. Elsewhere SIGTERM
+      (``kill <pid>``) keeps Snakemake's meaning: no new jobs, the running ones finish.
+    """
     import signal
     import threading
 
@@ -544,6 +554,8 @@ def hangup_as_interrupt() -> None:
         return
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         signal.signal(signal.SIGHUP, signal.default_int_handler)
+    if slurm_job:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 class Progress:

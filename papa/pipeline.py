@@ -239,7 +239,8 @@ class Stage:
         env = stage._environment = io.environment()  # read once: recorded with the outputs too (`job_record`)
         source = env["papa_source"]
         commit = f" (commit {source['commit'][:12]}{', dirty' if source['dirty'] else ''})" if source else ""
-        log.info("on %s (%s, %s), python %s, torch %s, transformers %s, papa %s%s", platform.node() or "?",
+        slurm = f", Slurm job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""  # sacct, seff
+        log.info("on %s%s (%s, %s), python %s, torch %s, transformers %s, papa %s%s", platform.node() or "?", slurm,
                  env["cpu"] or "?", env["device"], env["python"], env["torch"], env["transformers"], env["papa"],
                  commit)  # fmt: skip
         return stage

@@ -587,7 +587,10 @@ if sys.argv[2] == "stop":
         # SIGHUP ignored under nohup, else as a terminal's session has it (a test suite run under nohup ignores it)
         hup = signal.SIG_IGN if how == "nohup" else signal.SIG_DFL
         args = [sys.executable, "-c", code, str(logs[how]), "finish" if how == "finish" else "stop"]
-        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        if how == "finish":  # as a Slurm job: its log names it (sacct, seff; a kept log of a failed attempt)
+            env["SLURM_JOB_ID"] = "4242"
+        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env,
                                       preexec_fn=lambda hup=hup: signal.signal(signal.SIGHUP, hup))  # fmt: skip
     for how in ("stop", "hangup", "nohup"):
         assert procs[how].stdout.readline().strip() == "ready"
@@ -609,6 +612,40 @@ if sys.argv[2] == "stop":
         assert said[0] == "Toy: 2 input file(s), 1 thread(s), seed 0", said
         env = io.environment()
         assert said[1].startswith("on ") and f"torch {env['torch']}" in said[1] and env["device"] in said[1], said
+        assert (", Slurm job 4242 (" in said[1]) == (said is lines["finish"]), said
+
+
+def test_a_runs_stop_signals_interrupt_it_as_ctrl_c_does():
+    """The Snakefile's ``onstart`` (`papa.io.interrupt_on_stop_signals`): a closed terminal (SIGHUP) and, where
+    Snakemake itself runs in a Slurm job (``SLURM_JOB_ID``), SIGTERM (scancel, the time limit, then SIGKILL) raise
+    KeyboardInterrupt, Snakemake's Ctrl-C (its jobs cancelled, its lock removed); elsewhere SIGTERM keeps
+    Snakemake's own handler (its graceful stop), and under nohup (SIGHUP ignored) the run goes on."""
+    code = """
+import os, signal, sys, time
+from papa.io import interrupt_on_stop_signals
+
+signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[2] == "nohup" else signal.SIG_DFL)
+signal.signal(signal.SIGTERM, lambda *a: print("graceful", flush=True))  # Snakemake's exit_gracefully
+interrupt_on_stop_signals(slurm_job=bool(os.environ.get("SLURM_JOB_ID")))
+try:
+    os.kill(os.getpid(), signal.SIGHUP if sys.argv[1] == "hup" else signal.SIGTERM)
+    time.sleep(2)
+    print("went on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    said = {}
+    for sig, slurm, hup in (("term", "", "dfl"), ("term", "1234", "dfl"), ("hup", "", "dfl"), ("hup", "", "nohup")):
+        out = subprocess.run([sys.executable, "-c", code, sig, hup], capture_output=True, text=True, timeout=120,
+                             env={**env, **({"SLURM_JOB_ID": slurm} if slurm else {})})  # fmt: skip
+        said[sig, bool(slurm), hup] = out.stdout.splitlines()
+    assert said == {
+        ("term", False, "dfl"): ["graceful", "went on"],
+        ("term", True, "dfl"): ["interrupted"],
+        ("hup", False, "dfl"): ["interrupted"],
+        ("hup", False, "nohup"): ["went on"],
+    }, said
 
 
 _ATTEMPT = """

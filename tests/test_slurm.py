@@ -395,6 +395,73 @@ def test_failing_job_fails_workflow_promptly(slurm_cluster, tmp_path):
         assert state not in ("PENDING", "RUNNING", "CONFIGURING"), (slurm_jobid, state)
 
 
+def _submit_driver(wd: Path, log: Path) -> str:
+    """Snakemake run on the toy workflow as a Slurm job (its prepare jobs sleep); its Slurm job id."""
+    return subprocess.run(
+        ["sbatch", "--parsable", "--job-name", "papa-test-driver", "--cpus-per-task", "1", "--mem", "500",
+         "--time", "15", "--chdir", str(wd), "--output", str(log),
+         "--wrap", f"exec {_snakemake_exe()} --profile slurm --config sleep=300"],
+        env=_env(), capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip().split(";")[0]  # fmt: skip
+
+
+def _wait_for_a_running_job(driver: str, log: Path) -> list[str]:
+    """The Slurm jobs the driver submitted, once one of them runs."""
+    deadline = time.monotonic() + TOY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        jobs = [j for _, j in SUBMITTED.findall(log.read_text())] if log.exists() else []
+        states = squeue_states()
+        if any(states.get(j, ("",))[0] == "RUNNING" for j in jobs):
+            return jobs
+        assert states.get(driver, ("RUNNING",))[0] in ("PENDING", "RUNNING", "CONFIGURING"), (
+            log.read_text() if log.exists() else states)  # fmt: skip
+        time.sleep(2)
+    pytest.fail("no job of the driver ran:\n" + (log.read_text() if log.exists() else ""))
+
+
+def _wait_until_gone(ids: list[str], timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = squeue_states()
+        if all(states.get(j, ("GONE",))[0] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") for j in ids):
+            return states
+        time.sleep(2)
+    pytest.fail(f"still queued or running: {ids}: {squeue_states()}")
+
+
+def test_a_driver_run_as_a_slurm_job_and_cancelled_cancels_its_jobs(slurm_cluster, tmp_path):
+    """Snakemake run as a Slurm job (the README's "small long-running job"). A plain `scancel` or its time limit
+    sends SIGTERM, then SIGKILL after KillWait: Snakemake's own answer to SIGTERM waits for its running jobs, so
+    the SIGKILL came first and its jobs ran on without it. papa's onstart hook (the toy Snakefile has it) makes
+    that SIGTERM a Ctrl-C: the driver cancels its jobs at once (its lock may outlive it: Snakemake's shutdown waits
+    out the executor's status-check interval, longer than this cluster's KillWait of 5 s; the README says to
+    --unlock). `scancel --signal=INT --batch`, the README's clean stop, cancels the jobs and removes the lock."""
+    wd = copy_toy(tmp_path / "toy")
+    try:
+        for how in ("term", "int"):
+            log = wd / f"driver-{how}.out"
+            driver = _submit_driver(wd, log)
+            jobs = _wait_for_a_running_job(driver, log)
+            cancel = ["scancel", driver] if how == "term" else ["scancel", "--signal=INT", "--batch", driver]
+            subprocess.run(cancel, check=True, timeout=30)
+            states = _wait_until_gone([driver, *jobs])
+            output = log.read_text()
+            assert "Terminating processes on user request" in output, output[-3000:]  # Snakemake's Ctrl-C
+            for j in jobs:  # cancelled by the driver, not run to their end
+                assert states.get(j, ("GONE",))[0] != "COMPLETED", (j, output[-3000:])
+            assert not (wd / "toy_results" / "prepare" / "a.tsv").exists()
+            if how == "int":
+                assert states[driver][0] != "CANCELLED", (states[driver], output[-3000:])  # it ended by itself
+                assert not list((wd / ".snakemake" / "locks").glob("*")), output[-3000:]
+            else:
+                subprocess.run([_snakemake_exe(), "--unlock"], cwd=wd, env=_env(), check=True, timeout=120)
+    finally:
+        subprocess.run(["scancel", "--name", "papa-test-driver"], check=False, timeout=30)
+        for log in wd.glob("driver-*.out"):
+            if m := RUN_ID.search(log.read_text()):
+                subprocess.run(["scancel", "--name", m.group(1)], check=False, timeout=30)
+
+
 # ----------------------------------------------------------------- pipeline
 def _sorted_frame(df):
     import pandas as pd

@@ -290,7 +290,7 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     planned = job_counts(smk(repo, "-n", "--configfile", SMOKE).stdout)
     assert sum(planned.values()) - planned.pop("all") == 17 and planned["prepare_data"] == 2, planned
     rng = random.Random(13)
-    # SIGHUP: a closed terminal, stopped as a Ctrl-C is (papa.io.hangup_as_interrupt): no lock is left behind (it
+    # SIGHUP: a closed terminal, stopped as a Ctrl-C is (papa.io.interrupt_on_stop_signals): no lock is left (it
     # killed Snakemake at once, its lock left for --unlock), and the rerun below runs without --unlock
     kills = [signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGHUP]
     killed = 0

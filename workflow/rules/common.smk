@@ -12,10 +12,14 @@ from papa import checks, records, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
-from papa.io import file_digest, hangup_as_interrupt, model_folder_files
+from papa.io import file_digest, interrupt_on_stop_signals, model_folder_files
 from papa.models import model_release
 from papa.spec import ConstantsSpec, is_original, needs_lambdas
 from snakemake.logging import logger
+
+# Snakemake itself in a Slurm job (sbatch, salloc), read now: the Slurm executor plugin deletes SLURM_* from the
+# environment before `onstart` (papa.io.interrupt_on_stop_signals)
+DRIVER_IN_SLURM_JOB = bool(os.environ.get("SLURM_JOB_ID"))
 
 # before anything reads the config: a key its files give twice (YAML keeps the later one silently), deprecated keys
 # (sweep.fractions) renamed, the schema's defaults filled in, and what the schema cannot say checked
