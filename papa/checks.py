@@ -1195,7 +1195,7 @@ def _unread_keys(config: dict) -> list[str]:
     its second column (`papa.data.local.missing_pair_column`), which would read one sentence of each pair."""
     from .data import DATASETS
     from .data.errors import TaskSpecError
-    from .data.local import missing_pair_column, shared_columns, unread_local_keys
+    from .data.local import header_problems, missing_pair_column, shared_columns, unread_local_keys
 
     errors = []
     build_data = config.get("build_data") or {}
@@ -1220,6 +1220,8 @@ def _unread_keys(config: dict) -> list[str]:
             has_validation = bool(dc.get("validation") or dc.get("build"))
             if (why := _validation_is_train(dc)) is not None:
                 errors.append(f"datasets.{d}.validation {why}")
+            if kind == "sequence" and not dc.get("build"):  # a column the headers lack, before any job fails on it
+                errors += [f"datasets.{d}: {why}" for why in header_problems(dc, _local_split_files(dc))]
         else:
             entry = DATASETS.get(name)
             has_validation = entry is not None and "validation" in (getattr(entry.source, "splits", None) or {})
@@ -1228,6 +1230,12 @@ def _unread_keys(config: dict) -> list[str]:
                           f"validation file, the built files or the source's own), so train is not split: remove "
                           f"it")  # fmt: skip
     return errors
+
+
+def _local_split_files(dc: dict) -> dict[str, Path]:
+    """A local dataset's split files that are there (train, validation, ...: `papa.spec.PREPARED_SPLITS`)."""
+    files = {key: Path(dc[key]).expanduser() for key in PREPARED_SPLITS if isinstance(dc.get(key), str) and dc[key]}
+    return {key: p for key, p in files.items() if p.is_file()}
 
 
 def _validation_is_train(dc: dict) -> str | None:

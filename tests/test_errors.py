@@ -69,8 +69,10 @@ def local_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name in ("t.csv", "t.tsv", "t.conll", "t.jsonl", "t.json", "t.parquet", "v.csv", "x.csv"):
         # not empty: an empty one is refused (_no_rows); each its own bytes: a validation file that holds the train
-        # file's is refused (_validation_is_train)
-        (tmp_path / name).write_text(f"a\n{name}\n")
+        # file's is refused (_validation_is_train); a CSV/TSV header with the default columns (a column the spec
+        # names and the header lacks is refused: papa.data.local.header_problems)
+        sep = {".csv": ",", ".tsv": "\t"}.get(Path(name).suffix)
+        (tmp_path / name).write_text(f"text{sep}label\n{name}{sep}x\n" if sep else f"a\n{name}\n")
     return tmp_path
 
 
@@ -977,6 +979,19 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_
     assert "format conll is for token tasks" in problems({**seq, "format": "conll"})
     msg = problems({**seq, "validation": "v.csv", "validation_fraction": 0.1})
     assert "datasets.mine.validation_fraction is not read: 'mine' has a validation split" in msg
+    # a column the spec names that a CSV/TSV header lacks, named before any job (each prepare_data job failed on it,
+    # and the Slurm profile's retry submitted it again)
+    (local_files / "r.csv").write_text("review,stars\ngood,5\n")
+    (local_files / "rv.csv").write_text("review,score\nbad,1\n")
+    msg = problems({**seq, "train": "r.csv", "text_column": "review_text", "label_column": "stars"})
+    assert ("datasets.mine: column 'review_text' (text_column) is not in the header of the train file r.csv "
+            "(['review', 'stars']): set text_column to one of them") in msg  # fmt: skip
+    msg = problems({**seq, "train": "r.csv", "validation": "rv.csv", "text_column": "review", "label_column": "stars"})
+    assert ("datasets.mine: the validation file rv.csv has no column 'stars', which the train file has: the two "
+            "files' headers differ") in msg  # fmt: skip
+    cfg = _config()  # column_names (or header: false) rename the columns: the job reads them
+    cfg["datasets"]["mine"] = {**seq, "train": "r.csv", "header": True, "column_names": ["text", "label"]}
+    check_config(cfg)
     # a validation file that is the train file, or a copy of it: every probe scored on its training rows
     (local_files / "copy.csv").write_bytes((local_files / "t.csv").read_bytes())
     for val, what in (("t.csv", "is the train file"), ("./t.csv", "is the train file"),
@@ -1370,6 +1385,7 @@ def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of(local_files)
                     warn=said.append)  # fmt: skip
     assert [m.split(" is read")[0] for m in said] == ["cache.scratch", "cache.disk_budget_mb"], said
     pairs = _config(encoding={"pair_segments": "authors"})
+    (local_files / "x.csv").write_text("text,b,label\na,b,x\n")  # a pair file
     pairs["datasets"]["mine"] = {"source": "local", "kind": "sequence", "train": "x.csv", "text_b_column": "b"}
     pairs["analyses"]["cross_corpus"] = ["mine"]
     said = []

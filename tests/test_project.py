@@ -468,8 +468,14 @@ def test_the_readmes_config_examples_validate(tmp_path, monkeypatch):
                 if spec.get("source") == "local" and spec.get(key):
                     (tmp_path / spec[key]).parent.mkdir(parents=True, exist_ok=True)
                     # not empty (an empty one is refused), each its own (a validation file that holds the train
-                    # file's bytes is refused)
-                    (tmp_path / spec[key]).write_text(f"a\n{spec[key]}\n")
+                    # file's bytes is refused), a CSV/TSV header with the columns the spec names (papa.data.local.
+                    # header_problems)
+                    sep = {".csv": ",", ".tsv": "\t"}.get(Path(spec[key]).suffix)
+                    cols = [spec.get(c, d) for c, d in (("text_column", "text"), ("text_b_column", None),
+                                                        ("label_column", "label"), ("id_column", None))]  # fmt: skip
+                    cols = [c for c in cols if c]
+                    text = f"{sep.join(cols)}\n{sep.join([spec[key]] * len(cols))}\n" if sep else f"a\n{spec[key]}\n"
+                    (tmp_path / spec[key]).write_text(text)
         assert set(fragment) <= {"models", "datasets", "tasks"}, block  # what this test knows how to put in
         config["datasets"].update(fragment.get("datasets", {}))
         config.update({k: fragment[k] for k in ("models", "tasks") if k in fragment})

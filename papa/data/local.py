@@ -662,6 +662,48 @@ def missing_pair_column(name: str, spec: dict) -> str | None:
             f"dataset another name to read single sentences")  # fmt: skip
 
 
+def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
+    """Why a sequence task's CSV/TSV files with a header cannot give the columns the spec names (``text_column``,
+    ``text_b_column``, ``label_column``, ``id_column``), from each file's header line alone (cheap enough for the
+    config check before any job; the job reads the rows): a column the header lacks, naming the key to change,
+    or, where the train file has it, that the two headers differ. Other formats, compressed files, ``header:
+    false`` and ``column_names`` are left to the job."""
+    if spec.get("header") is False or spec.get("column_names"):
+        return []
+    keys = {"text_column": _key(spec, "text_column"), "text_b_column": _key(spec, "text_b_column"),
+            "label_column": _key(spec, "label_column"), "id_column": spec.get("id_column")}  # fmt: skip
+    headers: dict[str, list[str]] = {}
+    for split, path in files.items():
+        try:
+            fmt = _file_format(spec, path)
+        except TaskSpecError:
+            return []  # the format check names it
+        if fmt not in ("csv", "tsv") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
+            continue
+        dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
+        try:
+            with open(path, encoding="utf-8-sig", newline="") as f:
+                header = next((r for r in csv.reader(f, **dialect) if r and any(c.strip() for c in r)), None)
+        except (OSError, UnicodeDecodeError, csv.Error):
+            continue  # the job names what is wrong with the file
+        if header is not None:
+            headers[split] = header
+    problems = []
+    for split, header in headers.items():
+        for key, column in keys.items():
+            if column is None or column in header:
+                continue
+            if split != "train" and column in headers.get("train", ()):
+                problems.append(f"the {split} file {files[split]} has no column {column!r}, which the train file "
+                                f"has: the two files' headers differ (train: {headers['train']}; {split}: {header}); "
+                                f"give the {split} file the train file's header")  # fmt: skip
+            else:
+                problems.append(f"column {column!r} ({key}) is not in the header of the {split} file {files[split]} "
+                                f"({header}): set {key} to one of them")  # fmt: skip
+            break
+    return problems
+
+
 #: The share of validation rows also in the train file above which `load_local` warns (scores partly on training data).
 HELD_OUT_WARN = 0.5
 
