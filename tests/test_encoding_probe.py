@@ -117,6 +117,12 @@ def test_truncation_is_counted(minilm):
     assert e.n_truncated == 1 and e.input_ids[0, -1] == tok.sep_token_id
     p = papa.encode(tok, ["short", "short"], [long, "short"], max_length=16)
     assert p.n_truncated == 1
+    # the boundary: a text that exactly fills its room is whole, one word piece more is truncated
+    room = 16 - 2  # [CLS] ... [SEP]
+    fits, over = " ".join(["word"] * room), " ".join(["word"] * (room + 1))
+    assert len(tok(fits, add_special_tokens=False)["input_ids"]) == room
+    assert [papa.encode(tok, [t], max_length=16).n_truncated for t in (fits, over)] == [0, 1]
+    assert papa.encode(tok, [fits], max_length=16).input_ids[0, -1] == tok.sep_token_id
 
 
 def test_long_texts_raise_no_length_warning(minilm, caplog):

@@ -882,6 +882,16 @@ def test_train_config_refuses_settings_that_do_not_train(bad):
         TrainConfig(**{"lr": 1e-3, **bad})
 
 
+def test_the_lambda_tables_rank_is_the_order_heads_are_replaced_in():
+    """lambdas.parquet's rank: 0 is replaced first (the smallest lambda; ties by layer, then head), the README's
+    reading; a rank column holding the ordering itself (its inverse) is only a permutation too."""
+    df = pipeline.lambda_frame(torch.tensor([[0.3, 0.1, 0.2]]))
+    assert df["rank"].tolist() == [2, 0, 1]
+    df = pipeline.lambda_frame(torch.tensor([[0.4, 0.1], [0.1, 0.9], [0.2, 0.05]]))
+    assert df["rank"].tolist() == [4, 1, 2, 5, 3, 0]  # 0.1 twice: layer 0 before layer 1
+    assert df.sort_values("rank")["lambda"].is_monotonic_increasing
+
+
 def test_lambdas_of_another_model_or_not_finite_are_refused(minilm, tmp_path):
     """static_mask reads the lambda table of the learn_lambda rule: one from another model (2 x 8 heads, or
     12 x 6 on MiniLM's 6 x 12, which a reshape would silently accept) or with a NaN fails, naming the file."""

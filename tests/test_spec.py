@@ -95,6 +95,8 @@ def test_constants_spec_constructor_checks_kinds():
 def test_fraction_dynamic_helpers():
     assert [spec.format_fraction(f) for f in (1, 0.5, 0.125, 0.0625, 0)] == ["1", "0.5", "0.125", "0.0625", "0"]
     assert [spec.n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [144, 72, 18, 9, 0]
+    # halves round up (the default run's MiniLM: 1/16 of 72 heads is 4.5 -> 5; floor would keep 4), not to even
+    assert [spec.n_dynamic(f, 72) for f in (1 / 16, 1 / 48, 0.5 / 72, 0.4 / 72)] == [5, 2, 1, 0]
     assert [spec.is_partial(f) for f in (1, 0.5, "0.0625", 0)] == [False, True, True, False]
     assert spec.needs_lambdas("lambda", 0.5) and spec.needs_lambdas("reversed", "0.5")
     assert not spec.needs_lambdas("lambda", 0) and not spec.needs_lambdas("lambda", 1)

@@ -192,6 +192,16 @@ def test_t_critical_matches_known_values():
     assert all(tables.t_critical(df) == float(student_t.ppf(0.975, df)) for df in range(1, 2001))
 
 
+def test_summary_counts_seeds_with_a_score_only():
+    """n_seeds counts the seeds with a score (a NaN one, which the probe table refuses, is not a seed): counting it
+    would narrow the CI (t of 2 degrees of freedom for 2 scores)."""
+    run = dict(model="m", task="t", constants="average", selection="lambda", fraction_dynamic=1.0, n_dynamic=12)
+    rows = [dict(run, seed=s, epoch=0, metric="accuracy", score=x) for s, x in enumerate([0.8, math.nan, 0.6])]
+    row = tables.summary_table(pd.DataFrame(rows)).iloc[0]
+    assert row["n_seeds"] == 2 and row["mean"] == pytest.approx(0.7)
+    assert row["ci95"] == pytest.approx(tables.t_critical(1) * row["std"] / math.sqrt(2), rel=1e-12)
+
+
 def test_summary_single_seed_has_nan_spread():
     s = tables.summary_table(tables.probe_table([run_frame("m", "sst2", 0.5, 0)]))
     assert (s["n_seeds"] == 1).all()
