@@ -642,6 +642,7 @@ def load_encoder(
     log.info("loaded %s in %.1f s", name_or_path, time.monotonic() - t0)
     model.config._commit_hash = hub_commit(name_or_path)  # a hub id: the commit it resolved to (None: a folder)
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
+    _check_encoder_weights(model, missing, info.get("unexpected_keys", []), name_or_path)
     if task_head == "mlm" and _head_optional:  # load_mlm_encoder: the head's bias, where the checkpoint has it
         bias = model.get_output_embeddings().bias
         names = [n for n, p in model.named_parameters(remove_duplicate=False) if p is bias]  # a tie: two names
@@ -657,6 +658,28 @@ def load_encoder(
             f"with any encoder"
         )
     return prepare(model, device), tokenizer
+
+
+def _check_encoder_weights(model, missing, unexpected, name_or_path: str) -> None:
+    """Refuse a checkpoint that lacks weights of the encoder itself: transformers initialises them at random (its
+    load report says MISSING, and the model loads), so every number papa computes would be noise. A missing pooler
+    (papa reads the hidden states, never the pooler) or task head (new by design), and the checkpoint's weights the
+    encoder does not take (an MLM or pretraining head: UNEXPECTED), are expected, and said so in one line."""
+    params = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    prefix = getattr(model, "base_model_prefix", "")
+    in_encoder = (lambda k: True) if model.base_model is model else (lambda k: k.startswith(f"{prefix}."))
+    untrained = sorted(k for k in missing if k in params and in_encoder(k) and "pooler" not in k)
+    if untrained:
+        raise ValueError(
+            f"{name_or_path!r}: the checkpoint has no weights for {len(untrained)} of the encoder's parameters "
+            f"({', '.join(untrained[:4])}{', ...' if len(untrained) > 4 else ''}); transformers would initialise them "
+            f"at random, and every number would be noise. Is it a checkpoint of this architecture (config.json: "
+            f"model_type {getattr(model.config, 'model_type', '?')!r}), saved whole?"
+        )
+    if missing or unexpected:
+        log.info("checkpoint weights not used: %d (%s); new, unused by papa or a task head: %s (transformers' load "
+                 "report above lists them: expected)", len(unexpected), ", ".join(sorted(unexpected)[:2]) or "-",
+                 ", ".join(sorted(missing)[:2]) or "-")  # fmt: skip
 
 
 def load_mlm_encoder(

@@ -3,6 +3,7 @@ you can trust)."""
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -1544,3 +1545,38 @@ def test_probe_runs_are_the_sweep_then_the_analyses_without_duplicates_and_lambd
     cfg["sweep"]["fraction_dynamic"] = [1, 0]  # no partial fraction: no head order, no lambdas
     runs = probe_runs(cfg)
     assert all(s == "lambda" and f in ("1", "0") for m, t, c, s, f in runs) and lambda_tasks(cfg) == set()
+
+
+def test_a_checkpoint_without_some_encoder_weights_is_refused(tmp_path, caplog):
+    """transformers loads a checkpoint that lacks some of the encoder's weights, initialising them at random (its
+    load report says MISSING): every number would have been noise. load_encoder refuses it, naming the weights; a
+    missing pooler (unused) or task head (new) and an MLM head it does not take are expected, said in one line."""
+    import logging
+
+    import torch
+    import transformers as tf
+    from safetensors.torch import load_file, save_file
+
+    from papa.models import resolve_model_path
+
+    from .conftest import TINY
+
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    torch.manual_seed(0)
+    tf.BertForMaskedLM(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size})).save_pretrained(whole)
+    tok.save_pretrained(whole)
+    with caplog.at_level(logging.INFO, logger="papa.models"):
+        papa.load_encoder(str(whole), device="cpu")
+        papa.load_encoder(str(whole), device="cpu", task_head="sequence", num_labels=2)  # pooler and head: new
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("checkpoint weights not used")]
+    assert said and said[0].startswith("checkpoint weights not used: 5 (cls.predictions.bias, "), said
+    shutil.copytree(whole, cut)
+    weights = load_file(cut / "model.safetensors")
+    del weights["bert.encoder.layer.1.attention.self.query.weight"]
+    save_file(weights, cut / "model.safetensors", metadata={"format": "pt"})
+    for head in (None, "sequence"):
+        with pytest.raises(ValueError, match=r"the checkpoint has no weights for 1 of the encoder's parameters "
+                           r"\((bert\.)?encoder\.layer\.1\.attention\.self\.query\.weight\); transformers would "
+                           r"initialise them at random"):  # fmt: skip
+            papa.load_encoder(str(cut), device="cpu", task_head=head, num_labels=2 if head else None)
