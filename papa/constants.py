@@ -409,6 +409,7 @@ def average_attention(
         raise TypeError(f"average_attention needs a loaded model (papa.load_encoder(...)[0]), got "
                         f"{type(model).__name__} {model!r:.60}")  # fmt: skip
     _check_metadata(metadata, "average_attention")
+    _with_metadata({"layout": getattr(batches, "layout", None)}, metadata)  # a layout that is not the batches': now
     if total is not None and (not is_integer(total) or total < 1):
         raise ValueError(f"total must be the number of examples (a positive integer, for the ETA), got {total!r}")
     if isinstance(batches, Mapping) or hasattr(batches, "model_inputs"):  # one batch (a BatchEncoding), or a split
@@ -560,7 +561,7 @@ def _check_metadata(metadata: dict | None, fn: str) -> None:
 def _with_metadata(meta: dict, metadata: dict | None) -> dict:
     """``meta`` (computed) with the caller's ``metadata``, a ``layout`` it gives agreeing with the batches'."""
     layout = (metadata or {}).get("layout")
-    if "layout" in meta and layout is not None and layout != meta["layout"]:
+    if isinstance(meta.get("layout"), str) and layout is not None and layout != meta["layout"]:
         raise ValueError(f"metadata layout={layout!r} contradicts the batches' layout {meta['layout']!r}")
     return {**meta, **(metadata or {})}
 

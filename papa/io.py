@@ -533,7 +533,7 @@ def stop_on_signals(handler=None) -> dict:
     return replaced
 
 
-def interrupt_on_stop_signals(slurm_job: bool) -> None:
+def interrupt_on_stop_signals(slurm_job: bool | None = None) -> None:
     """In a Snakemake that runs jobs (the Snakefile's ``onstart``), the signals that end a run stop it as a
     Ctrl-C does (KeyboardInterrupt: Snakemake cancels its jobs, its Slurm jobs included, notes the lost outputs
     and removes its lock):
@@ -554,8 +554,14 @@ def interrupt_on_stop_signals(slurm_job: bool) -> None:
         return
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         signal.signal(signal.SIGHUP, signal.default_int_handler)
+    if slurm_job is None:  # read now: under the Slurm executor plugin, which deleted it, pass it from the Snakefile
+        slurm_job = bool(os.environ.get("SLURM_JOB_ID"))
     if slurm_job:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+#: The name `interrupt_on_stop_signals` had when it stopped on SIGHUP alone (an ``onstart`` copied from papa's).
+hangup_as_interrupt = interrupt_on_stop_signals
 
 
 class Progress:

@@ -366,9 +366,6 @@ def cuda_matmul_precision(precision: str = "fp32"):
         matmul.allow_tf32 = before
 
 
-#: how the jobs that train through the frozen encoder (lambdas, trained constants) run it (config
-#: ``compile``): ``eager``, as it is (torch's default, the paper's); or ``torch.compile`` in one of its modes,
-#: ``default`` (Inductor's fused kernels) or ``reduce-overhead`` (the same, replayed as CUDA graphs).
 @contextmanager
 def in_mode(model, train: bool):
     """``model`` in train (``train``) or eval mode while inside, each submodule's own mode given back however the
@@ -382,6 +379,9 @@ def in_mode(model, train: bool):
             m.training = was_training
 
 
+#: how the jobs that train through the frozen encoder (lambdas, trained constants) run it (config
+#: ``compile``): ``eager``, as it is (torch's default, the paper's); or ``torch.compile`` in one of its modes,
+#: ``default`` (Inductor's fused kernels) or ``reduce-overhead`` (the same, replayed as CUDA graphs).
 COMPILE_MODES = ("eager", "default", "reduce-overhead")
 
 

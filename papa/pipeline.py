@@ -1037,7 +1037,8 @@ def _check_block_keys(hp: dict, block: str) -> None:
     from .checks import SCHEMA
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    known = set(schema["definitions"]["lambda_hparams"]["properties"])
+    # max_length: `papa.probe.PAPER_HPARAMS` gives it with each task's settings (the tokens' N, not read here)
+    known = set(schema["definitions"]["lambda_hparams"]["properties"]) | {"max_length"}
     if block == "probe":
         known |= {"order_seed"}
     elif block == "mlm":

@@ -996,15 +996,15 @@ def train_probe(
 
 def keeps_global_rng(fn):
     """Decorator: ``fn(model, ...)`` seeds torch's global generators itself (each probe's initialisation and
-    dropout come from its seed); the caller's generator states (CPU, and the model's CUDA device) are given back
+    dropout come from its seed); the caller's generator states (CPU, and every CUDA device's) are given back
     when it returns or fails, so a notebook's random draws after it do not repeat the probe seed's."""
 
     @functools.wraps(fn)
     def call(model, *args, **kwargs):
-        weight = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
-        cuda = []
-        if weight is not None and weight.device.type == "cuda":
-            cuda = [weight.device.index if weight.device.index is not None else torch.cuda.current_device()]
+        # torch.manual_seed reseeds every CUDA device: each one's state is kept, wherever the model is
+        cuda = (
+            list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+        )
         with torch.random.fork_rng(devices=cuda):
             return fn(model, *args, **kwargs)
 

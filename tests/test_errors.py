@@ -338,9 +338,17 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
     assert (batches.layout, batches.max_length, len(list(batches))) == ("papa", 16, 2)
     C = papa.average_attention(model, std.batches(4))
     assert C.metadata["layout"] == "standard"
-    # a layout the caller gives must be the batches' own (it said "mine", and the layout checks compared that)
+
+    # a layout the caller gives must be the batches' own (it said "mine", and the layout checks compared that),
+    # refused before the pass over them
+    class Unread(list):
+        layout = "standard"
+
+        def __iter__(self):
+            raise AssertionError("the batches were read")
+
     with pytest.raises(ValueError, match="metadata layout='mine' contradicts the batches' layout 'standard'"):
-        papa.average_attention(model, std.batches(4), metadata={"layout": "mine"})
+        papa.average_attention(model, Unread(), metadata={"layout": "mine"})
     assert papa.average_attention(model, std.batches(4), metadata={"layout": "standard"}).metadata == C.metadata
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     with pytest.raises(ValueError, match="averaged on inputs in layout .standard., and these inputs are in layout"):
@@ -990,6 +998,11 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_
     msg = problems({**seq, "train": "r.csv", "validation": "rv.csv", "text_column": "review", "label_column": "stars"})
     assert ("datasets.mine: the validation file rv.csv has no column 'stars', which the train file has: the two "
             "files' headers differ") in msg  # fmt: skip
+    # the names as the job's reader gives them: a pandas index column (df.to_csv()) is "Unnamed: 0"
+    (local_files / "ix.csv").write_text(",text,label\n0,good,1\n")
+    cfg = _config()
+    cfg["datasets"]["mine"] = {**seq, "train": "ix.csv", "id_column": "Unnamed: 0"}
+    check_config(cfg)
     cfg = _config()  # column_names (or header: false) rename the columns: the job reads them
     cfg["datasets"]["mine"] = {**seq, "train": "r.csv", "header": True, "column_names": ["text", "label"]}
     check_config(cfg)

@@ -646,6 +646,7 @@ except KeyboardInterrupt:
         ("hup", False, "dfl"): ["interrupted"],
         ("hup", False, "nohup"): ["went on"],
     }, said
+    assert io.hangup_as_interrupt is io.interrupt_on_stop_signals  # the name an onstart copied from papa's used
 
 
 _ATTEMPT = """

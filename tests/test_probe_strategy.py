@@ -658,6 +658,9 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
     with pytest.raises(ValueError, match=r"unknown lambda setting 'extra_rl'"):
         pipeline.run_mlm(*args, {"lambda": {"extra_rl": 0.1}}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
     assert not list(tmp_path.iterdir())  # refused before any work
+    # the paper's settings as papa.probe.PAPER_HPARAMS gives them (with the tokens' max_length) are a block
+    pipeline._check_block_keys(papa.probe.PAPER_HPARAMS["sst2"], "probe")
+    pipeline._check_block_keys(papa.probe.PAPER_HPARAMS["sst2"], "lambda")
 
 
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):

@@ -680,14 +680,15 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
             return []  # the format check names it
         if fmt not in ("csv", "tsv") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
             continue
+        import pandas as pd
+
+        # the column names as the job's reader (datasets' csv builder, pandas) gives them: an empty name is
+        # "Unnamed: 0", a repeated one "label.1"
         dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
         try:
-            with open(path, encoding="utf-8-sig", newline="") as f:
-                header = next((r for r in csv.reader(f, **dialect) if r and any(c.strip() for c in r)), None)
-        except (OSError, UnicodeDecodeError, csv.Error):
+            headers[split] = [str(c) for c in pd.read_csv(path, nrows=0, encoding="utf-8", **dialect).columns]
+        except (OSError, UnicodeDecodeError, ValueError, csv.Error):  # pandas' errors are ValueErrors
             continue  # the job names what is wrong with the file
-        if header is not None:
-            headers[split] = header
     problems = []
     for split, header in headers.items():
         for key, column in keys.items():
