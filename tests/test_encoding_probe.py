@@ -123,6 +123,12 @@ def test_truncation_is_counted(minilm):
     assert len(tok(fits, add_special_tokens=False)["input_ids"]) == room
     assert [papa.encode(tok, [t], max_length=16).n_truncated for t in (fits, over)] == [0, 1]
     assert papa.encode(tok, [fits], max_length=16).input_ids[0, -1] == tok.sep_token_id
+    # pairs in the papa layout: the first sentence has N/2 - 1 positions, the second N/2 - 2 ([SEP] in the middle
+    # and at the end)
+    words = lambda k: " ".join(["word"] * k)  # noqa: E731
+    counts = [papa.encode(tok, [words(a)], [words(b)], max_length=16).n_truncated
+              for a, b in ((7, 6), (8, 6), (7, 7))]  # fmt: skip
+    assert counts == [0, 1, 1]
 
 
 def test_long_texts_raise_no_length_warning(minilm, caplog):
