@@ -13,6 +13,13 @@
 PYTHON ?= python3
 # this Makefile's folder, the checkout (make clean imports papa.records from it, with any python3)
 HERE := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+# a checkout in a path with whitespace: make splits the path (HERE above), and Snakemake writes the venv's python
+# unquoted into every job's command (papa.checks.check_interpreter): refused before anything runs
+ifneq ($(words $(abspath $(MAKEFILE_LIST))),1)
+$(error papa's checkout is in a path with whitespace ($(if $(filter /%,$(firstword $(MAKEFILE_LIST))),,$(CURDIR)/)$(strip \
+$(MAKEFILE_LIST))): make splits it, and Snakemake \
+cannot run the workflow's jobs from there; clone or move the checkout to a path without spaces)
+endif
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all

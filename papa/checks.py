@@ -958,6 +958,17 @@ def compared_models(config: dict) -> list[str]:
     return [m for m, tasks in runs.items() if tasks >= every] or list(runs)
 
 
+def check_interpreter(executable: str) -> None:
+    """Refuse a Python whose path holds whitespace (a checkout or virtual environment under ``~/My Projects``):
+    Snakemake writes the interpreter's path unquoted into every script rule's command, so each job failed at once
+    ("No such file or directory", exit 127) with an empty log. A `ConfigError` before any job, saying what to do."""
+    if any(c.isspace() for c in str(executable)):
+        raise ConfigError(f"the Python that runs the workflow's scripts, {executable!r}, is in a path with "
+                          f"whitespace: Snakemake writes it unquoted into each job's command, and every job would "
+                          f"fail at once. Clone (or move) the checkout, or its virtual environment, to a path "
+                          f"without spaces")  # fmt: skip
+
+
 def _results_folder(config: dict) -> list[str]:
     """The ``results:`` folder must be one plain path: Snakemake reads ``{}`` in it as wildcards and does not
     expand ``~``, and the Makefile's ``make clean`` / ``make report`` (and any shell) split it at whitespace."""

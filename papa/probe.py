@@ -187,6 +187,10 @@ class CacheSpaceError(OSError):
     """The disk under ``scratch`` cannot hold a feature cache (checked by reserving its whole size up front)."""
 
 
+#: The errnos of a disk without room: no space, or the user's quota spent.
+_NO_SPACE = (28, 122)  # errno.ENOSPC, errno.EDQUOT (Linux)
+
+
 def reserve_disk(path: str | Path) -> bool:
     """Allocate every block of the file ``path`` now (Linux ``fallocate``), at its current size.
 
@@ -399,12 +403,19 @@ def extract_features(
         if scratch:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         remove_stale_caches(scratch)
-        folder = tempfile.mkdtemp(prefix=f"{_CACHE_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=scratch)
+        folder = None
         try:
+            folder = tempfile.mkdtemp(prefix=f"{_CACHE_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=scratch)
             data = np.lib.format.open_memmap(f"{folder}/features.npy", mode="w+", dtype=np_dtype, shape=shape)
             reserved = reserve_disk(f"{folder}/features.npy")
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+        except BaseException as e:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(e, OSError) and not isinstance(e, CacheSpaceError) and e.errno in _NO_SPACE:
+                # a disk full to the last byte fails creating the file, before its reservation: the same error
+                where = f"{folder}/features.npy" if folder else str(scratch or tempfile.gettempdir())
+                raise CacheSpaceError(e.errno, f"no room for a {nbytes / MB:.0f} MB feature cache: "
+                                      f"{os.strerror(e.errno)}", where) from e  # fmt: skip
             raise
         where = f"memory-mapped file {folder}/features.npy" + ("" if reserved else " (not reserved: sparse)")
     cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)

@@ -993,6 +993,21 @@ def test_a_disk_cache_that_no_longer_fits_falls_back_to_reencoding(minilm, tmp_p
         with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
             pass
     assert not list(scratch.iterdir())
+    # a disk full to the last byte fails creating the file, before its reservation: a plain OSError (no path, no
+    # fallback) it was; the same CacheSpaceError now, naming the file
+    monkeypatch.undo()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np.lib.format, "open_memmap", full)
+    with prepare_features(model, enc, enc, "auto", "float32", budget_mb=0, scratch=str(scratch)) as feats:
+        assert feats.strategy == "reencode"
+    with pytest.raises(probe_mod.CacheSpaceError, match=r"no room for a \d+ MB feature cache: No space left on "
+                       r"device: '.*papa-features-.*/features\.npy'"):  # fmt: skip
+        with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
+            pass
+    assert not list(scratch.iterdir())
 
 
 def test_models_and_matrices_without_values_and_masks_that_are_no_masks_are_refused(minilm, tmp_path):

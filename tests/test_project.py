@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -114,6 +115,21 @@ def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(t
         p = subprocess.run(["make", "-n", "-f", str(ROOT / "Makefile"), target], cwd=tmp_path, capture_output=True,
                            text=True)  # fmt: skip
         assert p.returncode != 0 and f"run make in the checkout ({ROOT}): make -C {ROOT} {target}" in p.stderr, p
+    # a checkout in a path with a space: make split the path, and Snakemake writes the venv's python unquoted into
+    # every job's command (each job failed at once, exit 127, with an empty log): refused before anything runs
+    spaced = tmp_path / "My Projects ü"
+    spaced.mkdir()
+    shutil.copy(ROOT / "Makefile", spaced)
+    said = f"papa's checkout is in a path with whitespace ({spaced}/Makefile): make splits it"
+    for cwd, args in ((spaced, []), (tmp_path, ["-f", str(spaced / "Makefile")])):
+        p = subprocess.run(["make", "-n", *args, "run"], cwd=cwd, capture_output=True, text=True)
+        assert p.returncode != 0 and said in p.stderr, p
+    from papa.checks import ConfigError, check_interpreter
+
+    check_interpreter(sys.executable)
+    with pytest.raises(ConfigError, match=r"is in a path with whitespace: Snakemake writes it unquoted into each "
+                       r"job's command"):  # fmt: skip
+        check_interpreter(str(spaced / ".venv" / "bin" / "python"))
 
 
 @pytest.mark.slow  # ~14 s of make and python starts: `make test`, not the fast tier (which it took over 2 minutes)
