@@ -12,6 +12,7 @@ persist a rename before the data it names.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import platform
@@ -101,10 +102,23 @@ def atomic_path(path: str | Path):
         _fsync(tmp)
         os.replace(tmp, path)
         _fsync(path.parent)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if _no_space(e):  # the writers' own messages (safetensors', Arrow's) name neither the file nor the disk
+            free = shutil.disk_usage(path.parent).free / 2**20
+            raise OSError(errno.ENOSPC, f"no space left writing {path}: the disk of {path.parent} has {free:.0f} MB "
+                          f"free; free space there (or set results: to a folder on a larger disk) and run again "
+                          f"({type(e).__name__}: {e})") from e  # fmt: skip
         raise
+
+
+def _no_space(e: BaseException) -> bool:
+    """Whether ``e`` is a write that found its disk full or its quota spent (an OSError's errno, or the text of
+    a library's own error: safetensors' "No space left on device (os error 28)")."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(e, Exception) and any(s in str(e) for s in ("No space left on device", "Disk quota exceeded"))
 
 
 @contextlib.contextmanager

@@ -154,6 +154,24 @@ def _durability_log(monkeypatch):
     return events
 
 
+def test_a_write_that_finds_its_disk_full_names_the_file_and_the_disk(tmp_path):
+    """A full disk inside an atomic write (safetensors' "I/O error: No space left on device (os error 28)", Arrow's
+    errno 28) named neither the file nor the disk; the error now says both and what to do, and no temporary is
+    left. Other errors pass through as they were."""
+    target = tmp_path / "sub" / "C.safetensors"
+    safetensors_says = "Error while serializing: I/O error: No space left on device (os error 28)"
+    for raised in (OSError(28, "No space left on device"), RuntimeError(safetensors_says)):
+        with pytest.raises(OSError, match=rf"no space left writing {re.escape(str(target))}: the disk of "
+                           rf"{re.escape(str(target.parent))} has \d+ MB free; free space there") as e:  # fmt: skip
+            with io.atomic_path(target):
+                raise raised
+        assert e.value.errno == 28 and e.value.__cause__ is raised
+        assert not list(target.parent.iterdir())
+    with pytest.raises(ValueError, match="^other$"):
+        with io.atomic_path(target):
+            raise ValueError("other")
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names descriptors through /proc")
 def test_atomic_path_flushes_the_data_before_the_rename_and_the_rename_after(tmp_path, monkeypatch):
     """A crash after the rename cannot leave the finished name over unflushed (empty) data."""
