@@ -25,6 +25,7 @@ copied with its ``.snakemake/`` (the copy shares the id).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -174,7 +175,14 @@ def claim_results(results: str | Path, records: str | Path = ".snakemake") -> No
     ours = records_id(records, create=True)
     marker = {"id": ours, "workdir": _workdir(records), "path": os.fspath(results)}
     fresh = not (Path(results) / MARKER).exists()
-    _create_exclusive(Path(results) / MARKER, marker)
+    try:
+        _create_exclusive(Path(results) / MARKER, marker)
+    except OSError as e:  # the first file a run writes there: a folder it cannot write is named, not a temporary
+        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+            raise
+        raise OSError(e.errno, f"the results folder {os.fspath(results)!r} cannot be written ({os.strerror(e.errno)}): "
+                      f"the workflow writes every result there; make it writable, or set results: to a folder "
+                      f"that is") from e  # fmt: skip
     if fresh:  # made anew after make clean forgot it: its files are this run's, with records
         with _lists_locked(records):
             _write_forgotten(records, [p for p in _forgotten(records) if p != spelling(os.fspath(results))])

@@ -449,3 +449,30 @@ def test_a_report_is_set_aside_and_prune_removes_only_files_inside_the_results(t
     (disk / "m" / "lambdas.parquet").write_text("x")
     assert records.remove_files([results / "lambda/m/lambdas.parquet"], under=results)
     assert (results / "lambda").is_symlink() and not (disk / "m").exists()
+
+
+def test_a_results_folder_that_cannot_be_written_is_named(wd, monkeypatch):
+    """A read-only results folder stopped the run with a traceback naming the marker's temporary file; the error
+    names the folder and what to do. Other errors pass through."""
+
+    create = records._create_exclusive
+
+    def refused(path, value):
+        if path.name != MARKER:  # the working directory's records id: writable
+            return create(path, value)
+        raise OSError(30, "Read-only file system", f"{path}.papa-x.tmp")
+
+    monkeypatch.setattr(records, "_create_exclusive", refused)
+    with pytest.raises(OSError, match=r"the results folder 'results' cannot be written \(Read-only file system\): "
+                       r"the workflow writes every result there; make it writable") as e:  # fmt: skip
+        claim_results("results")
+    assert e.value.errno == 30
+
+    def other(path, value):
+        if path.name != MARKER:
+            return create(path, value)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(records, "_create_exclusive", other)
+    with pytest.raises(OSError, match="^\\[Errno 5\\] Input/output error$"):
+        claim_results("results")
