@@ -662,6 +662,12 @@ def missing_pair_column(name: str, spec: dict) -> str | None:
             f"dataset another name to read single sentences")  # fmt: skip
 
 
+def _headers_differ(where: str, column: str, train_header: list[str], split: str, header: list[str]) -> str:
+    """The message for a split file without a column the train file has: its header, not a key, is to change."""
+    return (f"the {where} has no column {column!r}, which the train file has: the two files' headers differ "
+            f"(train: {train_header}; {split}: {header}); give the {split} file the train file's header")  # fmt: skip
+
+
 def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
     """Why a sequence task's CSV/TSV files with a header cannot give the columns the spec names (``text_column``,
     ``text_b_column``, ``label_column``, ``id_column``), from each file's header line alone (cheap enough for the
@@ -670,6 +676,8 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
     false`` and ``column_names`` are left to the job."""
     if spec.get("header") is False or spec.get("column_names"):
         return []
+    import pandas as pd
+
     keys = {"text_column": _key(spec, "text_column"), "text_b_column": _key(spec, "text_b_column"),
             "label_column": _key(spec, "label_column"), "id_column": spec.get("id_column")}  # fmt: skip
     headers: dict[str, list[str]] = {}
@@ -680,8 +688,6 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
             return []  # the format check names it
         if fmt not in ("csv", "tsv") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
             continue
-        import pandas as pd
-
         # the column names as the job's reader (datasets' csv builder, pandas) gives them: an empty name is
         # "Unnamed: 0", a repeated one "label.1"
         dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
@@ -695,9 +701,8 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
             if column is None or column in header:
                 continue
             if split != "train" and column in headers.get("train", ()):
-                problems.append(f"the {split} file {files[split]} has no column {column!r}, which the train file "
-                                f"has: the two files' headers differ (train: {headers['train']}; {split}: {header}); "
-                                f"give the {split} file the train file's header")  # fmt: skip
+                where = f"{split} file {files[split]}"
+                problems.append(_headers_differ(where, column, headers["train"], split, header))
             else:
                 problems.append(f"column {column!r} ({key}) is not in the header of the {split} file {files[split]} "
                                 f"({header}): set {key} to one of them")  # fmt: skip
@@ -804,9 +809,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             missing = [c for c in needed if c not in cols]
             if split != "train" and "train" in raw and missing and all(c in raw["train"] for c in missing):
                 # the train file has them: its header is right, this file's differs (no key to change)
-                raise TaskSpecError(f"the {where} has no column {missing[0]!r}, which the train file has: the two "
-                                    f"files' headers differ (train: {list(raw['train'])}; {split}: {cols}); give "
-                                    f"the {split} file the train file's header")  # fmt: skip
+                raise TaskSpecError(_headers_differ(where, missing[0], list(raw["train"]), split, cols))
             require_columns(needed, cols, where, keys)
             if not rec[text_col]:
                 raise TaskSpecError(f"the {where} is empty: it has no rows")
