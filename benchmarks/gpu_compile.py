@@ -138,7 +138,7 @@ def attempt(fn, res: dict, key: str, hub_id: str, save):
 
 def feature_pass(model, C, static, batch_size: int, device, reps: int, modes, res: dict, save, hub_id: str) -> None:
     """``feature_batch<B>_<mode>``: the feature pass of a fixed-matrix probe that re-encodes every epoch
-    (cache strategy ``reencode``; paper.yaml's MNLI-large probes, 117 of its 359 GPU-hours under tf32): the
+    (cache strategy ``reencode``; paper.yaml's MNLI-large probes, 238 of its 480 GPU-hours under tf32): the
     encoder with ``static`` heads constant, no gradients, every hidden state, at the cache's batch size.
     ``deviation``: the compiled hidden states' largest difference from the eager ones over their std."""
     big = gpu_cost.inputs(model, batch_size, gpu_cost.TRAIN_N, device, seed=2)

@@ -16,6 +16,8 @@ effective attention.
 from __future__ import annotations
 
 import copy
+import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -92,6 +94,9 @@ class Throughput:
 
     models: dict
     source: str = ""
+    #: the batch the ``forward_N<n>`` passes were timed at (the JSON's ``forward_batch``); None: unknown, and
+    #: `tokens_per_s` gives their rate at any batch
+    forward_batch: int | None = None
 
     @classmethod
     def load(cls, path) -> Throughput:
@@ -100,7 +105,7 @@ class Throughput:
         data = json.loads(Path(path).read_text())
         if data.get("tiny"):
             raise ValueError(f"{path} was measured on tiny shapes (gpu_cost.py --tiny): not a paper-scale throughput")
-        return cls(data["models"], f"{Path(path).name} ({data.get('device', '?')})")
+        return cls(data["models"], f"{Path(path).name} ({data.get('device', '?')})", data.get("forward_batch"))
 
     def _closest(self, model: str, prefix: str, n: int) -> tuple[int, float] | None:
         """(length, padded tokens/s) of ``model``'s timing ``<prefix><length>`` at the measured length closest
@@ -112,11 +117,32 @@ class Throughput:
         m = min(runs, key=lambda m: (abs(m - n), m))
         return m, runs[m]
 
-    def tokens_per_s(self, model: str, n: int) -> float | None:
+    def tokens_per_s(self, model: str, n: int, batch: int | None = None) -> float | None:
         """Padded tokens/s of ``model``'s feature pass at the measured length closest to ``n`` (None: not
-        measured)."""
+        measured), at ``forward_batch`` examples a pass, or at ``batch`` (a probe's training batch, which a
+        re-encoding probe runs the encoder at): a pass of fewer tokens keeps a GPU less busy. The rate then
+        follows the one smaller pass timed (``forward_batch<b>_N<m>``, gpu_cost.py's training batch: 16 x 128
+        tokens), as a share of the full batch's rate at its length: that share at or below its tokens a pass,
+        none at or above ``forward_batch`` x ``n``, interpolated in the log of the tokens a pass between."""
         run = self._closest(model, "forward_N", n)
-        return run[1] if run else None
+        if not run:
+            return None
+        rate = run[1]
+        small = [(int(b), int(m), v["tokens_per_s"]) for k, v in self.models.get(model, {}).items()
+                 if (b_m := re.fullmatch(r"forward_batch(\d+)_N(\d+)", k)) for b, m in [b_m.groups()]]  # fmt: skip
+        if batch is None or not self.forward_batch or not small:
+            return rate
+        b, m, small_rate = min(small)
+        full = self._closest(model, "forward_N", m)
+        if not full or full[0] != m:
+            return rate  # no full-batch pass at the small pass's length to compare it with
+        share = min(1.0, small_rate / full[1])
+        tokens, low, high = batch * n, b * m, self.forward_batch * n
+        if tokens >= high or low >= high:
+            return rate
+        if tokens <= low:
+            return rate * share
+        return rate * (share + (1 - share) * math.log(tokens / low) / math.log(high / low))
 
     def average_cost(self, model: str, n: int, kind: str) -> float | None:
         """One example of averaging (``kind`` ``"average"`` or ``"effective"``, `papa.average_attention`) in
@@ -151,7 +177,8 @@ class Throughput:
                     continue  # not measured (or failed) in this mode: the eager cost stands
                 models[model]["grad_pass_cost"][kind] = cost * fast["s"] / eager["s"]
                 models[model].setdefault("compile_speedup", {})[kind] = eager["s"] / fast["s"]
-        return Throughput(models, f"{self.source}, compile {mode}: {Path(path).name} ({data.get('device', '?')})")
+        source = f"{self.source}, compile {mode}: {Path(path).name} ({data.get('device', '?')})"
+        return Throughput(models, source, self.forward_batch)
 
     def speedup(self, model: str, kind: str) -> float:
         """The `compiled` speed-up of ``model``'s ``kind`` gradient steps (1.0: eager, or not measured)."""
@@ -291,10 +318,10 @@ def estimate(
     reencoded_seeds = 1 if config["sweep"]["batch_order"] == "shared" else seeds  # encoder passes per epoch
     rows = []
 
-    def pass_hours(hub_id: str, N: int) -> tuple[float, bool]:
-        """Hours of one example-pass (N padded tokens) at the model's measured rate, or the scaled assumption;
-        and whether it was measured."""
-        tps = measured.tokens_per_s(hub_id, N) if measured else None
+    def pass_hours(hub_id: str, N: int, batch: int | None = None) -> tuple[float, bool]:
+        """Hours of one example-pass (N padded tokens) at the model's measured rate (at ``batch`` examples a pass:
+        `Throughput.tokens_per_s`), or the scaled assumption; and whether it was measured."""
+        tps = measured.tokens_per_s(hub_id, N, batch) if measured else None
         return (N / tps / 3600 if tps else gpu_hours(1, N, MODELS[hub_id][2], tokens_per_s)), bool(tps)
 
     def row(stage, model, task, constants, N, epochs, passes, hours, throughput, rule, rule_task=None, **extra):
@@ -353,13 +380,21 @@ def estimate(
             grad_cost = measured.grad_pass_cost(hub_id, grad_kind) if is_measured else None
             factor = (grad_cost or GRAD_PASS_COST) if grad else 1.0
             speedup = measured.speedup(hub_id, grad_kind) if grad and grad_cost else 1.0  # grad_cost: measured
+            hours, hours_authors = factor * per_pass * ours, factor * per_pass * authors
+            if not grad:  # a frozen probe's encoder passes over its training text at the probe's batch, not the
+                # cache's, where it re-encodes (the authors always): fewer tokens a pass, a lower rate
+                per_small = pass_hours(hub_id, N, int(hp["batch_size"]))[0]
+                per_train_epoch = train * per_small + validation * per_pass
+                hours_authors = seeds * epochs * per_train_epoch
+                if strategy == "reencode":
+                    hours = reencoded_seeds * epochs * per_train_epoch
             rows.append(
-                row(stage, m, t, job[2], N, epochs, ours, factor * per_pass * ours,
+                row(stage, m, t, job[2], N, epochs, ours, hours,
                     "measured" if is_measured else "assumed", rule, t,
                     selection=job[3] if stage == "probe" else None,
                     fraction_dynamic=job[4] if stage == "probe" else None,
                     seeds=seeds if stage == "probe" else 1, jobs=jobs, cache_mb=nbytes / MB, strategy=strategy,
-                    passes_authors=authors, compile_speedup=speedup, gpu_h_authors=factor * per_pass * authors)
+                    passes_authors=authors, compile_speedup=speedup, gpu_h_authors=hours_authors)
             )  # fmt: skip
 
     for m, d, N, kind in average_jobs:

@@ -385,6 +385,53 @@ def test_cost_estimate_takes_each_models_measured_throughput():
     assert all(reference.tokens_per_s(m, 128) and reference.grad_pass_cost(m, "trained") for m in reference.models)
 
 
+def test_cost_of_a_probe_that_re_encodes_runs_at_the_probes_batch():
+    """A probe that re-encodes (and the authors' procedure, always) runs the encoder over its training text at
+    the probe's batch, not the cache's: fewer tokens a pass, at the rate gpu_cost.py timed for its small batch
+    (16 x 128 tokens) as a share of the full batch's, interpolated in log tokens up to the full batch (review
+    AE: at batch 64's rate MNLI-large's re-encoding was understated, under tf32 by half)."""
+    import math
+
+    import yaml
+
+    from papa.cost import Throughput, estimate
+
+    models = {"bert-large-uncased": {"forward_N128": {"tokens_per_s": 8e4}, "forward_N256": {"tokens_per_s": 1e5},
+                                     "forward_batch16_N128": {"tokens_per_s": 4e4}}}  # fmt: skip
+    t = Throughput(models, forward_batch=64)
+    assert t.tokens_per_s("bert-large-uncased", 256) == 1e5  # the full batch's rate
+    assert t.tokens_per_s("bert-large-uncased", 256, 64) == 1e5
+    assert t.tokens_per_s("bert-large-uncased", 256, 8) == pytest.approx(0.5e5)  # 2,048 tokens: half, as measured
+    assert t.tokens_per_s("bert-large-uncased", 64, 8) == pytest.approx(0.5 * 8e4)  # fewer still: the smallest timed
+    w = math.log(32 * 256 / 2048) / math.log(64 * 256 / 2048)  # 8,192 tokens, between 2,048 and 16,384
+    assert t.tokens_per_s("bert-large-uncased", 256, 32) == pytest.approx(1e5 * (0.5 + 0.5 * w))
+    # without the batch the full passes were timed at, or without a small pass, the full batch's rate
+    assert Throughput(models).tokens_per_s("bert-large-uncased", 256, 8) == 1e5
+    del models["bert-large-uncased"]["forward_batch16_N128"]
+    assert Throughput(models, forward_batch=64).tokens_per_s("bert-large-uncased", 256, 8) == 1e5
+    models["bert-large-uncased"]["forward_batch16_N128"] = {"tokens_per_s": 4e4}
+    # the kept H100 files carry the batch; compiled keeps it
+    h100 = Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100.json")
+    assert h100.forward_batch == 64
+    compiled = h100.compiled(ROOT / "benchmarks/reference/gpu_compile-h100-tf32.json", "reduce-overhead")
+    assert compiled.forward_batch == 64
+    assert h100.tokens_per_s("bert-large-uncased", 256, 8) < h100.tokens_per_s("bert-large-uncased", 256)
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())  # MNLI: batch 8, N 256, 4 epochs, 3 seeds
+    probes = [("bert-large", "mnli", "average", "lambda", 0.5)]
+    for budget, strategy in ((1, "reencode"), (None, "disk")):
+        row = estimate(paper, probes, [], 2e5, budget, t).iloc[0]
+        assert row.strategy == strategy
+        train, validation = 392_702, 9_832
+        # the training text at the probe's batch (half the rate), validation at the cache's (full), every epoch
+        epoch = (train * 256 / 0.5e5 + validation * 256 / 1e5) / 3600
+        assert row.gpu_h_authors == pytest.approx(3 * 4 * epoch)
+        assert row.gpu_h_ours == pytest.approx(3 * 4 * epoch if strategy == "reencode" else
+                                               (train + validation) * 256 / 1e5 / 3600)  # fmt: skip
+    paper["sweep"]["batch_order"] = "shared"  # one encoder pass an epoch for all seeds
+    assert estimate(paper, probes, [], 2e5, 1, t).iloc[0].gpu_h_ours == pytest.approx(4 * epoch)
+
+
 @pytest.mark.slow
 def test_the_real_tokens_figure_measures_both_ways_and_compares_them(monkeypatch, minilm):
     """benchmarks/run.py's ``real_tokens`` figure (a small size): both variants timed, the gathered one on the
