@@ -15,6 +15,16 @@ code does not pay for importing torch.
 """
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what an editor or type checker sees (`_EXPORTS` is what runs; a test holds the two equal)
+    from .constants import ConstantAttention, average_attention, data_free, effective_attention
+    from .data import load_task
+    from .encoding import Encoded, encode
+    from .models import UnsupportedModelError, load_encoder, model_shape
+    from .patching import PatchHandle, SequenceLengthMismatch, patch
+    from .probe import TrainConfig, learn_lambdas, run_probe
+    from .selection import head_order, select_static
 
 _EXPORTS = {
     "ConstantAttention": "constants",
@@ -44,7 +54,27 @@ _SUBMODULES = frozenset({
     "patterns", "pin", "pipeline", "plots", "probe", "records", "rehearsal", "selection", "spec", "tables", "unpad",
 })  # fmt: skip
 
-__all__ = sorted(_EXPORTS)
+# written out, not computed from _EXPORTS: type checkers read it statically
+__all__ = [
+    "ConstantAttention",
+    "Encoded",
+    "PatchHandle",
+    "SequenceLengthMismatch",
+    "TrainConfig",
+    "UnsupportedModelError",
+    "average_attention",
+    "data_free",
+    "effective_attention",
+    "encode",
+    "head_order",
+    "learn_lambdas",
+    "load_encoder",
+    "load_task",
+    "model_shape",
+    "patch",
+    "run_probe",
+    "select_static",
+]
 
 
 def __getattr__(name):

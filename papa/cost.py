@@ -71,10 +71,11 @@ MODELS = {
 #: training batch of 16 the GPU is less busy) feature passes (benchmarks/reference/gpu_cost-h100.json).
 GRAD_PASS_COST = 2.0
 #: Averaging (rule average_attention) runs the encoder with every layer's attention probabilities computed as
-#: transformers' eager attention computes them and summed (`papa.record_attention`). On an H100 a BERT-base-shaped
-#: encoder at N = 128, batch 64 (benchmarks/reference/gpu_check-h100-effective.json) took 39.0 ms for the eager
-#: pass returning its attentions, against 36.3 ms for the sdpa pass, and averaging 1.07x the eager pass: 1.15
-#: feature passes. The assumption for a model `Throughput` has not timed averaging for (``average_N<n>``).
+#: transformers' eager attention computes them and summed (`papa.patching.record_attention`). On an H100 a
+#: BERT-base-shaped encoder at N = 128, batch 64 (benchmarks/reference/gpu_check-h100-effective.json) took 39.0
+#: ms for the eager pass returning its attentions, against 36.3 ms for the sdpa pass, and averaging 1.07x the
+#: eager pass: 1.15 feature passes. The assumption for a model `Throughput` has not timed averaging for
+#: (``average_N<n>``).
 AVERAGE_PASS_COST = 1.15
 #: Effective attention (``kind: effective``) adds a projection per head and example (`papa.effective_attention`,
 #: Cholesky QR of the values, then ``A Q Q^T``): in the same file a BERT-base-shaped encoder averaged effective
@@ -195,8 +196,9 @@ class Jobs(NamedTuple):
 
 
 def workflow_jobs(configfile, root=".") -> Jobs:
-    """The probe, lambda, averaging and MLM jobs the workflow in ``root`` would run for ``configfile``, read
-    from Snakemake's own plan (``snakemake --summary``, nothing is run or locked)."""
+    """The probe, lambda, averaging and MLM jobs the workflow in ``root`` would run for ``configfile`` (a path
+    relative to the current folder, as everywhere else, not to ``root``), read from Snakemake's own plan
+    (``snakemake --summary``, nothing is run or locked)."""
     snakemake = Path(sys.executable).with_name("snakemake")
     with tempfile.TemporaryDirectory(prefix="papa-cost-") as results:
         p = subprocess.run(
@@ -205,7 +207,7 @@ def workflow_jobs(configfile, root=".") -> Jobs:
                 "--summary",
                 "--nolock",
                 "--configfile",
-                str(configfile),
+                str(Path(configfile).resolve()),  # Snakemake runs in root
                 "--config",
                 f"results={results}",
             ],

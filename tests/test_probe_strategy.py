@@ -708,14 +708,15 @@ def test_schema_knows_the_cache_strategy_and_the_authors_options():
 
 
 @pytest.mark.slow  # a Snakemake dry run of the whole paper grid (~18 s): `make test`, not the fast tier
-def test_cost_estimate_of_the_paper_grid():
+def test_cost_estimate_of_the_paper_grid(monkeypatch):
     import yaml
 
     from papa.cost import estimate, workflow_jobs
 
     root = Path(__file__).resolve().parents[1]
     paper = yaml.safe_load((root / "config/paper.yaml").read_text())
-    probes, lambdas, averages, mlm = workflow_jobs(root / "config/paper.yaml", root)
+    monkeypatch.chdir(root / "config")  # a config path relative to the caller's folder, not to root (review AG)
+    probes, lambdas, averages, mlm = workflow_jobs("paper.yaml", root)
     assert ("bert-base", "cola", "average", "lambda", 0.5) in probes and ("bert-base", "cola", "average") in lambdas
     # averaging: each model's corpora and kinds at each N (MNLI also at 64 and 128: Table 2's cross-corpus matrices)
     assert {("deberta-large", "mnli", 256, "effective"), ("bert-base", "mnli", 64, "average")} <= set(averages)

@@ -125,6 +125,9 @@ def test_old_names_are_aliases_of_the_vocabulary():
     from papa import plots
 
     assert plots.SELECTION_ORDER is spec.HEAD_ORDERS
+    from papa import constants
+
+    assert constants.KINDS is spec.CONSTANT_KINDS
 
 
 def test_renamed_arguments_map_an_old_keyword_to_its_new_name():
