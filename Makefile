@@ -92,8 +92,8 @@ report: install
 	@d=$(REPORT_DIR); [ -e "$$d/.papa-records.json" ] || { \
 	  echo "make report: $$d holds no run's results yet: make run CONFIG=$(CONFIG) first" >&2; exit 1; }; \
 	$(BIN)/snakemake -n -q --configfile $(CONFIG) 2>&1 | grep -q "Nothing to be done" || { echo "make report: the \
-	results in $$d are not all those of $(CONFIG) as it is now (snakemake -n --configfile $(CONFIG) lists the jobs \
-	to run): make run CONFIG=$(CONFIG) first, or report them as they are with snakemake --report" >&2; exit 1; }
+	results in $$d are not all those of $(CONFIG) and this papa code as they are now (snakemake -n --configfile \
+	$(CONFIG) lists the jobs to run, and why): make run CONFIG=$(CONFIG) first, or report them as they are with snakemake --report" >&2; exit 1; }
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(REPORT_DIR)/report.html
 
 test: lint

@@ -22,14 +22,6 @@ include: "workflow/rules/report.smk"
 report: "workflow/report/workflow.rst"
 
 
-if workflow.is_main_process and (stale := stale_grid_files()):
-    logger.warning(f"{R} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
-                   f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
-                   f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
-                   f"(\"{R}/probe\")) takes them in; make prune CONFIG=\"{' '.join(map(str, workflow.configfiles))}\" "
-                   f"removes them")  # fmt: skip
-
-
 onstart:
     # a run that runs jobs holds the results folder (another run of it is refused: papa.records.hold_results) and
     # ties it to this working directory's records (papa.records.claim_results)
@@ -47,6 +39,7 @@ onstart:
 
 
 onerror:
+    warn_if_code_changed()
     # a job that had to run again deleted its old outputs as it started: those of the jobs this run did not finish
     # are asked for again by the next start (papa.records.lost_outputs, rule all), or the results made from them stand.
     # (An output not there as the run started, a first run's, is made by the next start as any missing output is.)
@@ -54,6 +47,7 @@ onerror:
 
 
 onsuccess:
+    warn_if_code_changed()
     # of the lost outputs listed, those on disk again and those under R this config no longer makes are forgotten;
     # another results folder's (another config's failed run) stay for its next run
     records.forget_found(results=R, makes=of_this_config)
@@ -80,4 +74,6 @@ rule all:
         rules.mlm_table.output if mlm_files() else [],
         # outputs a failed or killed rerun lost while the results made from them stand (papa.records.lost_outputs)
         lost_targets() if workflow.is_main_process else [],
+        # no input: what a start says once Snakemake has its settings (stale files, files of other papa code)
+        start_notices,
     default_target: True

@@ -28,6 +28,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import tempfile
 import uuid
 from pathlib import Path
@@ -506,6 +507,32 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
     prefix = spelling(os.fspath(results)).rstrip("/") + "/"
     found = set(_listed_lost(records)) | {key for _, key in _record_files(records, "incomplete")}
     return sorted(f for f in found if f.startswith(prefix) and not os.path.exists(f))
+
+
+#: A code fingerprint (`papa.fingerprint.code_fingerprint`: 16 hex digits) among a Snakemake record's params (their
+#: reprs, as the record keeps them).
+_FINGERPRINT_PARAM = re.compile(r"'([0-9a-f]{16})'")
+
+
+def written_by_other_code(results: str | Path, current, records: str | Path = ".snakemake") -> dict[str, int]:
+    """Per rule, how many outputs under ``results`` on disk were written by papa code that has changed since: their
+    Snakemake record holds a code fingerprint (the rule's ``code`` param) and none of ``current``, the fingerprints
+    the workflow computes now. Snakemake reruns their jobs ("Params have changed since last execution", naming two
+    hashes and not why) and every job after them, whether or not the change moves a number: an upgrade of papa
+    (``git pull``) is told apart from an edited setting. Records that cannot be read are left out."""
+    prefix = spelling(os.fspath(results)).rstrip("/") + "/"
+    current, counts = set(current), {}
+    for file, key in _record_files(records, "metadata"):
+        if not key.startswith(prefix) or not os.path.exists(key):
+            continue
+        try:
+            record = json.loads(file.read_text())
+            codes = {m.group(1) for p in record.get("params") or () if (m := _FINGERPRINT_PARAM.fullmatch(str(p)))}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if codes and not codes & current:
+            counts[record.get("rule", "?")] = counts.get(record.get("rule", "?"), 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -> list[str]:

@@ -574,10 +574,12 @@ def test_a_slow_validation_pass_logs_progress_and_is_not_counted_in_the_training
     probe = torch.nn.Linear(4, 2)
     cfg = TrainConfig(batch_size=16, epochs=1, eval_batch_size=8)
     with caplog.at_level(logging.INFO, logger="papa"):
-        train_probes([probe], Features(16, 0.0), Features(64, 0.15), cfg, ["accuracy"], log_every=0.3)
+        train_probes([probe], Features(16, 0.0), Features(64, 0.25), cfg, ["accuracy"], log_every=0.3)
     said = [r.getMessage() for r in caplog.records]
     progress = [s for s in said if s.startswith("validation: ")]
     assert progress and all(re.search(r"\d+/64 examples \([\d.]+ examples/s, ETA \d+ s\)", s) for s in progress), said
     epoch = next(s for s in said if "epoch 1/1: train loss" in s)
     rate = float(re.search(r"\(([\d.]+) examples/s", epoch).group(1))
-    assert rate > 100, epoch  # 16 examples in milliseconds of training, not 16 in the ~1.2 s of validation
+    # 16 examples in milliseconds of training, not in the 2 s of validation (8 batches x 0.25 s: 8 examples/s at
+    # most); the bound leaves a loaded machine's training half a second (it was 160 ms: review AF saw it fail)
+    assert rate > 4 * 16 / (8 * 0.25), epoch

@@ -476,3 +476,35 @@ def test_a_results_folder_that_cannot_be_written_is_named(wd, monkeypatch):
     monkeypatch.setattr(records, "_create_exclusive", other)
     with pytest.raises(OSError, match="^\\[Errno 5\\] Input/output error$"):
         claim_results("results")
+
+
+def test_outputs_written_by_other_papa_code_are_counted_per_rule(wd):
+    """Snakemake reruns a job whose ``code`` param (the fingerprint of the papa code it reaches) changed, naming two
+    hashes only; `written_by_other_code` counts, per rule, the outputs under a results folder on disk whose record
+    holds a fingerprint the workflow no longer computes (an upgrade of papa), so the start can say so (review AD)."""
+    import base64
+
+    from papa.records import written_by_other_code
+
+    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    (Path(".snakemake") / "metadata").mkdir(parents=True)
+    old, new, other_rule = "0123456789abcdef", "fedcba9876543210", "00000000ffffffff"
+
+    def record(path, rule, params, exists=True):
+        (Path(".snakemake") / "metadata" / b64(path)).write_text(json.dumps({"rule": rule, "params": params}))
+        if exists:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text("x")
+
+    record("results/probe/a.parquet", "probe", [f"'{old}'", "'minilm'", "{'lr': 0.001}"])
+    record("results/probe/b.parquet", "probe", [f"'{old}'", "'minilm'"])
+    record("results/probe/c.parquet", "probe", [f"'{new}'", "'minilm'"])  # written by the code of now
+    record("results/tokens/t.parquet", "tokenize", [f"'{old}'"])
+    record("results/lambda/gone.parquet", "learn_lambda", [f"'{old}'"], exists=False)  # not on disk: Snakemake's
+    record("results/data/d.parquet", "prepare_data", ["'package'", "'0123456789abcdeg'"])  # no fingerprint: left out
+    record("results-other/probe/x.parquet", "probe", [f"'{old}'"])  # another folder's
+    (Path(".snakemake") / "metadata" / b64("results/probe/broken.parquet")).write_text("{not json")
+    Path("results/probe/broken.parquet").write_text("x")
+    assert written_by_other_code("results", {new, other_rule}) == {"probe": 2, "tokenize": 1}
+    assert written_by_other_code("./results/", [new, old]) == {}  # every record's code is computed now
+    assert written_by_other_code("results", {new}, records="nowhere") == {}

@@ -338,6 +338,41 @@ def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
     assert "Nothing to be done" in same.stdout, same.stdout[-3000:]
 
 
+def test_files_written_by_other_papa_code_are_named_as_such(smoke_once, tmp_path):
+    """An upgrade of papa reruns the jobs whose reached code changed, and Snakemake says only "Params have changed"
+    with two hashes: every start now says how many files under the results folder other papa code wrote, by rule,
+    and that `--rerun-triggers mtime` keeps them (review AD: an upgrade looked like an edited config). A change of
+    papa's code while a run runs is said as it ends (`code_changed_under_run`)."""
+    import base64
+
+    done = smoke_once[0]
+    repo = tmp_path / "repo"
+    shutil.copytree(done, repo, symlinks=True)  # file times and Snakemake's metadata kept: up to date
+    out = smk(repo, "-n", "--configfile", SMOKE)
+    assert "Nothing to be done" in out.stdout and "written by papa code" not in out.stdout + out.stderr
+    changed, jobs = 0, set()  # the probe jobs' records (a file each of their outputs) as an earlier papa left them
+    for f in (repo / ".snakemake/metadata").iterdir():
+        record = json.loads(f.read_text())
+        path = base64.urlsafe_b64decode(f.name + "=" * (-len(f.name) % 4)).decode()
+        if record["rule"] == "probe" and path.startswith("results-smoke/"):
+            record["params"] = [re.sub(r"^'[0-9a-f]{16}'$", "'0123456789abcdef'", p) for p in record["params"]]
+            f.write_text(json.dumps(record))
+            changed, jobs = changed + 1, jobs | {record["job_hash"]}
+    assert changed > len(jobs) > 1  # a probe job writes a file per seed
+    out = smk(repo, "-n", "--configfile", SMOKE)
+    said = out.stdout + out.stderr
+    assert f"{changed} file(s) under results-smoke were written by papa code that has changed since" in said, said
+    assert f"by rule: probe {changed})" in said and job_counts(out.stdout)["probe"] == len(jobs), said[-3000:]
+    out = smk(repo, "-n", "--configfile", SMOKE, "--rerun-triggers", "mtime")  # kept as they are: nothing said
+    assert "Nothing to be done" in out.stdout and "written by papa code" not in out.stdout + out.stderr
+    with parsed_workflow(repo / SMOKE) as wf:
+        fingerprints, changed_under_run = wf.globals["CODE_FINGERPRINTS"], wf.globals["code_changed_under_run"]
+        assert fingerprints and changed_under_run() == []
+        key = next(k for k in fingerprints if k[0] == "probe.py")
+        fingerprints[key] = "0123456789abcdef"  # as if papa's probe code changed since the Snakefile was read
+        assert changed_under_run() == ["probe.py"]
+
+
 def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):
     """``analyses.tasks: []`` means no task (it used to mean every task, as null does): on the finished smoke run,
     only the tables and figures redo, and the summary is the clean run's sweep rows exactly. A config whose

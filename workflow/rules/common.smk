@@ -16,6 +16,7 @@ from papa.io import file_digest, interrupt_on_stop_signals, model_folder_files
 from papa.models import model_release
 from papa.spec import ConstantsSpec, is_original, needs_lambdas
 from snakemake.logging import logger
+from snakemake.settings.enums import RerunTrigger
 
 # Snakemake itself in a Slurm job (sbatch, salloc), read now: the Slurm executor plugin deletes SLURM_* from the
 # environment before `onstart` (papa.io.interrupt_on_stop_signals)
@@ -66,7 +67,24 @@ def code(script, skip=()):
     definitions the rule's jobs never run (a script two rules share)."""
     from papa.fingerprint import code_fingerprint
 
-    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}", skip=skip)
+    CODE_FINGERPRINTS[script, tuple(skip)] = fingerprint = code_fingerprint(
+        f"{workflow.basedir}/workflow/scripts/{script}", skip=skip
+    )
+    return fingerprint
+
+
+CODE_FINGERPRINTS = {}  # (script, skip) -> the fingerprint `code` gave: compared again as the run ends (the Snakefile)
+
+
+def code_changed_under_run():
+    """The workflow scripts whose papa code changed since this Snakemake read the Snakefile (a git pull, checkout or
+    edit in this checkout while it ran): jobs started since imported the new code, while their params, and the
+    `code` their files record, are the old code's."""
+    from papa.fingerprint import code_fingerprint
+
+    base = f"{workflow.basedir}/workflow/scripts"
+    return sorted({script for (script, skip), fingerprint in CODE_FINGERPRINTS.items()
+                   if code_fingerprint(f"{base}/{script}", skip=skip) != fingerprint})  # fmt: skip
 
 
 def data_code(dataset):
@@ -405,10 +423,47 @@ def stale_grid_files():
     return sorted(str(p) for p in found if os.path.normpath(p) not in made)
 
 
+def start_notices(wildcards):
+    """Rule all's input function, no input: what a start says once Snakemake has its settings (unknown while the
+    Snakefile is read). Files of runs this config does not make (not when the target is `make prune`'s rule, which
+    removes them); files that Snakemake reruns because the papa code they reach changed since they were written (an
+    upgrade), since Snakemake names only two hashes ("Params have changed since last execution")."""
+    if not workflow.is_main_process:
+        return []
+    if stale := stale_grid_files():
+        logger.warning(f"{R} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
+                       f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
+                       f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
+                       f"(\"{R}/probe\")) takes them in; make prune CONFIG=\"{' '.join(map(str, workflow.configfiles))}\" "
+                       f"removes them")  # fmt: skip
+    if RerunTrigger.PARAMS in workflow.rerun_triggers:
+        for d in config["datasets"]:
+            data_code(d)  # prepare_data's fingerprints (computed per job otherwise)
+        if upgraded := records.written_by_other_code(R, CODE_FINGERPRINTS.values()):
+            logger.warning(f"{sum(upgraded.values())} file(s) under {R} were written by papa code that has changed "
+                           f"since (a git pull or an edit of papa/; by rule: "
+                           f"{', '.join(f'{rule} {n}' for rule, n in upgraded.items())}): their jobs rerun, and every "
+                           f"job after them, though the change may leave every number as it was "
+                           f"(papa.io.read_provenance names the commit that wrote a file; git log says what changed "
+                           f"since). --rerun-triggers mtime keeps them, and any other changed setting from rerunning "
+                           f"them while it is given (README: Upgrading papa)")  # fmt: skip
+    return []
+
+
+def warn_if_code_changed():
+    """papa's code changed while this run ran (a git pull or checkout in this checkout): said as the run ends."""
+    if changed := code_changed_under_run():
+        logger.warning(f"papa's code changed while this run ran (a git pull, checkout or edit in this checkout; the "
+                       f"code {', '.join(changed)} reach): the jobs started since ran the new code, while their files "
+                       f"record the old code's fingerprint. Run again: it reruns them. Keep a running run's checkout "
+                       f"as it is (pull into another clone)")  # fmt: skip
+
+
 def prune_stale(log):
     """Rule prune: remove `stale_grid_files` (and the folders they leave empty), listed in ``log``."""
     n = len(records.remove_files(stale_grid_files(), under=R, log=log))
-    logger.info(f"make prune: removed {n} file(s) of runs this config does not make (listed in {log})")
+    # a warning, not info: Snakemake prints a run block's info lines neither on the console nor in its own log
+    logger.warning(f"make prune: removed {n} file(s) of runs this config does not make (listed in {log})")
 
 
 def of_this_config(path):
