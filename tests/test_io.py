@@ -352,10 +352,15 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
     import logging
     import sys
 
+    import torch
+
     from papa import pipeline
 
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, sys.excepthook)
+    # setup seeds everything (papa.io.seed_everything): deterministic algorithms on and their variables set, for
+    # every later test of this worker unless given back (review AF)
+    environ, deterministic = dict(os.environ), torch.are_deterministic_algorithms_enabled()
     try:
         for slurm, want_stderr in ((None, True), ("1234", False)):
             if slurm:
@@ -373,6 +378,9 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
             h.close()
         root.handlers[:], sys.excepthook = saved[0], saved[2]
         root.setLevel(saved[1])
+        os.environ.clear()
+        os.environ.update(environ)
+        torch.use_deterministic_algorithms(deterministic)
 
 
 def test_a_workflow_job_shows_no_progress_bars_and_imports_no_transformers_for_it(tmp_path):

@@ -462,8 +462,8 @@ def warn_if_code_changed():
 def prune_stale(log):
     """Rule prune: remove `stale_grid_files` (and the folders they leave empty), listed in ``log``."""
     n = len(records.remove_files(stale_grid_files(), under=R, log=log))
-    # a warning, not info: Snakemake prints a run block's info lines neither on the console nor in its own log
-    logger.warning(f"make prune: removed {n} file(s) of runs this config does not make (listed in {log})")
+    # on stderr: Snakemake's logger prints a run block's lines neither on the console nor in its own log
+    print(f"make prune: removed {n} file(s) of runs this config does not make (listed in {log})", file=sys.stderr)
 
 
 def of_this_config(path):
