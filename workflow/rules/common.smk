@@ -423,13 +423,18 @@ def stale_grid_files():
     return sorted(str(p) for p in found if os.path.normpath(p) not in made)
 
 
+NOTICES_SAID = []  # start_notices has spoken
+
+
 def start_notices(wildcards):
     """Rule all's input function, no input: what a start says once Snakemake has its settings (unknown while the
     Snakefile is read). Files of runs this config does not make (not when the target is `make prune`'s rule, which
     removes them); files that Snakemake reruns because the papa code they reach changed since they were written (an
-    upgrade), since Snakemake names only two hashes ("Params have changed since last execution")."""
-    if not workflow.is_main_process:
+    upgrade), since Snakemake names only two hashes ("Params have changed since last execution"). Said once, however
+    often Snakemake evaluates the input."""
+    if not workflow.is_main_process or NOTICES_SAID:
         return []
+    NOTICES_SAID.append(True)
     if stale := stale_grid_files():
         logger.warning(f"{R} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
                        f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
