@@ -29,9 +29,10 @@ attention span in every layer, so dynamo cuts it into 19 graphs (tiny, two layer
 traces those calls instead (DeBERTa: 2 graphs, as BERT) and writes ``gpu_compile-<precision>-scalars.json``:
 whether that makes DeBERTa's compiled steps pay needs a GPU.
 
-It also times the feature pass of a fixed-matrix probe that re-encodes every epoch (``feature_batch64_<mode>``:
-no gradients, at the cache's batch of 64; a third of paper.yaml's GPU-hours under tf32), which config ``compile``
-does not reach (rule ``probe`` has no such param): whether it would pay.
+It also times the feature pass of a fixed-matrix probe that re-encodes every epoch (``feature_batch8_<mode>``:
+no gradients, at the probe's batch and length, paper.yaml's MNLI probes' 8 x 256 tokens; half of paper.yaml's
+GPU-hours under tf32), which config ``compile`` does not reach (rule ``probe`` has no such param): whether it would
+pay.
 
 ``--loop`` runs the library's own training instead (config ``compile``, `papa.models.compiled`):
 `papa.probe.learn_lambdas` and a trained-constant `papa.probe.run_probe` for one epoch on random tokens
@@ -63,6 +64,8 @@ from papa.selection import head_order, select_static  # noqa: E402
 MODES = ("eager", "default", "reduce-overhead")
 #: the base encoders are the launch-bound ones; DeBERTa-large runs the grid's longest gradient jobs
 DEFAULT_MODELS = ("bert-base-uncased", "microsoft/deberta-base", "microsoft/deberta-large")
+#: The re-encoding feature pass's batch and length: paper.yaml's MNLI probes (the grid's re-encoding ones).
+REENCODE_BATCH, REENCODE_N = 8, 256
 WARMUP = 3  # calls before timing: compilation on the first, CUDA-graph recording on the next ones
 
 
@@ -118,7 +121,7 @@ def one_model(
                 print(f"{hub_id} {key}: {r['s'] * 1e3:.1f} ms ({r['over_forward']:.1f} forward passes), "
                       f"warm-up {r['warmup_s']:.0f} s", flush=True)  # fmt: skip
     if feature_batch:
-        feature_pass(model, C, half, feature_batch, device, reps, modes, res, save, hub_id)
+        feature_pass(model, half, feature_batch, device, reps, modes, res, save, hub_id)
     return res
 
 
@@ -136,12 +139,14 @@ def attempt(fn, res: dict, key: str, hub_id: str, save):
         torch._dynamo.reset()
 
 
-def feature_pass(model, C, static, batch_size: int, device, reps: int, modes, res: dict, save, hub_id: str) -> None:
+def feature_pass(model, static, batch_size: int, device, reps: int, modes, res: dict, save, hub_id: str) -> None:
     """``feature_batch<B>_<mode>``: the feature pass of a fixed-matrix probe that re-encodes every epoch
     (cache strategy ``reencode``; paper.yaml's MNLI-large probes, 238 of its 480 GPU-hours under tf32): the
-    encoder with ``static`` heads constant, no gradients, every hidden state, at the cache's batch size.
+    encoder with ``static`` heads constant, no gradients, every hidden state, at the probe's batch (``batch_size``)
+    and MNLI's length (`REENCODE_N`; the re-encoding probes' batches: their cache's 64 encodes only validation).
     ``deviation``: the compiled hidden states' largest difference from the eager ones over their std."""
-    big = gpu_cost.inputs(model, batch_size, gpu_cost.TRAIN_N, device, seed=2)
+    big = gpu_cost.inputs(model, batch_size, REENCODE_N, device, seed=2)
+    C = papa.average_attention(model, [gpu_cost.inputs(model, 8, REENCODE_N, device)], log_every=1e9)  # at its N
     reference = None
     for mode in modes:
         runner = model if mode == "eager" else torch.compile(model, mode=mode)
@@ -235,7 +240,7 @@ def main(argv=None) -> dict:
     ap.add_argument(
         "--feature-batch",
         type=int,
-        help=f"batch of the re-encoding feature pass (default {gpu_cost.FORWARD_BATCH}, --tiny 8; 0: not timed)",
+        help=f"batch of the re-encoding feature pass (default {REENCODE_BATCH}, --tiny 8; 0: not timed)",
     )
     ap.add_argument("--no-steps", action="store_true", help="time the feature pass only, not the gradient steps")
     ap.add_argument("--precision", default="tf32", choices=PRECISIONS)
@@ -275,9 +280,7 @@ def main(argv=None) -> dict:
             else:
                 batches = [] if args.no_steps else args.batches or [4 if args.tiny else gpu_cost.TRAIN_BATCH]
                 feature_batch = (
-                    args.feature_batch
-                    if args.feature_batch is not None
-                    else (8 if args.tiny else gpu_cost.FORWARD_BATCH)
+                    args.feature_batch if args.feature_batch is not None else (8 if args.tiny else REENCODE_BATCH)
                 )
                 one_model(hub_id, args.tiny, args.device, args.reps, args.modes, batches, res, save, feature_batch)
         res["seconds"] = time.perf_counter() - t0
