@@ -399,12 +399,15 @@ def source_commit() -> dict | None:
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         return None
+    # safe.directory: git refuses a checkout another user owns ("dubious ownership": a container's root on a
+    # bind-mounted checkout), and the commit was lost without a word; papa runs this checkout's code anyway
+    git = ["git", "-c", f"safe.directory={root}"]
     try:
         run = functools.partial(subprocess.run, cwd=root, capture_output=True, text=True, timeout=30, check=True)
-        commit = run(["git", "rev-parse", "HEAD"]).stdout.strip()
+        commit = run([*git, "rev-parse", "HEAD"]).stdout.strip()
         # --no-optional-locks: git status would otherwise take .git/index.lock to refresh the index, and a user's
         # own git command in the checkout would fail beside hundreds of jobs
-        status = ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]
+        status = [*git, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]
         dirty = bool(run(status).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None

@@ -346,6 +346,29 @@ def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
     assert env["papa_source"]["commit"] == git.stdout.strip() and isinstance(env["papa_source"]["dirty"], bool)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a checkout owned by another user")
+def test_the_commit_of_a_checkout_another_user_owns_is_recorded(tmp_path):
+    """git refuses a checkout another user owns ("dubious ownership": a container's root on a bind-mounted checkout),
+    and every result recorded no commit without a word (review AF): papa names its own checkout safe for its two
+    read-only git commands."""
+    import shutil
+    import subprocess
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(Path(io.__file__).parent, checkout / "papa", ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "papa"], ["commit", "-qm", "papa"]):
+        subprocess.run([*git, *args], cwd=checkout, check=True, capture_output=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["chown", "-R", "nobody", str(checkout)], check=True)
+    refused = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True)
+    assert refused.returncode != 0 and "dubious ownership" in refused.stderr  # what papa's git call met
+    code = "import papa.io as io; s = io.source_commit(); print(s['commit'], s['dirty'])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(checkout)}, timeout=120)  # fmt: skip
+    assert out.stdout.split() == [head, "False"], out.stderr[-2000:]
+
+
 def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
     """In a Slurm job stderr is the Slurm log, which the profile prints beside the rule's log on a failure: a
     stage logs to its log file alone there (every line came twice), to both elsewhere."""
