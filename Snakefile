@@ -39,18 +39,18 @@ onstart:
 
 
 onerror:
-    warn_if_code_changed()
     # a job that had to run again deleted its old outputs as it started: those of the jobs this run did not finish
     # are asked for again by the next start (papa.records.lost_outputs, rule all), or the results made from them stand.
     # (An output not there as the run started, a first run's, is made by the next start as any missing output is.)
     records.note_lost(f for f in STANDING if not os.path.exists(f))
+    warn_if_code_changed()  # after the records: it reads papa's code as it is now
 
 
 onsuccess:
-    warn_if_code_changed()
     # of the lost outputs listed, those on disk again and those under R this config no longer makes are forgotten;
     # another results folder's (another config's failed run) stay for its next run
     records.forget_found(results=R, makes=of_this_config)
+    warn_if_code_changed()  # after the records: it reads papa's code as it is now
 
 
 rule prune:

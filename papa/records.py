@@ -514,16 +514,20 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
 _FINGERPRINT_PARAM = re.compile(r"'([0-9a-f]{16})'")
 
 
-def written_by_other_code(results: str | Path, current, records: str | Path = ".snakemake") -> dict[str, int]:
+def written_by_other_code(
+    results: str | Path, current, records: str | Path = ".snakemake", makes=None
+) -> dict[str, int]:
     """Per rule, how many outputs under ``results`` on disk were written by papa code that has changed since: their
     Snakemake record holds a code fingerprint (the rule's ``code`` param) and none of ``current``, the fingerprints
     the workflow computes now. Snakemake reruns their jobs ("Params have changed since last execution", naming two
     hashes and not why) and every job after them, whether or not the change moves a number: an upgrade of papa
-    (``git pull``) is told apart from an edited setting. Records that cannot be read are left out."""
+    (``git pull``) is told apart from an edited setting. ``makes``: whether the config makes an output (the others,
+    an earlier config's, rerun nothing: a dropped dataset's files, whose fingerprint is not computed now). Records
+    that cannot be read are left out."""
     prefix = spelling(os.fspath(results)).rstrip("/") + "/"
     current, counts = set(current), {}
     for file, key in _record_files(records, "metadata"):
-        if not key.startswith(prefix) or not os.path.exists(key):
+        if not key.startswith(prefix) or not os.path.exists(key) or (makes is not None and not makes(key)):
             continue
         try:
             record = json.loads(file.read_text())

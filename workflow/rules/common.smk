@@ -82,9 +82,14 @@ def code_changed_under_run():
     `code` their files record, are the old code's."""
     from papa.fingerprint import code_fingerprint
 
-    base = f"{workflow.basedir}/workflow/scripts"
+    def now(script, skip):
+        try:
+            return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}", skip=skip)
+        except Exception:  # a script renamed, a module that no longer parses: changed, as far as this run goes
+            return None
+
     return sorted({script for (script, skip), fingerprint in CODE_FINGERPRINTS.items()
-                   if code_fingerprint(f"{base}/{script}", skip=skip) != fingerprint})  # fmt: skip
+                   if now(script, skip) != fingerprint})  # fmt: skip
 
 
 def data_code(dataset):
@@ -444,7 +449,7 @@ def start_notices(wildcards):
     if RerunTrigger.PARAMS in workflow.rerun_triggers:
         for d in config["datasets"]:
             data_code(d)  # prepare_data's fingerprints (computed per job otherwise)
-        if upgraded := records.written_by_other_code(R, CODE_FINGERPRINTS.values()):
+        if upgraded := records.written_by_other_code(R, CODE_FINGERPRINTS.values(), makes=of_this_config):
             logger.warning(f"{sum(upgraded.values())} file(s) under {R} were written by papa code that has changed "
                            f"since (a git pull or an edit of papa/; by rule: "
                            f"{', '.join(f'{rule} {n}' for rule, n in upgraded.items())}): their jobs rerun, and every "
