@@ -524,8 +524,10 @@ def written_by_other_code(
     (``git pull``) is told apart from an edited setting. ``makes``: whether the config makes an output (the others,
     an earlier config's, rerun nothing: a dropped dataset's files, whose fingerprint is not computed now). Records
     that cannot be read are left out."""
+    from collections import Counter
+
     prefix = spelling(os.fspath(results)).rstrip("/") + "/"
-    current, counts = set(current), {}
+    current, counts = set(current), Counter()
     for file, key in _record_files(records, "metadata"):
         if not key.startswith(prefix) or not os.path.exists(key) or (makes is not None and not makes(key)):
             continue
@@ -535,7 +537,7 @@ def written_by_other_code(
         except (OSError, ValueError, AttributeError):
             continue
         if codes and not codes & current:
-            counts[record.get("rule", "?")] = counts.get(record.get("rule", "?"), 0) + 1
+            counts[record.get("rule", "?")] += 1
     return dict(sorted(counts.items()))
 
 

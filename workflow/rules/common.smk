@@ -65,26 +65,28 @@ def code(script, skip=()):
     """Fingerprint of the papa code a workflow script reaches (papa.fingerprint): as a param, a change to
     that code reruns the rule; comments, docstrings, formatting and unreached code do not. ``skip``: the
     definitions the rule's jobs never run (a script two rules share)."""
-    from papa.fingerprint import code_fingerprint
-
-    CODE_FINGERPRINTS[script, tuple(skip)] = fingerprint = code_fingerprint(
-        f"{workflow.basedir}/workflow/scripts/{script}", skip=skip
-    )
+    CODE_FINGERPRINTS[script, tuple(skip)] = fingerprint = script_fingerprint(script, skip)
     return fingerprint
 
 
 CODE_FINGERPRINTS = {}  # (script, skip) -> the fingerprint `code` gave: compared again as the run ends (the Snakefile)
 
 
+def script_fingerprint(script, skip=()):
+    """`papa.fingerprint.code_fingerprint` of a workflow script, as it is now."""
+    from papa.fingerprint import code_fingerprint
+
+    return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}", skip=skip)
+
+
 def code_changed_under_run():
     """The workflow scripts whose papa code changed since this Snakemake read the Snakefile (a git pull, checkout or
     edit in this checkout while it ran): jobs started since imported the new code, while their params, and the
     `code` their files record, are the old code's."""
-    from papa.fingerprint import code_fingerprint
 
     def now(script, skip):
         try:
-            return code_fingerprint(f"{workflow.basedir}/workflow/scripts/{script}", skip=skip)
+            return script_fingerprint(script, skip)
         except Exception:  # a script renamed, a module that no longer parses: changed, as far as this run goes
             return None
 
