@@ -36,6 +36,9 @@ onstart:
     interrupt_on_stop_signals(slurm_job=DRIVER_IN_SLURM_JOB)
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
     STANDING.update(f for job in jobs for f in job.output if os.path.exists(f))
+    # a start of explicit targets (rule all's input, which says them, is not read): the notices before its jobs run
+    if any(job.rule.name != "prune" for job in jobs):
+        start_notices(None)
 
 
 onerror:

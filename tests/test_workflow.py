@@ -369,6 +369,12 @@ def test_files_written_by_other_papa_code_are_named_as_such(smoke_once, tmp_path
     assert f"by rule: probe {changed})" in said and job_counts(out.stdout)["probe"] == len(jobs), said[-3000:]
     out = smk(repo, "-n", "--configfile", SMOKE, "--rerun-triggers", "mtime")  # kept as they are: nothing said
     assert "Nothing to be done" in out.stdout and "written by papa code" not in out.stdout + out.stderr
+    # a start of an explicit target (rule all, whose input says it, not in the run) says it as its jobs start
+    target = "results-smoke/constants/minilm/rt_sentiment/N32/identity.safetensors"
+    (repo / target).unlink()
+    said = smk(repo, target, "--cores", "1", "--configfile", SMOKE).stderr
+    assert f"{changed} file(s) under results-smoke were written by papa code" in said, said[-3000:]
+    assert (repo / target).exists() and said.count("written by papa code") == 1
     with parsed_workflow(repo / SMOKE) as wf:
         fingerprints, changed_under_run = wf.globals["CODE_FINGERPRINTS"], wf.globals["code_changed_under_run"]
         assert fingerprints and changed_under_run() == []
