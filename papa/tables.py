@@ -283,7 +283,7 @@ def summary_table(
     probe: pd.DataFrame,
     main_metric: dict[str, str] | None = None,
     *,
-    share_baseline: bool = False,
+    share_baseline: bool = True,
 ) -> pd.DataFrame:
     """Mean, spread and 95% CI over seeds of each run's final-epoch score.
 
@@ -300,7 +300,8 @@ def summary_table(
       estimate, so ``ci95`` is **NaN** (not 0: a zero-width band would claim certainty);
     * ``ci_low``/``ci_high`` = ``mean -/+ ci95`` (NaN with a single seed);
     * ``baseline``: ``mean`` of the same model/task/constants/selection/metric at
-      ``fraction_dynamic == 1.0`` (NaN if that row is absent);
+      ``fraction_dynamic == 1.0`` (else, with ``share_baseline``, that of the other
+      constants/selections; NaN if there is none);
     * ``relative_drop`` = ``(baseline - mean) / baseline`` (NaN if the baseline is
       missing or 0; 0 at fraction 1 itself);
     * ``is_main``: ``metric == main_metric[task]`` when ``main_metric`` is given and has
@@ -310,10 +311,12 @@ def summary_table(
         probe: the probe table (see :func:`probe_table`); extra columns are ignored.
         main_metric: task -> name of the metric the paper reports for it.
         share_baseline: with every head input-dependent the model does not depend on
-            the constants or the selection order, so when True a missing fraction-1 row
-            of one constants/selection falls back to the mean over the fraction-1 rows
-            of the other constants/selections of the same model/task/metric. Default
-            False: strictly the same model/task/constants/selection/metric.
+            the constants or the selection order, so when True (the default, as the
+            workflow's ``summary.parquet``: it runs fraction 1 once, not per constants
+            kind or order) a missing fraction-1 row of one constants/selection falls back
+            to the mean over the fraction-1 rows of the other constants/selections of the
+            same model/task/metric. False: strictly the same model/task/constants/
+            selection/metric (NaN where that run has no fraction-1 row).
 
     Returns:
         A frame with :data:`SUMMARY_COLUMNS`, sorted like the probe table.
