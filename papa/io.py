@@ -362,6 +362,10 @@ def environment() -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu": cpu_model(),  # MKL picks its code path by CPU: float32 results are bit-equal on one CPU type
+        # the vector kernels torch picked on it (one model name covers CPUs with and without AVX-512, whose float32
+        # results differ in the last bits: review AK), and the variables that change how kernels compute
+        "cpu_capability": cpu_capability(),
+        "kernel_env": {name: os.environ[name] for name in KERNEL_VARIABLES if name in os.environ},
         "mkl_cbwr": os.environ.get("MKL_CBWR"),  # MKL's reproducibility setting (`seed_everything`)
         "torch": torch.__version__,
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
@@ -374,6 +378,34 @@ def environment() -> dict:
     env["papa"] = installed("papa")
     env["papa_source"] = source_commit()
     return env
+
+
+#: Environment variables that change a result's bits without changing papa's code or settings: which vector
+#: instructions torch's and oneDNN's CPU kernels use, how oneDNN and cuBLAS may round float32 products (bf16 or
+#: TF32 math), MKL's instruction set; `environment` records those set (MKL_CBWR and CUBLAS_WORKSPACE_CONFIG, which
+#: `seed_everything` sets, are recorded beside them).
+KERNEL_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "DNNL_MAX_CPU_ISA",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_DEFAULT_FPMATH_MODE",
+    "ONEDNN_DEFAULT_FPMATH_MODE",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
+
+
+def cpu_capability() -> str | None:
+    """The instruction set torch's CPU kernels use here (``AVX2``, ``AVX512``, ...: ``ATEN_CPU_CAPABILITY`` lowers
+    it), or None where torch does not say."""
+    import torch
+
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):  # pragma: no cover - an older or a CPU-less build
+        return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -391,9 +423,12 @@ def cpu_model() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def source_commit() -> dict | None:
-    """The git commit of the checkout papa runs from, and whether its tracked files differ from it (``dirty``);
-    None outside a git checkout (an installed wheel) or without git. The code fingerprint a result records
-    (`papa.fingerprint`) tells whether a checkout matches; this tells which one to look at."""
+    """The git commit of the checkout papa runs from, whether its tracked files differ from it (``dirty``) and, if
+    they do, the sha256 of those changes (``diff_sha256``, of ``git diff HEAD --binary``: a diff kept beside a
+    result is the one it ran with if the digests match); None outside a git checkout (an installed wheel) or
+    without git. The code fingerprint a result records (`papa.fingerprint`) tells whether a checkout matches;
+    this tells which one to look at."""
+    import hashlib
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
@@ -409,9 +444,12 @@ def source_commit() -> dict | None:
         # own git command in the checkout would fail beside hundreds of jobs
         status = [*git, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]
         dirty = bool(run(status).stdout.strip())
+        # a dirty checkout: which changes, so a result can be matched to a diff kept beside it (`git diff HEAD`)
+        diff = run([*git, "--no-optional-locks", "diff", "HEAD", "--binary"], text=False).stdout if dirty else None
     except (OSError, subprocess.SubprocessError):
         return None
-    return {"commit": commit, "dirty": dirty}
+    diff_sha256 = None if diff is None else "sha256:" + hashlib.sha256(diff).hexdigest()
+    return {"commit": commit, "dirty": dirty, "diff_sha256": diff_sha256}
 
 
 #: Files from this size on have their digest kept on disk (`file_digest`): a model's weights, read by hundreds of

@@ -240,9 +240,10 @@ class Stage:
         source = env["papa_source"]
         commit = f" (commit {source['commit'][:12]}{', dirty' if source['dirty'] else ''})" if source else ""
         slurm = f", Slurm job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""  # sacct, seff
-        log.info("on %s%s (%s, %s), python %s, torch %s, transformers %s, papa %s%s", platform.node() or "?", slurm,
-                 env["cpu"] or "?", env["device"], env["python"], env["torch"], env["transformers"], env["papa"],
-                 commit)  # fmt: skip
+        kernels = " ".join([env["cpu_capability"] or "?", *(f"{k}={v}" for k, v in env["kernel_env"].items())])
+        log.info("on %s%s (%s, %s kernels, %s), python %s, torch %s, transformers %s, papa %s%s",
+                 platform.node() or "?", slurm, env["cpu"] or "?", kernels, env["device"], env["python"], env["torch"],
+                 env["transformers"], env["papa"], commit)  # fmt: skip
         return stage
 
     def job_record(self) -> dict:
@@ -1191,7 +1192,8 @@ class ProbeStage(ModelStage):
             None = the first of ``seeds``.
         compile: how the encoder runs in the loop of trained constants (config ``compile``,
             `papa.models.COMPILE_MODES`; rule ``probe_trained``'s param). Fixed matrices run it eagerly.
-        cache: where the hidden states are kept (not a rule param: it does not change scores).
+        cache: where the hidden states are kept (not a rule param: memory and disk give the same bits, re-encoding
+            the same scores, its train losses within float rounding: README "cache").
         labels: columns of every row (model, task, constants, selection).
     """
 

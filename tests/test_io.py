@@ -1,7 +1,9 @@
 """papa.io: folders written atomically (`atomic_dir`), as files are (`atomic_path`, tests/test_errors.py)."""
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -335,6 +337,17 @@ def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
     assert env["cpu"] and env["matplotlib"] and "mkl_cbwr" in env
     if Path("/proc/cpuinfo").exists():
         assert env["cpu"] in Path("/proc/cpuinfo").read_text()
+    # one model name covers CPUs with and without AVX-512, whose kernels round differently (review AK): the kernels
+    # torch picked, and the variables that change them
+    import torch
+
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and env["cpu_capability"]
+    assert set(env["kernel_env"]) <= set(io.KERNEL_VARIABLES)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DNNL_MAX_CPU_ISA", "AVX2")
+        mp.delenv("ATEN_CPU_CAPABILITY", raising=False)
+        kernels = environment()["kernel_env"]
+        assert kernels["DNNL_MAX_CPU_ISA"] == "AVX2" and "ATEN_CPU_CAPABILITY" not in kernels
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         assert env["papa_source"] is None
@@ -344,6 +357,35 @@ def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
         assert env["papa_source"] is None, git.stderr
         return
     assert env["papa_source"]["commit"] == git.stdout.strip() and isinstance(env["papa_source"]["dirty"], bool)
+
+
+def test_a_dirty_checkout_records_the_digest_of_its_changes(tmp_path):
+    """A result of a checkout with uncommitted changes recorded only ``dirty``: which changes is now recorded too,
+    as the sha256 of ``git diff HEAD --binary`` (review AK), and a clean checkout records None."""
+    import hashlib
+    import subprocess
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(Path(io.__file__).parent, checkout / "papa", ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "papa"], ["commit", "-qm", "papa"]):
+        subprocess.run([*git, *args], cwd=checkout, check=True, capture_output=True)
+    code = "import json, papa.io as io; print(json.dumps(io.source_commit()))"
+
+    def recorded():
+        out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(checkout)}, timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)
+
+    clean = recorded()
+    assert clean["dirty"] is False and clean["diff_sha256"] is None
+    with open(checkout / "papa" / "spec.py", "a") as f:
+        f.write("\n# an edit not committed\n")
+    diff = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=checkout, capture_output=True, check=True).stdout
+    dirty = recorded()
+    assert dirty["commit"] == clean["commit"] and dirty["dirty"] is True
+    assert dirty["diff_sha256"] == "sha256:" + hashlib.sha256(diff).hexdigest()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a checkout owned by another user")
