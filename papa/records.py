@@ -599,10 +599,63 @@ def results_folder(configs) -> str:
     return folder
 
 
+#: The files under a results folder that record their job's inputs (`recorded_inputs`).
+RECORDING_SUFFIXES = (".parquet", ".safetensors", ".png", ".svg")
+
+
+def recorded_inputs(path: str | Path) -> dict[str, str]:
+    """The ``inputs`` a result file recorded (``{path: sha256}`` of its job's input files, `papa.io.input_digests`):
+    a Parquet file's provenance (a data split's too), a constants file's metadata, a figure's record; {} where it
+    records none."""
+    from . import io
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        record = io.read_provenance(path)
+    elif suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            record = json.loads((f.metadata() or {}).get("papa", "{}"))
+    elif suffix in (".png", ".svg"):
+        from .plots import figure_record
+
+        record = figure_record(path)
+    else:
+        raise ValueError(f"{path}: not a result file papa writes ({', '.join(RECORDING_SUFFIXES)})")
+    inputs = (record or {}).get("inputs") or {}
+    return dict(inputs) if isinstance(inputs, dict) else {}
+
+
+def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[str, str, str]]:
+    """``(result, input, what)`` for each input file a result under ``results`` recorded (`recorded_inputs`) that
+    is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``. Input paths are
+    read from ``root``, the working directory of the run that wrote them. Snakemake reruns a job whose input
+    changed by its modification time; an input rewritten with its old time (``touch -r``, a copy with ``cp -p``
+    or ``rsync -t`` from another run) reruns nothing, and the results made from it no longer are what their
+    records say: this finds them (``python -m papa.records verify``)."""
+    from . import io
+
+    root, found = Path(root), []
+    files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
+                   and not p.name.startswith("."))  # fmt: skip
+    for result in files:
+        for name, digest in sorted(recorded_inputs(result).items()):
+            source = root / name
+            if not source.exists():
+                found.append((str(result), name, "missing"))
+            elif io.file_digest(source) != digest:
+                found.append((str(result), name, "changed"))
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m papa.records forget RESULTS...``: `forget_results` for each folder (``make clean``);
     ``python -m papa.records results-of CONFIG...``: `results_folder` (``make clean``, ``make report``);
-    ``python -m papa.records removable RESULTS``: exit 1 saying why make clean must leave it (`not_removable`)."""
+    ``python -m papa.records removable RESULTS``: exit 1 saying why make clean must leave it (`not_removable`);
+    ``python -m papa.records verify RESULTS``: exit 1 naming each result whose recorded input files changed or
+    went since (`changed_inputs`)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m papa.records", description=main.__doc__)
@@ -615,7 +668,22 @@ def main(argv: list[str] | None = None) -> int:
     removable = sub.add_parser("removable", help="exit 1 saying why make clean must leave the results folder")
     removable.add_argument("results", help="a results folder")
     removable.add_argument("--records", default=".snakemake", help="the working directory's records (.snakemake)")
+    verify = sub.add_parser("verify", help="exit 1 naming the results whose recorded input files changed since")
+    verify.add_argument("results", help="a results folder")
+    verify.add_argument("--root", default=".", help="the run's working directory, where input paths start (.)")
     args = parser.parse_args(argv)
+    if args.command == "verify":
+        found = changed_inputs(args.results, args.root)
+        for result, name, what in found:
+            print(f"{result}: its input {name} {'changed since it was read' if what == 'changed' else 'is gone'}")
+        if found:
+            print(
+                f"{len({r for r, _, _ in found})} result(s) under {args.results} no longer match their recorded "
+                f"inputs: rerun their jobs (snakemake --forcerun <rule> or delete them; make run redoes them)"
+            )
+            return 1
+        print(f"{args.results}: every recorded input file is as it was read")
+        return 0
     if args.command == "removable":
         why = not_removable(args.results, args.records)
         if why is not None:

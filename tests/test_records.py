@@ -511,3 +511,40 @@ def test_outputs_written_by_other_papa_code_are_counted_per_rule(wd):
     # files this config does not make (a dropped dataset's: its fingerprint is not computed now) rerun nothing
     makes = lambda path: not path.startswith("results/tokens/")  # noqa: E731
     assert written_by_other_code("results", {new}, makes=makes) == {"probe": 2}
+
+
+def test_verify_names_the_results_whose_recorded_inputs_changed_or_went(wd, capsys):
+    """Snakemake reruns a job whose input changed by its modification time: an input rewritten with its old time
+    (`touch -r`, `cp -p` from another run) reruns nothing, and the results made from it no longer are what their
+    records say (review AK's F4). `python -m papa.records verify` compares each result's recorded input digests
+    (Parquet provenance, constants metadata, figure records) with the files as they are."""
+    import pandas as pd
+    import torch
+
+    import papa
+    from papa import io
+
+    Path("results/tokens").mkdir(parents=True)
+    tokens, other = "results/tokens/train.parquet", "results/tokens/validation.parquet"
+    io.write_parquet(pd.DataFrame({"x": [1, 2]}), tokens, {"inputs": {}})
+    io.write_parquet(pd.DataFrame({"x": [3]}), other)
+    table = "results/tables/probe.parquet"
+    Path(table).parent.mkdir()
+    io.write_parquet(pd.DataFrame({"score": [0.5]}), table, {"inputs": io.input_digests([tokens, other])})
+    C = papa.ConstantAttention(torch.full((1, 1, 2, 2), 0.5), torch.ones(2, 2), {"inputs": io.input_digests([tokens])})
+    C.save("results/constants.safetensors")
+    assert records.recorded_inputs(table) == io.input_digests([tokens, other])
+    assert records.changed_inputs("results") == [] and records.main(["verify", "results"]) == 0
+    assert "every recorded input file is as it was read" in capsys.readouterr().out
+    st = os.stat(tokens)
+    io.write_parquet(pd.DataFrame({"x": [1, 3]}), tokens, {"inputs": {}})  # same size, its old time kept
+    os.utime(tokens, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.remove(other)
+    assert records.changed_inputs("results") == [
+        ("results/constants.safetensors", tokens, "changed"),
+        ("results/tables/probe.parquet", tokens, "changed"),
+        ("results/tables/probe.parquet", other, "missing"),
+    ]
+    assert records.main(["verify", "results"]) == 1
+    out = capsys.readouterr().out
+    assert f"results/tables/probe.parquet: its input {other} is gone" in out and "2 result(s) under results" in out
