@@ -29,7 +29,8 @@ onstart:
     records.claim_results(R)
     # a report of the results this run changes is no longer theirs: kept aside (make report builds it anew)
     jobs = list(workflow.dag.needrun_jobs())
-    if any(job.rule.name != "prune" for job in jobs) and (aside := records.set_aside_report(R)) is not None:
+    not_prune = any(job.rule.name != "prune" for job in jobs)
+    if not_prune and (aside := records.set_aside_report(R)) is not None:
         logger.warning(f"{aside}: the report of {R} as it was before this run (make report builds the new one)")
     # a closed terminal (SIGHUP), and scancel or the time limit of a Slurm job running Snakemake (SIGTERM, then
     # SIGKILL), stop the run as Ctrl-C does: its jobs cancelled, its lock removed
@@ -37,7 +38,7 @@ onstart:
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
     STANDING.update(f for job in jobs for f in job.output if os.path.exists(f))
     # a start of explicit targets (rule all's input, which says them, is not read): the notices before its jobs run
-    if any(job.rule.name != "prune" for job in jobs):
+    if not_prune:
         start_notices(None)
 
 

@@ -3,8 +3,9 @@
 ``layout="papa"``: every input is padded to exactly ``max_length`` N and the final
 separator sits at N-1, after the padding, so one N x N constant matrix fits every
 example. Pairs: the middle separator block starts at N/2 with sentence B right after it,
-each side truncated to its half; ``token_type_ids`` mark sentence B (and its separators)
-as segment 1 wherever the tokenizer's own template does. A single text fills up to
+each side truncated to its half; ``token_type_ids`` mark sentence B (and its closing
+separator) as segment 1 wherever the tokenizer's own template does (the middle separator, closing
+sentence A, keeps segment 0). A single text fills up to
 N - 2 tokens (App. A). ``layout="standard"`` is ordinary right padding.
 
 Two options of `encode` reproduce the authors' code (``run_papa_glue.py``,

@@ -382,8 +382,8 @@ def environment() -> dict:
 
 #: Environment variables that change a result's bits without changing papa's code or settings: which vector
 #: instructions torch's and oneDNN's CPU kernels use, how oneDNN and cuBLAS may round float32 products (bf16 or
-#: TF32 math), MKL's instruction set; `environment` records those set (MKL_CBWR and CUBLAS_WORKSPACE_CONFIG, which
-#: `seed_everything` sets, are recorded beside them).
+#: TF32 math), MKL's instruction set; `environment` records those set (``kernel_env``; MKL_CBWR, which
+#: `seed_everything` sets in every job, beside them, as ``mkl_cbwr``).
 KERNEL_VARIABLES = (
     "ATEN_CPU_CAPABILITY",
     "DNNL_MAX_CPU_ISA",
@@ -393,7 +393,6 @@ KERNEL_VARIABLES = (
     "MKL_ENABLE_INSTRUCTIONS",
     "NVIDIA_TF32_OVERRIDE",
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-    "CUBLAS_WORKSPACE_CONFIG",
 )
 
 
@@ -424,10 +423,11 @@ def cpu_model() -> str | None:
 @functools.lru_cache(maxsize=1)
 def source_commit() -> dict | None:
     """The git commit of the checkout papa runs from, whether its tracked files differ from it (``dirty``) and, if
-    they do, the sha256 of those changes (``diff_sha256``, of ``git diff HEAD --binary``: a diff kept beside a
-    result is the one it ran with if the digests match); None outside a git checkout (an installed wheel) or
-    without git. The code fingerprint a result records (`papa.fingerprint`) tells whether a checkout matches;
-    this tells which one to look at."""
+    they do, the sha256 of those changes (``diff_sha256``, of ``git diff --binary HEAD`` with git's default
+    output options: a diff kept beside a result is the one it ran with if the digests match; untracked files,
+    as in ``dirty``, are in neither; None if git could not write the diff); None outside a git checkout (an
+    installed wheel) or without git. The code fingerprint a result records (`papa.fingerprint`) tells whether a
+    checkout matches; this tells which one to look at."""
     import hashlib
     import subprocess
 
@@ -444,11 +444,17 @@ def source_commit() -> dict | None:
         # own git command in the checkout would fail beside hundreds of jobs
         status = [*git, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]
         dirty = bool(run(status).stdout.strip())
-        # a dirty checkout: which changes, so a result can be matched to a diff kept beside it (`git diff HEAD`)
-        diff = run([*git, "--no-optional-locks", "diff", "HEAD", "--binary"], text=False).stdout if dirty else None
     except (OSError, subprocess.SubprocessError):
         return None
-    diff_sha256 = None if diff is None else "sha256:" + hashlib.sha256(diff).hexdigest()
+    diff_sha256 = None
+    if dirty:  # which changes: a diff kept beside a result is the one it ran with if the digests match
+        try:  # the same text whatever the user's git config (external diff, textconv, colour, prefixes, algorithm)
+            plain = ["--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--no-relative", "--src-prefix=a/",
+                     "--dst-prefix=b/", "--diff-algorithm=myers", "--indent-heuristic", "-U3", "--binary"]  # fmt: skip
+            diff = run([*git, "--no-optional-locks", "diff", *plain, "HEAD"], text=False).stdout
+            diff_sha256 = "sha256:" + hashlib.sha256(diff).hexdigest()
+        except (OSError, subprocess.SubprocessError):  # the commit stays recorded
+            pass
     return {"commit": commit, "dirty": dirty, "diff_sha256": diff_sha256}
 
 

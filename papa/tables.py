@@ -14,7 +14,8 @@ Tables
     One row per (model, task, constants, selection, fraction_dynamic, metric): the mean
     over seeds of the *final-epoch* score, with a 95% t-interval and the relative drop
     from the fully input-dependent model (fraction_dynamic == 1) of the same
-    model/task/constants/selection/metric.
+    model/task/metric: that of the same constants/selection, else (``share_baseline``, the
+    default, as the workflow's summary) the mean of the others', as fraction 1 replaces no head.
 ``lambdas_table``
     One row per (model, task, constants, layer, head): the learned lambda and the
     replacement rank (rank 0 = the head replaced first).

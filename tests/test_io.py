@@ -361,13 +361,13 @@ def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
 
 def test_a_dirty_checkout_records_the_digest_of_its_changes(tmp_path):
     """A result of a checkout with uncommitted changes recorded only ``dirty``: which changes is now recorded too,
-    as the sha256 of ``git diff HEAD --binary`` (review AK), and a clean checkout records None."""
+    as the sha256 of ``git diff --binary HEAD`` (review AK), and a clean checkout records None."""
     import hashlib
     import subprocess
 
     checkout = tmp_path / "checkout"
     shutil.copytree(Path(io.__file__).parent, checkout / "papa", ignore=shutil.ignore_patterns("__pycache__"))
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     for args in (["init", "-q"], ["add", "papa"], ["commit", "-qm", "papa"]):
         subprocess.run([*git, *args], cwd=checkout, check=True, capture_output=True)
     code = "import json, papa.io as io; print(json.dumps(io.source_commit()))"
@@ -382,10 +382,17 @@ def test_a_dirty_checkout_records_the_digest_of_its_changes(tmp_path):
     assert clean["dirty"] is False and clean["diff_sha256"] is None
     with open(checkout / "papa" / "spec.py", "a") as f:
         f.write("\n# an edit not committed\n")
-    diff = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=checkout, capture_output=True, check=True).stdout
+    bare = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}  # git's defaults
+    diff = subprocess.run(["git", "diff", "--binary", "HEAD"], cwd=checkout, capture_output=True, check=True, env=bare)
     dirty = recorded()
     assert dirty["commit"] == clean["commit"] and dirty["dirty"] is True
-    assert dirty["diff_sha256"] == "sha256:" + hashlib.sha256(diff).hexdigest()
+    assert dirty["diff_sha256"] == "sha256:" + hashlib.sha256(diff.stdout).hexdigest()
+    # the same digest whatever the checkout's git config: an external diff that fails lost the commit itself, colour
+    # and prefixes changed the digest (review AL)
+    for key, value in (("diff.external", "/bin/false"), ("color.diff", "always"), ("diff.noprefix", "true"),
+                       ("diff.algorithm", "patience"), ("diff.context", "7")):  # fmt: skip
+        subprocess.run(["git", "config", key, value], cwd=checkout, check=True)
+    assert recorded() == dirty
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a checkout owned by another user")
