@@ -244,6 +244,7 @@ class Stage:
         log.info("on %s%s (%s, %s kernels, %s), python %s, torch %s, transformers %s, papa %s%s",
                  platform.node() or "?", slurm, env["cpu"] or "?", kernels, env["device"], env["python"], env["torch"],
                  env["transformers"], env["papa"], commit)  # fmt: skip
+        check_gpu_granted(sm, env)
         return stage
 
     def job_record(self) -> dict:
@@ -1101,6 +1102,28 @@ class CacheConfig:
     budget_mb: float | None = 4096
     disk_budget_mb: float | None = None
     scratch: str | None = None
+
+
+def check_gpu_granted(sm, env: dict) -> None:
+    """A job that asks for a GPU (its rule's ``gpu`` resource) where torch sees none fails, saying why and what to
+    change: it would run on the CPU while holding the GPU (`papa.models.check_device` takes the CPU where CUDA is
+    absent), and paper.yaml's jobs then run into their time limits after hours (a CPU build of torch, one built
+    for a newer CUDA than the node's driver, or a cluster that granted no GPU)."""
+    gpus = getattr(getattr(sm, "resources", None), "gpu", 0) or 0
+    if not isinstance(gpus, (int, float)) or gpus <= 0 or env["device"] != "cpu":
+        return
+    import torch
+
+    rule = getattr(sm, "rule", None) or "this"
+    cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA: a CPU build"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    granted = f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+    raise RuntimeError(f"the {rule} job asks for {gpus:g} GPU(s) (the config's resources) but torch "
+                       f"{torch.__version__} ({cuda}) sees no CUDA device (torch.cuda.is_available() is False"
+                       f"{granted}): it would run on the CPU while holding the GPU. Install torch built for the "
+                       f"node's CUDA driver (README: The workflow on a GPU; check with srun --gpus=1 python -c "
+                       f"'import torch; print(torch.cuda.is_available())'), make sure the cluster grants the GPU, "
+                       f"or set the rule's gpu: 0 under resources: to run it on the CPU")  # fmt: skip
 
 
 def job_memory_mib(sm) -> float | None:

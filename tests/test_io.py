@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -931,3 +932,48 @@ def test_progress_is_due_every_interval_and_its_rate_leaves_pauses_out(monkeypat
     clock[0] = 120.0
     assert p.due(60)
     assert not io.Progress(every=float("inf")).due(10)  # log_every inf: never
+
+
+def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):
+    """A CPU build of torch, or one built for a newer CUDA than the node's driver, sees no GPU: a job asking for one
+    ran on the CPU while holding it, into its time limit, and said only "cpu" in its log's header (review AM). It
+    fails at its start now, naming the request and what to change; a job asking for none, or given a GPU, runs."""
+    import torch
+
+    from papa import pipeline
+
+    def job(gpu, rule="probe"):
+        return SimpleNamespace(rule=rule, resources=SimpleNamespace(gpu=gpu, mem_mb=1000))
+
+    for gpu, device in ((0, "cpu"), (1, "NVIDIA H100 80GB HBM3")):
+        pipeline.check_gpu_granted(job(gpu), {"device": device})
+    pipeline.check_gpu_granted(SimpleNamespace(), {"device": "cpu"})  # a notebook's stand-in job: no resources
+    with pytest.raises(RuntimeError, match=r"the probe job asks for 1 GPU\(s\).*sees no CUDA device.*gpu: 0"):
+        pipeline.check_gpu_granted(job(1), {"device": "cpu"})
+    if torch.cuda.is_available():
+        return
+    code = """
+import sys
+from types import SimpleNamespace
+from papa import pipeline
+
+class Toy(pipeline.Stage):
+    @classmethod
+    def _from_snakemake(cls, sm):
+        return {}
+
+sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=[], rule="learn_lambda",
+                     resources=SimpleNamespace(gpu=int(sys.argv[2]), mem_mb=1000))
+Toy.from_snakemake(sm)
+print("ran")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    for gpu in (0, 1):
+        log = tmp_path / f"gpu{gpu}.log"
+        out = subprocess.run([sys.executable, "-c", code, str(log), str(gpu)], capture_output=True, text=True,
+                             timeout=300, env=env)  # fmt: skip
+        if gpu == 0:
+            assert out.returncode == 0 and out.stdout.strip() == "ran", out.stderr[-2000:]
+        else:
+            assert out.returncode != 0 and "ran" not in out.stdout
+            assert "the learn_lambda job asks for 1 GPU(s)" in log.read_text(), log.read_text()[-2000:]
