@@ -90,10 +90,10 @@ prune: install
 report: install
 	$(eval REPORT_DIR := $(call results_path,$(CONFIG)))
 	@d=$(REPORT_DIR); [ -e "$$d/.papa-records.json" ] || { \
-	  echo "make report: $$d holds no run's results yet: make run CONFIG=$(CONFIG) first" >&2; exit 1; }; \
+	  echo "make report: $$d holds no run's results yet: run the workflow first (make run CONFIG=\"$(CONFIG)\", or on a cluster snakemake --profile slurm --configfile $(CONFIG))" >&2; exit 1; }; \
 	$(BIN)/snakemake -n -q --configfile $(CONFIG) 2>&1 | grep -q "Nothing to be done" || { echo "make report: the \
 	results in $$d are not all those of $(CONFIG) and this papa code as they are now (snakemake -n --configfile \
-	$(CONFIG) lists the jobs to run, and why): make run CONFIG=$(CONFIG) first, or report them as they are with snakemake --report" >&2; exit 1; }
+	$(CONFIG) lists the jobs to run, and why): run the workflow first (make run CONFIG=\"$(CONFIG)\", or on a cluster snakemake --profile slurm --configfile $(CONFIG)), or report them as they are with snakemake --report" >&2; exit 1; }
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(REPORT_DIR)/report.html
 
 test: lint

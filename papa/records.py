@@ -673,6 +673,12 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--root", default=".", help="the run's working directory, where input paths start (.)")
     args = parser.parse_args(argv)
     if args.command == "verify":
+        if not Path(args.results).is_dir():
+            print(
+                f"{args.results} is no folder (from {Path(args.root).resolve()}): name the config's results: folder "
+                f"(python -m papa.records results-of CONFIG... says it; paper.yaml's is results-paper)"
+            )
+            return 1
         found = changed_inputs(args.results, args.root)
         for result, name, what in found:
             print(f"{result}: its input {name} {'changed since it was read' if what == 'changed' else 'is gone'}")

@@ -536,6 +536,8 @@ def test_verify_names_the_results_whose_recorded_inputs_changed_or_went(wd, caps
     assert records.recorded_inputs(table) == io.input_digests([tokens, other])
     assert records.changed_inputs("results") == [] and records.main(["verify", "results"]) == 0
     assert "every recorded input file is as it was read" in capsys.readouterr().out
+    assert records.main(["verify", "results-paper"]) == 1  # a folder not there was "as it was read" (review AM)
+    assert "results-paper is no folder" in capsys.readouterr().out
     st = os.stat(tokens)
     io.write_parquet(pd.DataFrame({"x": [1, 3]}), tokens, {"inputs": {}})  # same size, its old time kept
     os.utime(tokens, ns=(st.st_atime_ns, st.st_mtime_ns))
