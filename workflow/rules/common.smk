@@ -436,8 +436,8 @@ NOTICES_SAID = []  # start_notices has spoken
 def start_notices(wildcards):
     """Rule all's input function, no input: what a start says once Snakemake has its settings (unknown while the
     Snakefile is read); a run of explicit targets, whose DAG has no rule all, says it from ``onstart``, as its jobs
-    start (a dry run of explicit targets says nothing: Snakemake runs no ``onstart`` then). Files of runs this config does not make (not when the target is `make prune`'s rule, which
-    removes them); files that Snakemake reruns because the papa code they reach changed since they were written (an
+    start (a dry run of explicit targets says nothing: Snakemake runs no ``onstart`` then). Files of runs this
+    config does not make (not when the target is `make prune`'s rule, which removes them); files that Snakemake reruns because the papa code they reach changed since they were written (an
     upgrade), since Snakemake names only two hashes ("Params have changed since last execution"). Said once, however
     often Snakemake evaluates the input."""
     if not workflow.is_main_process or NOTICES_SAID:
@@ -456,8 +456,8 @@ def start_notices(wildcards):
             logger.warning(f"{sum(upgraded.values())} file(s) under {R} were written by papa code that has changed "
                            f"since (a git pull or an edit of papa/; by rule: "
                            f"{', '.join(f'{rule} {n}' for rule, n in upgraded.items())}): a run that asks for them "
-                           f"reruns their jobs, and every job after them, though the change may leave every number as it was "
-                           f"(papa.io.read_provenance names the commit that wrote a file; git log says what changed "
+                           f"reruns their jobs, and every job after them, though the change may leave every number "
+                           f"as it was (papa.io.read_provenance names the commit that wrote a file; git log says what changed "
                            f"since). --rerun-triggers mtime keeps them, and any other changed setting from rerunning "
                            f"them while it is given (README: Upgrading papa)")  # fmt: skip
     return []
