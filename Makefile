@@ -75,8 +75,11 @@ $(BIN)/snakemake: pyproject.toml
 
 install: $(BIN)/snakemake
 
+# the configs read first as `make report` reads them: a YAML error's line and column (Snakemake's message names none)
 run: install
-	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
+	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))
+	@out=$$($(BIN)/python -m papa.records results-of -- $(CONFIG)) || { echo "make run: $$out" >&2; exit 1; }
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 # the probe and lambda files of a config's folder that it does not make (an earlier config's runs: a dropped seed,
 # fraction_dynamic, constants spec, head order, model or task; every start names them): the tables never read them,

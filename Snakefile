@@ -81,3 +81,13 @@ rule all:
         # no input: what a start says once Snakemake has its settings (stale files, files of other papa code)
         start_notices,
     default_target: True
+
+
+# per-rule settings from the command line or the Slurm profile (--set-resources, --set-threads) for a rule this
+# workflow does not have, which Snakemake ignored without a word, are refused (every rule is defined by now)
+checks.check_rule_overrides(
+    workflow.resource_settings.overwrite_resources,
+    workflow.resource_settings.overwrite_threads,
+    {r.name: set(r.resources) for r in workflow.rules},
+    logger.warning if workflow.is_main_process else None,
+)

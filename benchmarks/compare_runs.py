@@ -128,7 +128,8 @@ def rule_times(results: str | Path) -> pd.DataFrame:
     )
 
 
-_LOG_LINE = re.compile(r"seed (\d+) epoch (\d+)/(\d+): train loss [-\d.naif]+, (.*?) \(")
+# "train loss X; validation <metric> <score>, ..." (before 2026-11-30: "train loss X, <metric> <score>, ...")
+_LOG_LINE = re.compile(r"seed (\d+) epoch (\d+)/(\d+): train loss [-\d.naif]+(?:, |; validation )(.*?) \(")
 
 
 def probe_log_scores(results: str | Path) -> pd.DataFrame:

@@ -855,6 +855,36 @@ GPU_RULES = ("average_attention", "learn_lambda", "probe", "probe_trained", "mlm
 CPU_RULES = ("prepare_data", "tokenize", "patterns", "aggregate", "plot", "build_model", "build_data")
 
 
+def check_rule_overrides(resources: dict | None, threads: dict | None, rules: dict, warn=None) -> None:
+    """The command line's and the Slurm profile's per-rule settings (``--set-resources rule:key=value``,
+    ``--set-threads rule=n``; ``resources``, ``threads``: Snakemake's ``{rule: ...}``) against the workflow's
+    ``rules`` (``{name: its resource names}``): an entry for a rule the workflow does not have, which Snakemake
+    ignores without a word (``prob:mem_mb=64000`` left the probes at their 8000), is a `ConfigError` naming the
+    closest rule; a resource name no rule declares but one close to a rule's own (``memmb``: ``mem_mb``), which
+    Snakemake adds as a new resource while the rule keeps its value, is warned about (``warn``), as other names (a
+    Slurm executor's own, ``slurm_partition``) are Snakemake's to read."""
+    import difflib
+
+    bad = []
+    for option, given in (("--set-resources", resources or {}), ("--set-threads", threads or {})):
+        for rule in given:
+            if rule not in rules:
+                near = closest(rule, rules)
+                bad.append(f"{option} {rule}:...: the workflow has no rule {rule!r}"
+                           + (f" (did you mean {near!r}?)" if near else ""))  # fmt: skip
+    if bad:
+        raise ConfigError("; ".join(bad) + f". Its rules: {', '.join(sorted(rules))}")
+    # a rule's resources as Snakemake lists them hold the names given on the command line too
+    declared = {k for r, keys in rules.items() for k in set(keys) - set((resources or {}).get(r, ())) if k[:1] != "_"}
+    declared |= {"mem_mb", "mem", "disk_mb", "disk", "runtime", "tmpdir", "gpu"}  # Snakemake's own
+    for rule, keys in (resources or {}).items():
+        for key in keys:
+            near = difflib.get_close_matches(key, sorted(declared), n=1, cutoff=0.8)
+            if key not in declared and near and warn is not None:
+                warn(f"--set-resources {rule}:{key}=...: no rule asks for a resource {key!r}, and rule {rule} keeps "
+                     f"its {near[0]}: did you mean {near[0]!r}?")  # fmt: skip
+
+
 def job_resources(config: dict, rule: str, task: str | None = None) -> dict:
     """The resources a job of ``rule`` asks for on its first attempt, in a validated config (the schema fills
     in ``resources.default`` and every ``tasks.<t>.resources``): ``resources.<rule>`` over ``resources.default``,

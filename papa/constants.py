@@ -452,7 +452,7 @@ def average_attention(
                     n_short += int((n_real <= recorder.head_dim).sum())
                 n_examples += ids.shape[0]
                 if progress.due(n_examples):
-                    eta = f", ETA {progress.eta(n_examples, total):.0f} s" if total else ""
+                    eta = f", {progress.eta_text(n_examples, total)}" if total else ""
                     log.info("averaged %d%s examples, %.1f examples/s%s", n_examples, f"/{total}" if total else "",
                              progress.rate(n_examples), eta)  # fmt: skip
     if recorder is None:

@@ -628,22 +628,38 @@ hangup_as_interrupt = interrupt_on_stop_signals
 class Progress:
     """When a long loop logs its progress, and its rate and ETA for the line.
 
-    ``due(done)`` is true every ``every`` seconds once ``done`` (items so far) is positive; ``rate(done)``
-    counts items per second of the loop's own time (``paused`` seconds, such as validation passes inside a
-    training, left out); ``eta(done, total)`` is the seconds left for ``total`` items at the pace so far,
-    pauses included (they recur)."""
+    ``due(done)`` is true every ``every`` seconds once ``done`` (items so far) is positive, the interval growing
+    with the loop's time to a thirtieth of it, at most `MAX_EVERY` seconds (an 8-hour job wrote ~3,000 lines at a
+    fixed 10 s; ``every`` <= 0: every call); ``mark()`` starts the interval again (after a line of the loop's own,
+    such as an epoch's summary, so no progress line follows it at once); ``rate(done)`` counts items per second of
+    the loop's own time (``paused`` seconds, such as validation passes inside a training, left out);
+    ``eta(done, total)`` is the seconds left for ``total`` items at the pace so far, pauses included (they recur),
+    and ``eta_text(done, total)`` says them for a log line (`format_seconds`)."""
+
+    #: The longest interval between two progress lines, in seconds.
+    MAX_EVERY = 300.0
 
     def __init__(self, every: float = 10.0):
         self.every = every
         self.t0 = self.last = time.monotonic()
         self.paused = 0.0
 
+    def interval(self) -> float:
+        """The seconds between two lines now: ``every``, growing to a thirtieth of the loop's time so far (at most
+        `MAX_EVERY`)."""
+        if self.every <= 0:
+            return self.every
+        return max(self.every, min(self.MAX_EVERY, self.elapsed() / 30))
+
     def due(self, done: int) -> bool:
         now = time.monotonic()
-        if done and now - self.last >= self.every:
+        if done and now - self.last >= self.interval():
             self.last = now
             return True
         return False
+
+    def mark(self) -> None:
+        self.last = time.monotonic()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -653,6 +669,21 @@ class Progress:
 
     def eta(self, done: int, total: int) -> float:
         return (total - done) * self.elapsed() / max(done, 1)
+
+    def eta_text(self, done: int, total: int) -> str:
+        return "ETA " + format_seconds(self.eta(done, total))
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for a log line: ``"42 s"`` under two minutes, ``"17 min"`` under two hours, else
+    ``"8 h 24 min"`` (an ETA of 28000 s read as a puzzle)."""
+    s = round(max(float(seconds), 0.0))
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{round(s / 60)} min"
+    h, m = divmod(round(s / 60), 60)
+    return f"{h} h {m} min"
 
 
 #: Seeds papa takes: numpy's range (a config's ``seed`` keys, the schema's [0, 2**32)).

@@ -224,8 +224,8 @@ def negative_log_perplexity(
     with torch.inference_mode():
         for start in range(0, n, batch_size):
             if progress.due(start):
-                log.info("mlm scoring: %d/%d lines (%.1f lines/s, ETA %.0f s)", start, n, progress.rate(start),
-                         progress.eta(start, n))  # fmt: skip
+                log.info("mlm scoring: %d/%d lines (%.1f lines/s, %s)", start, n, progress.rate(start),
+                         progress.eta_text(start, n))  # fmt: skip
             logits, y = _masked_logits(model, probe, enc, np.arange(start, min(len(enc), start + batch_size)))
             total += float(F.cross_entropy(logits.float(), y, reduction="sum"))
             count += int(y.numel())
@@ -326,9 +326,9 @@ def train_mlm(
             running += loss.item() * y.numel()
             tokens += y.numel()
             if progress.due(done):
-                log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, ETA %.0f s)", what, epoch + 1,
+                log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, %s)", what, epoch + 1,
                          cfg.epochs, done - epoch * n, n, running / max(tokens, 1), progress.rate(done),
-                         progress.eta(done, total))  # fmt: skip
+                         progress.eta_text(done, total))  # fmt: skip
         loss = running / max(tokens, 1)
         if not math.isfinite(loss):
             raise FloatingPointError(
@@ -336,8 +336,9 @@ def train_mlm(
                 f"constant matrices or lower the learning rate ({cfg.lr})"
             )
         losses.append(loss)
-        log.info("%s epoch %d/%d: train loss %.4f (%.1f examples/s, ETA %.0f s)", what, epoch + 1, cfg.epochs, loss,
-                 progress.rate(done), progress.eta(done, total))  # fmt: skip
+        log.info("%s epoch %d/%d: train loss %.4f (%.1f examples/s, %s)", what, epoch + 1, cfg.epochs, loss,
+                 progress.rate(done), progress.eta_text(done, total))  # fmt: skip
+        progress.mark()  # no progress line right after the epoch's own
     return losses
 
 

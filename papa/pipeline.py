@@ -84,15 +84,18 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     stderr is the job's Slurm log, and the Slurm profile's ``show-failed-logs`` prints both logs of a failed
     job, so every line came twice (thousands for a long probe). An interactive allocation's terminal keeps it."""
     in_slurm_job = bool(log_path and os.environ.get("SLURM_JOB_ID") and not sys.stderr.isatty())
+    line = "%(asctime)s %(name)s %(levelname)s %(message)s"
     handlers = [] if in_slurm_job else [logging.StreamHandler(sys.stderr)]
     for h in handlers:  # what only the job's log file keeps (a user error's traceback: `_user_errors`)
         h.addFilter(lambda record: not getattr(record, "log_file_only", False))
+        if log_path:  # jobs side by side write to one console: each line says whose it is (its log file does not)
+            h.setFormatter(logging.Formatter(line.replace("%(name)s", f"[{job_tag(log_path)}] %(name)s")))
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True
-    )
+    logging.basicConfig(level=logging.INFO, format=line, handlers=handlers, force=True)
+    if log_path:  # warnings (papa's own, torch's, a deprecation) go to the job's log, not to stderr alone
+        logging.captureWarnings(True)
 
     def excepthook(kind, value, tb):  # failures land in the job's log too
         if issubclass(kind, KeyboardInterrupt):  # Ctrl-C of a local run: a stop (`_log_job_end`), no failure
@@ -123,6 +126,32 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     io.seed_everything(seed)
 
 
+def job_tag(log_path: str) -> str:
+    """A workflow job's name on a shared console: its log's path under the results' ``logs/`` folder, without
+    ``.log`` (``probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.0625``); a log elsewhere, its name."""
+    parts = Path(log_path).with_suffix("").parts
+    if "logs" in parts[:-1]:
+        parts = parts[len(parts) - parts[::-1].index("logs") :]
+    else:
+        parts = parts[-1:]
+    return "/".join(parts)
+
+
+def _usage() -> str:
+    """What the job used so far, for its last log line: CPU seconds and peak resident memory (its own and its
+    child processes'), and the peak CUDA memory torch allocated. Snakemake's benchmark file samples a job every
+    0.5 s for 15 s, then every 30 s, so a job of a few minutes reads low there."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    said = f"CPU {cpu:.1f} s, peak memory {max(own.ru_maxrss, children.ru_maxrss) * unit / 2**30:.2f} GiB"
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        said += f", peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+    return said
+
+
 def _user_errors() -> tuple[type, ...]:
     """The errors of bad input whose message names what to change (data, model, lengths): a job logs them without
     a traceback on the console (Snakemake's, a terminal); its log file keeps where it was raised. (The config's
@@ -148,18 +177,18 @@ def _log_job_end() -> None:
     seconds = time.monotonic() - _JOB["t0"]
     stopped_by = io.STOPPED_BY[0] if io.STOPPED_BY else 2 if _JOB.get("interrupted") else None  # 2: SIGINT
     if not stopped_by and not _JOB["failed"]:
-        log.info("%s finished in %.1f s", _JOB["stage"], seconds)
+        log.info("%s finished in %.1f s (%s)", _JOB["stage"], seconds, _usage())
         return
     kept = unfinished_log_path(_JOB["log"]) if _JOB.get("log") else None
     also = f"; this log is kept as {kept} (Snakemake removes a job's log before its next attempt)" if kept else ""
     if stopped_by:
         # a job with several outputs may have written some (each is written whole, atomically): Snakemake keeps those
         # marked incomplete, so a run without --rerun-incomplete stops on them
-        log.error("%s stopped by signal %d after %.1f s: it did not finish (an output it wrote before the stop stays "
-                  "marked incomplete: rerun with --rerun-incomplete)%s", _JOB["stage"], stopped_by, seconds,
-                  also)  # fmt: skip
+        log.error("%s stopped by signal %d after %.1f s (%s): it did not finish (an output it wrote before the stop "
+                  "stays marked incomplete: rerun with --rerun-incomplete)%s", _JOB["stage"], stopped_by, seconds,
+                  _usage(), also)  # fmt: skip
     elif kept:
-        log.error("%s failed after %.1f s%s", _JOB["stage"], seconds, also)
+        log.error("%s failed after %.1f s (%s)%s", _JOB["stage"], seconds, _usage(), also)
     if kept:
         import shutil
 
@@ -234,8 +263,13 @@ class Stage:
         _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=job["log"])
         stage = cls(**{**job, **cls._from_snakemake(sm)})
         io.seed_everything(stage.seed)
-        log.info("%s: %d input file(s), %d thread(s), seed %d", cls.__name__, len(stage.inputs), stage.threads or 0,
-                 stage.seed)  # fmt: skip
+        rule = getattr(sm, "rule", None)
+        wildcards = ", ".join(f"{k}={v}" for k, v in getattr(sm, "wildcards", {}).items())  # which job of the rule
+        which = f" (rule {rule}{': ' + wildcards if wildcards else ''})" if rule else ""
+        log.info("%s%s: %d input file(s), %d thread(s), seed %d", cls.__name__, which, len(stage.inputs),
+                 stage.threads or 0, stage.seed)  # fmt: skip
+        if stage.inputs:  # the paths, in the log file (a probe reads dozens: the console has the job's tag)
+            log.info("inputs: %s", ", ".join(stage.inputs), extra={"log_file_only": True})
         env = stage._environment = io.environment()  # read once: recorded with the outputs too (`job_record`)
         source = env["papa_source"]
         commit = f" (commit {source['commit'][:12]}{', dirty' if source['dirty'] else ''})" if source else ""
@@ -456,15 +490,22 @@ def prepare_data(stage: PrepareDataStage):
         if "validation" in task.splits:
             check_scored_classes(task, getattr(stage, "_task_metrics", {}), getattr(stage, "_dataset_key", None))
     prov = task.provenance
+    # a subsampled split's size before (max_train, max_validation); rows dropped are the whole source's, before the
+    # splits (they read as the split's)
+    before = ((prov.get("split") or {}).get("subsample") or {}).get("sizes_before") or {}
+    sizes = [
+        f"{s} {n} rows" + (f" (drawn from {before[s]})" if before.get(s, n) != n else "") for s, n in task.sizes.items()
+    ]
+    of = f"of the source's {prov['n_raw']} rows, " if isinstance(prov.get("n_raw"), int) else ""
     log.info(
         "%s (%s, %s): %s; labels %s%s%s",
         task.name,
         task.kind,
         prov.get("source", "?"),
-        ", ".join(f"{s} {n} rows" for s, n in task.sizes.items()),
+        ", ".join(sizes),
         task.label_names or "none (unlabeled)",
         f" ({prov['label_names_source']})" if prov.get("label_names_source") else "",
-        f"; {prov['n_dropped']} rows dropped ({prov.get('dropped_reason')})" if prov.get("n_dropped") else "",
+        f"; {of}{prov['n_dropped']} dropped ({prov.get('dropped_reason')})" if prov.get("n_dropped") else "",
     )
     out_dir = Path(stage.out_dir)
     if stage.split is None:
@@ -935,6 +976,16 @@ def lambda_frame(lam: torch.Tensor) -> pd.DataFrame:
     )
 
 
+def lambda_summary(lam: torch.Tensor, first: int = 5) -> str:
+    """A log line on learned lambdas [layers, heads]: their spread and the ``first`` heads the lambda order
+    replaces first (``L<layer>H<head>``, from 0, as the tables count)."""
+    df = lambda_frame(lam).sort_values("rank")
+    lam64 = df["lambda"]
+    heads = ", ".join(f"L{r.layer}H{r.head} {r[2]:.3f}" for r in df.head(first).itertuples(index=False))
+    return (f"lambdas: min {lam64.min():.3f}, median {lam64.median():.3f}, max {lam64.max():.3f}; replaced first: "
+            f"{heads}")  # fmt: skip
+
+
 def _label(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
     """Prepend the label columns, each inserted first in turn (so the last label comes first)."""
     for k, v in labels.items():
@@ -1019,6 +1070,7 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
             backbone_dropout=stage.backbone_dropout,
             compile=stage.compile,
         )
+    log.info("%s", lambda_summary(lam))
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     record = stage.provenance()
@@ -1320,12 +1372,13 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
                 )  # fmt: skip
     n_dynamic = spec.n_dynamic(stage.fraction_dynamic, L * H)
     log.info(
-        "%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s)",
+        "%s: %d of %d heads input-dependent (fraction_dynamic %g, order %s, constants %s)",
         stage.labels.get("task"),
         n_dynamic,
         L * H,
         stage.fraction_dynamic,
         stage.selection,
+        stage.labels.get("constants"),
     )
     dropout, hparams = stage.backbone_dropout, stage.hparams
     if stage.batch_order == "shared" and stage.first_seed is not None and hparams.shuffle_seed is None:

@@ -434,8 +434,8 @@ def extract_features(
                 data[pos : pos + tok.shape[0]] = tok.to(torch_dtype).cpu().numpy()
                 pos += tok.shape[0]
                 if progress.due(done := start + len(idx)):
-                    log.info("encoded %d/%d examples, %.1f examples/s, ETA %.0f s", done, n, progress.rate(done),
-                             progress.eta(done, n))  # fmt: skip
+                    log.info("encoded %d/%d examples, %.1f examples/s, %s", done, n, progress.rate(done),
+                             progress.eta_text(done, n))  # fmt: skip
     except BaseException:
         cache.close()
         raise
@@ -579,7 +579,8 @@ class TrainConfig:
         batch_size, epochs: training batches and passes over the train split; the last epoch is reported.
         seed: the probe's initialisation and dropout (and its batch order unless ``shuffle_seed`` is set).
         weight_decay: AdamW's, on the probe's weights (0 for the patch parameters).
-        dropout: the sequence probe's, between its tanh layer and the output (RoBERTa's authors' head had none).
+        dropout: the sequence probe's, between its tanh layer and the output; ``"authors"`` (`AUTHORS_DROPOUT`):
+            each family's as the authors' heads had it, none on RoBERTa and 0.1 on the others (`probe_dropout`).
         extra_lr: the learning rate of the patch parameters (lambda logits, trained constants); None = ``lr``.
         eval_batch_size: validation batches (scoring only).
         max_grad_norm: clip the gradient norm of everything that trains (the authors: 1.0); None = no clipping.
@@ -593,7 +594,7 @@ class TrainConfig:
     epochs: int = 4
     seed: int = 0
     weight_decay: float = 0.0
-    dropout: float = 0.1
+    dropout: float | str = 0.1  # or "authors" (`AUTHORS_DROPOUT`): the model's family decides (`probe_dropout`)
     extra_lr: float | None = None  # learning rate of patch parameters (lambdas); None = lr
     eval_batch_size: int = 64
     max_grad_norm: float | None = None  # clip the gradient norm (the authors: 1.0); None = no clipping
@@ -608,9 +609,10 @@ class TrainConfig:
                if not (v is None and k in optional) and not _finite_number(v)]  # fmt: skip
         bad += [f"{k}={v!r}" for k, v in positive.items() if _finite_number(v) and not v > 0]
         for k in ("dropout", "weight_decay"):
-            if not _finite_number(getattr(self, k)):
-                raise ValueError(f"TrainConfig: {k}={getattr(self, k)!r} must be a finite number")
-        if not 0 <= self.dropout < 1:
+            if not _finite_number(getattr(self, k)) and not (k == "dropout" and self.dropout == AUTHORS_DROPOUT):
+                raise ValueError(f"TrainConfig: {k}={getattr(self, k)!r} must be a finite number"
+                                 + (f" (or {AUTHORS_DROPOUT!r})" if k == "dropout" else ""))  # fmt: skip
+        if self.dropout != AUTHORS_DROPOUT and not 0 <= self.dropout < 1:
             bad.append(f"dropout={self.dropout!r} (must be in [0, 1))")
         if self.weight_decay < 0:
             bad.append(f"weight_decay={self.weight_decay!r} (must be >= 0)")
@@ -628,6 +630,24 @@ class TrainConfig:
                 f"must be > 0 (extra_lr and max_grad_norm may be None), dropout in [0, 1), init one of "
                 f"{', '.join(PROBE_INITS)}"
             )
+
+
+#: ``TrainConfig.dropout``'s value for each family's dropout as the authors' heads had it (`probe_dropout`).
+AUTHORS_DROPOUT = "authors"
+#: The model types whose sequence head in the authors' code had no dropout: RoBERTa's
+#: (``RobertaForSequenceClassification`` with ``use_freeze_extract_pooler``: the classifier on the pooler); their
+#: BERT and DeBERTa heads had the config's 0.1 (the fork has no ELECTRA code: ELECTRA's own head has 0.1 too).
+AUTHORS_NO_DROPOUT = ("roberta",)
+
+
+def probe_dropout(dropout: float | str, model) -> float:
+    """The sequence probe's dropout for ``model``: ``dropout``, or for ``"authors"`` (`AUTHORS_DROPOUT`) 0.0 on a
+    model type of `AUTHORS_NO_DROPOUT` (RoBERTa) and 0.1 on the others, so one config runs every family as the
+    authors did (README "Differences from the authors' code")."""
+    if dropout != AUTHORS_DROPOUT:
+        return dropout
+    model_type = getattr(getattr(model, "config", model), "model_type", None)
+    return 0.0 if model_type in AUTHORS_NO_DROPOUT else 0.1
 
 
 def _finite_number(v) -> bool:
@@ -790,14 +810,17 @@ def init_probe(probe: nn.Module, model, init: str = "normal") -> nn.Module:
 
 
 def build_probe(
-    kind: str, model, max_length: int, n_labels: int, dropout: float = 0.1, init: str = "normal"
+    kind: str, model, max_length: int, n_labels: int, dropout: float | str = 0.1, init: str = "normal"
 ) -> nn.Module:
-    """A fresh sequence or token probe sized for ``model``, initialised by `init_probe`."""
+    """A fresh sequence or token probe sized for ``model``, initialised by `init_probe`; ``dropout`` (the sequence
+    probe's) may be ``"authors"`` (`probe_dropout`)."""
     n_layers, hidden = model_dims(model)
     if kind == "token":
         return init_probe(TokenProbe(n_layers, hidden, n_labels), model, init)
     if kind == "sequence":
-        return init_probe(SequenceProbe(n_layers, max_length, hidden, n_labels, dropout), model, init)
+        return init_probe(
+            SequenceProbe(n_layers, max_length, hidden, n_labels, probe_dropout(dropout, model)), model, init
+        )
     raise ValueError(f"probe kind must be 'sequence' or 'token', got {kind!r}")
 
 
@@ -818,8 +841,8 @@ def evaluate(probes, features, metrics, label_names=None, batch_size: int = 64,
     with torch.inference_mode():
         for start in range(0, n, batch_size):
             if progress.due(start):
-                log.info("validation: %d/%d examples (%.1f examples/s, ETA %.0f s)", start, n, progress.rate(start),
-                         progress.eta(start, n))  # fmt: skip
+                log.info("validation: %d/%d examples (%.1f examples/s, %s)", start, n, progress.rate(start),
+                         progress.eta_text(start, n))  # fmt: skip
             idx = np.arange(start, min(n, start + batch_size))
             x, y = features.batch(idx)
             # token tasks: scored tokens regrouped per example for entity-level metrics
@@ -948,8 +971,8 @@ def train_probes(
                         batch = train.batch(idx, grad=live)
                     run.step(*batch, loss_fn, len(idx))
             if progress.due(done := (epoch - 1) * n + start + len(idx)):
-                log.info("seed %s epoch %d/%d: %d/%d examples (%.1f examples/s, ETA %.0f s)", names, epoch, cfg.epochs,
-                         start + len(idx), n, progress.rate(done), progress.eta(done, total))  # fmt: skip
+                log.info("seed %s epoch %d/%d: %d/%d examples (%.1f examples/s, %s)", names, epoch, cfg.epochs,
+                         start + len(idx), n, progress.rate(done), progress.eta_text(done, total))  # fmt: skip
         for seed, run in zip(seeds, runs):
             if not math.isfinite(run.total):
                 raise FloatingPointError(
@@ -963,19 +986,20 @@ def train_probes(
         for seed, run, scores in zip(seeds, runs, all_scores):
             loss = run.total / max(run.seen, 1)
             log.info(
-                "seed %d epoch %d/%d: train loss %.4f, %s (%.1f examples/s, ETA %.0f s)",
+                "seed %d epoch %d/%d: train loss %.4f; validation %s (%.1f examples/s, %s)",
                 seed,
                 epoch,
                 cfg.epochs,
                 loss,
                 ", ".join(f"{k} {v:.4f}" for k, v in scores.items()),
                 progress.rate(epoch * n),
-                progress.eta(epoch * n, total),
+                progress.eta_text(epoch * n, total),
             )
             run.rows += [
                 {"epoch": epoch, "metric": metric, "score": score, "train_loss": loss}
                 for metric, score in scores.items()
             ]
+        progress.mark()  # no progress line right after the epoch's own (the validation pass reset nothing)
         if on_epoch is not None:
             on_epoch(epoch)
     return [run.rows for run in runs]

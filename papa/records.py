@@ -559,6 +559,23 @@ def config_keys() -> set:
     return set(yaml.safe_load(schema.read_text())["properties"])
 
 
+def yaml_error_place(path) -> str:
+    """Where a config file that does not read breaks YAML (``" The YAML parser: <problem> at line L, column C."``), or
+    ``""``:
+    Snakemake's message ("not valid JSON or YAML ... do not mix whitespace and tab indentation") names no line."""
+    import yaml
+
+    try:
+        yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f" The YAML parser: {e.problem or e.context or 'it does not parse'}{where}."
+    except (OSError, ValueError, yaml.YAMLError):
+        pass
+    return ""
+
+
 def results_folder(configs) -> str:
     """The results folder a run with these config files writes into, each file read by Snakemake's own reading of a
     ``--configfile`` and later files updating earlier ones: the last that sets ``results:``, else the schema's
@@ -580,7 +597,7 @@ def results_folder(configs) -> str:
         try:
             config = load_configfile(path)  # JSON, else YAML (a YTE template rendered), whatever the file's name
         except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
-            raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}") from None
+            raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}{yaml_error_place(path)}") from None
         if config is not None and not isinstance(config, dict):
             raise ValueError(f"{path}: a config is a mapping of keys (results:, models:, ...), and this file holds "
                              f"a {type(config).__name__}: give papa's config files")  # fmt: skip

@@ -74,8 +74,9 @@ def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path, com
 
 
 def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path, compare_runs):
-    """--probe-logs: the last epoch of every seed, parsed from the probe stage's log lines, against a
-    finished run's probe table (earlier epochs and other settings ignored)."""
+    """--probe-logs: the last epoch of every seed, parsed from the probe stage's log lines (today's "train loss X;
+    validation ..." and the older "train loss X, ..."), against a finished run's probe table (earlier epochs and
+    other settings ignored)."""
     import pandas as pd
 
     log = tmp_path / "partial" / "logs" / "probe" / "m" / "t" / "average" / "lambda" / "fraction_dynamic=0.5.log"
@@ -83,7 +84,8 @@ def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path, compare_runs):
     log.write_text(
         "x papa.probe INFO seed 0 epoch 1/2: train loss 0.7, accuracy 0.5000, f1 0.4000 (9 examples/s, ETA 1 s)\n"
         "x papa.probe INFO seed 0 epoch 2/2: train loss 0.6, accuracy 0.8000, f1 0.7000 (9 examples/s, ETA 0 s)\n"
-        "x papa.probe INFO seed 1 epoch 2/2: train loss 0.6, accuracy 0.9000, f1 0.8000 (9 examples/s, ETA 0 s)\n"
+        "x papa.probe INFO seed 1 epoch 2/2: train loss 0.6; validation accuracy 0.9000, f1 0.8000 (9 examples/s, "
+        "ETA 0 s)\n"
     )
     scores = compare_runs.probe_log_scores(tmp_path / "partial")
     assert sorted(zip(scores["seed"], scores["metric"], scores["score"])) == [

@@ -1632,3 +1632,22 @@ def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
     for spec in ({**base["seq"], "format": "tsv"}, {**base["seq"], "train": str(tmp_path / "seq.txt"), "format": "csv"},
                  {**base["seq"], "validation": str(tmp_path / "seq.txt"), "format": "csv"}):  # fmt: skip
         assert dataset_param(spec)["format"] == spec["format"], spec
+
+
+def test_prepare_datas_log_says_what_was_drawn_and_what_the_source_dropped(tmp_path, caplog):
+    """The log said "train 1600 rows; 37 rows dropped": the 37 are of the source's 10,605 rows, before any split,
+    and the draw of 1,600 from 8,455 (max_train) went unsaid (review AP's AP-5)."""
+    import logging
+
+    from papa.pipeline import PrepareDataStage, prepare_data
+
+    spec = {"name": "rt_sentiment", "source": "package", "max_train": 100}
+    with caplog.at_level(logging.INFO, logger="papa"):
+        task = prepare_data(PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="train"))
+    prov = task.provenance
+    before = prov["split"]["subsample"]["sizes_before"]["train"]
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rt_sentiment (sequence, package)")]
+    assert len(said) == 1 and before > 100, said
+    assert f": train 100 rows (drawn from {before}); labels " in said[0], said
+    assert said[0].endswith(f"; of the source's {prov['n_raw']} rows, {prov['n_dropped']} dropped "
+                            f"({prov['dropped_reason']})"), said  # fmt: skip

@@ -1593,3 +1593,22 @@ def test_a_checkpoint_without_some_encoder_weights_is_refused(tmp_path, caplog):
                            r"\((bert\.)?encoder\.layer\.1\.attention\.self\.query\.weight\); transformers would "
                            r"initialise them at random"):  # fmt: skip
             papa.load_encoder(str(cut), device="cpu", task_head=head, num_labels=2 if head else None)
+
+
+def test_a_per_rule_resource_one_letter_off_a_rules_own_is_warned_about():
+    """`--set-resources probe:memmb=1000` added a resource `memmb` while the probes kept their mem_mb (review AP's
+    AP-13): a name no rule asks for but close to one a rule does is warned about; an executor's own names
+    (slurm_partition) and the rules' own pass; a rule the workflow lacks is refused (`--set-threads` too)."""
+    from papa.checks import ConfigError, check_rule_overrides
+
+    rules = {"probe": {"mem_mb", "runtime", "gpu", "_cores", "memmb"}, "plot": {"mem_mb", "runtime", "_cores"}}
+    said = []
+    check_rule_overrides({"probe": {"memmb": 1000, "slurm_partition": "gpu", "mem_mb": 9}}, {"plot": 2}, rules,
+                         said.append)  # fmt: skip
+    assert said == ["--set-resources probe:memmb=...: no rule asks for a resource 'memmb', and rule probe keeps its "
+                    "mem_mb: did you mean 'mem_mb'?"]  # fmt: skip
+    check_rule_overrides({"probe": {"runtime": 5}}, None, rules, said.append)
+    assert len(said) == 1
+    with pytest.raises(ConfigError, match=r"--set-threads plott:\.\.\.: the workflow has no rule 'plott' \(did you "
+                       r"mean 'plot'\?\)\. Its rules: plot, probe"):  # fmt: skip
+        check_rule_overrides(None, {"plott": 2}, rules)

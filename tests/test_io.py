@@ -676,7 +676,12 @@ class Toy(pipeline.Stage):
         return {}
 
 sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=["a", "b"])
+if sys.argv[2] == "finish":  # a workflow job: its rule and wildcards
+    sm.rule, sm.wildcards = "toy", {"task": "t1", "fraction_dynamic": "0.5"}
 Toy.from_snakemake(sm)
+if sys.argv[2] == "finish":
+    import warnings
+    warnings.warn("a warning of the stage's")
 if sys.argv[2] == "stop":
     print("ready", flush=True)
     time.sleep(120)  # a long loop of a stage (no probe feature block around it)
@@ -685,14 +690,14 @@ if sys.argv[2] == "stop":
     # four jobs run at once (each imports torch)
     logs, procs = {}, {}
     for how in ("stop", "hangup", "nohup", "finish"):
-        logs[how] = tmp_path / f"{how}.log"
+        logs[how] = tmp_path / "results" / "logs" / "toy" / f"{how}.log" if how == "finish" else tmp_path / f"{how}.log"
         # SIGHUP ignored under nohup, else as a terminal's session has it (a test suite run under nohup ignores it)
         hup = signal.SIG_IGN if how == "nohup" else signal.SIG_DFL
         args = [sys.executable, "-c", code, str(logs[how]), "finish" if how == "finish" else "stop"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         if how == "finish":  # as a Slurm job: its log names it (sacct, seff; a kept log of a failed attempt)
             env["SLURM_JOB_ID"] = "4242"
-        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env,
+        procs[how] = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                       preexec_fn=lambda hup=hup: signal.signal(signal.SIGHUP, hup))  # fmt: skip
     for how in ("stop", "hangup", "nohup"):
         assert procs[how].stdout.readline().strip() == "ready"
@@ -709,12 +714,31 @@ if sys.argv[2] == "stop":
     assert lines["stop"][-1].startswith("Toy stopped by signal 15 after"), lines["stop"]
     assert lines["hangup"][-1].startswith("Toy stopped by signal 1 after"), lines["hangup"]
     assert lines["nohup"][-1].startswith("Toy stopped by signal 15 after"), lines["nohup"]
-    assert lines["finish"][-1].startswith("Toy finished in"), lines["finish"]
-    for said in lines.values():
-        assert said[0] == "Toy: 2 input file(s), 1 thread(s), seed 0", said
+    # what the job used (its own count: Snakemake's benchmark file samples a short job's too seldom; review AP)
+    assert re.fullmatch(r"Toy finished in \d+\.\d s \(CPU \d+\.\d s, peak memory \d+\.\d\d GiB\)", lines["finish"][-1])
+    assert re.search(r"Toy stopped by signal 15 after \d+\.\d s \(CPU \d+\.\d s, peak memory", lines["stop"][-1])
+    for how, said in lines.items():
+        # which job: its rule and wildcards (two probe logs read alike but for numbers)
+        which = " (rule toy: task=t1, fraction_dynamic=0.5)" if how == "finish" else ""
+        assert said[0] == f"Toy{which}: 2 input file(s), 1 thread(s), seed 0", said
+        assert said[1] == "inputs: a, b", said  # in the log file only
         env = io.environment()
-        assert said[1].startswith("on ") and f"torch {env['torch']}" in said[1] and env["device"] in said[1], said
-        assert (", Slurm job 4242 (" in said[1]) == (said is lines["finish"]), said
+        assert said[2].startswith("on ") and f"torch {env['torch']}" in said[2] and env["device"] in said[2], said
+        assert (", Slurm job 4242 (" in said[2]) == (how == "finish"), said
+    # a warning reaches the job's log (it went to stderr alone); the console's lines name the job (its log's path
+    # under logs/): jobs side by side wrote lines no one could tell apart
+    assert any("UserWarning: a warning of the stage's" in line for line in lines["finish"]), lines["finish"]
+    console = procs["stop"].stderr.read().splitlines()
+    assert any(" INFO " in line for line in console), console
+    assert all(" [stop] papa " in line for line in console if " INFO " in line), console
+    assert not any(line.endswith("inputs: a, b") for line in console), console
+    assert " INFO " not in procs["finish"].stderr.read()  # a Slurm batch job: its log file only, as before
+    from papa import pipeline
+
+    assert pipeline.job_tag(str(logs["finish"])) == "toy/finish"
+    assert pipeline.job_tag("results/logs/probe/m/t/average/lambda/fraction_dynamic=0.5.log") == (
+        "probe/m/t/average/lambda/fraction_dynamic=0.5"
+    )
 
 
 def test_a_runs_stop_signals_interrupt_it_as_ctrl_c_does():
@@ -812,8 +836,9 @@ def test_the_log_of_an_attempt_that_did_not_finish_is_kept_beside_the_jobs_log(t
     first = Path(f"{log}.unfinished-1")
     assert rc == 1 and first.read_text() == log.read_text() and "out of memory, say" in first.read_text()
     last = first.read_text().splitlines()[-1].split(" ", 3)[-1]
-    assert re.fullmatch(rf"ERROR Toy failed after [0-9.]+ s; this log is kept as {re.escape(str(first))} "
-                        r"\(Snakemake removes a job's log before its next attempt\)", last), last  # fmt: skip
+    assert re.fullmatch(rf"ERROR Toy failed after [0-9.]+ s \(CPU [0-9.]+ s, peak memory [0-9.]+ GiB\); this log is "
+                        rf"kept as {re.escape(str(first))} \(Snakemake removes a job's log before its next attempt\)",
+                        last), last  # fmt: skip
     log.unlink()  # as Snakemake does before the next attempt
     rc, _, err = _attempt(log, "stop")
     second = Path(f"{log}.unfinished-2")
@@ -932,6 +957,24 @@ def test_progress_is_due_every_interval_and_its_rate_leaves_pauses_out(monkeypat
     clock[0] = 120.0
     assert p.due(60)
     assert not io.Progress(every=float("inf")).due(10)  # log_every inf: never
+    # an epoch's own line starts the interval again: no progress line right after it (review AP's AP-4)
+    clock[0] = 131.0
+    p.mark()
+    clock[0] = 140.0
+    assert not p.due(70)
+    clock[0] = 141.0
+    assert p.due(70)
+    # a long loop's interval grows to a thirtieth of its time, at most 5 minutes: an 8-hour job wrote ~3,000 lines
+    clock[0] = 100.0 + 3600  # an hour in: every 2 minutes
+    assert p.interval() == 120.0 and p.due(80)
+    clock[0] += 119.0
+    assert not p.due(90)
+    clock[0] = 100.0 + 8 * 3600
+    assert p.interval() == io.Progress.MAX_EVERY == 300.0
+    assert io.Progress(every=0).interval() == 0  # every call (tests, log_every 0)
+    assert p.eta_text(50, 150) == "ETA 16 h 0 min"  # not "ETA 57600 s"
+    said = [io.format_seconds(x) for x in (0, 42.4, 119.4, 125, 3599, 7200, 28000, -3)]
+    assert said == ["0 s", "42 s", "119 s", "2 min", "60 min", "2 h 0 min", "7 h 47 min", "0 s"]
 
 
 def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):

@@ -931,16 +931,27 @@ def test_training_logs_progress_inside_epochs_and_counts_the_seeds_to_come(minil
     enc = _toy(tok, 16)
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=2)
     probe = probe_mod.build_probe("sequence", model, enc.max_length, 2)
+    marks = []  # an epoch's own line starts the interval again: a progress line followed it at once (review AP)
+
+    class Marked(probe_mod.Progress):
+        def mark(self):
+            marks.append(len(caplog.records))
+            super().mark()
+
     t0 = time.monotonic()
-    with caplog.at_level(logging.INFO, logger="papa.probe"):
+    with caplog.at_level(logging.INFO, logger="papa.probe"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(probe_mod, "Progress", Marked)
         probe_mod.train_probes(
             [probe], LiveFeatures(model, enc), LiveFeatures(model, enc), cfg, ["accuracy"], log_every=0, runs_after=2
         )
     wall = time.monotonic() - t0
+    said = [r.getMessage() for r in caplog.records]
+    assert [said[k - 1].split(": ")[1].split(" ")[:2] for k in marks] == [["train", "loss"]] * 2, said
     inside = [r.getMessage() for r in caplog.records if "examples (" in r.getMessage()]
     assert len(inside) == 2 * 16 // 4 and "epoch 1/2: 4/16 examples" in inside[0]
     last = [r.getMessage() for r in caplog.records if "epoch 2/2: train loss" in r.getMessage()][0]
     assert float(re.search(r"ETA (\d+) s", last).group(1)) >= 0 and "examples/s" in last
+    assert re.search(r": train loss [\d.]+; validation accuracy [\d.]+ \(", last), last  # its scores: validation's
     # two more trainings of 2 epochs x 16 examples remain: the ETA is theirs, not 0; the rate counts training time
     # only, the ETA the validation passes too, so it is at least their examples at that rate
     rate = float(re.search(r"\(([\d.]+) examples/s", last).group(1))
@@ -1270,3 +1281,43 @@ def test_the_cache_budget_is_at_most_half_the_jobs_memory():
     assert pipeline.job_memory_mib(NS(resources=NS(mem_mb=2000, mem_mib=1908))) == 1908
     assert pipeline.job_memory_mib(NS(resources=NS(mem_mb=2000))) == 2000 * 10**6 / 2**20
     assert pipeline.job_memory_mib(NS()) is None
+
+
+def test_a_lambda_jobs_log_says_the_lambdas_spread_and_the_heads_replaced_first():
+    """The lambda job's log ended without a word on what it learned (review AP's AP-11)."""
+    import torch
+
+    from papa.pipeline import lambda_summary
+
+    lam = torch.tensor([[0.9, 0.1, 0.5], [0.3, 0.7, 0.2]])
+    assert lambda_summary(lam, first=3) == (
+        "lambdas: min 0.100, median 0.400, max 0.900; replaced first: L0H1 0.100, L1H2 0.200, L1H0 0.300"
+    )
+
+
+def test_dropout_authors_is_each_familys_as_the_authors_heads_had_it():
+    """The authors' RoBERTa head had no dropout, their BERT and DeBERTa heads 0.1: `dropout: 0.0` per task could not
+    run RoBERTa as they did beside BERT in one config, which every Sec. 5 analysis (RoBERTa-base) needs (review
+    AO's AO-3). ``dropout: authors`` resolves per model; a number is the same on every model, as before."""
+    from papa.checks import ConfigError, validate_config
+    from papa.probe import AUTHORS_DROPOUT, build_probe, probe_dropout
+    from tests.conftest import tiny_model
+
+    roberta, bert, electra = tiny_model("roberta"), tiny_model("bert"), tiny_model("electra")
+    assert [probe_dropout(AUTHORS_DROPOUT, m) for m in (roberta, bert, electra)] == [0.0, 0.1, 0.1]
+    assert [probe_dropout(0.3, m) for m in (roberta, bert)] == [0.3, 0.3]
+    cfg = TrainConfig(dropout="authors")  # the config's value, as the rules pass it
+    for m, p in ((roberta, 0.0), (bert, 0.1)):
+        assert build_probe("sequence", m, 16, 2, cfg.dropout).dropout.p == p
+    for bad in ("author", float("nan"), 1.0):
+        with pytest.raises(ValueError, match="dropout"):
+            TrainConfig(dropout=bad)
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/config.yaml").read_text())
+    config["tasks"]["rt_sentiment"]["probe"]["dropout"] = "authors"
+    assert validate_config(config)["tasks"]["rt_sentiment"]["lambda"]["dropout"] == "authors"  # the lambda stage's too
+    config["tasks"]["rt_sentiment"]["probe"]["dropout"] = "author"
+    with pytest.raises(ConfigError, match=r"'tasks\.rt_sentiment\.probe\.dropout' is 'author', not an allowed value: "
+                       r"did you mean 'authors'\?"):  # fmt: skip
+        validate_config(config)

@@ -83,8 +83,19 @@ def _make_clean(cwd, configs):
 
 
 def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path):
-    """`make run CONFIG=nosuch.yaml` printed Snakemake's 20-line FileNotFoundError traceback."""
-    assert _make_n("run") == [".venv/bin/snakemake --cores all --configfile config/config.yaml"]
+    """`make run CONFIG=nosuch.yaml` printed Snakemake's 20-line FileNotFoundError traceback; a config that is no
+    YAML, Snakemake's "not valid JSON or YAML" without a line (review AP's AP-6)."""
+    assert _make_n("run") == [
+        'out=$(.venv/bin/python -m papa.records results-of -- config/config.yaml) || { echo "make run: $out" >&2; '
+        "exit 1; }",
+        ".venv/bin/snakemake --cores all --configfile config/config.yaml",
+    ]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("seed: 0\nsweep:\n  seeds: [0, 1]\n   head_orders: [lambda]\n")  # one space too many
+    p = subprocess.run(["make", "-o", ".venv/bin/snakemake", "run", f"CONFIG={broken}"], cwd=ROOT,
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode != 0 and f"make run: {broken}: Config file is not valid JSON or YAML" in p.stderr, p
+    assert "The YAML parser: expected <block end>, but found '<block mapping start>' at line 4, column 4." in p.stderr
     # the target before --configfile, which takes every word after it as a config file
     assert _make_n("prune") == [".venv/bin/snakemake prune --cores 1 --configfile config/config.yaml"]
     for target in ("run", "prune"):

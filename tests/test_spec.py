@@ -220,10 +220,11 @@ def test_every_enum_of_the_schema_is_a_library_tuple(schema):
     from papa.data.local import FORMAT_NAMES
     from papa.encoding import ENCODING_CHOICES, LAYOUTS
     from papa.models import COMPILE_MODES, PRECISIONS
-    from papa.probe import BATCH_ORDERS, CACHE_DTYPES, PROBE_INITS, STRATEGIES
+    from papa.probe import AUTHORS_DROPOUT, BATCH_ORDERS, CACHE_DTYPES, PROBE_INITS, STRATEGIES
 
     library = {
         "definitions/lambda_hparams/properties/init": PROBE_INITS,
+        "definitions/lambda_hparams/properties/dropout/then": (AUTHORS_DROPOUT,),  # the word a dropout may be
         "properties/layout": LAYOUTS,
         "properties/precision": PRECISIONS,
         "properties/compile": COMPILE_MODES,

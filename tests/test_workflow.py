@@ -1015,21 +1015,48 @@ def test_killed_job_leaves_no_finished_output(smoke):
 
 
 @contextmanager
-def parsed_workflow(configfile: Path):
+def parsed_workflow(configfile: Path, **resource_settings):
     """Snakemake's parsed workflow for ``configfile`` (the pinned version's API): the rules as the scheduler sees
-    them, their params and resources to evaluate."""
+    them, their params and resources to evaluate (``resource_settings``: `ResourceSettings`' fields, such as the
+    command line's ``overwrite_resources``)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:  # a set: a bool failed on the config's warnings
         yield api.workflow(
-            resource_settings=ResourceSettings(),
+            resource_settings=ResourceSettings(**resource_settings),
             config_settings=ConfigSettings(configfiles=[configfile]),
             storage_settings=StorageSettings(),
             snakefile=ROOT / "Snakefile",
             workdir=ROOT,
         )._workflow
+
+
+def test_per_rule_settings_for_a_rule_the_workflow_lacks_are_refused():
+    """`--set-resources prob:mem_mb=64000` (or the Slurm profile's RULES) for a rule the workflow does not have was
+    ignored without a word: the probes kept their memory (review AP's AP-13). Refused now, naming the rule meant;
+    the profile's own entries (the model rules' GPU request) and an executor's resource names pass."""
+    from snakemake.resources import Resources
+
+    from papa.checks import GPU_RULES
+
+    def parse(resources=None, threads=None):
+        given = (resources or {}).items()
+        settings = {"overwrite_resources": {r: Resources.parse([f"{k}={v}" for k, v in kv.items()],
+                                                               allow_expressions=True) for r, kv in given}}  # fmt: skip
+        if threads:
+            settings["overwrite_threads"] = threads
+        with parsed_workflow(ROOT / "config/paper.yaml", **settings) as wf:
+            return sorted(r.name for r in wf.rules)
+
+    rules = parse({r: {"gpu": 1, "slurm_partition": "'gpu'"} for r in GPU_RULES}, {"plot": 2})
+    assert set(GPU_RULES) <= set(rules)
+    with pytest.raises(Exception, match=r"--set-resources prob:\.\.\.: the workflow has no rule 'prob' \(did you mean "
+                       r"'probe'\?\)"):  # fmt: skip
+        parse({"prob": {"mem_mb": 64000}})
+    with pytest.raises(Exception, match=r"--set-threads averge_attention:\.\.\.: the workflow has no rule"):
+        parse(threads={"averge_attention": 2})
 
 
 def test_a_retried_job_asks_for_more_memory_and_time():
