@@ -870,7 +870,8 @@ def check_rule_overrides(resources: dict | None, threads: dict | None, rules: di
         for rule in given:
             if rule not in rules:
                 near = closest(rule, rules)
-                bad.append(f"{option} {rule}:...: the workflow has no rule {rule!r}"
+                given_as = f"{rule}:..." if option == "--set-resources" else f"{rule}=..."
+                bad.append(f"{option} {given_as}: the workflow has no rule {rule!r}"
                            + (f" (did you mean {near!r}?)" if near else ""))  # fmt: skip
     if bad:
         raise ConfigError("; ".join(bad) + f". Its rules: {', '.join(sorted(rules))}")
@@ -881,8 +882,9 @@ def check_rule_overrides(resources: dict | None, threads: dict | None, rules: di
         for key in keys:
             near = difflib.get_close_matches(key, sorted(declared), n=1, cutoff=0.8)
             if key not in declared and near and warn is not None:
-                warn(f"--set-resources {rule}:{key}=...: no rule asks for a resource {key!r}, and rule {rule} keeps "
-                     f"its {near[0]}: did you mean {near[0]!r}?")  # fmt: skip
+                keeps = f", and rule {rule} keeps its {near[0]}" if near[0] in rules.get(rule, ()) else ""
+                warn(f"--set-resources {rule}:{key}=...: no rule asks for a resource {key!r}{keeps}: did you mean "
+                     f"{near[0]!r}?")  # fmt: skip
 
 
 def job_resources(config: dict, rule: str, task: str | None = None) -> dict:

@@ -680,9 +680,10 @@ def format_seconds(seconds: float) -> str:
     s = round(max(float(seconds), 0.0))
     if s < 120:
         return f"{s} s"
-    if s < 7200:
-        return f"{round(s / 60)} min"
-    h, m = divmod(round(s / 60), 60)
+    minutes = round(s / 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    h, m = divmod(minutes, 60)
     return f"{h} h {m} min"
 
 

@@ -60,6 +60,7 @@ from .models import (
 )
 from .patching import patch
 from .probe import (
+    AUTHORS_DROPOUT,
     PAPER_HPARAMS,
     TrainConfig,
     cache_nbytes,
@@ -96,6 +97,9 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     logging.basicConfig(level=logging.INFO, format=line, handlers=handlers, force=True)
     if log_path:  # warnings (papa's own, torch's, a deprecation) go to the job's log, not to stderr alone
         logging.captureWarnings(True)
+        warned = logging.getLogger("py.warnings")  # its text ends with a newline: a blank line in the log
+        if not any(isinstance(f, _StripMessage) for f in warned.filters):
+            warned.addFilter(_StripMessage())
 
     def excepthook(kind, value, tb):  # failures land in the job's log too
         if issubclass(kind, KeyboardInterrupt):  # Ctrl-C of a local run: a stop (`_log_job_end`), no failure
@@ -126,6 +130,15 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
     io.seed_everything(seed)
 
 
+class _StripMessage(logging.Filter):
+    """Strip a record's trailing newline (a captured warning's)."""
+
+    def filter(self, record):
+        if isinstance(record.msg, str):
+            record.msg = record.msg.rstrip()
+        return True
+
+
 def job_tag(log_path: str) -> str:
     """A workflow job's name on a shared console: its log's path under the results' ``logs/`` folder, without
     ``.log`` (``probe/minilm/rt_sentiment/average/lambda/fraction_dynamic=0.0625``); a log elsewhere, its name."""
@@ -138,8 +151,9 @@ def job_tag(log_path: str) -> str:
 
 
 def _usage() -> str:
-    """What the job used so far, for its last log line: CPU seconds and peak resident memory (its own and its
-    child processes'), and the peak CUDA memory torch allocated. Snakemake's benchmark file samples a job every
+    """What the job used so far, for its last log line: CPU seconds (the process's, its imports included, so a short
+    job's exceed its stage's wall time) and peak resident memory (its own and its child processes'), and the peak
+    CUDA memory torch allocated. Snakemake's benchmark file samples a job every
     0.5 s for 15 s, then every 30 s, so a job of a few minutes reads low there."""
     import resource
 
@@ -147,8 +161,11 @@ def _usage() -> str:
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
     unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     said = f"CPU {cpu:.1f} s, peak memory {max(own.ru_maxrss, children.ru_maxrss) * unit / 2**30:.2f} GiB"
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        said += f", peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+    try:  # after a CUDA error the device may refuse even this: the job's end line (and its kept log) come first
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            said += f", peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+    except Exception:  # noqa: BLE001 - any CUDA error
+        pass
     return said
 
 
@@ -261,11 +278,16 @@ class Stage:
             # left its log ending mid-run, like a job still running (and a closed terminal: SIGHUP)
             io.stop_on_signals()
         _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=job["log"])
-        stage = cls(**{**job, **cls._from_snakemake(sm)})
-        io.seed_everything(stage.seed)
         rule = getattr(sm, "rule", None)
         wildcards = ", ".join(f"{k}={v}" for k, v in getattr(sm, "wildcards", {}).items())  # which job of the rule
         which = f" (rule {rule}{': ' + wildcards if wildcards else ''})" if rule else ""
+        try:
+            stage = cls(**{**job, **cls._from_snakemake(sm)})
+        except BaseException:  # refused as it is built: its log says which job before the error (`setup`'s hook)
+            log.info("%s%s: %d input file(s), %d thread(s)", cls.__name__, which, len(job["inputs"]),
+                     job["threads"] or 0)  # fmt: skip
+            raise
+        io.seed_everything(stage.seed)
         log.info("%s%s: %d input file(s), %d thread(s), seed %d", cls.__name__, which, len(stage.inputs),
                  stage.threads or 0, stage.seed)  # fmt: skip
         if stage.inputs:  # the paths, in the log file (a probe reads dozens: the console has the job's tag)
@@ -926,11 +948,14 @@ def check_task_metrics(task: str | None, metrics, kind: str, label_names) -> Non
 
 def train_config(hp: dict, seed: int) -> TrainConfig:
     """The trainer settings of a ``probe``/``lambda`` hparams block of the config (``lr``,
-    ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout``, ``extra_lr``,
+    ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout`` (a number or ``"authors"``), ``extra_lr``,
     ``max_grad_norm``: the authors clipped at 1.0, null = no clipping; ``init``: how a fresh probe
     starts, `papa.probe.PROBE_INITS`; others keep `papa.probe.TrainConfig`'s defaults)."""
     optional = {k: hp[k] for k in ("extra_lr", "max_grad_norm", "init") if k in hp}
-    optional.update({k: float(hp[k]) for k in ("weight_decay", "dropout") if k in hp})
+    # dropout may be "authors" (`papa.probe.AUTHORS_DROPOUT`: the model's family decides, `probe_dropout`)
+    optional.update(
+        {k: hp[k] if hp[k] == AUTHORS_DROPOUT else float(hp[k]) for k in ("weight_decay", "dropout") if k in hp}
+    )
     if optional.get("max_grad_norm") is not None:
         optional["max_grad_norm"] = float(optional["max_grad_norm"])
     return TrainConfig(

@@ -1609,6 +1609,8 @@ def test_a_per_rule_resource_one_letter_off_a_rules_own_is_warned_about():
                     "mem_mb: did you mean 'mem_mb'?"]  # fmt: skip
     check_rule_overrides({"probe": {"runtime": 5}}, None, rules, said.append)
     assert len(said) == 1
-    with pytest.raises(ConfigError, match=r"--set-threads plott:\.\.\.: the workflow has no rule 'plott' \(did you "
+    check_rule_overrides({"plot": {"gpus": 1}}, None, rules, said.append)  # plot has no gpu: it keeps none
+    assert said[1] == "--set-resources plot:gpus=...: no rule asks for a resource 'gpus': did you mean 'gpu'?"
+    with pytest.raises(ConfigError, match=r"--set-threads plott=\.\.\.: the workflow has no rule 'plott' \(did you "
                        r"mean 'plot'\?\)\. Its rules: plot, probe"):  # fmt: skip
         check_rule_overrides(None, {"plott": 2}, rules)

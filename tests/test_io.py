@@ -728,6 +728,7 @@ if sys.argv[2] == "stop":
     # a warning reaches the job's log (it went to stderr alone); the console's lines name the job (its log's path
     # under logs/): jobs side by side wrote lines no one could tell apart
     assert any("UserWarning: a warning of the stage's" in line for line in lines["finish"]), lines["finish"]
+    assert all(line.strip() for line in logs["finish"].read_text().splitlines()), lines["finish"]  # no blank line
     console = procs["stop"].stderr.read().splitlines()
     assert any(" INFO " in line for line in console), console
     assert all(" [stop] papa " in line for line in console if " INFO " in line), console
@@ -793,7 +794,8 @@ class Toy(pipeline.Stage):
             raise ValueError("the token file's max_length is 64, the config's 128, say")
         return {}
 
-sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=[])
+sm = SimpleNamespace(log=[sys.argv[1]], threads=1, params=SimpleNamespace(code="x"), input=[], rule="toy",
+                     wildcards={"task": "t1"})
 stage = Toy.from_snakemake(sm)
 if how == "fail":
     raise RuntimeError("out of memory, say")
@@ -862,6 +864,8 @@ def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_
     text = log.read_text()
     assert rc == 1 and "ValueError: the token file's max_length is 64, the config's 128, say" in text, err
     assert "Traceback" in text  # an error of papa's own code: where it was raised
+    # which job was refused (its header came after the stage was built: review AR's AR-10)
+    assert text.splitlines()[0].endswith(" INFO Toy (rule toy: task=t1): 0 input file(s), 1 thread(s)"), text
     log.unlink()
     rc, _, err = _attempt(log, "bad data")  # bad input: its message, without papa's code path on the console
     text = log.read_text()
@@ -973,8 +977,8 @@ def test_progress_is_due_every_interval_and_its_rate_leaves_pauses_out(monkeypat
     assert p.interval() == io.Progress.MAX_EVERY == 300.0
     assert io.Progress(every=0).interval() == 0  # every call (tests, log_every 0)
     assert p.eta_text(50, 150) == "ETA 16 h 0 min"  # not "ETA 57600 s"
-    said = [io.format_seconds(x) for x in (0, 42.4, 119.4, 125, 3599, 7200, 28000, -3)]
-    assert said == ["0 s", "42 s", "119 s", "2 min", "60 min", "2 h 0 min", "7 h 47 min", "0 s"]
+    said = [io.format_seconds(x) for x in (0, 42.4, 119.4, 125, 3599, 7169, 7190, 7200, 28000, -3)]
+    assert said == ["0 s", "42 s", "119 s", "2 min", "60 min", "119 min", "2 h 0 min", "2 h 0 min", "7 h 47 min", "0 s"]
 
 
 def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):

@@ -1306,7 +1306,10 @@ def test_dropout_authors_is_each_familys_as_the_authors_heads_had_it():
     roberta, bert, electra = tiny_model("roberta"), tiny_model("bert"), tiny_model("electra")
     assert [probe_dropout(AUTHORS_DROPOUT, m) for m in (roberta, bert, electra)] == [0.0, 0.1, 0.1]
     assert [probe_dropout(0.3, m) for m in (roberta, bert)] == [0.3, 0.3]
-    cfg = TrainConfig(dropout="authors")  # the config's value, as the rules pass it
+    # the config's block as the lambda and probe jobs read it (`train_config`: it took every dropout for a float, and
+    # each job of a task with dropout: authors failed at its start: review AR's AR-1)
+    cfg = pipeline.train_config({"lr": 1e-4, "batch_size": 8, "epochs": 1, "dropout": "authors"}, seed=0)
+    assert cfg.dropout == "authors" and pipeline.train_config({**vars(cfg), "dropout": 0.2}, 0).dropout == 0.2
     for m, p in ((roberta, 0.0), (bert, 0.1)):
         assert build_probe("sequence", m, 16, 2, cfg.dropout).dropout.p == p
     for bad in ("author", float("nan"), 1.0):

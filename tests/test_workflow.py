@@ -1055,7 +1055,7 @@ def test_per_rule_settings_for_a_rule_the_workflow_lacks_are_refused():
     with pytest.raises(Exception, match=r"--set-resources prob:\.\.\.: the workflow has no rule 'prob' \(did you mean "
                        r"'probe'\?\)"):  # fmt: skip
         parse({"prob": {"mem_mb": 64000}})
-    with pytest.raises(Exception, match=r"--set-threads averge_attention:\.\.\.: the workflow has no rule"):
+    with pytest.raises(Exception, match=r"--set-threads averge_attention=\.\.\.: the workflow has no rule"):
         parse(threads={"averge_attention": 2})
 
 
