@@ -2,7 +2,7 @@
 strategy this project picks, encoder passes and GPU-hours vs the authors' procedure; for averaging and the
 MLM analysis encoder passes and GPU-hours (papa.cost).
 
-    python benchmarks/paper_cost.py [--config config/paper.yaml] [--disk-budget-gb 500]
+    python benchmarks/paper_cost.py [--config config/paper.yaml [more.yaml ...]] [--disk-budget-gb 500]
 
 Throughput: each paper encoder's own, measured on an H100 (benchmarks/gpu_cost.py, kept in
 benchmarks/reference/gpu_cost-h100.json: its feature pass at N = 64/128/256, fp32, batch 64, and
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -43,7 +44,13 @@ def measured_tokens_per_s(path: Path) -> float:
 
 def main(argv=None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=str(ROOT / "config/paper.yaml"))
+    ap.add_argument(
+        "--config",
+        nargs="+",
+        default=[str(ROOT / "config/paper.yaml")],
+        help="config file(s), later ones updating earlier ones as Snakemake merges them (config/paper.yaml "
+        "config/paper-authors.yaml: the authors' behaviour over the paper's grid)",
+    )
     ap.add_argument(
         "--disk-budget-gb",
         type=float,
@@ -64,7 +71,9 @@ def main(argv=None) -> pd.DataFrame:
     )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
     args = ap.parse_args(argv)
-    config = yaml.safe_load(Path(args.config).read_text())
+    config = {}
+    for path in args.config:  # as Snakemake merges --configfile a.yaml b.yaml
+        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
     settings = validate_config(copy.deepcopy(config))  # precision and compile as the workflow reads them (defaults)
     tps = measured_tokens_per_s(Path(args.reference))
     if args.measured is None:

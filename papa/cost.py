@@ -197,8 +197,10 @@ class Jobs(NamedTuple):
 
 def workflow_jobs(configfile, root=".") -> Jobs:
     """The probe, lambda, averaging and MLM jobs the workflow in ``root`` would run for ``configfile`` (a path
-    relative to the current folder, as everywhere else, not to ``root``), read from Snakemake's own plan
-    (``snakemake --summary``, nothing is run or locked)."""
+    relative to the current folder, as everywhere else, not to ``root``; or a list of them, later ones updating
+    earlier ones as Snakemake merges them), read from Snakemake's own plan (``snakemake --summary``, nothing is
+    run or locked)."""
+    configfiles = [configfile] if isinstance(configfile, (str, Path)) else list(configfile)
     snakemake = Path(sys.executable).with_name("snakemake")
     with tempfile.TemporaryDirectory(prefix="papa-cost-") as results:
         p = subprocess.run(
@@ -207,7 +209,7 @@ def workflow_jobs(configfile, root=".") -> Jobs:
                 "--summary",
                 "--nolock",
                 "--configfile",
-                str(Path(configfile).resolve()),  # Snakemake runs in root
+                *(str(Path(c).resolve()) for c in configfiles),  # Snakemake runs in root
                 "--config",
                 f"results={results}",
             ],
@@ -216,7 +218,7 @@ def workflow_jobs(configfile, root=".") -> Jobs:
             text=True,
         )
         if p.returncode:
-            raise RuntimeError(f"snakemake --summary failed for {configfile}:\n{p.stderr[-2000:]}")
+            raise RuntimeError(f"snakemake --summary failed for {' '.join(map(str, configfiles))}:\n{p.stderr[-2000:]}")
         found = {field: {} for field in Jobs._fields}  # dicts as ordered sets: a job's several outputs, one key
         for line in p.stdout.splitlines():
             cols = line.split("\t")
@@ -373,8 +375,9 @@ def estimate(
             elif ConstantsSpec.parse(job[2]).trained:  # rule probe_trained: a job per seed
                 strategy, ours, grad, jobs, rule = "live", seeds * epochs * per_epoch, True, seeds, "probe_trained"
                 authors = ours
-            else:
-                strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb)
+            else:  # backbone_dropout: hidden states differ every pass, re-encoded as the job does (`prepare_features`)
+                cacheable = not hp.get("backbone_dropout")
+                strategy = choose_strategy(nbytes, cache["strategy"], budget, disk_budget_mb, cacheable=cacheable)
                 ours = per_epoch * (reencoded_seeds * epochs if strategy == "reencode" else 1)
                 grad, authors = False, seeds * epochs * per_epoch
             per_pass, is_measured = pass_hours(hub_id, N)

@@ -341,6 +341,29 @@ def test_cost_estimate_counts_the_examples_a_config_draws():
     assert df.loc["average"].passes_ours == 2_000
 
 
+def test_cost_estimate_re_encodes_a_probe_under_backbone_dropout_and_the_authors_overlay_costs_their_procedure():
+    """A probe job with ``backbone_dropout`` re-encodes every epoch of every seed, whatever the cache could hold
+    (`papa.probe.prepare_features`); papa.cost costed it as cached (memory or disk), so the authors' overlay
+    (config/paper-authors.yaml) read as cheaper than their procedure it runs."""
+    import copy
+
+    import yaml
+    from snakemake.utils import update_config
+
+    from papa.checks import validate_config
+    from papa.cost import estimate
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    probes = [("bert-base", "cola", "average", "lambda", 0.5)]
+    cached = estimate(validate_config(copy.deepcopy(paper)), probes, [], 2e5, None).set_index("stage").loc["probe"]
+    assert cached.strategy == "memory" and cached.passes_ours < cached.passes_authors
+    authors = copy.deepcopy(paper)  # as Snakemake merges --configfile config/paper.yaml config/paper-authors.yaml
+    update_config(authors, yaml.safe_load((ROOT / "config/paper-authors.yaml").read_text()))
+    df = estimate(validate_config(authors), probes, [], 2e5, None).set_index("stage").loc["probe"]
+    assert df.strategy == "reencode" and df.passes_ours == df.passes_authors == 3 * 15 * (8_551 + 1_043)
+    assert df.gpu_h_ours == df.gpu_h_authors
+
+
 def test_cost_estimate_takes_each_models_measured_throughput():
     """papa.cost.estimate with a `Throughput`: a measured model's jobs cost example-passes x N at its own
     rate for that N, its gradient jobs its measured step cost; a model the file lacks keeps the scaled

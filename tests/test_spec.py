@@ -648,3 +648,48 @@ def test_a_spec_on_its_tasks_own_corpus_is_the_tasks_own_matrices():
     assert str(ConstantsSpec.parse("average_trained@mnli").on_task("mnli")) == "average_trained"
     assert str(ConstantsSpec.parse("average@wiki").on_task("mnli")) == "average@wiki"
     assert str(ConstantsSpec.parse("average").on_task("mnli")) == "average"
+
+
+def test_the_authors_overlay_sets_their_behaviour_on_every_task_of_the_paper_grid_and_nothing_else():
+    """config/paper-authors.yaml over config/paper.yaml (merged as Snakemake merges two --configfile files): every
+    option of README "Differences from the authors' code" that changes numbers, at the authors' value, on every
+    task the paper's grid runs (a task added to paper.yaml and not here would run the paper's way unnoticed), in a
+    results folder of its own, validated without a warning; the grid's models, tasks, datasets and sweep unchanged."""
+    import copy
+
+    from snakemake.utils import update_config
+
+    from papa.checks import validate_config
+    from papa.records import results_folder
+
+    paper, overlay = _config("paper"), _config("paper-authors")
+    merged = copy.deepcopy(paper)
+    update_config(merged, overlay)
+    said = []
+    cfg = validate_config(merged, said.append)
+    assert said == [], said
+    assert set(overlay["tasks"]) == set(paper["tasks"]) and set(overlay) <= {"results", "encoding", "cache", "tasks"}
+    for key in ("models", "model_tasks", "datasets", "sweep", "analyses", "resources"):
+        assert cfg[key] == validate_config(copy.deepcopy(paper))[key], key
+    assert (
+        cfg["encoding"] == {"single_cap": "authors", "pair_segments": "authors"} and cfg["cache"]["dtype"] == "float32"
+    )
+    for name, task in cfg["tasks"].items():
+        token = _task_kind(cfg, name) == "token"
+        for block in ("probe", "lambda"):  # the lambda stage inherits the probe's
+            hp = task[block]
+            assert hp["backbone_dropout"] is True and hp["max_grad_norm"] == 1.0, (name, block)
+            assert hp.get("dropout") == (None if token else "authors"), (name, block)  # a token probe has none
+        assert {k: v for k, v in task["probe"].items() if k not in overlay["tasks"][name]["probe"]} == {
+            k: v for k, v in paper["tasks"][name]["probe"].items()
+        }  # Table 3's settings kept
+    folders = [str(ROOT / "config/paper.yaml"), str(ROOT / "config/paper-authors.yaml")]
+    assert results_folder(folders) == "results-paper-authors" != results_folder(folders[:1])
+
+
+def _task_kind(cfg, task):
+    """A task's kind (sequence or token), as the config check reads it."""
+    from papa.checks import dataset_kind
+
+    dataset = cfg["tasks"][task]["dataset"]
+    return dataset_kind(dataset, cfg["datasets"][dataset])

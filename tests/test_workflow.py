@@ -1015,7 +1015,7 @@ def test_killed_job_leaves_no_finished_output(smoke):
 
 
 @contextmanager
-def parsed_workflow(configfile: Path, **resource_settings):
+def parsed_workflow(configfile: Path | list[Path], **resource_settings):
     """Snakemake's parsed workflow for ``configfile`` (the pinned version's API): the rules as the scheduler sees
     them, their params and resources to evaluate (``resource_settings``: `ResourceSettings`' fields, such as the
     command line's ``overwrite_resources``)."""
@@ -1026,11 +1026,24 @@ def parsed_workflow(configfile: Path, **resource_settings):
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:  # a set: a bool failed on the config's warnings
         yield api.workflow(
             resource_settings=ResourceSettings(**resource_settings),
-            config_settings=ConfigSettings(configfiles=[configfile]),
+            config_settings=ConfigSettings(configfiles=configfile if isinstance(configfile, list) else [configfile]),
             storage_settings=StorageSettings(),
             snakefile=ROOT / "Snakefile",
             workdir=ROOT,
         )._workflow
+
+
+def test_the_authors_overlay_runs_the_paper_grids_jobs_with_their_settings():
+    """config/paper-authors.yaml after config/paper.yaml, as Snakemake merges two --configfile files and the
+    Snakefile validates them: the authors' settings on the tasks' probe and (filled in) lambda blocks, Table 3's
+    kept, in a results folder of its own (paper.yaml's results stay as they are)."""
+    with parsed_workflow([ROOT / "config/paper.yaml", ROOT / "config/paper-authors.yaml"]) as wf:
+        assert wf.config["results"] == "results-paper-authors"
+        for block in ("probe", "lambda"):  # lambda: filled in from the probe's by the Snakefile's validation
+            hp = wf.config["tasks"]["mnli"][block]
+            assert (hp["lr"], hp["batch_size"], hp["epochs"]) == (2.0e-4, 8, 4), block
+            assert (hp["dropout"], hp["max_grad_norm"], hp["backbone_dropout"]) == ("authors", 1.0, True), block
+        assert wf.config["encoding"] == {"single_cap": "authors", "pair_segments": "authors"}
 
 
 def test_per_rule_settings_for_a_rule_the_workflow_lacks_are_refused():
