@@ -272,12 +272,18 @@ def unused_settings(config: dict) -> list[str]:
     no run trains constants; an ``analyses.cross_corpus`` corpus that is every analysed task's own; a task that no
     model runs (``model_tasks``: a sample of a larger config may mean it)."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
-    shapes = {input_shape(d, datasets[d]) for _, d, _ in tokenized_inputs(config)}
+    tokenized = [d for _, d, _ in tokenized_inputs(config)]
+    tasks_read = task_datasets(config)
+
+    def shapes(key):  # of the datasets the option reaches (`TASK_ONLY_ENCODING`'s: the tasks' only)
+        return {input_shape(d, datasets[d]) for d in tokenized if key not in TASK_ONLY_ENCODING or d in tasks_read}
+
     what = {"pair": "sentence pairs", "single": "single sentences"}
     unused = [f"encoding.{key}: 'authors' changes how {what[shape]} are encoded, and no dataset this config "
-              f"tokenizes gives {what[shape]}: it changes nothing here"
+              f"tokenizes {'for a task ' if key in TASK_ONLY_ENCODING else ''}gives {what[shape]}: it changes "
+              f"nothing here"
               for key, shape in ENCODING_REACH.items()
-              if encoding.get(key) == "authors" and None not in shapes and shape not in shapes]  # fmt: skip
+              if encoding.get(key) == "authors" and None not in shapes(key) and shape not in shapes(key)]  # fmt: skip
     cache = config.get("cache") or {}
     run = {t for m in config.get("models") or {} for t in model_tasks(config, m)}  # the tasks some model runs
     reencoded = _reencoding_tasks(config, run)
@@ -1354,11 +1360,26 @@ def input_shape(name: str, spec: dict) -> str | None:
     return kind
 
 
+#: The `encoding` options whose ``authors`` value is the authors' task preprocessing (`run_papa_glue.py`): a corpus
+#: no task reads (the MLM analysis's, a cross-corpus average's) is encoded the paper's way under it, since their
+#: code for those is not published (``single_cap: authors`` cut WikiText paragraphs to N/2 for the MLM analysis).
+TASK_ONLY_ENCODING = ("single_cap",)
+
+
 def encoding_options(config: dict, dataset: str) -> dict:
     """The `encoding` options that change ``dataset``'s tokens (`ENCODING_REACH`; every one where its shape is
-    unknown): rule tokenize's param, so switching one reruns the datasets it reaches and no others."""
+    unknown): rule tokenize's param, so switching one reruns the datasets it reaches and no others. On a dataset
+    no task reads, `TASK_ONLY_ENCODING`'s ``authors`` is the paper's way."""
     shape = input_shape(dataset, config["datasets"][dataset])
-    return {k: v for k, v in config["encoding"].items() if shape is None or ENCODING_REACH.get(k) in (None, shape)}
+    options = {k: v for k, v in config["encoding"].items() if shape is None or ENCODING_REACH.get(k) in (None, shape)}
+    if dataset not in task_datasets(config):
+        options.update({k: "paper" for k in TASK_ONLY_ENCODING if options.get(k) == "authors"})
+    return options
+
+
+def task_datasets(config: dict) -> set[str]:
+    """The datasets the config's tasks read (their ``dataset`` keys)."""
+    return {tc.get("dataset") for tc in (config.get("tasks") or {}).values() if isinstance(tc, dict)}
 
 
 def built_position_limit(build: dict) -> int | None:

@@ -285,7 +285,10 @@ def estimate(
     """One row per probe run, lambda job, averaging job and MLM job of ``config`` (`workflow_jobs`):
     cache size, strategy, encoder passes (examples x passes) and GPU-hours, this project's way and the
     authors'; ``jobs``: the Snakemake jobs the row's hours are split over (a trained-constants run: one per
-    seed, rule ``probe_trained``). ``config`` is read as the workflow reads it (a validated copy,
+    seed, rule ``probe_trained``). A probe of fixed matrices whose block sets ``backbone_dropout`` re-encodes
+    every epoch of every seed, as the job does (its hidden states differ every pass: no cache), at the eval-mode
+    throughput measured (its patched heads then run eager attention, ~7% slower at N = 128: a lower bound).
+    ``config`` is read as the workflow reads it (a validated copy,
     `papa.checks.validate_config`: the schema's defaults). Examples: the published split sizes
     (`split_sizes`: drawn down to the config's ``max_train``/``max_validation``, and a stage's own
     ``max_train``, ``averaging.max_examples``, ``analyses.mlm.max_train``/``max_eval``).

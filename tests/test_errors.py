@@ -1394,6 +1394,9 @@ def test_an_encoding_option_or_cache_key_nothing_reads_is_warned_of(local_files)
     said = []
     validate_config(tokens_only, warn=said.append)
     assert [m.split(":")[0] for m in said] == ["encoding.single_cap"]
+    # single_cap: authors is the authors' task preprocessing: a corpus no task reads (here wiki, tokenized for the
+    # cross-corpus average of the token task) keeps the paper's cap, so it changes nothing there either
+    assert "no dataset this config tokenizes for a task gives single sentences" in said[0], said
     said = []  # a profile's scratch folder with a strategy that keeps no disk cache: said, not refused
     validate_config(_config(cache={"strategy": "reencode", "scratch": "/tmp/papa", "disk_budget_mb": 100}),
                     warn=said.append)  # fmt: skip

@@ -683,6 +683,13 @@ def test_the_authors_overlay_sets_their_behaviour_on_every_task_of_the_paper_gri
         assert {k: v for k, v in task["probe"].items() if k not in overlay["tasks"][name]["probe"]} == {
             k: v for k, v in paper["tasks"][name]["probe"].items()
         }  # Table 3's settings kept
+    # the authors' single-sentence cap is their GLUE preprocessing: the MLM corpus keeps the paper's (it cut WikiText
+    # paragraphs to N/2 and moved every Fig. 6a number: review AS's AS-1)
+    from papa.checks import encoding_options
+
+    assert encoding_options(cfg, "wikitext103") == {"single_cap": "paper"}
+    assert encoding_options(cfg, "sst2") == {"single_cap": "authors"}
+    assert encoding_options(cfg, "mnli") == {"pair_segments": "authors"}
     folders = [str(ROOT / "config/paper.yaml"), str(ROOT / "config/paper-authors.yaml")]
     assert results_folder(folders) == "results-paper-authors" != results_folder(folders[:1])
 
