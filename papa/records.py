@@ -560,9 +560,9 @@ def config_keys() -> set:
 
 
 def yaml_error_place(path) -> str:
-    """Where a config file that does not read breaks YAML (``" The YAML parser: <problem> at line L, column C."``), or
-    ``""``:
-    Snakemake's message ("not valid JSON or YAML ... do not mix whitespace and tab indentation") names no line."""
+    """Where a config file that does not read breaks YAML (``" The YAML parser: <problem> at line L, column C."``),
+    or ``""``: Snakemake's message ("not valid JSON or YAML ... do not mix whitespace and tab indentation") names
+    no line."""
     import yaml
 
     try:
