@@ -584,10 +584,12 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
 def check_config_files(paths) -> None:
     """`read_config_file` of each config file given to the workflow (``--configfile``, the Snakefile's default),
     for what Snakemake's reading lets through: a key given twice (in a JSON file too: json keeps the last, without a
-    word). An empty file (comments only) adds nothing, as Snakemake reads it."""
+    word). An empty file (comments only) adds nothing, as Snakemake reads it. Then their order: an overlay
+    (``overlay_of:``) after the file it updates (`papa.records.overlay_problem`)."""
+    loaded = []
     for path in paths:
         if Path(path).suffix.lower() != ".json":
-            read_config_file(path, allow_empty=True)
+            loaded.append((path, read_config_file(path, allow_empty=True)))
             continue
 
         def no_repeats(pairs, path=path):
@@ -600,10 +602,14 @@ def check_config_files(paths) -> None:
             return dict(pairs)
 
         try:
-            json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_repeats)
+            loaded.append((path, json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_repeats)))
         except (OSError, ValueError) as e:  # unreadable or not JSON: Snakemake's own reading says so
             if isinstance(e, ConfigError):
                 raise
+    from .records import overlay_problem
+
+    if problem := overlay_problem(loaded):
+        raise ConfigError(problem)
 
 
 #: The optional keys of a ``probe``/``lambda`` block and the value the job takes when the block leaves one out:

@@ -576,14 +576,55 @@ def yaml_error_place(path) -> str:
     return ""
 
 
+def overlay_problem(configs) -> str | None:
+    """What is wrong with the order of the config files given, or None: ``configs`` is ``[(path, config), ...]`` in
+    ``--configfile`` order. A file whose ``overlay_of:`` names another (``config/paper-authors.yaml`` names
+    ``config/paper.yaml``) updates that one key by key, so it must come after it: given first, the other's keys win
+    (its ``results:`` folder among them, so its finished results would be rerun with the overlay's settings); given
+    alone, it updates the defaults, not the grid it was written for. ``overlay_of`` is a path from the working
+    directory (as ``--configfile`` takes it) or from the overlay's own folder."""
+
+    def shown(path) -> str:  # Snakemake's configfiles are absolute: shown from the working directory
+        with contextlib.suppress(ValueError):
+            return str(Path(path).resolve().relative_to(Path.cwd().resolve()) if Path(path).is_absolute() else path)
+        return str(path)
+
+    def same(candidates, other) -> bool:
+        for candidate in candidates:
+            with contextlib.suppress(OSError):
+                if os.path.samefile(candidate, other):
+                    return True
+        return False
+
+    for i, (path, config) in enumerate(configs):
+        path = shown(path)
+        base = config.get("overlay_of") if isinstance(config, dict) else None
+        if not isinstance(base, str) or not base.strip():
+            continue
+        candidates = (Path(base), Path(path).parent / base)
+        if any(same(candidates, other) for other, _ in configs[:i]):
+            continue
+        others = [shown(p) for p, _ in configs[:i] + configs[i + 1 :] if not same(candidates, p)]
+        if any(same(candidates, other) for other, _ in configs[i + 1 :]):
+            where = f"{base} is given after it, whose keys would win (its results folder among them)"
+        else:
+            where = f"{base} is not given, so it would update the defaults' grid, not that one"
+        return (f"{path} updates {base} (its overlay_of), and {where}: give it after {base} (--configfile "
+                f"{' '.join([base, *others, path])}), or, to lay it over another config, set its overlay_of to that "
+                f"file")  # fmt: skip
+    return None
+
+
 def results_folder(configs) -> str:
     """The results folder a run with these config files writes into, each file read by Snakemake's own reading of a
     ``--configfile`` and later files updating earlier ones: the last that sets ``results:``, else the schema's
     default ``results`` (``make clean``, ``make report``). A `ValueError` for a value that is no plain folder name a
     shell command can take (papa refuses whitespace in it; a quote would end make's quoting), a file that does not
     read, one that is no papa config (a top-level key the config does not have: another tool's file would give the
-    default's folder, and ``make clean`` remove it), or a Python without Snakemake (``make install``)."""
+    default's folder, and ``make clean`` remove it), an overlay given before the file it updates or without it
+    (`overlay_problem`), or a Python without Snakemake (``make install``)."""
     folder, source = "results", "the schema's default"
+    loaded = []
     try:
         from snakemake.common.configfile import load_configfile
     except ImportError:
@@ -608,6 +649,9 @@ def results_folder(configs) -> str:
                              f"config's (the workflow refuses it too); give the config files of the run")  # fmt: skip
         if isinstance(config, dict) and "results" in config:
             folder, source = config["results"], path
+        loaded.append((path, config))
+    if problem := overlay_problem(loaded):
+        raise ValueError(problem)
     if not isinstance(folder, str) or not folder.strip():
         raise ValueError(f"{source}: results: is {folder!r}, not a folder: give one plain path")
     if any(c.isspace() for c in folder) or any(c in folder for c in "'\"$`\\"):

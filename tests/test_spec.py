@@ -668,7 +668,8 @@ def test_the_authors_overlay_sets_their_behaviour_on_every_task_of_the_paper_gri
     said = []
     cfg = validate_config(merged, said.append)
     assert said == [], said
-    assert set(overlay["tasks"]) == set(paper["tasks"]) and set(overlay) <= {"results", "encoding", "cache", "tasks"}
+    assert set(overlay["tasks"]) == set(paper["tasks"])
+    assert set(overlay) <= {"overlay_of", "results", "encoding", "cache", "tasks"}
     for key in ("models", "model_tasks", "datasets", "sweep", "analyses", "resources"):
         assert cfg[key] == validate_config(copy.deepcopy(paper))[key], key
     assert (
@@ -694,9 +695,73 @@ def test_the_authors_overlay_sets_their_behaviour_on_every_task_of_the_paper_gri
     assert results_folder(folders) == "results-paper-authors" != results_folder(folders[:1])
 
 
+def test_an_overlay_given_before_the_config_it_updates_or_without_it_is_refused(tmp_path, monkeypatch):
+    """config/paper-authors.yaml given before config/paper.yaml took paper.yaml's results folder (its finished
+    results rerun with the authors' settings), and given alone the default grid: its ``overlay_of`` makes
+    `results_folder` (make run, report, clean) and the workflow's `check_config_files` refuse both orders, naming the
+    order to give; in order, or with another file between, it passes; ``overlay_of`` may be a path from the
+    overlay's own folder."""
+    from papa.checks import ConfigError, check_config_files
+    from papa.records import results_folder
+
+    paper, authors = "config/paper.yaml", "config/paper-authors.yaml"
+    monkeypatch.chdir(ROOT)
+    assert results_folder([paper, authors]) == "results-paper-authors"
+    assert results_folder([paper, "config/config.yaml", authors]) == "results-paper-authors"
+    check_config_files([str(ROOT / paper), str(ROOT / authors)])  # Snakemake's configfiles are absolute
+    for order, why in (([authors, paper], "is given after it"), ([authors], "is not given"),
+                       (["config/config.yaml", authors], "is not given")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"{authors} updates {paper} \\(its overlay_of\\), and {paper} {why}"):
+            results_folder(order)
+        with pytest.raises(ConfigError, match=f"give it after {paper} \\(--configfile {paper} .*{authors}\\)"):
+            check_config_files([str(ROOT / p) for p in order])
+    # a path from the overlay's folder, from another working directory
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg/base.yaml").write_text("results: results-base\n")
+    (tmp_path / "cfg/over.yaml").write_text("overlay_of: base.yaml\nresults: results-over\n")
+    monkeypatch.chdir(tmp_path)
+    assert results_folder(["cfg/base.yaml", "cfg/over.yaml"]) == "results-over"
+    with pytest.raises(ValueError, match="cfg/over.yaml updates base.yaml"):
+        results_folder(["cfg/over.yaml", "cfg/base.yaml"])
+
+
 def _task_kind(cfg, task):
     """A task's kind (sequence or token), as the config check reads it."""
     from papa.checks import dataset_kind
 
     dataset = cfg["tasks"][task]["dataset"]
     return dataset_kind(dataset, cfg["datasets"][dataset])
+
+
+def test_the_readme_lists_the_authors_overlays_options_as_the_file_sets_them():
+    """README "Differences from the authors' code" names config/paper-authors.yaml's options (`key: value`), and
+    each has its item below: an option added to the file and not the README, or the README's list and not the
+    file, fails here (review AS's AS-6). Keys of a task's probe block are named once, for every task; ``results``,
+    ``overlay_of`` and ``cache.budget_mb`` are the file's own (its folder, its order, a cache size)."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Differences from the authors' code") :]
+    section = section[: section.index("\n### ")]
+    intro, items = section.split("\n* **", 1)
+    listed = intro[intro.index("`config/paper-authors.yaml` sets every such option") : intro.index("into a results")]
+    named = set(re.findall(r"`([a-z_.]+: [^`]+)`", listed))
+
+    def leaves(node, path=()):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                yield from leaves(value, (*path, key))
+            else:
+                yield (*path, key), value
+
+    overlay = _config("paper-authors")
+    wanted = set()
+    for path, value in leaves(overlay):
+        if path in (("results",), ("overlay_of",), ("cache", "budget_mb")):
+            continue
+        value = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        key = path[-1] if path[0] == "tasks" else ".".join(path)  # tasks.<t>.probe.<key>: one name for every task
+        wanted.add(f"{key}: {value}")
+    assert named == wanted, (sorted(named - wanted), sorted(wanted - named))
+    for option in named:
+        assert f"`{option}`" in items or f"`{option.split('.', 1)[-1]}`" in items, option

@@ -1044,6 +1044,10 @@ def test_the_authors_overlay_runs_the_paper_grids_jobs_with_their_settings():
             assert (hp["lr"], hp["batch_size"], hp["epochs"]) == (2.0e-4, 8, 4), block
             assert (hp["dropout"], hp["max_grad_norm"], hp["backbone_dropout"]) == ("authors", 1.0, True), block
         assert wf.config["encoding"] == {"single_cap": "authors", "pair_segments": "authors"}
+    # given first, paper.yaml's results folder won: the paper's finished probes would rerun with the authors' settings
+    with pytest.raises(Exception, match="config/paper.yaml is given after it"):
+        with parsed_workflow([ROOT / "config/paper-authors.yaml", ROOT / "config/paper.yaml"]):
+            pass
 
 
 def test_per_rule_settings_for_a_rule_the_workflow_lacks_are_refused():
