@@ -1024,3 +1024,31 @@ print("ran")
         else:
             assert out.returncode != 0 and "ran" not in out.stdout
             assert "the learn_lambda job asks for 1 GPU(s)" in log.read_text(), log.read_text()[-2000:]
+
+
+def test_a_jobs_end_line_names_its_peak_cuda_memory_and_survives_a_cuda_error(monkeypatch):
+    """`papa.pipeline._usage`, a job's last log line: CPU time and peak memory always; the peak CUDA memory torch
+    allocated once CUDA is in use (not on a machine with a GPU the job never touched); a CUDA error while reading it
+    (a device in an error state) leaves the rest of the line, not an exception that would lose the job's end line.
+    Its CUDA branch ran on no machine of the test suite (review AP left it untested)."""
+    import torch
+
+    from papa import pipeline
+
+    shape = r"CPU \d+\.\d s, peak memory \d+\.\d\d GiB"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a, **k: 3 * 2**30 + 2**28)
+    said = pipeline._usage()
+    assert re.fullmatch(shape + r", peak CUDA memory 3\.25 GiB", said), said
+    assert float(re.search(r"peak memory (\S+) GiB", said).group(1)) > 0.05  # this process imported torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # CUDA there, never used by the job
+    assert re.fullmatch(shape, pipeline._usage())
+
+    def broken(*a, **k):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", broken)
+    assert re.fullmatch(shape, pipeline._usage())
