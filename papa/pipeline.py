@@ -1913,6 +1913,8 @@ class PlotStage(Stage):
         out_fraction_curves, out_constant_kinds, out_head_orders, out_models_compared: path stems
             (``.png`` and ``.svg`` are written).
         out_heads: folder of the lambda heatmaps and constant-matrix figures.
+        out_summary_table: the summary's numbers as HTML for the report (`papa.plots.plot_summary_table`); None:
+            not written.
     """
 
     summary: str
@@ -1927,6 +1929,7 @@ class PlotStage(Stage):
     out_models_compared: str
     out_heads: str
     compared_models: list[str] | None = None
+    out_summary_table: str | None = None
 
     @classmethod
     def _from_snakemake(cls, sm) -> dict:
@@ -1946,6 +1949,7 @@ class PlotStage(Stage):
             out_head_orders=stem(sm.output.orders),
             out_models_compared=stem(sm.output.models),
             out_heads=sm.output.heatmaps,
+            out_summary_table=sm.output.table,
         )
 
 
@@ -1971,6 +1975,8 @@ def _plot_figures(stage: PlotStage) -> None:
     plots.plot_selection_orders(summary[summary.constants == spec.METHOD_CONSTANTS], stage.out_head_orders)
     compared = tables.models_compared_table(summary, models=stage.compared_models)
     plots.plot_models_compared(compared, stage.out_models_compared)
+    if stage.out_summary_table is not None:
+        plots.plot_summary_table(summary, stage.out_summary_table)
     with io.atomic_dir(stage.out_heads) as out:  # the folder appears complete, without an earlier run's figures
         lam = io.read_parquet(stage.lambdas)
         for (model, task, constants), df in lam.groupby(["model", "task", "constants"]) if len(lam) else []:
@@ -1987,7 +1993,8 @@ def _plot_figures(stage: PlotStage) -> None:
                 separators=C.metadata.get("separator_positions"),
             )
         n_heads = sum(1 for _ in out.glob("*.png"))
-    log.info("figures: 4 tables' figures and %d of lambdas and constant heads, in %.1f s", n_heads,
+    log.info("figures: 4 tables' figures%s and %d of lambdas and constant heads, in %.1f s",
+             ", the summary's table" if stage.out_summary_table is not None else "", n_heads,
              time.monotonic() - t0)  # fmt: skip
 
 

@@ -14,8 +14,9 @@ written. ``out`` is a path stem:
 * :func:`plot_constant_heads`   -- Fig. 4: constant matrices of representative heads.
 * :func:`plot_constant_kinds`   -- Table 1: the score with every head constant, per constants kind.
 * :func:`plot_mlm`              -- Fig. 6(a): negative log-perplexity vs fraction of input-dependent heads.
+* :func:`plot_summary_table`    -- the summary's numbers as an HTML table (``<out>.html``), for the report.
 
-Each figure carries the record of what drew it (:func:`recorded`, read back by :func:`figure_record`).
+Each figure (and the table) carries the record of what drew it (:func:`recorded`, read back by :func:`figure_record`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ __all__ = [
     "representative_heads",
     "fraction_label",
     "plot_constant_kinds",
+    "plot_summary_table",
+    "summary_table_frame",
     "recorded",
     "figure_record",
 ]
@@ -119,6 +122,9 @@ def figure_record(path: str | os.PathLike) -> dict | None:
 
         with Image.open(path) as im:
             text = im.text.get("Description")
+    elif path.suffix.lower() == ".html":  # the report's table (`plot_summary_table`)
+        found = re.search(r'<meta name="papa-record" content="([^"]*)">', path.read_text(encoding="utf-8"))
+        text = html.unescape(found.group(1)) if found else None
     else:
         found = re.search(r"<dc:description>(.*?)</dc:description>", path.read_text(encoding="utf-8"), re.S)
         text = html.unescape(found.group(1)) if found else None
@@ -629,3 +635,72 @@ def plot_mlm(table: pd.DataFrame, out) -> list[str]:
         ax.legend(fontsize=8)
         fig.tight_layout()
         return _save(fig, out)
+
+
+# --------------------------------------------------------------------------- the report's table
+
+_TABLE_KEYS = ["model", "task", "metric", "constants", "selection"]
+_TABLE_STYLE = (
+    "table{border-collapse:collapse;font:13px sans-serif}th,td{border:1px solid #ccc;padding:3px 8px}"
+    "td{text-align:right;white-space:nowrap}th{background:#f3f3f3;text-align:left}"
+)
+
+
+def summary_table_frame(summary: pd.DataFrame, main_only: bool = True) -> pd.DataFrame:
+    """The summary table as the report shows it: a row per (model, task, metric, constants, head order), a column
+    per fraction_dynamic (``1`` first, labelled as in the figures: ``1/2``, ``1/16``), each cell the mean over
+    seeds, the 95% CI's half-width (``±``, none with one seed) and the relative drop from every head
+    input-dependent (the summary's ``relative_drop``; negative: the score rose), and ``[n seeds]`` where a cell has
+    fewer seeds than the table's most. Only each task's reported metric (``is_main``) unless ``main_only`` is
+    False."""
+    _require(summary, [*_TABLE_KEYS, "fraction_dynamic", "mean", "ci95", "relative_drop", "n_seeds"],
+             "summary_table_frame")  # fmt: skip
+    df = _main_only(summary, main_only)
+    fractions = sorted(df["fraction_dynamic"].unique(), reverse=True)
+    seeds = int(df["n_seeds"].max()) if len(df) else 0
+
+    def cell(r) -> str:
+        text = f"{r.mean:.3f}" + (f" ± {r.ci95:.3f}" if np.isfinite(r.ci95) else "")
+        if np.isfinite(r.relative_drop) and not is_original(r.fraction_dynamic):
+            text += f" (drop {100 * r.relative_drop:.1f}%)"
+        return text + (f" [{r.n_seeds} seeds]" if r.n_seeds < seeds else "")
+
+    rows = {
+        keys: {fraction_label(r.fraction_dynamic): cell(r) for r in g.itertuples(index=False)}
+        for keys, g in df.groupby(_TABLE_KEYS, sort=True)
+    }
+    columns = [fraction_label(f) for f in fractions]
+    index = pd.MultiIndex.from_tuples(list(rows), names=_TABLE_KEYS) if rows else None
+    table = pd.DataFrame(list(rows.values()), index=index, columns=columns).fillna("")
+    table.columns.name = "fraction_dynamic"
+    return table
+
+
+def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> list[str]:
+    """`summary_table_frame` as ``<out>.html`` (the workflow's report shows it beside the figures), written
+    atomically, with the record of a `recorded` block (`figure_record` reads it back); the same table gives the
+    same bytes. Returns the path written."""
+    import html
+
+    table = summary_table_frame(summary, main_only)
+    seeds = int(summary["n_seeds"].max()) if len(summary) else 0
+    record = _RECORD.get()
+    meta = "" if record is None else (
+        f'<meta name="papa-record" content="{html.escape(json.dumps(record, sort_keys=True, default=str))}">\n'
+    )  # fmt: skip
+    what = "each task's reported metric" if main_only else "every metric"
+    text = (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8">\n{meta}<title>papa: summary</title>\n'
+        f"<style>{_TABLE_STYLE}</style></head><body>\n"
+        f"<p>Probe scores, {what}: the mean over seeds (up to {seeds}) &plusmn; the 95% confidence interval's "
+        f"half-width, and the relative drop from every head input-dependent (fraction_dynamic 1), per fraction of "
+        f"input-dependent heads. All metrics and columns: tables/summary.parquet.</p>\n"
+        + (table.to_html(escape=True) if len(table) else "<p>No probe results.</p>")
+        + "\n</body></html>\n"
+    )
+    stem = Path(out).with_suffix("") if Path(out).suffix.lower() == ".html" else _stem(out)
+    path = stem.parent / f"{stem.name}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+    return [str(path)]

@@ -661,7 +661,7 @@ def results_folder(configs) -> str:
 
 
 #: The files under a results folder that record their job's inputs (`recorded_inputs`).
-RECORDING_SUFFIXES = (".parquet", ".safetensors", ".png", ".svg")
+RECORDING_SUFFIXES = (".parquet", ".safetensors", ".png", ".svg", ".html")
 
 
 def recorded_inputs(path: str | Path) -> dict[str, str]:
@@ -679,7 +679,7 @@ def recorded_inputs(path: str | Path) -> dict[str, str]:
 
         with safe_open(str(path), framework="pt") as f:
             record = json.loads((f.metadata() or {}).get("papa", "{}"))
-    elif suffix in (".png", ".svg"):
+    elif suffix in (".png", ".svg", ".html"):
         from .plots import figure_record
 
         record = figure_record(path)

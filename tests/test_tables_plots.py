@@ -571,6 +571,7 @@ def report(tmp_path_factory, frames):
         out_head_orders=str(P / "head_orders"),
         out_models_compared=str(P / "models_compared"),
         out_heads=str(P / "heads"),
+        out_summary_table=str(P / "summary"),
     )
     pipeline.plot_figures(plot)
     return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
@@ -643,6 +644,52 @@ def test_plot_stage_draws_every_figure(report):
     assert (P / "models_compared.png").read_bytes() == again.with_suffix(".png").read_bytes()
 
 
+def test_the_reports_table_holds_the_summarys_numbers(report, tmp_path):
+    """The plot stage's ``summary.html`` (the report showed figures only, the numbers were in Parquet: review AP's
+    AP-12): a row per (model, task, reported metric, constants, head order), a column per fraction_dynamic, each
+    cell the summary's mean, 95% CI half-width and relative drop; the stage's record in it (``papa.records verify``
+    reads it); the same table gives the same bytes; names are escaped; fewer seeds than the rest are marked."""
+    import re
+
+    from papa import plots
+    from papa.records import recorded_inputs
+
+    summary = pd.read_parquet(report.agg.out_summary)
+    path = report.root / "plots" / "summary.html"
+    text = path.read_text(encoding="utf-8")
+    assert plots.figure_record(path) == plots.figure_record(path.with_name("models_compared.png"))
+    assert recorded_inputs(path) == plots.figure_record(path)["inputs"]
+    frame = plots.summary_table_frame(summary)
+    main = summary[summary.is_main]
+    assert len(frame) == len(main.groupby(["model", "task", "metric", "constants", "selection"]))
+    assert list(frame.columns) == [plots.fraction_label(f) for f in sorted(main.fraction_dynamic.unique())[::-1]]
+    for r in main.itertuples():
+        cell = frame.loc[
+            (r.model, r.task, r.metric, r.constants, r.selection), plots.fraction_label(r.fraction_dynamic)
+        ]
+        want = f"{r.mean:.3f} ± {r.ci95:.3f}" + (
+            "" if r.fraction_dynamic == 1 else f" (drop {100 * r.relative_drop:.1f}%)"
+        )
+        assert cell == want, (r, cell)
+        assert want in text.replace("&plusmn;", "±")
+    assert not (summary.metric != summary.task.map(MAIN)).loc[summary.is_main].any()
+    assert set(frame.index.get_level_values("metric")) == set(MAIN.values())
+    with plots.recorded(plots.figure_record(path)):  # the same table and record: the same bytes
+        again = plots.plot_summary_table(summary, tmp_path / "again")
+    assert Path(again[0]).read_bytes() == path.read_bytes()
+    # a name is text, not markup; a cell with fewer seeds says so; one seed has no interval
+    odd = main.copy()
+    odd.loc[odd.index[0], "model"] = "<b>m</b>"
+    odd.loc[odd.index[1], ["n_seeds", "ci95"]] = [1, np.nan]
+    written = Path(plots.plot_summary_table(odd, tmp_path / "odd.html")[0])
+    assert written.name == "odd.html" and plots.figure_record(written) is None
+    html_text = written.read_text(encoding="utf-8")
+    assert "<b>m</b>" not in html_text and "&lt;b&gt;m&lt;/b&gt;" in html_text
+    assert re.search(r"\d\.\d{3}( \(drop -?\d+\.\d%\))? \[1 seeds\]", html_text)
+    empty = Path(plots.plot_summary_table(main.iloc[:0], tmp_path / "empty")[0]).read_text(encoding="utf-8")
+    assert "No probe results" in empty
+
+
 def test_plot_stage_from_snakemake_job():
     from papa import pipeline
 
@@ -667,9 +714,11 @@ def test_plot_stage_from_snakemake_job():
             orders=["p/head_orders.png"],
             models=["p/models_compared.png"],
             heatmaps="p/heads",
+            table="p/summary.html",
         ),
     )
     stage = pipeline.PlotStage(**pipeline.PlotStage._from_snakemake(sm))
+    assert stage.out_summary_table == "p/summary.html"
     assert stage.constants[1] == pipeline.ConstantsFile(
         path="c/1.safetensors", model="m", corpus="sst2", n=64, kind="identity"
     )

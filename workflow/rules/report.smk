@@ -37,7 +37,7 @@ rule aggregate:
 
 
 rule plot:
-    """Fig. 2 analogue, lambda heatmaps and constant-matrix heatmaps (PNG and SVG)."""
+    """Fig. 2 analogue, lambda heatmaps and constant-matrix heatmaps (PNG and SVG), the summary's numbers (HTML)."""
     input:
         summary=rules.aggregate.output.summary,
         lambdas=rules.aggregate.output.lambdas,
@@ -63,6 +63,11 @@ rule plot:
             multiext(f"{R}/plots/models_compared", ".png", ".svg"),
             category="Analyses",
             caption="../report/models_compared.rst",
+        ),
+        table=report(
+            f"{R}/plots/summary.html",
+            category="Probing",
+            caption="../report/summary_table.rst",
         ),
         heatmaps=report(
             directory(f"{R}/plots/heads"),
