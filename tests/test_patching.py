@@ -237,6 +237,62 @@ def test_trainable_constants_get_gradients_on_every_route(family):
     assert (out.detach() - frozen)[0][:, valid[0]].abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("family", ["bert", "deberta-v2"])  # the registry route, the dropout-hook route
+def test_trained_constants_get_finite_gradients_at_positions_no_example_reached(family):
+    """A position no averaged example reached has a zero row in C (count 0); an input with a real token there gave
+    it a zero output, divided by a clamped 0: trained constants got gradients of ~1e35 there, an infinite norm, and
+    clipping (``max_grad_norm``, the authors' setting) then scaled every gradient, the probe's included, to 0: no
+    run trained (review AT's F1). The row's output stays 0, its gradient is 0, the others' are as before, and the
+    kernels give it the same 0 (`constant_output`, `masked_constant`)."""
+    from papa.patching import constant_output, masked_constant
+
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [12])  # real tokens at 0-10 and 15 (papa's layout: the final separator at N-1)
+    C = papa.average_attention(model, [papa_batch(model, [5])])  # averaged on 5 tokens: rows 4-14 empty
+    empty = C.count.sum(-1) == 0
+    assert empty[4:15].all() and (C.mean[..., empty, :] == 0).all()
+    assert batch["attention_mask"][0, empty].sum() == 7  # real tokens at 7 positions no example reached
+    static = torch.ones(L, H, dtype=torch.bool)
+    with papa.patch(model, C, static=static):
+        frozen = hidden(model, batch)
+    with papa.patch(model, C, static=static, trainable_constants=True) as h:
+        (param,) = h.parameters()
+        out = torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)
+        out[:, -1].pow(2).sum().backward()
+    assert torch.equal(out.detach(), frozen)
+    assert torch.isfinite(param.grad).all() and param.grad.abs().max() < 1e6, param.grad.abs().max()
+    assert (param.grad[..., empty, :] == 0).all() and (param.grad[..., ~empty, :].abs().amax(-1) > 0).any()
+    assert torch.isfinite(torch.nn.utils.clip_grad_norm_([param], 1.0))  # the clipped step is a step
+    # the kernels: an empty row, with and without a mask, gives 0 and a zero gradient
+    Ck = torch.rand(2, 6, 6).masked_fill(torch.arange(6)[:, None] >= 4, 0).requires_grad_()
+    v = torch.randn(3, 2, 6, 4)
+    valid = torch.ones(3, 6, dtype=torch.bool)
+    for mask in (None, valid):
+        o = constant_output(Ck, v, mask)
+        m = masked_constant(Ck, mask)
+        assert (o[:, :, 4:] == 0).all() and (m[..., 4:, :] == 0).all()
+        (g,) = torch.autograd.grad(o.sum() + m.sum(), Ck)
+        assert torch.isfinite(g).all() and (g[:, 4:] == 0).all() and (g[:, :4] != 0).any()
+
+
+def test_effective_constants_are_not_trained():
+    """Effective constants' rows are scaled by the raw average's mass (their ``norm``), which training would not
+    follow: a trained row's scale was free (10 x C moved the hidden states by 6, against 3e-6 for average
+    constants: review AT's F2). `papa.spec` refuses ``effective_trained``; `patch` now refuses them too."""
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    C = papa.average_attention(model, [batch], kind="effective")
+    assert C.norm is not None
+    before = hidden(model, batch)
+    with pytest.raises(ValueError, match="effective-attention constants cannot be trained"):
+        papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool), trainable_constants=True)
+    assert torch.equal(hidden(model, batch), before)  # the refused patch left nothing installed
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):  # fixed, as the workflow uses them
+        assert not torch.equal(hidden(model, batch), before)
+
+
 def test_a_patched_model_is_not_patched_twice(minilm):
     model = minilm[0]
     L, H = papa.model_shape(model)
@@ -643,10 +699,21 @@ def test_data_free_kinds_rows_sum_to_one_after_masking():
         Cm = masked_constant(C.mean[0], valid)
         rows = Cm.sum(-1)
         assert torch.allclose(rows[0, :, valid[0]], torch.ones(1)) and (rows[0, :, ~valid[0]] == 0).all()
-    T = papa.data_free("toeplitz", 1, 1, 4).mean[0, 0]
-    assert torch.allclose(T[0], torch.tensor([1, 1 / 2, 1 / 3, 1 / 4]))
+    # the whole matrices (a one-sided Toeplitz and an upper-triangular "uniform" passed row 0 and the row sums:
+    # review AT's F3)
+    i = torch.arange(8)
+    T = papa.data_free("toeplitz", 2, 3, 8).mean
+    assert torch.allclose(T, (1 / (1 + (i[:, None] - i[None, :]).abs().float())).expand(2, 3, 8, 8))
+    assert torch.equal(papa.data_free("uniform", 2, 3, 8).mean, torch.ones(2, 3, 8, 8))  # rows normalised when used
     assert torch.equal(papa.data_free("identity", 1, 1, 4).mean[0, 0], torch.eye(4))
     assert masked_constant(papa.data_free("zeros", 1, 1, 4).mean[0], valid[:, :4]).abs().sum() == 0
+    # masked: a valid query's row spreads over the valid keys alone, 1/n_valid each (uniform), and the Toeplitz row
+    # is its harmonic weights over the valid keys, renormalised
+    U = masked_constant(papa.data_free("uniform", 1, 1, 8).mean[0], valid)[0, 0]
+    assert torch.allclose(U[valid[0]][:, valid[0]], torch.full((6, 6), 1 / 6)) and (U[:, ~valid[0]] == 0).all()
+    Tm = masked_constant(T[0], valid)[0, 0, 7]
+    want = torch.where(valid[0], T[0, 0, 7], 0)
+    assert torch.allclose(Tm, want / want.sum())
 
 
 def test_mode_names_and_handle_modes():

@@ -75,6 +75,11 @@ class PatchHandle:
         self.constants = None if mode is Mode.RECORD else self._checked_constants(constants, device, C_dtype)
         self.norm = None if mode is Mode.RECORD else self._checked_norm(constants, device, dtype)
         if trainable_constants:
+            if self.norm is not None:  # papa.spec.TRAINABLE: the workflow's spec refuses effective_trained
+                raise ValueError("effective-attention constants cannot be trained: their rows are scaled by the raw "
+                                 "average's mass (their norm), which training would not follow, so a trained row's "
+                                 "scale would be free; train average or toeplitz constants "
+                                 "(papa.spec.TRAINABLE), or pass the effective ones fixed")  # fmt: skip
             self.constants = nn.Parameter(self.constants.clone(), requires_grad=True)
         self.static = self._checked_static(static)
         self.lambda_logits = (

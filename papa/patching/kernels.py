@@ -44,6 +44,12 @@ def check_layout(constants, *splits) -> None:
                              f"constants again on inputs in layout {layout!r}")  # fmt: skip
 
 
+def _divide_rows(x: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """``x / den`` where ``den > 0``, else 0 with a zero gradient (an empty row: nothing to normalise)."""
+    has = den > 0
+    return x / torch.where(has, den, torch.ones_like(den)) * has.to(x.dtype)
+
+
 def constant_output(
     C: torch.Tensor, v: torch.Tensor, valid: torch.Tensor | None, norm: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -56,15 +62,16 @@ def constant_output(
         norm: None, or [h, N, N] non-negative normalisers (`papa.ConstantAttention.norm`).
     Returns:
         [B, h, N, d] equal to ``(C * valid_q valid_k^T) @ v`` with each row divided by its
-        normaliser's sum over the valid keys, pad-query rows zero. Without ``norm``, rows are
-        L1-normalised (divided by the sum of absolute values over valid keys): for the usual
+        normaliser's sum over the valid keys, pad-query rows zero, and rows whose normaliser is 0 on the valid
+        keys (a position no averaged example reached) zero, with a zero gradient (divided by a clamped 0, trained
+        constants got gradients of 1e35 there, an infinite norm that clipping turned into no step at all).
+        Without ``norm``, rows are L1-normalised (divided by the sum of absolute values over valid keys): for the usual
         non-negative matrices that is the paper's "rows sum to 1"; trained (signed) matrices stay
         well defined where a signed row sum would be near 0. With ``norm`` (effective attention,
         whose rows neither are non-negative nor sum to 1), each row is scaled as the raw
         attention's average row would be.
     """
     B, h, N, d = v.shape
-    tiny = torch.finfo(v.dtype).tiny
     Cabs = C.abs() if norm is None else norm
     m = None if valid is None else valid.to(v.dtype)  # [B, N]
     if m is not None:
@@ -76,18 +83,17 @@ def constant_output(
         den = Cabs.sum(-1)[None, :, :, None]
     else:
         den = torch.matmul(Cabs, m.t()).permute(2, 0, 1)[..., None]  # [B, h, N, 1]
-    out = num / den.clamp_min(tiny)
+    out = _divide_rows(num, den)
     return out if m is None else out * m[:, None, :, None]
 
 
 def masked_constant(C: torch.Tensor, valid: torch.Tensor | None, norm: torch.Tensor | None = None) -> torch.Tensor:
     """The per-example matrices [B, h, N, N] that `constant_output` applies implicitly
     ([1, h, N, N] when ``valid`` is None: the same for every example)."""
-    tiny = torch.finfo(C.dtype).tiny
     keys = 1 if valid is None else valid.to(C.dtype)[:, None, None, :]  # [B, 1, 1, N]
     Cm = C[None] * keys
     Wm = Cm.abs() if norm is None else norm[None] * keys
-    Cm = Cm / Wm.sum(-1, keepdim=True).clamp_min(tiny)
+    Cm = _divide_rows(Cm, Wm.sum(-1, keepdim=True))
     return Cm if valid is None else Cm * valid.to(C.dtype)[:, None, :, None]
 
 
