@@ -39,6 +39,7 @@ import torch
 from . import io, models, spec
 from .constants import ConstantAttention, average_attention, data_free
 from .encoding import (  # noqa: F401 (stream_tokens, token_meta: notebooks)
+    IGNORE,
     Encoded,
     WordWithoutPiece,
     encode,
@@ -651,14 +652,20 @@ def tokenize(stage: TokenizeStage) -> Encoded:
         _check_shape(stage, task.name, "pair" if pairs is not None else "single")
         enc = encode(tok, df["text"].tolist(), pairs=pairs, max_length=N, layout=layout, labels=labels, **opts)
     seconds = time.monotonic() - t0
+    lost = ""
+    if task.kind == "token":  # the words a cut sentence loses are not scored (each scored word: its first piece)
+        words = int(sum(int((np.asarray(t) != IGNORE).sum()) for t in df["tags"]))
+        cut = words - int((np.asarray(enc.labels) != IGNORE).sum())
+        lost = f", {cut} of {words} words past N unscored ({100 * cut / max(words, 1):.2f}%)"
     log.info(
-        "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%), in %.1f s (%.0f examples/s)",
+        "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)%s, in %.1f s (%.0f examples/s)",
         task.name,
         stage.split,
         len(enc),
         N,
         enc.n_truncated,
         100 * enc.n_truncated / len(enc),
+        lost,
         seconds,
         len(enc) / max(seconds, 1e-9),
     )

@@ -583,3 +583,27 @@ def test_a_slow_validation_pass_logs_progress_and_is_not_counted_in_the_training
     # 16 examples in milliseconds of training, not in the 2 s of validation (8 batches x 0.25 s: 8 examples/s at
     # most); the bound leaves a loaded machine's training half a second (it was 160 ms: review AF saw it fail)
     assert rate > 4 * 16 / (8 * 0.25), epoch
+
+
+def test_the_tokenize_stage_counts_the_words_a_cut_sentence_loses(tmp_path, caplog):
+    """A token task's sentence longer than N loses its last words, which are then not scored: the tokenize line
+    says how many of the split's words (review AP's AP-5: it said only how many sentences were cut)."""
+    import logging
+
+    import pandas as pd
+
+    from papa import pipeline
+    from papa.data import TaskData
+
+    long = ["the"] * 20  # 20 one-piece words: at N=16, 14 fit between [CLS] and [SEP]
+    rows = pd.DataFrame({"id": ["a", "b"], "tokens": [["a", "b"], long], "tags": [[0, 1], [0, 1] * 10]})
+    TaskData("d", "token", ["O", "X"], {"train": rows, "validation": rows}).save(tmp_path / "data")
+    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
+                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={})  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="papa"):
+        pipeline.tokenize(stage)
+    enc = papa.Encoded.load(tmp_path / "t.parquet")
+    scored = int((enc.labels != -100).sum())
+    assert scored == 2 + 14
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tokenized d/train")]
+    assert "2 examples at N=16, 1 truncated (50.00%), 6 of 22 words past N unscored (27.27%)" in line, line
