@@ -68,6 +68,7 @@ from .probe import (
     classes_present,
     learn_lambdas,
     prepare_features,
+    probe_dropout,
     run_probe,
 )
 from .selection import head_order, select_static
@@ -282,15 +283,14 @@ class Stage:
         rule = getattr(sm, "rule", None)
         wildcards = ", ".join(f"{k}={v}" for k, v in getattr(sm, "wildcards", {}).items())  # which job of the rule
         which = f" (rule {rule}{': ' + wildcards if wildcards else ''})" if rule else ""
+        header = f"{cls.__name__}{which}: {len(job['inputs'])} input file(s), {job['threads'] or 0} thread(s)"
         try:
             stage = cls(**{**job, **cls._from_snakemake(sm)})
         except BaseException:  # refused as it is built: its log says which job before the error (`setup`'s hook)
-            log.info("%s%s: %d input file(s), %d thread(s)", cls.__name__, which, len(job["inputs"]),
-                     job["threads"] or 0)  # fmt: skip
+            log.info("%s", header)
             raise
         io.seed_everything(stage.seed)
-        log.info("%s%s: %d input file(s), %d thread(s), seed %d", cls.__name__, which, len(stage.inputs),
-                 stage.threads or 0, stage.seed)  # fmt: skip
+        log.info("%s, seed %d", header, stage.seed)
         if stage.inputs:  # the paths, in the log file (a probe reads dozens: the console has the job's tag)
             log.info("inputs: %s", ", ".join(stage.inputs), extra={"log_file_only": True})
         env = stage._environment = io.environment()  # read once: recorded with the outputs too (`job_record`)
@@ -1013,9 +1013,18 @@ def lambda_summary(lam: torch.Tensor, first: int = 5) -> str:
     replaces first (``L<layer>H<head>``, from 0, as the tables count)."""
     df = lambda_frame(lam).sort_values("rank")
     lam64 = df["lambda"]
-    heads = ", ".join(f"L{r.layer}H{r.head} {r[2]:.3f}" for r in df.head(first).itertuples(index=False))
+    top = df.head(first)
+    first_heads = zip(top["layer"], top["head"], top["lambda"], strict=True)
+    heads = ", ".join(f"L{layer}H{head} {value:.3f}" for layer, head, value in first_heads)
     return (f"lambdas: min {lam64.min():.3f}, median {lam64.median():.3f}, max {lam64.max():.3f}; replaced first: "
             f"{heads}")  # fmt: skip
+
+
+def _dropout_run(kind: str, dropout, model) -> float | None:
+    """The sequence probe's dropout as the job ran it, for its record: ``dropout: authors`` resolved by the model's
+    family (`papa.probe.probe_dropout`; the hparams keep the config's word, which names no number); None for a
+    token probe (it has none)."""
+    return probe_dropout(dropout, model) if kind == "sequence" else None
 
 
 def _label(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
@@ -1105,7 +1114,7 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     log.info("%s", lambda_summary(lam))
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    record = stage.provenance()
+    record = stage.provenance(probe_dropout=_dropout_run(info.kind, stage.hparams.dropout, m))
     io.write_parquet(df, stage.out_lambdas, record)
     io.write_parquet(_label(pd.DataFrame(rows), stage.labels), stage.out_metrics, record)
     return df
@@ -1458,7 +1467,8 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     # which heads stayed input-dependent, (layer, head) pairs: a random order's are otherwise known only by rerunning it
-    record = stage.provenance(cache_strategy=strategy, dynamic_heads=(~static).nonzero().tolist())
+    record = stage.provenance(cache_strategy=strategy, dynamic_heads=(~static).nonzero().tolist(),
+                              probe_dropout=_dropout_run(info.kind, hparams.dropout, m))  # fmt: skip
     record["settings"]["hparams"] = asdict(hparams)  # as run_probe got them (shared: its order)
     return [
         _write_rows(

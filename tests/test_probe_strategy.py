@@ -1312,6 +1312,9 @@ def test_dropout_authors_is_each_familys_as_the_authors_heads_had_it():
     assert cfg.dropout == "authors" and pipeline.train_config({**vars(cfg), "dropout": 0.2}, 0).dropout == 0.2
     for m, p in ((roberta, 0.0), (bert, 0.1)):
         assert build_probe("sequence", m, 16, 2, cfg.dropout).dropout.p == p
+        # what the lambda and probe records keep beside the config's word: the number the job ran (review AS)
+        assert pipeline._dropout_run("sequence", cfg.dropout, m) == p
+    assert pipeline._dropout_run("token", cfg.dropout, roberta) is None  # a token probe has no dropout
     for bad in ("author", float("nan"), 1.0):
         with pytest.raises(ValueError, match="dropout"):
             TrainConfig(dropout=bad)

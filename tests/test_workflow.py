@@ -226,6 +226,7 @@ def test_every_result_records_its_settings_and_environment(smoke):
     record = read_provenance(seed1)
     assert record["settings"]["seeds"] == [0, 1] and str(seed1.relative_to(smoke[0])) in record["settings"]["outs"]
     assert record["seed"] == 1 and record["settings"]["hparams"]["seed"] == 1  # the file's own seed
+    assert record["probe_dropout"] == record["settings"]["hparams"]["dropout"] == 0.1  # as run (`dropout: authors`)
     assert len(record["dynamic_heads"]) == pd.read_parquet(seed1)["n_dynamic"].iloc[0] == 36  # the heads kept
     # the tokens, the matrices averaged on them, the lambdas: the probe job's inputs
     assert {p.split("/")[1] for p in record["inputs"]} == {"tokens", "constants", "lambda"}, record["inputs"]
