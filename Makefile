@@ -27,6 +27,22 @@ WORKERS ?= 3
 CONFIG ?= config/config.yaml
 # the configs whose results `make clean` removes: the default run's and the tests' smoke and rehearsal runs
 CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
+
+# a goal this Makefile does not have (`make clean config/paper.yaml`: CONFIG= forgotten) or a setting it does not read
+# given on the command line (`make clean CONFG=config/paper.yaml`) stop make: it went on with the default config, and
+# make clean removed the default runs' folders
+GOALS := install run test lint check rehearse report bench clean prune
+SETTINGS := CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS
+unknown_goal := $(firstword $(filter-out $(GOALS),$(MAKECMDGOALS)))
+ifneq ($(unknown_goal),)
+$(error $(unknown_goal) is not a target of papa's Makefile ($(GOALS))$(if $(wildcard $(unknown_goal)),: give a config \
+file as CONFIG=$(unknown_goal)))
+endif
+unknown_setting := $(firstword $(filter-out $(SETTINGS),$(foreach v,$(.VARIABLES),$(if $(filter command \
+line,$(origin $(v))),$(v)))))
+ifneq ($(unknown_setting),)
+$(error $(unknown_setting)= is not a setting of papa's Makefile: it reads $(SETTINGS))
+endif
 # `make clean CONFIG=config/paper.yaml` (or CONFIG in the environment, as `make run` reads it) cleans that config's
 # results only, as `make report CONFIG=...` reports them (several files, merged as `make run` merges them: that
 # run's folder)
@@ -59,13 +75,21 @@ $(error run make in the checkout ($(HERE)): make -C $(HERE) $(MAKECMDGOALS), or 
 endif
 endif
 
-.PHONY: install run test lint check rehearse report bench clean prune
+.PHONY: $(GOALS)
 
 # pip compiles the installed modules' bytecode on one core; compileall then writes the same .pyc files on up to 8
 # cores (`make install` on 2 cores: 94 s instead of 124 s, measured 2026-11-28; at most 8 processes on a shared
 # login node). Like pip, it skips what does not compile (torch's Python 3.12 test file), and a failure of this
 # step only leaves Python to compile on first import.
+# papa needs Python 3.11 or newer (pyproject.toml); a venv an older python made is made again (`python3.11 -m venv`
+# over it kept its python 3.10, and the README's PYTHON=python3.11 failed as before)
 $(BIN)/snakemake: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "make install: $(PYTHON) is \
+	Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'), and papa needs 3.11 or newer: \
+	give one, make install PYTHON=python3.11" >&2; exit 1; }
+	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print(sys.version_info[:2])')" != \
+	  "$$($(PYTHON) -c 'import sys; print(sys.version_info[:2])')" ]; then \
+	  echo "make install: $(VENV) holds another Python than $(PYTHON): made again"; $(PYTHON) -m venv --clear $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -e ".[test]"
@@ -85,7 +109,9 @@ run: install
 # fraction_dynamic, constants spec, head order, model or task; every start names them): the tables never read them,
 # a read of the whole results/probe folder would
 prune: install
-	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))$(BIN)/snakemake prune --cores 1 --configfile $(CONFIG)
+	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))
+	@out=$$($(BIN)/python -m papa.records results-of -- $(CONFIG)) || { echo "make prune: $$out" >&2; exit 1; }
+	$(BIN)/snakemake prune --cores 1 --configfile $(CONFIG)
 
 # a folder without a finished run's marker (Snakemake would say "Missing metadata" per output, then stop on a
 # figure), or results the config would rerun jobs for (Snakemake reports them silently, as they are): make run first.
@@ -94,9 +120,11 @@ report: install
 	$(eval REPORT_DIR := $(call results_path,$(CONFIG)))
 	@d=$(REPORT_DIR); [ -e "$$d/.papa-records.json" ] || { \
 	  echo "make report: $$d holds no run's results yet: run the workflow first (make run CONFIG=\"$(CONFIG)\", or on a cluster snakemake --profile slurm --configfile $(CONFIG))" >&2; exit 1; }; \
-	$(BIN)/snakemake -n -q --configfile $(CONFIG) 2>&1 | grep -q "Nothing to be done" || { echo "make report: the \
+	out=$$($(BIN)/snakemake -n -q --configfile $(CONFIG) 2>&1) || { echo "make report: snakemake -n --configfile \
+	$(CONFIG) failed:" >&2; printf '%s\n' "$$out" | tail -n 20 >&2; exit 1; }; \
+	printf '%s\n' "$$out" | grep -q "Nothing to be done" || { echo "make report: the \
 	results in $$d are not all those of $(CONFIG) and this papa code as they are now (snakemake -n --configfile \
-	$(CONFIG) lists the jobs to run, and why): run the workflow first (make run CONFIG=\"$(CONFIG)\", or on a cluster snakemake --profile slurm --configfile $(CONFIG)), or report them as they are with snakemake --report" >&2; exit 1; }
+	$(CONFIG) lists the jobs to run, and why): run the workflow first (make run CONFIG=\"$(CONFIG)\", or on a cluster snakemake --profile slurm --configfile $(CONFIG)), or report them as they are: snakemake --configfile $(CONFIG) --report $$d/report.html" >&2; exit 1; }
 	$(BIN)/snakemake --configfile $(CONFIG) --report $(REPORT_DIR)/report.html
 
 test: lint
@@ -128,6 +156,7 @@ bench: install
 clean:
 	@refused=; for d in $(CLEAN_FOLDERS); do \
 	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
+	  [ -d "$$d" ] || { echo "make clean: $$d is no folder: not removed (the config's results: names a file)"; refused=1; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
 	  PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records removable -- "$$d" || { echo "make clean: $$d: not removed"; refused=1; continue; }; \
 	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \

@@ -1047,7 +1047,8 @@ def _results_folder(config: dict) -> list[str]:
 def _results_holds_others(config: dict, r: str) -> list[str]:
     """The ``results:`` folder is the workflow's own: ``make clean`` removes it with everything in it. It must not
     be (or hold) the working directory or a local input (a dataset's file, a model folder), and an existing folder
-    must be empty or hold papa's results (its records' marker, or the logs and benchmarks every job writes)."""
+    must be empty or hold papa's results (its records' marker, or the logs and benchmarks every job writes, and then
+    nothing papa does not write: `papa.records.foreign_entries`)."""
     here, folder = Path.cwd().resolve(), Path(r).resolve()
     advice = "give the outputs a folder of their own (the default is results)"
     if folder == here or folder in here.parents:
@@ -1072,12 +1073,19 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
                       f"{MARKER}): make clean of that run's config removes everything in it, this run's results "
                       f"and their records too; give this run a folder beside it")  # fmt: skip
     if not errors and folder.is_dir():
+        from .records import foreign_entries
+
         entries = sorted(e.name for e in folder.iterdir() if not e.name.startswith(".") or e.name == MARKER)
         if entries and not {MARKER, "logs", "benchmarks"} & set(entries):
             shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
             errors.append(f"results = {r!r} is a folder holding other files ({shown}) and no papa results (no "
                           f"{MARKER}, logs/ or benchmarks/): make clean, which removes the results folder, would "
                           f"remove them; {advice}, or a new or empty one")  # fmt: skip
+        elif MARKER not in entries and (foreign := foreign_entries(folder)):  # a logs/ beside a user's files
+            shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            errors.append(f"results = {r!r} is a folder holding files papa does not write ({shown}) and no run's "
+                          f"{MARKER}: make clean, which removes the results folder, would remove them; {advice}, "
+                          f"or a new or empty one")  # fmt: skip
     return errors
 
 

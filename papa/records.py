@@ -266,11 +266,17 @@ def running_on(results: str | Path, records: str | Path = ".snakemake") -> str |
 
 def not_removable(results: str | Path, records: str | Path = ".snakemake") -> str | None:
     """Why ``make clean`` in this working directory must leave the results folder ``results`` (None: it may remove
-    it): a run is writing it (`running_on`), or its marker names another working directory's records (the workflow
-    here refuses the folder as not its own: another checkout's finished run)."""
+    it): a run is writing it (`running_on`), it holds what papa does not write (`foreign_entries`: make clean removes
+    the folder whole; a linked folder loses its link alone), or its marker names another working directory's records
+    (the workflow here refuses the folder as not its own: another checkout's finished run)."""
     who = running_on(results, records)
     if who is not None:
         return f"a Snakemake is running on {spelling(os.fspath(results))}/ ({who}): stop it first"
+    foreign = [] if os.path.islink(spelling(os.fspath(results))) else foreign_entries(results)  # a link: kept files
+    if foreign:  # `results: myexp` over a folder of the user's with a logs/ in it: everything in it went
+        shown = ", ".join(foreign[:4]) + (", ..." if foreign[4:] else "")
+        return (f"{spelling(os.fspath(results))}/ holds what papa does not write ({shown}), which make clean would "
+                f"remove with it: move that out of the folder first (or remove the folder by hand)")  # fmt: skip
     try:
         marker = json.loads((Path(results) / MARKER).read_text())
     except (OSError, ValueError):
@@ -286,6 +292,22 @@ def not_removable(results: str | Path, records: str | Path = ".snakemake") -> st
 #: sets it aside (`set_aside_report`).
 REPORT = "report.html"
 OUTDATED_REPORT = "report-outdated.html"
+#: What papa writes at the top of a results folder: the rules' folders (a test holds them to the rules' outputs),
+#: the records' marker, the reports. `foreign_entries` names anything else, which make clean must not remove.
+RESULTS_ENTRIES = frozenset({MARKER, REPORT, OUTDATED_REPORT, "benchmarks", "built", "constants", "data", "lambda",
+                             "logs", "mlm", "patterns", "plots", "probe", "tables", "tokens"})  # fmt: skip
+
+
+def foreign_entries(results: str | Path) -> list[str]:
+    """The entries at the top of the folder ``results`` that papa does not write (`RESULTS_ENTRIES`; its atomic
+    writes' temporaries, ``.<name>.papa-XXXXXXXX.tmp``, are its own), sorted; [] where the folder is not there."""
+    from .io import _TMP_TAG
+
+    try:
+        names = os.listdir(results)
+    except OSError:
+        return []
+    return sorted(n for n in names if n not in RESULTS_ENTRIES and not (n.startswith(".") and _TMP_TAG in n))
 
 
 def set_aside_report(results: str | Path) -> Path | None:
@@ -642,11 +664,20 @@ def results_folder(configs) -> str:
         if config is not None and not isinstance(config, dict):
             raise ValueError(f"{path}: a config is a mapping of keys (results:, models:, ...), and this file holds "
                              f"a {type(config).__name__}: give papa's config files")  # fmt: skip
-        unknown = sorted(set(config or {}) - config_keys(), key=str)
-        if unknown:  # another tool's file (the Slurm profile's config.yaml, environment.yml): it names no run
+        known = config_keys()
+        unknown = sorted(set(config or {}) - known, key=str)
+        if unknown and not set(config) & known:  # another tool's file (the Slurm profile's, environment.yml)
             keys = ", ".join(map(repr, unknown[:6])) + (", ..." if unknown[6:] else "")
             raise ValueError(f"{path} is not a papa config: its keys {keys} are not the "
                              f"config's (the workflow refuses it too); give the config files of the run")  # fmt: skip
+        if unknown:  # a papa config with a misspelled key: which one, and the key meant
+            import difflib
+
+            key = unknown[0]
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            meant = f": did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{path}: the key {key!r} is not one of the config's{meant} (the workflow refuses it "
+                             f"too; the keys: {', '.join(sorted(known))})")  # fmt: skip
         if isinstance(config, dict) and "results" in config:
             folder, source = config["results"], path
         loaded.append((path, config))
@@ -657,7 +688,9 @@ def results_folder(configs) -> str:
     if any(c.isspace() for c in folder) or any(c in folder for c in "'\"$`\\"):
         raise ValueError(f"{source}: results: {folder!r} holds whitespace or a quote, which papa refuses (whitespace) "
                          f"and make cannot pass to the shell as one folder: give one plain path")  # fmt: skip
-    return folder
+    # as the workflow writes it (`papa.checks.normalise_results`): `results: link/` made make clean's `rm -rf link/`
+    # empty a linked folder's target, where `link` loses the link alone
+    return spelling(folder)
 
 
 #: The files under a results folder that record their job's inputs (`recorded_inputs`).
@@ -691,24 +724,37 @@ def recorded_inputs(path: str | Path) -> dict[str, str]:
 
 def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[str, str, str]]:
     """``(result, input, what)`` for each input file a result under ``results`` recorded (`recorded_inputs`) that
-    is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``. Input paths are
-    read from ``root``, the working directory of the run that wrote them. Snakemake reruns a job whose input
-    changed by its modification time; an input rewritten with its old time (``touch -r``, a copy with ``cp -p``
-    or ``rsync -t`` from another run) reruns nothing, and the results made from it no longer are what their
-    records say: this finds them (``python -m papa.records verify``)."""
+    is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``; and
+    ``(result, reason, "unreadable")`` for a result file whose record cannot be read (cut short, not papa's): the
+    others are still checked. Input paths are read from ``root``, the working directory of the run that wrote
+    them. Snakemake reruns a job whose input changed by its modification time; an input rewritten with its old time
+    (``touch -r``, a copy with ``cp -p`` or ``rsync -t`` from another run) reruns nothing, and the results made from
+    it no longer are what their records say: this finds them (``python -m papa.records verify``)."""
+    return _verify(results, root)[0]
+
+
+def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
+    """`changed_inputs`' list, the number of result files read and of recorded inputs found under ``root``."""
     from . import io
 
-    root, found = Path(root), []
+    root, found, present = Path(root), [], 0
     files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
                    and not p.name.startswith("."))  # fmt: skip
     for result in files:
-        for name, digest in sorted(recorded_inputs(result).items()):
+        try:
+            recorded = recorded_inputs(result)
+        except Exception as e:  # noqa: BLE001 - a file cut short or not papa's (pyarrow's, PIL's, json's errors)
+            found.append((str(result), " ".join(str(e).split())[:200] or type(e).__name__, "unreadable"))
+            continue
+        for name, digest in sorted(recorded.items()):
             source = root / name
             if not source.exists():
                 found.append((str(result), name, "missing"))
-            elif io.file_digest(source) != digest:
+                continue
+            present += 1
+            if io.file_digest(source) != digest:
                 found.append((str(result), name, "changed"))
-    return found
+    return found, len(files), present
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -740,16 +786,33 @@ def main(argv: list[str] | None = None) -> int:
                 f"(python -m papa.records results-of CONFIG... says it; paper.yaml's is results-paper)"
             )
             return 1
-        found = changed_inputs(args.results, args.root)
+        if not Path(args.root).is_dir():
+            print(f"--root {args.root} is no folder: give the run's working directory (the checkout it ran in)")
+            return 1
+        found, n_files, present = _verify(args.results, args.root)
+        if not n_files:  # an empty folder, a config folder: nothing checked is no "every input as it was"
+            print(f"{args.results} holds no result file papa writes ({', '.join(RECORDING_SUFFIXES)}): name the "
+                  f"config's results: folder (python -m papa.records results-of CONFIG... says it)")  # fmt: skip
+            return 1
+        missing = sum(what == "missing" for _, _, what in found)
+        if missing and not present:  # every input gone: the paths start elsewhere, not the files changed
+            print(f"none of the {missing} recorded input file(s) of {args.results} is under "
+                  f"{Path(args.root).resolve()}: run verify in the working directory of the run that wrote them "
+                  f"(or give it as --root); a copied results folder records the paths of the run it was copied "
+                  f"from")  # fmt: skip
+            return 1
         for result, name, what in found:
-            print(f"{result}: its input {name} {'changed since it was read' if what == 'changed' else 'is gone'}")
+            said = {"changed": f"its input {name} changed since it was read", "missing": f"its input {name} is gone",
+                    "unreadable": f"unreadable ({name}): delete it and rerun its job"}[what]  # fmt: skip
+            print(f"{result}: {said}")
         if found:
             print(
-                f"{len({r for r, _, _ in found})} result(s) under {args.results} no longer match their recorded "
-                f"inputs: rerun their jobs (snakemake --forcerun <rule> or delete them; make run redoes them)"
+                f"{len({r for r, _, _ in found})} of the {n_files} result(s) under {args.results} no longer match "
+                f"their recorded inputs or cannot be read: rerun their jobs (snakemake --forcerun <rule> or delete "
+                f"them; make run redoes them)"
             )
             return 1
-        print(f"{args.results}: every recorded input file is as it was read")
+        print(f"{args.results}: every recorded input file is as it was read ({n_files} result files)")
         return 0
     if args.command == "removable":
         why = not_removable(args.results, args.records)
@@ -765,6 +828,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     for results in args.results:
+        if os.path.exists(results):  # its records gone, the workflow refused the folder as removed by make clean
+            print(f"{results} is still there: forget drops the records of a results folder removed (make clean "
+                  f"removes the folder, then forgets it); remove it first, or run make clean")  # fmt: skip
+            return 1
         try:
             n = forget_results(results, args.records)
         except ForeignResultsError as e:

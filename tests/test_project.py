@@ -97,7 +97,11 @@ def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path
     assert p.returncode != 0 and f"make run: {broken}: Config file is not valid JSON or YAML" in p.stderr, p
     assert "The YAML parser: expected <block end>, but found '<block mapping start>' at line 4, column 4." in p.stderr
     # the target before --configfile, which takes every word after it as a config file
-    assert _make_n("prune") == [".venv/bin/snakemake prune --cores 1 --configfile config/config.yaml"]
+    assert _make_n("prune") == [
+        'out=$(.venv/bin/python -m papa.records results-of -- config/config.yaml) || { echo "make prune: $out" >&2; '
+        "exit 1; }",
+        ".venv/bin/snakemake prune --cores 1 --configfile config/config.yaml",
+    ]
     for target in ("run", "prune"):
         p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", target, f"CONFIG={tmp_path / 'nosuch.yaml'}"],
                            cwd=ROOT, capture_output=True, text=True)  # fmt: skip
@@ -113,6 +117,42 @@ def test_make_run_runs_the_config_given_and_names_one_that_is_not_there(tmp_path
         assert p.returncode != 0 and "CONFIG is empty: name a config file" in p.stderr and "rm -rf" not in p.stdout, p
 
 
+def test_make_refuses_a_goal_or_setting_it_does_not_have_and_clean_keeps_what_papa_did_not_write(tmp_path):
+    """`make clean config/paper.yaml` (CONFIG= forgotten) and `make clean CONFG=...` removed the default runs' three
+    folders, and `make run CONFG=...` ran the default config (review AU's 3); `results: link/` made make clean empty
+    the linked folder's target, a results folder holding a user's file beside a logs/ went whole, and a results:
+    naming a file was "the working directory" (review AU's 1, 2, 18)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    for args, says in ((["clean", "config/paper.yaml"], "config/paper.yaml is not a target of papa's Makefile "
+                        "(install run test lint check rehearse report bench clean prune): give a config file as "
+                        "CONFIG=config/paper.yaml"), (["clean", "CONFG=config/paper.yaml"], "CONFG= is not a setting "
+                        "of papa's Makefile: it reads CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS"),
+                       (["run", "CONFG=config/smoke.yaml"], "CONFG= is not a setting")):  # fmt: skip
+        p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", *args], cwd=ROOT, capture_output=True,
+                           text=True, env=env)  # fmt: skip
+        assert p.returncode != 0 and says in p.stderr and "rm -rf" not in p.stdout and "snakemake" not in p.stdout, p
+    assert _make_n("clean", "CONFIG=config/smoke.yaml", "CORES=2", "WORKERS=2")  # its own settings pass
+    work = tmp_path / "work"
+    (tmp_path / "target" / "logs").mkdir(parents=True)
+    (tmp_path / "target" / "probe.parquet").write_text("x")
+    work.mkdir()
+    (work / "link").symlink_to(tmp_path / "target")
+    (work / "myexp" / "logs").mkdir(parents=True)
+    (work / "myexp" / "thesis.tex").write_text("precious")
+    (work / "afile").write_text("x")
+    configs = {name: tmp_path / f"{name}.yaml" for name in ("link", "myexp", "afile")}
+    configs["link"].write_text("results: link/\n")
+    configs["myexp"].write_text("results: myexp\n")
+    configs["afile"].write_text("results: afile\n")
+    p = _make_clean(work, [str(configs["link"])])
+    assert p.returncode == 0 and not (work / "link").exists() and (tmp_path / "target" / "probe.parquet").exists(), p
+    assert "rm -rf -- link\n" in p.stdout and "the link is removed, not the files there" in p.stdout, p
+    p = _make_clean(work, [str(configs["myexp"]), str(configs["afile"])])
+    assert p.returncode != 0 and (work / "myexp" / "thesis.tex").exists() and (work / "afile").exists(), p
+    assert "myexp/ holds what papa does not write (thesis.tex)" in p.stdout, p
+    assert "make clean: afile is no folder: not removed" in p.stdout, p
+
+
 def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(tmp_path):
     """make report on a folder no run has written printed ~50 "Missing metadata" lines, then stopped on a figure;
     make -f <checkout>/Makefile run from another folder said "No rule to make target 'pyproject.toml'"."""
@@ -126,6 +166,16 @@ def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(t
     )  # not make run alone: the grid on a login node
     assert p.returncode != 0 and said in p.stderr, p
     assert "Missing metadata" not in p.stdout + p.stderr
+    # a finished run's folder and a config the workflow refuses: Snakemake's reason, not "run the workflow first"
+    # (review AU's 10)
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / ".papa-records.json").write_text("{}")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(f"results: {tmp_path / 'done'}\nsweep: {{seedz: [0]}}\n")
+    p = subprocess.run(["make", "-o", ".venv/bin/snakemake", "report", f"CONFIG={typo}"], cwd=ROOT,
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode != 0 and f"make report: snakemake -n --configfile {typo} failed:" in p.stderr, p
+    assert "seedz" in p.stderr and "run the workflow first" not in p.stderr, p
     for target in ("run", "report", "test"):
         p = subprocess.run(["make", "-n", "-f", str(ROOT / "Makefile"), target], cwd=tmp_path, capture_output=True,
                            text=True)  # fmt: skip

@@ -549,4 +549,100 @@ def test_verify_names_the_results_whose_recorded_inputs_changed_or_went(wd, caps
     ]
     assert records.main(["verify", "results"]) == 1
     out = capsys.readouterr().out
-    assert f"results/tables/probe.parquet: its input {other} is gone" in out and "2 result(s) under results" in out
+    assert (
+        f"results/tables/probe.parquet: its input {other} is gone" in out
+        and "2 of the 3 result(s) under results" in out
+    )
+
+
+def test_verify_says_when_it_checked_nothing_or_the_wrong_paths_and_reads_past_an_unreadable_file(wd, capsys):
+    """`python -m papa.records verify` printed "every recorded input file is as it was read" for a folder holding no
+    result (a config folder), blamed every result for a run made in another working directory, and stopped at the
+    first file cut short with a traceback, the others unchecked (review AU's 8 and 9)."""
+    import pandas as pd
+
+    from papa import io
+
+    Path("config").mkdir()
+    assert records.main(["verify", "config"]) == 1
+    assert "config holds no result file papa writes" in capsys.readouterr().out
+    Path("results/tokens").mkdir(parents=True)
+    tokens = "results/tokens/train.parquet"
+    io.write_parquet(pd.DataFrame({"x": [1]}), tokens, {"inputs": {}})
+    Path("results/tables").mkdir()
+    io.write_parquet(pd.DataFrame({"s": [1.0]}), "results/tables/probe.parquet", {"inputs": io.input_digests([tokens])})
+    Path("results/tables/summary.parquet").write_bytes(b"PAR1 cut short")
+    assert records.main(["verify", "results"]) == 1
+    out = capsys.readouterr().out
+    assert "results/tables/summary.parquet: unreadable (" in out and "delete it and rerun its job" in out, out
+    assert "1 of the 3 result(s) under results" in out and "probe.parquet" not in out  # the others were read
+    os.remove("results/tables/summary.parquet")
+    assert records.main(["verify", "results"]) == 0
+    assert "every recorded input file is as it was read (2 result files)" in capsys.readouterr().out
+    elsewhere = wd.parent / "elsewhere"
+    elsewhere.mkdir()
+    assert records.main(["verify", "results", "--root", str(elsewhere)]) == 1  # every input "gone": the wrong root
+    assert f"none of the 1 recorded input file(s) of results is under {elsewhere}" in capsys.readouterr().out
+    assert records.main(["verify", "results", "--root", "nosuch"]) == 1
+    assert "--root nosuch is no folder" in capsys.readouterr().out
+
+
+def test_forget_leaves_a_folder_that_is_still_there(wd, capsys):
+    """`python -m papa.records forget results` on a folder still there dropped its records; the workflow then refused
+    the folder as one make clean had removed (review AU's 7). make clean forgets a folder after removing it, or one
+    already gone (a dangling link too)."""
+    claim_results("results")
+    assert records.main(["forget", "results"]) == 1
+    assert "results is still there: forget drops the records of a results folder removed" in capsys.readouterr().out
+    check_results("results")  # its records and marker agree still
+    os.symlink(wd / "gone", "dangling")
+    assert records.main(["forget", "dangling", "nosuch"]) == 0
+
+
+def test_make_clean_leaves_a_folder_holding_what_papa_does_not_write(wd):
+    """A results folder with a logs/ beside a user's file (`results: myexp`, a folder of the user's) passed make
+    clean's checks, and the file went with it (review AU's 2): `not_removable` names what papa does not write, a
+    marked folder's too; papa's own temporaries and a linked folder (which loses its link alone) pass; the
+    workflow's check refuses such a folder without a run's marker. `RESULTS_ENTRIES` holds every folder the rules
+    write under the results folder."""
+    import re
+
+    from papa.checks import _results_holds_others
+    from papa.records import RESULTS_ENTRIES, foreign_entries, not_removable
+
+    root = Path(__file__).resolve().parents[1]
+    written = {m for f in (*root.glob("workflow/rules/*.smk"), root / "Snakefile")
+               for m in re.findall(r"\{R\}/([A-Za-z_.-]+)", f.read_text())}  # fmt: skip
+    assert written and written <= RESULTS_ENTRIES, written - RESULTS_ENTRIES
+    Path("myexp/logs").mkdir(parents=True)
+    Path("myexp/thesis.tex").write_text("precious")
+    Path("myexp/.tables.papa-abcd1234.tmp").write_text("")  # an atomic write's temporary: papa's
+    assert foreign_entries("myexp") == ["thesis.tex"] and foreign_entries("nosuch") == []
+    assert "myexp/ holds what papa does not write (thesis.tex)" in not_removable("myexp")
+    assert records.main(["removable", "myexp"]) == 1
+    assert any("holding files papa does not write (thesis.tex)" in e for e in _results_holds_others({}, "myexp"))
+    claim_results("myexp")  # a run's folder: the workflow takes it, make clean still leaves the user's file
+    assert _results_holds_others({}, "myexp") == [] and "thesis.tex" in not_removable("myexp")
+    os.remove("myexp/thesis.tex")
+    assert not_removable("myexp") is None
+    Path("myexp/notes.txt").write_text("x")
+    os.symlink("myexp", "link")
+    assert not_removable("link") is None and not_removable("link/") is None  # the link goes, its target's files stay
+
+
+def test_results_of_spells_the_folder_as_the_workflow_and_names_a_misspelled_key(wd):
+    """`results: link/` gave make clean `rm -rf -- link/`, which emptied the linked folder's target (review AU's 1):
+    the folder is spelled as the workflow spells it; a papa config with one misspelled key was "not a papa config"
+    (review AU's 15): its key and the one meant are named."""
+    from papa.records import results_folder
+
+    Path("c.yaml").write_text("results: ./runs//link/\n")
+    assert results_folder(["c.yaml"]) == "runs/link"
+    Path("typo.yaml").write_text("seed: 0\nsweeep: {seeds: [0]}\n")
+    with pytest.raises(
+        ValueError, match="typo.yaml: the key 'sweeep' is not one of the config's: did you mean 'sweep'"
+    ):
+        results_folder(["typo.yaml"])
+    Path("other.yaml").write_text("name: papa\nchannels: [conda-forge]\n")
+    with pytest.raises(ValueError, match="other.yaml is not a papa config"):
+        results_folder(["other.yaml"])
