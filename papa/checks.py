@@ -538,33 +538,11 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
     Snakemake's reading of them is used."""
     import yaml
 
-    twice = []
+    from .records import load_yaml_strict
 
-    class StrictLoader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader, node, deep=False):
-        seen = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # << : a merge, whose keys may be overridden
-                continue
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: YAML's own constructor says so
-                continue
-            seen.setdefault(key, line)
-            if first is not None:
-                twice.append(f"{path}, line {line}: the key {key!r} is given twice in one mapping (first on "
-                             f"line {first}); YAML would keep the later one without a word: remove one, or merge "
-                             f"them")  # fmt: skip
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     text = Path(path).read_text(encoding="utf-8")
     try:
-        config = yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
+        config, twice = load_yaml_strict(text, path)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not valid YAML: {e}") from None
     if twice:

@@ -637,6 +637,39 @@ def overlay_problem(configs) -> str | None:
     return None
 
 
+def load_yaml_strict(text: str, path) -> tuple[object, list[str]]:
+    """``text`` read as YAML (a SafeLoader), and a message per key given twice in one mapping: YAML keeps the later
+    one without a word, so a task, a seed list, a learning rate or the results folder would be lost
+    (`papa.checks.read_config_file`, `results_folder`). Raises yaml's errors."""
+    import yaml
+
+    twice = []
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # << : a merge, whose keys may be overridden
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: YAML's own constructor says so
+                continue
+            seen.setdefault(key, line)
+            if first is not None:
+                twice.append(f"{path}, line {line}: the key {key!r} is given twice in one mapping (first on "
+                             f"line {first}); YAML would keep the later one without a word: remove one, or merge "
+                             f"them")  # fmt: skip
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=StrictLoader), twice  # noqa: S506 (a SafeLoader)
+
+
 def results_folder(configs) -> str:
     """The results folder a run with these config files writes into, each file read by Snakemake's own reading of a
     ``--configfile`` and later files updating earlier ones: the last that sets ``results:``, else the schema's
@@ -661,6 +694,11 @@ def results_folder(configs) -> str:
             config = load_configfile(path)  # JSON, else YAML (a YTE template rendered), whatever the file's name
         except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
             raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}{yaml_error_place(path)}") from None
+        twice = []  # a key given twice: the workflow refuses the file (this read the last one's folder)
+        with contextlib.suppress(Exception):  # what Snakemake read above and YAML does not (JSON with tabs)
+            twice = load_yaml_strict(Path(path).read_text(encoding="utf-8-sig"), path)[1]
+        if twice:
+            raise ValueError(twice[0])
         if config is not None and not isinstance(config, dict):
             raise ValueError(f"{path}: a config is a mapping of keys (results:, models:, ...), and this file holds "
                              f"a {type(config).__name__}: give papa's config files")  # fmt: skip

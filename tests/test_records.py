@@ -643,6 +643,9 @@ def test_results_of_spells_the_folder_as_the_workflow_and_names_a_misspelled_key
         ValueError, match="typo.yaml: the key 'sweeep' is not one of the config's: did you mean 'sweep'"
     ):
         results_folder(["typo.yaml"])
+    Path("twice.yaml").write_text("results: results-mine\nseed: 0\nresults: results\n")  # the workflow refuses it
+    with pytest.raises(ValueError, match="twice.yaml, line 3: the key 'results' is given twice in one mapping"):
+        results_folder(["twice.yaml"])
     Path("other.yaml").write_text("name: papa\nchannels: [conda-forge]\n")
     with pytest.raises(ValueError, match="other.yaml is not a papa config"):
         results_folder(["other.yaml"])
