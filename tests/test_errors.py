@@ -679,10 +679,18 @@ def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
     # a new folder, an empty one, and one that holds papa's results (its logs) are fine
     (tmp_path / "empty").mkdir()
     (tmp_path / "done" / "logs").mkdir(parents=True)
-    (tmp_path / "done" / "summary.txt").write_text("x")
+    (tmp_path / "done" / "tables").mkdir()
     for results in ("new", "empty", "done", "out/deeper"):
         cfg = _config(results=results)
         local(cfg)
+        check_config(cfg)
+    # but not a file papa does not write beside them, without a run's marker: make clean would remove it with the
+    # folder (a logs/ beside a user's thesis.tex passed: review AU's 2)
+    (tmp_path / "done" / "summary.txt").write_text("x")
+    cfg = _config(results="done")
+    local(cfg)
+    with pytest.raises(ConfigError, match=r"results = 'done' is a folder holding files papa does not write "
+                       r"\(summary.txt\) and no run's .papa-records.json"):  # fmt: skip
         check_config(cfg)
 
 
