@@ -107,10 +107,13 @@ run: install
 
 # the probe and lambda files of a config's folder that it does not make (an earlier config's runs: a dropped seed,
 # fraction_dynamic, constants spec, head order, model or task; every start names them): the tables never read them,
-# a read of the whole results/probe folder would
+# a read of the whole results/probe folder would. A folder not there is left so (Snakemake's prune made it, claimed
+# it and logged there: make report then took it for a run's)
 prune: install
 	$(if $(strip $(CONFIG)),,$(error CONFIG is empty: name a config file))$(foreach c,$(CONFIG),$(if $(wildcard $(c)),,$(error $(c): no such config file)))
-	@out=$$($(BIN)/python -m papa.records results-of -- $(CONFIG)) || { echo "make prune: $$out" >&2; exit 1; }
+	@out=$$($(BIN)/python -m papa.records results-of -- $(CONFIG)) || { echo "make prune: $$out" >&2; exit 1; }; \
+	[ -d "$$out" ] || { echo "make prune: $$out is not there: nothing to prune (a prune would claim it for no run)"; \
+	exit 0; }; echo "$(BIN)/snakemake prune --cores 1 --configfile $(CONFIG)"; \
 	$(BIN)/snakemake prune --cores 1 --configfile $(CONFIG)
 
 # a folder without a finished run's marker (Snakemake would say "Missing metadata" per output, then stop on a
