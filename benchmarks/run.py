@@ -4,7 +4,10 @@
     python benchmarks/run.py --quick    # smaller sizes, same figures
 
 Writes ``benchmarks/results/figures.json`` (every figure, plus machine and versions) and
-``benchmarks/results/forward.parquet`` (the forward-time curve over fractions).
+``benchmarks/results/forward.parquet`` (the forward-time curve over fractions). ``--only NAME ...``
+reruns those benchmarks alone (names: the keys of `BENCHMARKS`) and updates their figures in an
+existing figures.json, keeping the others (each kept figure measured on another machine or model
+carries its own ``machine``/``model``).
 
 Figures:
 1. ``encode_once``: a sweep (5 fractions x 3 seeds x E epochs) of probes trained from hidden
@@ -45,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import papa  # noqa: E402
+from papa.io import atomic_path  # noqa: E402
 from papa.probe import TrainConfig, extract_features, run_probe  # noqa: E402
 from papa.selection import head_order, n_dynamic, select_static  # noqa: E402
 
@@ -390,23 +394,85 @@ def bench_noop_dry_run() -> dict | None:
     return out
 
 
-def main():
+#: ``--only``'s names -> the key of the figure each writes in figures.json (the order they run in)
+BENCHMARKS = {
+    "forward": "forward",
+    "averaging": "averaging",
+    "memory": "averaging_memory",
+    "encode_once": "encode_once",
+    "real_tokens": "real_tokens",
+    "noop": "noop_dry_run",
+}
+#: figures.json's keys that describe the run that wrote it, not a figure
+RUN_KEYS = ("machine", "model")
+
+
+def earlier_figures(path: Path) -> dict:
+    """The figures an earlier run wrote to ``path`` (none: ``{}``), read before anything is measured: a file that is
+    not figures.json's JSON stops the run here rather than after minutes of measuring, and is not overwritten."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        sys.exit(f"run.py: cannot read {path} ({e}): move it away or give another --out")
+    try:
+        figures = json.loads(text)
+    except ValueError as e:
+        sys.exit(f"run.py: {path} is not JSON ({e}): move it away or give another --out")
+    if not isinstance(figures, dict):
+        sys.exit(f"run.py: {path} is not a figures.json (a JSON object of figures): move it away or give another --out")
+    return figures
+
+
+def merge_figures(earlier: dict, new: dict) -> dict:
+    """``new`` (this run's machine, model and figures) over ``earlier`` (the file's): the figures of benchmarks not
+    rerun are kept, each one measured on another machine or model than this run's carrying the one it was measured
+    on (its own ``machine``/``model``, or the earlier file's); a benchmark rerun that measured nothing (``noop``
+    without a finished default run: None) keeps the earlier figure."""
+    merged = {k: new[k] for k in RUN_KEYS}
+    for key, fig in earlier.items():
+        if key in RUN_KEYS:
+            continue
+        if isinstance(fig, dict):
+            fig = dict(fig)
+            for k in RUN_KEYS:
+                if k in earlier and k not in fig and earlier[k] != new[k]:
+                    fig[k] = earlier[k]
+        merged[key] = fig
+    for key, fig in new.items():
+        if key not in RUN_KEYS and (fig is not None or key not in merged):
+            merged[key] = fig
+    return merged
+
+
+def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
-    ap.add_argument("--only", nargs="*", default=None, help="forward averaging memory encode_once real_tokens noop")
+    # nargs="+": a bare --only (no name) is refused rather than running everything; choices: a misspelled name is
+    # refused rather than running nothing (and writing a figures.json without figures)
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(BENCHMARKS),
+        metavar="NAME",
+        help=f"run only these ({', '.join(BENCHMARKS)}); the other figures of figures.json are kept",
+    )
     ap.add_argument("--memory-child", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.memory_child:
         return peak_memory_child(args.memory_child, args.threads)
+    out = Path(args.out)
+    earlier = earlier_figures(out / "figures.json")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     import transformers
 
     model, tok = papa.load_encoder("minilm", device="cpu")
     q = args.quick
-    only = set(args.only or ["forward", "averaging", "memory", "encode_once", "real_tokens", "noop"])
+    only = set(args.only or BENCHMARKS)
     figures = {
         "machine": {
             "platform": platform.platform(),
@@ -419,13 +485,13 @@ def main():
         },
         "model": "all-MiniLM-L6-v2 (6 layers x 12 heads, d'=32)",
     }
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if "forward" in only:
         rows, figures["forward"] = bench_forward(model, tok, 128, 16 if q else 32, 3 if q else 11)
         import pandas as pd
 
-        pd.DataFrame(rows).to_parquet(out / "forward.parquet", index=False)
+        with atomic_path(out / "forward.parquet") as tmp:
+            pd.DataFrame(rows).to_parquet(tmp, index=False)
         figures["forward"]["curve"] = rows
     if "averaging" in only:
         figures["averaging"] = bench_averaging(model, tok, 256 if q else 1024, 32, 3 if q else 5)
@@ -439,7 +505,15 @@ def main():
         figures["real_tokens"] = bench_real_tokens(model, tok, 256 if q else 512, 32, 3 if q else 5)
     if "noop" in only:
         figures["noop_dry_run"] = bench_noop_dry_run()
-    (out / "figures.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    merged = merge_figures(earlier, figures)
+    with atomic_path(out / "figures.json") as tmp:  # an interrupted write leaves the earlier file whole
+        tmp.write_text(json.dumps(merged, indent=2, default=str) + "\n")
+    kept = sorted(k for k in merged if k not in RUN_KEYS and k not in figures)
+    if kept:
+        print(f"figures.json: kept the earlier {', '.join(kept)}", file=sys.stderr)
+    if figures.get("noop_dry_run", 0) is None and merged.get("noop_dry_run") is not None:
+        print("figures.json: no finished default run in results/ to time: kept the earlier noop_dry_run",
+              file=sys.stderr)  # fmt: skip
     print(
         json.dumps(
             {k: v for k, v in figures.items() if k != "forward"}

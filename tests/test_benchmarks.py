@@ -471,3 +471,52 @@ def test_the_real_tokens_figure_measures_both_ways_and_compares_them(monkeypatch
         f = fig[name]
         assert f["padded_cpu_s"] > 0 and f["real_tokens_cpu_s"] > 0 and f["ratio"] > 0
         assert f["max_abs_diff"] < 1e-5 and f["bit_identical"] == (f["max_abs_diff"] == 0.0)
+
+
+@pytest.fixture
+def bench_run(monkeypatch):
+    """benchmarks/run.py, imported as a module, with the model load stubbed (its figures are stubbed per test)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import run
+
+    monkeypatch.setattr(run.papa, "load_encoder", lambda *a, **k: (None, None))
+    return run
+
+
+def test_run_only_refuses_unknown_or_no_names_and_keeps_the_other_figures(tmp_path, monkeypatch, bench_run, capsys):
+    """benchmarks/run.py --only: a misspelled name or none at all is refused before anything is measured or written
+    (it used to run nothing, or everything, and replace figures.json with one without figures); a subset updates its
+    own figures in the existing figures.json and keeps the others, each kept figure measured on another machine
+    carrying that machine."""
+    run = bench_run
+    earlier = {
+        "machine": {"platform": "the 12-minute run's"},
+        "model": "all-MiniLM-L6-v2 (6 layers x 12 heads, d'=32)",
+        "forward": {"all_static_vs_eager": 0.75, "curve": []},
+        "averaging": {"throughput_ratio": 0.97},
+        "noop_dry_run": {"seconds_median": 1.2},
+    }
+    figures = tmp_path / "figures.json"
+    figures.write_text(json.dumps(earlier))
+    for bad in (["--only", "fowrard"], ["--only"], ["--only", "noop", "fowrard"]):
+        with pytest.raises(SystemExit) as e:
+            run.main([*bad, "--out", str(tmp_path)])
+        assert e.value.code == 2, bad
+    assert "invalid choice: 'fowrard'" in capsys.readouterr().err
+    assert json.loads(figures.read_text()) == earlier
+    assert set(run.BENCHMARKS) == {"forward", "averaging", "memory", "encode_once", "real_tokens", "noop"}
+
+    monkeypatch.setattr(run, "bench_averaging", lambda *a, **k: {"throughput_ratio": 0.99})
+    monkeypatch.setattr(run, "bench_noop_dry_run", lambda: None)  # no finished default run to time now
+    run.main(["--only", "averaging", "noop", "--out", str(tmp_path)])
+    new = json.loads(figures.read_text())
+    assert new["machine"]["torch_threads"] == 2 and new["model"] == earlier["model"]  # this run's
+    assert new["averaging"] == {"throughput_ratio": 0.99}  # rerun here: no machine of its own
+    assert new["forward"] == {**earlier["forward"], "machine": earlier["machine"]}  # kept, with its machine
+    assert new["noop_dry_run"] == {**earlier["noop_dry_run"], "machine": earlier["machine"]}  # nothing measured: kept
+    assert not list(tmp_path.glob(".figures.json*"))  # written through papa.io.atomic_path, no temporary left
+    figures.write_text("{")  # not figures.json's JSON: refused before anything is measured, and left as it is
+    monkeypatch.setattr(run.papa, "load_encoder", lambda *a, **k: pytest.fail("measured before reading figures.json"))
+    with pytest.raises(SystemExit, match="is not JSON"):
+        run.main(["--only", "noop", "--out", str(tmp_path)])
+    assert figures.read_text() == "{"
