@@ -520,3 +520,58 @@ def test_run_only_refuses_unknown_or_no_names_and_keeps_the_other_figures(tmp_pa
     with pytest.raises(SystemExit, match="is not JSON"):
         run.main(["--only", "noop", "--out", str(tmp_path)])
     assert figures.read_text() == "{"
+
+
+def test_cuda_workflow_checks_its_arguments_before_removing_anything_and_fails_with_a_failed_run(tmp_path):
+    """benchmarks/cuda_workflow.sh: bad arguments (none, OUT forgotten, an empty or odd NAME, a NAME twice, a missing
+    CONFIG, CORES not a whole number > 0, a misspelled :cpu) print the usage and exit 2 before anything is created
+    or removed (an empty NAME used to empty the whole WORK folder); a run that fails still has its archive packed,
+    and the script exits 1 naming it (it used to exit 0, the failure only in runs.tsv). No GPU: snakemake is a stub
+    that exits 0 for one run and 3 for the other."""
+    import os
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "keepme").mkdir(parents=True)
+    script = str(ROOT / "benchmarks/cuda_workflow.sh")
+
+    def sh(*args, **env):
+        return subprocess.run(["bash", script, *args], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "WORK": str(work), **env})  # fmt: skip
+
+    smoke = "config/smoke.yaml"
+    for args in (
+        [],
+        [str(out)],
+        [f"a={smoke}:1"],  # OUT forgotten
+        [f"a={smoke}:1", f"b={smoke}:1"],
+        [str(out), f"={smoke}:1"],  # an empty NAME: rm -rf "$WORK/"
+        [str(out), f"../x={smoke}:1"],
+        [str(out), f"..={smoke}:1"],
+        [str(out), f"a={smoke}:1", f"a={smoke}:1"],
+        [str(out), "a=config/smokee.yaml:1"],
+        [str(out), "a=config:1"],
+        [str(out), f"a={smoke}"],
+        [str(out), f"a={smoke}:0"],
+        [str(out), f"a={smoke}:two"],
+        [str(out), f"a={smoke}:1:cup"],
+        [str(out), f"a={smoke}:1:cpu:x"],
+        [str(out), smoke],
+    ):
+        p = sh(*args)
+        assert p.returncode == 2 and "usage: bash benchmarks/cuda_workflow.sh OUT" in p.stderr, (args, p.stderr)
+        assert "cuda_workflow.sh: " in p.stderr.splitlines()[0] and "unbound" not in p.stderr, (args, p.stderr)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and [*work.iterdir()] == [work / "keepme"], args
+    assert sh(str(out), f"a={smoke}:1", LIMIT="0").returncode == 2
+
+    stub = tmp_path / "bin" / "snakemake"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\necho "stub snakemake $*"\ncase "$*" in *smoke.yaml*) exit 0 ;; esac\nexit 3\n')
+    stub.chmod(0o755)
+    path = f"{stub.parent}{os.pathsep}{os.environ['PATH']}"
+    p = sh(str(out), f"ok={smoke}:1", "broken=config/config.yaml:1:cpu", PATH=path)
+    assert p.returncode == 1 and "1 run(s) failed" in p.stderr and ": broken;" in p.stderr, p.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["broken.tar.gz", "ok.tar.gz", "runs.tsv"]
+    rows = [line.split("\t") for line in (out / "runs.tsv").read_text().splitlines()[1:]]
+    assert sorted((r[0], r[2], r[4]) for r in rows) == [("broken", "cpu", "3"), ("ok", "gpu", "0")]
+    assert (work / "keepme").is_dir()
+    assert sh(str(out), f"ok={smoke}:1", PATH=path).returncode == 0
