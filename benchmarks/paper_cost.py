@@ -27,19 +27,43 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papa.checks import validate_config  # noqa: E402
+from papa.checks import ConfigError, check_config_files, read_config_file, validate_config  # noqa: E402
 from papa.cost import DATASET_SOURCES, Throughput, estimate, workflow_jobs  # noqa: E402
 
 
 def measured_tokens_per_s(path: Path) -> float:
     t = json.loads(path.read_text())["timings"]
     return t["batch"] * t["N"] / (t["stock_sdpa_ms"] / 1000)
+
+
+def read_configs(paths: list[str]) -> tuple[dict, dict]:
+    """The config files merged as Snakemake merges ``--configfile a.yaml b.yaml``, and the settings the workflow
+    reads from them (`validate_config`: defaults filled in), each file checked first as the workflow checks it
+    (`check_config_files`: a YAML or JSON mapping, no key given twice, an overlay after the file it updates); a
+    `ConfigError` names what to change."""
+    for path in paths:
+        if not Path(path).is_file():
+            what = "a folder" if Path(path).is_dir() else "not there"
+            raise ConfigError(f"{path} is {what}: give config files (config/paper.yaml, or it and an overlay after it)")
+    check_config_files(paths)
+    config = {}
+    for path in paths:
+        update_config(config, read_config_file(path, allow_empty=True))
+    return config, validate_config(copy.deepcopy(config))
+
+
+def _unreadable(option: str, path, e: Exception, give: str) -> str:
+    """The one line paper_cost.py stops with when ``option``'s file can not be read as its JSON."""
+    if isinstance(e, KeyError):
+        why = f"it has no {e} field"
+    else:
+        why = f"it is not JSON ({e})" if isinstance(e, json.JSONDecodeError) else str(e)
+    return f"paper_cost.py: {option} {path}: {why}; give {give}"
 
 
 def main(argv=None) -> pd.DataFrame:
@@ -71,19 +95,33 @@ def main(argv=None) -> pd.DataFrame:
     )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/paper_cost.parquet"))
     args = ap.parse_args(argv)
-    config = {}
-    for path in args.config:  # as Snakemake merges --configfile a.yaml b.yaml
-        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
-    settings = validate_config(copy.deepcopy(config))  # precision and compile as the workflow reads them (defaults)
-    tps = measured_tokens_per_s(Path(args.reference))
+    # what the user gives (the config files, the measured JSON files) is read before anything is estimated, and a
+    # mistake in it stops here with one line naming the option and what to give, not a traceback
+    try:
+        config, settings = read_configs(args.config)  # precision and compile as the workflow reads them (defaults)
+    except (ConfigError, OSError, UnicodeDecodeError) as e:  # ConfigError: a misspelled key, an overlay given first
+        sys.exit(f"paper_cost.py: --config {' '.join(args.config)}: {e}")
+    try:
+        tps = measured_tokens_per_s(Path(args.reference))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(_unreadable("--reference", args.reference, e, "benchmarks/gpu_check.py's JSON (gpu_check-h100.json)"))
     if args.measured is None:
         tf32 = settings["precision"] == "tf32"
         args.measured = str(ROOT / f"benchmarks/reference/gpu_cost-h100{'-tf32' if tf32 else ''}.json")
-    measured = Throughput.load(args.measured) if args.measured else None
+    try:
+        measured = Throughput.load(args.measured) if args.measured else None
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(_unreadable("--measured", args.measured, e, "benchmarks/gpu_cost.py's JSON, or '' for the assumption"))
     mode = settings["compile"]
     if measured and mode != "eager":
-        measured = measured.compiled(args.compiled, mode)
-    jobs = workflow_jobs(args.config, ROOT)
+        try:
+            measured = measured.compiled(args.compiled, mode)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(_unreadable("--compiled", args.compiled, e, "benchmarks/gpu_compile.py's JSON"))
+    try:
+        jobs = workflow_jobs(args.config, ROOT)
+    except RuntimeError as e:  # the workflow's own refusal of the configs (its message names what to change)
+        sys.exit(f"paper_cost.py: {e}")
     df = estimate(config, jobs.probes, jobs.lambdas, tps, args.disk_budget_gb * 1024, measured,
                   average_jobs=jobs.averages, mlm_jobs=jobs.mlm)  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -575,3 +575,41 @@ def test_cuda_workflow_checks_its_arguments_before_removing_anything_and_fails_w
     assert sorted((r[0], r[2], r[4]) for r in rows) == [("broken", "cpu", "3"), ("ok", "gpu", "0")]
     assert (work / "keepme").is_dir()
     assert sh(str(out), f"ok={smoke}:1", PATH=path).returncode == 0
+
+
+def test_paper_cost_stops_on_bad_input_with_one_line(tmp_path, monkeypatch, capsys):
+    """benchmarks/paper_cost.py: a config file that is not there, a folder, a misspelled key, an overlay given
+    before the file it updates, and a --measured/--reference/--compiled file that is missing or not the right
+    JSON each stop with one line naming the option and what to give, before anything is estimated (they were
+    tracebacks: FileNotFoundError, IsADirectoryError, ConfigError, RuntimeError, KeyError)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import paper_cost
+
+    monkeypatch.setattr(paper_cost, "workflow_jobs", lambda *a: pytest.fail("estimated a bad input"))
+    typo = tmp_path / "typo.yaml"
+    typo.write_text((ROOT / "config/paper.yaml").read_text().replace("\nsweep:", "\nsweeep:"))
+    tiny = tmp_path / "tiny.json"
+    tiny.write_text(json.dumps({"tiny": True, "models": {}}))
+    paper, authors = str(ROOT / "config/paper.yaml"), str(ROOT / "config/paper-authors.yaml")
+    gpu_check = str(ROOT / "benchmarks/reference/gpu_check-h100.json")
+    compiles = tmp_path / "compiles.yaml"  # a config with compile other than eager: --compiled is read
+    compiles.write_text((ROOT / "config/paper.yaml").read_text() + "compile: reduce-overhead\n")
+    for args, says in (
+        (["--config", "config/papr.yaml"], "--config config/papr.yaml: config/papr.yaml is not there: give config"),
+        (["--config", str(ROOT / "config")], "is a folder: give config files"),
+        (["--config", str(typo)], "'sweeep' is not known: did you mean 'sweep'?"),
+        (["--config", authors, paper], "give it after"),
+        (["--measured", str(tmp_path / "gone.json")], "--measured " + str(tmp_path / "gone.json") + ": [Errno 2]"),
+        (["--measured", gpu_check], "it has no 'models' field; give benchmarks/gpu_cost.py's JSON"),
+        (["--measured", str(tiny)], "tiny shapes"),
+        (["--reference", str(ROOT / "README.md")], "--reference " + str(ROOT / "README.md") + ": it is not JSON"),
+        (["--config", str(compiles), "--compiled", str(tmp_path / "gone.json")], "--compiled"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            paper_cost.main([*args, "--out", str(tmp_path / "cost.parquet")])
+        assert isinstance(e.value.code, str) and e.value.code.startswith("paper_cost.py: ") and says in e.value.code, (
+            args,
+            e.value.code,
+        )
+        assert "\n" not in e.value.code, e.value.code
+    assert not (tmp_path / "cost.parquet").exists()
