@@ -202,10 +202,20 @@ def _timings(model, tiny: bool, device, reps: int) -> dict:
     return res
 
 
+def device_name(value: str) -> str:
+    """``--device``: a name torch reads as a device (cuda, cuda:1, cpu); argparse refuses any other with its usage
+    (torch's own refusal is a RuntimeError traceback from deep inside the first call that places a tensor)."""
+    try:
+        torch.device(value)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a torch device: give cuda, cuda:N or cpu") from None
+    return value
+
+
 def common_arguments(ap: argparse.ArgumentParser, reps: int) -> None:
     """The options every GPU benchmark here takes: where to write, on what device, tiny shapes, repetitions."""
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda", type=device_name, help="cuda (default), cuda:N, or cpu with --tiny")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes: the code path, not the timings")
     ap.add_argument("--reps", type=int, default=reps)
 
@@ -228,7 +238,9 @@ def header(script: str, device, tiny: bool, precision: str) -> dict:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common_arguments(ap, reps=10)
-    ap.add_argument("--models", nargs="*", default=list(MODELS), help="hub ids of papa.cost.MODELS")
+    # choices: a misspelled hub id is refused by argparse (it was a KeyError after the other models' timings)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), metavar="HUB_ID",
+                    help=f"hub ids of papa.cost.MODELS (default: all of them: {', '.join(MODELS)})")  # fmt: skip
     ap.add_argument(
         "--precision",
         default="fp32",

@@ -613,3 +613,24 @@ def test_paper_cost_stops_on_bad_input_with_one_line(tmp_path, monkeypatch, caps
         )
         assert "\n" not in e.value.code, e.value.code
     assert not (tmp_path / "cost.parquet").exists()
+
+
+def test_gpu_benchmarks_refuse_a_misspelled_model_or_device_with_their_usage(monkeypatch, capsys):
+    """benchmarks/gpu_cost.py --models takes papa.cost.MODELS' hub ids (a typo was a KeyError traceback after the
+    other models' timings) and at least one; gpu_cost.py and gpu_compile.py --device a name torch reads as a
+    device (a typo was torch's RuntimeError traceback): argparse's usage and exit 2, before anything runs."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_compile
+    import gpu_cost
+
+    monkeypatch.setattr(gpu_cost, "one_model", lambda *a: pytest.fail("measured after a bad argument"))
+    for main, argv, says in (
+        (gpu_cost.main, ["--models", "bert-bse"], "invalid choice: 'bert-bse'"),
+        (gpu_cost.main, ["--models"], "expected at least one argument"),
+        (gpu_cost.main, ["--device", "cdua"], "argument --device: 'cdua' is not a torch device: give cuda, cuda:N"),
+        (gpu_compile.main, ["--device", "cdua"], "argument --device: 'cdua' is not a torch device"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(["--tiny", *argv])
+        assert e.value.code == 2 and says in capsys.readouterr().err, argv
+    assert gpu_cost.device_name("cuda:1") == "cuda:1" and gpu_cost.device_name("cpu") == "cpu"
