@@ -36,7 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papa.io import read_parquet  # noqa: E402 - checks the pages' checksums, names a corrupt file
+from papa.io import UnreadableFileError, read_parquet  # noqa: E402 - checks the pages' checksums, names a corrupt file
 from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, RUN_KEY, SUMMARY_KEY, last_epochs  # noqa: E402
 
 # The columns that say what a row stands for (the library's table keys); every other numeric column
@@ -49,6 +49,35 @@ KEYS = {
     "patterns": ["model", "corpus", "N", "attention", "layer", "head"],
     "constant_kinds": ["model", "task", "constants", "metric"],
 }
+
+
+class NothingToCompare(ValueError):
+    """A folder given to compare_runs.py that is not there or lacks what the comparison reads: an empty comparison
+    would read as two runs that agree, so main stops on it with this message (exit 1)."""
+
+
+def check_folder(folder: str | Path, needs: str) -> Path:
+    """``folder``, or a `NothingToCompare` when it is not a folder or holds nothing for ``needs``: ``"tables"`` (a
+    finished run: ``tables/*.parquet``), ``"probe tables"`` (``tables/probe.parquet`` and ``summary.parquet``),
+    ``"benchmarks"`` (``benchmarks/**/*.tsv``) or ``"probe logs"`` (``logs/probe/.../fraction_dynamic=*.log``)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise NothingToCompare(f"{folder} is {'a file' if folder.exists() else 'not there'}: give a results folder")
+    if needs == "tables" and not any((folder / "tables").glob("*.parquet")):
+        raise NothingToCompare(f"{folder} holds no tables/*.parquet: give the results folder of a finished run (for a "
+                               f"run stopped before aggregate: --probe-logs PARTIAL FINISHED)")  # fmt: skip
+    if needs == "probe tables":
+        missing = [n for n in ("probe", "summary") if not (folder / "tables" / f"{n}.parquet").is_file()]
+        if missing:
+            raise NothingToCompare(f"{folder} holds no tables/{' or '.join(missing)}.parquet: give a finished run's "
+                                   f"results folder second (--probe-logs PARTIAL FINISHED)")  # fmt: skip
+    if needs == "benchmarks" and not any((folder / "benchmarks").rglob("*.tsv")):
+        raise NothingToCompare(f"{folder} holds no benchmarks/ of its jobs (benchmarks/<rule>/...tsv): give a results "
+                               f"folder of a run")  # fmt: skip
+    if needs == "probe logs" and not any((folder / "logs" / "probe").glob("*/*/*/*/fraction_dynamic=*.log")):
+        raise NothingToCompare(f"{folder} holds no probe logs (logs/probe/<model>/<task>/<constants>/<selection>/"
+                               f"fraction_dynamic=<f>.log): give the stopped run's results folder first")  # fmt: skip
+    return folder
 
 
 def keys_of(name: str, df: pd.DataFrame) -> list[str]:
@@ -155,6 +184,8 @@ def probe_log_scores(results: str | Path) -> pd.DataFrame:
 def compare_probe_logs(partial: str | Path, finished: str | Path) -> dict:
     """`probe_log_scores` of ``partial`` against ``finished``'s probe and summary tables."""
     logs = probe_log_scores(partial)
+    if logs.empty:
+        raise NothingToCompare(f"{partial}'s probe logs hold no finished epoch of any seed: nothing to compare yet")
     last = last_epochs(read_parquet(Path(finished) / "tables" / "probe.parquet"))
     m = logs.merge(last[RUN_KEY + ["score"]], on=RUN_KEY, suffixes=("_a", "_b"))
     summary = read_parquet(Path(finished) / "tables" / "summary.parquet")
@@ -184,13 +215,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--probe-logs", action="store_true", help="compare a stopped run's probe logs with a finished run")
     ap.add_argument("--out", help="write the comparison as JSON here")
     args = ap.parse_args(argv)
-    if args.times:
-        for r in args.results:
-            print(f"# {r}\n{rule_times(r).to_string(index=False)}\n")
-        return
-    if len(args.results) != 2:
-        sys.exit("compare needs two results folders (or --times)")
-    res = compare_probe_logs(*args.results) if args.probe_logs else compare(*args.results)
+    # a folder that is not there, or lacks what is compared, stops the script (exit 1, the folder named): an empty
+    # comparison or table would read as agreement; so does an unreadable table (papa.io names it)
+    try:
+        if args.times:
+            for r in args.results:
+                check_folder(r, "benchmarks")
+            for r in args.results:
+                print(f"# {r}\n{rule_times(r).to_string(index=False)}\n")
+            return
+        if len(args.results) != 2:
+            sys.exit("compare needs two results folders (or --times)")
+        a, b = args.results
+        if args.probe_logs:
+            res = compare_probe_logs(check_folder(a, "probe logs"), check_folder(b, "probe tables"))
+        else:
+            res = compare(check_folder(a, "tables"), check_folder(b, "tables"))
+    except (NothingToCompare, UnreadableFileError, OSError) as e:
+        sys.exit(f"compare_runs.py: {e}")
     text = json.dumps(res, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -634,3 +634,40 @@ def test_gpu_benchmarks_refuse_a_misspelled_model_or_device_with_their_usage(mon
             main(["--tiny", *argv])
         assert e.value.code == 2 and says in capsys.readouterr().err, argv
     assert gpu_cost.device_name("cuda:1") == "cuda:1" and gpu_cost.device_name("cpu") == "cpu"
+
+
+def test_compare_runs_stops_on_a_folder_without_what_it_compares(tmp_path, compare_runs):
+    """benchmarks/compare_runs.py exits 1 naming the folder when it is not there or lacks what is compared: tables
+    (it printed an empty comparison, exit 0, as if the runs agreed), benchmarks/ for --times (an empty table), probe
+    logs and a finished run's probe tables for --probe-logs (a pyarrow traceback); an unreadable table is named."""
+    import pandas as pd
+
+    gone, empty, file = tmp_path / "gone", tmp_path / "empty", tmp_path / "file"
+    empty.mkdir()
+    file.write_text("x")
+    run = tmp_path / "run"
+    (run / "tables").mkdir(parents=True)
+    pd.DataFrame({"model": ["m"], "mean": [0.5]}).to_parquet(run / "tables" / "summary.parquet")
+    partial = tmp_path / "partial" / "logs" / "probe" / "m" / "t" / "average" / "lambda"
+    partial.mkdir(parents=True)
+    (partial / "fraction_dynamic=0.5.log").write_text("x papa.probe INFO loading\n")  # no epoch finished yet
+    for argv, names, says in (
+        ([gone, tmp_path / "gone2"], gone, "is not there: give a results folder"),
+        ([run, empty], empty, "holds no tables/*.parquet"),
+        ([file, run], file, "is a file"),
+        (["--times", run], run, "holds no benchmarks/"),
+        (["--times", gone], gone, "is not there"),
+        (["--probe-logs", empty, run], empty, "holds no probe logs"),
+        (["--probe-logs", tmp_path / "partial", run], run, "holds no tables/probe.parquet"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            compare_runs.main([*map(str, argv)])
+        code = e.value.code
+        assert code.startswith(f"compare_runs.py: {names} ") and says in code and "\n" not in code, (argv, code)
+    pd.DataFrame({"seed": [0]}).to_parquet(run / "tables" / "probe.parquet")
+    with pytest.raises(SystemExit, match="hold no finished epoch of any seed"):
+        compare_runs.main(["--probe-logs", str(tmp_path / "partial"), str(run)])
+    (empty / "tables").mkdir()
+    (empty / "tables" / "summary.parquet").write_bytes(b"PAR1 torn")
+    with pytest.raises(SystemExit, match=r"^compare_runs.py: .*summary.parquet"):
+        compare_runs.main([str(run), str(empty)])
