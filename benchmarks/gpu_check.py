@@ -159,10 +159,10 @@ def effective_timings(device) -> dict:
     return res
 
 
-def main():
+def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("gpu_check.py needs a CUDA device")
     import transformers

@@ -67,7 +67,7 @@ def _unreadable(option: str, path, e: Exception, give: str) -> str:
 
 
 def main(argv=None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])  # its first paragraph (a line stops mid-way)
     ap.add_argument(
         "--config",
         nargs="+",

@@ -671,3 +671,18 @@ def test_compare_runs_stops_on_a_folder_without_what_it_compares(tmp_path, compa
     (empty / "tables" / "summary.parquet").write_bytes(b"PAR1 torn")
     with pytest.raises(SystemExit, match=r"^compare_runs.py: .*summary.parquet"):
         compare_runs.main([str(run), str(empty)])
+
+
+@pytest.mark.parametrize("script", ["run", "paper_cost", "gpu_cost", "gpu_compile", "gpu_check", "compare_runs"])
+def test_benchmark_scripts_help_shows_their_first_paragraph_whole(script, monkeypatch, capsys):
+    """Each benchmark script's --help describes it with at least the first paragraph of its docstring, whole
+    (paper_cost.py's stopped mid-sentence: it took the docstring's first line)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    module = importlib.import_module(script)
+    with pytest.raises(SystemExit) as e:
+        module.main(["--help"])
+    assert e.value.code == 0
+    first = "".join(module.__doc__.split("\n\n")[0].split())  # whitespace aside: argparse wraps at hyphens too
+    assert first.endswith(".") and first in "".join(capsys.readouterr().out.split())
