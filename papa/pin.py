@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from .checks import load_config
+from .checks import ConfigError, load_config
 from .data.hub import HUB_TIMEOUT, hub_revision, resolve_revision
 from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
 
@@ -101,13 +101,28 @@ def _commit(resolve, hub_id: str, revision: str | None, key: str) -> str:
     return sha
 
 
+def _config_problem(config: str, err: Exception) -> str:
+    """``config: what is wrong``, no traceback: the config file that does not read (missing, a folder, not text) or
+    is refused by the workflow's checks (`papa.checks.ConfigError`: a misspelled key, a YAML error, an empty file)."""
+    if isinstance(err, UnicodeDecodeError):
+        return f"{config}: not a text (UTF-8) file ({err}): give the YAML config of the run"
+    if isinstance(err, OSError) and err.strerror:
+        return f"{config}: {err.strerror}: give the YAML config of the run"
+    message = str(err)
+    return message if message.startswith(str(config)) else f"{config}: {message}"  # several name the file already
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m papa.pin", description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help="the workflow config whose hub models and datasets to pin")
     ap.add_argument("-o", "--out", help="write the pins here (default: standard output)")
     args = ap.parse_args(argv)
     try:
-        pins = hub_pins(load_config(args.config))
+        config = load_config(args.config)
+    except (ConfigError, OSError, UnicodeDecodeError) as e:  # one line naming the file, no traceback
+        sys.exit(f"papa.pin: {_config_problem(args.config, e)}")
+    try:
+        pins = hub_pins(config)
     except RuntimeError as e:  # the entry that could not be pinned, and why; nothing written
         sys.exit(f"papa.pin: {e}")
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

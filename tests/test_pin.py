@@ -2,6 +2,7 @@
 The hub is out of reach here: the resolvers are stand-ins that record what they were asked."""
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,42 @@ def test_hub_requests_carry_a_timeout(monkeypatch):
     assert pin._hub_model_commit("bert-base-uncased", "main") == "a" * 40
     assert seen == {"repo_id": "bert-base-uncased", "revision": "main", "timeout": pin.HUB_TIMEOUT}
     assert pin.HUB_TIMEOUT > 0
+
+
+def _no_hub(monkeypatch):
+    """Resolvers that fail the test if asked: the checks below come before any hub request."""
+
+    def asked(hub_id, revision):
+        raise AssertionError(f"the hub was asked for {hub_id}")
+
+    monkeypatch.setattr(pin, "_hub_model_commit", asked)
+    monkeypatch.setattr(pin, "_hub_dataset_commit", asked)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.yaml", None, "No such file or directory"),
+        ("folder", "folder", "Is a directory"),
+        ("table.parquet", b"PAR1\x00\xff\xfe\x00PAR1", r"not a text \(UTF-8\) file"),
+        ("empty.yaml", "", "is empty"),
+        ("typo.yaml", "reslts: out\n", "did you mean 'results'"),
+        ("broken.yaml", "models: [bert\n", "is not valid YAML"),
+    ],
+)
+def test_a_config_that_does_not_read_is_named_without_a_traceback(tmp_path, monkeypatch, name, content, message):
+    """A missing config, a folder, a binary file, an empty one, a misspelled key or a YAML error: one
+    `papa.pin: <config>...` line and a non-zero exit, not a FileNotFoundError/IsADirectoryError/UnicodeDecodeError/
+    ConfigError traceback (review hAU's item 11)."""
+    _no_hub(monkeypatch)
+    config = tmp_path / name
+    if content == "folder":
+        config.mkdir()
+    elif isinstance(content, bytes):
+        config.write_bytes(content)
+    elif content is not None:
+        config.write_text(content)
+    with pytest.raises(SystemExit, match=rf"^papa\.pin: {re.escape(str(config))}\b.*{message}") as exited:
+        pin.main([str(config), "-o", str(tmp_path / "pins.yaml")])
+    assert exited.value.code != 0
+    assert not (tmp_path / "pins.yaml").exists()
