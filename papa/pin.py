@@ -18,6 +18,7 @@ pinning a finished run reruns it once: pin before starting.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -32,6 +33,9 @@ from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
 
 #: A full commit sha: an entry already pinned.
 COMMIT = re.compile(r"[0-9a-f]{40}")
+
+#: How every pins file `main` writes begins: an existing ``-o`` file that does not is someone else's, not replaced.
+HEADER = "# Hub commits of "
 
 
 def _hub_model_commit(hub_id: str, revision: str | None) -> str:
@@ -112,22 +116,62 @@ def _config_problem(config: str, err: Exception) -> str:
     return message if message.startswith(str(config)) else f"{config}: {message}"  # several name the file already
 
 
+def _out_problem(out: str, config: str) -> str | None:
+    """Why ``out`` (``-o``) must not be written, or None: the config itself (the pins would replace the grid they
+    pin), a folder, or an existing file that is not a pins file `main` wrote (it begins with `HEADER`): a config
+    or a results file typed for the pins file's name. An empty file (left by a shell's ``>``) holds nothing to
+    lose."""
+    suggestion = f"e.g. -o {Path(config).with_name(Path(config).stem + '-pins.yaml')}"
+    if os.path.isdir(out):
+        return (
+            f"-o {out} is a folder: give the pins file's path, e.g. -o {Path(out) / (Path(config).stem + '-pins.yaml')}"
+        )
+    if not os.path.exists(out):
+        return None  # a new file (or a dangling link, replaced by the file): nothing to lose
+    if os.path.samefile(out, config):  # also through a link or another spelling of the path
+        return (
+            f"-o {out} is the config {config} itself, which the pins would replace: give the pins a file of their "
+            f"own, {suggestion}"
+        )
+    try:
+        with open(out, "rb") as f:
+            start = f.read(len(HEADER))
+    except OSError as e:
+        return (
+            f"-o {out} cannot be read ({e.strerror or e}) to check that it is an earlier pins file: give another "
+            f"path, {suggestion}"
+        )
+    if start and start != HEADER.encode():
+        return (
+            f"-o {out} exists and is not a pins file papa.pin wrote (those begin with {HEADER.strip()!r}), so it is "
+            f"not replaced: give a new file's path, {suggestion}, or remove {out} first"
+        )
+    return None
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m papa.pin", description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help="the workflow config whose hub models and datasets to pin")
-    ap.add_argument("-o", "--out", help="write the pins here (default: standard output)")
+    ap.add_argument(
+        "-o",
+        "--out",
+        help="write the pins here, only when every entry resolved; a new file or an earlier pins file, never the "
+        "config (default: standard output)",
+    )
     args = ap.parse_args(argv)
     try:
         config = load_config(args.config)
     except (ConfigError, OSError, UnicodeDecodeError) as e:  # one line naming the file, no traceback
         sys.exit(f"papa.pin: {_config_problem(args.config, e)}")
+    if args.out and (problem := _out_problem(args.out, args.config)):  # checked before asking the hub anything
+        sys.exit(f"papa.pin: {problem}")
     try:
         pins = hub_pins(config)
     except RuntimeError as e:  # the entry that could not be pinned, and why; nothing written
         sys.exit(f"papa.pin: {e}")
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = (
-        f"# Hub commits of {args.config}'s models and datasets, resolved {stamp} (python -m papa.pin).\n"
+        f"{HEADER}{args.config}'s models and datasets, resolved {stamp} (python -m papa.pin).\n"
         f"# Use after it: snakemake --configfile {args.config} <this file>\n"
         + (yaml.safe_dump(pins, sort_keys=False) if pins else "{}\n")
     )

@@ -180,3 +180,37 @@ def test_a_config_that_does_not_read_is_named_without_a_traceback(tmp_path, monk
         pin.main([str(config), "-o", str(tmp_path / "pins.yaml")])
     assert exited.value.code != 0
     assert not (tmp_path / "pins.yaml").exists()
+
+
+def test_o_never_replaces_the_config_a_folder_or_another_file(tmp_path, monkeypatch):
+    """``-o`` the config itself (by its path, another spelling of it, or a link to it), another existing file (a
+    config typed for the pins file's name) or a folder: refused with a message naming it, before any hub request,
+    and the file is as it was; `python -m papa.pin C -o C` used to replace the config with its pins, exit 0, and a
+    folder ended in an IsADirectoryError traceback (review hAU's item 4). An earlier pins file, or an empty file (a
+    shell's `>` of a failed pin), is replaced."""
+    _no_hub(monkeypatch)
+    config = tmp_path / "run.yaml"
+    config.write_text((ROOT / "config/smoke.yaml").read_text())  # offline aliases only: nothing to ask the hub
+    other = tmp_path / "paper.yaml"
+    other.write_text(PAPER.read_text())
+    (tmp_path / "link.yaml").symlink_to(config)
+    (tmp_path / "sub").mkdir()
+    before = {p: p.read_bytes() for p in (config, other)}
+    for out, message in [
+        (config, "is the config .* itself"),
+        (tmp_path / "sub" / ".." / "run.yaml", "is the config .* itself"),
+        (tmp_path / "link.yaml", "is the config .* itself"),
+        (other, "exists and is not a pins file papa.pin wrote"),
+        (tmp_path / "sub", "is a folder"),
+    ]:
+        with pytest.raises(SystemExit, match=rf"^papa\.pin: -o {re.escape(str(out))} {message}.*run-pins\.yaml"):
+            pin.main([str(config), "-o", str(out)])
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == []
+
+    earlier, empty = tmp_path / "run-pins.yaml", tmp_path / "empty-pins.yaml"
+    earlier.write_text(f"{pin.HEADER}run.yaml's models and datasets, resolved long ago\nmodels: {{}}\n")
+    empty.write_text("")
+    for out in (earlier, empty):
+        pin.main([str(config), "-o", str(out)])
+        assert out.read_text().startswith(f"{pin.HEADER}{config}'s models and datasets")
