@@ -7,12 +7,14 @@ registry's) resolves to, and returns the config entries that pin them: models as
 ``<id>@<commit>``, datasets as ``revision: <commit>``. Written to a file of their own, they
 override the config key by key (Snakemake merges its config files in order)::
 
-    python -m papa.pin config/paper.yaml > config/paper-pins.yaml
+    python -m papa.pin config/paper.yaml -o config/paper-pins.yaml
     snakemake --profile slurm --configfile config/paper.yaml config/paper-pins.yaml
 
 Aliases, local folders, built models and entries already pinned to a commit are left as they
 are. The model string and a dataset's ``revision`` are params of the jobs that read them, so
-pinning a finished run reruns it once: pin before starting.
+pinning a finished run reruns it once: pin before starting. Give the pins file with ``-o``, not ``>``: ``-o``
+writes it only when every entry resolved (a shell's ``>`` empties the file first, and a failed pin would leave it
+empty), and refuses to overwrite the config or any file that is not an earlier pins file.
 """
 
 from __future__ import annotations

@@ -214,3 +214,14 @@ def test_o_never_replaces_the_config_a_folder_or_another_file(tmp_path, monkeypa
     for out in (earlier, empty):
         pin.main([str(config), "-o", str(out)])
         assert out.read_text().startswith(f"{pin.HEADER}{config}'s models and datasets")
+
+
+def test_the_docs_write_the_pins_with_o_not_a_shell_redirection():
+    """`python -m papa.pin C > P` empties P before the pins resolve, so a failed pin (no network, a gated model)
+    leaves an empty pins file that Snakemake then refuses ("Config file must be given as JSON or YAML with keys at
+    top level"); ``-o`` writes it only when every entry resolved. The module's docstring (its --help) showed the
+    ``>`` form (review hAU's item 19)."""
+    redirected = re.compile(r"python -m papa\.pin\b[^\n]*\s>\s")
+    for where, text in (("papa/pin.py", pin.__doc__), ("README.md", (ROOT / "README.md").read_text())):
+        assert not redirected.search(text), f"{where}: {redirected.search(text).group()}"
+    assert "python -m papa.pin config/paper.yaml -o config/paper-pins.yaml" in pin.__doc__
