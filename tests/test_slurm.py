@@ -330,6 +330,51 @@ def test_the_profile_writes_the_model_rules_gpus_and_keeps_a_users_rules(monkeyp
                                                       "tokenize": {"slurm_partition": "cpu"}}  # fmt: skip
 
 
+@pytest.mark.parametrize("value", ["abc", "-1", "1.5", "²"])
+def test_a_bad_gpu_count_names_the_variable(monkeypatch, value):
+    """PAPA_SLURM_GPUS that is not a whole number >= 0 stops the profile's rendering with a message naming the
+    variable and what to give: "abc" failed in int() without naming it, "-1" only at Snakemake's resource check
+    ("Resource 'gpu' was given value '-1'"), review hAU's item 17. Whitespace around a number is dropped, and an
+    empty value is an unset one."""
+    import yte
+
+    from papa.checks import GPU_RULES
+
+    text = (REPO / "slurm" / "config.yaml").read_text()
+    monkeypatch.setenv("PAPA_SLURM_GPUS", value)
+    with pytest.raises(Exception, match=rf"PAPA_SLURM_GPUS='{re.escape(value)}' is not a whole number >= 0: give"):
+        yte.process_yaml(text)
+    monkeypatch.setenv("PAPA_SLURM_GPUS", " 2 ")
+    assert yte.process_yaml(text)["set-resources"] == {r: {"gpu": 2} for r in GPU_RULES}
+    monkeypatch.setenv("PAPA_SLURM_GPUS", "")
+    assert "set-resources" not in yte.process_yaml(text)
+
+
+def test_snakemake_reads_the_gpu_count_or_names_the_variable(monkeypatch):
+    """The same through Snakemake's own reading of a profile (snakemake.profiles.ProfileConfigFileParser, what
+    ``snakemake --profile slurm`` runs before anything else; in process: a dry run's start-up takes ~10 s here), as a
+    user meets it: "Couldn't parse config file: ... PAPA_SLURM_GPUS='abc' is not a whole number >= 0", and the valid
+    values as before: unset, 0, 1, 2 (`snakemake --profile slurm -n` was checked by hand with each)."""
+    from configargparse import ConfigFileParserException
+    from snakemake.profiles import ProfileConfigFileParser
+
+    from papa.checks import GPU_RULES
+
+    def read():
+        with open(REPO / "slurm" / "config.yaml") as f:
+            return ProfileConfigFileParser().parse(f)
+
+    for value in ("abc", "-1"):
+        monkeypatch.setenv("PAPA_SLURM_GPUS", value)
+        with pytest.raises(ConfigFileParserException, match=rf"PAPA_SLURM_GPUS='{value}' is not a whole number >= 0"):
+            read()
+    monkeypatch.delenv("PAPA_SLURM_GPUS")
+    assert "set-resources" not in read() and read()["executor"] == "slurm"
+    for n in ("0", "1", "2"):
+        monkeypatch.setenv("PAPA_SLURM_GPUS", n)
+        assert sorted(read()["set-resources"]) == sorted(f"{rule}:gpu={n}" for rule in GPU_RULES)
+
+
 # ----------------------------------------------------------------- cluster
 def test_toy_workflow_runs_through_slurm(slurm_cluster, tmp_path):
     wd = copy_toy(tmp_path / "toy")
