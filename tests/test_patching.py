@@ -215,6 +215,20 @@ def test_static_heads_under_mix_use_their_constant_matrix(family, minilm):
     assert (changed - _first_layer_context(model, batch))[valid].abs().max() > 1e-3
 
 
+def _trained_forward(model, C, batch):
+    """Every head static: the hidden states with ``C`` fixed, those with ``C`` trainable (after a backward pass of
+    the last layer's squared sum) and the trainable parameter."""
+    L, H = papa.model_shape(model)
+    static = torch.ones(L, H, dtype=torch.bool)
+    with papa.patch(model, C, static=static):
+        frozen = hidden(model, batch)
+    with papa.patch(model, C, static=static, trainable_constants=True) as h:
+        (param,) = h.parameters()
+        out = torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)
+        out[:, -1].pow(2).sum().backward()
+    return frozen, out, param
+
+
 @pytest.mark.parametrize("family", ["bert", "albert", "deberta", "deberta-v2", "mpnet"])  # both routes
 def test_trainable_constants_get_gradients_on_every_route(family):
     """trainable_constants: the static heads' matrices are parameters the model's output depends on, on the
@@ -224,15 +238,9 @@ def test_trainable_constants_get_gradients_on_every_route(family):
     L, H = papa.model_shape(model)
     batch = papa_batch(model, [7, 12])
     C = papa.data_free("toeplitz", L, H, N)
-    static = torch.ones(L, H, dtype=torch.bool)
-    with papa.patch(model, C, static=static):
-        frozen = hidden(model, batch)
-    with papa.patch(model, C, static=static, trainable_constants=True) as h:
-        (param,) = h.parameters()
-        out = torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)
-        out[:, -1].pow(2).sum().backward()
-        assert param.grad is not None and torch.isfinite(param.grad).all()
-        assert (param.grad.flatten(2).abs().amax(-1) > 0).all()  # every (layer, head)
+    frozen, out, param = _trained_forward(model, C, batch)
+    assert param.grad is not None and torch.isfinite(param.grad).all()
+    assert (param.grad.flatten(2).abs().amax(-1) > 0).all()  # every (layer, head)
     valid = batch["attention_mask"].bool()
     assert (out.detach() - frozen)[0][:, valid[0]].abs().max() < 1e-5
 
@@ -253,13 +261,7 @@ def test_trained_constants_get_finite_gradients_at_positions_no_example_reached(
     empty = C.count.sum(-1) == 0
     assert empty[4:15].all() and (C.mean[..., empty, :] == 0).all()
     assert batch["attention_mask"][0, empty].sum() == 7  # real tokens at 7 positions no example reached
-    static = torch.ones(L, H, dtype=torch.bool)
-    with papa.patch(model, C, static=static):
-        frozen = hidden(model, batch)
-    with papa.patch(model, C, static=static, trainable_constants=True) as h:
-        (param,) = h.parameters()
-        out = torch.stack(model(**batch, output_hidden_states=True).hidden_states, 1)
-        out[:, -1].pow(2).sum().backward()
+    frozen, out, param = _trained_forward(model, C, batch)
     assert torch.equal(out.detach(), frozen)
     assert torch.isfinite(param.grad).all() and param.grad.abs().max() < 1e6, param.grad.abs().max()
     assert (param.grad[..., empty, :] == 0).all() and (param.grad[..., ~empty, :].abs().amax(-1) > 0).any()
