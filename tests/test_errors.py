@@ -1006,6 +1006,16 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_
     msg = problems({**seq, "train": "r.csv", "validation": "rv.csv", "text_column": "review", "label_column": "stars"})
     assert ("datasets.mine: the validation file rv.csv has no column 'stars', which the train file has: the two "
             "files' headers differ") in msg  # fmt: skip
+    # a Parquet file's schema, read from its footer (it passed to the prepare_data job: review AU)
+    import pandas as pd
+
+    pd.DataFrame({"review": ["good"], "stars": [5]}).to_parquet(local_files / "r.parquet")
+    msg = problems({**seq, "train": "r.parquet", "text_column": "review_text", "label_column": "stars"})
+    assert ("datasets.mine: column 'review_text' (text_column) is not in the header of the train file r.parquet "
+            "(['review', 'stars']): set text_column to one of them") in msg  # fmt: skip
+    cfg = _config()
+    cfg["datasets"]["mine"] = {**seq, "train": "r.parquet", "text_column": "review", "label_column": "stars"}
+    check_config(cfg)
     # the names as the job's reader gives them: a pandas index column (df.to_csv()) is "Unnamed: 0"
     (local_files / "ix.csv").write_text(",text,label\n0,good,1\n")
     cfg = _config()

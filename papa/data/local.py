@@ -669,11 +669,11 @@ def _headers_differ(where: str, column: str, train_header: list[str], split: str
 
 
 def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
-    """Why a sequence task's CSV/TSV files with a header cannot give the columns the spec names (``text_column``,
-    ``text_b_column``, ``label_column``, ``id_column``), from each file's header line alone (cheap enough for the
-    config check before any job; the job reads the rows): a column the header lacks, naming the key to change,
-    or, where the train file has it, that the two headers differ. Other formats, compressed files, ``header:
-    false`` and ``column_names`` are left to the job."""
+    """Why a sequence task's CSV/TSV files with a header, or Parquet files, cannot give the columns the spec names
+    (``text_column``, ``text_b_column``, ``label_column``, ``id_column``), from each file's header line or Parquet
+    schema alone (cheap enough for the config check before any job; the job reads the rows): a column the header
+    lacks, naming the key to change, or, where the train file has it, that the two headers differ. Other formats,
+    compressed files, ``header: false`` and ``column_names`` are left to the job."""
     if spec.get("header") is False or spec.get("column_names"):
         return []
     import pandas as pd
@@ -686,6 +686,14 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
             fmt = _file_format(spec, path)
         except TaskSpecError:
             return []  # the format check names it
+        if fmt == "parquet":  # its schema, from the file's footer (a local Parquet file passed to the job: review AU)
+            try:
+                import pyarrow.parquet as pq
+
+                headers[split] = [str(c) for c in pq.read_schema(path).names]
+            except (OSError, ValueError):  # pyarrow's errors are OSErrors or ValueErrors: the job names them
+                pass
+            continue
         if fmt not in ("csv", "tsv") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
             continue
         # the column names as the job's reader (datasets' csv builder, pandas) gives them: an empty name is
