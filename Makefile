@@ -32,7 +32,7 @@ CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 # given on the command line (`make clean CONFG=config/paper.yaml`) stop make: it went on with the default config, and
 # make clean removed the default runs' folders
 GOALS := install run test lint check rehearse report bench clean prune
-SETTINGS := CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS
+SETTINGS := CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS SHELL MAKEFLAGS
 unknown_goal := $(firstword $(filter-out $(GOALS),$(MAKECMDGOALS)))
 ifneq ($(unknown_goal),)
 $(error $(unknown_goal) is not a target of papa's Makefile ($(GOALS))$(if $(wildcard $(unknown_goal)),: give a config \
@@ -82,14 +82,17 @@ endif
 # login node). Like pip, it skips what does not compile (torch's Python 3.12 test file), and a failure of this
 # step only leaves Python to compile on first import.
 # papa needs Python 3.11 or newer (pyproject.toml); a venv an older python made is made again (`python3.11 -m venv`
-# over it kept its python 3.10, and the README's PYTHON=python3.11 failed as before)
+# over it kept its python 3.10, and the README's PYTHON=python3.11 failed as before); a venv of 3.11 or newer is
+# kept as it is (a CUDA torch installed by hand in it stays)
 $(BIN)/snakemake: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "make install: $(PYTHON) is not there: give a Python 3.11 or newer, \
+	make install PYTHON=python3.11" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "make install: $(PYTHON) is \
 	Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'), and papa needs 3.11 or newer: \
 	give one, make install PYTHON=python3.11" >&2; exit 1; }
-	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print(sys.version_info[:2])')" != \
-	  "$$($(PYTHON) -c 'import sys; print(sys.version_info[:2])')" ]; then \
-	  echo "make install: $(VENV) holds another Python than $(PYTHON): made again"; $(PYTHON) -m venv --clear $(VENV); fi
+	@if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+	  echo "make install: $(VENV) holds a Python older than 3.11: made again with $(PYTHON)"; \
+	  $(PYTHON) -m venv --clear $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -e ".[test]"

@@ -124,11 +124,15 @@ def compare_table(name: str, a: pd.DataFrame, b: pd.DataFrame) -> dict:
 
 
 def compare(a: str | Path, b: str | Path) -> dict:
-    """Every table the two results folders both have, compared (`compare_table`)."""
+    """Every table the two results folders both have, compared (`compare_table`); `NothingToCompare` when they have
+    none in common."""
     ta, tb = Path(a) / "tables", Path(b) / "tables"
     names_a = {p.stem for p in ta.glob("*.parquet")}
     names_b = {p.stem for p in tb.glob("*.parquet")}
     res = {"a": str(a), "b": str(b), "only_in_a": sorted(names_a - names_b), "only_in_b": sorted(names_b - names_a)}
+    if not names_a & names_b:  # an empty comparison read as agreement (review AX)
+        raise NothingToCompare(f"{a} and {b} have no table in common ({', '.join(sorted(names_a))} against "
+                               f"{', '.join(sorted(names_b))}): give two runs' results folders")  # fmt: skip
     res["tables"] = {
         n: compare_table(n, read_parquet(ta / f"{n}.parquet"), read_parquet(tb / f"{n}.parquet"))
         for n in sorted(names_a & names_b)

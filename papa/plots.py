@@ -683,7 +683,8 @@ def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> li
     import html
 
     table = summary_table_frame(summary, main_only)
-    seeds = int(summary["n_seeds"].max()) if len(summary) else 0
+    shown = _main_only(summary, main_only)
+    seeds = int(shown["n_seeds"].max()) if len(shown) else 0  # as the cells count it (`summary_table_frame`)
     record = _RECORD.get()
     meta = "" if record is None else (
         f'<meta name="papa-record" content="{html.escape(json.dumps(record, sort_keys=True, default=str))}">\n'

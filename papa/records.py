@@ -299,15 +299,15 @@ RESULTS_ENTRIES = frozenset({MARKER, REPORT, OUTDATED_REPORT, "benchmarks", "bui
 
 
 def foreign_entries(results: str | Path) -> list[str]:
-    """The entries at the top of the folder ``results`` that papa does not write (`RESULTS_ENTRIES`; its atomic
-    writes' temporaries, ``.<name>.papa-XXXXXXXX.tmp``, are its own), sorted; [] where the folder is not there."""
-    from .io import _TMP_TAG
-
+    """The entries at the top of the folder ``results`` that papa does not write (`RESULTS_ENTRIES`), sorted; []
+    where the folder is not there. Hidden names are left out: papa's atomic writes' temporaries
+    (``.<name>.papa-XXXXXXXX.tmp``) and what file systems and desktops put anywhere (``.nfs*``, ``.DS_Store``,
+    ``.ipynb_checkpoints``)."""
     try:
         names = os.listdir(results)
     except OSError:
         return []
-    return sorted(n for n in names if n not in RESULTS_ENTRIES and not (n.startswith(".") and _TMP_TAG in n))
+    return sorted(n for n in names if n not in RESULTS_ENTRIES and not n.startswith("."))
 
 
 def set_aside_report(results: str | Path) -> Path | None:
@@ -624,10 +624,12 @@ def overlay_problem(configs) -> str | None:
         if not isinstance(base, str) or not base.strip():
             continue
         candidates = (Path(base), Path(path).parent / base)
-        if any(same(candidates, other) for other, _ in configs[:i]):
+        before = any(same(candidates, other) for other, _ in configs[:i])
+        after = any(same(candidates, other) for other, _ in configs[i + 1 :])  # given again after it: it wins again
+        if before and not after:
             continue
         others = [shown(p) for p, _ in configs[:i] + configs[i + 1 :] if not same(candidates, p)]
-        if any(same(candidates, other) for other, _ in configs[i + 1 :]):
+        if after:
             where = f"{base} is given after it, whose keys would win (its results folder among them)"
         else:
             where = f"{base} is not given, so it would update the defaults' grid, not that one"
@@ -777,7 +779,7 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
 
     root, found, present = Path(root), [], 0
     files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
-                   and not p.name.startswith("."))  # fmt: skip
+                   and not p.name.startswith(".") and p.name not in (REPORT, OUTDATED_REPORT))  # fmt: skip
     for result in files:
         try:
             recorded = recorded_inputs(result)
@@ -833,6 +835,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"config's results: folder (python -m papa.records results-of CONFIG... says it)")  # fmt: skip
             return 1
         missing = sum(what == "missing" for _, _, what in found)
+        if not missing and not present and not found:  # result files, none recording an input: nothing checked
+            print(f"none of the {n_files} result file(s) under {args.results} records its inputs (papa's records "
+                  f"them: is it a papa results folder?): nothing to verify")  # fmt: skip
+            return 1
         if missing and not present:  # every input gone: the paths start elsewhere, not the files changed
             print(f"none of the {missing} recorded input file(s) of {args.results} is under "
                   f"{Path(args.root).resolve()}: run verify in the working directory of the run that wrote them "

@@ -671,6 +671,12 @@ def test_compare_runs_stops_on_a_folder_without_what_it_compares(tmp_path, compa
     (empty / "tables" / "summary.parquet").write_bytes(b"PAR1 torn")
     with pytest.raises(SystemExit, match=r"^compare_runs.py: .*summary.parquet"):
         compare_runs.main([str(run), str(empty)])
+    # two folders with tables, none in common: an empty comparison, exit 0, was read as agreement (review AX)
+    other = tmp_path / "other"
+    (other / "tables").mkdir(parents=True)
+    pd.DataFrame({"x": [1]}).to_parquet(other / "tables" / "mlm.parquet")
+    with pytest.raises(SystemExit, match=r"have no table in common \(probe, summary against mlm\)"):
+        compare_runs.main([str(run), str(other)])
 
 
 @pytest.mark.parametrize("script", ["run", "paper_cost", "gpu_cost", "gpu_compile", "gpu_check", "compare_runs"])

@@ -135,6 +135,16 @@ def test_make_refuses_a_goal_or_setting_it_does_not_have_and_clean_keeps_what_pa
                            text=True, env=env)  # fmt: skip
         assert p.returncode != 0 and says in p.stderr and "rm -rf" not in p.stdout and "snakemake" not in p.stdout, p
     assert _make_n("clean", "CONFIG=config/smoke.yaml", "CORES=2", "WORKERS=2")  # its own settings pass
+    # make install with a Python older than 3.11, or none: said before a venv is made (the README's login-node
+    # advice, PYTHON=python3.11, then failed as before: the venv an older python made kept it)
+    old = tmp_path / "python3.10"
+    old.write_text('#!/bin/sh\ncase "$2" in *version_info*) exit 1;; *platform*) echo 3.10.13;; esac\n')
+    old.chmod(0o755)
+    for python, says in ((old, f"make install: {old} is Python 3.10.13, and papa needs 3.11 or newer"),
+                         (tmp_path / "nosuch", "is not there: give a Python 3.11 or newer")):  # fmt: skip
+        p = subprocess.run(["make", "install", f"VENV={tmp_path / 'venv'}", f"PYTHON={python}"], cwd=ROOT,
+                           capture_output=True, text=True, env=env)  # fmt: skip
+        assert p.returncode != 0 and says in p.stderr and not (tmp_path / "venv").exists(), p
     work = tmp_path / "work"
     (tmp_path / "target" / "logs").mkdir(parents=True)
     (tmp_path / "target" / "probe.parquet").write_text("x")

@@ -585,6 +585,12 @@ def test_verify_says_when_it_checked_nothing_or_the_wrong_paths_and_reads_past_a
     assert f"none of the 1 recorded input file(s) of results is under {elsewhere}" in capsys.readouterr().out
     assert records.main(["verify", "results", "--root", "nosuch"]) == 1
     assert "--root nosuch is no folder" in capsys.readouterr().out
+    # result files none of which records an input (not papa's), and a report (no result): nothing checked
+    Path("plain/tables").mkdir(parents=True)
+    pd.DataFrame({"x": [1]}).to_parquet("plain/tables/t.parquet")
+    Path("plain/report.html").write_text("<html></html>")
+    assert records.main(["verify", "plain"]) == 1
+    assert "none of the 1 result file(s) under plain records its inputs" in capsys.readouterr().out
 
 
 def test_forget_leaves_a_folder_that_is_still_there(wd, capsys):
@@ -617,6 +623,8 @@ def test_make_clean_leaves_a_folder_holding_what_papa_does_not_write(wd):
     Path("myexp/logs").mkdir(parents=True)
     Path("myexp/thesis.tex").write_text("precious")
     Path("myexp/.tables.papa-abcd1234.tmp").write_text("")  # an atomic write's temporary: papa's
+    Path("myexp/.DS_Store").write_text("")  # what desktops and NFS put anywhere: not the user's work (review AX)
+    Path("myexp/.nfs000123").write_text("")
     assert foreign_entries("myexp") == ["thesis.tex"] and foreign_entries("nosuch") == []
     assert "myexp/ holds what papa does not write (thesis.tex)" in not_removable("myexp")
     assert records.main(["removable", "myexp"]) == 1

@@ -710,7 +710,8 @@ def test_an_overlay_given_before_the_config_it_updates_or_without_it_is_refused(
     assert results_folder([paper, "config/config.yaml", authors]) == "results-paper-authors"
     check_config_files([str(ROOT / paper), str(ROOT / authors)])  # Snakemake's configfiles are absolute
     for order, why in (([authors, paper], "is given after it"), ([authors], "is not given"),
-                       (["config/config.yaml", authors], "is not given")):  # fmt: skip
+                       (["config/config.yaml", authors], "is not given"),
+                       ([paper, authors, paper], "is given after it")):  # the last copy wins (review AX)  # fmt: skip
         with pytest.raises(ValueError, match=f"{authors} updates {paper} \\(its overlay_of\\), and {paper} {why}"):
             results_folder(order)
         with pytest.raises(ConfigError, match=f"give it after {paper} \\(--configfile {paper} .*{authors}\\)"):
