@@ -164,9 +164,9 @@ clean:
 	  [ -e "$$d" ] || { PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" >/dev/null; continue; }; \
 	  [ -d "$$d" ] || { echo "make clean: $$d is no folder: not removed (the config's results: names a file)"; refused=1; continue; }; \
 	  case "$$(pwd -P)/" in "$$(cd "$$d" && pwd -P)/"*) echo "make clean: $$d is or holds the working directory: not removed"; refused=1; continue;; esac; \
+	  if ! { [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; }; then \
+	    echo "make clean: $$d holds no papa results (no .papa-records.json, logs/ or benchmarks/): not removed"; refused=1; continue; fi; \
 	  PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records removable -- "$$d" || { echo "make clean: $$d: not removed"; refused=1; continue; }; \
-	  if [ -e "$$d/.papa-records.json" ] || [ -d "$$d/logs" ] || [ -d "$$d/benchmarks" ] || [ -z "$$(ls -A "$$d")" ]; then \
-	    if [ -L "$$d" ]; then echo "make clean: $$d is a link to $$(readlink -- "$$d"): the link is removed, not the files there (remove them by hand; papa refuses them should the link come back)"; fi; \
-	    echo "rm -rf -- $$d"; rm -rf -- "$$d" && PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" || refused=1; \
-	  else echo "make clean: $$d holds no papa results (no .papa-records.json, logs/ or benchmarks/): not removed"; refused=1; fi; \
+	  if [ -L "$$d" ]; then echo "make clean: $$d is a link to $$(readlink -- "$$d"): the link is removed, not the files there (remove them by hand; papa refuses them should the link come back)"; fi; \
+	  echo "rm -rf -- $$d"; rm -rf -- "$$d" && PYTHONPATH='$(HERE)' $(PYTHON) -m papa.records forget -- "$$d" || refused=1; \
 	done; [ -z "$$refused" ]
