@@ -25,10 +25,9 @@ DRIVER_IN_SLURM_JOB = bool(os.environ.get("SLURM_JOB_ID"))
 # before anything reads the config: a key its files give twice (YAML keeps the later one silently), deprecated keys
 # (sweep.fractions) renamed, the schema's defaults filled in, and what the schema cannot say checked
 # (cross-references, metric vs task kind, N vs positions, duplicates)
-if workflow.is_main_process and sum(a.split("=")[0].startswith("--configf") and "--configfiles".startswith(
-        a.split("=")[0]) for a in sys.argv) > 1:  # fmt: skip
-    # Snakemake's argparse keeps the last of a repeated option (abbreviated too): the other files went unread, and
-    # a complete config given last ran alone (a warning scrolled away above its jobs)
+if workflow.is_main_process and sum(a.split("=")[0] in ("--configfile", "--configfiles") for a in sys.argv) > 1:
+    # Snakemake's argparse keeps the last of a repeated option (it takes no abbreviation): the other files went
+    # unread, and a complete config given last ran alone (a warning scrolled away above its jobs)
     raise checks.ConfigError(f"--configfile is given more than once, and Snakemake reads only the last one's files "
                              f"({', '.join(map(str, workflow.configfiles))}): list the files after one --configfile "
                              f"(--configfile a.yaml b.yaml merges them in order)")  # fmt: skip
