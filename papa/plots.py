@@ -84,7 +84,7 @@ _RC = {"svg.hashsalt": "papa", "svg.fonttype": "path", "axes.titlesize": 11, "ax
 
 def _stem(out: str | os.PathLike) -> Path:
     out = Path(out)
-    if out.suffix.lower() in {".png", ".svg", ".pdf"}:
+    if out.suffix.lower() in {".png", ".svg", ".pdf", ".html"}:
         out = out.with_suffix("")
     return out
 
@@ -673,6 +673,7 @@ def summary_table_frame(summary: pd.DataFrame, main_only: bool = True) -> pd.Dat
     index = pd.MultiIndex.from_tuples(list(rows), names=_TABLE_KEYS) if rows else None
     table = pd.DataFrame(list(rows.values()), index=index, columns=columns).fillna("")
     table.columns.name = "fraction_dynamic"
+    table.attrs["n_seeds"] = seeds  # the most seeds of a cell: `plot_summary_table`'s caption
     return table
 
 
@@ -683,8 +684,6 @@ def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> li
     import html
 
     table = summary_table_frame(summary, main_only)
-    shown = _main_only(summary, main_only)
-    seeds = int(shown["n_seeds"].max()) if len(shown) else 0  # as the cells count it (`summary_table_frame`)
     record = _RECORD.get()
     meta = "" if record is None else (
         f'<meta name="papa-record" content="{html.escape(json.dumps(record, sort_keys=True, default=str))}">\n'
@@ -693,13 +692,13 @@ def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> li
     text = (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8">\n{meta}<title>papa: summary</title>\n'
         f"<style>{_TABLE_STYLE}</style></head><body>\n"
-        f"<p>Probe scores, {what}: the mean over seeds (up to {seeds}) &plusmn; the 95% confidence interval's "
-        f"half-width, and the relative drop from every head input-dependent (fraction_dynamic 1), per fraction of "
-        f"input-dependent heads. All metrics and columns: tables/summary.parquet.</p>\n"
+        f"<p>Probe scores, {what}: the mean over seeds (up to {table.attrs['n_seeds']}) &plusmn; the 95% confidence "
+        f"interval's half-width, and the relative drop from every head input-dependent (fraction_dynamic 1), per "
+        f"fraction of input-dependent heads. All metrics and columns: tables/summary.parquet.</p>\n"
         + (table.to_html(escape=True) if len(table) else "<p>No probe results.</p>")
         + "\n</body></html>\n"
     )
-    stem = Path(out).with_suffix("") if Path(out).suffix.lower() == ".html" else _stem(out)
+    stem = _stem(out)
     path = stem.parent / f"{stem.name}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
