@@ -32,7 +32,7 @@ from snakemake.utils import update_config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papa.checks import ConfigError, check_config_files, read_config_file, validate_config  # noqa: E402
+from papa.checks import ConfigError, check_config_files, validate_config  # noqa: E402
 from papa.cost import DATASET_SOURCES, Throughput, estimate, workflow_jobs  # noqa: E402
 
 
@@ -50,10 +50,12 @@ def read_configs(paths: list[str]) -> tuple[dict, dict]:
         if not Path(path).is_file():
             what = "a folder" if Path(path).is_dir() else "not there"
             raise ConfigError(f"{path} is {what}: give config files (config/paper.yaml, or it and an overlay after it)")
-    check_config_files(paths)
+    loaded = check_config_files(paths)  # each file read once, as the workflow reads it
+    if unread := [p for p in paths if p not in {path for path, _ in loaded}]:  # a .json file that is no JSON
+        raise ConfigError(f"{unread[0]} does not read as JSON: give a JSON or YAML config")
     config = {}
-    for path in paths:
-        update_config(config, read_config_file(path, allow_empty=True))
+    for _, read in loaded:
+        update_config(config, read)
     return config, validate_config(copy.deepcopy(config))
 
 

@@ -25,6 +25,7 @@ from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name
 from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
 from .metrics import chunk_tagged, entity_f1_problem
+from .records import listed
 from .spec import (
     ALL_CONSTANT,
     BINARY_METRICS,
@@ -559,11 +560,12 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
     return config
 
 
-def check_config_files(paths) -> None:
+def check_config_files(paths) -> list[tuple[str, dict]]:
     """`read_config_file` of each config file given to the workflow (``--configfile``, the Snakefile's default),
     for what Snakemake's reading lets through: a key given twice (in a JSON file too: json keeps the last, without a
     word). An empty file (comments only) adds nothing, as Snakemake reads it. Then their order: an overlay
-    (``overlay_of:``) after the file it updates (`papa.records.overlay_problem`)."""
+    (``overlay_of:``) after the file it updates (`papa.records.overlay_problem`). Returns ``[(path, config)]`` of
+    the files read (a JSON file that does not parse is left to Snakemake's reading, which names it)."""
     loaded = []
     for path in paths:
         if Path(path).suffix.lower() != ".json":
@@ -588,6 +590,7 @@ def check_config_files(paths) -> None:
 
     if problem := overlay_problem(loaded):
         raise ConfigError(problem)
+    return loaded
 
 
 #: The optional keys of a ``probe``/``lambda`` block and the value the job takes when the block leaves one out:
@@ -1055,15 +1058,13 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
 
         entries = sorted(e.name for e in folder.iterdir() if not e.name.startswith(".") or e.name == MARKER)
         if entries and not {MARKER, "logs", "benchmarks"} & set(entries):
-            shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-            errors.append(f"results = {r!r} is a folder holding other files ({shown}) and no papa results (no "
-                          f"{MARKER}, logs/ or benchmarks/): make clean, which removes the results folder, would "
+            errors.append(f"results = {r!r} is a folder holding other files ({listed(entries)}) and no papa results "
+                          f"(no {MARKER}, logs/ or benchmarks/): make clean, which removes the results folder, would "
                           f"remove them; {advice}, or a new or empty one")  # fmt: skip
         elif MARKER not in entries and (foreign := foreign_entries(folder)):  # a logs/ beside a user's files
-            shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-            errors.append(f"results = {r!r} is a folder holding files papa does not write ({shown}) and no run's "
-                          f"{MARKER}: make clean, which removes the results folder, would remove them; {advice}, "
-                          f"or a new or empty one")  # fmt: skip
+            errors.append(f"results = {r!r} is a folder holding files papa does not write ({listed(foreign)}) and "
+                          f"no run's {MARKER}: make clean, which removes the results folder, would remove them; "
+                          f"{advice}, or a new or empty one")  # fmt: skip
     return errors
 
 
@@ -1509,9 +1510,8 @@ def _mlm_heads(config: dict) -> list[str]:
         cfg, names = _local_config(entry), _weight_names(entry)
         missing = missing_mlm_head(cfg, names) if cfg and names is not None else []
         if missing:
-            lacks = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
             errors.append(f"analyses.mlm.head is 'pretrained', but models.{m} = {entry!r} has no masked-LM head "
-                          f"(its checkpoint lacks {lacks}): use head: probe (the paper's, any encoder), or "
+                          f"(its checkpoint lacks {listed(missing)}): use head: probe (the paper's, any encoder), or "
                           f"models saved with their MLM head")  # fmt: skip
     return errors
 

@@ -107,6 +107,12 @@ def _workdir(records: str | Path) -> str:
     return str(Path(records).absolute().parent.resolve())
 
 
+def listed(items, n: int = 3) -> str:
+    """The first ``n`` of ``items``, comma-separated, with ``...`` after them where there are more (messages)."""
+    items = list(items)
+    return ", ".join(map(str, items[:n])) + (", ..." if len(items) > n else "")
+
+
 def spelling(path: str) -> str:
     """``path`` written one way (the config check writes ``results:`` so, `papa.checks.normalise_results`): repeated
     '/' as one, no '.' component, no trailing '/'; '..' kept (through a linked folder it is not the folder the text
@@ -274,9 +280,9 @@ def not_removable(results: str | Path, records: str | Path = ".snakemake") -> st
         return f"a Snakemake is running on {spelling(os.fspath(results))}/ ({who}): stop it first"
     foreign = [] if os.path.islink(spelling(os.fspath(results))) else foreign_entries(results)  # a link: kept files
     if foreign:  # `results: myexp` over a folder of the user's with a logs/ in it: everything in it went
-        shown = ", ".join(foreign[:4]) + (", ..." if foreign[4:] else "")
-        return (f"{spelling(os.fspath(results))}/ holds what papa does not write ({shown}), which make clean would "
-                f"remove with it: move that out of the folder first (or remove the folder by hand)")  # fmt: skip
+        return (f"{spelling(os.fspath(results))}/ holds what papa does not write ({listed(foreign, 4)}), which "
+                f"make clean would remove with it: move that out of the folder first (or remove the folder by "
+                f"hand)")  # fmt: skip
     try:
         marker = json.loads((Path(results) / MARKER).read_text())
     except (OSError, ValueError):
@@ -707,8 +713,7 @@ def results_folder(configs) -> str:
         known = config_keys()
         unknown = sorted(set(config or {}) - known, key=str)
         if unknown and not set(config) & known:  # another tool's file (the Slurm profile's, environment.yml)
-            keys = ", ".join(map(repr, unknown[:6])) + (", ..." if unknown[6:] else "")
-            raise ValueError(f"{path} is not a papa config: its keys {keys} are not the "
+            raise ValueError(f"{path} is not a papa config: its keys {listed(map(repr, unknown), 6)} are not the "
                              f"config's (the workflow refuses it too); give the config files of the run")  # fmt: skip
         if unknown:  # a papa config with a misspelled key: which one, and the key meant
             import difflib
