@@ -533,19 +533,20 @@ def load_config(path, warn=None) -> dict:
 
 
 def read_config_file(path, allow_empty: bool = False) -> dict:
-    """A YAML config file as a dict, or a `ConfigError`: a key given twice in one mapping (YAML keeps the later
-    one without a word, so a task, a seed list or a learning rate would be lost), a file that is not a mapping or
-    (unless ``allow_empty``: then ``{}``) is empty. The workflow checks its config files with it before
-    Snakemake's reading of them is used."""
+    """A config file as a dict, read as Snakemake reads a ``--configfile`` (JSON first, whatever its name, else
+    YAML: `papa.records.load_config_strict`), or a `ConfigError`: a key given twice in one mapping or object (YAML
+    and JSON keep the later one without a word, so a task, a seed list or a learning rate would be lost), a file
+    that is not a mapping or (unless ``allow_empty``: then ``{}``) is empty. The workflow checks its config files
+    with it before Snakemake's reading of them is used."""
     import yaml
 
-    from .records import load_yaml_strict
+    from .records import load_config_strict
 
-    text = Path(path).read_text(encoding="utf-8")
+    text = Path(path).read_text(encoding="utf-8-sig")
     try:
-        config, twice = load_yaml_strict(text, path)
+        config, twice = load_config_strict(text, path)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML: {e}") from None
+        raise ConfigError(f"{path} is not valid YAML (nor JSON): {e}") from None
     if twice:
         raise ConfigError("\n".join(twice))
     if config is None and allow_empty:
@@ -565,27 +566,11 @@ def check_config_files(paths) -> list[tuple[str, dict]]:
     for what Snakemake's reading lets through: a key given twice (in a JSON file too: json keeps the last, without a
     word). An empty file (comments only) adds nothing, as Snakemake reads it. Then their order: an overlay
     (``overlay_of:``) after the file it updates (`papa.records.overlay_problem`). Returns ``[(path, config)]`` of
-    the files read (a JSON file that does not parse is left to Snakemake's reading, which names it)."""
+    the files read (a file not there is left to Snakemake's reading, which names it)."""
     loaded = []
     for path in paths:
-        if Path(path).suffix.lower() != ".json":
+        if Path(path).exists():
             loaded.append((path, read_config_file(path, allow_empty=True)))
-            continue
-
-        def no_repeats(pairs, path=path):
-            seen = Counter(k for k, _ in pairs)
-            twice = [k for k, n in seen.items() if n > 1]
-            if twice:
-                keys = ", ".join(map(str, list(seen)[:6]))
-                raise ConfigError(f"{path}: the key {twice[0]!r} is given twice in one object (the one with the keys "
-                                  f"{keys}; JSON keeps the last without a word): keep one")  # fmt: skip
-            return dict(pairs)
-
-        try:
-            loaded.append((path, json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_repeats)))
-        except (OSError, ValueError) as e:  # unreadable or not JSON: Snakemake's own reading says so
-            if isinstance(e, ConfigError):
-                raise
     from .records import overlay_problem
 
     if problem := overlay_problem(loaded):

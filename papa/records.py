@@ -24,6 +24,7 @@ copied with its ``.snakemake/`` (the copy shares the id).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import json
@@ -678,6 +679,27 @@ def load_yaml_strict(text: str, path) -> tuple[object, list[str]]:
     return yaml.load(text, Loader=StrictLoader), twice  # noqa: S506 (a SafeLoader)
 
 
+def load_config_strict(text: str, path) -> tuple[object, list[str]]:
+    """``text`` read as Snakemake reads a ``--configfile``: JSON first, whatever the file's name, else YAML
+    (`load_yaml_strict`), and a message per key given twice in one mapping or object (JSON keeps the last without
+    a word too). The one strict reading of a config file (`papa.checks.read_config_file`, `results_folder`): a JSON
+    file with tabs, which YAML does not read, had its repeated keys missed here. Raises yaml's errors."""
+    twice = []
+
+    def no_repeats(pairs):
+        counts = collections.Counter(k for k, _ in pairs)
+        if repeated := [k for k, n in counts.items() if n > 1]:
+            twice.append(f"{path}: the key {repeated[0]!r} is given twice in one object (the one with the keys "
+                         f"{', '.join(map(str, list(counts)[:6]))}; JSON keeps the last without a word): keep "
+                         f"one")  # fmt: skip
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=no_repeats), twice
+    except ValueError:  # not JSON: YAML, as Snakemake tries next
+        return load_yaml_strict(text, path)
+
+
 def results_folder(configs) -> str:
     """The results folder a run with these config files writes into, each file read by Snakemake's own reading of a
     ``--configfile`` and later files updating earlier ones: the last that sets ``results:``, else the schema's
@@ -703,8 +725,8 @@ def results_folder(configs) -> str:
         except Exception as e:  # noqa: BLE001 - Snakemake's WorkflowError, yte's and yaml's errors
             raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}{yaml_error_place(path)}") from None
         twice = []  # a key given twice: the workflow refuses the file (this read the last one's folder)
-        with contextlib.suppress(Exception):  # what Snakemake read above and YAML does not (JSON with tabs)
-            twice = load_yaml_strict(Path(path).read_text(encoding="utf-8-sig"), path)[1]
+        with contextlib.suppress(Exception):  # what Snakemake read above and the strict reading does not
+            twice = load_config_strict(Path(path).read_text(encoding="utf-8-sig"), path)[1]
         if twice:
             raise ValueError(twice[0])
         if config is not None and not isinstance(config, dict):

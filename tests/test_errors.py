@@ -1249,6 +1249,17 @@ def test_a_config_file_is_read_strictly(tmp_path):
         check_config_files([tmp_path / "dup.json"])  # json.load kept the last without a word
     (tmp_path / "ok.json").write_text('{"seed": 0, "sweep": {"seeds": [0]}}')
     check_config_files([tmp_path / "ok.json"])
+    # read as Snakemake reads a --configfile, JSON first whatever the name: JSON with tabs (which YAML does not
+    # read) named .yaml was refused as "not valid YAML", and a key given twice in it was missed by results-of
+    from papa.records import results_folder
+
+    (tmp_path / "tabs.yaml").write_text('{\n\t"seed": 0,\n\t"results": "r-tabs"\n}\n')
+    assert check_config_files([tmp_path / "tabs.yaml"])[0][1] == {"seed": 0, "results": "r-tabs"}
+    assert results_folder([str(tmp_path / "tabs.yaml")]) == "r-tabs"
+    (tmp_path / "tabs.json").write_text('{\n\t"results": "r1",\n\t"seed": 0,\n\t"results": "r2"\n}\n')
+    for read in (check_config_files, lambda p: results_folder([str(x) for x in p])):
+        with pytest.raises(ValueError, match=r"tabs\.json: the key 'results' is given twice in one object"):
+            read([tmp_path / "tabs.json"])
     assert load_config(ROOT / "config/smoke.yaml")["sweep"]["seeds"] == [0, 1]
 
 
