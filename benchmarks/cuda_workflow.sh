@@ -40,6 +40,12 @@ for spec in "${@:2}"; do
     case $config in /*) file=$config ;; *) file=$root/$config ;; esac
     [ -n "$config" ] && [ -f "$file" ] ||
         bad "CONFIG '$config' in '$spec' is not a file (give a config file of the checkout, or an absolute path)"
+    # a relative path the copy leaves out (run_one's tar excludes) is there in the checkout, missing in the copy
+    rel=$config
+    while [[ $rel == ./* ]]; do rel=${rel#./}; done
+    case $rel in .git/* | .venv/* | .snakemake/* | .dev* | results*)
+        bad "CONFIG '$config' in '$spec' lies where the run's copy of the checkout leaves out (.git, .venv, .snakemake, .dev*, results*): give its absolute path" ;;
+    esac
     [[ $cores =~ ^[1-9][0-9]*$ ]] || bad "CORES '$cores' in '$spec': give a whole number of cores > 0"
     [ -z "$dev" ] || [ "$dev" = cpu ] || [ "$dev" = gpu ] || bad "'$dev' in '$spec': give :cpu (or nothing) after CORES"
     [ -z "$extra" ] || bad "'$spec' has more than NAME=CONFIG:CORES[:cpu]"

@@ -232,10 +232,10 @@ def loop(hub_id: str, tiny: bool, device, mode: str, res: dict, save=lambda: Non
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     gpu_cost.common_arguments(ap, reps=20)
-    ap.add_argument("--models", nargs="*", default=list(DEFAULT_MODELS), choices=list(gpu_cost.SHAPES))
-    ap.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
+    ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=list(gpu_cost.SHAPES))
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument(
-        "--batches", nargs="*", type=int, help=f"training batch sizes (default {gpu_cost.TRAIN_BATCH}, --tiny 4)"
+        "--batches", nargs="+", type=int, help=f"training batch sizes (default {gpu_cost.TRAIN_BATCH}, --tiny 4)"
     )
     ap.add_argument(
         "--feature-batch",

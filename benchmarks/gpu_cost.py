@@ -222,12 +222,16 @@ def common_arguments(ap: argparse.ArgumentParser, reps: int) -> None:
 
 def header(script: str, device, tiny: bool, precision: str) -> dict:
     """The first fields of a result JSON (where it ran, on what); exits if ``device`` is CUDA and none is there."""
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"{script} needs a CUDA device (or --device cpu --tiny for the code path)")
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():  # torch's error came at the first tensor
+        sys.exit(f"{script}: --device {device}, but this machine has {torch.cuda.device_count()} CUDA device(s), "
+                 f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")  # fmt: skip
     import transformers
 
     return {
-        "device": torch.cuda.get_device_name(0) if torch.device(device).type == "cuda" else "cpu",
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",  # the GPU used, not GPU 0
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "tiny": tiny,

@@ -540,13 +540,13 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
     with it before Snakemake's reading of them is used."""
     import yaml
 
-    from .records import load_config_strict
+    from .records import load_config_strict, yaml_problem
 
     text = Path(path).read_text(encoding="utf-8-sig")
     try:
         config, twice = load_config_strict(text, path)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML (nor JSON): {e}") from None
+        raise ConfigError(f"{path} is not valid YAML (nor JSON): {yaml_problem(e)}") from None
     if twice:
         raise ConfigError("\n".join(twice))
     if config is None and allow_empty:

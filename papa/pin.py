@@ -128,8 +128,13 @@ def _out_problem(out: str, config: str) -> str | None:
         return (
             f"-o {out} is a folder: give the pins file's path, e.g. -o {Path(out) / (Path(config).stem + '-pins.yaml')}"
         )
-    if not os.path.exists(out):
-        return None  # a new file (or a dangling link, replaced by the file): nothing to lose
+    if not os.path.exists(out):  # a new file (or a dangling link, replaced by the file): nothing to lose
+        parent = Path(os.path.abspath(out)).parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():  # checked before the hub is asked: the write would fail after it
+            return f"-o {out} lies under {parent}, which is a file, not a folder: give the pins a path, {suggestion}"
+        return None
     if os.path.samefile(out, config):  # also through a link or another spelling of the path
         return (
             f"-o {out} is the config {config} itself, which the pins would replace: give the pins a file of their "
@@ -180,8 +185,13 @@ def main(argv=None) -> None:
     if args.out:
         from .io import atomic_path
 
-        with atomic_path(args.out) as tmp:
-            Path(tmp).write_text(text)
+        try:
+            with atomic_path(args.out) as tmp:
+                Path(tmp).write_text(text)
+        except OSError as e:  # a folder not writable, a full disk: one line, the pins on standard output
+            sys.stdout.write(text)
+            sys.exit(f"papa.pin: -o {args.out} cannot be written ({e.strerror or e}): the pins are above; save them "
+                     f"by hand or give another path")  # fmt: skip
     else:
         sys.stdout.write(text)
 

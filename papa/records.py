@@ -597,12 +597,19 @@ def yaml_error_place(path) -> str:
     try:
         yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        return f" The YAML parser: {e.problem or e.context or 'it does not parse'}{where}."
+        return f" The YAML parser: {yaml_problem(e)}."
     except (OSError, ValueError, yaml.YAMLError):
         pass
     return ""
+
+
+def yaml_problem(e) -> str:
+    """A YAML error on one line (``"<problem> at line L, column C"``): yaml's own message spans five, the line
+    quoted under a caret (`yaml_error_place`, `papa.checks.read_config_file`)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    said = getattr(e, "problem", None) or getattr(e, "context", None) or " ".join(str(e).split()) or "it does not parse"
+    return f"{said}{where}"
 
 
 def overlay_problem(configs) -> str | None:

@@ -524,10 +524,10 @@ def test_run_only_refuses_unknown_or_no_names_and_keeps_the_other_figures(tmp_pa
 
 def test_cuda_workflow_checks_its_arguments_before_removing_anything_and_fails_with_a_failed_run(tmp_path):
     """benchmarks/cuda_workflow.sh: bad arguments (none, OUT forgotten, an empty or odd NAME, a NAME twice, a missing
-    CONFIG, CORES not a whole number > 0, a misspelled :cpu) print the usage and exit 2 before anything is created
-    or removed (an empty NAME used to empty the whole WORK folder); a run that fails still has its archive packed,
-    and the script exits 1 naming it (it used to exit 0, the failure only in runs.tsv). No GPU: snakemake is a stub
-    that exits 0 for one run and 3 for the other."""
+    CONFIG or one where the copies leave it out, CORES not a whole number > 0, a misspelled :cpu) print the usage
+    and exit 2 before anything is created or removed (an empty NAME used to empty the whole WORK folder); a run
+    that fails still has its archive packed, and the script exits 1 naming it (it used to exit 0, the failure only
+    in runs.tsv). No GPU: snakemake is a stub that exits 0 for one run and 3 for the other."""
     import os
 
     work, out = tmp_path / "work", tmp_path / "out"
@@ -556,6 +556,8 @@ def test_cuda_workflow_checks_its_arguments_before_removing_anything_and_fails_w
         [str(out), f"a={smoke}:1:cup"],
         [str(out), f"a={smoke}:1:cpu:x"],
         [str(out), smoke],
+        # files of the checkout its copies leave out (a config under results*/ passed and was missing there)
+        *[[str(out), f"a={f}:1"] for f in ("./.git/HEAD", ".venv/pyvenv.cfg") if (ROOT / f).is_file()],
     ):
         p = sh(*args)
         assert p.returncode == 2 and "usage: bash benchmarks/cuda_workflow.sh OUT" in p.stderr, (args, p.stderr)
@@ -594,11 +596,17 @@ def test_paper_cost_stops_on_bad_input_with_one_line(tmp_path, monkeypatch, caps
     gpu_check = str(ROOT / "benchmarks/reference/gpu_check-h100.json")
     compiles = tmp_path / "compiles.yaml"  # a config with compile other than eager: --compiled is read
     compiles.write_text((ROOT / "config/paper.yaml").read_text() + "compile: reduce-overhead\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("models: [bert\n")
     for args, says in (
         (["--config", "config/papr.yaml"], "--config config/papr.yaml: config/papr.yaml is not there: give config"),
         (["--config", str(ROOT / "config")], "is a folder: give config files"),
         (["--config", str(typo)], "'sweeep' is not known: did you mean 'sweep'?"),
         (["--config", authors, paper], "give it after"),
+        (
+            ["--config", str(broken)],
+            "broken.yaml is not valid YAML (nor JSON): expected ',' or ']', but got '<stream end>' at line 2, column 1",
+        ),  # yaml's five lines, the line under a caret
         (["--measured", str(tmp_path / "gone.json")], "--measured " + str(tmp_path / "gone.json") + ": [Errno 2]"),
         (["--measured", gpu_check], "it has no 'models' field; give benchmarks/gpu_cost.py's JSON"),
         (["--measured", str(tiny)], "tiny shapes"),
@@ -629,11 +637,21 @@ def test_gpu_benchmarks_refuse_a_misspelled_model_or_device_with_their_usage(mon
         (gpu_cost.main, ["--models"], "expected at least one argument"),
         (gpu_cost.main, ["--device", "cdua"], "argument --device: 'cdua' is not a torch device: give cuda, cuda:N"),
         (gpu_compile.main, ["--device", "cdua"], "argument --device: 'cdua' is not a torch device"),
+        # an empty list ran nothing and wrote a result of no model, no mode, or no gradient step
+        (gpu_compile.main, ["--models"], "argument --models: expected at least one argument"),
+        (gpu_compile.main, ["--modes"], "argument --modes: expected at least one argument"),
+        (gpu_compile.main, ["--batches"], "argument --batches: expected at least one argument"),
     ):
         with pytest.raises(SystemExit) as e:
             main(["--tiny", *argv])
         assert e.value.code == 2 and says in capsys.readouterr().err, argv
     assert gpu_cost.device_name("cuda:1") == "cuda:1" and gpu_cost.device_name("cpu") == "cpu"
+    # a GPU index past the machine's: torch failed at the first tensor, after the header named GPU 0 as the one used
+    monkeypatch.setattr(gpu_cost.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_cost.torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(SystemExit) as e:
+        gpu_cost.header("gpu_cost.py", "cuda:2", False, "fp32")
+    assert e.value.code == "gpu_cost.py: --device cuda:2, but this machine has 2 CUDA device(s), cuda:0 to cuda:1"
 
 
 def test_compare_runs_stops_on_a_folder_without_what_it_compares(tmp_path, compare_runs):

@@ -202,6 +202,7 @@ def test_o_never_replaces_the_config_a_folder_or_another_file(tmp_path, monkeypa
         (tmp_path / "link.yaml", "is the config .* itself"),
         (other, "exists and is not a pins file papa.pin wrote"),
         (tmp_path / "sub", "is a folder"),
+        (other / "pins" / "x.yaml", f"lies under {re.escape(str(other))}, which is a file"),  # was a traceback
     ]:
         with pytest.raises(SystemExit, match=rf"^papa\.pin: -o {re.escape(str(out))} {message}.*run-pins\.yaml"):
             pin.main([str(config), "-o", str(out)])
