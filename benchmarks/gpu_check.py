@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from gpu_cost import measure  # noqa: E402  (benchmarks/, this script's folder)
 
 import papa  # noqa: E402
+from papa.io import write_text  # noqa: E402
 from papa.selection import head_order, select_static  # noqa: E402
 from tests.conftest import tiny_model  # noqa: E402
 from tests.test_patching import FAMILIES, hidden, papa_batch, single  # noqa: E402
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None):
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_text(out / "gpu_check.json", json.dumps(result, indent=2) + "\n")
     if not all(v["ok"] for v in result["invariants"].values()):
         sys.exit("some invariant failed on the GPU: see gpu_check.json")
 

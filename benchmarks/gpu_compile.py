@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_cost  # noqa: E402
 
 import papa  # noqa: E402
+from papa.io import write_text  # noqa: E402
 from papa.models import PRECISIONS, cuda_matmul_precision  # noqa: E402
 from papa.selection import head_order, select_static  # noqa: E402
 
@@ -266,7 +267,7 @@ def main(argv=None) -> dict:
     )
 
     def save():
-        path.write_text(json.dumps(result, indent=2) + "\n")
+        write_text(path, json.dumps(result, indent=2) + "\n")  # an interrupted save leaves the earlier whole
 
     for hub_id in args.models:
         t0 = time.perf_counter()

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import papa  # noqa: E402
 from papa.cost import MODELS  # noqa: E402
+from papa.io import write_text  # noqa: E402
 from papa.models import FAMILIES, PRECISIONS, cuda_matmul_precision, prepare  # noqa: E402
 from papa.selection import head_order, select_static  # noqa: E402
 
@@ -277,7 +278,7 @@ def main(argv=None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "gpu_cost.json" if args.precision == "fp32" else f"gpu_cost-{args.precision}.json"
-    (out / name).write_text(json.dumps(result, indent=2) + "\n")
+    write_text(out / name, json.dumps(result, indent=2) + "\n")
     return result
 
 

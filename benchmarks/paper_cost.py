@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from papa.checks import ConfigError, check_config_files, validate_config  # noqa: E402
 from papa.cost import DATASET_SOURCES, Throughput, estimate, workflow_jobs  # noqa: E402
+from papa.io import atomic_path  # noqa: E402
 
 
 def measured_tokens_per_s(path: Path) -> float:
@@ -126,8 +127,8 @@ def main(argv=None) -> pd.DataFrame:
         sys.exit(f"paper_cost.py: {e}")
     df = estimate(config, jobs.probes, jobs.lambdas, tps, args.disk_budget_gb * 1024, measured,
                   average_jobs=jobs.averages, mlm_jobs=jobs.mlm)  # fmt: skip
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(args.out, index=False)
+    with atomic_path(args.out) as tmp:  # an interrupted write leaves no table that looks whole
+        df.to_parquet(tmp, index=False)
 
     probes = df[df.stage == "probe"]
     per_task = probes.groupby(["model", "task"], sort=False).agg(

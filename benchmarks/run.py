@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import papa  # noqa: E402
-from papa.io import atomic_path  # noqa: E402
+from papa.io import atomic_path, write_text  # noqa: E402
 from papa.probe import TrainConfig, extract_features, run_probe  # noqa: E402
 from papa.selection import head_order, n_dynamic, select_static  # noqa: E402
 
@@ -506,8 +506,7 @@ def main(argv: list[str] | None = None):
     if "noop" in only:
         figures["noop_dry_run"] = bench_noop_dry_run()
     merged = merge_figures(earlier, figures)
-    with atomic_path(out / "figures.json") as tmp:  # an interrupted write leaves the earlier file whole
-        tmp.write_text(json.dumps(merged, indent=2, default=str) + "\n")
+    write_text(out / "figures.json", json.dumps(merged, indent=2, default=str) + "\n")  # the earlier whole if cut
     kept = sorted(k for k in merged if k not in RUN_KEYS and k not in figures)
     if kept:
         print(f"figures.json: kept the earlier {', '.join(kept)}", file=sys.stderr)

@@ -113,6 +113,14 @@ def atomic_path(path: str | Path):
         raise
 
 
+def write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through `atomic_path`: a reader never sees it half written, an
+    interrupted write leaves the earlier file whole. Returns the path."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
 def _no_space(e: BaseException) -> bool:
     """Whether ``e`` is a write that found its disk full or its quota spent (an OSError's errno, or the text of
     a library's own error: safetensors' "No space left on device (os error 28)")."""
@@ -499,9 +507,7 @@ def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -
     digest = f"sha256:{sha256_file(path)}"
     if kept is not None:
         with contextlib.suppress(OSError):  # a cache that cannot be written costs the next job a hash, no more
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(kept) as tmp:
-                tmp.write_text(digest + "\n")
+            write_text(kept, digest + "\n")
     return digest
 
 

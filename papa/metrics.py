@@ -30,6 +30,9 @@ TOKEN_METRICS = METRICS["token"]
 
 #: Metrics that read the tag strings (seqeval).
 TAG_METRICS = ("entity_f1", "pos_seqeval_f1")
+#: The metrics that one gold class leaves undefined (sklearn's 0.0 for mcc whatever the probe predicts; binary f1
+#: 0.0 or 1.0 by the class, macro F1 over one class): `papa.pipeline.check_scored_classes` refuses them then.
+CLASS_METRICS = ("f1", "mcc", "macro_f1")
 
 
 def chunk_tagged(label_names) -> bool:

@@ -35,7 +35,7 @@ from torch import nn
 from .encoding import IGNORE, Encoded
 from .io import Progress
 from .models import in_mode
-from .probe import LiveFeatures, TrainConfig, init_probe, keeps_global_rng, model_dims
+from .probe import LiveFeatures, TrainConfig, init_probe, keeps_global_rng, model_dims, optimizer
 from .spec import METHOD_ORDER, renamed_arguments
 
 log = logging.getLogger(__name__)
@@ -288,16 +288,13 @@ def train_mlm(
         The mean training loss (nats per masked token) of every epoch.
     """
     extra = list(extra_params)
-    groups = [{"params": list(probe.parameters()), "lr": cfg.lr}] if probe is not None else []
-    if extra:
-        groups.append({"params": extra, "lr": cfg.lr if cfg.extra_lr is None else cfg.extra_lr, "weight_decay": 0.0})
-    if not groups:
-        raise ValueError("train_mlm: nothing to train (no probe and no patch parameters)")
+    try:
+        opt, params = optimizer(cfg, probe, extra)
+    except ValueError as e:
+        raise ValueError(f"train_mlm: {e}") from None
     n = len(encoded)
     if n == 0:
         raise ValueError("train_mlm: no training examples")
-    params = [p for g in groups for p in g["params"]]
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed if cfg.shuffle_seed is None else cfg.shuffle_seed)
     losses, done = [], 0
     total = (1 + runs_after) * cfg.epochs * n  # this training's examples, then those of ``runs_after`` more

@@ -183,11 +183,10 @@ def main(argv=None) -> None:
         + (yaml.safe_dump(pins, sort_keys=False) if pins else "{}\n")
     )
     if args.out:
-        from .io import atomic_path
+        from .io import write_text
 
         try:
-            with atomic_path(args.out) as tmp:
-                Path(tmp).write_text(text)
+            write_text(args.out, text)
         except OSError as e:  # a folder not writable, a full disk: one line, the pins on standard output
             sys.stdout.write(text)
             sys.exit(f"papa.pin: -o {args.out} cannot be written ({e.strerror or e}): the pins are above; save them "

@@ -38,7 +38,7 @@ import torch
 
 from . import io, models, spec
 from .constants import ConstantAttention, average_attention, data_free
-from .encoding import (  # noqa: F401 (stream_tokens, token_meta: notebooks)
+from .encoding import (
     IGNORE,
     Encoded,
     WordWithoutPiece,
@@ -47,7 +47,7 @@ from .encoding import (  # noqa: F401 (stream_tokens, token_meta: notebooks)
     stream_tokens,
     token_meta,
 )
-from .metrics import check_metrics
+from .metrics import CLASS_METRICS, check_metrics
 from .models import (
     cuda_matmul_precision,
     hub_commit,
@@ -507,7 +507,7 @@ def prepare_data(stage: PrepareDataStage):
     # (their sizes stay in the provenance, split_sizes)
     keep = (stage.split,) if stage.split else spec.PREPARED_SPLITS
     task = replace(task, splits={s: task.splits[s] for s in keep})
-    if task.label_names:  # an unlabeled corpus has no metric to check (its tasks' jobs say so)
+    if task.labeled:  # an unlabeled corpus has no metric to check (its tasks' jobs say so)
         for name, metrics in getattr(stage, "_task_metrics", {}).items():
             check_task_metrics(name, metrics, task.kind, task.label_names)
         if "validation" in task.splits:
@@ -618,9 +618,9 @@ def _check_shape(stage: TokenizeStage, dataset: str, shape: str) -> None:
 
 def tokenize(stage: TokenizeStage) -> Encoded:
     """Tokenize one split of a prepared dataset into ``stage.out``; return the `Encoded` split."""
-    from .data import read_task
+    from .data import TaskData
 
-    task = read_task(stage.data_dir, [stage.split])  # its split only: the other splits are no input of the job
+    task = TaskData.read(stage.data_dir, [stage.split])  # its split only: the other splits are no input of the job
     df = task.splits[stage.split]
     if len(df) == 0:
         raise ValueError(f"Split {stage.split!r} of dataset {task.name!r} is empty: check its source or max_* "
@@ -907,11 +907,6 @@ def train_split(
         check_task_metrics(task, metrics, info.kind, info.label_names)
     check_train_classes(train, info, block, task, n_before)
     return train, info
-
-
-#: The metrics that one gold class leaves undefined (sklearn's 0.0 for mcc whatever the probe predicts; binary f1
-#: 0.0 or 1.0 by the class, macro F1 over one class).
-CLASS_METRICS = ("f1", "mcc", "macro_f1")
 
 
 def check_scored_classes(task, task_metrics: dict, key: str | None = None) -> None:

@@ -39,7 +39,7 @@ from matplotlib.colors import PowerNorm, TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .io import atomic_path
+from .io import atomic_path, write_text
 from .spec import HEAD_ORDERS, METHOD_CONSTANTS, METHOD_ORDER, is_all_constant, is_original, renamed_arguments
 from .tables import models_compared_table
 
@@ -700,7 +700,5 @@ def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> li
     )
     stem = _stem(out)
     path = stem.parent / f"{stem.name}.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
+    write_text(path, text)
     return [str(path)]

@@ -867,6 +867,20 @@ def _rng_state(device: torch.device):
     return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
 
 
+def optimizer(cfg: TrainConfig, probe: nn.Module | None, extra_params=()) -> tuple[torch.optim.AdamW, list]:
+    """The optimizer of every training here (a probe's, the lambdas', trained constants', `papa.mlm.train_mlm`'s):
+    AdamW over ``probe``'s trainable parameters at ``cfg.lr`` with ``cfg.weight_decay``, and the patch's
+    ``extra_params`` (lambda logits, trained constants) at ``cfg.extra_lr`` (None: ``cfg.lr``) without weight
+    decay. Returns it and the parameters it trains (what gradient clipping covers); a ``ValueError`` when there
+    is nothing to train."""
+    groups = [{"params": [p for p in probe.parameters() if p.requires_grad], "lr": cfg.lr}] if probe is not None else []
+    if extra := list(extra_params):
+        groups.append({"params": extra, "lr": cfg.lr if cfg.extra_lr is None else cfg.extra_lr, "weight_decay": 0.0})
+    if not any(g["params"] for g in groups):
+        raise ValueError("nothing to train (no probe and no patch parameters)")
+    return torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay), [p for g in groups for p in g["params"]]
+
+
 class _SeedRun:
     """One seed's probe in a lockstep run: its optimizer, epoch loss and own random-number
     state (dropout draws), so seeds trained side by side draw what each would draw alone."""
@@ -874,14 +888,7 @@ class _SeedRun:
     def __init__(self, probe: nn.Module, cfg: TrainConfig, extra_params=(), rng_state=None):
         self.probe, self.max_grad_norm = probe, cfg.max_grad_norm
         self.device = next(probe.parameters()).device
-        groups = [{"params": [p for p in probe.parameters() if p.requires_grad], "lr": cfg.lr}]
-        extra = [p for p in extra_params]
-        if extra:
-            groups.append(
-                {"params": extra, "lr": cfg.lr if cfg.extra_lr is None else cfg.extra_lr, "weight_decay": 0.0}
-            )
-        self.params = [p for g in groups for p in g["params"]]
-        self.opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.opt, self.params = optimizer(cfg, probe, extra_params)
         self.rng_state = rng_state if rng_state is not None else _rng_state(self.device)
         self.total, self.seen, self.rows = 0.0, 0, []
 

@@ -349,8 +349,9 @@ def remove_files(paths, under: str | Path, log: str | Path | None = None) -> lis
             parent.rmdir()
             parent = parent.parent
     if log is not None:
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-        Path(log).write_text("".join(f"removed {f}\n" for f in removed))
+        from .io import write_text
+
+        write_text(log, "".join(f"removed {f}\n" for f in removed))
     return removed
 
 
@@ -407,13 +408,12 @@ def _read_paths(path: Path, what: str, remedy: str) -> list[str]:
 
 def _write_paths(path: Path, paths) -> None:
     """Write ``paths`` to the list file ``path`` (sorted, each once), atomically; no paths: no file."""
-    from .io import atomic_path
+    from .io import write_text
 
     if not paths:
         path.unlink(missing_ok=True)
         return
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps({"paths": sorted(set(paths))}, indent=1))
+    write_text(path, json.dumps({"paths": sorted(set(paths))}, indent=1))
 
 
 def _listed_lost(records) -> list[str]:

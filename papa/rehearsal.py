@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from . import data as papa_data
-from .io import atomic_dir, atomic_path
+from .io import atomic_dir, write_text
 
 __all__ = [
     "FAMILIES",
@@ -156,8 +156,7 @@ def _clean(text: str) -> str:
 
 def _write_tsv(path: Path, header: list[str], rows: list[list]) -> None:
     lines = ["\t".join(header)] + ["\t".join(_clean(c) for c in row) for row in rows]
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def _take(df, n: int, rng: np.random.Generator):
@@ -268,8 +267,7 @@ def _write_conll(path: Path, frame) -> None:
         for tok, p, c, e in zip(toks, pos, chunk_tags(pos), ner_tags(list(toks), pos)):
             lines.append(f"{tok} {p} {c} {e}")
         lines.append("")
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def build_data(shape: str, out_dir: str | Path, n_train: int = 64, n_validation: int = 32, seed: int = 0,

@@ -359,3 +359,24 @@ def test_lambda_and_probe_training_match_a_loop_written_out(minilm, kind):
         assert_same_epochs(kind, by_epoch(rows, seed=seed), naive)
         if seed == SEEDS[0]:
             np.testing.assert_array_equal(preds0, naive[-1]["preds"])
+
+
+def test_every_training_has_one_optimizer():
+    """`papa.probe.optimizer`, which the probes, the lambdas, trained constants and `papa.mlm.train_mlm` build
+    (each of the probe's and the MLM's trainings wrote it out: review AY's 5): the probe's trainable parameters at
+    lr with the weight decay, the patch's at extra_lr (else lr) without it; nothing to train is refused."""
+    import dataclasses
+
+    from papa.probe import TrainConfig, optimizer
+
+    cfg = TrainConfig(lr=1e-3, extra_lr=0.1, weight_decay=0.01, batch_size=2, epochs=1, seed=0)
+    probe = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    probe[1].bias.requires_grad_(False)  # frozen: not trained, not clipped
+    w = torch.nn.Parameter(torch.zeros(4))
+    opt, params = optimizer(cfg, probe, iter([w]))
+    groups = [(g["lr"], g["weight_decay"], len(g["params"])) for g in opt.param_groups]
+    assert groups == [(1e-3, 0.01, 3), (0.1, 0.0, 1)] and params[-1] is w and len(params) == 4
+    opt, params = optimizer(dataclasses.replace(cfg, extra_lr=None), None, [w])
+    assert [(g["lr"], g["weight_decay"]) for g in opt.param_groups] == [(1e-3, 0.0)] and params == [w]
+    with pytest.raises(ValueError, match="nothing to train"):
+        optimizer(cfg, None, [])
