@@ -28,6 +28,7 @@ from papa.probe import (
     prepare_features,
     run_probe,
 )
+from papa.spec import ConstantsSpec
 
 TEXTS = ["a great film", "awful acting", "i loved it", "boring and dull", "not bad at all", "a terrible plot"]
 
@@ -66,7 +67,7 @@ def _run(job, out, cache, seeds=(0, 1), constants="average", hp=None, fraction=0
         {"batch_size": 8, **cache},
         [out / f"seed{s}.parquet" for s in seeds],
         labels,
-        trained_constants=constants.endswith("_trained"),
+        trained_constants=ConstantsSpec.parse(constants).trained,
         batch_order=batch_order,
     )
 
@@ -105,7 +106,7 @@ def test_pipeline_probes_go_through_run_probe_on_the_model_device(job, tmp_path,
     model_device = next(papa.load_encoder("minilm")[0].parameters()).device
     assert spy.probe_devices and set(spy.probe_devices) == {model_device}
     assert set(spy.feature_devices) == {model_device}
-    assert set(frames[0].cache_strategy) == {"live" if constants.endswith("_trained") else "memory"}
+    assert set(frames[0].cache_strategy) == {"live" if ConstantsSpec.parse(constants).trained else "memory"}
 
 
 def test_probe_max_train_trains_every_seed_on_one_drawn_subset(job, tmp_path, monkeypatch):

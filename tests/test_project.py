@@ -73,6 +73,8 @@ def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehea
     markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
     assert set(markers) == {"slow", "slurm", "rehearsal"}
     assert all(any(f"make {t}" in m for t in ("check", "test", "rehearse")) for m in markers.values())
+    # a misspelled marker is an error, not a warning: `@pytest.mark.slwo` ran a whole-workflow test in the fast tier
+    assert "--strict-markers" in project["tool"]["pytest"]["ini_options"]["addopts"].split()
 
 
 def _make_clean(cwd, configs):
