@@ -7,8 +7,10 @@ normaliser ``W`` where one is given (effective attention's: the raw average), el
 it to values without materialising a per-example N x N matrix; `masked_constant` builds those
 matrices (the dropout route needs them as attention probabilities). Input-dependent heads run
 through transformers' own sdpa attention function (`sdpa_heads`); recording computes the
-probabilities as transformers' eager attention does (`eager_probs`). `check_length` fails clearly
-when constants and inputs disagree on N.
+probabilities as transformers' eager attention does (`eager_probs`). `check_length` and
+`check_layout` fail clearly when constants and inputs disagree on N or on where the tokens lie
+(the one thing here that reads more than tensors: the constants' ``layout`` metadata and the
+inputs').
 """
 
 from __future__ import annotations
