@@ -50,8 +50,9 @@ _EXPORTS = {
 
 #: Submodules reachable as ``papa.<name>`` after a plain ``import papa`` (imported on first use).
 _SUBMODULES = frozenset({
-    "checks", "constants", "cost", "data", "encoding", "fingerprint", "io", "metrics", "mlm", "models", "patching",
-    "patterns", "pin", "pipeline", "plots", "probe", "records", "rehearsal", "selection", "spec", "tables", "unpad",
+    "checks", "constants", "cost", "data", "encoding", "fingerprint", "io", "layout", "metrics", "mlm", "models",
+    "patching", "patterns", "pin", "pipeline", "plots", "probe", "records", "rehearsal", "selection", "spec", "tables",
+    "unpad",
 })  # fmt: skip
 
 # written out, not computed from _EXPORTS: type checkers read it statically

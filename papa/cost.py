@@ -28,6 +28,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from .checks import job_resources, validate_config
+from .layout import parse_result
 from .probe import MB, choose_strategy, features_nbytes
 from .spec import METHOD_CONSTANTS, ConstantsSpec
 
@@ -186,6 +187,10 @@ class Throughput:
         return (self.models.get(model, {}).get("compile_speedup") or {}).get(kind, 1.0)
 
 
+#: The rules whose jobs run a model on a GPU, as `workflow_jobs` reads them: the stage of each (`Jobs`).
+_GPU_RULES = ("probe", "probe_trained", "learn_lambda", "average_attention", "mlm")
+
+
 class Jobs(NamedTuple):
     """A config's GPU jobs as `workflow_jobs` reads them from Snakemake's plan."""
 
@@ -222,22 +227,20 @@ def workflow_jobs(configfile, root=".") -> Jobs:
         found = {field: {} for field in Jobs._fields}  # dicts as ordered sets: a job's several outputs, one key
         for line in p.stdout.splitlines():
             cols = line.split("\t")
-            if len(cols) < 3 or not cols[0].startswith(results):
+            if len(cols) < 3 or cols[2] not in _GPU_RULES or not cols[0].startswith(results):
                 continue
-            parts = Path(cols[0]).relative_to(results).parts
-            # probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={f}/seed{s}.parquet; rule probe_trained
-            # runs a seed per job, the run's seeds are one row here (`estimate` counts its jobs)
-            if cols[2] in ("probe", "probe_trained"):
-                key, _, value = parts[5].partition("=")
-                if key != "fraction_dynamic":
-                    raise RuntimeError(f"unexpected probe path {cols[0]}: no fraction_dynamic=<value> segment")
-                found["probes"][(*parts[1:5], float(value))] = None
-            elif cols[2] == "learn_lambda":  # lambda/{model}/{task}/{constants}/lambdas.parquet
-                found["lambdas"][tuple(parts[1:4])] = None
-            elif cols[2] == "average_attention":  # constants/{model}/{dataset}/N{n}/{kind}.safetensors
-                found["averages"][(*parts[1:3], int(parts[3].removeprefix("N")), Path(parts[4]).stem)] = None
-            elif cols[2] == "mlm":  # mlm/{model}/{dataset}/N{n}/{scores,lambdas}.parquet: one job
-                found["mlm"][(*parts[1:3], int(parts[3].removeprefix("N")))] = None
+            f = parse_result(cols[0], results)  # what the file holds, read off its path (papa.layout)
+            if f is None or f.file != "result" or f.rule != cols[2]:
+                raise RuntimeError(f"unexpected {cols[2]} output {cols[0]}: not papa.layout's {cols[2]} layout")
+            # rule probe_trained runs a seed per job, the run's seeds are one row here (`estimate` counts its jobs)
+            if f.stage == "probe":
+                found["probes"][(f.model, f.task, str(f.constants), f.selection, f.fraction_dynamic)] = None
+            elif f.stage == "lambda":
+                found["lambdas"][(f.model, f.task, str(f.constants))] = None
+            elif f.stage == "constants":  # average, effective (the data-free kinds: rule data_free_constants, no GPU)
+                found["averages"][(f.model, f.dataset, f.n, f.kind)] = None
+            else:  # mlm: scores.parquet, lambdas.parquet, one job
+                found["mlm"][(f.model, f.dataset, f.n)] = None
     return Jobs(**{field: list(keys) for field, keys in found.items()})
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
-from papa import checks, records, rehearsal, spec
+from papa import checks, layout, records, rehearsal, spec
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
@@ -111,54 +111,60 @@ def one_of(keys):
 
 
 # ----------------------------------------------------------------------------- where each artifact lives
-# Each layout is written once, here; rules pass wildcards ("{model}") for the parts they match.
+# Each layout is written once, in papa.layout (which also reads a path back: parse_result); rules pass wildcards
+# ("{model}") for the parts they match.
 
 
 def built_data_dir(key):
     """Folder of the files rule build_data writes for build_data.<key>."""
-    return f"{R}/built/data/{key}"
+    return layout.result_path(R, "built_data", source=key)
 
 
 def built_model_dir(model):
     """Folder of a model the workflow builds (``build`` entry under ``models``; rule build_model)."""
-    return f"{R}/built/models/{model}"
+    return layout.result_path(R, "built_model", model=model)
 
 
 def data_file(dataset, name):
     """A file of a prepared dataset (``<split>.parquet``, rule prepare_data)."""
-    return f"{R}/data/{dataset}/{name}"
+    return layout.result_path(R, "data", dataset=dataset, name=name)
 
 
 def tokens(model, dataset, n, split):
     """A tokenized split (rule tokenize) of a dataset at N."""
-    return f"{R}/tokens/{model}/{dataset}/N{n}/{split}.parquet"
+    return layout.result_path(R, "tokens", model=model, dataset=dataset, n=n, split=split)
 
 
 def constants_path(model, dataset, n, kind):
     """Constant matrices of one kind averaged on a dataset at N (rule average_attention)."""
-    return f"{R}/constants/{model}/{dataset}/N{n}/{kind}.safetensors"
+    return layout.result_path(R, "constants", model=model, dataset=dataset, n=n, kind=kind)
 
 
 def lambda_path(model, task, constants, name):
     """A file (``lambdas.parquet``, ``metrics.parquet``) of the lambdas learned for a task with a constants
     spec (rule learn_lambda)."""
-    return f"{R}/lambda/{model}/{task}/{constants}/{name}"
-
-
-def probe_dir(model, task, constants, selection, fraction_dynamic):
-    """Folder of one probe run's per-seed files (``fraction_dynamic`` as a path segment, papa.spec.format_fraction)."""
-    return f"{R}/probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={fraction_dynamic}"
+    return layout.result_path(R, "lambda", model=model, task=task, constants=constants, name=name)
 
 
 def patterns_path(model, dataset, n):
     """Matrix-pattern table of a model's matrices averaged on a dataset at N (rule patterns)."""
-    return f"{R}/patterns/{model}/{dataset}/N{n}.parquet"
+    return layout.result_path(R, "patterns", model=model, dataset=dataset, n=n)
 
 
 def mlm_path(model, dataset, n, name):
     """A file (``scores.parquet``, ``lambdas.parquet``) of the masked-LM curve of a model on a dataset at N
     (rule mlm)."""
-    return f"{R}/mlm/{model}/{dataset}/N{n}/{name}"
+    return layout.result_path(R, "mlm", model=model, dataset=dataset, n=n, name=name)
+
+
+def job_log(rule):
+    """The ``log:`` of a rule's jobs, its wildcards left in (papa.layout.JOBS)."""
+    return layout.log_path(R, rule)
+
+
+def job_benchmark(rule):
+    """The ``benchmark:`` of a rule's jobs, its wildcards left in (papa.layout.JOBS)."""
+    return layout.benchmark_path(R, rule)
 
 
 # ----------------------------------------------------------------------------- config lookups
@@ -364,8 +370,9 @@ def lambda_file(model, task, constants):
 
 
 def probe_output(model, task, constants, selection, fraction_dynamic, seed):
-    """One seed's probe file."""
-    return f"{probe_dir(model, task, constants, selection, fraction_dynamic)}/{spec.seed_file(seed)}"
+    """One seed's probe file (``fraction_dynamic`` as its path text, papa.spec.format_fraction)."""
+    return layout.result_path(R, "probe", model=model, task=task, constants=constants, selection=selection,
+                              fraction_dynamic=fraction_dynamic, seed=seed)  # fmt: skip
 
 
 def probe_outputs(model, task, constants, selection, fraction_dynamic):
@@ -483,20 +490,19 @@ def prune_stale(log):
 def of_this_config(path):
     """Whether an output path under R is one this config makes: its tables and figures, a probe or lambda file of
     its grid (`grid_files`: not one of a fraction, constants spec or head order it dropped), or another stage's file
-    naming its models, datasets and tasks (the layouts above)."""
+    (papa.layout.parse_result) naming its models, datasets and built sources."""
     parts = Path(path).relative_to(R).parts
     if parts[:1] in (("tables",), ("plots",)):  # the targets of all: the tables and figures of its probes, its MLM table
         final = [*rules.aggregate.output, *rules.plot.output] if runs() else []
         return path in {str(f) for f in [*final, *(rules.mlm_table.output if mlm_files() else [])]}
     if parts[:1] in (("probe",), ("lambda",)):
         return path in grid_files()
-    built = BUILT_MODELS if parts[1:2] == ("models",) else BUILD_DATA
-    names = {"data": [(1, config["datasets"])], "built": [(2, built)]}
-    for stage in ("tokens", "constants", "patterns", "mlm"):
-        names[stage] = [(1, config["models"]), (2, config["datasets"])]
-    for stage in ("lambda", "probe"):
-        names[stage] = [(1, config["models"]), (2, config["tasks"])]
-    return parts[0] in names and all(len(parts) > i and parts[i] in known for i, known in names[parts[0]])
+    found = layout.parse_result(path, R)
+    if found is None or found.file != "result":
+        return False
+    known = {"model": BUILT_MODELS if found.stage == "built_model" else config["models"],
+             "dataset": config["datasets"], "source": BUILD_DATA}  # fmt: skip
+    return all(getattr(found, field) in names for field, names in known.items() if getattr(found, field) is not None)
 
 
 def lost_targets():
@@ -545,14 +551,15 @@ def drawn_constants():
     return dict(sorted(files.items()))
 
 
+# what each wildcard matches: the fields of papa.layout's templates (the rules narrow some: kind, constants, model)
 wildcard_constraints:
-    model=spec.NAME_PATTERN,
-    dataset=spec.NAME_PATTERN,
-    task=spec.NAME_PATTERN,
-    split=one_of(spec.PREPARED_SPLITS),
-    n=r"\d+",
-    fraction_dynamic=spec.FRACTION_PATTERN,
-    constants=spec.CONSTANTS_PATTERN,
-    seed=r"\d+",
-    kind=one_of(spec.CONSTANT_KINDS),
-    selection=one_of(spec.HEAD_ORDERS),
+    model=layout.FIELDS["model"],
+    dataset=layout.FIELDS["dataset"],
+    task=layout.FIELDS["task"],
+    split=layout.FIELDS["split"],
+    n=layout.FIELDS["n"],
+    fraction_dynamic=layout.FIELDS["fraction_dynamic"],
+    constants=layout.FIELDS["constants"],
+    seed=layout.FIELDS["seed"],
+    kind=layout.FIELDS["kind"],
+    selection=layout.FIELDS["selection"],

@@ -14,9 +14,9 @@ rule prepare_data:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/prepare_data/{{dataset}}/{{split}}.log",
+        job_log("prepare_data"),
     benchmark:
-        f"{R}/benchmarks/prepare_data/{{dataset}}/{{split}}.tsv"
+        job_benchmark("prepare_data")
     threads: res("prepare_data")["threads"]
     resources:
         mem_mb=grows("prepare_data", "mem_mb"),
@@ -44,9 +44,9 @@ rule tokenize:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/tokenize/{{model}}/{{dataset}}/N{{n}}/{{split}}.log",
+        job_log("tokenize"),
     benchmark:
-        f"{R}/benchmarks/tokenize/{{model}}/{{dataset}}/N{{n}}/{{split}}.tsv"
+        job_benchmark("tokenize")
     threads: res("tokenize")["threads"]
     resources:
         mem_mb=grows("tokenize", "mem_mb"),

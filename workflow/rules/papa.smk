@@ -20,9 +20,9 @@ rule average_attention:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/average_attention/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
+        job_log("average_attention"),
     benchmark:
-        f"{R}/benchmarks/average_attention/{{model}}/{{dataset}}/N{{n}}/{{kind}}.tsv"
+        job_benchmark("average_attention")
     threads: res("average_attention")["threads"]
     resources:
         mem_mb=grows("average_attention", "mem_mb"),
@@ -55,9 +55,9 @@ use rule average_attention as data_free_constants with:
         precision=None,
         release=model_state("config"),  # of a local folder, its config.json alone
     log:
-        f"{R}/logs/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.log",
+        job_log("data_free_constants"),
     benchmark:
-        f"{R}/benchmarks/data_free_constants/{{model}}/{{dataset}}/N{{n}}/{{kind}}.tsv"
+        job_benchmark("data_free_constants")
     threads: res("data_free_constants")["threads"]
     resources:
         mem_mb=grows("data_free_constants", "mem_mb"),
@@ -87,9 +87,9 @@ rule learn_lambda:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/learn_lambda/{{model}}/{{task}}/{{constants}}.log",
+        job_log("learn_lambda"),
     benchmark:
-        f"{R}/benchmarks/learn_lambda/{{model}}/{{task}}/{{constants}}.tsv"
+        job_benchmark("learn_lambda")
     threads: task_res("learn_lambda", "threads")
     resources:
         mem_mb=grows("learn_lambda", "mem_mb"),
@@ -136,9 +136,9 @@ rule probe:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.log",
+        job_log("probe"),
     benchmark:
-        f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}.tsv"
+        job_benchmark("probe")
     threads: task_res("probe", "threads")
     resources:
         mem_mb=grows("probe", "mem_mb"),
@@ -176,9 +176,9 @@ use rule probe as probe_trained with:
         gpu=task_res("probe_trained", "gpu"),
         gpu_model=gpu_model("probe_trained"),
     log:
-        f"{R}/logs/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.log",
+        job_log("probe_trained"),
     benchmark:
-        f"{R}/benchmarks/probe/{{model}}/{{task}}/{{constants}}/{{selection}}/fraction_dynamic={{fraction_dynamic}}/seed{{seed}}.tsv"
+        job_benchmark("probe_trained")
 
 
 rule patterns:
@@ -194,9 +194,9 @@ rule patterns:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/patterns/{{model}}/{{dataset}}/N{{n}}.log",
+        job_log("patterns"),
     benchmark:
-        f"{R}/benchmarks/patterns/{{model}}/{{dataset}}/N{{n}}.tsv"
+        job_benchmark("patterns")
     threads: res("patterns")["threads"]
     resources:
         mem_mb=grows("patterns", "mem_mb"),
@@ -228,9 +228,9 @@ rule mlm:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/mlm/{{model}}/{{dataset}}/N{{n}}.log",
+        job_log("mlm"),
     benchmark:
-        f"{R}/benchmarks/mlm/{{model}}/{{dataset}}/N{{n}}.tsv"
+        job_benchmark("mlm")
     threads: res("mlm")["threads"]
     resources:
         mem_mb=grows("mlm", "mem_mb"),

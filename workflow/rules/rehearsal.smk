@@ -17,9 +17,9 @@ rule build_model:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/build_model/{{model}}.log",
+        job_log("build_model"),
     benchmark:
-        f"{R}/benchmarks/build_model/{{model}}.tsv"
+        job_benchmark("build_model")
     threads: res("build_model")["threads"]
     resources:
         mem_mb=grows("build_model", "mem_mb"),
@@ -40,9 +40,9 @@ rule build_data:
     conda:
         CONDA_ENV
     log:
-        f"{R}/logs/build_data/{{source}}.log",
+        job_log("build_data"),
     benchmark:
-        f"{R}/benchmarks/build_data/{{source}}.tsv"
+        job_benchmark("build_data")
     threads: res("build_data")["threads"]
     resources:
         mem_mb=grows("build_data", "mem_mb"),

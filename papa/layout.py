@@ -1,0 +1,200 @@
+"""Where each file of a run lives in its results folder, written once: the templates the workflow's path builders
+fill in (``workflow/rules/common.smk``, the rules' ``log:`` and ``benchmark:``), and `parse_result`, which reads a
+path back into what it holds (`ResultPath`), for the code that finds results after the fact (`papa.cost` in
+Snakemake's plan, ``benchmarks/compare_runs.py`` in a stopped run's logs, common.smk's ``of_this_config``).
+
+A template's ``{fields}`` are the rules' wildcards: a builder given no value for a field writes the wildcard itself
+(``"{model}"``), so the rules pass none for the parts they match. Values are written as given: ``fraction_dynamic``
+as its path text (`papa.spec.format_fraction`), a constants spec as its text (``average_trained@wiki``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import spec
+
+#: ``fraction_dynamic`` as a path segment (a probe run's folder, its log's name).
+FRACTION_SEGMENT = "fraction_dynamic={fraction_dynamic}"
+
+#: Each stage's result files (a built model or dataset: its folder), relative to the results folder.
+RESULTS = {
+    "built_data": "built/data/{source}",
+    "built_model": "built/models/{model}",
+    "data": "data/{dataset}/{name}",  # name: <split>.parquet
+    "tokens": "tokens/{model}/{dataset}/N{n}/{split}.parquet",
+    "constants": "constants/{model}/{dataset}/N{n}/{kind}.safetensors",
+    "lambda": "lambda/{model}/{task}/{constants}/{name}",  # name: lambdas.parquet, metrics.parquet
+    # one seed's file of a probe run (rule probe writes the run's seeds, rule probe_trained one of them)
+    "probe": f"probe/{{model}}/{{task}}/{{constants}}/{{selection}}/{FRACTION_SEGMENT}/{spec.seed_file('{seed}')}",
+    "patterns": "patterns/{model}/{dataset}/N{n}.parquet",
+    "mlm": "mlm/{model}/{dataset}/N{n}/{name}",  # name: scores.parquet, lambdas.parquet
+}
+
+#: Each rule's job, as its log (``logs/<folder>/<job>.log``) and benchmark (``benchmarks/<folder>/<job>.tsv``)
+#: name it: rule -> (stage of its results, folder, job). Rule probe's job (every seed of a run) logs to
+#: ``logs/probe/.../fraction_dynamic=<f>.log``; rule probe_trained's jobs (one seed each) log under ``probe/`` too,
+#: one file per seed in a ``fraction_dynamic=<f>/`` folder.
+JOBS = {
+    "build_model": ("built_model", "build_model", "{model}"),
+    "build_data": ("built_data", "build_data", "{source}"),
+    "prepare_data": ("data", "prepare_data", "{dataset}/{split}"),
+    "tokenize": ("tokens", "tokenize", "{model}/{dataset}/N{n}/{split}"),
+    "average_attention": ("constants", "average_attention", "{model}/{dataset}/N{n}/{kind}"),
+    "data_free_constants": ("constants", "data_free_constants", "{model}/{dataset}/N{n}/{kind}"),
+    "learn_lambda": ("lambda", "learn_lambda", "{model}/{task}/{constants}"),
+    "probe": ("probe", "probe", f"{{model}}/{{task}}/{{constants}}/{{selection}}/{FRACTION_SEGMENT}"),
+    "probe_trained": (
+        "probe",
+        "probe",
+        f"{{model}}/{{task}}/{{constants}}/{{selection}}/{FRACTION_SEGMENT}/seed{{seed}}",
+    ),
+    "patterns": ("patterns", "patterns", "{model}/{dataset}/N{n}"),
+    "mlm": ("mlm", "mlm", "{model}/{dataset}/N{n}"),
+}
+
+#: What each field of a template matches (common.smk's wildcard constraints are these; a rule narrows some).
+FIELDS = {
+    "model": spec.NAME_PATTERN,
+    "dataset": spec.NAME_PATTERN,
+    "task": spec.NAME_PATTERN,
+    "source": spec.NAME_PATTERN,
+    "constants": spec.CONSTANTS_PATTERN,
+    "selection": "|".join(map(re.escape, spec.HEAD_ORDERS)),
+    "fraction_dynamic": spec.FRACTION_PATTERN,
+    "seed": r"\d+",
+    "n": r"\d+",
+    "kind": "|".join(map(re.escape, spec.CONSTANT_KINDS)),
+    "split": "|".join(map(re.escape, spec.PREPARED_SPLITS)),
+    "name": r"[^/]+",
+}
+
+
+class _Wildcards(dict):
+    """Template values: a field not given is written as the wildcard ``{field}``."""
+
+    def __missing__(self, field):
+        return "{" + field + "}"
+
+
+def _fill(template: str, fields: dict) -> str:
+    unknown = set(fields) - set(re.findall(r"{(\w+)}", template))
+    if unknown:
+        raise TypeError(f"{template}: no field {', '.join(sorted(unknown))}")
+    return template.format_map(_Wildcards(fields))
+
+
+def result_path(results, stage: str, **fields) -> str:
+    """A file (or built folder) of ``stage`` (a key of `RESULTS`) under the results folder ``results``."""
+    return f"{results}/{_fill(RESULTS[stage], fields)}"
+
+
+def log_path(results, rule: str, **fields) -> str:
+    """The log of a job of ``rule`` (a key of `JOBS`)."""
+    _, folder, job = JOBS[rule]
+    return f"{results}/logs/{folder}/{_fill(job, fields)}.log"
+
+
+def benchmark_path(results, rule: str, **fields) -> str:
+    """The benchmark (Snakemake's times) of a job of ``rule`` (a key of `JOBS`)."""
+    _, folder, job = JOBS[rule]
+    return f"{results}/benchmarks/{folder}/{_fill(job, fields)}.tsv"
+
+
+@dataclass(frozen=True)
+class ResultPath:
+    """What a path under a results folder holds (`parse_result`); a field its layout lacks is None.
+
+    Attributes:
+        stage: its stage's key in `RESULTS` (``probe``, ``lambda``, ``constants``, ``mlm``, ...).
+        file: ``result``, ``log`` or ``benchmark``.
+        rule: the rule whose job wrote it (``probe_trained`` for trained constants, ``data_free_constants`` for
+            the data-free kinds).
+        constants: the constants spec (`papa.spec.ConstantsSpec`).
+        fraction_dynamic: as a number (the path's text: `papa.spec.format_fraction`).
+        seed: a probe file's seed; a probe log's when the job ran one seed (rule probe_trained), else None.
+        n: N, the padded length.
+        kind: the constant kind of a matrices file (``average``, ``identity``, ...).
+        name: the file name of a stage whose layout has several (``lambdas.parquet``, ``train.parquet``).
+    """
+
+    stage: str
+    file: str
+    rule: str
+    model: str | None = None
+    task: str | None = None
+    dataset: str | None = None
+    source: str | None = None
+    constants: spec.ConstantsSpec | None = None
+    selection: str | None = None
+    fraction_dynamic: float | None = None
+    seed: int | None = None
+    n: int | None = None
+    kind: str | None = None
+    split: str | None = None
+    name: str | None = None
+
+
+def _regex(template: str) -> re.Pattern:
+    pieces = re.split(r"{(\w+)}", template)  # literal, field, literal, field, ...
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>{FIELDS[p]})" for i, p in enumerate(pieces)))
+
+
+@functools.cache
+def _layouts() -> list[tuple[re.Pattern, str, str, str | None]]:
+    """(regex, stage, file, rule: None where the result's fields tell) of every layout, relative to the results
+    folder."""
+    out = [(_regex(template), stage, "result", None) for stage, template in RESULTS.items()]
+    for rule, (stage, folder, job) in JOBS.items():
+        out.append((_regex(f"logs/{folder}/{job}.log"), stage, "log", rule))
+        out.append((_regex(f"benchmarks/{folder}/{job}.tsv"), stage, "benchmark", rule))
+    return out
+
+
+_RULES = {"built_data": "build_data", "built_model": "build_model", "data": "prepare_data", "tokens": "tokenize",
+          "lambda": "learn_lambda", "patterns": "patterns", "mlm": "mlm"}  # fmt: skip
+
+
+def _result_rule(stage: str, fields: dict) -> str:
+    """The rule that writes a result file of ``stage`` (the rules' wildcard constraints: papa.smk)."""
+    if stage == "constants":
+        return "data_free_constants" if fields["kind"] in spec.DATA_FREE else "average_attention"
+    if stage == "probe":
+        return "probe_trained" if fields["constants"].trained else "probe"
+    return _RULES[stage]
+
+
+def parse_result(path, results=None) -> ResultPath | None:
+    """What ``path`` holds (`ResultPath`): a result file, log or benchmark of a job in one of the layouts above;
+    None for any other path (a table, a figure, a file of no layout, a path outside ``results``).
+
+    ``path`` is relative to the results folder ``results`` (given), or to the results folder itself (``results``
+    None): a path is not read from its end, where ``built/data/<key>/train.parquet`` would pass for a prepared
+    dataset's file."""
+    p = Path(path)
+    if results is not None:
+        try:
+            p = p.relative_to(results)
+        except ValueError:
+            return None
+    text = p.as_posix()
+    for regex, stage, file, rule in _layouts():
+        m = regex.fullmatch(text)
+        if m is None:
+            continue
+        fields: dict = m.groupdict()
+        if "constants" in fields:
+            fields["constants"] = spec.ConstantsSpec.parse(fields["constants"])
+        if "fraction_dynamic" in fields:
+            try:
+                fields["fraction_dynamic"] = spec.check_fraction(fields["fraction_dynamic"])
+            except ValueError:  # the pattern's characters, not a number in [0, 1] ("1-e", "2")
+                continue
+        for key in ("seed", "n"):
+            if key in fields:
+                fields[key] = int(fields[key])
+        return ResultPath(stage, file, rule or _result_rule(stage, fields), **fields)
+    return None

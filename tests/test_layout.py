@@ -1,0 +1,153 @@
+"""papa.layout: the results folder's layouts, built and read back by one module (review AY)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from papa import layout, spec
+from papa.layout import ResultPath, benchmark_path, log_path, parse_result, result_path
+from papa.spec import ConstantsSpec
+
+#: A value of each template field, and what `parse_result` reads it as.
+VALUES = {
+    "model": ("bert-base", "bert-base"),
+    "dataset": ("wiki.v2", "wiki.v2"),
+    "task": ("rt_sentiment", "rt_sentiment"),
+    "source": ("glue_cola", "glue_cola"),
+    "constants": ("average_trained@wiki", ConstantsSpec("average", True, "wiki")),
+    "selection": ("first_to_last", "first_to_last"),
+    "fraction_dynamic": ("0.0625", 0.0625),
+    "seed": ("3", 3),
+    "n": ("128", 128),
+    "kind": ("toeplitz", "toeplitz"),
+    "split": ("validation", "validation"),
+    "name": ("lambdas.parquet", "lambdas.parquet"),
+}
+
+
+def _fields(template):
+    return re.findall(r"{(\w+)}", template)
+
+
+@pytest.mark.parametrize("stage", layout.RESULTS)
+def test_every_result_path_reads_back_as_what_it_holds(stage):
+    fields = _fields(layout.RESULTS[stage])
+    path = result_path("out/res", stage, **{f: VALUES[f][0] for f in fields})
+    got = parse_result(path, "out/res")
+    assert got is not None and (got.stage, got.file) == (stage, "result"), got
+    assert {f: getattr(got, f) for f in fields} == {f: VALUES[f][1] for f in fields}
+    unset = set(ResultPath.__dataclass_fields__) - set(fields) - {"stage", "file", "rule"}
+    assert all(getattr(got, f) is None for f in unset), got
+    assert parse_result(Path(path).relative_to("out/res")) == got  # a path relative to the results folder
+
+
+@pytest.mark.parametrize("rule", layout.JOBS)
+def test_every_jobs_log_and_benchmark_read_back_as_its_rules(rule):
+    stage, _, job = layout.JOBS[rule]
+    values = {f: VALUES[f][0] for f in _fields(job)}
+    if rule == "probe":
+        values["constants"] = "average@wiki"  # rule probe: fixed matrices
+    for path, file in ((log_path("r", rule, **values), "log"), (benchmark_path("r", rule, **values), "benchmark")):
+        got = parse_result(path, "r")
+        assert got is not None and (got.stage, got.file, got.rule) == (stage, file, rule), (path, got)
+        assert got.model == values.get("model") and got.seed == (3 if "seed" in values else None)
+
+
+def test_builders_write_the_wildcards_they_are_not_given():
+    """What the rules pass: every field left a wildcard (byte for byte the paths the rules had written out)."""
+    assert log_path("R", "probe_trained") == (
+        "R/logs/probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={fraction_dynamic}/seed{seed}.log"
+    )
+    assert (
+        benchmark_path("R", "data_free_constants")
+        == "R/benchmarks/data_free_constants/{model}/{dataset}/N{n}/{kind}.tsv"
+    )
+    assert result_path("R", "probe", seed=0) == (
+        "R/probe/{model}/{task}/{constants}/{selection}/fraction_dynamic={fraction_dynamic}/seed0.parquet"
+    )
+    assert layout.RESULTS["probe"].endswith("/" + spec.seed_file("{seed}"))  # the seed's name is papa.spec's
+    with pytest.raises(TypeError, match="no field seed"):
+        result_path("R", "lambda", seed=0)
+
+
+def test_the_rule_of_a_result_is_told_by_its_fields():
+    """Trained constants: rule probe_trained; a data-free kind: rule data_free_constants; a log says its rule."""
+    probe = "r/probe/m/t/{}/lambda/fraction_dynamic=0.5/seed1.parquet"
+    assert parse_result(probe.format("average"), "r").rule == "probe"
+    assert parse_result(probe.format("toeplitz_trained"), "r").rule == "probe_trained"
+    assert parse_result("r/constants/m/d/N64/effective.safetensors", "r").rule == "average_attention"
+    assert parse_result("r/constants/m/d/N64/zeros.safetensors", "r").rule == "data_free_constants"
+    fixed = parse_result("r/logs/probe/m/t/average/lambda/fraction_dynamic=0.5.log", "r")
+    trained = parse_result("r/logs/probe/m/t/average_trained/lambda/fraction_dynamic=0.5/seed2.log", "r")
+    assert (fixed.rule, fixed.seed, trained.rule, trained.seed) == ("probe", None, "probe_trained", 2)
+    assert trained.fraction_dynamic == 0.5 and trained.constants == ConstantsSpec("average", trained=True)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "r/tables/summary.parquet",  # a table, a figure: no layout of a job's result
+        "r/plots/heads",
+        "r/logs/aggregate.log",
+        "r/built/data/glue_cola/train.tsv",  # a built dataset's file: not a prepared split (data/<dataset>/<name>)
+        "r/probe/m/t/average/lambda/fraction_dynamic=0.5",  # a run's folder, not a seed's file
+        "r/probe/m/t/average/lambda/fraction_dynamic=2/seed0.parquet",  # no fraction
+        "r/probe/m/t/average/lambda/fraction_dynamic=1-e/seed0.parquet",
+        "r/probe/m/t/averge/lambda/fraction_dynamic=0.5/seed0.parquet",  # no constants spec
+        "r/probe/m/t/average/best/fraction_dynamic=0.5/seed0.parquet",  # no head order
+        "r/tokens/m/d/N64/test.parquet",  # a split the workflow does not prepare
+        "r/constants/m/d/N64/average.safetensors/x",
+        "elsewhere/constants/m/d/N64/average.safetensors",  # outside the results folder
+    ],
+)
+def test_any_other_path_is_none(path):
+    assert parse_result(path, "r") is None
+
+
+def _summary_run(lines, results_holder):
+    """A stand-in for `snakemake --summary`: its output file, date, rule columns under the results folder that
+    `workflow_jobs` passes on the command line."""
+
+    def run(cmd, **kwargs):
+        results = next(a for a in cmd if a.startswith("results=")).removeprefix("results=")
+        results_holder.append(results)
+        out = "".join(f"{results}/{path}\t-\t{rule}\tok\n" for path, rule in lines)
+        return subprocess.CompletedProcess(cmd, 0, out, "")
+
+    return run
+
+
+def test_cost_reads_snakemakes_plan_through_the_layout(monkeypatch):
+    """papa.cost.workflow_jobs reads each GPU job off its output's path (papa.layout), trained-constants probes
+    (rule probe_trained, a job a seed) as one run; the data-free kinds (no GPU) and other rules are left out; an
+    output a GPU rule writes outside its layout stops it (it took the path apart by position)."""
+    import papa.cost as cost
+
+    plan = [
+        ("probe/m/t/average/lambda/fraction_dynamic=0.5/seed0.parquet", "probe"),
+        ("probe/m/t/average/lambda/fraction_dynamic=0.5/seed1.parquet", "probe"),
+        ("probe/m/t/toeplitz_trained@wiki/random/fraction_dynamic=0/seed0.parquet", "probe_trained"),
+        ("probe/m/t/toeplitz_trained@wiki/random/fraction_dynamic=0/seed1.parquet", "probe_trained"),
+        ("lambda/m/t/average/lambdas.parquet", "learn_lambda"),
+        ("lambda/m/t/average/metrics.parquet", "learn_lambda"),
+        ("constants/m/d/N64/effective.safetensors", "average_attention"),
+        ("constants/m/d/N64/zeros.safetensors", "data_free_constants"),
+        ("mlm/m/wiki/N128/scores.parquet", "mlm"),
+        ("mlm/m/wiki/N128/lambdas.parquet", "mlm"),
+        ("tokens/m/d/N64/train.parquet", "tokenize"),
+        ("tables/summary.parquet", "aggregate"),
+    ]
+    seen = []
+    monkeypatch.setattr(cost.subprocess, "run", _summary_run(plan, seen))
+    jobs = cost.workflow_jobs("config/smoke.yaml")
+    assert jobs.probes == [("m", "t", "average", "lambda", 0.5), ("m", "t", "toeplitz_trained@wiki", "random", 0.0)]
+    assert jobs.lambdas == [("m", "t", "average")]
+    assert jobs.averages == [("m", "d", 64, "effective")]
+    assert jobs.mlm == [("m", "wiki", 128)]
+    monkeypatch.setattr(
+        cost.subprocess, "run", _summary_run([("probe/m/t/average/lambda/seed0.parquet", "probe")], seen)
+    )
+    with pytest.raises(RuntimeError, match=r"unexpected probe output .*/probe/m/t/average/lambda/seed0.parquet"):
+        cost.workflow_jobs("config/smoke.yaml")
