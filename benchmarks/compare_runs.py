@@ -36,7 +36,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papa.io import UnreadableFileError, read_parquet  # noqa: E402 - checks the pages' checksums, names a corrupt file
+from papa.io import UnreadableFileError, atomic_path, read_parquet  # noqa: E402 - checks the pages' checksums, names a corrupt file
+from papa.layout import log_path, parse_result  # noqa: E402
 from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, RUN_KEY, SUMMARY_KEY, last_epochs  # noqa: E402
 
 # The columns that say what a row stands for (the library's table keys); every other numeric column
@@ -59,7 +60,7 @@ class NothingToCompare(ValueError):
 def check_folder(folder: str | Path, needs: str) -> Path:
     """``folder``, or a `NothingToCompare` when it is not a folder or holds nothing for ``needs``: ``"tables"`` (a
     finished run: ``tables/*.parquet``), ``"probe tables"`` (``tables/probe.parquet`` and ``summary.parquet``),
-    ``"benchmarks"`` (``benchmarks/**/*.tsv``) or ``"probe logs"`` (``logs/probe/.../fraction_dynamic=*.log``)."""
+    ``"benchmarks"`` (``benchmarks/**/*.tsv``) or ``"probe logs"`` (`probe_logs`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise NothingToCompare(f"{folder} is {'a file' if folder.exists() else 'not there'}: give a results folder")
@@ -74,9 +75,10 @@ def check_folder(folder: str | Path, needs: str) -> Path:
     if needs == "benchmarks" and not any((folder / "benchmarks").rglob("*.tsv")):
         raise NothingToCompare(f"{folder} holds no benchmarks/ of its jobs (benchmarks/<rule>/...tsv): give a results "
                                f"folder of a run")  # fmt: skip
-    if needs == "probe logs" and not any((folder / "logs" / "probe").glob("*/*/*/*/fraction_dynamic=*.log")):
-        raise NothingToCompare(f"{folder} holds no probe logs (logs/probe/<model>/<task>/<constants>/<selection>/"
-                               f"fraction_dynamic=<f>.log): give the stopped run's results folder first")  # fmt: skip
+    if needs == "probe logs" and not probe_logs(folder):
+        raise NothingToCompare(f"{folder} holds no probe logs ({log_path('', 'probe').lstrip('/')}, or "
+                               f"{log_path('', 'probe_trained').lstrip('/')} of trained constants): give the stopped "
+                               f"run's results folder first")  # fmt: skip
     return folder
 
 
@@ -165,13 +167,25 @@ def rule_times(results: str | Path) -> pd.DataFrame:
 _LOG_LINE = re.compile(r"seed (\d+) epoch (\d+)/(\d+): train loss [-\d.naif]+(?:, |; validation )(.*?) \(")
 
 
+def probe_logs(results: str | Path) -> dict:
+    """The logs of the probe jobs under ``results`` (`papa.layout`: rule probe's ``logs/probe/<model>/<task>/
+    <constants>/<selection>/fraction_dynamic=<f>.log``, every seed of a run, and rule probe_trained's
+    ``.../fraction_dynamic=<f>/seed<s>.log``, one seed each), by path, with what each is the log of
+    (`papa.layout.ResultPath`)."""
+    found = {}
+    for log in sorted((Path(results) / "logs" / "probe").rglob("*.log")):
+        f = parse_result(log, results)
+        if f is not None and f.stage == "probe" and f.file == "log":
+            found[log] = f
+    return found
+
+
 def probe_log_scores(results: str | Path) -> pd.DataFrame:
-    """The last epoch's scores of every seed from ``<results>/logs/probe/<model>/<task>/<constants>/<selection>/
-    fraction_dynamic=<f>.log`` (the probe stage's progress lines)."""
+    """The last epoch's scores of every seed from the probe jobs' logs (`probe_logs`; the probe stage's progress
+    lines)."""
     rows = []
-    for log in sorted((Path(results) / "logs" / "probe").glob("*/*/*/*/fraction_dynamic=*.log")):
-        model, task, constants, selection = log.parts[-5:-1]
-        frac = float(log.stem.split("=", 1)[1])
+    for log, f in probe_logs(results).items():
+        model, task, constants, selection, frac = f.model, f.task, str(f.constants), f.selection, f.fraction_dynamic
         for m in _LOG_LINE.finditer(log.read_text()):
             seed, epoch, epochs = map(int, m.groups()[:3])
             if epoch != epochs:
@@ -239,7 +253,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"compare_runs.py: {e}")
     text = json.dumps(res, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        with atomic_path(args.out) as tmp:  # an interrupted write leaves the earlier file whole
+            tmp.write_text(text + "\n")
     print(text)
 
 

@@ -107,6 +107,88 @@ def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path, compare_runs):
     assert res["means_within_ci95"] == "0/1"
 
 
+def test_compare_runs_reads_the_trained_constants_probe_logs(tmp_path, compare_runs):
+    """--probe-logs: rule probe_trained's jobs log one seed each, as .../fraction_dynamic=<f>/seed<s>.log
+    (papa.layout); the glob of rule probe's fraction_dynamic=<f>.log never found them, so every trained-constants
+    run was left out of the comparison, and a stopped run of trained constants alone had "no probe logs" (review
+    AY)."""
+    import pandas as pd
+
+    from papa.layout import log_path
+
+    partial, tables = tmp_path / "partial", tmp_path / "finished" / "tables"
+    fields = dict(model="m", task="t", selection="lambda", fraction_dynamic="0.5")
+    for seed in (0, 1):
+        log = Path(log_path(partial, "probe_trained", constants="average_trained@wiki", seed=seed, **fields))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"x papa.probe INFO seed {seed} epoch 1/1: train loss 0.6; validation accuracy 0.{8 + seed}000 "
+                       f"(9 examples/s, ETA 0 s)\n")  # fmt: skip
+    assert compare_runs.check_folder(partial, "probe logs") == partial
+    fixed = Path(log_path(partial, "probe", constants="average", **fields))
+    fixed.parent.mkdir(parents=True)
+    fixed.write_text("x papa.probe INFO seed 0 epoch 1/1: train loss 0.6; validation accuracy 0.7000 (9 examples/s)\n")
+    scores = compare_runs.probe_log_scores(partial)
+    assert sorted(zip(scores["constants"], scores["seed"], scores["score"])) == [
+        ("average", 0, 0.7), ("average_trained@wiki", 0, 0.8), ("average_trained@wiki", 1, 0.9)
+    ]  # fmt: skip
+    assert set(scores["fraction_dynamic"]) == {0.5}
+    tables.mkdir(parents=True)
+    key = {"model": "m", "task": "t", "selection": "lambda", "fraction_dynamic": 0.5, "epoch": 1, "metric": "accuracy"}
+    rows = [("average", 0, 0.7), ("average_trained@wiki", 0, 0.8), ("average_trained@wiki", 1, 0.85)]
+    probe = pd.DataFrame([{**key, "constants": c, "seed": s, "score": v} for c, s, v in rows])
+    probe.to_parquet(tables / "probe.parquet")
+    summary = probe.groupby(["model", "task", "constants", "selection", "fraction_dynamic", "metric"], as_index=False)
+    summary.agg(mean=("score", "mean")).assign(ci95=0.01).to_parquet(tables / "summary.parquet")
+    res = compare_runs.compare_probe_logs(partial, tmp_path / "finished")
+    assert (res["jobs_logged"], res["settings_compared"], res["seed_scores_compared"]) == (2, 2, 3)
+    assert res["max_seed_diff"] == pytest.approx(0.05)
+
+
+def test_compare_runs_probe_log_line_is_the_probes_own(compare_runs):
+    """`_LOG_LINE` reads the line papa.probe writes at each epoch's end: the format string of that log call, taken
+    from papa/probe.py's source (a copy that has drifted from it would find no score)."""
+    import ast
+
+    calls = [
+        node.args[0].value
+        for node in ast.walk(ast.parse((ROOT / "papa" / "probe.py").read_text()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", None) == "info"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and "train loss" in str(node.args[0].value)
+    ]
+    assert len(calls) == 1, calls
+    line = calls[0] % (2, 3, 3, 0.4567, "accuracy 0.8000, f1 0.7000", 12.5, "ETA 0 s")
+    m = compare_runs._LOG_LINE.search(f"2026 papa.probe INFO {line}")
+    assert m is not None and m.groups() == ("2", "3", "3", "accuracy 0.8000, f1 0.7000"), line
+
+
+def test_compare_runs_writes_its_out_file_whole_or_not_at_all(tmp_path, compare_runs, monkeypatch):
+    """--out goes through papa.io.atomic_path: a write interrupted half-way leaves the earlier comparison whole (a
+    plain write_text left half a JSON file)."""
+    import pandas as pd
+
+    for run in ("a", "b"):
+        (tmp_path / run / "tables").mkdir(parents=True)
+        pd.DataFrame({"model": ["m"], "mean": [0.5]}).to_parquet(tmp_path / run / "tables" / "summary.parquet")
+    out = tmp_path / "cmp.json"
+    compare_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)])
+    before = out.read_text()
+    assert json.loads(before)["tables"]["summary"]["matched"] == 1
+    real = Path.write_text
+
+    def torn(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+    with pytest.raises(KeyboardInterrupt):
+        compare_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)])
+    monkeypatch.undo()
+    assert out.read_text() == before and [p.name for p in tmp_path.iterdir() if p.is_file()] == ["cmp.json"]
+
+
 def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_path, monkeypatch):
     """benchmarks/gpu_cost.py on its CPU code path (--tiny: two families, one per patching route) writes what
     `papa.cost.Throughput` reads; its shapes cover `papa.cost.MODELS`. The H100 figures themselves are
