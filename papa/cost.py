@@ -5,7 +5,7 @@ every fraction); for averaging (rule average_attention) and the MLM analysis (ru
 encoder passes and GPU-hours, so that every GPU job's time limit is checked against its estimate.
 
 Estimates, not measurements: split sizes are the published ones, mean word-piece lengths are
-approximate (see `DATASETS`). GPU time comes from throughput measured per encoder
+approximate (see `SPLIT_SIZES`). GPU time comes from throughput measured per encoder
 (`benchmarks/gpu_cost.py`: each paper encoder's feature pass at its padded length, and its
 gradient steps, on one GPU; `Throughput`) or, for a model that file lacks, from one forward
 throughput scaled by padded length and model size (`gpu_hours`, `GRAD_PASS_COST`); averaging that
@@ -35,7 +35,7 @@ from .spec import METHOD_CONSTANTS, ConstantsSpec
 #: Published split sizes (examples; validation = the split the paper reports) and the mean number
 #: of kept tokens per example: word pieces with [CLS]/[SEP] for sequence tasks (every valid token
 #: is cached), words for CoNLL-2003 (only first sub-words are cached).
-DATASETS = {
+SPLIT_SIZES = {
     "cola": dict(train=8_551, validation=1_043, tokens=11.0),
     "sst2": dict(train=67_349, validation=872, tokens=13.0),
     "mrpc": dict(train=3_668, validation=408, tokens=53.0),
@@ -255,11 +255,11 @@ def gpu_hours(
 
 def _known(dataset: str, hub_id: str) -> None:
     """Fail naming the table to extend when ``dataset`` or ``hub_id`` has no published size here."""
-    for table, key in ((DATASETS, dataset), (MODELS, hub_id)):
+    for table, key in ((SPLIT_SIZES, dataset), (MODELS, hub_id)):
         if key not in table:
             raise KeyError(
                 f"papa.cost has no published size for {key!r}; add it to papa.cost."
-                f"{'DATASETS' if table is DATASETS else 'MODELS'}"
+                f"{'SPLIT_SIZES' if table is SPLIT_SIZES else 'MODELS'}"
             )
 
 
@@ -269,8 +269,8 @@ def _capped(n: int, cap: int | None) -> int:
 
 def split_sizes(config: dict, dataset: str) -> tuple[int, int]:
     """(train, validation) examples of ``dataset`` as the workflow prepares it: the published sizes
-    (`DATASETS`) drawn down to ``datasets.<dataset>.max_train`` and ``max_validation`` where set."""
-    ds, caps = DATASETS[dataset], config["datasets"].get(dataset) or {}
+    (`SPLIT_SIZES`) drawn down to ``datasets.<dataset>.max_train`` and ``max_validation`` where set."""
+    ds, caps = SPLIT_SIZES[dataset], config["datasets"].get(dataset) or {}
     return _capped(ds["train"], caps.get("max_train")), _capped(ds["validation"], caps.get("max_validation"))
 
 
@@ -371,7 +371,7 @@ def estimate(
             N, epochs = int(task["max_length"]), int(hp["epochs"])
             train, validation = split_sizes(config, task["dataset"])
             train = _capped(train, hp.get("max_train"))
-            kept = min(DATASETS[task["dataset"]]["tokens"], N)
+            kept = min(SPLIT_SIZES[task["dataset"]]["tokens"], N)
             nbytes = features_nbytes(round((train + validation) * kept), L + 1, H, dtype)
             per_epoch = train + validation
             jobs, rule = 1, "probe"
