@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
-from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name
+from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name, no_rows
 from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
 from .metrics import chunk_tagged, entity_f1_problem
@@ -112,16 +112,14 @@ def fill_derived_defaults(config: dict) -> dict:
       top-level seed unless given.
 
     Idempotent (a filled config validates and fills to itself). In place; returns ``config``."""
-    seed = config.get("seed", 0)
+    seed = config["seed"]
     for tc in (config.get("tasks") or {}).values():
         if not isinstance(tc, dict):
             continue
         if tc.get("metrics"):
             tc.setdefault("main_metric", tc["metrics"][0])
         if isinstance(tc.get("probe"), dict):
-            inherited = {k: v for k, v in tc["probe"].items() if k != "extra_lr"}
-            tc["lambda"] = {**inherited, **(tc.get("lambda") or {})}
-            tc["lambda"].setdefault("seed", seed)
+            tc["lambda"] = lambda_block(tc["probe"], tc.get("lambda"), seed)
     blocks = [(config.get("analyses") or {}).get("mlm")]
     blocks += [entry.get("build") for entry in (config.get("models") or {}).values() if isinstance(entry, dict)]
     blocks += list((config.get("build_data") or {}).values())
@@ -129,6 +127,15 @@ def fill_derived_defaults(config: dict) -> dict:
         if isinstance(block, dict):
             block.setdefault("seed", seed)
     return config
+
+
+def lambda_block(probe: dict, own: dict | None, seed: int) -> dict:
+    """A task's filled ``lambda`` block (`fill_derived_defaults`): its ``probe`` block's keys but ``extra_lr`` (the
+    learning rate of trained matrices: the lambdas learn at the block's own ``extra_lr``, else at its ``lr``),
+    overridden key by key by the block's ``own`` keys, with ``seed`` the top-level ``seed`` unless given."""
+    block = {**{k: v for k, v in probe.items() if k != "extra_lr"}, **(own or {})}
+    block.setdefault("seed", seed)
+    return block
 
 
 def _text_leaves(value, path: tuple = ()):
@@ -356,11 +363,10 @@ def lambda_tasks(config: dict) -> set[str]:
 
 def _lambda_settings(config: dict, task: str) -> list[str]:
     """The keys of a filled ``tasks.<task>.lambda`` block that differ from what `fill_derived_defaults` gives a
-    block left out (the probe's keys but ``extra_lr``, the top-level seed): the lambda settings a config wrote."""
+    block left out (`lambda_block` of no keys of its own): the lambda settings a config wrote."""
     tc = (config.get("tasks") or {}).get(task) or {}
     block = tc.get("lambda") or {}
-    derived = {k: v for k, v in (tc.get("probe") or {}).items() if k != "extra_lr"}
-    derived.setdefault("seed", config.get("seed", 0))
+    derived = lambda_block(tc.get("probe") or {}, None, config["seed"])
     return [k for k, v in block.items() if k not in derived or derived[k] != v]
 
 
@@ -578,12 +584,19 @@ def check_config_files(paths) -> list[tuple[str, dict]]:
     return loaded
 
 
-#: The optional keys of a ``probe``/``lambda`` block and the value the job takes when the block leaves one out:
-#: `papa.probe.TrainConfig`'s (``weight_decay``, ``dropout``, ``extra_lr``, ``max_grad_norm``, ``init``) and the
-#: stages' (`papa.pipeline.LambdaStage`, `ProbeStage`: ``max_train``, ``backbone_dropout``); a test holds them
-#: equal to those (the schema gives these keys no default: a block that leaves them out runs the trainer's).
-HPARAM_DEFAULTS = {"weight_decay": 0.0, "dropout": 0.1, "extra_lr": None, "max_grad_norm": None, "init": "normal",
-                   "max_train": None, "backbone_dropout": False}  # fmt: skip
+#: The optional keys of a ``probe``/``lambda`` block that the trainer reads (`papa.pipeline.train_config`) and the
+#: value it takes when the block leaves one out: `papa.probe.TrainConfig`'s (a test holds them equal; here, read at
+#: parse time, without torch).
+TRAINER_DEFAULTS = {"weight_decay": 0.0, "dropout": 0.1, "extra_lr": None, "max_grad_norm": None, "init": "normal"}
+#: The optional keys of a ``probe``/``lambda`` block that a stage reads beside the trainer's
+#: (`papa.pipeline.stage_options`) and the value it takes without them: `papa.pipeline.LambdaStage`'s and
+#: `ProbeStage`'s (a test holds them equal).
+STAGE_DEFAULTS = {"max_train": None, "backbone_dropout": False}
+#: The optional keys of a ``probe``/``lambda`` block (the schema's ``lambda_hparams`` but ``lr``, ``batch_size``,
+#: ``epochs``, ``seed``; a test holds the two key sets equal) and the value the job takes when the block leaves one
+#: out. The schema gives these keys no default: a ``lambda`` block inherits the keys it leaves out from the probe's
+#: (`lambda_block`), which a default filled in would hide.
+HPARAM_DEFAULTS = {**TRAINER_DEFAULTS, **STAGE_DEFAULTS}
 
 
 #: Keys of a ``datasets`` entry and the value `papa.data.load_task` takes when the entry leaves one out (a test loads
@@ -825,10 +838,28 @@ def _repeated(values: list) -> list[str]:
 RESOURCE_PARENTS = {"probe_trained": "probe"}
 
 #: the rules whose jobs run the model (a GPU helps them): ``$PAPA_SLURM_GPUS`` sets their GPU request, and the
-#: Slurm profile's ``set-resources`` lists them (slurm/config.yaml; a test holds the two equal). Rule
+#: Slurm profile's ``set-resources`` lists them (slurm/config.yaml reads them from here). Rule
 #: ``data_free_constants`` asks for the config's ``resources.data_free_constants.gpu`` (default 0: it runs no model);
 #: the other rules run on the CPU and ask for none (`CPU_RULES`).
 GPU_RULES = ("average_attention", "learn_lambda", "probe", "probe_trained", "mlm")
+
+
+def slurm_gpus(value: str | None) -> int | None:
+    """The GPU request ``$PAPA_SLURM_GPUS`` (``value``) sets for every model rule (`GPU_RULES`): a whole number >= 0
+    in ASCII digits, whitespace around it dropped; None where it is unset or empty (each rule asks for the config's
+    ``resources.<rule>.gpu``). Anything else is a `ValueError` naming the variable: "abc" failed in ``int()``
+    without naming it, "-1" only at Snakemake's resource check, and "²" (``str.isdigit`` holds) in ``int()``. The
+    one check of the Slurm profile (slurm/config.yaml) and the rules (workflow/rules/common.smk, ``gpu_model``)."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"PAPA_SLURM_GPUS={text!r} is not a whole number >= 0: give the GPUs each model rule "
+                         f"requests (e.g. PAPA_SLURM_GPUS=1; 0 on a CPU-only cluster), or unset it to keep the "
+                         f"config's resources.<rule>.gpu")  # fmt: skip
+    return int(text)
+
+
 #: the rules that declare no GPU resource: a ``resources.<rule>.gpu`` for them is read by nothing
 CPU_RULES = ("prepare_data", "tokenize", "patterns", "aggregate", "plot", "build_model", "build_data")
 
@@ -1164,46 +1195,18 @@ def _source_keys(datasets: dict) -> list[str]:
                     errors.append(f"datasets.{d}.{key} = {path!r} is {what} (from {Path.cwd()}): give one file's "
                                   f"path, relative to where Snakemake runs or absolute")  # fmt: skip
                 elif isinstance(path, str) and path:
-                    why = _no_rows(Path(path).expanduser(), dc)
+                    why = no_rows(Path(path).expanduser(), dc)
                     if why:
                         errors.append(f"datasets.{d}.{key} = {path!r} {why}: a split needs examples; give a file that "
                                       f"has them")  # fmt: skip
     return errors
 
 
-def _no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
-    """Why a local split file holds no examples, as far as its first MiB tells (its job reads it whole and names
-    any other problem): no bytes, only blank lines, or a CSV/TSV read with a header that has only that line."""
-    if path.stat().st_size == 0:
-        return "is empty (0 bytes)"
-    from .data.local import _COMPRESSED, _file_format
-
-    try:
-        fmt = _file_format(spec, path)
-    except Exception:  # an unknown format: the format check names it
-        return None
-    if fmt == "parquet" or path.suffix.lower() in _COMPRESSED:
-        return None  # binary or compressed (as papa.data.local reads them): its job reads the rows
-    lines = 0
-    with open(path, "rb") as f:
-        for raw in f.read(peek).splitlines():
-            lines += bool(raw.strip())
-            if lines >= 2:
-                return None
-    if path.stat().st_size > peek:
-        return None
-    if lines == 0:
-        return "holds only blank lines"
-    if fmt in ("csv", "tsv") and spec.get("header", True) is not False:
-        return "holds only its header line"
-    return None
-
-
 def _local_format(spec: dict, build_data: dict) -> str | None:
     """The file format a local dataset is read in (`papa.data.local`: ``format``, else the train file's suffix;
     a built dataset's train file is the one rule build_data writes), None when unknown before loading; a
     `papa.data.TaskSpecError` when it cannot be read in any (an unknown format, a suffix that names none)."""
-    from .data.local import _file_format
+    from .data.local import file_format
 
     train = spec.get("train")
     if spec.get("build") in build_data:
@@ -1212,7 +1215,7 @@ def _local_format(spec: dict, build_data: dict) -> str | None:
         train = SHAPES.get(build_data[spec["build"]].get("shape"), {}).get("train")
     if not spec.get("format") and not train:
         return None
-    return _file_format(spec, Path(train or "."))  # a TaskSpecError names the file and the formats
+    return file_format(spec, Path(train or "."))  # a TaskSpecError names the file and the formats
 
 
 def _unread_keys(config: dict) -> list[str]:
@@ -1473,7 +1476,7 @@ def _mlm_heads(config: dict) -> list[str]:
     from .models import missing_mlm_head
 
     mlm = (config.get("analyses") or {}).get("mlm") or {}
-    if isinstance(mlm, dict) and mlm.get("head", "probe") == "probe" and mlm.get("decoder", "tied") == "tied":
+    if isinstance(mlm, dict) and mlm.get("head") == "probe" and mlm.get("decoder") == "tied":  # schema-filled
         errors = []  # the tied decoder projects the hidden states onto the input embeddings: as wide as they are
         for m in mlm.get("models") or []:
             cfg = known_config((config.get("models") or {}).get(m))
@@ -1614,10 +1617,10 @@ def _pair_lengths(config: dict) -> list[str]:
     job fails otherwise. A config without sentence pairs never imports `papa.encoding` (torch: ~2.5 s of CPU at
     every Snakemake start, each Slurm job's too)."""
     datasets, tasks = config.get("datasets") or {}, config.get("tasks") or {}
-    layout = config.get("layout", "papa")
     pairs = [(why, d, n) for why, d, n in tokenized_inputs(config) if is_pair_dataset(d, datasets[d])]
     if not pairs:
         return []
+    layout = config["layout"]  # the schema's default filled in
     from .encoding import min_max_length
 
     errors = []

@@ -69,7 +69,7 @@ def local_files(tmp_path, monkeypatch):
     that they are there and not empty; what they hold is read by the jobs."""
     monkeypatch.chdir(tmp_path)
     for name in ("t.csv", "t.tsv", "t.conll", "t.jsonl", "t.json", "t.parquet", "v.csv", "x.csv"):
-        # not empty: an empty one is refused (_no_rows); each its own bytes: a validation file that holds the train
+        # not empty: an empty one is refused (local.no_rows); each its own bytes: a validation file that holds the train
         # file's is refused (_validation_is_train); a CSV/TSV header with the default columns (a column the spec
         # names and the header lacks is refused: papa.data.local.header_problems)
         sep = {".csv": ",", ".tsv": "\t"}.get(Path(name).suffix)

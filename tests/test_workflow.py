@@ -1225,22 +1225,50 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
 
 def test_the_hparams_defaults_are_the_trainers_and_the_stages():
     """papa.checks.HPARAM_DEFAULTS (read at parse time, without torch) is what a job takes for a key its block
-    leaves out: papa.probe.TrainConfig's fields and the lambda and probe stages' options."""
+    leaves out: papa.probe.TrainConfig's fields (TRAINER_DEFAULTS) and the lambda and probe stages' options
+    (STAGE_DEFAULTS); and those are the keys papa.pipeline.train_config and stage_options read from a block, each
+    the one set (the schema's lambda_hparams holds the same keys: tests/test_schema_docs.py)."""
     import dataclasses
 
-    from papa.checks import HPARAM_DEFAULTS
-    from papa.pipeline import LambdaStage, ProbeStage
+    from papa.checks import STAGE_DEFAULTS, TRAINER_DEFAULTS
+    from papa.pipeline import LambdaStage, ProbeStage, stage_options, train_config
     from papa.probe import TrainConfig
 
     def defaults(cls):
         return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
     trainer, lam, probe = defaults(TrainConfig), defaults(LambdaStage), defaults(ProbeStage)
-    for key, value in HPARAM_DEFAULTS.items():
-        if key in ("max_train", "backbone_dropout"):
-            assert lam[key] == probe[key] == value and type(lam[key]) is type(value), key
-        else:
-            assert trainer[key] == value and type(trainer[key]) is type(value), key
+    for key, value in STAGE_DEFAULTS.items():
+        assert lam[key] == probe[key] == value and type(lam[key]) is type(value), key
+    for key, value in TRAINER_DEFAULTS.items():
+        assert trainer[key] == value and type(trainer[key]) is type(value), key
+    # a value other than the default for each key: the trainer's reach the TrainConfig, the stages' stage_options
+    other = {"weight_decay": 0.01, "dropout": 0.3, "extra_lr": 0.05, "max_grad_norm": 1.0, "init": "pytorch",
+             "max_train": 100, "backbone_dropout": True}  # fmt: skip
+    assert set(other) == set(TRAINER_DEFAULTS) | set(STAGE_DEFAULTS)
+    block = {"lr": 1e-3, "batch_size": 8, "epochs": 2, **other}
+    got = train_config(block, seed=0)
+    assert {k: getattr(got, k) for k in TRAINER_DEFAULTS} == {k: other[k] for k in TRAINER_DEFAULTS}
+    assert stage_options(block) == {k: other[k] for k in STAGE_DEFAULTS}
+    assert stage_options({"lr": 1e-3}) == {} and train_config({"lr": 1e-3, "batch_size": 8, "epochs": 2}, 0) == (
+        TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=0)
+    )
+
+
+def test_a_bad_gpu_count_stops_the_rules_as_it_stops_the_profile(monkeypatch):
+    """PAPA_SLURM_GPUS is read by the Slurm profile and, for a run without it, by the rules (common.smk's
+    gpu_model), both with papa.checks.slurm_gpus: "²" (str.isdigit holds, int() refuses it) passed the rules' own
+    isdigit check and was dropped, or failed in int() where a GPU type was set."""
+    from papa.checks import slurm_gpus
+
+    assert [slurm_gpus(v) for v in (None, "", " ", "0", " 2 ")] == [None, None, None, 0, 2]
+    for bad in ("abc", "-1", "1.5", "²"):
+        with pytest.raises(ValueError, match=f"PAPA_SLURM_GPUS={re.escape(repr(bad))} is not a whole number >= 0"):
+            slurm_gpus(bad)
+    monkeypatch.setenv("PAPA_SLURM_GPUS", "²")
+    with pytest.raises(Exception, match="PAPA_SLURM_GPUS='²' is not a whole number >= 0"):
+        with parsed_workflow(ROOT / SMOKE):
+            pass
 
 
 def test_an_aliases_release_is_a_param_of_every_job_that_loads_it():

@@ -55,6 +55,12 @@ def _file_format(spec: dict, path: Path) -> str:
     return named
 
 
+def file_format(spec: dict, path: Path) -> str:
+    """The reader of a local dataset's file ``path``: the spec's ``format``, else the one its name picks
+    (`format_of_name`); a `TaskSpecError` for an unknown format or a name that picks none."""
+    return _file_format(spec, path)
+
+
 def format_of_name(path: str | Path) -> str | None:
     """The reader a file's name picks without a ``format`` key (its last known suffix: ``x.csv.gz`` is csv), or
     None."""
@@ -132,6 +138,13 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
 
 #: Suffixes of compressed text files, which `datasets` reads decompressed (their bytes are not text).
 _COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"})
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether the readers take the file ``path`` for compressed (its bytes are then no text to check): its last
+    suffix names a compression (``train.csv.gz``). One before the last does not (``train.gz.csv``): `datasets`
+    and pandas pick the compression by the last suffix, and read that file as the text it is."""
+    return path.suffix.lower() in _COMPRESSED
 
 
 def _key(spec: dict, key: str):
@@ -716,6 +729,33 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
                                 f"({header}): set {key} to one of them")  # fmt: skip
             break
     return problems
+
+
+def no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
+    """Why a local split file holds no examples, as far as its first MiB tells (its job reads it whole and names
+    any other problem): no bytes, only blank lines, or a CSV/TSV read with a header that has only that line
+    (`papa.checks`' config check of each local split file)."""
+    if path.stat().st_size == 0:
+        return "is empty (0 bytes)"
+    try:
+        fmt = _file_format(spec, path)
+    except Exception:  # an unknown format: the format check names it
+        return None
+    if fmt == "parquet" or is_compressed(path):
+        return None  # binary or compressed (as the readers read them): its job reads the rows
+    lines = 0
+    with open(path, "rb") as f:
+        for raw in f.read(peek).splitlines():
+            lines += bool(raw.strip())
+            if lines >= 2:
+                return None
+    if path.stat().st_size > peek:
+        return None
+    if lines == 0:
+        return "holds only blank lines"
+    if fmt in ("csv", "tsv") and spec.get("header", True) is not False:
+        return "holds only its header line"
+    return None
 
 
 #: The share of validation rows also in the train file above which `load_local` warns (scores partly on training data).

@@ -197,14 +197,11 @@ def gpu_model(rule_name):
     The Slurm plugin sends ``--gpus=<type>:<n>`` whenever a type is set, ``--gpus=a100:0`` for a job that asks
     for no GPU, so the profile cannot set the type for the five rules alike."""
     model = os.environ.get("PAPA_SLURM_GPU_MODEL") or None
-    forced = os.environ.get("PAPA_SLURM_GPUS", "").strip() or None
-    if forced is not None and not forced.isdigit():
-        raise ValueError(f"PAPA_SLURM_GPUS={forced!r}: give the GPUs of each model job as a whole number (1; 0 on "
-                         f"a CPU-only cluster), or unset it to take the config's resources.<rule>.gpu")  # fmt: skip
+    forced = checks.slurm_gpus(os.environ.get("PAPA_SLURM_GPUS"))  # the profile's own check: a ValueError naming it
     gpus = task_res(rule_name, "gpu")
     if rule_name not in checks.GPU_RULES:  # data_free_constants: the profile leaves its request to the config
         forced = None
-    return lambda wildcards: model if model and (int(forced) if forced else gpus(wildcards)) > 0 else None
+    return lambda wildcards: model if model and (forced if forced is not None else gpus(wildcards)) > 0 else None
 
 
 def grows(rule_name, key):
