@@ -1071,6 +1071,33 @@ def test_label_cells_read_as_written(tmp_path):
     assert D.load_task(_seq_spec(gz, gz), tmp_path).splits["train"]["label"].tolist() == [1, 0]
 
 
+def test_a_compression_suffix_before_the_last_is_a_plain_file(tmp_path):
+    """The readers pick a file's compression by its last suffix (datasets' _get_extraction_protocol, pandas'
+    compression="infer"): train.gz.csv is plain text, read as such. papa.data.local's checks of a file's text
+    (ragged rows, UTF-8, JSON lines, a header's columns) took any suffix for one (set(path.suffixes)), so they
+    skipped that file and pandas shifted its columns silently; the config check (no_rows) read the last suffix.
+    Now both read it (papa.data.local.is_compressed); a train.csv.gz is still left to the reader."""
+    import gzip
+
+    from papa.data.local import header_problems, is_compressed, no_rows
+
+    text = "sentence,label\na b,pos,extra\nc d,neg,extra\n"  # a trailing field on every row: shifted by pandas
+    plain = _csv(tmp_path, "train.gz.csv", text="", header=text)
+    assert pd.read_csv(plain).index.tolist() == ["a b", "c d"]  # read as the text it is (the first field an index)
+    assert not is_compressed(plain) and is_compressed(tmp_path / "train.csv.gz") and is_compressed(Path("t.TSV.GZ"))
+    with pytest.raises(D.TaskSpecError, match=r"train\.gz\.csv, line 2 has 3 fields, where the header"):
+        D.load_task(_seq_spec(plain), tmp_path)
+    other = _csv(tmp_path, "other.zip.csv", header="title,label\n")
+    assert header_problems(_seq_spec(other), {"train": other}) == [
+        f"column 'sentence' (text_column) is not in the header of the train file {other} (['title', 'label']): set "
+        f"text_column to one of them"
+    ]
+    packed = tmp_path / "train.csv.gz"
+    packed.write_bytes(gzip.compress(b"title,label\n"))
+    assert header_problems(_seq_spec(packed), {"train": packed}) == [] and no_rows(packed, {}) is None
+    assert no_rows(_csv(tmp_path, "head.gz.csv", text=""), {}) == "holds only its header line"
+
+
 def test_csv_cells_are_read_as_written_not_as_pandas_guesses(tmp_path):
     """pandas types a CSV column from all its cells: a text column of numbers lost its digits ("007" became "7",
     "3.10" "3.1"), ids such as "001" became "1", and one "1.0" among integer labels made every label a float, so

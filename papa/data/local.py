@@ -41,7 +41,9 @@ FORMAT_NAMES = {"csv": "csv", "tsv": "tsv", "jsonl": "json", "json": "json", "pa
 LOCAL_FILE_KEYS = ("train", "validation", "test")
 
 
-def _file_format(spec: dict, path: Path) -> str:
+def file_format(spec: dict, path: Path) -> str:
+    """The reader of a local dataset's file ``path``: the spec's ``format``, else the one its name picks
+    (`format_of_name`); a `TaskSpecError` for an unknown format or a name that picks none."""
     fmt = spec.get("format")
     if fmt:
         if str(fmt).lower() not in FORMAT_NAMES:
@@ -53,12 +55,6 @@ def _file_format(spec: dict, path: Path) -> str:
             f'cannot tell the format of {path} from its name; set "format" to one of {", ".join(FORMAT_NAMES)}'
         )
     return named
-
-
-def file_format(spec: dict, path: Path) -> str:
-    """The reader of a local dataset's file ``path``: the spec's ``format``, else the one its name picks
-    (`format_of_name`); a `TaskSpecError` for an unknown format or a name that picks none."""
-    return _file_format(spec, path)
 
 
 def format_of_name(path: str | Path) -> str | None:
@@ -165,7 +161,7 @@ def _text_lines(path: Path) -> list[int] | None:
     """The numbers of a text file's non-blank lines, failing with the file, line and byte offset where it is not
     UTF-8; None for a compressed file (``datasets`` reads it decompressed: its bytes are not text). Lines end as
     Python's text mode ends them (``\\n``, ``\\r\\n`` or a lone ``\\r``: the CoNLL reader's lines, pandas' rows)."""
-    if set(s.lower() for s in path.suffixes) & _COMPRESSED:
+    if is_compressed(path):
         return None
     lines, lineno, offset = [], 0, 0
     with open(path, "rb") as f:
@@ -208,7 +204,7 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     pandas takes a first field more than the names as the row index: with one extra field on every line (a
     trailing separator, a source column, an unquoted comma), each column would silently shift by one. A
     compressed file is left to the reader (its bytes are not text)."""
-    if set(s.lower() for s in path.suffixes) & _COMPRESSED:
+    if is_compressed(path):
         return
     dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a long text is one field, as pandas reads it
@@ -259,7 +255,7 @@ def _check_unique_names(names, where: str, reads=None) -> None:
 def _bad_json_line(path: Path) -> tuple[int, str] | None:
     """The first line (from 1) of a JSON Lines file that is not a JSON object, and why; None for a file whose
     first line is not one (a JSON document spread over lines: the reader's message stands) or a compressed one."""
-    if set(s.lower() for s in path.suffixes) & _COMPRESSED:
+    if is_compressed(path):
         return None
     first = True
     with open(path, encoding="utf-8-sig") as f:
@@ -300,7 +296,7 @@ def _parquet_rows(path: Path) -> int | None:
 
 def _local_records(spec: dict, split: str, path: Path, kind: str) -> dict[str, list]:
     """Columns of one local file as python lists (no label mapping yet)."""
-    fmt = _file_format(spec, path)
+    fmt = file_format(spec, path)
     if fmt == "conll":
         if kind != "token":
             raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
@@ -696,7 +692,7 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
     headers: dict[str, list[str]] = {}
     for split, path in files.items():
         try:
-            fmt = _file_format(spec, path)
+            fmt = file_format(spec, path)
         except TaskSpecError:
             return []  # the format check names it
         if fmt == "parquet":  # its schema, from the file's footer (a local Parquet file passed to the job: review AU)
@@ -707,7 +703,7 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
             except (OSError, ValueError):  # pyarrow's errors are OSErrors or ValueErrors: the job names them
                 pass
             continue
-        if fmt not in ("csv", "tsv") or set(s.lower() for s in path.suffixes) & _COMPRESSED:
+        if fmt not in ("csv", "tsv") or is_compressed(path):
             continue
         # the column names as the job's reader (datasets' csv builder, pandas) gives them: an empty name is
         # "Unnamed: 0", a repeated one "label.1"
@@ -738,7 +734,7 @@ def no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
     if path.stat().st_size == 0:
         return "is empty (0 bytes)"
     try:
-        fmt = _file_format(spec, path)
+        fmt = file_format(spec, path)
     except Exception:  # an unknown format: the format check names it
         return None
     if fmt == "parquet" or is_compressed(path):
@@ -808,7 +804,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                                 f"concatenate them into one)")  # fmt: skip
     if why := missing_pair_column(name, spec):
         raise TaskSpecError(why)
-    fmt = _file_format(spec, Path(spec["train"]))
+    fmt = file_format(spec, Path(spec["train"]))
     unread = unread_local_keys(name, spec, kind, fmt) + shared_columns(name, spec, kind, fmt)
     if unread:
         raise TaskSpecError("; ".join(f"local task {name!r}: {key} {why}" for key, why in unread))
