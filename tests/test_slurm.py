@@ -330,6 +330,14 @@ def test_the_profile_writes_the_model_rules_gpus_and_keeps_a_users_rules(monkeyp
                                                       "tokenize": {"slurm_partition": "cpu"}}  # fmt: skip
 
 
+def test_the_profile_reads_without_papa_installed():
+    """The profile is read before the Snakefile puts the checkout on sys.path, and environment.yml's environment
+    does not install papa: an import of papa there stopped `snakemake --profile slurm` with ModuleNotFoundError.
+    Its own copies (the GPU count's check, the model rules) are held to papa.checks' by the tests here."""
+    text = (REPO / "slurm" / "config.yaml").read_text()
+    assert not re.search(r"^\s*-?\s*(from|import)\s+papa\b", text, re.MULTILINE)
+
+
 @pytest.mark.parametrize("value", ["abc", "-1", "1.5", "²"])
 def test_a_bad_gpu_count_names_the_variable(monkeypatch, value):
     """PAPA_SLURM_GPUS that is not a whole number >= 0 stops the profile's rendering with a message naming the
@@ -338,16 +346,19 @@ def test_a_bad_gpu_count_names_the_variable(monkeypatch, value):
     empty value is an unset one."""
     import yte
 
-    from papa.checks import GPU_RULES
+    from papa.checks import GPU_RULES, slurm_gpus
 
     text = (REPO / "slurm" / "config.yaml").read_text()
     monkeypatch.setenv("PAPA_SLURM_GPUS", value)
-    with pytest.raises(Exception, match=rf"PAPA_SLURM_GPUS='{re.escape(value)}' is not a whole number >= 0: give"):
+    says = rf"PAPA_SLURM_GPUS='{re.escape(value)}' is not a whole number >= 0: give"
+    with pytest.raises(Exception, match=says):
         yte.process_yaml(text)
+    with pytest.raises(ValueError, match=says):  # the rules' check (common.smk's gpu_model) is the profile's
+        slurm_gpus(value)
     monkeypatch.setenv("PAPA_SLURM_GPUS", " 2 ")
-    assert yte.process_yaml(text)["set-resources"] == {r: {"gpu": 2} for r in GPU_RULES}
+    assert yte.process_yaml(text)["set-resources"] == {r: {"gpu": slurm_gpus(" 2 ")} for r in GPU_RULES}
     monkeypatch.setenv("PAPA_SLURM_GPUS", "")
-    assert "set-resources" not in yte.process_yaml(text)
+    assert "set-resources" not in yte.process_yaml(text) and slurm_gpus("") is None
 
 
 def test_snakemake_reads_the_gpu_count_or_names_the_variable(monkeypatch):
