@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 
 from . import io, models, spec
+from .checks import STAGE_DEFAULTS, TRAINER_DEFAULTS
 from .constants import ConstantAttention, average_attention, data_free
 from .encoding import (
     IGNORE,
@@ -953,11 +954,9 @@ def train_config(hp: dict, seed: int) -> TrainConfig:
     ``batch_size``, ``epochs``; where given, ``weight_decay``, ``dropout`` (a number or ``"authors"``), ``extra_lr``,
     ``max_grad_norm``: the authors clipped at 1.0, null = no clipping; ``init``: how a fresh probe
     starts, `papa.probe.PROBE_INITS`; others keep `papa.probe.TrainConfig`'s defaults)."""
-    optional = {k: hp[k] for k in ("extra_lr", "max_grad_norm", "init") if k in hp}
-    # dropout may be "authors" (`papa.probe.AUTHORS_DROPOUT`: the model's family decides, `probe_dropout`)
-    optional.update(
-        {k: hp[k] if hp[k] == AUTHORS_DROPOUT else float(hp[k]) for k in ("weight_decay", "dropout") if k in hp}
-    )
+    numbers = ("weight_decay", "dropout")  # floats; dropout may be "authors" (`AUTHORS_DROPOUT`: `probe_dropout`)
+    optional = {k: hp[k] for k in TRAINER_DEFAULTS if k in hp and k not in numbers}
+    optional.update({k: hp[k] if hp[k] == AUTHORS_DROPOUT else float(hp[k]) for k in numbers if k in hp})
     if optional.get("max_grad_norm") is not None:
         optional["max_grad_norm"] = float(optional["max_grad_norm"])
     return TrainConfig(
@@ -969,7 +968,7 @@ def stage_options(hp: dict) -> dict:
     """The settings of a ``probe``/``lambda`` hparams block that a stage takes beside the
     trainer's (`train_config`): ``max_train`` and ``backbone_dropout``, where the block gives
     them; absent ones keep the stage's defaults (None: every example; False)."""
-    return {k: hp[k] for k in ("max_train", "backbone_dropout") if k in hp}
+    return {k: hp[k] for k in STAGE_DEFAULTS if k in hp}
 
 
 def draw_rows(n: int, max_n: int | None, rng: np.random.Generator) -> np.ndarray | None:
