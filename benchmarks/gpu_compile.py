@@ -131,7 +131,7 @@ def attempt(fn, res: dict, key: str, hub_id: str, save):
     not the end of the run. Dynamo's caches are reset either way, so the next mode compiles afresh."""
     try:
         return fn()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a mode that fails (dynamo's errors) is recorded, the others measured
         res[key] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
         print(f"{hub_id} {key}: {res[key]['error']}", flush=True)
         save()

@@ -237,7 +237,7 @@ def _loading(name_or_path: str, path: str, what: str):
         yield
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
-    except Exception as err:  # noqa: BLE001 - the readers' own errors: SafetensorError, JSONDecodeError, ...
+    except Exception as err:  # the readers' own errors: SafetensorError, JSONDecodeError, ...
         if not Path(path).is_dir() or not _is_reader_error(err):  # a file that reads but does not fit: as it is
             raise
         from .io import UnreadableFileError

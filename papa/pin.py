@@ -96,7 +96,7 @@ def hub_pins(
 def _commit(resolve, hub_id: str, revision: str | None, key: str) -> str:
     try:
         sha = resolve(hub_id, revision)
-    except Exception as e:  # noqa: BLE001 - any failure names the entry that could not be pinned
+    except Exception as e:  # any failure names the entry that could not be pinned
         at = f" at revision {revision!r}" if revision else ""
         raise RuntimeError(
             f"{key}: could not resolve {hub_id!r}{at} on the hub ({type(e).__name__}: {e}); "

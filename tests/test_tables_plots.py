@@ -381,7 +381,7 @@ def test_compared_models_are_those_that_run_every_task():
 
     from papa import checks
 
-    paper = yaml.safe_load(open(Path(__file__).parents[1] / "config" / "paper.yaml"))
+    paper = yaml.safe_load((Path(__file__).parents[1] / "config" / "paper.yaml").read_text())
     assert "electra-base" in paper["models"] and paper["model_tasks"]["electra-base"] == ["mnli"]
     assert checks.compared_models(paper) == [m for m in paper["models"] if m != "electra-base"]
     tasks = {"a": {}, "b": {}}

@@ -348,7 +348,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str) -> dict[str, l
     hf_cache = tempfile.TemporaryDirectory(prefix="papa-hf-datasets-")
     try:
         ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=hf_cache.name, **kw)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # the builder's errors, whatever their class
         hf_cache.cleanup()
         if "corresponds to no data" in str(e):
             raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
@@ -735,7 +735,7 @@ def no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
         return "is empty (0 bytes)"
     try:
         fmt = file_format(spec, path)
-    except Exception:  # an unknown format: the format check names it
+    except Exception:  # noqa: BLE001 - an unknown format: the format check names it
         return None
     if fmt == "parquet" or is_compressed(path):
         return None  # binary or compressed (as the readers read them): its job reads the rows
