@@ -332,7 +332,7 @@ def set_aside_report(results: str | Path) -> Path | None:
 def remove_files(paths, under: str | Path, log: str | Path | None = None) -> list[str]:
     """Remove the files ``paths`` (each inside the folder ``under``: another is refused, nothing removed) and the
     folders they leave empty, up to ``under``; returns those removed (`make prune`'s), also listed in the file
-    ``log`` when given."""
+    ``log`` when given (which says so when nothing was: an empty log read as a prune that did not finish)."""
     # inside by their names (a subfolder linked to another disk, results/probe -> /scratch/probe, is inside)
     top = Path(os.path.abspath(under))
     paths = [Path(p) for p in paths]
@@ -351,7 +351,7 @@ def remove_files(paths, under: str | Path, log: str | Path | None = None) -> lis
     if log is not None:
         from .io import write_text
 
-        write_text(log, "".join(f"removed {f}\n" for f in removed))
+        write_text(log, "".join(f"removed {f}\n" for f in removed) or "removed nothing: no file to remove\n")
     return removed
 
 
@@ -720,8 +720,9 @@ def results_folder(configs) -> str:
     try:
         from snakemake.common.configfile import load_configfile
     except ImportError:
-        raise ValueError("reading the configs as Snakemake does needs the workflow's environment: run make install "
-                         "first") from None  # fmt: skip
+        raise ValueError("reading the configs as Snakemake does needs the workflow's environment, which this Python "
+                         "lacks: run it with .venv/bin/python (or after source .venv/bin/activate; make install makes "
+                         ".venv), or in the environment.yml environment") from None  # fmt: skip
     for path in configs:
         try:
             Path(path).stat()

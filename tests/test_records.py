@@ -4,6 +4,7 @@ The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in
 
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -442,6 +443,8 @@ def test_a_report_is_set_aside_and_prune_removes_only_files_inside_the_results(t
     assert records.remove_files([stale, other], under=results, log=log) == [str(stale), str(other)]
     assert kept.exists() and not other.parent.exists() and (results / "probe").is_dir()
     assert log.read_text() == f"removed {stale}\nremoved {other}\n"
+    assert records.remove_files([stale], under=results, log=log) == []  # gone already: the log says so (review AZ)
+    assert log.read_text() == "removed nothing: no file to remove\n"
     # a subfolder linked to another disk is inside by its name (it was refused: "not inside"); the link stays
     disk = tmp_path / "scratch"
     (disk / "m").mkdir(parents=True)
@@ -657,3 +660,12 @@ def test_results_of_spells_the_folder_as_the_workflow_and_names_a_misspelled_key
     Path("other.yaml").write_text("name: papa\nchannels: [conda-forge]\n")
     with pytest.raises(ValueError, match="other.yaml is not a papa config"):
         results_folder(["other.yaml"])
+
+
+def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, capsys):
+    """`python3 -m papa.records results-of` with a Python that lacks Snakemake (the system's, after make install)
+    said "run make install first", which changed nothing: it names the venv's python (review AZ)."""
+    monkeypatch.setitem(sys.modules, "snakemake.common.configfile", None)  # import fails, as without Snakemake
+    assert records.main(["results-of", str(Path(__file__).parents[1] / "config/config.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "run it with .venv/bin/python (or after source .venv/bin/activate" in out, out
