@@ -36,7 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papa.io import UnreadableFileError, atomic_path, read_parquet  # noqa: E402 - checks the pages' checksums, names a corrupt file
+from papa.io import UnreadableFileError, read_parquet, write_text  # noqa: E402 - checks the pages' checksums, names a corrupt file
 from papa.layout import log_path, parse_result  # noqa: E402
 from papa.tables import LAMBDAS_KEY, MLM_KEY, PROBE_KEY, RUN_KEY, SUMMARY_KEY, last_epochs  # noqa: E402
 
@@ -143,12 +143,15 @@ def compare(a: str | Path, b: str | Path) -> dict:
 
 
 def rule_times(results: str | Path) -> pd.DataFrame:
-    """Per rule: jobs, total, median and largest wall seconds (``<results>/benchmarks/<rule>/...tsv``)."""
+    """Per rule: jobs, total, median and largest wall seconds (``<results>/benchmarks/<rule>/...tsv``; the rule as
+    `papa.layout.parse_result` reads it: rule probe_trained's jobs lie under ``benchmarks/probe/`` too, the folder
+    of a file of no job layout, aggregate's or plot's, else)."""
     root = Path(results) / "benchmarks"
     rows = []
     for tsv in sorted(root.rglob("*.tsv")):
         rel = tsv.relative_to(root)
-        rule = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        job = parse_result(tsv, results)
+        rule = job.rule if job is not None else rel.parts[0] if len(rel.parts) > 1 else rel.stem
         s = pd.read_csv(tsv, sep="\t")["s"]
         rows.append({"rule": rule, "s": float(s.iloc[0])})
     if not rows:
@@ -253,8 +256,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"compare_runs.py: {e}")
     text = json.dumps(res, indent=2)
     if args.out:
-        with atomic_path(args.out) as tmp:  # an interrupted write leaves the earlier file whole
-            tmp.write_text(text + "\n")
+        write_text(args.out, text + "\n")  # an interrupted write leaves the earlier file whole
     print(text)
 
 

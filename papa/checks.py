@@ -548,19 +548,20 @@ def read_config_file(path, allow_empty: bool = False) -> dict:
 
     from .records import load_config_strict, yaml_problem
 
-    text = Path(path).read_text(encoding="utf-8-sig")
+    text = Path(path).read_text(encoding="utf-8")  # as Snakemake opens it
     try:
         config, twice = load_config_strict(text, path)
     except yaml.YAMLError as e:
+        if text.lstrip().startswith(("{", "[")):  # meant as JSON: its error, not YAML's about the tabs
+            try:
+                json.loads(text)
+            except ValueError as j:
+                raise ConfigError(f"{path} is not valid JSON: {j} (nor YAML: {yaml_problem(e)})") from None
         raise ConfigError(f"{path} is not valid YAML (nor JSON): {yaml_problem(e)}") from None
     if twice:
         raise ConfigError("\n".join(twice))
     if config is None and allow_empty:
         return {}
-    if isinstance(config, dict) and config.get("__use_yte__") is True:  # a YTE template: Snakemake renders it
-        import yte
-
-        config = yte.process_yaml(text, require_use_yte=True)
     if not isinstance(config, dict):
         got = "empty" if config is None else f"a {type(config).__name__}"
         raise ConfigError(f"{path} is {got}: a config is a mapping of keys (models, datasets, tasks, sweep, ...)")
@@ -838,7 +839,8 @@ def _repeated(values: list) -> list[str]:
 RESOURCE_PARENTS = {"probe_trained": "probe"}
 
 #: the rules whose jobs run the model (a GPU helps them): ``$PAPA_SLURM_GPUS`` sets their GPU request, and the
-#: Slurm profile's ``set-resources`` lists them (slurm/config.yaml reads them from here). Rule
+#: Slurm profile's ``set-resources`` lists them (slurm/config.yaml keeps a copy: it is read before papa is
+#: importable, and a test holds the two equal). Rule
 #: ``data_free_constants`` asks for the config's ``resources.data_free_constants.gpu`` (default 0: it runs no model);
 #: the other rules run on the CPU and ask for none (`CPU_RULES`).
 GPU_RULES = ("average_attention", "learn_lambda", "probe", "probe_trained", "mlm")
@@ -849,7 +851,8 @@ def slurm_gpus(value: str | None) -> int | None:
     in ASCII digits, whitespace around it dropped; None where it is unset or empty (each rule asks for the config's
     ``resources.<rule>.gpu``). Anything else is a `ValueError` naming the variable: "abc" failed in ``int()``
     without naming it, "-1" only at Snakemake's resource check, and "²" (``str.isdigit`` holds) in ``int()``. The
-    one check of the Slurm profile (slurm/config.yaml) and the rules (workflow/rules/common.smk, ``gpu_model``)."""
+    rules' check (workflow/rules/common.smk, ``gpu_model``); the Slurm profile (slurm/config.yaml) keeps a copy of
+    it, read before papa is importable, which a test holds to this one."""
     text = (value or "").strip()
     if not text:
         return None

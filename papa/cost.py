@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from .checks import job_resources, validate_config
+from .checks import GPU_RULES, job_resources, validate_config
 from .layout import parse_result
 from .probe import MB, choose_strategy, features_nbytes
 from .spec import METHOD_CONSTANTS, ConstantsSpec
@@ -187,10 +187,6 @@ class Throughput:
         return (self.models.get(model, {}).get("compile_speedup") or {}).get(kind, 1.0)
 
 
-#: The rules whose jobs run a model on a GPU, as `workflow_jobs` reads them: the stage of each (`Jobs`).
-_GPU_RULES = ("probe", "probe_trained", "learn_lambda", "average_attention", "mlm")
-
-
 class Jobs(NamedTuple):
     """A config's GPU jobs as `workflow_jobs` reads them from Snakemake's plan."""
 
@@ -227,7 +223,7 @@ def workflow_jobs(configfile, root=".") -> Jobs:
         found = {field: {} for field in Jobs._fields}  # dicts as ordered sets: a job's several outputs, one key
         for line in p.stdout.splitlines():
             cols = line.split("\t")
-            if len(cols) < 3 or cols[2] not in _GPU_RULES or not cols[0].startswith(results):
+            if len(cols) < 3 or cols[2] not in GPU_RULES or not cols[0].startswith(results):
                 continue
             f = parse_result(cols[0], results)  # what the file holds, read off its path (papa.layout)
             if f is None or f.file != "result" or f.rule != cols[2]:

@@ -37,7 +37,8 @@ RESULTS = {
 #: Each rule's job, as its log (``logs/<folder>/<job>.log``) and benchmark (``benchmarks/<folder>/<job>.tsv``)
 #: name it: rule -> (stage of its results, folder, job). Rule probe's job (every seed of a run) logs to
 #: ``logs/probe/.../fraction_dynamic=<f>.log``; rule probe_trained's jobs (one seed each) log under ``probe/`` too,
-#: one file per seed in a ``fraction_dynamic=<f>/`` folder.
+#: one file per seed in a ``fraction_dynamic=<f>/`` folder. The rules of one job per run (aggregate, plot,
+#: mlm_table, prune: ``logs/<rule>.log``) are not here: their rules name their one log (`parse_result`: None).
 JOBS = {
     "build_model": ("built_model", "build_model", "{model}"),
     "build_data": ("built_data", "build_data", "{source}"),
@@ -185,16 +186,41 @@ def parse_result(path, results=None) -> ResultPath | None:
         m = regex.fullmatch(text)
         if m is None:
             continue
-        fields: dict = m.groupdict()
-        if "constants" in fields:
-            fields["constants"] = spec.ConstantsSpec.parse(fields["constants"])
-        if "fraction_dynamic" in fields:
-            try:
-                fields["fraction_dynamic"] = spec.check_fraction(fields["fraction_dynamic"])
-            except ValueError:  # the pattern's characters, not a number in [0, 1] ("1-e", "2")
-                continue
-        for key in ("seed", "n"):
-            if key in fields:
-                fields[key] = int(fields[key])
-        return ResultPath(stage, file, rule or _result_rule(stage, fields), **fields)
+        raw: dict = m.groupdict()
+        fields = _read_fields(raw)
+        if fields is None:
+            continue
+        rule = rule or _result_rule(stage, fields)
+        if rule in ("probe", "probe_trained") and (rule == "probe_trained") != fields["constants"].trained:
+            continue  # a seed's log under untrained constants, a run's under trained ones: no rule writes it
+        return ResultPath(stage, file, rule, **fields)
     return None
+
+
+def _read_fields(raw: dict) -> dict | None:
+    """The values of a path's fields, or None where one is not as the rules write it (a path that matches a
+    layout's pattern but no rule makes: ``fraction_dynamic=0.50``, ``seed007``, ``N0128``, a name ``..``): what
+    `parse_result` reads back is what the builders above write."""
+    fields = dict(raw)
+    if any(fields.get(k) in (".", "..") for k in ("model", "dataset", "task", "source", "name")):
+        return None
+    for key in ("seed", "n"):
+        if key in fields:
+            fields[key] = int(fields[key])
+            if str(fields[key]) != raw[key]:
+                return None
+    if "constants" in fields:
+        try:
+            fields["constants"] = spec.ConstantsSpec.parse(fields["constants"])
+        except ValueError:
+            return None
+        if str(fields["constants"]) != raw["constants"]:
+            return None
+    if "fraction_dynamic" in fields:
+        try:
+            fields["fraction_dynamic"] = spec.check_fraction(fields["fraction_dynamic"])
+        except ValueError:  # the pattern's characters, not a number in [0, 1] ("1-e", "2")
+            return None
+        if spec.format_fraction(fields["fraction_dynamic"]) != raw["fraction_dynamic"]:
+            return None
+    return fields

@@ -74,7 +74,7 @@ from .probe import (
 )
 from .selection import head_order, select_static
 from .spec import DATA_FREE, ConstantsSpec, is_partial, needs_lambdas  # noqa: F401
-from .unpad import dense_on_real_tokens
+from .unpad import MAX_REAL_SHARE, dense_on_real_tokens
 
 log = logging.getLogger("papa")
 
@@ -356,7 +356,8 @@ def real_tokens_only(m, compile: str = "eager"):
     with dense_on_real_tokens(m, enabled=None if compile == "eager" else False) as rows:
         yield rows
     if rows.enabled and rows.positions:
-        log.info("dense layers ran on the real tokens only: %.0f%% of the padded positions", 100 * rows.fraction)
+        log.info("dense layers computed %.0f%% of the padded positions (the real tokens; a batch over %.0f%% real "
+                 "ran padded)", 100 * rows.fraction, 100 * MAX_REAL_SHARE)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- data

@@ -688,9 +688,10 @@ def load_yaml_strict(text: str, path) -> tuple[object, list[str]]:
 
 def load_config_strict(text: str, path) -> tuple[object, list[str]]:
     """``text`` read as Snakemake reads a ``--configfile``: JSON first, whatever the file's name, else YAML
-    (`load_yaml_strict`), and a message per key given twice in one mapping or object (JSON keeps the last without
-    a word too). The one strict reading of a config file (`papa.checks.read_config_file`, `results_folder`): a JSON
-    file with tabs, which YAML does not read, had its repeated keys missed here. Raises yaml's errors."""
+    (`load_yaml_strict`; a YTE template rendered, on YAML's path only, as Snakemake does), and a message per key
+    given twice in one mapping or object (JSON keeps the last without a word too). The one strict reading of a
+    config file (`papa.checks.read_config_file`, `results_folder`): a JSON file with tabs, which YAML does not
+    read, had its repeated keys missed here. Raises yaml's errors."""
     twice = []
 
     def no_repeats(pairs):
@@ -703,8 +704,13 @@ def load_config_strict(text: str, path) -> tuple[object, list[str]]:
 
     try:
         return json.loads(text, object_pairs_hook=no_repeats), twice
-    except ValueError:  # not JSON: YAML, as Snakemake tries next
-        return load_yaml_strict(text, path)
+    except ValueError:  # not JSON (a byte-order mark too, as Snakemake reads it): YAML, as Snakemake tries next
+        config, twice = load_yaml_strict(text, path)
+    if isinstance(config, dict) and config.get("__use_yte__") is True:  # a YTE template (on YAML's path only)
+        import yte
+
+        config = yte.process_yaml(text, require_use_yte=True)
+    return config, twice
 
 
 def results_folder(configs) -> str:
@@ -734,7 +740,7 @@ def results_folder(configs) -> str:
             raise ValueError(f"{path}: {' '.join(str(e).split())[:300]}{yaml_error_place(path)}") from None
         twice = []  # a key given twice: the workflow refuses the file (this read the last one's folder)
         with contextlib.suppress(Exception):  # what Snakemake read above and the strict reading does not
-            twice = load_config_strict(Path(path).read_text(encoding="utf-8-sig"), path)[1]
+            twice = load_config_strict(Path(path).read_text(encoding="utf-8"), path)[1]
         if twice:
             raise ValueError(twice[0])
         if config is not None and not isinstance(config, dict):

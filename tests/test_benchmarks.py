@@ -71,6 +71,19 @@ def test_compare_runs_matches_rows_on_keys_and_reports_differences(tmp_path, com
     assert res["means_within_seed_ci95"] == "1/2"  # 0.05 apart is outside both runs' ci95
     times = compare_runs.rule_times(tmp_path / "a").set_index("rule")
     assert times.loc["probe", "jobs"] == 2 and times.loc["probe", "total_s"] == 8.0
+    # rule probe_trained's jobs lie under benchmarks/probe/ too: they were counted as rule probe's (review BC)
+    job = tmp_path / "a" / "benchmarks" / "probe" / "m" / "t" / "average"
+    for folder, name, s in (
+        ("random", "fraction_dynamic=0.5.tsv", 2.0),
+        ("random/fraction_dynamic=0", "seed0.tsv", 4.0),
+    ):
+        for constants in ("average",) if name.startswith("fraction") else ("average_trained",):
+            f = job.parent / constants / folder / name
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(f"s\th:m:s\n{s}\t0:00:0{int(s)}\n")
+    times = compare_runs.rule_times(tmp_path / "a").set_index("rule")
+    assert times.loc["probe", "jobs"] == 3 and times.loc["probe_trained", "jobs"] == 1
+    assert times.loc["probe_trained", "total_s"] == 4.0
 
 
 def test_compare_runs_reads_a_stopped_runs_probe_logs(tmp_path, compare_runs):

@@ -1260,6 +1260,12 @@ def test_a_config_file_is_read_strictly(tmp_path):
     for read in (check_config_files, lambda p: results_folder([str(x) for x in p])):
         with pytest.raises(ValueError, match=r"tabs\.json: the key 'results' is given twice in one object"):
             read([tmp_path / "tabs.json"])
+    # Snakemake renders a YTE template on YAML's path only, and a JSON file meant as JSON is named by JSON's error
+    (tmp_path / "yte.json").write_text('{"__use_yte__": true, "seed": 0}')
+    assert read_config_file(tmp_path / "yte.json") == {"__use_yte__": True, "seed": 0}
+    (tmp_path / "comma.json").write_text('{\n\t"seed": 0,\n}\n')
+    with pytest.raises(ConfigError, match=r"comma\.json is not valid JSON: Expecting property name .* \(nor YAML: "):
+        read_config_file(tmp_path / "comma.json")
     assert load_config(ROOT / "config/smoke.yaml")["sweep"]["seeds"] == [0, 1]
 
 

@@ -100,6 +100,16 @@ def test_the_rule_of_a_result_is_told_by_its_fields():
         "r/tokens/m/d/N64/test.parquet",  # a split the workflow does not prepare
         "r/constants/m/d/N64/average.safetensors/x",
         "elsewhere/constants/m/d/N64/average.safetensors",  # outside the results folder
+        # the patterns' characters, but no rule writes them: what is read back is what the builders write (BC)
+        "r/probe/m/t/average/lambda/fraction_dynamic=0.50/seed0.parquet",
+        "r/probe/m/t/average/lambda/fraction_dynamic=.5/seed0.parquet",
+        "r/probe/m/t/average/lambda/fraction_dynamic=1e-1/seed0.parquet",
+        "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seed007.parquet",
+        "r/tokens/m/d/N0128/train.parquet",
+        "r/data/../train.parquet",
+        "r/data/d/..",
+        "r/logs/probe/m/t/average/lambda/fraction_dynamic=0.5/seed1.log",  # a seed's log: trained constants only
+        "r/logs/probe/m/t/average_trained/lambda/fraction_dynamic=0.5.log",  # a run's log: fixed constants only
     ],
 )
 def test_any_other_path_is_none(path):

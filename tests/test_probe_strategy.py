@@ -310,8 +310,10 @@ def test_a_probe_job_runs_its_dense_layers_on_the_real_tokens(job, tmp_path, mon
 
     with caplog.at_level(logging.INFO, logger="papa"):
         real_rows = _scores(pipeline.probe_heads(stage("real")))
-    said = [r.getMessage() for r in caplog.records if "dense layers ran on the real tokens" in r.getMessage()]
-    assert said == [f"dense layers ran on the real tokens only: {100 * share:.0f}% of the padded positions"]
+    said = [r.getMessage() for r in caplog.records if "dense layers computed" in r.getMessage()]
+    # what the share is (a batch over 75% real runs padded: "real tokens only" was not what a 94% said, review AZ)
+    assert said == [f"dense layers computed {100 * share:.0f}% of the padded positions (the real tokens; a batch over "
+                    f"75% real ran padded)"]  # fmt: skip
     unpad = pipeline.dense_on_real_tokens
     monkeypatch.setattr(pipeline, "dense_on_real_tokens", lambda m, enabled=None: unpad(m, enabled=False))
     pd.testing.assert_frame_equal(_scores(pipeline.probe_heads(stage("padded"))), real_rows, rtol=1e-6)

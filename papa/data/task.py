@@ -573,10 +573,10 @@ def package_file(task: str, cache_dir: str | Path) -> tuple[Path, dict]:
 
 
 def save_task(task: TaskData, out_dir: str | Path) -> Path:
-    """Alias of `TaskData.save` (``task.save(out_dir)``), kept for the workflow and notebooks."""
+    """Alias of `TaskData.save` (``task.save(out_dir)``), kept for notebooks."""
     return TaskData.save(task, out_dir)
 
 
 def read_task(out_dir: str | Path, splits=None) -> TaskData:
-    """Alias of `TaskData.read` (``TaskData.read(out_dir, splits)``), kept for the workflow and notebooks."""
+    """Alias of `TaskData.read` (``TaskData.read(out_dir, splits)``), kept for notebooks."""
     return TaskData.read(out_dir, splits)

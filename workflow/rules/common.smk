@@ -197,7 +197,7 @@ def gpu_model(rule_name):
     The Slurm plugin sends ``--gpus=<type>:<n>`` whenever a type is set, ``--gpus=a100:0`` for a job that asks
     for no GPU, so the profile cannot set the type for the five rules alike."""
     model = os.environ.get("PAPA_SLURM_GPU_MODEL") or None
-    forced = checks.slurm_gpus(os.environ.get("PAPA_SLURM_GPUS"))  # the profile's own check: a ValueError naming it
+    forced = checks.slurm_gpus(os.environ.get("PAPA_SLURM_GPUS"))  # the profile's check (a test holds them equal)
     gpus = task_res(rule_name, "gpu")
     if rule_name not in checks.GPU_RULES:  # data_free_constants: the profile leaves its request to the config
         forced = None
