@@ -297,5 +297,37 @@ def reached(script: str | Path, root: str | Path | None = None, skip=()) -> list
     return sorted(f"{m}:{n}" for m, n in _walk(script, _root(root), skip))
 
 
+def changed_scripts(recorded, scripts: str | Path, root: str | Path | None = None) -> list[str]:
+    """The scripts whose `code_fingerprint` is no longer the one recorded, sorted (a git pull, checkout or edit
+    while a run ran: the jobs started since imported the new code, while their params record the old code's).
+
+    Args:
+        recorded: ``{(script, skip): fingerprint}``, script names relative to ``scripts`` (the workflow's ``code``
+            params as the Snakefile was read).
+        scripts: the folder of the workflow scripts.
+        root: as for `code_fingerprint`.
+
+    A script that cannot be fingerprinted now (renamed, or a module that no longer parses) counts as changed.
+    """
+
+    def now(script, skip):
+        try:
+            return code_fingerprint(f"{scripts}/{script}", root, skip=skip)
+        except Exception:  # noqa: BLE001 - a script renamed, a module that no longer parses: changed, for this run
+            return None
+
+    return sorted({script for (script, skip), fingerprint in recorded.items() if now(script, skip) != fingerprint})
+
+
+def changed_notice(changed) -> str | None:
+    """What a run says as it ends of the scripts whose papa code changed while it ran (`changed_scripts`)."""
+    if not changed:
+        return None
+    return (f"papa's code changed while this run ran (a git pull, checkout or edit in this checkout; the "
+            f"code {', '.join(changed)} reach): the jobs started since ran the new code, while their files "
+            f"record the old code's fingerprint. Run again: it reruns them. Keep a running run's checkout "
+            f"as it is (pull into another clone)")  # fmt: skip
+
+
 def _root(root) -> Path:
     return Path(root).resolve() if root is not None else Path(__file__).resolve().parent.parent

@@ -488,6 +488,17 @@ def file_digest(path: str | Path) -> str:
     return _file_digest(str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def folder_digest(folder: str | Path, files) -> str:
+    """``sha256:<hex>`` of some files of a folder (a job's files of a local model folder, in the order given): their
+    paths relative to ``folder`` and their digests (`file_digest`)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{os.path.relpath(f, folder)}\0{file_digest(f)}\n".encode())
+    return f"sha256:{h.hexdigest()}"
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
     import hashlib

@@ -27,12 +27,16 @@ RESULTS = {
     "data": "data/{dataset}/{name}",  # name: <split>.parquet
     "tokens": "tokens/{model}/{dataset}/N{n}/{split}.parquet",
     "constants": "constants/{model}/{dataset}/N{n}/{kind}.safetensors",
-    "lambda": "lambda/{model}/{task}/{constants}/{name}",  # name: lambdas.parquet, metrics.parquet
+    "lambda": "lambda/{model}/{task}/{constants}/{name}",  # name: one of LAMBDA_FILES
     # one seed's file of a probe run (rule probe writes the run's seeds, rule probe_trained one of them)
     "probe": f"probe/{{model}}/{{task}}/{{constants}}/{{selection}}/{FRACTION_SEGMENT}/{spec.seed_file('{seed}')}",
     "patterns": "patterns/{model}/{dataset}/N{n}.parquet",
     "mlm": "mlm/{model}/{dataset}/N{n}/{name}",  # name: scores.parquet, lambdas.parquet
 }
+
+#: The files of one lambda run (rule learn_lambda, the ``name`` of a ``lambda`` path): the lambdas the lambda-ranked
+#: head orders read, and the metrics of the probe that learned them.
+LAMBDA_FILES = ("lambdas.parquet", "metrics.parquet")
 
 #: Each rule's job, as its log (``logs/<folder>/<job>.log``) and benchmark (``benchmarks/<folder>/<job>.tsv``)
 #: name it: rule -> (stage of its results, folder, job). Rule probe's job (every seed of a run) logs to
@@ -103,6 +107,47 @@ def benchmark_path(results, rule: str, **fields) -> str:
     """The benchmark (Snakemake's times) of a job of ``rule`` (a key of `JOBS`)."""
     _, folder, job = JOBS[rule]
     return f"{results}/benchmarks/{folder}/{_fill(job, fields)}.tsv"
+
+
+def grid_files(results, runs, seeds) -> frozenset[str]:
+    """The probe and lambda files of a config's grid under ``results``: one probe file per run and seed, and the
+    `LAMBDA_FILES` of each run whose head order needs learned lambdas (`papa.spec.needs_lambdas`).
+
+    Args:
+        results: the results folder (as the config writes it).
+        runs: the probe runs, ``(model, task, constants, selection, fraction_dynamic)`` tuples with
+            ``fraction_dynamic`` as its path text (`papa.checks.probe_runs`).
+        seeds: the sweep's seeds (``sweep.seeds``).
+    """
+    probes = [result_path(results, "probe", model=m, task=t, constants=c, selection=s, fraction_dynamic=f, seed=seed)
+              for m, t, c, s, f in runs for seed in seeds]  # fmt: skip
+    lambdas = [result_path(results, "lambda", model=m, task=t, constants=c, name=name)
+               for m, t, c, s, f in runs if spec.needs_lambdas(s, f) for name in LAMBDA_FILES]  # fmt: skip
+    return frozenset(probes + lambdas)
+
+
+def of_config(path: str, results, *, finals, grid, models, built_models, datasets, sources) -> bool:
+    """Whether an output path under ``results`` is one a config makes: one of its tables and figures (``finals``), a
+    probe or lambda file of its grid (``grid``, `grid_files`: not one of a fraction, constants spec or head order it
+    dropped), or another stage's result file (`parse_result`: not a log or benchmark) whose model, dataset and built
+    source are among the config's. ``path`` is compared as written (the records' spelling).
+
+    Args:
+        finals: the paths of the config's tables and figures (under ``tables/`` and ``plots/``).
+        grid: the paths of its probe and lambda files (`grid_files`).
+        models, built_models, datasets, sources: the names of its models, of the models it builds (rule
+            build_model), of its datasets and of its ``build_data`` sources (any container of names).
+    """
+    parts = Path(path).relative_to(results).parts
+    if parts[:1] in (("tables",), ("plots",)):
+        return path in {str(f) for f in finals}
+    if parts[:1] in (("probe",), ("lambda",)):
+        return path in grid
+    found = parse_result(path, results)
+    if found is None or found.file != "result":
+        return False
+    known = {"model": built_models if found.stage == "built_model" else models, "dataset": datasets, "source": sources}
+    return all(getattr(found, field) in names for field, names in known.items() if getattr(found, field) is not None)
 
 
 @dataclass(frozen=True)

@@ -579,6 +579,67 @@ def marked_incomplete(results: str | Path, records: str | Path = ".snakemake") -
     return sorted(key for _, key in _record_files(records, "incomplete") if key.startswith(prefix))
 
 
+def lost_targets(results: str | Path, makes, warn, records: str | Path = ".snakemake") -> list[str]:
+    """The `lost_outputs` under ``results`` the config makes (``makes(path)``, `papa.layout.of_config`), which the
+    workflow asks for again (rule ``all``), so the job that lost them and every job after it reruns (Snakemake would
+    say "Nothing to be done" and the tables keep the old settings' results). Each lost output is said (``warn``),
+    one the config no longer makes (a model, dataset, task or run it dropped) as only reported; so is each output on
+    disk that Snakemake keeps marked incomplete (`marked_incomplete`: a job whose Snakemake was stopped as it ended,
+    a local Ctrl-C), on which a run without ``--rerun-incomplete`` (the Slurm profile sets it) stops at once
+    (``IncompleteFilesException``); a missing one is made again either way."""
+    lost = lost_outputs(results, records)
+    for f in marked_incomplete(results, records):
+        if os.path.exists(f) and makes(f):
+            warn(f"{f} was written, but its job's Snakemake was stopped before it recorded the job as "
+                 f"finished (a Ctrl-C, a lost session): run with --rerun-incomplete (--ri) to make it again, "
+                 f"and every result made from it")  # fmt: skip
+    for f in lost:
+        if makes(f):
+            warn(f"{f} is missing: its job did not finish (it failed, was killed, or is running now); it "
+                 f"is made again, and every result made from it reruns")  # fmt: skip
+        else:
+            warn(f"{f} is missing (its job did not finish), and this config does not make it: the results "
+                 f"made from it are of an earlier config")  # fmt: skip
+    return [f for f in lost if makes(f)]
+
+
+def stale_files(results: str | Path, made) -> list[str]:
+    """The probe and lambda files (``*.parquet``, not a hidden temporary) under ``results`` that are not among
+    ``made`` (`papa.layout.grid_files`; paths compared normalized): those of an earlier config's runs (a dropped seed,
+    fraction_dynamic, constants spec, head order, model or task), sorted. The tables never read them; a read of the
+    whole folder (``pd.read_parquet(f"{results}/probe")``) would. Rule prune removes them (`remove_files`)."""
+    made = {os.path.normpath(f) for f in made}
+    found = (p for d in ("probe", "lambda") for p in Path(results, d).rglob("*.parquet") if not p.name.startswith("."))
+    return sorted(str(p) for p in found if os.path.normpath(p) not in made)
+
+
+def stale_notice(results: str | Path, stale, configfiles) -> str | None:
+    """What a start says of `stale_files` (``stale``, sorted) under ``results``: how many, the first, and the
+    ``make prune`` command (``configfiles``: the run's config files) that removes them; None when there are none."""
+    if not stale:
+        return None
+    return (f"{results} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
+            f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
+            f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
+            f"(\"{results}/probe\")) takes them in; make prune CONFIG=\"{' '.join(map(str, configfiles))}\" "
+            f"removes them")  # fmt: skip
+
+
+def upgrade_notice(results: str | Path, upgraded: dict[str, int]) -> str | None:
+    """What a start says of the files under ``results`` written by papa code that has changed since
+    (`written_by_other_code`'s counts per rule, ``upgraded``), which a run that asks for them reruns; None when there
+    are none."""
+    if not upgraded:
+        return None
+    return (f"{sum(upgraded.values())} file(s) under {results} were written by papa code that has changed "
+            f"since (a git pull or an edit of papa/; by rule: "
+            f"{', '.join(f'{rule} {n}' for rule, n in upgraded.items())}): a run that asks for them "
+            f"reruns their jobs, and every job after them, though the change may leave every number "
+            f"as it was (papa.io.read_provenance names the commit that wrote a file; git log says what changed "
+            f"since). --rerun-triggers mtime keeps them, and any other changed setting from rerunning "
+            f"them while it is given (README: Upgrading papa)")  # fmt: skip
+
+
 def config_keys() -> set:
     """The top-level keys of papa's config (the schema's), read from the workflow's schema (``papa.checks.SCHEMA``;
     this module imports no papa.checks: ``make clean`` runs it with any python3)."""

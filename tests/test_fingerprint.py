@@ -315,3 +315,29 @@ def test_the_two_constants_rules_count_their_own_branch():
         "average_attention": code_fingerprint(script, skip=spec.DATA_FREE_ONLY),
         "data_free_constants": code_fingerprint(script, skip=spec.AVERAGING_ONLY),
     }
+
+
+def test_changed_scripts_are_those_whose_reached_code_changed_since_recorded(pkg, tmp_path):
+    """What a run says as it ends (common.smk's code_changed_under_run): the scripts whose fingerprint is no longer
+    the recorded one, sorted; a script gone or a module that no longer parses counts as changed, without an error;
+    an edit of code no script reaches changes none."""
+    from papa.fingerprint import changed_notice, changed_scripts
+
+    root, script = pkg
+    (tmp_path / "other.py").write_text("from papa import b\nprint(b.other())\n")
+    recorded = {(s, ()): code_fingerprint(tmp_path / s, root) for s in ("script.py", "other.py")}
+    recorded["script.py", ("papa.a:unrelated",)] = code_fingerprint(script, root, skip=["papa.a:unrelated"])
+    assert changed_scripts(recorded, tmp_path, root) == [] and changed_notice([]) is None
+    _edit(root, "a", "return 0", "return 1")  # unreached by either script
+    assert changed_scripts(recorded, tmp_path, root) == []
+    _edit(root, "b", "return x + 1", "return x + 2")  # what script.py reaches (both skips), not other.py
+    assert changed_scripts(recorded, tmp_path, root) == ["script.py"]
+    recorded["renamed.py", ()] = "0123456789abcdef"  # a script a pull renamed
+    assert changed_scripts(recorded, str(tmp_path), root) == ["renamed.py", "script.py"]
+    (root / "papa" / "b.py").write_text("def broken(:\n")  # no longer parses: both scripts reach it
+    assert changed_scripts(recorded, tmp_path, root) == ["other.py", "renamed.py", "script.py"]
+    assert changed_notice(["probe.py", "renamed.py"]) == (
+        "papa's code changed while this run ran (a git pull, checkout or edit in this checkout; the code probe.py, "
+        "renamed.py reach): the jobs started since ran the new code, while their files record the old code's "
+        "fingerprint. Run again: it reruns them. Keep a running run's checkout as it is (pull into another clone)"
+    )

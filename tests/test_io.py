@@ -1052,3 +1052,30 @@ def test_a_jobs_end_line_names_its_peak_cuda_memory_and_survives_a_cuda_error(mo
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", broken)
     assert re.fullmatch(shape, pipeline._usage())
+
+
+def test_a_folder_digest_covers_the_given_files_names_and_bytes(tmp_path):
+    """The ``release`` param of a job reading a local model folder (common.smk's folder_digest): one digest of the
+    files it reads, by their names in the folder and their bytes, in the order given; other files do not count."""
+    import hashlib
+
+    from papa.io import file_digest, folder_digest
+
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    files = [folder / "config.json", folder / "sub" / "w.bin"]
+    files[0].write_text("{}")
+    files[1].write_bytes(b"w")
+    expected = "".join(f"{os.path.relpath(f, folder)}\0{file_digest(f)}\n" for f in files)
+    digest = folder_digest(folder, [str(f) for f in files])
+    assert digest == "sha256:" + hashlib.sha256(expected.encode()).hexdigest()
+    assert folder_digest(str(folder), tuple(files)) == digest  # str or Path, list or tuple
+    assert folder_digest(folder, []) == "sha256:" + hashlib.sha256().hexdigest()
+    assert folder_digest(folder, files[::-1]) != digest
+    (folder / "checkpoint-1").mkdir()
+    (folder / "checkpoint-1" / "w.bin").write_bytes(b"not read")
+    assert folder_digest(folder, files) == digest
+    files[1].write_bytes(b"other weights")
+    assert folder_digest(folder, files) != digest
+    (folder / "sub" / "w.bin").rename(folder / "w.bin")  # same bytes, another name in the folder
+    assert folder_digest(folder, [files[0], folder / "w.bin"]) not in (digest, folder_digest(folder, [files[0]]))

@@ -161,3 +161,96 @@ def test_cost_reads_snakemakes_plan_through_the_layout(monkeypatch):
     )
     with pytest.raises(RuntimeError, match=r"unexpected probe output .*/probe/m/t/average/lambda/seed0.parquet"):
         cost.workflow_jobs("config/smoke.yaml")
+
+
+#: A config's probe runs as papa.checks.probe_runs gives them: (model, task, constants, selection, fraction_dynamic).
+RUNS = [
+    ("m", "t", "average", "lambda", "0.5"),  # lambda-ranked at a partial fraction: needs lambdas
+    ("m", "t", "average", "lambda", "1"),  # nothing replaced: no lambdas
+    ("m", "t", "identity", "random", "0.5"),  # not lambda-ranked: no lambdas
+    ("m", "t", "average", "lambda", "0.25"),  # the same lambdas as the first run: listed once
+]
+
+
+def test_grid_files_are_each_runs_seeds_and_the_lambda_files_of_the_runs_that_need_them():
+    """The probe and lambda files of a config's grid (common.smk's grid_files): one probe file per run and seed, and
+    papa.layout.LAMBDA_FILES (the lambda stage's outputs, rule learn_lambda) where the order needs lambdas."""
+    assert layout.LAMBDA_FILES == ("lambdas.parquet", "metrics.parquet")
+    grid = layout.grid_files("res", RUNS, [0, 7])
+    assert isinstance(grid, frozenset)
+    probes = {
+        f"res/probe/m/t/{c}/{s}/fraction_dynamic={f}/seed{seed}.parquet" for _, _, c, s, f in RUNS for seed in (0, 7)
+    }
+    assert grid == probes | {"res/lambda/m/t/average/lambdas.parquet", "res/lambda/m/t/average/metrics.parquet"}
+    paths = [result_path("res", "probe", model=m, task=t, constants=c, selection=s, fraction_dynamic=f, seed=0)
+             for m, t, c, s, f in RUNS]  # fmt: skip
+    assert set(paths) <= grid
+    assert layout.grid_files("res", [], [0]) == frozenset()  # no probe run (an MLM-only config)
+    assert layout.grid_files("res", RUNS, []) == grid - probes  # no seed: the lambdas alone
+    with pytest.raises(ValueError, match="Unknown head order"):
+        layout.grid_files("res", [("m", "t", "average", "sideways", "0.5")], [0])
+
+
+def test_the_lambda_stage_names_its_files_once():
+    """papa.smk's learn_lambda outputs and common.smk's grid name the lambda files by papa.layout.LAMBDA_FILES, not
+    by their text (it was written in both)."""
+    rules = (Path(__file__).parent.parent / "workflow/rules").glob("*.smk")
+    lines = [
+        line for p in rules for line in p.read_text().splitlines() if "lambda_path(" in line or "lambda_file(" in line
+    ]
+    assert any("LAMBDA_FILES" in line for line in lines)
+    for name in layout.LAMBDA_FILES:
+        assert not [line for line in lines if f'"{name}"' in line], name
+
+
+def _of_config(path, results="res", **kw):
+    known = {
+        "finals": ["res/tables/summary.parquet", Path("res/plots/a.png")],
+        "grid": layout.grid_files("res", RUNS, [0]),
+        "models": {"m": "hub/id", "b": {"build": {}}},
+        "built_models": {"b": {}},
+        "datasets": {"d": {}},
+        "sources": {"s": {}},
+    }
+    return layout.of_config(path, results, **{**known, **kw})
+
+
+@pytest.mark.parametrize(
+    ("path", "made"),
+    [
+        ("res/tables/summary.parquet", True),
+        ("res/plots/a.png", True),  # a finals entry given as a Path: compared as its text
+        ("res/tables/probe.parquet", False),  # a table not among the targets (an MLM-only config's probe tables)
+        ("res/probe/m/t/average/lambda/fraction_dynamic=0.5/seed0.parquet", True),
+        ("res/probe/m/t/average/lambda/fraction_dynamic=0.5/seed1.parquet", False),  # a dropped seed
+        ("res/probe/m/t/average/lambda/fraction_dynamic=0.125/seed0.parquet", False),  # a dropped fraction
+        ("res/lambda/m/t/average/lambdas.parquet", True),
+        ("res/lambda/m/t/average/metrics.parquet", True),
+        ("res/lambda/m/t/identity/lambdas.parquet", False),  # its run is random-ordered: no lambdas
+        ("res/lambda/m/gone_task/average/lambdas.parquet", False),
+        ("res/constants/m/d/N32/average.safetensors", True),
+        ("res/constants/m/other/N32/average.safetensors", False),  # a dataset the config dropped
+        ("res/constants/gone/d/N32/average.safetensors", False),  # a model it dropped
+        ("res/tokens/m/d/N32/train.parquet", True),
+        ("res/data/d/train.parquet", True),
+        ("res/built/models/b", True),
+        ("res/built/models/m", False),  # a model the config loads, not one it builds
+        ("res/built/data/s", True),
+        ("res/built/data/gone", False),
+        ("res/logs/tokenize/m/d/N32/train.log", False),  # a log: not an output the config makes
+        ("res/unknown/x.parquet", False),
+    ],
+)
+def test_of_config_tells_the_outputs_a_config_makes_from_an_earlier_configs(path, made):
+    """What a lost or upgraded output is (common.smk's of_this_config): the config's targets, a probe or lambda
+    file of its grid (not one of a seed, fraction, constants spec or head order it dropped), or another stage's
+    result naming its models (built ones for a built model), datasets and built sources."""
+    assert _of_config(path) is made
+
+
+def test_of_config_compares_paths_as_written_and_refuses_one_outside_the_results():
+    """Paths are the records' spelling: compared as written (``./`` is another path), as Snakemake keeps them."""
+    assert _of_config("res/probe/m/t/average/lambda/fraction_dynamic=0.5/seed0.parquet", grid=set()) is False
+    assert _of_config("res/tables/summary.parquet", finals=[]) is False
+    with pytest.raises(ValueError):
+        _of_config("elsewhere/tables/summary.parquet")

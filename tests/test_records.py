@@ -669,3 +669,81 @@ def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, caps
     assert records.main(["results-of", str(Path(__file__).parents[1] / "config/config.yaml")]) == 1
     out = capsys.readouterr().out
     assert "run it with .venv/bin/python (or after source .venv/bin/activate" in out, out
+
+
+def test_lost_targets_are_the_lost_outputs_the_config_makes_and_each_is_said(wd):
+    """What rule all asks for again (common.smk's lost_targets): of the lost outputs, those the config makes; each
+    lost output is said, one of an earlier config as only reported; an output on disk still marked incomplete that
+    the config makes is said with the --rerun-incomplete advice (not one it does not make, nor a missing one)."""
+    from papa.records import lost_targets, note_lost
+
+    said = []
+    assert lost_targets("results", lambda f: True, said.append) == [] and said == []  # no records of anything lost
+    ours, theirs = "results/lambda/m/t/average/lambdas.parquet", "results/lambda/m/gone/average/lambdas.parquet"
+    note_lost([ours, theirs, "other/x.parquet"])  # another results folder's: not this one's
+    Path("results/probe").mkdir(parents=True)
+    for f in ("results/probe/written.parquet", "results/probe/dropped.parquet"):
+        Path(f).write_text("x")
+        _marker(wd, f)
+    _marker(wd, "results/probe/killed.parquet")  # a killed job's missing output: lost, made again
+    makes = lambda f: "gone" not in f and "dropped" not in f  # noqa: E731
+    assert lost_targets("results", makes, said.append) == ["results/lambda/m/t/average/lambdas.parquet",
+                                                           "results/probe/killed.parquet"]  # fmt: skip
+    assert said == [
+        "results/probe/written.parquet was written, but its job's Snakemake was stopped before it recorded the job "
+        "as finished (a Ctrl-C, a lost session): run with --rerun-incomplete (--ri) to make it again, and every "
+        "result made from it",
+        f"{theirs} is missing (its job did not finish), and this config does not make it: the results made from it "
+        "are of an earlier config",
+        f"{ours} is missing: its job did not finish (it failed, was killed, or is running now); it is made again, "
+        "and every result made from it reruns",
+        "results/probe/killed.parquet is missing: its job did not finish (it failed, was killed, or is running now); "
+        "it is made again, and every result made from it reruns",
+    ]
+    said.clear()
+    assert lost_targets("results", lambda f: False, said.append) == []  # a config that makes none of them
+    assert len(said) == 3 and all("this config does not make it" in s for s in said), said
+
+
+def test_stale_files_are_the_probe_and_lambda_files_the_grid_does_not_make(tmp_path):
+    """What a start names and `make prune` removes (common.smk's stale_grid_files): parquet files under probe/ and
+    lambda/ not in the grid, paths compared normalized; hidden temporaries, other stages' files and other
+    suffixes are left alone."""
+    from papa.records import stale_files
+
+    results = tmp_path / "res"
+    assert stale_files(results, []) == []  # no folder yet
+    kept = results / "probe/m/t/average/lambda/fraction_dynamic=0.5/seed0.parquet"
+    files = [kept, results / "probe/m/t/average/lambda/fraction_dynamic=0.5/seed1.parquet",
+             results / "probe/m/t/average/lambda/fraction_dynamic=0.5/.seed0.parquet.tmp.parquet",
+             results / "lambda/m/t/average/lambdas.parquet", results / "lambda/m/t/average/metrics.parquet",
+             results / "lambda/m/t/average/notes.txt", results / "constants/m/d/N32/average.parquet"]  # fmt: skip
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x")
+    made = [str(results) + "/./probe/m/t/average/lambda/fraction_dynamic=0.5/seed0.parquet",
+            results / "lambda/m/t/average/lambdas.parquet"]  # fmt: skip
+    assert stale_files(results, made) == sorted(map(str, [files[1], files[4]]))
+    assert stale_files(str(results), [*made, files[1], files[4]]) == []
+    assert stale_files(results, []) == sorted(map(str, [kept, files[1], files[3], files[4]]))
+
+
+def test_the_start_notices_say_how_many_files_and_what_to_run():
+    """What a start says of stale files and of files written by other papa code (common.smk's start_notices)."""
+    from papa.records import stale_notice, upgrade_notice
+
+    assert stale_notice("res", [], ["config/a.yaml"]) is None
+    assert stale_notice("res", ["res/probe/x.parquet", "res/probe/y.parquet"], [Path("config/a.yaml"), "b.yaml"]) == (
+        "res holds 2 probe or lambda file(s) of runs this config does not make (an earlier config's: a dropped seed, "
+        "fraction_dynamic, constants spec, head order, model or task), e.g. res/probe/x.parquet: the tables leave "
+        'them out, but a read of the whole folder (pd.read_parquet("res/probe")) takes them in; make prune '
+        'CONFIG="config/a.yaml b.yaml" removes them'
+    )
+    assert upgrade_notice("res", {}) is None
+    assert upgrade_notice("res", {"probe": 4, "tokenize": 1}) == (
+        "5 file(s) under res were written by papa code that has changed since (a git pull or an edit of papa/; by "
+        "rule: probe 4, tokenize 1): a run that asks for them reruns their jobs, and every job after them, though "
+        "the change may leave every number as it was (papa.io.read_provenance names the commit that wrote a file; "
+        "git log says what changed since). --rerun-triggers mtime keeps them, and any other changed setting from "
+        "rerunning them while it is given (README: Upgrading papa)"
+    )

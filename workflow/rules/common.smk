@@ -5,7 +5,6 @@ import functools
 import os
 import re
 import sys
-from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
 from papa import checks, layout, records, rehearsal, spec
@@ -82,17 +81,10 @@ def script_fingerprint(script, skip=()):
 
 def code_changed_under_run():
     """The workflow scripts whose papa code changed since this Snakemake read the Snakefile (a git pull, checkout or
-    edit in this checkout while it ran): jobs started since imported the new code, while their params, and the
-    `code` their files record, are the old code's."""
+    edit in this checkout while it ran): papa.fingerprint.changed_scripts."""
+    from papa.fingerprint import changed_scripts
 
-    def now(script, skip):
-        try:
-            return script_fingerprint(script, skip)
-        except Exception:  # a script renamed, a module that no longer parses: changed, as far as this run goes
-            return None
-
-    return sorted({script for (script, skip), fingerprint in CODE_FINGERPRINTS.items()
-                   if now(script, skip) != fingerprint})  # fmt: skip
+    return changed_scripts(CODE_FINGERPRINTS, f"{workflow.basedir}/workflow/scripts")
 
 
 def data_code(dataset):
@@ -141,8 +133,8 @@ def constants_path(model, dataset, n, kind):
 
 
 def lambda_path(model, task, constants, name):
-    """A file (``lambdas.parquet``, ``metrics.parquet``) of the lambdas learned for a task with a constants
-    spec (rule learn_lambda)."""
+    """A file (one of papa.layout.LAMBDA_FILES) of the lambdas learned for a task with a constants spec (rule
+    learn_lambda)."""
     return layout.result_path(R, "lambda", model=model, task=task, constants=constants, name=name)
 
 
@@ -333,14 +325,10 @@ def model_state(reads="model"):
 
 @functools.lru_cache(maxsize=None)
 def folder_digest(folder, files):
-    """One digest of the files a job reads in a local model folder (their names in it and their contents), once
-    per Snakemake run."""
-    import hashlib
+    """papa.io.folder_digest of the files a job reads in a local model folder, once per Snakemake run."""
+    from papa.io import folder_digest
 
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f"{os.path.relpath(f, folder)}\0{file_digest(f)}\n".encode())
-    return f"sha256:{h.hexdigest()}"
+    return folder_digest(folder, files)
 
 
 def local_data_digests(dataset):
@@ -363,7 +351,7 @@ def probe_constants(wc):
 
 
 def lambda_file(model, task, constants):
-    return lambda_path(model, task, constants, "lambdas.parquet")
+    return lambda_path(model, task, constants, layout.LAMBDA_FILES[0])
 
 
 def probe_output(model, task, constants, selection, fraction_dynamic, seed):
@@ -420,19 +408,15 @@ def mlm_files():
 
 @functools.lru_cache(maxsize=None)
 def grid_files():
-    """The probe and lambda files of this config's runs (`runs`): what of its grid a lost file may be."""
-    lambdas = [lambda_path(m, t, c, name) for m, t, c, s, f in runs() if needs_lambdas(s, f)
-               for name in ("lambdas.parquet", "metrics.parquet")]  # fmt: skip
-    return frozenset(all_probe_files() + lambdas)
+    """The probe and lambda files of this config's runs (`runs`, papa.layout.grid_files): what of its grid a lost
+    file may be."""
+    return layout.grid_files(R, runs(), SWEEP["seeds"])
 
 
 def stale_grid_files():
-    """The probe and lambda files under R this config does not make (`grid_files`): those of an earlier config's
-    runs (a dropped seed, fraction_dynamic, constants spec, head order, model or task). The tables never read them;
-    a read of the whole folder (pd.read_parquet(f"{R}/probe")) would. `make prune` (rule prune) removes them."""
-    made = {os.path.normpath(f) for f in grid_files()}
-    found = (p for d in ("probe", "lambda") for p in Path(R, d).rglob("*.parquet") if not p.name.startswith("."))
-    return sorted(str(p) for p in found if os.path.normpath(p) not in made)
+    """The probe and lambda files under R this config does not make (papa.records.stale_files): those of an earlier
+    config's runs. `make prune` (rule prune) removes them."""
+    return records.stale_files(R, grid_files())
 
 
 NOTICES_SAID = []  # start_notices has spoken
@@ -448,33 +432,23 @@ def start_notices(wildcards):
     if not workflow.is_main_process or NOTICES_SAID:
         return []
     NOTICES_SAID.append(True)
-    if stale := stale_grid_files():
-        logger.warning(f"{R} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
-                       f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
-                       f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
-                       f"(\"{R}/probe\")) takes them in; make prune CONFIG=\"{' '.join(map(str, workflow.configfiles))}\" "
-                       f"removes them")  # fmt: skip
+    if stale := records.stale_notice(R, stale_grid_files(), workflow.configfiles):
+        logger.warning(stale)
     if RerunTrigger.PARAMS in workflow.rerun_triggers:
         for d in config["datasets"]:
             data_code(d)  # prepare_data's fingerprints (computed per job otherwise)
-        if upgraded := records.written_by_other_code(R, CODE_FINGERPRINTS.values(), makes=of_this_config):
-            logger.warning(f"{sum(upgraded.values())} file(s) under {R} were written by papa code that has changed "
-                           f"since (a git pull or an edit of papa/; by rule: "
-                           f"{', '.join(f'{rule} {n}' for rule, n in upgraded.items())}): a run that asks for them "
-                           f"reruns their jobs, and every job after them, though the change may leave every number "
-                           f"as it was (papa.io.read_provenance names the commit that wrote a file; git log says what changed "
-                           f"since). --rerun-triggers mtime keeps them, and any other changed setting from rerunning "
-                           f"them while it is given (README: Upgrading papa)")  # fmt: skip
+        upgraded = records.written_by_other_code(R, CODE_FINGERPRINTS.values(), makes=of_this_config)
+        if notice := records.upgrade_notice(R, upgraded):
+            logger.warning(notice)
     return []
 
 
 def warn_if_code_changed():
     """papa's code changed while this run ran (a git pull or checkout in this checkout): said as the run ends."""
-    if changed := code_changed_under_run():
-        logger.warning(f"papa's code changed while this run ran (a git pull, checkout or edit in this checkout; the "
-                       f"code {', '.join(changed)} reach): the jobs started since ran the new code, while their files "
-                       f"record the old code's fingerprint. Run again: it reruns them. Keep a running run's checkout "
-                       f"as it is (pull into another clone)")  # fmt: skip
+    from papa.fingerprint import changed_notice
+
+    if notice := changed_notice(code_changed_under_run()):
+        logger.warning(notice)
 
 
 def prune_stale(log):
@@ -485,46 +459,25 @@ def prune_stale(log):
 
 
 def of_this_config(path):
-    """Whether an output path under R is one this config makes: its tables and figures, a probe or lambda file of
-    its grid (`grid_files`: not one of a fraction, constants spec or head order it dropped), or another stage's file
-    (papa.layout.parse_result) naming its models, datasets and built sources."""
-    parts = Path(path).relative_to(R).parts
-    if parts[:1] in (("tables",), ("plots",)):  # the targets of all: the tables and figures of its probes, its MLM table
-        final = [*rules.aggregate.output, *rules.plot.output] if runs() else []
-        return path in {str(f) for f in [*final, *(rules.mlm_table.output if mlm_files() else [])]}
-    if parts[:1] in (("probe",), ("lambda",)):
-        return path in grid_files()
-    found = layout.parse_result(path, R)
-    if found is None or found.file != "result":
-        return False
-    known = {"model": BUILT_MODELS if found.stage == "built_model" else config["models"],
-             "dataset": config["datasets"], "source": BUILD_DATA}  # fmt: skip
-    return all(getattr(found, field) in names for field, names in known.items() if getattr(found, field) is not None)
+    """Whether an output path under R is one this config makes (papa.layout.of_config): its tables and figures, a
+    probe or lambda file of its grid (`grid_files`), or another stage's file naming its models, datasets and built
+    sources."""
+    return layout.of_config(path, R, finals=final_targets(), grid=grid_files(), models=config["models"],
+                            built_models=BUILT_MODELS, datasets=config["datasets"], sources=BUILD_DATA)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=None)
+def final_targets():
+    """The targets of rule all (the tables and figures of this config's probes, its MLM table), as text."""
+    final = [*rules.aggregate.output, *rules.plot.output] if runs() else []
+    return tuple(str(f) for f in [*final, *(rules.mlm_table.output if mlm_files() else [])])
 
 
 def lost_targets():
-    """The outputs a job that had to run again (a changed setting, papa code or input) lost by failing or being
-    killed, while the outputs made from their earlier versions still stand (papa.records.lost_outputs): asked for
-    again by rule all, so that job and every job after it reruns (Snakemake would say "Nothing to be done" and the
-    tables keep the old settings' results). One that names a model, dataset or task this config no longer has is
-    only reported."""
-    lost = records.lost_outputs(R)
-    # a job whose Snakemake was stopped as it ended (a local Ctrl-C) leaves its written outputs marked incomplete: a
-    # run without --rerun-incomplete (the Slurm profile sets it) stops at once on them (IncompleteFilesException);
-    # a missing one is made again either way (below)
-    for f in records.marked_incomplete(R):
-        if os.path.exists(f) and of_this_config(f):
-            logger.warning(f"{f} was written, but its job's Snakemake was stopped before it recorded the job as "
-                           f"finished (a Ctrl-C, a lost session): run with --rerun-incomplete (--ri) to make it again, "
-                           f"and every result made from it")  # fmt: skip
-    for f in lost:
-        if of_this_config(f):
-            logger.warning(f"{f} is missing: its job did not finish (it failed, was killed, or is running now); it "
-                           f"is made again, and every result made from it reruns")  # fmt: skip
-        else:
-            logger.warning(f"{f} is missing (its job did not finish), and this config does not make it: the results "
-                           f"made from it are of an earlier config")  # fmt: skip
-    return [f for f in lost if of_this_config(f)]
+    """The outputs a job that had to run again lost by failing or being killed, while the outputs made from their
+    earlier versions still stand, that this config makes (papa.records.lost_targets, which says each): asked for
+    again by rule all, so that job and every job after it reruns."""
+    return records.lost_targets(R, of_this_config, logger.warning)
 
 
 def constant_kinds_rows():

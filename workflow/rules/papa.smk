@@ -75,7 +75,7 @@ rule learn_lambda:
         model=lambda wc: model_input(wc.model),
     output:
         lambdas=lambda_file("{model}", "{task}", "{constants}"),
-        metrics=lambda_path("{model}", "{task}", "{constants}", "metrics.parquet"),
+        metrics=lambda_path("{model}", "{task}", "{constants}", layout.LAMBDA_FILES[1]),
     params:
         code=code("learn_lambda.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
