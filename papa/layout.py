@@ -150,6 +150,32 @@ def of_config(path: str, results, *, finals, grid, models, built_models, dataset
     return all(getattr(found, field) in names for field, names in known.items() if getattr(found, field) is not None)
 
 
+def constants_file(results, tasks, model: str, task: str, constants: str) -> str:
+    """The matrices a constants spec (``kind[_trained][@corpus]``) names for a task: ``<kind>.safetensors`` averaged
+    on the spec's corpus, else on the task's own dataset, at the task's N (``tasks``: the config's ``tasks``)."""
+    c = spec.ConstantsSpec.parse(constants)
+    corpus = c.corpus_or(tasks[task]["dataset"])
+    return result_path(results, "constants", model=model, dataset=corpus, n=tasks[task]["max_length"], kind=c.kind)
+
+
+def drawn_constants(results, runs, tasks) -> dict[str, dict]:
+    """The constant-matrix files the probe ``runs`` (as `grid_files` takes them) use untrained, by path (sorted),
+    each with what it holds (`papa.pipeline.ConstantsFile`'s fields: model, corpus, n, kind); rule plot draws their
+    representative heads. ``tasks``: the config's ``tasks``."""
+    files = {}
+    for m, t, c, _, _ in runs:
+        constants = spec.ConstantsSpec.parse(c)
+        if not constants.trained:
+            corpus, n = constants.corpus_or(tasks[t]["dataset"]), int(tasks[t]["max_length"])
+            files[constants_file(results, tasks, m, t, c)] = {
+                "model": m,
+                "corpus": corpus,
+                "n": n,
+                "kind": constants.kind,
+            }
+    return dict(sorted(files.items()))
+
+
 @dataclass(frozen=True)
 class ResultPath:
     """What a path under a results folder holds (`parse_result`); a field its layout lacks is None.

@@ -128,6 +128,17 @@ METHOD_CONSTANTS = "average"
 #: ``sweep.selections``; the Sec. 5 analyses vary the order around it.
 METHOD_ORDER = "lambda"
 
+
+def constant_kinds_rows(constant_kinds, cross_corpus) -> list[str]:
+    """The constants specs of constant_kinds.parquet, in row order (paper Tables 1-2): `METHOD_CONSTANTS`, the other
+    ``analyses.constant_kinds``, then ``average@<corpus>`` for each ``analyses.cross_corpus`` dataset (rule
+    aggregate's ``kinds``)."""
+    specs = [ConstantsSpec.parse(METHOD_CONSTANTS)]
+    specs += [s for s in map(ConstantsSpec.parse, constant_kinds) if s != specs[0]]
+    specs += [ConstantsSpec(METHOD_CONSTANTS, corpus=c) for c in cross_corpus]
+    return [str(s) for s in specs]
+
+
 # ----------------------------------------------------------------------------- tasks and metrics
 
 TASK_KINDS = ("sequence", "token")

@@ -254,3 +254,41 @@ def test_of_config_compares_paths_as_written_and_refuses_one_outside_the_results
     assert _of_config("res/tables/summary.parquet", finals=[]) is False
     with pytest.raises(ValueError):
         _of_config("elsewhere/tables/summary.parquet")
+
+
+TASKS = {"t": {"dataset": "d", "max_length": 32}, "u": {"dataset": "e", "max_length": "64"}}
+
+
+def test_a_constants_spec_names_the_matrices_averaged_on_its_corpus_or_the_tasks_dataset():
+    """The matrices a probe or lambda job reads (common.smk's constants_file): trained constants start from the
+    same file as fixed ones; a corpus of its own replaces the task's dataset, at the task's N."""
+    assert layout.constants_file("res", TASKS, "m", "t", "average") == "res/constants/m/d/N32/average.safetensors"
+    assert layout.constants_file("res", TASKS, "m", "t", "average_trained") == layout.constants_file(
+        "res", TASKS, "m", "t", "average"
+    )
+    assert (
+        layout.constants_file("res", TASKS, "m", "u", "toeplitz@wiki")
+        == "res/constants/m/wiki/N64/toeplitz.safetensors"
+    )
+    with pytest.raises(KeyError):
+        layout.constants_file("res", TASKS, "m", "gone", "average")
+
+
+def test_the_drawn_constants_are_the_untrained_files_by_path_with_what_each_holds():
+    """What rule plot draws (common.smk's drawn_constants): each untrained constants file the runs read, once, sorted
+    by path, with its model, corpus, N (an int) and kind; trained constants are the probes' own parameters."""
+    runs = [
+        ("m", "u", "identity", "lambda", "0"),
+        ("m", "t", "average", "lambda", "0.5"),
+        ("m", "t", "average", "random", "0.5"),  # the same file again
+        ("m", "t", "average_trained", "lambda", "0"),  # trained: not drawn
+        ("m", "t", "average@e", "lambda", "0"),
+    ]
+    drawn = layout.drawn_constants("res", runs, TASKS)
+    assert drawn == {
+        "res/constants/m/d/N32/average.safetensors": {"model": "m", "corpus": "d", "n": 32, "kind": "average"},
+        "res/constants/m/e/N32/average.safetensors": {"model": "m", "corpus": "e", "n": 32, "kind": "average"},
+        "res/constants/m/e/N64/identity.safetensors": {"model": "m", "corpus": "e", "n": 64, "kind": "identity"},
+    }
+    assert list(drawn) == sorted(drawn)
+    assert layout.drawn_constants("res", [], TASKS) == {}

@@ -766,3 +766,16 @@ def test_the_readme_lists_the_authors_overlays_options_as_the_file_sets_them():
     assert named == wanted, (sorted(named - wanted), sorted(wanted - named))
     for option in named:
         assert f"`{option}`" in items or f"`{option.split('.', 1)[-1]}`" in items, option
+
+
+def test_the_constant_kinds_table_rows_are_the_method_then_the_other_kinds_then_its_cross_corpus_variants():
+    """The rows of constant_kinds.parquet (paper Tables 1-2; common.smk's constant_kinds_rows): average first, then
+    the other analyses.constant_kinds in their order (average itself, however written, not again), then
+    average@<corpus> for each analyses.cross_corpus dataset."""
+    from papa.spec import constant_kinds_rows
+
+    assert constant_kinds_rows([], []) == ["average"]
+    assert constant_kinds_rows(["identity", "average", "toeplitz_trained"], ["wiki", "mnli"]) == [
+        "average", "identity", "toeplitz_trained", "average@wiki", "average@mnli"
+    ]  # fmt: skip
+    assert constant_kinds_rows(["identity", "average"], []) == constant_kinds_rows(["average", "identity"], [])

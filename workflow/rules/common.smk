@@ -299,11 +299,8 @@ def task_tokens(model, task, split):
 
 
 def constants_file(model, task, constants):
-    """The matrices a constants spec (``kind[_trained][@corpus]``) names for a task: ``<kind>.safetensors``
-    averaged on the spec's corpus, else on the task's own dataset, at the task's N."""
-    c = ConstantsSpec.parse(constants)
-    corpus = c.corpus_or(task_cfg(task)["dataset"])
-    return constants_path(model, corpus, task_cfg(task)["max_length"], c.kind)
+    """The matrices a constants spec names for a task (papa.layout.constants_file)."""
+    return layout.constants_file(R, config["tasks"], model, task, constants)
 
 
 def model_state(reads="model"):
@@ -481,24 +478,15 @@ def lost_targets():
 
 
 def constant_kinds_rows():
-    """The constants specs of constant_kinds.parquet, in row order (paper Tables 1-2): average, the other
-    analyses.constant_kinds, then average@<corpus> for each analyses.cross_corpus dataset (used by rule aggregate)."""
-    specs = [ConstantsSpec.parse(spec.METHOD_CONSTANTS)]
-    specs += [s for s in map(ConstantsSpec.parse, ANALYSES["constant_kinds"]) if s != specs[0]]
-    specs += [ConstantsSpec(spec.METHOD_CONSTANTS, corpus=c) for c in ANALYSES["cross_corpus"]]
-    return [str(s) for s in specs]
+    """The constants specs of constant_kinds.parquet, in row order (papa.spec.constant_kinds_rows; used by rule
+    aggregate)."""
+    return spec.constant_kinds_rows(ANALYSES["constant_kinds"], ANALYSES["cross_corpus"])
 
 
 def drawn_constants():
-    """The constant-matrix files the probes use untrained, by path (sorted), each with what it holds
-    (papa.pipeline.ConstantsFile: model, corpus, n, kind); rule plot draws their representative heads."""
-    files = {}
-    for m, t, c, _, _ in runs():
-        spec = ConstantsSpec.parse(c)
-        if not spec.trained:
-            files[constants_file(m, t, c)] = {"model": m, "corpus": spec.corpus_or(task_cfg(t)["dataset"]),
-                                              "n": int(task_cfg(t)["max_length"]), "kind": spec.kind}
-    return dict(sorted(files.items()))
+    """The constant-matrix files the probes use untrained, by path, each with what it holds
+    (papa.layout.drawn_constants); rule plot draws their representative heads."""
+    return layout.drawn_constants(R, runs(), config["tasks"])
 
 
 # what each wildcard matches: the fields of papa.layout's templates (the rules narrow some: kind, constants, model)
