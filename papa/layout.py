@@ -61,6 +61,13 @@ JOBS = {
     "mlm": ("mlm", "mlm", "{model}/{dataset}/N{n}"),
 }
 
+
+def one_of(keys) -> str:
+    """A regex matching exactly these keys (nothing when there are none): `FIELDS`' and the rules' wildcard
+    constraints (workflow/rules/common.smk)."""
+    return "|".join(re.escape(k) for k in keys) or "(?!)"
+
+
 #: What each field of a template matches (common.smk's wildcard constraints are these; a rule narrows some).
 FIELDS = {
     "model": spec.NAME_PATTERN,
@@ -68,12 +75,12 @@ FIELDS = {
     "task": spec.NAME_PATTERN,
     "source": spec.NAME_PATTERN,
     "constants": spec.CONSTANTS_PATTERN,
-    "selection": "|".join(map(re.escape, spec.HEAD_ORDERS)),
+    "selection": one_of(spec.HEAD_ORDERS),
     "fraction_dynamic": spec.FRACTION_PATTERN,
     "seed": r"\d+",
     "n": r"\d+",
-    "kind": "|".join(map(re.escape, spec.CONSTANT_KINDS)),
-    "split": "|".join(map(re.escape, spec.PREPARED_SPLITS)),
+    "kind": one_of(spec.CONSTANT_KINDS),
+    "split": one_of(spec.PREPARED_SPLITS),
     "name": r"[^/]+",
 }
 

@@ -292,3 +292,12 @@ def test_the_drawn_constants_are_the_untrained_files_by_path_with_what_each_hold
     }
     assert list(drawn) == sorted(drawn)
     assert layout.drawn_constants("res", [], TASKS) == {}
+
+
+def test_one_of_matches_exactly_its_keys_and_nothing_without_them():
+    """The wildcard constraints' pattern (papa.layout.one_of, which FIELDS and common.smk share): the keys
+    escaped, whole, and no path at all for an empty list (an empty pattern matched everything)."""
+    import re
+
+    assert re.fullmatch(layout.one_of(["a.b", "c"]), "a.b") and not re.fullmatch(layout.one_of(["a.b"]), "axb")
+    assert not re.fullmatch(layout.one_of([]), "") and not re.fullmatch(layout.one_of([]), "x")

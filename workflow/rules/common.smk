@@ -3,11 +3,11 @@
 # checks are papa.checks'; the defaults are the schema's (filled in by papa.checks.validate_config, below).
 import functools
 import os
-import re
 import sys
 
 sys.path.insert(0, workflow.basedir)  # papa from this checkout
 from papa import checks, layout, records, rehearsal, spec
+from papa.layout import one_of
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
@@ -95,11 +95,6 @@ def data_code(dataset):
     from papa.data.task import unreached_code
 
     return code("prepare_data.py", skip=unreached_code(dataset_spec(dataset)))
-
-
-def one_of(keys):
-    """Wildcard pattern matching exactly these keys (nothing when there are none)."""
-    return "|".join(re.escape(k) for k in keys) or "(?!)"
 
 
 # ----------------------------------------------------------------------------- where each artifact lives
