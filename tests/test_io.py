@@ -456,6 +456,7 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
         torch.use_deterministic_algorithms(deterministic)
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_workflow_job_shows_no_progress_bars_and_imports_no_transformers_for_it(tmp_path):
     """A job with a log file shows transformers' bars nowhere (they fill a Slurm log with \\r lines), whether
     transformers is imported after `setup` (a model job) or before it; `setup` itself does not import it (0.9 s in
@@ -661,6 +662,7 @@ def test_a_jobs_thread_count_does_not_change_its_numbers():
     assert len(set(digests.values())) == 1, digests
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_workflow_job_stopped_by_sigterm_anywhere_ends_its_log_with_the_stop(tmp_path):
     """Slurm's time limit (SIGTERM) on an averaging, lambda or MLM job killed it at once: its log ended mid-run, like
     a job still running (only a probe's feature block caught it). Every job now exits on SIGTERM through SystemExit
@@ -742,6 +744,7 @@ if sys.argv[2] == "stop":
     )
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_runs_stop_signals_interrupt_it_as_ctrl_c_does():
     """The Snakefile's ``onstart`` (`papa.io.interrupt_on_stop_signals`): a closed terminal (SIGHUP) and, where
     Snakemake itself runs in a Slurm job (``SLURM_JOB_ID``), SIGTERM (scancel, the time limit, then SIGKILL) raise
@@ -829,6 +832,7 @@ def _attempt(log, how):
     return p.returncode, out, err
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_the_log_of_an_attempt_that_did_not_finish_is_kept_beside_the_jobs_log(tmp_path):
     """Snakemake removes a job's log before every attempt, so a retry (the Slurm profile's ``retries``, a rerun after
     a fix) erased the first attempt's traceback or "stopped by signal 15". A job that fails or is stopped keeps a
@@ -855,6 +859,7 @@ def test_the_log_of_an_attempt_that_did_not_finish_is_kept_beside_the_jobs_log(t
     assert "out of memory, say" in first.read_text() and "stopped by signal 15" in second.read_text()
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_job_refused_while_its_stage_is_built_or_stopped_by_ctrl_c_says_so_in_its_log(tmp_path):
     """A job whose inputs or settings are refused while its stage config is built (`Stage._from_snakemake`) logs
     the error and keeps the log: logging was set up after it, so the error reached Snakemake's console only. A
@@ -923,6 +928,7 @@ def test_a_snakemake_retry_keeps_the_first_attempts_log(tmp_path):
     assert "RuntimeError: the first attempt fails" in kept.read_text() and "Toy failed after" in kept.read_text()
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_second_sigterm_during_the_clean_up_is_ignored(tmp_path):
     """The second SIGTERM of a time limit (Slurm's, then Snakemake's) raised SystemExit inside the first one's
     clean-up: a ``SystemExit: 143`` traceback in the Slurm log and a clean-up cut short. The same signal within
@@ -981,6 +987,7 @@ def test_progress_is_due_every_interval_and_its_rate_leaves_pauses_out(monkeypat
     assert said == ["0 s", "42 s", "119 s", "2 min", "60 min", "119 min", "2 h 0 min", "2 h 0 min", "7 h 47 min", "0 s"]
 
 
+@pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):
     """A CPU build of torch, or one built for a newer CUDA than the node's driver, sees no GPU: a job asking for one
     ran on the CPU while holding it, into its time limit, and said only "cpu" in its log's header (review AM). It

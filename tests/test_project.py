@@ -168,6 +168,7 @@ def test_make_refuses_a_goal_or_setting_it_does_not_have_and_clean_keeps_what_pa
     assert "make clean: afile is no folder: not removed" in p.stdout, p
 
 
+@pytest.mark.slow  # Snakemake and make started as subprocesses (11 s): make test, not make check
 def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(tmp_path):
     """make report on a folder no run has written printed ~50 "Missing metadata" lines, then stopped on a figure;
     make -f <checkout>/Makefile run from another folder said "No rule to make target 'pyproject.toml'"."""
