@@ -104,16 +104,23 @@ def result_path(results, stage: str, **fields) -> str:
     return f"{results}/{_fill(RESULTS[stage], fields)}"
 
 
+#: Where a job's log and benchmark lie under the results folder (`JOBS` gives each rule's folder and job).
+JOB_FILES = {"log": "logs/{folder}/{job}.log", "benchmark": "benchmarks/{folder}/{job}.tsv"}
+
+
+def _job_file(results, file: str, rule: str, fields: dict) -> str:
+    _, folder, job = JOBS[rule]
+    return f"{results}/{JOB_FILES[file].format(folder=folder, job=_fill(job, fields))}"
+
+
 def log_path(results, rule: str, **fields) -> str:
     """The log of a job of ``rule`` (a key of `JOBS`)."""
-    _, folder, job = JOBS[rule]
-    return f"{results}/logs/{folder}/{_fill(job, fields)}.log"
+    return _job_file(results, "log", rule, fields)
 
 
 def benchmark_path(results, rule: str, **fields) -> str:
     """The benchmark (Snakemake's times) of a job of ``rule`` (a key of `JOBS`)."""
-    _, folder, job = JOBS[rule]
-    return f"{results}/benchmarks/{folder}/{_fill(job, fields)}.tsv"
+    return _job_file(results, "benchmark", rule, fields)
 
 
 def grid_files(results, runs, seeds) -> frozenset[str]:
@@ -173,13 +180,10 @@ def drawn_constants(results, runs, tasks) -> dict[str, dict]:
     for m, t, c, _, _ in runs:
         constants = spec.ConstantsSpec.parse(c)
         if not constants.trained:
-            corpus, n = constants.corpus_or(tasks[t]["dataset"]), int(tasks[t]["max_length"])
-            files[constants_file(results, tasks, m, t, c)] = {
-                "model": m,
-                "corpus": corpus,
-                "n": n,
-                "kind": constants.kind,
-            }
+            held = {"model": m, "corpus": constants.corpus_or(tasks[t]["dataset"]), "n": int(tasks[t]["max_length"]),
+                    "kind": constants.kind}  # fmt: skip
+            path = result_path(results, "constants", model=m, dataset=held["corpus"], n=held["n"], kind=held["kind"])
+            files[path] = held
     return dict(sorted(files.items()))
 
 
@@ -228,13 +232,12 @@ def _layouts() -> list[tuple[re.Pattern, str, str, str | None]]:
     folder."""
     out = [(_regex(template), stage, "result", None) for stage, template in RESULTS.items()]
     for rule, (stage, folder, job) in JOBS.items():
-        out.append((_regex(f"logs/{folder}/{job}.log"), stage, "log", rule))
-        out.append((_regex(f"benchmarks/{folder}/{job}.tsv"), stage, "benchmark", rule))
+        out += [(_regex(t.format(folder=folder, job=job)), stage, file, rule) for file, t in JOB_FILES.items()]
     return out
 
 
-_RULES = {"built_data": "build_data", "built_model": "build_model", "data": "prepare_data", "tokens": "tokenize",
-          "lambda": "learn_lambda", "patterns": "patterns", "mlm": "mlm"}  # fmt: skip
+#: The rule of each stage one rule writes (`JOBS`); constants and probe files tell theirs by their fields.
+_RULES = {stage: rule for rule, (stage, _, _) in JOBS.items() if stage not in ("constants", "probe")}
 
 
 def _result_rule(stage: str, fields: dict) -> str:
