@@ -918,6 +918,22 @@ def test_conll_inconsistent_columns_fail_with_file_line(tmp_path):
         D.read_conll(one)
 
 
+def test_conll_files_of_one_dataset_need_one_column_count(tmp_path):
+    """A validation file with other columns than train: the same tag_column named another column there (gold POS
+    in train, a tagger's POS in validation: one tag set, wrong scores, no error)."""
+    train = tmp_path / "train.conll"
+    train.write_text("EU NNP NN\nrejects VBZ NNS\n\nGerman JJ JJ\ncall NN VB\n\n")
+    val = tmp_path / "dev.conll"
+    val.write_text("EU NNP\nrejects VBZ\n\n")
+    spec = {"name": "mine", "source": "local", "kind": "token", "train": str(train), "validation": str(val),
+            "tag_column": 1}  # fmt: skip
+    with pytest.raises(D.TaskSpecError, match=r"dev\.conll:1 has 2 columns but .*train\.conll:1, the dataset's "
+                                              r"first file, has 3"):  # fmt: skip
+        D.load_task(spec, tmp_path / "cache")
+    val.write_text("EU NNP NN\nrejects VBZ NNS\n\n")
+    assert D.load_task(spec, tmp_path / "cache").splits["validation"]["tokens"].tolist() == [["EU", "rejects"]]
+
+
 def test_columns_named_twice_fail_before_the_labels_are_read(tmp_path):
     """A key naming the column another key names (the labels would be the texts, the tags the words): refused in
     the config (papa.checks, tests/test_workflow.py INVALID_CONFIGS) and by load_task itself; a CoNLL file's

@@ -79,13 +79,19 @@ def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
     return [(toks, tags) for toks, tags, _ in _read_conll(path, tag_column, token_column, separator)]
 
 
-def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None):
-    """`read_conll` with the line number each sentence starts at: [(tokens, tags, line)]."""
+def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None,
+                widths: dict | None = None):  # fmt: skip
+    """`read_conll` with the line number each sentence starts at: [(tokens, tags, line)].
+
+    ``widths`` (a dataset's files read so far: path -> (columns, first token line)) makes its lines need the width
+    of the first file in it (a validation file with other columns than train: the same tag_column would name
+    another column, its tags another scheme); this file's is added."""
     path = Path(path)
     sents: list[tuple[list[str], list[str], int]] = []
     toks: list[str] = []
     tags: list[str] = []
     width = first = start = None
+    other = next(iter(widths.items()), None) if widths else None
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark would stick to the first token
         try:
             for lineno, line in enumerate(f, 1):
@@ -98,6 +104,15 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                 parts = line.split(separator) if separator else line.split()
                 if width is None:
                     width, first = len(parts), lineno
+                    if other is not None and width != other[1][0]:
+                        raise TaskSpecError(
+                            f"{path}:{lineno} has {width} column{'s' * (width != 1)} but {other[0]}:{other[1][1]}, "
+                            f"the dataset's first file, has {other[1][0]}: tag_column={tag_column} and "
+                            f"token_column={token_column} would name other columns in each; give its files the same "
+                            f"columns"
+                        )
+                    if widths is not None:
+                        widths[str(path)] = (width, lineno)
                     if width < 2:
                         raise TaskSpecError(
                             f"{path}:{lineno} has 1 column: a CoNLL file needs a token and a tag column per line"
@@ -294,14 +309,15 @@ def _parquet_rows(path: Path) -> int | None:
         return None
 
 
-def _local_records(spec: dict, split: str, path: Path, kind: str) -> dict[str, list]:
-    """Columns of one local file as python lists (no label mapping yet)."""
+def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict | None = None) -> dict[str, list]:
+    """Columns of one local file as python lists (no label mapping yet); ``widths``: the CoNLL files' column counts
+    so far (`_read_conll`)."""
     fmt = file_format(spec, path)
     if fmt == "conll":
         if kind != "token":
             raise TaskSpecError(f"format 'conll' is for token tasks; set kind to 'token' (got {kind!r})")
         sents = _read_conll(path, _int_key(spec, "tag_column"), _int_key(spec, "token_column"),
-                            spec.get("separator"))  # fmt: skip
+                            spec.get("separator"), widths)  # fmt: skip
         return {
             "tokens": [s[0] for s in sents],
             "tags": [s[1] for s in sents],
@@ -828,8 +844,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     rows: dict[str, list[str]] = {}  # where each record sits in its file ("row 3 (line 4)", "line 17")
     names: dict[str, dict[str, list[str]]] = {}  # a file's own label names per column (ClassLabel features)
     prov_files = {}
+    widths: dict = {}  # a CoNLL dataset's files need one column count (`_read_conll`)
     for split, p in files.items():
-        rec = _local_records(spec, split, p, kind)
+        rec = _local_records(spec, split, p, kind, widths)
         names[split] = rec.pop("_names", {})
         fmt = rec.pop("_format")[0]
         rows[split] = rec.pop("_where", None) or [f"row {i + 1}" for i in range(len(next(iter(rec.values()), [])))]
