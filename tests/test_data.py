@@ -1339,6 +1339,29 @@ def test_a_csv_line_with_more_or_fewer_fields_than_columns_fails_naming_it(tmp_p
     assert task.splits["train"]["label"].tolist() == [1, 0, 1, 0]
 
 
+def test_a_compressed_csv_with_more_fields_than_columns_fails_too(tmp_path):
+    """pandas reads train.csv.gz (gzip, bzip2, xz) decompressed and shifts its columns as a plain file's: an
+    unquoted comma in every text left each text's first words as row labels, silently. Such files are checked
+    decompressed; a broken archive or non-UTF-8 text in one is left to the reader, which names the file."""
+    import bz2
+    import gzip
+    import lzma
+
+    text = "sentence,label\n" + "".join(f"film {i}, fun,{'pos' if i % 2 else 'neg'}\n" for i in range(8))
+    for name, compress in (("t.csv.gz", gzip.compress), ("t.csv.bz2", bz2.compress), ("t.csv.xz", lzma.compress)):
+        p = tmp_path / name
+        p.write_bytes(compress(text.encode()))
+        with pytest.raises(D.TaskSpecError, match=name.replace(".", r"\.") + ", line 2 has 3 fields, where the header"):
+            D.load_task(_seq_spec(p), tmp_path)
+    broken = tmp_path / "broken.csv.gz"
+    broken.write_bytes(gzip.compress(text.encode())[:40])
+    with pytest.raises(D.TaskSpecError, match=r"could not read the train file .*broken\.csv\.gz as csv"):
+        D.load_task(_seq_spec(broken), tmp_path)
+    ok = tmp_path / "ok.csv.gz"
+    ok.write_bytes(gzip.compress(text.replace(", fun", " fun").encode()))
+    assert D.load_task(_seq_spec(ok), tmp_path).splits["train"]["text"].tolist()[:2] == ["film 0 fun", "film 1 fun"]
+
+
 def test_one_class_in_train_fails(tmp_path):
     """A probe trained on one class learns nothing: a train split with a single label (or tag) fails at load,
     whether the labels are inferred or listed, and an unlabeled corpus (label_column: null) is still fine."""

@@ -8,9 +8,12 @@ that names the file, the row or line and what to change.
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import json
 import logging
+import lzma
 import math
 import os
 import re
@@ -151,6 +154,21 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
 _COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"})
 
 
+#: The compressions whose text the standard library reads (`_check_field_counts` checks such a CSV/TSV decompressed).
+_TEXT_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def _decompresses(opener, path: Path) -> bool:
+    """Whether ``opener`` reads ``path`` to its end as UTF-8 text."""
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+            while f.read(1 << 20):
+                pass
+    except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError):
+        return False
+    return True
+
+
 def is_compressed(path: Path) -> bool:
     """Whether the readers take the file ``path`` for compressed (its bytes are then no text to check): its last
     suffix names a compression (``train.csv.gz``). One before the last does not (``train.gz.csv``): `datasets`
@@ -217,16 +235,19 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     """Every record of a CSV/TSV file has one field per column: the header's, or ``column_names``.
 
     pandas takes a first field more than the names as the row index: with one extra field on every line (a
-    trailing separator, a source column, an unquoted comma), each column would silently shift by one. A
-    compressed file is left to the reader (its bytes are not text)."""
-    if is_compressed(path):
+    trailing separator, a source column, an unquoted comma), each column would silently shift by one. A file
+    compressed as gzip, bzip2 or xz is checked decompressed (as pandas reads it; its lines are the decompressed
+    text's); one of another compression, a broken archive or one that holds no UTF-8 text is left to the reader,
+    which names the file."""
+    opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+    if opener is None or (opener is not open and not _decompresses(opener, path)):
         return
     dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a long text is one field, as pandas reads it
     expected = len(names) if names else None
     what = f"column_names names {expected} ({', '.join(map(str, names))})" if names else ""
     _check_unique_names(names, f"the {split} file {path}: column_names")
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
         reader, start = csv.reader(f, **dialect), 1
         for record in reader:
             line, start = start, reader.line_num + 1
