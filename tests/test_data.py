@@ -934,6 +934,26 @@ def test_conll_files_of_one_dataset_need_one_column_count(tmp_path):
     assert D.load_task(spec, tmp_path / "cache").splits["validation"]["tokens"].tolist() == [["EU", "rejects"]]
 
 
+def test_a_compressed_conll_file_is_read_decompressed(tmp_path):
+    """train.conll.gz was read as its gzip bytes and refused as "not UTF-8 text; re-save the file as UTF-8". gzip,
+    bzip2 and xz are read decompressed, as the other formats' readers do; a broken archive or another compression
+    fails naming the file and what to do."""
+    import gzip
+
+    text = "EU NNP\nrejects VBZ\n\nGerman JJ\ncall NN\n\n"
+    gz = tmp_path / "train.conll.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    assert D.read_conll(gz) == [(["EU", "rejects"], ["NNP", "VBZ"]), (["German", "call"], ["JJ", "NN"])]
+    cut = tmp_path / "cut.conll.gz"
+    cut.write_bytes(gz.read_bytes()[:30])
+    with pytest.raises(D.TaskSpecError, match=r"cut\.conll\.gz could not be decompressed \(EOFError"):
+        D.read_conll(cut)
+    zipped = tmp_path / "train.conll.zip"
+    zipped.write_bytes(gz.read_bytes())
+    with pytest.raises(D.TaskSpecError, match=r"train\.conll\.zip: a CoNLL file is read as text.*decompress it"):
+        D.read_conll(zipped)
+
+
 def test_columns_named_twice_fail_before_the_labels_are_read(tmp_path):
     """A key naming the column another key names (the labels would be the texts, the tags the words): refused in
     the config (papa.checks, tests/test_workflow.py INVALID_CONFIGS) and by load_task itself; a CoNLL file's

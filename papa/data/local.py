@@ -95,7 +95,11 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     tags: list[str] = []
     width = first = start = None
     other = next(iter(widths.items()), None) if widths else None
-    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark would stick to the first token
+    opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+    if opener is None:
+        raise TaskSpecError(f"{path}: a CoNLL file is read as text, plain or compressed as "
+                            f"{', '.join(_TEXT_OPENERS)}; decompress it")  # fmt: skip
+    with opener(path, "rt", encoding="utf-8-sig") as f:  # a byte-order mark would stick to the first token
         try:
             for lineno, line in enumerate(f, 1):
                 line = line.rstrip("\r\n")
@@ -145,6 +149,9 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
         except UnicodeDecodeError as e:  # the decoder reads ahead a block: the line read last is not the bad one
             _text_lines(path)  # names the line and byte that are not UTF-8
             raise TaskSpecError(f"{path} is not UTF-8 text ({e.reason}); re-save the file as UTF-8") from None
+        except (EOFError, OSError, lzma.LZMAError) as e:  # a compressed file cut short or not of its suffix's kind
+            raise TaskSpecError(f"{path} could not be decompressed ({type(e).__name__}: {e}); fix the file, or "
+                                f"decompress it") from e  # fmt: skip
     if toks:
         sents.append((toks, tags, start))
     return sents
