@@ -1734,6 +1734,11 @@ def check_config(config: dict) -> None:
             hint = "" if not near else f" (write {near!r})" if near == stripped else f" (did you mean {near!r}?)"
             errors.append(f"datasets.{key}: unknown {source} dataset {name!r}{hint}; known {source} datasets: "
                           f"{', '.join(KNOWN_TASKS[source])} (or source: local with your own files)")  # fmt: skip
+        labels = spec.get("labels")
+        if isinstance(labels, list) and len(labels) == 1 and spec.get("label_column", "label") is not None:
+            errors.append(f"datasets.{key}.labels lists one label ({labels[0]!r}): a probe needs two classes at "
+                          f"least, and prepare_data refuses a train split of one; list every label of the data, in "
+                          f"index order")  # fmt: skip
         if spec.get("column_names") and "header" not in spec:  # pandas would read a header row as data
             errors.append(f"datasets.{key}.column_names: say whether the files' first line is a header: header: "
                           f"false (every line is data) or header: true (the header row is renamed)")  # fmt: skip

@@ -877,6 +877,11 @@ INVALID_CONFIGS = [
         "analyses.mlm.max_length = 4 (the N of analyses.mlm.dataset) is too short for 'pairs', which gives sentence "
         "pairs: use at least 6",
     ),
+    # one listed label: prepare_data refuses a train split of one class, after the other datasets' work
+    (
+        lambda c: c["datasets"].update(mine={**LOCAL_PAIRS, "labels": ["positive"]}),
+        "datasets.mine.labels lists one label ('positive'): a probe needs two classes at least",
+    ),
     # two keys that name one column: the labels would be the texts, the tags the words
     (
         lambda c: c["datasets"].update(mine={**LOCAL_PAIRS, "text_b_column": None, "label_column": "text"}),
