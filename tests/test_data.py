@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -1380,6 +1382,27 @@ def test_a_compressed_csv_with_more_fields_than_columns_fails_too(tmp_path):
     ok = tmp_path / "ok.csv.gz"
     ok.write_bytes(gzip.compress(text.replace(", fun", " fun").encode()))
     assert D.load_task(_seq_spec(ok), tmp_path).splits["train"]["text"].tolist()[:2] == ["film 0 fun", "film 1 fun"]
+
+
+def test_a_killed_jobs_copy_of_a_local_file_is_removed_by_the_next_read(tmp_path, monkeypatch):
+    """datasets copies a local file into a temporary folder, removed once its rows are read; a job killed with
+    SIGKILL (the out-of-memory killer) left its copy for good. The next read removes those of this host's dead
+    processes, and leaves a live process's, another host's and its own none."""
+    import socket
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    dead = scratch / f"papa-hf-datasets-{host}-{int(done.stdout)}-k1lled00"
+    live = scratch / f"papa-hf-datasets-{host}-{os.getpid()}-l1ve0000"
+    other = scratch / f"papa-hf-datasets-elsewhere-{int(done.stdout)}-0ther000"
+    for folder in (dead, live, other):
+        (folder / "csv").mkdir(parents=True)
+    p = _csv(tmp_path, text="".join(f"film {i},{'pos' if i % 2 else 'neg'}\n" for i in range(10)))
+    D.load_task(_seq_spec(p), tmp_path / "cache")
+    assert sorted(f.name for f in scratch.iterdir()) == sorted([live.name, other.name])
 
 
 def test_one_class_in_train_fails(tmp_path):

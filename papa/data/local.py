@@ -17,6 +17,8 @@ import lzma
 import math
 import os
 import re
+import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -327,6 +329,35 @@ def _nested_records(columns: dict[str, list]) -> tuple[str, int] | None:
     return None
 
 
+#: datasets' Arrow copy of a local file goes to ``papa-hf-datasets-<host>-<pid>-XXXXXXXX`` in the temporary folder.
+_HF_CACHE_PREFIX = "papa-hf-datasets-"
+
+
+def _hf_cache() -> tempfile.TemporaryDirectory:
+    """A new folder for datasets' Arrow copy of a local file (the caller removes it once the rows are read), after
+    removing those that killed processes of this host left (SIGKILL, the out-of-memory killer: no clean-up ran; a
+    copy of the whole file each)."""
+    host = socket.gethostname()
+    pattern = re.compile(rf"{re.escape(_HF_CACHE_PREFIX)}{re.escape(host)}-(\d+)-[A-Za-z0-9_]+")
+    for folder in Path(tempfile.gettempdir()).glob(f"{_HF_CACHE_PREFIX}*"):
+        m = pattern.fullmatch(folder.name)
+        if m is not None and not _alive(int(m.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
+            log.info("removed %s, the copy of a local file that a killed process left", folder)
+    return tempfile.TemporaryDirectory(prefix=f"{_HF_CACHE_PREFIX}{host}-{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _parquet_rows(path: Path) -> int | None:
     """The rows a Parquet file's footer counts; None where it cannot be read (the reader then says why)."""
     import pyarrow.parquet as pq
@@ -389,7 +420,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict |
                             frozenset(str(c) for c in reads if c is not None))  # fmt: skip
     # datasets' Arrow copy of the file goes to a folder of its own, removed once the rows are read: a cache kept per
     # file content (never stale) kept a full copy of every version of every file read, for good
-    hf_cache = tempfile.TemporaryDirectory(prefix="papa-hf-datasets-")
+    hf_cache = _hf_cache()
     try:
         ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=hf_cache.name, **kw)
     except Exception as e:  # the builder's errors, whatever their class
