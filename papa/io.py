@@ -181,6 +181,44 @@ def scratch_dir(path: str | Path, what: str = "scratch", older: tuple[str, ...] 
         _remove(tmp)
 
 
+def process_dir(prefix: str, root: str | Path | None = None) -> Path:
+    """A new folder ``<prefix><host>-<pid>-XXXXXXXX`` under ``root`` (default the temporary folder) for this
+    process's scratch (a feature cache, datasets' Arrow copy of a local file): the caller removes it when done;
+    `remove_dead_process_dirs` removes it once this process is gone without doing so (SIGKILL, the out-of-memory
+    killer, a lost node: no ``finally`` ran)."""
+    import socket
+
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{socket.gethostname()}-{os.getpid()}-", dir=root))
+
+
+def remove_dead_process_dirs(prefix: str, root: str | Path | None = None) -> list[str]:
+    """Remove the `process_dir` folders of ``prefix`` under ``root`` (default the temporary folder) whose
+    process, of this host, is gone; those of live processes and of other hosts (a shared scratch) are kept.
+    Returns the folders removed."""
+    import socket
+
+    root = Path(root) if root else Path(tempfile.gettempdir())
+    pattern = re.compile(rf"{re.escape(prefix)}{re.escape(socket.gethostname())}-(\d+)-[A-Za-z0-9_]+")
+    removed = []
+    for d in sorted(root.glob(f"{prefix}*")) if root.is_dir() else []:
+        m = pattern.fullmatch(d.name)
+        if m is not None and not _alive(int(m.group(1))):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(str(d))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 #: Suffixes of a model folder's weight files: read by the stages that load the model, never by its tokenizer
 #: (`model_folder_files`).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".ot")

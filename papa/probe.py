@@ -25,10 +25,8 @@ import functools
 import logging
 import math
 import os
-import re
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -42,7 +40,7 @@ import torch
 from torch import nn
 
 from .encoding import IGNORE, Encoded, check_batch_size
-from .io import SEED_LIMIT, Progress, check_seed, is_integer
+from .io import SEED_LIMIT, Progress, check_seed, is_integer, process_dir, remove_dead_process_dirs
 from .metrics import check_metrics, compute_all
 from .models import compiled, in_mode
 
@@ -337,27 +335,10 @@ _CACHE_PREFIX = "papa-features-"  # disk caches: papa-features-<host>-<pid>-XXXX
 def remove_stale_caches(scratch: str | None = None) -> list[str]:
     """Remove disk caches that killed jobs (SIGKILL, a lost node) left under ``scratch`` (default the
     temporary folder): those of this host whose process is gone. Returns the folders removed."""
-    root = Path(scratch) if scratch else Path(tempfile.gettempdir())
-    pattern = re.compile(rf"{re.escape(_CACHE_PREFIX)}{re.escape(socket.gethostname())}-(\d+)-[A-Za-z0-9_]+")
-    removed = []
-    for d in root.glob(f"{_CACHE_PREFIX}*") if root.is_dir() else []:
-        m = pattern.fullmatch(d.name)
-        if m is None or _alive(int(m.group(1))):
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        removed.append(str(d))
+    removed = remove_dead_process_dirs(_CACHE_PREFIX, scratch)
+    for d in removed:
         log.info("removed the feature cache %s of a killed job", d)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def extract_features(
@@ -405,7 +386,7 @@ def extract_features(
         remove_stale_caches(scratch)
         folder = None
         try:
-            folder = tempfile.mkdtemp(prefix=f"{_CACHE_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=scratch)
+            folder = str(process_dir(_CACHE_PREFIX, scratch))
             data = np.lib.format.open_memmap(f"{folder}/features.npy", mode="w+", dtype=np_dtype, shape=shape)
             reserved = reserve_disk(f"{folder}/features.npy")
         except BaseException as e:

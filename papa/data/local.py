@@ -18,13 +18,12 @@ import math
 import os
 import re
 import shutil
-import socket
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..io import process_dir, remove_dead_process_dirs
 from ..spec import TASK_KINDS
 from .downloads import sha256_file
 from .errors import TaskSpecError, require_columns
@@ -333,29 +332,13 @@ def _nested_records(columns: dict[str, list]) -> tuple[str, int] | None:
 _HF_CACHE_PREFIX = "papa-hf-datasets-"
 
 
-def _hf_cache() -> tempfile.TemporaryDirectory:
+def _hf_cache() -> Path:
     """A new folder for datasets' Arrow copy of a local file (the caller removes it once the rows are read), after
     removing those that killed processes of this host left (SIGKILL, the out-of-memory killer: no clean-up ran; a
     copy of the whole file each)."""
-    host = socket.gethostname()
-    pattern = re.compile(rf"{re.escape(_HF_CACHE_PREFIX)}{re.escape(host)}-(\d+)-[A-Za-z0-9_]+")
-    for folder in Path(tempfile.gettempdir()).glob(f"{_HF_CACHE_PREFIX}*"):
-        m = pattern.fullmatch(folder.name)
-        if m is not None and not _alive(int(m.group(1))):
-            shutil.rmtree(folder, ignore_errors=True)
-            log.info("removed %s, the copy of a local file that a killed process left", folder)
-    return tempfile.TemporaryDirectory(prefix=f"{_HF_CACHE_PREFIX}{host}-{os.getpid()}-")
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (another user's counts as running)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    for folder in remove_dead_process_dirs(_HF_CACHE_PREFIX):
+        log.info("removed %s, the copy of a local file that a killed process left", folder)
+    return process_dir(_HF_CACHE_PREFIX)
 
 
 def _parquet_rows(path: Path) -> int | None:
@@ -422,9 +405,9 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict |
     # file content (never stale) kept a full copy of every version of every file read, for good
     hf_cache = _hf_cache()
     try:
-        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=hf_cache.name, **kw)
+        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=str(hf_cache), **kw)
     except Exception as e:  # the builder's errors, whatever their class
-        hf_cache.cleanup()
+        shutil.rmtree(hf_cache, ignore_errors=True)
         if "corresponds to no data" in str(e):
             raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
         if fmt == "json" and (bad := _bad_json_line(path)):  # pyarrow counts JSON Lines rows from 0
@@ -441,7 +424,7 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict |
         out, features, num_rows = ds.to_dict(), ds.features, ds.num_rows
     finally:
         del ds
-        hf_cache.cleanup()
+        shutil.rmtree(hf_cache, ignore_errors=True)
     needed = _key(spec, "tokens_column") if kind == "token" else _key(spec, "text_column")
     if fmt == "json" and num_rows == 1 and needed not in out and (nested := _nested_records(out)):
         raise TaskSpecError(f"the {split} file {path} is one JSON object whose key {nested[0]!r} holds {nested[1]} "

@@ -46,8 +46,8 @@ def spec_problems(name: str, spec: dict) -> list[str]:
         words = {k: v if spec.get(k) is None else spec[k] for k, v in CHUNK_DEFAULTS.items()}
         if all(isinstance(v, int) for v in words.values()) and words["min_words"] > words["chunk_words"]:
             problems.append(f"min_words ({words['min_words']}) exceeds chunk_words ({words['chunk_words']}), so "
-                            f"every chunk would be dropped: lower min_words (default {CHUNK_DEFAULTS['min_words']}), or raise "
-                            f"chunk_words")  # fmt: skip
+                            f"every chunk would be dropped: lower min_words (default "
+                            f"{CHUNK_DEFAULTS['min_words']}), or raise chunk_words")  # fmt: skip
     return problems
 
 
