@@ -188,7 +188,10 @@ def n_dynamic(fraction_dynamic, total: int) -> int:
     (BERT-base: 1/16 -> 9 of 144)."""
     if isinstance(total, bool) or not isinstance(total, (int, np.integer)) or total < 1:
         raise ValueError(f"total must be the number of heads (a positive integer), got {total!r}")
-    return int(math.floor(check_fraction(fraction_dynamic) * total + 0.5))
+    x = check_fraction(fraction_dynamic) * total
+    # a half in exact arithmetic may be a hair below it as a float product (0.7 x 45 = 31.499999999999996, a float32
+    # fraction's more): lift what lies within float noise of a half onto it, so halves round up as documented
+    return int(math.floor(x + 0.5 + 1e-6 * max(1.0, x)))
 
 
 def is_partial(fraction_dynamic) -> bool:

@@ -666,6 +666,24 @@ def test_selection_orders():
     assert [144 - n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [0, 72, 126, 135, 144]
 
 
+def test_n_dynamic_rounds_halves_up_despite_float_noise():
+    """round(f x heads) with halves rounded up, as documented, also where the float product lands a hair below the
+    half (0.7 x 45 = 31.499999999999996 kept 31 heads, not 32; 15/22 x 11 kept 7, not 8), and for a float32 fraction
+    (a tensor's or a Parquet column's): whole products stay whole."""
+    import numpy as np
+
+    from papa.selection import head_order, n_dynamic, select_static
+
+    assert n_dynamic(0.7, 45) == 32 and n_dynamic(0.29, 50) == 15 and n_dynamic(15 / 22, 11) == 8
+    assert n_dynamic(np.float32(0.7), 5) == 4
+    assert int((~select_static(head_order("first_to_last", (5, 9)), 0.7, (5, 9))).sum()) == 32
+    for total in range(1, 200):
+        assert [n_dynamic(k / (2 * total), total) for k in range(2 * total + 1)] == [
+            (k + 1) // 2 for k in range(2 * total + 1)
+        ], total
+        assert [n_dynamic(k / total, total) for k in range(total + 1)] == list(range(total + 1)), total
+
+
 def test_constant_output_equals_explicit_masked_matrices_times_values():
     """The batched constant path equals building every example's masked, L1-normalised matrix."""
     from papa.patching import constant_output, masked_constant
