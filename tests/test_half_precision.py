@@ -66,3 +66,17 @@ def test_a_half_precision_patch_trains_float32_tensors_and_runs_in_the_models_dt
         out.float().square().mean().backward()
         assert param.grad is not None and param.grad.dtype == torch.float32 and param.grad.abs().sum() > 0
     assert papa.average_attention(model, enc.batches(16)).metadata["dtype"] == str(dtype).removeprefix("torch.")
+
+
+def test_effective_constants_in_float16_leave_every_token_finite(minilm):
+    """float16 MiniLM, effective constants of inputs longer than d' = 32: a pad query's row was divided by its
+    normaliser on the valid keys, a float16 subnormal (6e-8) there, so inf, and the pad mask's 0 made it NaN, which the
+    next layer's values carried to every token of the padded examples (bfloat16 and float32 were finite)."""
+    from .test_patching import hidden, papa_batch
+
+    model = copy.deepcopy(minilm[0]).to(torch.float16)
+    batch = papa_batch(model, [7, 46, 48, 3], seed=2, n=48)
+    C = papa.average_attention(model, [batch], kind="effective")
+    for kw in ({"static": torch.ones(6, 12, dtype=torch.bool)}, {"mix": True}):
+        with papa.patch(model, C, **kw):
+            assert torch.isfinite(hidden(model, batch)).all(), kw

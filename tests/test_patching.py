@@ -684,6 +684,26 @@ def test_n_dynamic_rounds_halves_up_despite_float_noise():
         assert [n_dynamic(k / total, total) for k in range(total + 1)] == list(range(total + 1)), total
 
 
+@pytest.mark.parametrize("family", ["bert", "albert", "deberta", "mpnet"])
+def test_a_tiny_normaliser_on_pad_rows_leaves_the_output_finite(family):
+    """Constants with a normaliser (effective attention's ``norm``) near 0 on rows that are padding in every example:
+    a pad query's row, divided by it, was inf, times the pad mask's 0 NaN, carried to every token by the next layer's
+    values; a pad query's row is 0 and needs no normaliser (float16 MiniLM with effective constants met it)."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [9, 12])  # positions 11..14 are padding in both
+    norm = torch.ones(L, H, N, N)
+    norm[:, :, 11:15] = 1e-44  # a float32 subnormal
+    C = papa.ConstantAttention(torch.full((L, H, N, N), 1.0 / N), torch.ones(N, N, dtype=torch.float64), {}, norm)
+    for kw in ({"static": torch.ones(L, H, dtype=torch.bool)}, {"mix": True}):
+        with papa.patch(model, C, **kw):
+            assert torch.isfinite(hidden(model, batch)).all(), kw
+            maps = model(**batch, output_attentions=True).attentions
+            assert all(torch.isfinite(a).all() for a in maps), kw
+            if "static" in kw:  # constant heads' pad-query rows are 0
+                assert all((a[:, :, 11:15] == 0).all() for a in maps)
+
+
 def test_constant_output_equals_explicit_masked_matrices_times_values():
     """The batched constant path equals building every example's masked, L1-normalised matrix."""
     from papa.patching import constant_output, masked_constant

@@ -84,7 +84,10 @@ def constant_output(
     if m is None:
         den = Cabs.sum(-1)[None, :, :, None]
     else:
-        den = torch.matmul(Cabs, m.t()).permute(2, 0, 1)[..., None]  # [B, h, N, 1]
+        # a pad query's row gets no normaliser (0): divided by its own, a tiny one (a signed effective row's normaliser
+        # on keys its mass missed, rounded to a subnormal in float16) made it inf, and the pad mask's 0 then NaN, which
+        # reached every token through the next layer's values
+        den = torch.matmul(Cabs, m.t()).permute(2, 0, 1)[..., None] * m[:, None, :, None]  # [B, h, N, 1]
     out = _divide_rows(num, den)
     return out if m is None else out * m[:, None, :, None]
 
@@ -95,7 +98,10 @@ def masked_constant(C: torch.Tensor, valid: torch.Tensor | None, norm: torch.Ten
     keys = 1 if valid is None else valid.to(C.dtype)[:, None, None, :]  # [B, 1, 1, N]
     Cm = C[None] * keys
     Wm = Cm.abs() if norm is None else norm[None] * keys
-    Cm = _divide_rows(Cm, Wm.sum(-1, keepdim=True))
+    den = Wm.sum(-1, keepdim=True)
+    if valid is not None:  # pad queries' rows are 0, not divided by a normaliser that may be tiny (constant_output)
+        den = den * valid.to(C.dtype)[:, None, :, None]
+    Cm = _divide_rows(Cm, den)
     return Cm if valid is None else Cm * valid.to(C.dtype)[:, None, :, None]
 
 
