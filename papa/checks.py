@@ -1734,8 +1734,8 @@ def check_config(config: dict) -> None:
             hint = "" if not near else f" (write {near!r})" if near == stripped else f" (did you mean {near!r}?)"
             errors.append(f"datasets.{key}: unknown {source} dataset {name!r}{hint}; known {source} datasets: "
                           f"{', '.join(KNOWN_TASKS[source])} (or source: local with your own files)")  # fmt: skip
-        labels = spec.get("labels")
-        if isinstance(labels, list) and len(labels) == 1 and spec.get("label_column", "label") is not None:
+        labels = dataset_labels(key, spec)  # [] for an unlabeled corpus
+        if labels is not None and len(labels) == 1:
             errors.append(f"datasets.{key}.labels lists one label ({labels[0]!r}): a probe needs two classes at "
                           f"least, and prepare_data refuses a train split of one; list every label of the data, in "
                           f"index order")  # fmt: skip
