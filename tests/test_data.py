@@ -1136,6 +1136,35 @@ def test_a_compression_suffix_before_the_last_is_a_plain_file(tmp_path):
     assert no_rows(_csv(tmp_path, "head.gz.csv", text=""), {}) == "holds only its header line"
 
 
+def test_a_json_lines_files_missing_column_is_refused_before_any_job(tmp_path):
+    """A JSON Lines file's records are its header (review BE): a column key naming no key of them was found only by
+    the dataset's prepare_data job (CSV, TSV and Parquet headers are read by the config check), after other datasets'
+    jobs had run. A key only some records have is a column (datasets' json reader gives it); a JSON array, a
+    pretty-printed file or a broken line is left to the job, which names it."""
+    import json
+
+    from papa.data.local import header_problems
+
+    rows = [{"sentence": f"a {i}", "label": "pos"} for i in range(3)] + [{"sentence": "b", "label": "neg", "id": 7}]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text("".join(json.dumps({"text": r["sentence"], "label": r["label"]}) + "\n" for r in rows))
+    assert header_problems(_seq_spec(train, id_column="id"), {"train": train}) == []
+    assert header_problems(_seq_spec(train, label_column="gold"), {"train": train}) == [
+        f"column 'gold' (label_column) is not in the header of the train file {train} (['sentence', 'label', 'id']): "
+        f"set label_column to one of them"
+    ]
+    (why,) = header_problems(_seq_spec(train, dev), {"train": train, "validation": dev})
+    assert why.startswith(f"the validation file {dev} has no column 'sentence', which the train file has"), why
+    array = tmp_path / "arr.json"
+    array.write_text(json.dumps(rows, indent=2))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"sentence": "a", "label": "pos"}\n{"sentence": \n')
+    assert header_problems(_seq_spec(array, text_column="x"), {"train": array}) == []
+    assert header_problems(_seq_spec(broken, text_column="x"), {"train": broken}) == []
+
+
 def test_csv_cells_are_read_as_written_not_as_pandas_guesses(tmp_path):
     """pandas types a CSV column from all its cells: a text column of numbers lost its digits ("007" became "7",
     "3.10" "3.1"), ids such as "001" became "1", and one "1.0" among integer labels made every label a float, so

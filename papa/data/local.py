@@ -736,11 +736,12 @@ def _headers_differ(where: str, column: str, train_header: list[str], split: str
 
 
 def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
-    """Why a sequence task's CSV/TSV files with a header, or Parquet files, cannot give the columns the spec names
-    (``text_column``, ``text_b_column``, ``label_column``, ``id_column``), from each file's header line or Parquet
-    schema alone (cheap enough for the config check before any job; the job reads the rows): a column the header
-    lacks, naming the key to change, or, where the train file has it, that the two headers differ. Other formats,
-    compressed files, ``header: false`` and ``column_names`` are left to the job."""
+    """Why a sequence task's CSV/TSV files with a header, Parquet or JSON Lines files cannot give the columns the spec
+    names (``text_column``, ``text_b_column``, ``label_column``, ``id_column``), from each file's header line,
+    Parquet schema or first MiB of records alone (`_json_lines_keys`; cheap enough for the config check before any
+    job; the job reads the rows): a column the header lacks, naming the key to change, or, where the train file has
+    it, that the two headers differ. Other formats, compressed files, ``header: false`` and ``column_names`` are
+    left to the job."""
     if spec.get("header") is False or spec.get("column_names"):
         return []
     import pandas as pd
@@ -760,6 +761,10 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
                 headers[split] = [str(c) for c in pq.read_schema(path).names]
             except (OSError, ValueError):  # pyarrow's errors are OSErrors or ValueErrors: the job names them
                 pass
+            continue
+        if fmt == "json" and not is_compressed(path):
+            if (keys_read := _json_lines_keys(path)) is not None:
+                headers[split] = keys_read
             continue
         if fmt not in ("csv", "tsv") or is_compressed(path):
             continue
@@ -783,6 +788,32 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
                                 f"({header}): set {key} to one of them")  # fmt: skip
             break
     return problems
+
+
+def _json_lines_keys(path: Path, peek: int = 1 << 20) -> list[str] | None:
+    """The keys of a JSON Lines file's records in its first ``peek`` bytes (every key any of them has, in the order
+    first met: the columns datasets' json reader gives), or None where those lines are no JSON Lines of objects (a
+    JSON array, a pretty-printed file, a broken line: the job reads it and names what is wrong)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(peek)
+    except OSError:
+        return None
+    lines = head.splitlines()
+    if len(head) == peek and lines:
+        lines = lines[:-1]  # the last line may be cut at the peek
+    keys: dict[str, None] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:  # UnicodeDecodeError too
+            return None
+        if not isinstance(record, dict):
+            return None
+        keys.update(dict.fromkeys(map(str, record)))
+    return list(keys) or None
 
 
 def no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
