@@ -1434,6 +1434,69 @@ def test_a_killed_jobs_copy_of_a_local_file_is_removed_by_the_next_read(tmp_path
     assert sorted(f.name for f in scratch.iterdir()) == sorted([live.name, other.name])
 
 
+def test_a_conll_file_unlike_the_first_is_named_against_the_first(tmp_path):
+    """A dataset's third file is held to its first one's columns, and the message names that first file (the train
+    file), not the file read just before it."""
+    three, two = "EU NNP NN\nrejects VBZ NNS\n\n", "EU NNP\nrejects VBZ\n\n"
+    for name, text in (("train.conll", three), ("dev.conll", three), ("test.conll", two)):
+        (tmp_path / name).write_text(text)
+    spec = {"name": "mine", "source": "local", "kind": "token", "tag_column": 1, "train": str(tmp_path / "train.conll"),
+            "validation": str(tmp_path / "dev.conll"), "test": str(tmp_path / "test.conll")}  # fmt: skip
+    with pytest.raises(D.TaskSpecError) as err:
+        D.load_task(spec, tmp_path / "cache")
+    assert str(err.value).startswith(f"{tmp_path / 'test.conll'}:1 has 2 columns but {tmp_path / 'train.conll'}:1, "
+                                     f"the dataset's first file, has 3"), str(err.value)  # fmt: skip
+
+
+def test_a_compression_suffix_in_capitals_is_read_decompressed_too(tmp_path, monkeypatch):
+    """train.conll.GZ and t.csv.GZ are gzip files to the readers (papa.data.local.is_compressed and pandas take the
+    suffix in any case): a CoNLL file is read decompressed, a CSV file's fields are counted decompressed, not skipped
+    (its shifted columns were read silently), and a gzip file whose text is not UTF-8 is refused by the reader,
+    naming the file (and datasets' copy of it is removed)."""
+    import gzip
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    conll = tmp_path / "train.conll.GZ"
+    conll.write_bytes(gzip.compress(b"EU NNP\nrejects VBZ\n\n"))
+    assert D.read_conll(conll) == [(["EU", "rejects"], ["NNP", "VBZ"])]
+    text = "sentence,label\n" + "".join(f"film {i}, fun,{'pos' if i % 2 else 'neg'}\n" for i in range(8))
+    shifted = tmp_path / "t.csv.GZ"
+    shifted.write_bytes(gzip.compress(text.encode()))
+    with pytest.raises(D.TaskSpecError, match=r"t\.csv\.GZ, line 2 has 3 fields, where the header \(line 1\) names 2"):
+        D.load_task(_seq_spec(shifted), tmp_path)
+    latin = tmp_path / "latin.csv.gz"
+    latin.write_bytes(gzip.compress(text.replace(", fun", " caf\xe9").encode("latin-1")))
+    with pytest.raises(D.TaskSpecError, match=r"could not read the train file .*latin\.csv\.gz as csv .*UnicodeDecode"):
+        D.load_task(_seq_spec(latin), tmp_path)
+    assert list(scratch.iterdir()) == []
+
+
+def test_json_lines_keys_read_the_records_whole_and_only_objects(tmp_path):
+    """`_json_lines_keys`: blank lines between records are skipped (not taken for a broken line, which left the
+    file unchecked); a line cut at the peek is dropped, its earlier lines still read; a line that is not an object,
+    or a file of blank lines, gives None (the job names what is wrong) rather than keys or an empty header."""
+    from papa.data.local import _json_lines_keys, header_problems
+
+    p = tmp_path / "train.jsonl"
+    p.write_text('{"sentence": "a", "label": "pos"}\n\n{"sentence": "b", "label": "neg", "id": 3}\n\n')
+    assert _json_lines_keys(p) == ["sentence", "label", "id"]
+    assert header_problems(_seq_spec(p, label_column="gold"), {"train": p}) == [
+        f"column 'gold' (label_column) is not in the header of the train file {p} (['sentence', 'label', 'id']): "
+        f"set label_column to one of them"
+    ]
+    assert _json_lines_keys(p, peek=len('{"sentence": "a", "label": "pos"}\n\n{"sent')) == ["sentence", "label"]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"sentence": "a", "label": "pos"}\n["b", "neg"]\n')
+    assert _json_lines_keys(mixed) is None
+    assert header_problems(_seq_spec(mixed, text_column="x"), {"train": mixed}) == []
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n\n  \n")
+    assert _json_lines_keys(blank) is None and header_problems(_seq_spec(blank), {"train": blank}) == []
+
+
 def test_one_class_in_train_fails(tmp_path):
     """A probe trained on one class learns nothing: a train split with a single label (or tag) fails at load,
     whether the labels are inferred or listed, and an unlabeled corpus (label_column: null) is still fine."""
