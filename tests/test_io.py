@@ -1086,3 +1086,32 @@ def test_a_folder_digest_covers_the_given_files_names_and_bytes(tmp_path):
     assert folder_digest(folder, files) != digest
     (folder / "sub" / "w.bin").rename(folder / "w.bin")  # same bytes, another name in the folder
     assert folder_digest(folder, [files[0], folder / "w.bin"]) not in (digest, folder_digest(folder, [files[0]]))
+
+
+def test_process_dirs_of_dead_processes_of_this_host_are_removed_and_no_others(tmp_path, monkeypatch):
+    """`process_dir` names a folder by host and pid; `remove_dead_process_dirs` removes those of this host's dead
+    processes under its root, and keeps live processes', other hosts', other prefixes' and names that only begin
+    like one (a user's ``...-k1lled00.bak``); another user's live process (kill -0: EPERM) is alive."""
+    import socket
+
+    from papa.io import process_dir, remove_dead_process_dirs
+
+    host = socket.gethostname()
+    mine = process_dir("pre-", tmp_path)
+    assert mine.parent == tmp_path and mine.is_dir() and mine.name.startswith(f"pre-{host}-{os.getpid()}-")
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(done.stdout)
+    names = [f"pre-{host}-{dead}-k1lled00", f"pre-{host}-{dead}-k1lled00.bak", f"pre-elsewhere-{dead}-0ther000",
+             f"other-{host}-{dead}-k1lled00"]  # fmt: skip
+    for name in names:
+        (tmp_path / name / "sub").mkdir(parents=True)
+    assert remove_dead_process_dirs("pre-", tmp_path) == [str(tmp_path / names[0])]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, *names[1:]])
+    assert remove_dead_process_dirs("pre-", tmp_path / "absent") == []
+
+    def other_users(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", other_users)
+    (tmp_path / names[0]).mkdir()
+    assert remove_dead_process_dirs("pre-", tmp_path) == [] and (tmp_path / names[0]).is_dir()

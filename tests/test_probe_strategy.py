@@ -794,6 +794,24 @@ def test_disk_caches_of_killed_jobs_are_cleared_on_the_next_run(minilm, tmp_path
         assert not stale.exists() and live.exists() and other.exists()
 
 
+def test_remove_stale_caches_returns_the_folders_it_removed(tmp_path):
+    """`remove_stale_caches` (public: notebooks, a clean-up script) returns the folders it removed, and only those."""
+    import socket
+    import subprocess
+
+    from papa.probe import remove_stale_caches
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"papa-features-{socket.gethostname()}-{dead.pid}-abcd1234"
+    live = tmp_path / f"papa-features-{socket.gethostname()}-{os.getpid()}-efgh5678"
+    for d in (stale, live):
+        d.mkdir()
+    assert remove_stale_caches(str(tmp_path)) == [str(stale)]
+    assert [d.name for d in tmp_path.iterdir()] == [live.name]
+    assert remove_stale_caches(str(tmp_path)) == []
+
+
 # ----------------------------------------------------------------------------- bad input fails before training
 
 
