@@ -779,3 +779,14 @@ def test_the_constant_kinds_table_rows_are_the_method_then_the_other_kinds_then_
         "average", "identity", "toeplitz_trained", "average@wiki", "average@mnli"
     ]  # fmt: skip
     assert constant_kinds_rows(["identity", "average"], []) == constant_kinds_rows(["average", "identity"], [])
+
+
+def test_n_dynamic_lifts_float_noise_only_and_scales_it_with_the_product():
+    """The lift onto a half is float noise, relative to the product: a float32 fraction times many heads is off by
+    more than 1e-6 in absolute terms (0.7 x 1005 = 703.49998802: 704 heads), while a product 5e-4 below a half is
+    a real fraction that rounds down (7.4995 -> 7, 0.49995 -> 0)."""
+    import numpy as np
+
+    assert spec.n_dynamic(np.float32(0.7), 1005) == 704
+    assert spec.n_dynamic(7.4995 / 12, 12) == 7 and spec.n_dynamic(0.49995, 1) == 0
+    assert spec.n_dynamic(0.5 / 72, 72) == 1 and spec.n_dynamic(0.4999 / 72, 72) == 0
