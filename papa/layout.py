@@ -164,12 +164,24 @@ def of_config(path: str, results, *, finals, grid, models, built_models, dataset
     return all(getattr(found, field) in names for field, names in known.items() if getattr(found, field) is not None)
 
 
+def _constants_held(tasks, model: str, task: str, constants: spec.ConstantsSpec) -> dict:
+    """What the matrices of a constants spec for a task hold (`papa.pipeline.ConstantsFile`'s fields): the spec's
+    kind averaged on its corpus, else on the task's own dataset, at the task's N."""
+    return {"model": model, "corpus": constants.corpus_or(tasks[task]["dataset"]), "n": int(tasks[task]["max_length"]),
+            "kind": constants.kind}  # fmt: skip
+
+
+def _constants_path(results, held: dict) -> str:
+    """The file of the matrices `_constants_held` describes."""
+    return result_path(
+        results, "constants", model=held["model"], dataset=held["corpus"], n=held["n"], kind=held["kind"]
+    )
+
+
 def constants_file(results, tasks, model: str, task: str, constants: str) -> str:
     """The matrices a constants spec (``kind[_trained][@corpus]``) names for a task: ``<kind>.safetensors`` averaged
     on the spec's corpus, else on the task's own dataset, at the task's N (``tasks``: the config's ``tasks``)."""
-    c = spec.ConstantsSpec.parse(constants)
-    corpus = c.corpus_or(tasks[task]["dataset"])
-    return result_path(results, "constants", model=model, dataset=corpus, n=tasks[task]["max_length"], kind=c.kind)
+    return _constants_path(results, _constants_held(tasks, model, task, spec.ConstantsSpec.parse(constants)))
 
 
 def drawn_constants(results, runs, tasks) -> dict[str, dict]:
@@ -180,10 +192,8 @@ def drawn_constants(results, runs, tasks) -> dict[str, dict]:
     for m, t, c, _, _ in runs:
         constants = spec.ConstantsSpec.parse(c)
         if not constants.trained:
-            held = {"model": m, "corpus": constants.corpus_or(tasks[t]["dataset"]), "n": int(tasks[t]["max_length"]),
-                    "kind": constants.kind}  # fmt: skip
-            path = result_path(results, "constants", model=m, dataset=held["corpus"], n=held["n"], kind=held["kind"])
-            files[path] = held
+            held = _constants_held(tasks, m, t, constants)
+            files[_constants_path(results, held)] = held
     return dict(sorted(files.items()))
 
 
