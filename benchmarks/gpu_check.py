@@ -15,6 +15,10 @@ configs: code paths and timings, not science). Writes ``gpu_check.json`` to ``--
    (d' = 32, N = 64) and BERT-base's (d' = 64, N = 128): examples/s of one layer's projector by
    ``method="cholesky_qr"`` (the default) and ``"svd"``, their largest difference, and
    `papa.average_attention(kind="effective")` examples/s on the BERT-base-shaped encoder.
+4. Half precision (float16, bfloat16) on every family and the real MiniLM (`REAL`), padded batches, ``average``
+   and ``effective`` constants:
+   lambda 1 is the stock half-precision model, lambda 0 and all heads static stay finite on every position
+   (padding included), and all heads static against the float32 model's (`half_precision`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,69 @@ def invariants(device) -> dict:
             "ok": rep < 1e-4 and mix < 1e-4 and pad < 1e-4,
         }  # TF32/cuBLAS tolerance on GPU
         print(fam, out[fam], flush=True)
+    return out
+
+
+#: Families `half_precision` runs besides tiny ones: the real all-MiniLM-L6-v2 (`papa.load_encoder("minilm")`),
+#: whose effective constants in float16 once gave NaN on padded examples (a random tiny model never did).
+REAL = {"minilm": ([7, 46, 48, 3], 48)}
+
+
+def _half_model(fam, device, dtype=torch.float32):
+    if fam in REAL:
+        return papa.load_encoder(fam, device=device, dtype=dtype)[0].eval()
+    return tiny_model(fam).to(device=device, dtype=dtype).eval()
+
+
+def half_precision(device, families=FAMILIES) -> dict:
+    """Each family in float16 and bfloat16 on ``device``, a padded batch (lengths 7 and 16 of 16; `REAL` models
+    their own): with the model's own constants (``average`` and ``effective``, averaged in the model's dtype) every
+    lambda at 1 is the stock half-precision model (largest difference), every lambda at 0 and every head static
+    give finite hidden states on every position, padding included (a float16 pad row once divided by a subnormal
+    normaliser: NaN), and all heads static lie within a half precision's rounding of the float32 model's all-static
+    output (largest difference over real tokens, relative to the float32 output's largest value)."""
+    out = {}
+    for fam in families:
+        model32 = _half_model(fam, device)
+        L, H = papa.model_shape(model32)
+        every = torch.ones(L, H, dtype=torch.bool)
+        lengths, n = REAL.get(fam, ([7, 16], 16))
+        batch = to(papa_batch(model32, lengths, seed=2, n=n), device)
+        valid = batch["attention_mask"].bool()
+        for dtype in (torch.float16, torch.bfloat16):
+            model = _half_model(fam, device, dtype)
+            ref = hidden(model, batch)
+            res = {}
+            for kind in ("average", "effective"):
+                C32 = papa.average_attention(model32, [batch], kind=kind, log_every=1e9)
+                with papa.patch(model32, C32, static=every):
+                    static32 = hidden(model32, batch)
+                C = papa.average_attention(model, [batch], kind=kind, log_every=1e9)
+                with papa.patch(model, C, mix=True) as h:
+                    h.set_lambdas(1.0)
+                    lam1 = (hidden(model, batch) - ref).abs().max().item()
+                    h.set_lambdas(0.0)
+                    lam0_finite = bool(torch.isfinite(hidden(model, batch)).all())
+                with papa.patch(model, C, static=every):
+                    static = hidden(model, batch)
+                rel = (
+                    max(
+                        (static[r][:, valid[r]].float() - static32[r][:, valid[r]]).abs().max().item()
+                        for r in range(len(valid))
+                    )
+                    / static32.abs().max().item()
+                )
+                res[kind] = {
+                    "lambda_one_max_abs": lam1,
+                    "lambda_zero_finite": lam0_finite,
+                    "static_finite": bool(torch.isfinite(static).all()),
+                    "static_vs_float32_rel": rel,
+                }
+            res["ok"] = all(
+                r["lambda_one_max_abs"] == 0 and r["lambda_zero_finite"] and r["static_finite"] for r in res.values()
+            )
+            out[f"{fam}/{str(dtype).removeprefix('torch.')}"] = res
+            print(fam, dtype, res, flush=True)
     return out
 
 
@@ -174,13 +241,14 @@ def main(argv: list[str] | None = None):
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "invariants": invariants(device),
+        "half_precision": half_precision(device, FAMILIES + list(REAL)),
         "timings": timings(device),
         "effective_attention": effective_timings(device),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "gpu_check.json", json.dumps(result, indent=2) + "\n")
-    if not all(v["ok"] for v in result["invariants"].values()):
+    if not all(v["ok"] for part in ("invariants", "half_precision") for v in result[part].values()):
         sys.exit("some invariant failed on the GPU: see gpu_check.json")
 
 

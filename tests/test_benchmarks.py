@@ -805,3 +805,23 @@ def test_benchmark_scripts_help_shows_their_first_paragraph_whole(script, monkey
     assert e.value.code == 0
     first = "".join(module.__doc__.split("\n\n")[0].split())  # whitespace aside: argparse wraps at hyphens too
     assert first.endswith(".") and first in "".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.slow  # 5 s: the real MiniLM in three dtypes
+def test_gpu_check_half_precision_runs_its_checks_on_the_cpu_too(monkeypatch):
+    """benchmarks/gpu_check.py's half-precision section (CUDA only in the script) on the CPU, a tiny BERT and the real
+    MiniLM (the one whose float16 effective constants gave NaN; a tiny model never did): lambda 1 is
+    the stock float16/bfloat16 model to the bit, lambda 0 and every head static stay finite on padded positions (a
+    float16 pad row once divided by a subnormal normaliser: NaN), all heads static within a half's rounding of the
+    float32 model's (bfloat16 keeps 8 bits: ~1% of the largest value)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    gpu_check = importlib.import_module("gpu_check")
+    res = gpu_check.half_precision(gpu_check.torch.device("cpu"), families=["bert", "minilm"])
+    assert set(res) == {f"{f}/{d}" for f in ("bert", "minilm") for d in ("float16", "bfloat16")}
+    for name, r in res.items():
+        assert r["ok"], (name, r)
+        for kind in ("average", "effective"):
+            assert r[kind]["lambda_one_max_abs"] == 0 and r[kind]["static_finite"], (name, kind, r)
+            assert 0 < r[kind]["static_vs_float32_rel"] < {"float16": 5e-3, "bfloat16": 3e-2}[name.split("/")[1]]
