@@ -5,7 +5,7 @@
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
 # `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
-# `make check`: the fast tier; `make lint`: ruff's linter and formatter check; `make prune`: remove a config's
+# `make check`: the fast tier; `make test-cuda`: the tests that need a GPU, on one; `make lint`: ruff's linter and formatter check; `make prune`: remove a config's
 # folder's probe and lambda files of runs it no longer makes.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...; `make
 # clean` without CONFIG: those of CLEAN_CONFIGS, below), and `make clean` drops the Snakemake records of what it
@@ -31,7 +31,7 @@ CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 # a goal this Makefile does not have (`make clean config/paper.yaml`: CONFIG= forgotten) or a setting it does not read
 # given on the command line (`make clean CONFG=config/paper.yaml`) stop make: it went on with the default config, and
 # make clean removed the default runs' folders
-GOALS := install run test lint check rehearse report bench clean prune
+GOALS := install run test lint check rehearse test-cuda report bench clean prune
 SETTINGS := CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS SHELL MAKEFLAGS
 unknown_goal := $(firstword $(filter-out $(GOALS),$(MAKECMDGOALS)))
 ifneq ($(unknown_goal),)
@@ -150,6 +150,10 @@ check: install
 # the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores)
 rehearse: install
 	$(BIN)/python -m pytest -m rehearsal
+
+# on a machine with a GPU: the tests marked `cuda` (the other tiers hide CUDA from their tests: tests/conftest.py)
+test-cuda: install
+	PAPA_TEST_CUDA=1 $(BIN)/python -m pytest -m cuda
 
 bench: install
 	$(BIN)/python benchmarks/run.py

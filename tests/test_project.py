@@ -71,7 +71,9 @@ def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehea
     assert _make_n("test", "WORKERS=1")[-1] == suite.replace("-n 3", "-n 1")
     assert _make_n("rehearse") == [".venv/bin/python -m pytest -m rehearsal"]
     markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
-    assert set(markers) == {"slow", "slurm", "rehearsal"}
+    assert set(markers) == {"slow", "slurm", "rehearsal", "cuda"}
+    # the GPU tests, on a GPU machine: every other tier hides CUDA from its tests (tests/conftest.py)
+    assert _make_n("test-cuda") == ["PAPA_TEST_CUDA=1 .venv/bin/python -m pytest -m cuda"]
     assert all(any(f"make {t}" in m for t in ("check", "test", "rehearse")) for m in markers.values())
     # a misspelled marker is an error, not a warning: `@pytest.mark.slwo` ran a whole-workflow test in the fast tier
     assert "--strict-markers" in project["tool"]["pytest"]["ini_options"]["addopts"].split()
@@ -129,8 +131,9 @@ def test_make_refuses_a_goal_or_setting_it_does_not_have_and_clean_keeps_what_pa
     naming a file was "the working directory" (review AU's 1, 2, 18)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     for args, says in ((["clean", "config/paper.yaml"], "config/paper.yaml is not a target of papa's Makefile "
-                        "(install run test lint check rehearse report bench clean prune): give a config file as "
-                        "CONFIG=config/paper.yaml"), (["clean", "CONFG=config/paper.yaml"], "CONFG= is not a setting "
+                        "(install run test lint check rehearse test-cuda report bench clean prune): give a config "
+                        "file as CONFIG=config/paper.yaml"),
+                       (["clean", "CONFG=config/paper.yaml"], "CONFG= is not a setting "
                         "of papa's Makefile: it reads CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS"),
                        (["run", "CONFG=config/smoke.yaml"], "CONFG= is not a setting")):  # fmt: skip
         p = subprocess.run(["make", "-n", "-o", ".venv/bin/snakemake", *args], cwd=ROOT, capture_output=True,
