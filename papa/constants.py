@@ -199,14 +199,19 @@ class ConstantAttention:
 
 def _content_problem(mean, count, norm, meta: dict) -> str | None:
     """What constants of valid shapes may not hold (`ConstantAttention` refuses it when built, `load` when read):
-    metadata stating other layers, heads or N than the matrices have, NaN/inf matrices or normalisers, a count
-    or a normaliser that is negative or not finite."""
+    metadata stating other layers, heads or N than the matrices have, integer (or bool, complex) matrices or
+    normalisers, NaN/inf ones, a count or a normaliser that is negative or not finite."""
     N = mean.shape[-1]
     stated = {k: meta[k] for k in ("layers", "heads", "N") if k in meta}
     actual = {"layers": mean.shape[0], "heads": mean.shape[1], "N": N}
     if any(not is_integer(v) or int(v) != actual[k] for k, v in stated.items()):
         return f"the metadata states {stated} but mean has shape {tuple(mean.shape)}"
     for name, t in (("mean", mean), ("norm", norm)):
+        if t is not None and not t.is_floating_point():
+            return (
+                f"{name} is {str(t.dtype).removeprefix('torch.')}: constants are real-valued matrices (papa "
+                f"writes float32); give floating-point ones"
+            )  # an integer average rounded every weight
         if t is not None and t.device.type != "meta" and not torch.isfinite(t).all():
             return f"{name} holds {int((~torch.isfinite(t)).sum())} NaN/inf values"
     if count.device.type != "meta" and ((count < 0).any() or not torch.isfinite(count).all()):

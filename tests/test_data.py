@@ -1234,6 +1234,26 @@ def test_inferred_labels_refuse_an_odd_label_among_integers(tmp_path):
     assert t.splits["train"]["label"].tolist() == [0, 1, 2, 0]
 
 
+def test_one_label_written_two_ways_fails_naming_both_rows(tmp_path):
+    """A CSV label column types as integers when every cell is one, so "01" beside "1" (or "+1") was one class
+    without a word (JSON Lines and Parquet refuse a string among integers); and labels that differ only in case
+    ("Pos", "pos") were two classes. Both fail, naming the two rows; listed labels are the way out for the case."""
+    for odd, said in (("01", "01"), ("+1", r"\+1")):
+        two = _csv(tmp_path, "two.csv", f"a,0\nb,1\nc,{odd}\nd,0\n")
+        for labels in (None, ["neg", "pos"]):
+            with pytest.raises(D.TaskSpecError, match=rf"two\.csv, row 3 \(line 4\) has the label '{said}' and row 2 "
+                                                      r"\(line 3\) '1': both read as the integer 1"):  # fmt: skip
+                D.load_task(_seq_spec(two, two, **({"labels": labels} if labels else {})), tmp_path)
+    ok = _csv(tmp_path, "ok.csv", "a,0\nb, 1\nc,1\nd,0\n")  # spaces around a cell are no other spelling
+    assert D.load_task(_seq_spec(ok, ok), tmp_path).splits["train"]["label"].tolist() == [0, 1, 1, 0]
+    case = _csv(tmp_path, "case.csv", "a,neg\nb,Pos\nc,pos\nd,neg\n")
+    with pytest.raises(D.TaskSpecError, match=r"case\.csv, row 3 \(line 4\) has the label 'pos' and row 2 \(line 3\) "
+                                              r"'Pos', which differ only in case"):  # fmt: skip
+        D.load_task(_seq_spec(case, case), tmp_path)
+    t = D.load_task(_seq_spec(case, case, labels=["neg", "Pos", "pos"]), tmp_path)  # listed: three classes, as said
+    assert t.splits["train"]["label"].tolist() == [0, 1, 2, 0]
+
+
 def test_column_names_need_header_said(tmp_path):
     """column_names without header is ambiguous (pandas would read a header row as data, a headerless file's first
     line as a header): it fails, naming both choices; header false reads every line, header true renames."""

@@ -314,6 +314,9 @@ def test_constants_that_load_would_refuse_are_refused_when_built():
         ((C.mean, C.count.clone().fill_(float("nan")), C.metadata), "count holds negative or non-finite entries"),
         ((nan, C.count, C.metadata), "mean holds 1 NaN/inf values"),
         ((C.mean, C.count, {**C.metadata, "N": 64, "layers": 3}), r"the metadata states \{'layers': 3, .*'N': 64\}"),
+        # integer matrices: an average rounded to 0 or 1 (patch refused them only when used; load took them)
+        ((C.mean.long(), C.count, C.metadata), "mean is int64: constants are real-valued matrices"),
+        ((C.mean, C.count, C.metadata, C.mean > 0), "norm is bool: constants are real-valued matrices"),
     ]
     for args, says in cases:
         with pytest.raises(ValueError, match=f"ConstantAttention: {says}"):

@@ -166,17 +166,6 @@ _COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"})
 _TEXT_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 
 
-def _decompresses(opener, path: Path) -> bool:
-    """Whether ``opener`` reads ``path`` to its end as UTF-8 text."""
-    try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
-            while f.read(1 << 20):
-                pass
-    except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError):
-        return False
-    return True
-
-
 def is_compressed(path: Path) -> bool:
     """Whether the readers take the file ``path`` for compressed (its bytes are then no text to check): its last
     suffix names a compression (``train.csv.gz``). One before the last does not (``train.gz.csv``): `datasets`
@@ -248,8 +237,19 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     text's); one of another compression, a broken archive or one that holds no UTF-8 text is left to the reader,
     which names the file."""
     opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
-    if opener is None or (opener is not open and not _decompresses(opener, path)):
+    if opener is None:
         return
+    if opener is open:
+        _count_fields(open, path, split, fmt, header, names, reads)
+        return
+    try:  # read once: a broken archive (or one holding no UTF-8 text) is left to the reader, which names the file
+        _count_fields(opener, path, split, fmt, header, names, reads)
+    except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError):
+        return
+
+
+def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names, reads) -> None:
+    """`_check_field_counts` over the text ``opener`` reads from ``path``."""
     dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a long text is one field, as pandas reads it
     expected = len(names) if names else None
@@ -491,6 +491,13 @@ def _typed_labels(values: list, where: str, rows: list[str]) -> list:
         return values
     integers = [i for i, v in filled if _integer_label(v)]
     if len(integers) == len(filled):
+        spelt: dict[int, tuple[int, str]] = {}  # each integer's first spelling and its row
+        for i, v in filled:
+            first = spelt.setdefault(int(v), (i, v))
+            if first[1] != v:  # "01" beside "1" (or "+1"): one class under two spellings, or two codes made one
+                raise TaskSpecError(f"{where}, {rows[i]} has the label {v!r} and {rows[first[0]]} {first[1]!r}: both "
+                                    f"read as the integer {int(v)}, one class; write each label one way (if they are "
+                                    f"two classes, give them names that are no integers)")  # fmt: skip
         return [v if _is_missing(v) else int(v) for v in values]
     if all(_number(v) for _, v in filled):
         if integers:
@@ -637,6 +644,14 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
             return [str(i) for i in range(uniq[-1] + 1)]
         return [str(i) for i in uniq]
     uniq = sorted(set(str(v).strip() for v in vals))  # " neg" and "neg" are one label
+    folded: dict[str, str] = {}
+    for label in uniq:  # "Pos" beside "pos": most likely one class written two ways, which would be two classes
+        if (other := folded.setdefault(label.casefold(), label)) != label:
+            i, k = (next(n for n, v in enumerate(vals) if str(v).strip() == x) for x in (label, other))
+            raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {label!r} and "
+                                f"{rows[k] if rows else f'row {k + 1}'} {other!r}, which differ only in case: as two "
+                                f"classes one is most likely a typo; write them one way, or list every label under "
+                                f"the dataset's labels")  # fmt: skip
     if "O" in uniq:  # BIO tag sets: "O" first by convention
         uniq.remove("O")
         uniq.insert(0, "O")

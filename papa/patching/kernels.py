@@ -88,8 +88,7 @@ def constant_output(
         # on keys its mass missed, rounded to a subnormal in float16) made it inf, and the pad mask's 0 then NaN, which
         # reached every token through the next layer's values
         den = torch.matmul(Cabs, m.t()).permute(2, 0, 1)[..., None] * m[:, None, :, None]  # [B, h, N, 1]
-    out = _divide_rows(num, den)
-    return out if m is None else out * m[:, None, :, None]
+    return _divide_rows(num, den)  # pad-query rows: normaliser 0, so 0 with a zero gradient
 
 
 def masked_constant(C: torch.Tensor, valid: torch.Tensor | None, norm: torch.Tensor | None = None) -> torch.Tensor:
