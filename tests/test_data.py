@@ -1236,8 +1236,9 @@ def test_inferred_labels_refuse_an_odd_label_among_integers(tmp_path):
 
 def test_one_label_written_two_ways_fails_naming_both_rows(tmp_path):
     """A CSV label column types as integers when every cell is one, so "01" beside "1" (or "+1") was one class
-    without a word (JSON Lines and Parquet refuse a string among integers); and labels that differ only in case
-    ("Pos", "pos") were two classes. Both fail, naming the two rows; listed labels are the way out for the case."""
+    without a word (and in JSON Lines, whose mixed column datasets reads as JSON text, "01" beside 1 too, "+1" a
+    class of its own); labels that differ only in case ("Pos", "pos") were two classes. Each fails, naming the two
+    rows; listed labels are the way out for the case."""
     for odd, said in (("01", "01"), ("+1", r"\+1")):
         two = _csv(tmp_path, "two.csv", f"a,0\nb,1\nc,{odd}\nd,0\n")
         for labels in (None, ["neg", "pos"]):
@@ -1252,6 +1253,48 @@ def test_one_label_written_two_ways_fails_naming_both_rows(tmp_path):
         D.load_task(_seq_spec(case, case), tmp_path)
     t = D.load_task(_seq_spec(case, case, labels=["neg", "Pos", "pos"]), tmp_path)  # listed: three classes, as said
     assert t.splits["train"]["label"].tolist() == [0, 1, 2, 0]
+    # a validation label only the case tells apart from a train label says so (it was told to add a class)
+    val = _csv(tmp_path, "val.csv", "a,neg\nb,pos\n")
+    train = _csv(tmp_path, "train.csv", "a,neg\nb,Pos\nc,Pos\n")
+    with pytest.raises(D.TaskSpecError, match=r"label 'pos' at .*never occurs in the train split, whose labels "
+                                              r"are \['Pos', 'neg'\] \(it differs only in case from 'Pos': write it "
+                                              r"so\)"):  # fmt: skip
+        D.load_task(_seq_spec(train, val), tmp_path)
+    with pytest.raises(D.TaskSpecError, match=r"differs only in case from 'Pos': write it so\); fix the data$"):
+        D.load_task(_seq_spec(train, val, labels=["neg", "Pos"]), tmp_path)
+    # JSON Lines: 1 beside "01" (or "+1") in one column was one class, or three classes sorted as text
+    for odd in ("01", "+1"):
+        mixed = tmp_path / "mixed.jsonl"
+        mixed.write_text(
+            "".join(json.dumps({"sentence": w, "label": y}) + "\n" for w, y in zip("abcd", [0, 1, odd, 0]))
+        )
+        with pytest.raises(D.TaskSpecError, match=r"both read as the integer 1, one class"):
+            D.load_task(_seq_spec(mixed, mixed), tmp_path)
+
+
+def test_listed_labels_that_are_integers_match_integer_cells_by_value_not_position(tmp_path):
+    """Listed labels such as [-1, 0, +1] took an integer cell that named none (+1 read as 1) for a position: every +1
+    became "0", silently; zero-padded names ("01", "02") shifted every class by one. Integer names now match integer
+    cells by value, a value they do not name fails, and two names of one integer are refused."""
+    three = _csv(tmp_path, "three.csv", "a,+1\nb,-1\nc,0\nd,+1\ne,0\nf,-1\n")
+    t = D.load_task(_seq_spec(three, three, labels=["-1", "0", "+1"]), tmp_path)
+    assert t.splits["train"]["label"].tolist() == [2, 0, 1, 2, 1, 0]
+    padded = _csv(tmp_path, "padded.csv", "a,01\nb,02\nc,01\nd,02\n")
+    t = D.load_task(_seq_spec(padded, padded, labels=["01", "02", "03"]), tmp_path)
+    assert t.splits["train"]["label"].tolist() == [0, 1, 0, 1]
+    stars = _csv(tmp_path, "stars.csv", "a,1\nb,5\nc,0\n")  # 0 is no star: was the position of "1"
+    with pytest.raises(
+        D.TaskSpecError, match=r"label 0 at .*row 3 \(line 4\) is not in labels \['1', '2', '3', '4', '5'\]"
+    ):
+        D.load_task(_seq_spec(stars, stars, labels=["1", "2", "3", "4", "5"]), tmp_path)
+    with pytest.raises(D.TaskSpecError, match=r"name the integer 1 twice \('1' and '01'\): give each class one name"):
+        D.load_task(_seq_spec(three, three, labels=["-1", "0", "1", "01"]), tmp_path)
+    words = _csv(tmp_path, "words.csv", "a,0\nb,pos\nc,1\n")  # names that are no integers: digits stay positions
+    assert D.load_task(_seq_spec(words, words, labels=["neg", "pos"]), tmp_path).splits["train"]["label"].tolist() == [
+        0,
+        1,
+        1,
+    ]
 
 
 def test_column_names_need_header_said(tmp_path):

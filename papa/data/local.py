@@ -448,10 +448,32 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict |
         lines = None  # rows and lines not one to one (a quoted field across lines): rows alone
     out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(num_rows)]
     label_col = _key(spec, "label_column")
+    if fmt == "json" and isinstance(features.get(label_col), datasets.Json):  # a column of mixed JSON types
+        out[label_col] = _raw_json_column(path, label_col, num_rows) or out[label_col]
     if "converters" in kw and label_col in out:
         out[label_col] = _typed_labels(out[label_col], f"column {label_col!r} of the {split} file {path}",
                                        out["_where"])  # fmt: skip
     return out
+
+
+def _raw_json_column(path: Path, column: str, n: int) -> list | None:
+    """A JSON (Lines) file's ``column`` as the standard library reads it, or None where it reads no ``n`` records
+    (a compressed file, a broken line: the values datasets gave stand). datasets reads a column of mixed types (1
+    beside "01") as JSON text and gives back 1 for "01": the spelling that tells the two apart is lost."""
+    if is_compressed(path):
+        return None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError:
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    records = [records] if isinstance(records, dict) else records  # JSON Lines of one record
+    if not isinstance(records, list) or len(records) != n or not all(isinstance(r, dict) for r in records):
+        return None
+    return [r.get(column) for r in records]
 
 
 def _text_cell_columns(spec: dict) -> list[str]:
@@ -557,26 +579,56 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
     names the file, the row (``rows[i]``) and the value. ``listed``: the labels come from the
     config or a known task (else they were inferred from the train split, and the message says so).
     """
+    spelt: dict[int, tuple[str, str]] = {}  # each integer label's first spelling, and where
+    for i, v in enumerate(values):  # 1 beside "01" or "+1" in one JSON column: one class under two spellings
+        if not _is_missing(v) and _integer_label(v):
+            said = str(v).strip()
+            first = spelt.setdefault(int(said), (said, rows[i] if rows else f"row {i + 1}"))
+            if first[0] != said:
+                raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {said!r} and "
+                                    f"{first[1]} {first[0]!r}: both read as the integer {int(said)}, one class; "
+                                    f"write each label one way")  # fmt: skip
     index = {str(n).strip(): i for i, n in enumerate(labels)}
+    # listed labels that are integers ("-1", "0", "+1"): an integer value matches one by value, never by position
+    # (+1 is the integer 1, which as a position was the second label, "0")
+    by_int: dict[int, int] = {}
+    for i, n in enumerate(labels):
+        if _integer_label(n):
+            if (k := int(str(n).strip())) in by_int:
+                raise TaskSpecError(f"the labels {list(labels)} name the integer {k} twice ({labels[by_int[k]]!r} and "
+                                    f"{n!r}): give each class one name")  # fmt: skip
+            by_int[k] = i
     out = []
     for i, v in enumerate(values):
         at = f"{where}, {rows[i]}" if rows else where
         if _is_missing(v):
             raise TaskSpecError(f"{at} has no label (empty cell); fill it in or remove the row")
-        if str(v).strip() in index:
-            out.append(index[str(v).strip()])
-        elif listed and isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < len(labels):
+        said = str(v).strip()
+        if said in index:
+            out.append(index[said])
+        elif by_int and _integer_label(v) and int(said) in by_int:
+            out.append(by_int[int(said)])
+        elif (
+            listed
+            and not by_int
+            and isinstance(v, (int, np.integer))
+            and not isinstance(v, bool)
+            and 0 <= v < len(labels)
+        ):
             out.append(int(v))
-        elif listed and isinstance(v, str) and v.strip().isascii() and v.strip().isdigit() and int(v) < len(labels):
+        elif (
+            listed and not by_int and isinstance(v, str) and said.isascii() and said.isdigit() and int(v) < len(labels)
+        ):
             out.append(int(v))
-        elif listed:
-            raise TaskSpecError(
-                f'label {v!r} at {at} is not in labels {list(labels)}; add it to "labels" or fix the data'
-            )
         else:
+            near = next((str(n) for n in labels if str(n).strip().lower() == said.lower()), None)
+            hint = f" (it differs only in case from {near!r}: write it so)" if near is not None else ""
+            if listed:
+                fix = "fix the data" if hint else 'add it to "labels" or fix the data'
+                raise TaskSpecError(f"label {v!r} at {at} is not in labels {list(labels)}{hint}; {fix}")
             raise TaskSpecError(
-                f"label {v!r} at {at} never occurs in the train split, whose labels are {list(labels)}: it would "
-                f"become a new class and shift the others. List every label in the dataset's config "
+                f"label {v!r} at {at} never occurs in the train split, whose labels are {list(labels)}{hint}: it "
+                f"would become a new class and shift the others. List every label in the dataset's config "
                 f'("labels": [...]) or fix the data'
             )
     return out
@@ -646,7 +698,7 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
     uniq = sorted(set(str(v).strip() for v in vals))  # " neg" and "neg" are one label
     folded: dict[str, str] = {}
     for label in uniq:  # "Pos" beside "pos": most likely one class written two ways, which would be two classes
-        if (other := folded.setdefault(label.casefold(), label)) != label:
+        if (other := folded.setdefault(label.lower(), label)) != label:
             i, k = (next(n for n, v in enumerate(vals) if str(v).strip() == x) for x in (label, other))
             raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {label!r} and "
                                 f"{rows[k] if rows else f'row {k + 1}'} {other!r}, which differ only in case: as two "
