@@ -544,6 +544,7 @@ def test_a_hub_model_records_the_commit_it_resolved_to(tmp_path):
     assert out.stdout.split() == [sha, sha, sha, "None", "None"]  # hub_commit: what a token file records
 
 
+@pytest.mark.cuda  # its device branch: make test-cuda runs it with the GPU visible
 def test_load_encoder_fails_before_the_weights(tmp_path):
     """An unsupported family fails on its config, before any weights are read (a hub model would be
     downloaded first); inputs longer than the position embeddings fail with the limit and what to change."""

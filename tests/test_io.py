@@ -988,6 +988,7 @@ def test_progress_is_due_every_interval_and_its_rate_leaves_pauses_out(monkeypat
 
 
 @pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
+@pytest.mark.cuda  # its device branch: make test-cuda runs it with the GPU visible
 def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):
     """A CPU build of torch, or one built for a newer CUDA than the node's driver, sees no GPU: a job asking for one
     ran on the CPU while holding it, into its time limit, and said only "cpu" in its log's header (review AM). It
@@ -1033,6 +1034,7 @@ print("ran")
             assert "the learn_lambda job asks for 1 GPU(s)" in log.read_text(), log.read_text()[-2000:]
 
 
+@pytest.mark.cuda  # its device branch: make test-cuda runs it with the GPU visible
 def test_a_jobs_end_line_names_its_peak_cuda_memory_and_survives_a_cuda_error(monkeypatch):
     """`papa.pipeline._usage`, a job's last log line: CPU time and peak memory always; the peak CUDA memory torch
     allocated once CUDA is in use (not on a machine with a GPU the job never touched); a CUDA error while reading it
