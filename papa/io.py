@@ -187,7 +187,6 @@ def process_dir(prefix: str, root: str | Path | None = None) -> Path:
     process's scratch (a feature cache, datasets' Arrow copy of a local file): the caller removes it when done;
     `remove_dead_process_dirs` removes it once this process is gone without doing so (SIGKILL, the out-of-memory
     killer, a lost node: no ``finally`` ran)."""
-
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{socket.gethostname()}-{os.getpid()}-", dir=root))
 
 
@@ -195,7 +194,6 @@ def remove_dead_process_dirs(prefix: str, root: str | Path | None = None) -> lis
     """Remove the `process_dir` folders of ``prefix`` under ``root`` (default the temporary folder) whose
     process, of this host, is gone; those of live processes and of other hosts (a shared scratch) are kept.
     Returns the folders removed."""
-
     root = Path(root) if root else Path(tempfile.gettempdir())
     pattern = re.compile(rf"{re.escape(prefix)}{re.escape(socket.gethostname())}-(\d+)-[A-Za-z0-9_]+")
     removed = []
