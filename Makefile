@@ -147,9 +147,10 @@ CHECK_WORKERS := $(if $(and $(filter command line environment%,$(origin WORKERS)
 check: install
 	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "not slow and not slurm" -x
 
-# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores)
+# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores): the pre-flight
+# of a run, so on a GPU machine it runs on the GPU, as the run will (the other tiers hide it: tests/conftest.py)
 rehearse: install
-	$(BIN)/python -m pytest -m rehearsal
+	PAPA_TEST_CUDA=1 $(BIN)/python -m pytest -m rehearsal
 
 # on a machine with a GPU: the tests marked `cuda` (the other tiers hide CUDA from their tests: tests/conftest.py)
 test-cuda: install

@@ -9,8 +9,8 @@ import torch
 # The suite checks what CI checks, on the CPU: its references are CPU numbers (bit for bit, where the maths allows),
 # and the library and the workflow take a GPU when there is one, so on a GPU machine tests compared GPU results with
 # CPU references and failed (three on an H200: streamed averaging, the probe job's dense layers on real tokens).
-# CUDA is hidden from every test and the workflows they start (before torch first asks for it); `make test-cuda`
-# (PAPA_TEST_CUDA=1, the tests marked cuda) leaves it visible.
+# CUDA is hidden from every test and the workflows they start (before torch first asks for it); PAPA_TEST_CUDA=1
+# leaves it visible: `make test-cuda` (the tests marked cuda) and `make rehearse` (a run's pre-flight) set it.
 if os.environ.get("PAPA_TEST_CUDA") != "1":
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1356,7 +1356,7 @@ def test_dropout_authors_is_each_familys_as_the_authors_heads_had_it():
 
 def test_the_suite_sees_no_gpu_unless_make_test_cuda_asks():
     """tests/conftest.py hides CUDA from every test (their references are CPU numbers: CI has no GPU) before torch
-    first looks for it; only `make test-cuda` (PAPA_TEST_CUDA=1) leaves it visible, for the tests marked cuda. On a
+    first looks for it; only PAPA_TEST_CUDA=1 (`make test-cuda`, `make rehearse`) leaves it visible. On a
     GPU machine this fails where the hiding came too late (torch had already counted the devices)."""
     import os
 

@@ -69,7 +69,7 @@ def test_make_test_lints_then_runs_the_suite_make_check_the_fast_tier_make_rehea
         '.venv/bin/python -m pytest -n 1 --dist loadfile -m "not slow and not slurm" -x'
     ]
     assert _make_n("test", "WORKERS=1")[-1] == suite.replace("-n 3", "-n 1")
-    assert _make_n("rehearse") == [".venv/bin/python -m pytest -m rehearsal"]
+    assert _make_n("rehearse") == ["PAPA_TEST_CUDA=1 .venv/bin/python -m pytest -m rehearsal"]  # a GPU's pre-flight
     markers = dict(m.split(":", 1) for m in project["tool"]["pytest"]["ini_options"]["markers"])
     assert set(markers) == {"slow", "slurm", "rehearsal", "cuda"}
     # the GPU tests, on a GPU machine: every other tier hides CUDA from its tests (tests/conftest.py)
