@@ -142,9 +142,9 @@ def half_precision(device, families=FAMILIES) -> dict:
     return out
 
 
-def timed(fn, reps=20):
-    """Median seconds of ``fn`` on the GPU (`gpu_cost.measure`: one warm-up, synchronised calls)."""
-    return measure(fn, "cuda", reps)["s"]
+def timed(fn, reps=20, device="cuda"):
+    """Median seconds of ``fn`` on ``device`` (`gpu_cost.measure`: one warm-up, calls synchronised on that GPU)."""
+    return measure(fn, device, reps)["s"]
 
 
 def timings(device, batch=64, n=128) -> dict:
@@ -168,22 +168,22 @@ def timings(device, batch=64, n=128) -> dict:
     res = {}
     for impl in ("eager", "sdpa"):
         model.set_attn_implementation(impl)
-        res[f"stock_{impl}_ms"] = timed(run) * 1e3
+        res[f"stock_{impl}_ms"] = timed(run, device=device) * 1e3
     model.set_attn_implementation("sdpa")
     order = head_order("random", (L, H), seed=0)
     for f in (1.0, 0.5, 0.125, 0.0625, 0.0):
         with papa.patch(model, C, static=select_static(order, f, (L, H))):
-            res[f"papa_f{f:g}_ms"] = timed(run) * 1e3
+            res[f"papa_f{f:g}_ms"] = timed(run, device=device) * 1e3
     res["all_static_vs_eager"] = res["papa_f0_ms"] / res["stock_eager_ms"]
     res["all_dynamic_vs_sdpa"] = res["papa_f1_ms"] / res["stock_sdpa_ms"]
-    avg = timed(lambda: papa.average_attention(model, [inputs], log_every=1e9), 10)
+    avg = timed(lambda: papa.average_attention(model, [inputs], log_every=1e9), 10, device)
     model.set_attn_implementation("eager")
 
     def eager_attn():
         with torch.inference_mode():
             model(**inputs, output_attentions=True)
 
-    res["averaging_vs_eager_output_attentions"] = timed(eager_attn, 10) / avg
+    res["averaging_vs_eager_output_attentions"] = timed(eager_attn, 10, device) / avg
     model.set_attn_implementation("sdpa")
     res.update(batch=batch, N=n, model="BERT-base shape, random init")
     print(res, flush=True)
@@ -206,7 +206,9 @@ def effective_timings(device) -> dict:
         for method, reps in (("cholesky_qr", 10), ("svd", 2)):
             k = batch if method == "cholesky_qr" else 4  # the SVD runs one matrix at a time on CUDA
             p, v, m = probs[:k], value[:k], valid[:k]
-            sec = timed(lambda p=p, v=v, m=m, method=method: effective_attention(p, v, valid=m, method=method), reps)
+            sec = timed(
+                lambda p=p, v=v, m=m, method=method: effective_attention(p, v, valid=m, method=method), reps, device
+            )
             out[f"{method}_examples_per_s_one_layer"] = k / sec
         a = effective_attention(probs[:4], value[:4], valid=valid[:4], method="cholesky_qr")
         b = effective_attention(probs[:4], value[:4], valid=valid[:4], method="svd")
@@ -221,7 +223,7 @@ def effective_timings(device) -> dict:
     lengths = torch.randint(n // 4, n + 1, (batch,), device=device)
     mask = (torch.arange(n, device=device)[None] < lengths[:, None]).long()
     inputs = {"input_ids": ids, "attention_mask": mask}
-    sec = timed(lambda: papa.average_attention(model, [inputs], kind="effective", log_every=1e9), 3)
+    sec = timed(lambda: papa.average_attention(model, [inputs], kind="effective", log_every=1e9), 3, device)
     res["average_attention_effective_bert_base_N128_examples_per_s"] = batch / sec
     print(res, flush=True)
     return res

@@ -107,7 +107,7 @@ def inputs(model, batch: int, n: int, device, seed: int = 0) -> dict:
 
 def sync(device) -> None:
     if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)  # the GPU given (cuda:1 too), not the current one
 
 
 def measure(fn, device, reps: int, warmup: int = 1) -> dict:
@@ -120,7 +120,7 @@ def measure(fn, device, reps: int, warmup: int = 1) -> dict:
     sync(device)
     warm = time.perf_counter() - t0
     if cuda:
-        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats(device)
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -129,7 +129,7 @@ def measure(fn, device, reps: int, warmup: int = 1) -> dict:
         ts.append(time.perf_counter() - t0)
     out = {"s": sorted(ts)[len(ts) // 2], "warmup_s": warm}
     if cuda:
-        out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return out
 
 

@@ -6,20 +6,26 @@ import time
 import pytest
 import torch
 
-# The suite checks what CI checks, on the CPU: its references are CPU numbers (bit for bit, where the maths allows),
-# and the library and the workflow take a GPU when there is one, so on a GPU machine tests compared GPU results with
-# CPU references and failed (three on an H200: streamed averaging, the probe job's dense layers on real tokens).
-# CUDA is hidden from every test and the workflows they start (before torch first asks for it); PAPA_TEST_CUDA=1
-# leaves it visible: `make test-cuda` (the tests marked cuda) and `make rehearse` (a run's pre-flight) set it.
-if os.environ.get("PAPA_TEST_CUDA") != "1":
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# One torch thread per pytest-xdist worker: `make test` runs three workers on CI's 2 cores beside whole-workflow runs,
-# and there a second OpenMP thread spins between the tiny models' small operations, CPU the workflows then lack (the
-# 107 tests of test_patching/test_effective/test_analyses beside a workflow run: 58.6 s of CPU with two threads, 22.9 s
-# with one). Alone (`make check`) two threads are a little faster (90 s against 96 s wall, measured).
-torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
+
+
+def pytest_configure(config):
+    """Settings of the test processes, made when pytest starts, not when this module is imported (benchmarks/
+    gpu_check.py imports `tiny_model` from here: its import hid the GPU it checks)."""
+    # The suite checks what CI checks, on the CPU: its references are CPU numbers (bit for bit, where the maths
+    # allows), and the library and the workflow take a GPU when there is one, so on a GPU machine tests compared GPU
+    # results with CPU references and failed (three on an H200: streamed averaging, the probe job's dense layers on
+    # real tokens). CUDA is hidden from every test and the workflows they start (before torch first asks for it);
+    # PAPA_TEST_CUDA=1 leaves it visible: `make test-cuda` (the tests marked cuda) and `make rehearse` (a run's
+    # pre-flight) set it.
+    if os.environ.get("PAPA_TEST_CUDA") != "1":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    # One torch thread per pytest-xdist worker: `make test` runs three workers on CI's 2 cores beside whole-workflow
+    # runs, and there a second OpenMP thread spins between the tiny models' small operations, CPU the workflows then
+    # lack (the 107 tests of test_patching/test_effective/test_analyses beside a workflow run: 58.6 s of CPU with two
+    # threads, 22.9 s with one). Alone (`make check`) two threads are a little faster (90 s against 96 s wall).
+    torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
 
 
 #: The long test files (minutes each), longest first. `make test` runs pytest-xdist with one file per worker

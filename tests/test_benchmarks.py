@@ -825,3 +825,40 @@ def test_gpu_check_half_precision_runs_its_checks_on_the_cpu_too(monkeypatch):
         for kind in ("average", "effective"):
             assert r[kind]["lambda_one_max_abs"] == 0 and r[kind]["static_finite"], (name, kind, r)
             assert 0 < r[kind]["static_vs_float32_rel"] < {"float16": 5e-3, "bfloat16": 3e-2}[name.split("/")[1]]
+
+
+@pytest.mark.slow  # a python that imports papa and transformers (~5 s), then the invariants on the CPU (~4 s)
+def test_gpu_check_sees_the_gpu_it_checks_and_its_invariants_run_on_the_cpu(monkeypatch):
+    """benchmarks/gpu_check.py imports `tiny_model` from tests/conftest.py, whose import hid CUDA (the suite's setting,
+    then made at import): on every GPU machine the script said it needs a CUDA device. The suite's settings are
+    made when pytest starts; the import leaves the environment alone. Its invariants (all heads static reproduce an
+    input, lambda 1 is the model, padding changes nothing) hold on the CPU for every family."""
+    import importlib
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "PAPA_TEST_CUDA")}
+    code = "import os, sys; sys.path[:0] = ['benchmarks', '.']; import gpu_check; "
+    code += "print(os.environ.get('CUDA_VISIBLE_DEVICES'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "None", (out.stdout, out.stderr[-2000:])
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    gpu_check = importlib.import_module("gpu_check")
+    res = gpu_check.invariants(gpu_check.torch.device("cpu"))
+    assert set(res) == set(gpu_check.FAMILIES) and all(r["ok"] for r in res.values()), res
+
+
+def test_gpu_cost_times_and_weighs_the_gpu_it_was_given(monkeypatch):
+    """gpu_cost.measure (gpu_check's and gpu_compile's timer too) synchronised, reset and read the peak memory of the
+    current GPU, GPU 0, where the model ran on cuda:1: timings stopped before its kernels ended, the peak was
+    another GPU's."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_cost
+
+    calls = []
+    cuda = gpu_cost.torch.cuda
+    monkeypatch.setattr(cuda, "synchronize", lambda device=None: calls.append(("synchronize", device)))
+    monkeypatch.setattr(cuda, "reset_peak_memory_stats", lambda device=None: calls.append(("reset", device)))
+    monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: calls.append(("peak", device)) or 2**30)
+    out = gpu_cost.measure(lambda: None, "cuda:1", 2)
+    assert out["peak_gib"] == 1 and calls and all(str(d) == "cuda:1" for _, d in calls), calls
+    assert [c for c, _ in calls] == ["synchronize", "reset", "synchronize", "synchronize", "peak"]

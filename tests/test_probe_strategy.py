@@ -152,18 +152,29 @@ def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path)
     pipeline.check_train_classes(one, info, "lambda", "pos", 9)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (make test-cuda)")
-def test_pipeline_probes_train_on_cuda(job, tmp_path, monkeypatch):
-    """The probe stage's features and probes live on the GPU the model was loaded on. (Its stand-in for
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cpu", marks=pytest.mark.slow),  # the stand-in's code on CI too (a GPU machine only, it rotted)
+        pytest.param(
+            "cuda",
+            marks=[
+                pytest.mark.cuda,
+                pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (make test-cuda)"),
+            ],
+        ),
+    ],
+)
+def test_pipeline_probes_train_on_the_models_device(job, tmp_path, monkeypatch, device):
+    """The probe stage's features and probes live on the device the model was loaded on. (Its stand-in for
     `load_encoder` took the model name alone, so once the stage passed max_length it failed with a TypeError on
-    every GPU machine, and CI, without one, never ran it: found on an H200.)"""
+    every GPU machine, and CI, without one, never ran it: found on an H200. The CPU case runs the same code.)"""
     load = pipeline.load_encoder
-    monkeypatch.setattr(pipeline, "load_encoder", lambda name, **kw: load(name, **{**kw, "device": "cuda"}))
+    monkeypatch.setattr(pipeline, "load_encoder", lambda name, **kw: load(name, **{**kw, "device": device}))
     spy = _Spy(monkeypatch)
     for constants in ("average", "average_trained"):
         _run(job, tmp_path / constants, {"dtype": "float16"}, constants=constants, hp={"epochs": 1}, fraction=0)
-    assert {d.type for d in spy.probe_devices} == {"cuda"} and {d.type for d in spy.feature_devices} == {"cuda"}
+    assert {d.type for d in spy.probe_devices} == {device} and {d.type for d in spy.feature_devices} == {device}
 
 
 def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
