@@ -5,8 +5,9 @@
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
 # `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
-# `make check`: the fast tier; `make test-cuda`: the tests that need a GPU, on one; `make lint`: ruff's linter and formatter check; `make prune`: remove a config's
-# folder's probe and lambda files of runs it no longer makes.
+# `make check`: the fast tier; `make test-cuda`: the tests marked cuda, on a GPU machine with the GPU visible (the
+# other tiers hide it; `make rehearse` leaves it visible too); `make lint`: ruff's linter and formatter check;
+# `make prune`: remove a config's folder's probe and lambda files of runs it no longer makes.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...; `make
 # clean` without CONFIG: those of CLEAN_CONFIGS, below), and `make clean` drops the Snakemake records of what it
 # removes only (python -m papa.records forget): the other configs' results keep theirs.
