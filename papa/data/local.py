@@ -239,13 +239,11 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
     if opener is None:
         return
-    if opener is open:
-        _count_fields(open, path, split, fmt, header, names, reads)
-        return
     try:  # read once: a broken archive (or one holding no UTF-8 text) is left to the reader, which names the file
         _count_fields(opener, path, split, fmt, header, names, reads)
     except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError):
-        return
+        if opener is open:
+            raise
 
 
 def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names, reads) -> None:
@@ -513,13 +511,7 @@ def _typed_labels(values: list, where: str, rows: list[str]) -> list:
         return values
     integers = [i for i, v in filled if _integer_label(v)]
     if len(integers) == len(filled):
-        spelt: dict[int, tuple[int, str]] = {}  # each integer's first spelling and its row
-        for i, v in filled:
-            first = spelt.setdefault(int(v), (i, v))
-            if first[1] != v:  # "01" beside "1" (or "+1"): one class under two spellings, or two codes made one
-                raise TaskSpecError(f"{where}, {rows[i]} has the label {v!r} and {rows[first[0]]} {first[1]!r}: both "
-                                    f"read as the integer {int(v)}, one class; write each label one way (if they are "
-                                    f"two classes, give them names that are no integers)")  # fmt: skip
+        _check_one_spelling(values, where, rows)  # typed, "01" and "1" are one integer: checked while text
         return [v if _is_missing(v) else int(v) for v in values]
     if all(_number(v) for _, v in filled):
         if integers:
@@ -579,15 +571,7 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
     names the file, the row (``rows[i]``) and the value. ``listed``: the labels come from the
     config or a known task (else they were inferred from the train split, and the message says so).
     """
-    spelt: dict[int, tuple[str, str]] = {}  # each integer label's first spelling, and where
-    for i, v in enumerate(values):  # 1 beside "01" or "+1" in one JSON column: one class under two spellings
-        if not _is_missing(v) and _integer_label(v):
-            said = str(v).strip()
-            first = spelt.setdefault(int(said), (said, rows[i] if rows else f"row {i + 1}"))
-            if first[0] != said:
-                raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {said!r} and "
-                                    f"{first[1]} {first[0]!r}: both read as the integer {int(said)}, one class; "
-                                    f"write each label one way")  # fmt: skip
+    _check_one_spelling(values, where, rows)  # 1 beside "01" or "+1" in one JSON column
     index = {str(n).strip(): i for i, n in enumerate(labels)}
     # listed labels that are integers ("-1", "0", "+1"): an integer value matches one by value, never by position
     # (+1 is the integer 1, which as a position was the second label, "0")
@@ -608,18 +592,8 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
             out.append(index[said])
         elif by_int and _integer_label(v) and int(said) in by_int:
             out.append(by_int[int(said)])
-        elif (
-            listed
-            and not by_int
-            and isinstance(v, (int, np.integer))
-            and not isinstance(v, bool)
-            and 0 <= v < len(labels)
-        ):
-            out.append(int(v))
-        elif (
-            listed and not by_int and isinstance(v, str) and said.isascii() and said.isdigit() and int(v) < len(labels)
-        ):
-            out.append(int(v))
+        elif listed and not by_int and (position := _position(v, len(labels))) is not None:
+            out.append(position)
         else:
             near = next((str(n) for n in labels if str(n).strip().lower() == said.lower()), None)
             hint = f" (it differs only in case from {near!r}: write it so)" if near is not None else ""
@@ -632,6 +606,30 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
                 f'("labels": [...]) or fix the data'
             )
     return out
+
+
+def _check_one_spelling(values: list, where: str, rows: list[str] | None) -> None:
+    """A `TaskSpecError` naming both rows where one integer label is written two ways ("01" or "+1" beside "1"):
+    read as integers they are one class, where they may have been two codes."""
+    spelt: dict[int, tuple[str, str]] = {}  # each integer label's first spelling, and where
+    for i, v in enumerate(values):
+        if _is_missing(v) or not _integer_label(v):
+            continue
+        said, row = str(v).strip(), rows[i] if rows else f"row {i + 1}"
+        first = spelt.setdefault(int(said), (said, row))
+        if first[0] != said:
+            raise TaskSpecError(f"{where}, {row} has the label {said!r} and {first[1]} {first[0]!r}: both read as the "
+                                f"integer {int(said)}, one class; write each label one way (if they are two classes, "
+                                f"give them names that are no integers)")  # fmt: skip
+
+
+def _position(v, n: int) -> int | None:
+    """``v`` as a position among ``n`` listed labels (an integer, or its digits in a column read as text), else None."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v) if 0 <= v < n else None
+    if isinstance(v, str) and (said := v.strip()).isascii() and said.isdigit():
+        return int(said) if int(said) < n else None
+    return None
 
 
 #: Above this share of a split's rows without text, a local file fails: the text column is most likely the wrong one.
@@ -1078,7 +1076,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             )
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
-            toks, tags, n = [], [], 0
+            toks = []
             for k, (tk, tg) in enumerate(zip(rec[tok_col], rec[tag_col])):
                 if len(tk) != len(tg):
                     raise TaskSpecError(f"sentence {k + 1} ({rows[split][k]}) of the {where} has {len(tk)} tokens "
@@ -1090,9 +1088,10 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                                             f"and its tag {tg[j]!r} would be lost or given to it: fill the word in, "
                                             f"or remove it with its tag")  # fmt: skip
                 toks.append([str(t) for t in tk])
-                tags.append(_map_labels(list(tg), labels, f"the tags of the {where}", at[split][n : n + len(tg)],
-                                        listed))  # fmt: skip
-                n += len(tg)
+            # the split's tags mapped at once (per sentence, the label tables were built again for each one)
+            flat = iter(_map_labels([t for tg in rec[tag_col] for t in tg], labels, f"the tags of the {where}",
+                                    at[split], listed))  # fmt: skip
+            tags = [[next(flat) for _ in tg] for tg in rec[tag_col]]
             ids = [f"{name}-{split}-{i}" for i in range(len(toks))]
             splits[split] = pd.DataFrame({"id": ids, "tokens": toks, "tags": tags})
         prov.update({"tokens_column": tok_col, "tags_column": tag_col, "n_dropped": 0})
