@@ -22,6 +22,8 @@ def require_columns(needed: list[str], available: list[str], where: str, keys: d
     for c in needed:
         if c not in available:
             hint = f"; set {keys[c]} to one of them" if keys and c in keys else ""
+            if not isinstance(c, str) and str(c) in available:  # a YAML 1 for the column pandas names "1"
+                hint = f"; column names are text: write {keys[c] if keys and c in keys else 'it'} as {str(c)!r}"
             raise TaskSpecError(f"column {c!r} not found in {where}; available columns: {list(available)}{hint}")
 
 

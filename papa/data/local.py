@@ -18,6 +18,7 @@ import math
 import os
 import re
 import shutil
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -228,8 +229,9 @@ def _line_pieces(raw: bytes):
 
 
 def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: list[str] | None,
-                        reads=frozenset()) -> None:  # fmt: skip
-    """Every record of a CSV/TSV file has one field per column: the header's, or ``column_names``.
+                        reads=frozenset()) -> int | None:  # fmt: skip
+    """Every record of a CSV/TSV file has one field per column: the header's, or ``column_names``; returns that
+    number of columns (None where the file is not checked, below).
 
     pandas takes a first field more than the names as the row index: with one extra field on every line (a
     trailing separator, a source column, an unquoted comma), each column would silently shift by one. A file
@@ -238,15 +240,16 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     which names the file."""
     opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
     if opener is None:
-        return
+        return None
     try:  # read once: a broken archive (or one holding no UTF-8 text) is left to the reader, which names the file
-        _count_fields(opener, path, split, fmt, header, names, reads)
+        return _count_fields(opener, path, split, fmt, header, names, reads)
     except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError):
         if opener is open:
             raise
+    return None
 
 
-def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names, reads) -> None:
+def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names, reads) -> int | None:
     """`_check_field_counts` over the text ``opener`` reads from ``path``."""
     dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"delimiter": ","}
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a long text is one field, as pandas reads it
@@ -274,11 +277,32 @@ def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names,
             if len(record) != expected:
                 effect = ("read the first field as a row label and shift every column by one"
                           if len(record) > expected else "leave the last columns empty")  # fmt: skip
-                fix = ("a tab inside a text cannot be quoted in TSV (quotes are text): remove it, or write the file "
-                       "as CSV" if fmt == "tsv" else "quote a text with a comma in it")  # fmt: skip
+                fix = ("a tab or a line break (\\r, \\n) inside a text cannot be quoted in TSV (quotes are text): "
+                       "remove it, or write the file as CSV" if fmt == "tsv"
+                       else "quote a text with a comma or a line break (\\r, \\n) in it")  # fmt: skip
                 raise TaskSpecError(f"the {split} file {path}, line {line} has {len(record)} fields, where {what}: "
                                     f"pandas would {effect}. Give every line one field per column ({fix}; no "
                                     f"trailing separator), or name every column in column_names")  # fmt: skip
+    return expected
+
+
+def _check_one_member(path: Path, split: str) -> None:
+    """A zip archive holds one file: datasets reads every file in it as rows of the split (a README beside the data
+    became rows); a broken archive is left to the reader, which names the file."""
+    if path.suffix.lower() != ".zip":
+        return
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = [m.filename for m in z.infolist() if not m.is_dir()]
+    except (OSError, zipfile.BadZipFile):
+        return
+    if len(members) != 1:
+        shown = ", ".join(members[:5]) + (", ..." if len(members) > 5 else "")
+        raise TaskSpecError(f"the {split} file {path} is a zip archive of {len(members)} files ({shown or 'none'}): "
+                            f"its rows would be every file's, one after the other; zip the {split} file alone, one "
+                            f"archive per split")  # fmt: skip
 
 
 def _check_unique_names(names, where: str, reads=None) -> None:
@@ -292,27 +316,6 @@ def _check_unique_names(names, where: str, reads=None) -> None:
                                 f"read the second as {name + '.1'!r} and which one is meant is a guess; give each "
                                 f"column its own name")  # fmt: skip
         seen[name] = i
-
-
-def _bad_json_line(path: Path) -> tuple[int, str] | None:
-    """The first line (from 1) of a JSON Lines file that is not a JSON object, and why; None for a file whose
-    first line is not one (a JSON document spread over lines: the reader's message stands) or a compressed one."""
-    if is_compressed(path):
-        return None
-    first = True
-    with open(path, encoding="utf-8-sig") as f:
-        for lineno, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                value = json.loads(text)
-                why = f"a JSON {type(value).__name__} there"
-            except ValueError as e:
-                value, why = None, str(e)
-            if not isinstance(value, dict):
-                return None if first else (lineno, why)
-            first = False
-    return None
 
 
 def _nested_records(columns: dict[str, list]) -> tuple[str, int] | None:
@@ -392,37 +395,23 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict |
                 kw["converters"].update({int(c): str for c in columns if c.isascii() and c.isdigit()})
     if path.stat().st_size == 0:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
+    _check_one_member(path, split)
     if fmt == "parquet" and _parquet_rows(path) == 0:  # datasets would fail on it with "BatchSize must be > 0"
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
     lines = _text_lines(path) if fmt != "parquet" else None  # also where each row sits (blank lines are skipped)
     if fmt in ("csv", "tsv"):
         reads = {_key(spec, k) for k in COLUMN_KEYS.get(kind, {})} | {spec.get("id_column")}
-        _check_field_counts(path, split, fmt, kw.get("header", 0) is not None, spec.get("column_names"),
-                            frozenset(str(c) for c in reads if c is not None))  # fmt: skip
-    # datasets' Arrow copy of the file goes to a folder of its own, removed once the rows are read: a cache kept per
-    # file content (never stale) kept a full copy of every version of every file read, for good
-    hf_cache = _hf_cache()
-    try:
-        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=str(hf_cache), **kw)
-    except Exception as e:  # the builder's errors, whatever their class
-        shutil.rmtree(hf_cache, ignore_errors=True)
-        if "corresponds to no data" in str(e):
-            raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
-        if fmt == "json" and (bad := _bad_json_line(path)):  # pyarrow counts JSON Lines rows from 0
-            raise TaskSpecError(f"the {split} file {path}, line {bad[0]}, is not a JSON object ({bad[1]}): fix or "
-                                f"remove the line (JSON Lines: one object per line)") from e  # fmt: skip
-        cause = _reader_error(e)  # datasets wraps the reader's error (a ragged CSV row) in DatasetGenerationError
-        hint = f"format {fmt!r} is " + (
-            "the spec's format" if spec.get("format") else f"read from the name {path.name!r}"
-        )
-        raise TaskSpecError(f"could not read the {split} file {path} as {fmt} ({hint}): {type(cause).__name__}: "
-                            f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
-                            f"or header to match it") from e  # fmt: skip
-    try:
-        out, features, num_rows = ds.to_dict(), ds.features, ds.num_rows
-    finally:
-        del ds
-        shutil.rmtree(hf_cache, ignore_errors=True)
+        width = _check_field_counts(path, split, fmt, kw.get("header", 0) is not None, spec.get("column_names"),
+                                    frozenset(str(c) for c in reads if c is not None))  # fmt: skip
+        if kind == "sequence" and width:  # every column as text: datasets types 10,000 rows at a time, and a column
+            # no key names, numbers in the first 10,000 rows and "n/a" later, failed the whole file
+            kw["converters"] = {i: str for i in range(width)}
+    how = f"format {fmt!r} is " + ("the spec's format" if spec.get("format") else f"read from the name {path.name!r}")
+    if fmt == "json":  # the json module reads it, not datasets (`_json_records`: its chunks rewrote values)
+        records = _json_records(path, split, how)
+        out, features, num_rows = {c: [r.get(c) for r in records] for c in _keys_in_order(records)}, {}, len(records)
+    else:
+        out, features, num_rows = _read_with_datasets(builder, path, split, fmt, how, kw)
     needed = _key(spec, "tokens_column") if kind == "token" else _key(spec, "text_column")
     if fmt == "json" and num_rows == 1 and needed not in out and (nested := _nested_records(out)):
         raise TaskSpecError(f"the {split} file {path} is one JSON object whose key {nested[0]!r} holds {nested[1]} "
@@ -446,32 +435,116 @@ def _local_records(spec: dict, split: str, path: Path, kind: str, widths: dict |
         lines = None  # rows and lines not one to one (a quoted field across lines): rows alone
     out["_where"] = [f"row {i + 1}" + (f" (line {lines[i]})" if lines else "") for i in range(num_rows)]
     label_col = _key(spec, "label_column")
-    if fmt == "json" and isinstance(features.get(label_col), datasets.Json):  # a column of mixed JSON types
-        out[label_col] = _raw_json_column(path, label_col, num_rows) or out[label_col]
-    if "converters" in kw and label_col in out:
+    if kind == "sequence" and fmt in ("csv", "tsv") and label_col in out:
         out[label_col] = _typed_labels(out[label_col], f"column {label_col!r} of the {split} file {path}",
                                        out["_where"])  # fmt: skip
     return out
 
 
-def _raw_json_column(path: Path, column: str, n: int) -> list | None:
-    """A JSON (Lines) file's ``column`` as the standard library reads it, or None where it reads no ``n`` records
-    (a compressed file, a broken line: the values datasets gave stand). datasets reads a column of mixed types (1
-    beside "01") as JSON text and gives back 1 for "01": the spelling that tells the two apart is lost."""
-    if is_compressed(path):
-        return None
+def _read_with_datasets(builder: str, path: Path, split: str, fmt: str, how: str, kw: dict):
+    """(columns, features, rows) of a CSV/TSV or Parquet file as ``datasets`` reads it, or a `TaskSpecError` with the
+    reader's own error and ``how`` the format was chosen."""
+    import datasets
+
+    # datasets' Arrow copy of the file goes to a folder of its own, removed once the rows are read: a cache kept per
+    # file content (never stale) kept a full copy of every version of every file read, for good
+    hf_cache = _hf_cache()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=str(hf_cache), **kw)
+    except Exception as e:  # the builder's errors, whatever their class
+        shutil.rmtree(hf_cache, ignore_errors=True)
+        if "corresponds to no data" in str(e):
+            raise TaskSpecError(f"the {split} file {path} is empty: it has no rows") from e
+        cause = _reader_error(e)  # datasets wraps the reader's error (a ragged CSV row) in DatasetGenerationError
+        raise _unreadable(path, split, fmt, how, cause) from e
+    try:
+        return ds.to_dict(), ds.features, ds.num_rows
+    finally:
+        del ds
+        shutil.rmtree(hf_cache, ignore_errors=True)
+
+
+def _unreadable(path: Path, split: str, fmt: str, how: str, cause: BaseException) -> TaskSpecError:
+    return TaskSpecError(f"could not read the {split} file {path} as {fmt} ({how}): {type(cause).__name__}: "
+                         f"{str(cause).rstrip('.')}. Fix the file, or set format (csv, tsv, jsonl, parquet, conll) "
+                         f"or header to match it")  # fmt: skip
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _object(pairs: list) -> dict:
+    """A JSON object, refusing a key written twice (the json module keeps the last without a word)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"the key {key!r} twice in one object")
+        out[key] = value
+    return out
+
+
+_LINES = object()  # `_json_records`: the file is no one JSON value
+_LINE_SPLIT = re.compile(r"\r\n|\r|\n")  # the line breaks `_text_lines` counts (U+2028 may sit in a JSON string)
+
+
+def _json_records(path: Path, split: str, how: str) -> list[dict]:
+    """A JSON Lines file's records (or a JSON file's array of objects, or its one object), compressed or not, as
+    the json module reads them: every value as written. ``datasets`` read JSON Lines 10 MiB at a time, and a chunk
+    where a column mixed types (a number among texts, ``true`` among labels) came back JSON-encoded (``'"café"'``
+    for ``café``, every text of the chunk) or failed the file; ``1`` beside ``"01"`` became one spelling.
+    A line that is no JSON object fails, naming it (counted from 1); ``how``: how the format was chosen."""
+    import fsspec
+
+    try:
+        with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8-sig") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError, EOFError, ValueError, lzma.LZMAError) as e:
+        raise _unreadable(path, split, "json", how, e) from e
+    if not text.strip():
+        raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
+    error = None
+    try:
+        whole = json.loads(text, object_pairs_hook=_object)
+    except _DuplicateKey as e:
+        raise TaskSpecError(f"the {split} file {path} has {e}: give each field one key") from None
+    except json.JSONDecodeError as e:
+        whole, error = _LINES, e  # JSON Lines (more than one value), or broken
+    if isinstance(whole, dict):  # one record (JSON Lines of one line, or one object over lines)
+        return [whole]
+    if isinstance(whole, list):
+        for i, r in enumerate(whole):
+            if not isinstance(r, dict):
+                raise TaskSpecError(f"the {split} file {path}: item {i + 1} of its JSON array is a JSON "
+                                    f"{type(r).__name__}, not an object: papa reads an array of objects "
+                                    f"(records)")  # fmt: skip
+        return whole
+    if whole is not _LINES:
+        what = type(whole).__name__ if whole is not None else "null"
+        raise _unreadable(path, split, "json", how, ValueError(f"the file is one JSON {what}"))
+    records = []
+    for lineno, line in enumerate(_LINE_SPLIT.split(text), 1):
+        if not line.strip():
+            continue
         try:
-            records = json.loads(text)
-        except json.JSONDecodeError:
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    records = [records] if isinstance(records, dict) else records  # JSON Lines of one record
-    if not isinstance(records, list) or len(records) != n or not all(isinstance(r, dict) for r in records):
-        return None
-    return [r.get(column) for r in records]
+            value = json.loads(line, object_pairs_hook=_object)
+            why = f"a JSON {type(value).__name__} there"
+        except _DuplicateKey as e:
+            raise TaskSpecError(f"the {split} file {path}, line {lineno}, has {e}: give each field one key") from None
+        except json.JSONDecodeError as e:
+            value, why = None, str(e)
+        if not isinstance(value, dict):
+            if not records:  # not JSON Lines at all: the whole file's error (a CSV file named .jsonl)
+                raise _unreadable(path, split, "json", how, error)
+            raise TaskSpecError(f"the {split} file {path}, line {lineno}, is not a JSON object ({why}): fix or "
+                                f"remove the line (JSON Lines: one object per line)")  # fmt: skip
+        records.append(value)
+    return records
+
+
+def _keys_in_order(records: list[dict]) -> list[str]:
+    """Every key of ``records``, in the order they first occur (a record without one reads None there)."""
+    return list(dict.fromkeys(k for r in records for k in r))
 
 
 def _text_cell_columns(spec: dict) -> list[str]:
@@ -595,8 +668,8 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
         elif listed and not by_int and (position := _position(v, len(labels))) is not None:
             out.append(position)
         else:
-            near = next((str(n) for n in labels if str(n).strip().lower() == said.lower()), None)
-            hint = f" (it differs only in case from {near!r}: write it so)" if near is not None else ""
+            near = next((str(n) for n in labels if _fold(str(n)) == _fold(said)), None)
+            hint = f" (it differs only {_how_differ(said, near)} from {near!r}: write it so)" if near else ""
             if listed:
                 fix = "fix the data" if hint else 'add it to "labels" or fix the data'
                 raise TaskSpecError(f"label {v!r} at {at} is not in labels {list(labels)}{hint}; {fix}")
@@ -606,6 +679,21 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
                 f'("labels": [...]) or fix the data'
             )
     return out
+
+
+def _fold(label: str) -> str:
+    """``label`` as one class is read whatever its case, spacing, invisible characters (zero-width, format) and
+    Unicode form (``é`` composed or not, ``ﬁ`` or ``fi``): two labels that fold alike are most likely one written
+    two ways (`_infer_label_names` refuses them as two classes)."""
+    text = unicodedata.normalize("NFKC", label)
+    return " ".join("".join(c for c in text if unicodedata.category(c) != "Cf").split()).casefold()
+
+
+def _how_differ(a: str, b: str) -> str:
+    """How two labels that `_fold` alike differ, for a message."""
+    if a.lower() == b.lower():
+        return "in case"
+    return "in spacing, invisible characters or Unicode form (e.g. an accent composed or not)"
 
 
 def _check_one_spelling(values: list, where: str, rows: list[str] | None) -> None:
@@ -659,7 +747,9 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
     vals = list(values)
     numbers = [(i, float(v)) for i, v in enumerate(vals)
                if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]  # fmt: skip
-    for i, v in numbers:
+    # scores, typed (JSON, Parquet, a CSV column of numbers) or written as text in every row (JSON strings "3.2")
+    scores = numbers if numbers else [(i, float(v)) for i, v in enumerate(vals) if isinstance(v, str) and _number(v)]
+    for i, v in scores if numbers or len(scores) == len(vals) else ():
         if not v.is_integer():
             raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {vals[i]!r}, which is "
                                 f"no class: papa's probes classify (a regression target such as STS-B's score cannot "
@@ -677,6 +767,14 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
                                 f"among integer labels (e.g. {rows[first] if rows else f'row {first + 1}'}: "
                                 f"{vals[first]!r}): as a class of its own it is most likely a typo (1.0, true, "
                                 f"1x); fix it, or list every label under the dataset's labels")  # fmt: skip
+    flags = [i for i, v in enumerate(vals) if isinstance(v, (bool, np.bool_))]  # JSON's true among "pos", "neg"
+    odd = next((i for i, v in enumerate(vals) if not isinstance(v, (bool, np.bool_))), None) if flags else None
+    if odd is not None:
+        raise TaskSpecError(f"{where}, {rows[flags[0]] if rows else f'row {flags[0] + 1}'} has the label "
+                            f"{vals[flags[0]]!r} (a boolean) among labels that are no booleans (e.g. "
+                            f"{rows[odd] if rows else f'row {odd + 1}'}: {vals[odd]!r}): as a class of its own "
+                            f"({str(vals[flags[0]])!r}) it is most likely a typo; fix it, or list every label under "
+                            f"the dataset's labels")  # fmt: skip
     if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
         uniq = sorted(set(int(v) for v in vals))
         if uniq[0] >= 0:
@@ -695,11 +793,12 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
         return [str(i) for i in uniq]
     uniq = sorted(set(str(v).strip() for v in vals))  # " neg" and "neg" are one label
     folded: dict[str, str] = {}
-    for label in uniq:  # "Pos" beside "pos": most likely one class written two ways, which would be two classes
-        if (other := folded.setdefault(label.lower(), label)) != label:
+    for label in uniq:  # "Pos" beside "pos", "café" composed or not: one class written two ways, as two classes
+        if (other := folded.setdefault(_fold(label), label)) != label:
             i, k = (next(n for n, v in enumerate(vals) if str(v).strip() == x) for x in (label, other))
             raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has the label {label!r} and "
-                                f"{rows[k] if rows else f'row {k + 1}'} {other!r}, which differ only in case: as two "
+                                f"{rows[k] if rows else f'row {k + 1}'} {other!r}, which differ only "
+                                f"{_how_differ(label, other)}: as two "
                                 f"classes one is most likely a typo; write them one way, or list every label under "
                                 f"the dataset's labels")  # fmt: skip
     if "O" in uniq:  # BIO tag sets: "O" first by convention
