@@ -542,7 +542,7 @@ def encode(
     if n == 0:
         raise ValueError("encode() got no texts: the split is empty")
     if pairs is not None and len(pairs) != n:
-        raise ValueError(f"{n} texts but {len(pairs)} pairs")
+        raise ValueError(f"{n} texts but {len(pairs)} pairs: give one second text per text")
     words = n > 0 and not isinstance(texts[0], str)
     for name, values in (("texts", texts), ("pairs", pairs or [])):
         for r, value in enumerate(values):  # every example the shape of the first: one text, or a list of words
@@ -555,7 +555,7 @@ def encode(
     if words and pairs is not None:
         raise ValueError("Token-level (word list) inputs cannot be pairs")
     if labels is not None and len(labels) != n:
-        raise ValueError(f"{n} texts but {len(labels)} labels")
+        raise ValueError(f"{n} texts but {len(labels)} labels: give one label per text (or none)")
     if words and labels is not None:
         for r, (w, lab) in enumerate(zip(texts, labels)):
             if isinstance(lab, str) or not hasattr(lab, "__len__"):

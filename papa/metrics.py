@@ -135,6 +135,8 @@ def _label_arrays(metric: str, y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
                          f"-100 where a token is not scored); got rows of different lengths") from None  # fmt: skip
     if t.shape != p.shape:
         raise ValueError(f"{metric}: y_true has shape {t.shape} and y_pred {p.shape}: give one prediction per label")
+    if t.size == 0:  # sklearn's "Found empty input array" named no metric
+        raise ValueError(f"{metric}: no labels to score (y_true and y_pred are empty): is the validation split empty?")
     for name, a in (("y_true", t), ("y_pred", p)):
         whole = a.dtype.kind in "iub" or (
             a.dtype.kind == "f" and bool(np.isfinite(a).all()) and bool((a % 1 == 0).all())

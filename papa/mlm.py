@@ -33,10 +33,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .encoding import IGNORE, Encoded
-from .io import Progress
-from .models import in_mode
-from .probe import LiveFeatures, TrainConfig, init_probe, keeps_global_rng, model_dims, optimizer
-from .spec import METHOD_ORDER, renamed_arguments
+from .io import Progress, is_integer
+from .models import in_mode, model_shape
+from .probe import LiveFeatures, TrainConfig, check_seeds, init_probe, keeps_global_rng, model_dims, optimizer
+from .spec import METHOD_ORDER, check_fraction, renamed_arguments
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,13 @@ def mask_tokens(
         raise ValueError(f"masking must be one of {', '.join(MASKINGS)}; got {masking!r}")
     if masking == "bert" and not (vocab_size and vocab_size > 0):
         raise ValueError("masking 'bert' replaces 10% of the chosen tokens by random ones: give the vocab_size")
+    _check_mask_token(mask_token_id, vocab_size)
+    if (
+        isinstance(mask_prob, (bool, np.bool_))
+        or not isinstance(mask_prob, (int, float, np.number))
+        or not (0 < mask_prob <= 1)
+    ):  # 0 masked one token per example and 1.5 every token, without a word
+        raise ValueError(f"mask_prob must be a share of the tokens in (0, 1] (BERT: 0.15), got {mask_prob!r}")
     rng = np.random.default_rng(seed)
     ids = encoded.input_ids.copy()
     real = encoded.attention_mask.astype(bool) & ~np.isin(ids, list(special_ids))
@@ -174,6 +181,20 @@ def masked(
         encoded, mask_token_id, special_ids, mask_prob, seed, masking=masking, vocab_size=vocab_size
     )
     return dataclasses.replace(encoded, input_ids=ids, labels=labels)
+
+
+def _check_mask_token(mask_token_id, vocab_size: int | None) -> None:
+    """A `ValueError` unless ``mask_token_id`` is a token id (of the ``vocab_size`` where known): None (a tokenizer
+    without a mask token) failed in ``int()``, an id past the vocabulary in the embedding lookup."""
+    if (
+        isinstance(mask_token_id, (bool, np.bool_))
+        or not is_integer(mask_token_id)
+        or not 0 <= mask_token_id < (vocab_size or math.inf)
+    ):
+        within = f" in [0, {vocab_size})" if vocab_size else ""
+        raise ValueError(f"mask_token_id must be a token id{within}, the tokenizer's mask_token_id, got "
+                         f"{mask_token_id!r} (a tokenizer without a mask token cannot score masked "
+                         f"tokens)")  # fmt: skip
 
 
 def _vocab_size(model) -> int:
@@ -436,13 +457,19 @@ def mlm_curve(
     if head == "probe" and train is None:
         raise ValueError("mlm_curve with head 'probe' trains a probe per fraction: pass the train split")
     check_layout(constants, encoded, *([train] if train is not None else []))
-    seeds = [cfg.seed] if seeds is None or head == "pretrained" else [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("mlm_curve needs at least one seed")
-    shape = tuple(lambdas.shape)
+    seeds = [cfg.seed] if seeds is None or head == "pretrained" else check_seeds(seeds, cfg.seed)
+    if isinstance(fraction_dynamic, (str, bytes)) or not hasattr(fraction_dynamic, "__iter__"):
+        raise TypeError(f"fraction_dynamic is a list of fractions in [0, 1] (e.g. [1, 0.5, 0]), got "
+                        f"{fraction_dynamic!r}")  # fmt: skip
+    fraction_dynamic = [check_fraction(f) for f in fraction_dynamic]
+    if not fraction_dynamic:
+        raise ValueError("fraction_dynamic is empty: give at least one fraction (e.g. [1, 0.5, 0])")
+    shape = tuple(getattr(lambdas, "shape", ()))
+    if shape != model_shape(model):  # the static mask's message blamed a static argument never passed
+        raise ValueError(f"lambdas have shape {shape}, and the model's attention is [layers, heads] = "
+                         f"{list(model_shape(model))}: lambdas learned on another model?")  # fmt: skip
     ranking = head_order(selection, shape, lambdas, seed=cfg.seed)
     rows = []
-    fraction_dynamic = list(fraction_dynamic)
     left = len(fraction_dynamic) * len(seeds)  # probe trainings still to run (head probe)
     for f in fraction_dynamic:
         base = {"head": head, "fraction_dynamic": float(f), "n_dynamic": n_dynamic(float(f), shape[0] * shape[1])}

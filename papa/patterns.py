@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .io import is_integer
+
 
 def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separators=None) -> pd.DataFrame:
     """One row per (layer, head) with the statistics above.
@@ -56,9 +58,18 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
             constants' ``separator_positions``); None = N-1 alone, the papa layout's final separator;
             ``[]`` = none fixed (``sep_mass`` NaN).
     """
+    if mean is None or count is None:
+        raise TypeError("head_patterns needs the constants' mean and count (papa.ConstantAttention's .mean, .count)")
     C = torch.as_tensor(mean, dtype=torch.float64)
     cnt = torch.as_tensor(count, dtype=torch.float64)
+    if C.dim() != 4 or C.shape[-1] != C.shape[-2]:
+        raise ValueError(f"mean must be [layers, heads, N, N] constant matrices, got shape {tuple(C.shape)}")
     L, H, N, _ = C.shape
+    if tuple(cnt.shape) != (N, N):
+        raise ValueError(f"count must be the matrices' [N, N] = [{N}, {N}] pair counts (ConstantAttention.count), "
+                         f"got shape {tuple(cnt.shape)}")  # fmt: skip
+    if isinstance(band, (bool, np.bool_)) or not is_integer(band) or band < 0:
+        raise ValueError(f"band is the diagonal band's half-width, an integer >= 0 (1: i-1..i+1), got {band!r}")
     separators = [N - 1] if separators is None else sorted({int(p) for p in separators})
     if any(not 0 <= p < N for p in separators):
         raise ValueError(f"separator positions {separators} lie outside the {N} positions of the matrices")
@@ -102,12 +113,24 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
     return out
 
 
+def _require(df, columns, what: str) -> None:
+    """A `ValueError` naming the ``columns`` ``df`` lacks (a pandas KeyError named one, and no cause)."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"expected {what} (a DataFrame), got {type(df).__name__}")
+    if missing := [c for c in columns if c not in df.columns]:
+        raise ValueError(f"the table lacks {', '.join(map(repr, missing))}: pass {what}")
+
+
 def classify(df: pd.DataFrame, diag_threshold: float = 0.3, special_threshold: float = 0.5) -> pd.DataFrame:
     """Add ``diagonal`` (diag_mass >= diag_threshold) and ``cls_sep`` (cls + sep mass >=
     special_threshold, "most of the weight on [CLS]/[SEP]") columns.
 
     Where ``sep_mass`` is NaN (no fixed separator position), ``cls_sep`` is True where [CLS] alone
     holds that mass and missing (``pd.NA``, a nullable boolean column) elsewhere."""
+    _require(df, ("diag_mass", "cls_mass", "sep_mass"), "head_patterns' table")
+    for name, t in (("diag_threshold", diag_threshold), ("special_threshold", special_threshold)):
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
+            raise ValueError(f"{name} is a share of a head's attention mass, in [0, 1], got {t!r}")
     df = df.copy()
     df["diagonal"] = df["diag_mass"] >= diag_threshold
     held = (df["cls_mass"] + df["sep_mass"].fillna(0.0)) >= special_threshold
@@ -118,6 +141,7 @@ def classify(df: pd.DataFrame, diag_threshold: float = 0.3, special_threshold: f
 
 def summary_line(df: pd.DataFrame) -> str:
     """A sentence like the paper's: share of diagonal heads and of [CLS]/[SEP] heads."""
+    _require(df, ("diagonal", "cls_sep"), "classify's table")
     cls_sep = df["cls_sep"]
     if cls_sep.isna().any():
         special = (

@@ -80,7 +80,8 @@ def select_static(ranking: torch.Tensor, fraction_dynamic: float, shape: tuple[i
             f"ranking must be flat head indices (integers, papa.selection.head_order), got {ranking.dtype}"
         )
     if shape[0] * shape[1] != total:
-        raise ValueError(f"ranking has {total} heads, shape {shape} has {shape[0] * shape[1]}")
+        raise ValueError(f"ranking has {total} heads, shape {shape} has {shape[0] * shape[1]}: rank the heads of the "
+                         f"model the shape is of (papa.selection.head_order with its shape)")  # fmt: skip
     if not torch.equal(torch.sort(ranking).values, torch.arange(total)):
         raise ValueError(f"ranking must order every head index 0..{total - 1} once (a permutation)")
     n_dynamic = spec.n_dynamic(fraction_dynamic, total)

@@ -521,6 +521,9 @@ def patterns_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
         raise TypeError(f"patterns_table: expected a list of DataFrames, got {[type(f).__name__ for f in frames]}")
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in PATTERNS_COLUMNS.items()})
+    for i, f in enumerate(frames):  # a frame without them made a table whose documented columns were NaN
+        if missing := [c for c in PATTERNS_COLUMNS if c not in f.columns]:
+            raise ValueError(f"patterns_table: frame {i} lacks {missing}: pass papa.pipeline.pattern_stats' frames")
     return pd.concat(frames, ignore_index=True)
 
 

@@ -289,3 +289,29 @@ def test_patterns_settings_default_from_the_schema():
     config["analyses"]["patterns"] = {"bands": 2}
     with pytest.raises(Exception, match="bands"):
         validate(config, schema)
+
+
+def test_bad_pattern_inputs_fail_naming_the_argument():
+    """Review BP: a 3-D mean ("not enough values to unpack"), a count of another shape (torch's broadcast error) or
+    none ("must be real number"), a negative band or a NaN threshold (accepted), and a table without classify's
+    columns (KeyError 'cls_sep') each fail naming what to pass."""
+    mean, count = torch.rand(2, 3, 5, 5), torch.ones(5, 5)
+    for args, kwargs, error, match in (
+        ((mean[0], count), {}, ValueError, r"mean must be \[layers, heads, N, N\] constant matrices, got shape "
+                                           r"\(3, 5, 5\)"),
+        ((mean, torch.ones(4, 4)), {}, ValueError, r"count must be the matrices' \[N, N\] = \[5, 5\] pair counts"),
+        ((mean, None), {}, TypeError, r"head_patterns needs the constants' mean and count"),
+        ((mean, count), {"band": -1}, ValueError, r"band is the diagonal band's half-width, an integer >= 0"),
+        ((mean, count), {"band": 1.5}, ValueError, r"band is the diagonal band's half-width"),
+    ):  # fmt: skip
+        with pytest.raises(error, match=match):
+            head_patterns(*args, **kwargs)
+    stats = head_patterns(mean, count)
+    for bad in (float("nan"), 5, -0.1, "0.3"):
+        with pytest.raises(ValueError, match=r"diag_threshold is a share of a head's attention mass, in \[0, 1\]"):
+            classify(stats, diag_threshold=bad)
+    with pytest.raises(ValueError, match=r"the table lacks 'diag_mass'.*pass head_patterns' table"):
+        classify(stats.drop(columns="diag_mass"))
+    with pytest.raises(ValueError, match=r"the table lacks 'diagonal', 'cls_sep': pass classify's table"):
+        summary_line(stats)
+    assert summary_line(classify(stats)).endswith("(6 heads)")

@@ -2030,3 +2030,17 @@ def test_prepare_datas_log_says_what_was_drawn_and_what_the_source_dropped(tmp_p
     assert f": train 100 rows (drawn from {before}); labels " in said[0], said
     assert said[0].endswith(f"; of the source's {prov['n_raw']} rows, {prov['n_dropped']} dropped "
                             f"({prov['dropped_reason']})"), said  # fmt: skip
+
+
+def test_settings_that_leave_no_rows_name_the_key(tmp_path, cache_dir):
+    """The wiki corpus with min_words above every chunk (chunk_words 100000 and min_words 100000 pass the config
+    check) failed with "split 'train' of task 'wiki' is empty", no key named; listed labels named twice did not
+    say which."""
+    with pytest.raises(D.TaskSpecError, match=r"every one of the wiki corpus's \d+ chunks \(of at most "
+                                              r"chunk_words=100000 words\) is shorter than min_words=100000: lower "
+                                              r"min_words"):  # fmt: skip
+        D.load_task({"name": "wiki", "source": "package", "chunk_words": 100000, "min_words": 100000}, cache_dir)
+    p = _csv(tmp_path)
+    with pytest.raises(D.TaskSpecError, match=r"\"labels\" names 'positive' more than once \(\['positive', "
+                                              r"'negative', 'positive'\]\): list each label once"):  # fmt: skip
+        D.load_task(_seq_spec(p, p, labels=["positive", "negative", "positive"]), tmp_path)

@@ -619,3 +619,35 @@ def test_scoring_logs_progress_and_gives_the_same_score(caplog):
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("mlm scoring: ")]
     assert said and all(re.fullmatch(r"mlm scoring: \d+/20 lines \([\d.]+ lines/s, ETA \d+ s\)", s) for s in said)
     assert logged == quiet
+
+
+def test_bad_mlm_arguments_fail_naming_the_argument():
+    """Review BP: a scalar fraction_dynamic ("'float' object is not iterable"), seeds=3 or a seed twice (run twice
+    without a word), lambdas of another model's shape (blamed on a static argument never passed), a mask token of
+    None (a bare int() error) or past the vocabulary (torch's "index out of range"), mask_prob 0 or 1.5 (accepted):
+    each fails naming the argument and what it may be."""
+    model = tiny_model("bert")
+    val = tiny_corpus(n=4, seed=2)
+    C = papa.average_attention(model, val.batches(4))
+    lam = torch.full((2, 4), 0.5)
+    cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=1, seed=0)
+    curve = dict(train=val, head="probe")
+    for args, kwargs, error, match in (
+        ((lam, val, 0.5, MASK), {}, TypeError, r"fraction_dynamic is a list of fractions in \[0, 1\] \(e\.g\. \[1, "
+                                                r"0\.5, 0\]\), got 0\.5"),
+        ((lam, val, [], MASK), {}, ValueError, r"fraction_dynamic is empty"),
+        ((lam, val, [1.5], MASK), {}, ValueError, r"fraction_dynamic must be in \[0, 1\], got 1\.5"),
+        ((lam, val, [1], MASK), {"seeds": 3}, TypeError, r"seeds must be a list of integers, got 3"),
+        ((lam, val, [1], MASK), {"seeds": [0, 0]}, ValueError, r"seeds lists a seed more than once"),
+        ((torch.full((3, 3), 0.5), val, [1], MASK), {}, ValueError,
+         r"lambdas have shape \(3, 3\), and the model's attention is \[layers, heads\] = \[2, 4\]"),
+        ((lam, val, [1], None), {}, ValueError, r"mask_token_id must be a token id in \[0, 120\), the tokenizer's"),
+        ((lam, val, [1], 120), {}, ValueError, r"mask_token_id must be a token id in \[0, 120\).*got 120"),
+    ):  # fmt: skip
+        with pytest.raises(error, match=match):
+            mlm_curve(model, C, *args[:3], args[3], SPECIAL, cfg, **curve, **kwargs)
+    for p in (0, 1.5, -0.1, True, "0.15"):
+        with pytest.raises(ValueError, match=rf"mask_prob must be a share of the tokens in \(0, 1\].*got {p!r}"):
+            mask_tokens(val, MASK, SPECIAL, p)
+    ids, labels = mask_tokens(val, MASK, SPECIAL, 1)  # every real token: the edge of the range
+    assert ((labels != -100) == (val.attention_mask.astype(bool) & ~np.isin(val.input_ids, list(SPECIAL)))).all()

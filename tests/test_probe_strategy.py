@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import signal
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -1131,6 +1132,10 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
         (dict(seeds=[1.7]), ValueError, r"each of seeds must be an integer in \[0, 2\*\*32\)"),
         (dict(seeds=[2**64]), ValueError, "each of seeds must be an integer"),
         (dict(seeds=[1, 1]), ValueError, "seeds lists a seed more than once"),
+        (dict(seeds=[]), ValueError, "seeds is empty: give at least one seed"),
+        (dict(train_enc=papa.encode(tok, TEXTS, labels=[0, 1, 2] * 2, max_length=16)), ValueError,
+         r"the train labels run from 0 to 2, but the probe has n_labels=2 outputs \(labels 0\.\.1\)"),
+        (dict(kind="seq"), ValueError, r"'seq'"),
         (dict(metrics=["accuracy", "accuracy"]), ValueError, "metrics lists a metric more than once"),
         (dict(val_enc=papa.encode(tok, TEXTS, labels=[0, 1] * 3, max_length=16, layout="standard")), ValueError,
          "layout 'papa' and the validation tokens in 'standard'"),
@@ -1186,6 +1191,27 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
                 h.set_lambdas(bad)
         with pytest.raises(ValueError, match=r"do not fit the model's \[layers, heads\]"):
             h.set_lambdas(torch.full((3, 3), 0.5))
+        for bad in ("0.5", None, [[0.5], "x"]):  # torch's "new(): invalid data type 'str'" named no argument
+            with pytest.raises(TypeError, match=r"lambdas must be a number or a \[layers, heads\] = \[6, 12\] tensor"):
+                h.set_lambdas(bad)
+    # a trainable tensor no head reads: its gradient is 0, a probe "trained" nothing (review BP)
+    for kw, what in ((dict(trainable_constants=True), "the constant matrices"),
+                     (dict(mix=True, static=torch.ones(6, 12, dtype=torch.bool)), "the lambdas")):  # fmt: skip
+        with pytest.warns(UserWarning, match=rf"no head uses {what} .*training them changes nothing"):
+            papa.patch(model, C, **kw).remove()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        papa.patch(model, C, static=torch.ones(6, 12, dtype=torch.bool), trainable_constants=True).remove()
+        papa.patch(model, C, mix=True).remove()
+    # counts that do not match
+    with pytest.raises(ValueError, match=r"6 texts but 1 labels: give one label per text"):
+        papa.encode(tok, TEXTS, labels=[0])
+    with pytest.raises(ValueError, match=r"6 texts but 2 pairs: give one second text per text"):
+        papa.encode(tok, TEXTS, pairs=["a", "b"])
+    with pytest.raises(ValueError, match=r"accuracy: no labels to score \(y_true and y_pred are empty\)"):
+        compute_all(["accuracy"], [], [])
+    with pytest.raises(ValueError, match=r"Unknown data-free constant kind 'ones'; choose from"):
+        papa.constants.data_free("ones", 2, 2, 4)
     with pytest.raises(RuntimeError, match="this patch was removed"):
         with h:
             pass
@@ -1249,7 +1275,11 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
     for bad in (None, rows, [rows, "x.parquet"]):  # None gave an empty table, as if analyses.patterns were off
         with pytest.raises(TypeError, match="patterns_table: expected a list of DataFrames"):
             tables.patterns_table(bad)
-    assert tables.patterns_table([]).empty and len(tables.patterns_table(iter([rows, rows]))) == 4
+    pat = tables.patterns_table([]).reindex(range(2))  # two rows of the documented columns
+    assert tables.patterns_table([]).empty and len(tables.patterns_table(iter([pat, pat]))) == 4
+    with pytest.raises(ValueError, match=r"patterns_table: frame 1 lacks \['corpus', 'N', 'attention'.*pass "
+                                         r"papa\.pipeline\.pattern_stats' frames"):  # fmt: skip
+        tables.patterns_table([pat, rows])  # a probe table's rows made a table of NaN pattern columns
     none = tables.patterns_table([])  # the analysis off: the documented columns, no rows (it had no columns)
     # the dtypes the documented types are in the installed pandas (text: `str` from pandas 3 on, `object` before)
     documented = {c: str(pd.Series(dtype=t).dtype) for c, t in tables.PATTERNS_COLUMNS.items()}

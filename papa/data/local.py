@@ -1072,7 +1072,9 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
             raise TaskSpecError(f'"labels" must be a non-empty list of label names, got {labels!r}')
         labels = [str(x) for x in labels]
         if len(set(labels)) != len(labels):
-            raise TaskSpecError(f'"labels" has duplicates: {labels}')
+            twice = sorted({x for x in labels if labels.count(x) > 1})
+            raise TaskSpecError(f'"labels" names {", ".join(map(repr, twice))} more than once ({labels}): list each '
+                                f"label once")  # fmt: skip
     elif known_labels:
         labels = list(known_labels)
     listed = labels is not None

@@ -230,6 +230,10 @@ def parse_wiki(path: Path, spec: dict, labels: list[str]) -> tuple[pd.DataFrame,
                         texts.append(chunk)
                         groups.append(page.get("id"))
                         k += 1
+    if not texts:  # the task's "split is empty" named no key
+        raise TaskSpecError(f"every one of the wiki corpus's {n_short} chunks (of at most chunk_words={chunk_words} "
+                            f"words) is shorter than min_words={min_words}: lower min_words (default "
+                            f"{CHUNK_DEFAULTS['min_words']})")  # fmt: skip
     df = pd.DataFrame({"id": ids, "text": texts, "text_b": None, "label": -1})
     df["_group"] = groups
     return df, {

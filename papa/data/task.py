@@ -531,7 +531,8 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
 
     for split, df in splits.items():
         if len(df) == 0:
-            raise TaskSpecError(f"split {split!r} of task {name!r} is empty")
+            raise TaskSpecError(f"split {split!r} of task {name!r} is empty: the {source} source gave it no rows; "
+                                f"check the dataset's files or settings")  # fmt: skip
     split_info: dict = {"seed": seed}
     if "validation" not in splits:
         stratify = kind == "sequence" and bool(label_names)

@@ -85,6 +85,16 @@ class PatchHandle:
         self.lambda_logits = (
             nn.Parameter(torch.zeros(L, H, device=device, dtype=self.param_dtype)) if mode is Mode.MIX else None
         )
+        unused = (  # a trainable tensor no head reads: its gradient is 0, and training it changes nothing
+            "the constant matrices (trainable_constants, no static head and no mix)"
+            if trainable_constants and mode is Mode.STATIC and not self.static.any()
+            else "the lambdas (mix, every head static)"
+            if mode is Mode.MIX and bool(self.static.all())
+            else None
+        )
+        if unused:
+            warnings.warn(f"no head uses {unused}: training them changes nothing (their gradient is 0)",
+                          stacklevel=caller_stacklevel())  # fmt: skip
         if mode is Mode.STATIC and not self.static.any() and not trainable_constants:
             return  # no head is static: leave the model untouched (fraction 1 is the stock model, at stock speed)
 
@@ -213,7 +223,13 @@ class PatchHandle:
         """Set every lambda (values in [0, 1]; 1 is exactly the original attention)."""
         if self.lambda_logits is None:
             raise RuntimeError("set_lambdas() needs patch(..., mix=True)")
-        lam = torch.as_tensor(lam, dtype=self.lambda_logits.dtype, device=self.lambda_logits.device)
+        try:  # "0.5" or None: torch named neither lambdas nor what they may be
+            if isinstance(lam, (str, bytes)):
+                raise TypeError
+            lam = torch.as_tensor(lam, dtype=self.lambda_logits.dtype, device=self.lambda_logits.device)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"lambdas must be a number or a [layers, heads] = {list(self.shape)} tensor of numbers in "
+                            f"[0, 1], got {lam!r}") from None  # fmt: skip
         if not bool(((lam >= 0) & (lam <= 1)).all()):  # NaN fails too
             raise ValueError(f"lambdas must lie in [0, 1] (1 = the head's own attention, 0 = its constant matrix); "
                              f"got values from {lam.min().item():g} to {lam.max().item():g}")  # fmt: skip
