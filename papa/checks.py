@@ -1447,7 +1447,8 @@ def _models(models: dict) -> list[str]:
                           f"papa can tell its family; save the model with model.save_pretrained")  # fmt: skip
         elif cfg is not None and cfg.get("model_type") not in FAMILIES:
             errors.append(f"models.{m} = {entry!r} is a {cfg.get('model_type')!r} model, which PAPA cannot patch; "
-                          f"supported model types: {', '.join(sorted(FAMILIES))}")  # fmt: skip
+                          f"supported model types: {', '.join(sorted(FAMILIES))} (to add one: README \"Adding a "
+                          f"model family\")")  # fmt: skip
         elif cfg is not None and cfg.get("is_decoder"):
             errors.append(f"models.{m} = {entry!r} is configured as a decoder (config.json: is_decoder "
                           f"{json.dumps(cfg['is_decoder'])}; each "
@@ -1598,10 +1599,14 @@ def tokenized_inputs(config: dict) -> list[tuple[str, str, int]]:
     return [(why, dataset, n) for (dataset, n), why in out.items()]
 
 
-#: Model types whose tokenizers put two separators between a pair's sentences (RoBERTa's ``</s></s>``), so a pair
-#: needs N >= 8 in the papa layout (one separator: 6). The tokenize job reads the real tokenizer's template
-#: (`papa.encoding.special_template`); this is the config check's view of it, before any tokenizer is read.
-DOUBLE_SEPARATOR = frozenset({"roberta", "xlm-roberta", "mpnet"})
+def _pair_separators(model_type) -> int:
+    """How many separators a model type's tokenizer puts between a pair's sentences (RoBERTa's ``</s></s>``: 2, so a
+    pair needs N >= 8 in the papa layout; one separator: 6): its `papa.models.Family`'s ``pair_separators``. The
+    tokenize job reads the real tokenizer's template (`papa.encoding.special_template`); this is the config check's
+    view of it, before any tokenizer is read."""
+    from .models import FAMILIES
+
+    return getattr(FAMILIES.get(model_type), "pair_separators", 1)
 
 
 def _model_type(entry) -> str | None:
@@ -1615,9 +1620,9 @@ def _model_type(entry) -> str | None:
 
 def _pair_lengths(config: dict) -> list[str]:
     """An N that a sentence-pair dataset is tokenized at (`tokenized_inputs`, by whichever key) must leave each
-    sentence a word piece (`papa.encoding.min_max_length`: 6 in the papa layout, 8 for a model of
-    `DOUBLE_SEPARATOR` that runs the task) and, in the papa layout, be even (sentence B starts at N/2); its tokenize
-    job fails otherwise. A config without sentence pairs never imports `papa.encoding` (torch: ~2.5 s of CPU at
+    sentence a word piece (`papa.encoding.min_max_length`: 6 in the papa layout, 8 for a model of two separators,
+    `_pair_separators`, that runs the task) and, in the papa layout, be even (sentence B starts at N/2); its
+    tokenize job fails otherwise. A config without sentence pairs never imports `papa.encoding` (torch: ~2.5 s of CPU at
     every Snakemake start, each Slurm job's too)."""
     datasets, tasks = config.get("datasets") or {}, config.get("tasks") or {}
     pairs = [(why, d, n) for why, d, n in tokenized_inputs(config) if is_pair_dataset(d, datasets[d])]
@@ -1638,7 +1643,7 @@ def _pair_lengths(config: dict) -> list[str]:
     mlm = (config.get("analyses") or {}).get("mlm") or {}
     mlm_models = set(mlm.get("models") or []) if isinstance(mlm, dict) else set()
     for m, entry in (config.get("models") or {}).items():
-        if _model_type(entry) not in DOUBLE_SEPARATOR:
+        if _pair_separators(_model_type(entry)) < 2:
             continue
         # what this model tokenizes: its tasks (the corpora it averages go at their N), and the MLM dataset
         runs = [(f"tasks.{t}.max_length", (tasks.get(t) or {}).get("dataset"), (tasks.get(t) or {}).get("max_length"))

@@ -37,29 +37,35 @@ class Family:
 
     route: ``"registry"`` when the family calls transformers' attention-function
     registry (``AttentionInterface``), ``"dropout"`` when PAPA hooks the dropout
-    module the attention probabilities pass through.
+    module the attention probabilities pass through (README "Adding a model family").
     """
 
     route: str
-    attention_class: str  # class name of the self-attention module
+    attention_class: str  # class name of the self-attention module (the one that calls the attention function)
     query: str  # attribute names of the query and key projections
     key: str
     dropout: str = "dropout"
     prunable: bool = True  # queries/keys of static heads can be skipped
     shared: bool = False  # one attention module serves several layers (ALBERT)
+    positions_after_pad: bool = False  # position ids count on from the padding index (RoBERTa): N loses pad_id + 1
+    pair_separators: int = 1  # separators between a pair's sentences (RoBERTa's </s></s>: 2; `checks` reads it)
 
 
 FAMILIES: dict[str, Family] = {
     "bert": Family("registry", "BertSelfAttention", "query", "key"),
-    "roberta": Family("registry", "RobertaSelfAttention", "query", "key"),
-    "xlm-roberta": Family("registry", "XLMRobertaSelfAttention", "query", "key"),
+    "roberta": Family("registry", "RobertaSelfAttention", "query", "key", positions_after_pad=True, pair_separators=2),
+    "xlm-roberta": Family(
+        "registry", "XLMRobertaSelfAttention", "query", "key", positions_after_pad=True, pair_separators=2
+    ),
     "electra": Family("registry", "ElectraSelfAttention", "query", "key"),
     "distilbert": Family("registry", "DistilBertSelfAttention", "q_lin", "k_lin"),
     "albert": Family("registry", "AlbertAttention", "query", "key", prunable=False, shared=True),
     "modernbert": Family("registry", "ModernBertAttention", "Wqkv", "Wqkv", prunable=False),
     "deberta": Family("dropout", "DisentangledSelfAttention", "in_proj", "in_proj", prunable=False),
     "deberta-v2": Family("dropout", "DisentangledSelfAttention", "query_proj", "key_proj", prunable=False),
-    "mpnet": Family("dropout", "MPNetSelfAttention", "q", "k", prunable=False),
+    "mpnet": Family(
+        "dropout", "MPNetSelfAttention", "q", "k", prunable=False, positions_after_pad=True, pair_separators=2
+    ),  # fmt: skip
 }
 
 #: Aliases resolved to models that PyPI packages ship (no hub needed).
@@ -335,7 +341,7 @@ def position_limit_of(config: dict) -> int | None:
     if model_type.startswith("deberta") and config.get("position_biased_input") is False:
         return None
     n = int(config["max_position_embeddings"])
-    if model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+    if (fam := FAMILIES.get(model_type)) is not None and fam.positions_after_pad:
         pad = config.get("pad_token_id")
         n -= (1 if pad is None else int(pad)) + 1
     return n
@@ -501,7 +507,8 @@ def family_of(model: nn.Module) -> Family:
     if fam is None:
         raise UnsupportedModelError(
             f"PAPA does not support model type {model_type!r}. Supported families: "
-            f"{', '.join(sorted(FAMILIES))}. Use one of those, or add a Family entry in papa/models.py."
+            f"{', '.join(sorted(FAMILIES))}. Use one of those, or add a Family entry to papa.models.FAMILIES "
+            f'(README "Adding a model family").'
         )
     if getattr(getattr(model, "config", model), "is_decoder", False):  # causal: transformers leaves the mask to sdpa
         raise UnsupportedModelError(
@@ -533,6 +540,7 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
             f"Found no {fam.attention_class} module in {type(model).__name__}; is this an encoder of type "
             f"{model.config.model_type!r}?"
         )
+    _check_family_entry(fam, mods[0], model.config.model_type)
     if fam.shared:  # ALBERT: layer i runs the module of its group, as transformers' AlbertTransformer picks it
         L, groups = int(model.config.num_hidden_layers), int(model.config.num_hidden_groups)
         inner = int(getattr(model.config, "inner_group_num", 1))
@@ -543,6 +551,23 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
             )
         mods = [mods[int(i / (L / groups))] for i in range(L)]
     return mods
+
+
+def _check_family_entry(fam: Family, mod: nn.Module, model_type: str) -> None:
+    """An `UnsupportedModelError` naming the `FAMILIES` entry whose attribute the attention module lacks (a
+    projection, the dropout module), before a patch would fail deep in a forward pass with "no attribute" or
+    "'float' object has no attribute 'register_forward_pre_hook'"."""
+    from torch import nn
+
+    needed = [(fam.query, "query"), (fam.key, "key")] + ([(fam.dropout, "dropout")] if fam.route == "dropout" else [])
+    for attr, what in needed:
+        if not isinstance(getattr(mod, attr, None), nn.Module):
+            has = sorted(n for n, _ in mod.named_children())
+            raise UnsupportedModelError(
+                f"papa.models.FAMILIES[{model_type!r}] names {attr!r} as the {what} of {fam.attention_class}, which "
+                f'has no such module (its modules: {", ".join(has) or "none"}); fix the entry (README "Adding a '
+                f'model family")'
+            )
 
 
 def num_heads(model: nn.Module) -> int:
@@ -630,8 +655,9 @@ def load_encoder(
         fam = family_of(config)  # before the weights: an unsupported hub model fails without its download
         if max_length is not None:
             check_positions(config, max_length, name_or_path)
-        if fam.route == "registry":
-            kwargs["attn_implementation"] = "sdpa"  # input-dependent heads run as stock sdpa
+        # registry: input-dependent heads run as stock sdpa; dropout: the patch replaces the probabilities where
+        # they enter the attention's dropout, a module only eager attention calls (sdpa takes a dropout rate)
+        kwargs["attn_implementation"] = "sdpa" if fam.route == "registry" else "eager"
     except OSError as err:
         raise _not_loaded(name_or_path, path, err) from err
     tokenizer = load_tokenizer(name_or_path)

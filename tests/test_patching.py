@@ -1000,3 +1000,97 @@ def test_training_attention_dropout_acts_on_the_combined_attention(family, mode,
         rows = valid[:, None, :, None].expand_as(got)  # real queries (pad-query rows are the model's own)
         torch.testing.assert_close(got[rows], want.expand_as(got)[rows], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(train_out, eval_out, rtol=1e-4, atol=1e-5)
+
+
+def test_a_patch_no_layer_reaches_fails_instead_of_leaving_the_model_as_it_was(monkeypatch):
+    """Review BN: a family entry naming the parent attention module (registry route), or a dropout-route family
+    under sdpa attention (which takes a dropout rate and calls no dropout module), left every patched layer
+    unreached: all-zero averages recorded as "averaged 8 examples", and every fraction the original model's
+    outputs. The forward pass fails, naming the layers and the attention; papa.load_encoder loads dropout-route
+    families with eager attention, where the same entry works."""
+    import transformers as tf
+
+    from papa import models
+    from papa.models import Family, prepare
+
+    from .conftest import TINY
+
+    ids = torch.randint(5, 120, (2, 8))
+    # the parent module (no query or key of its own) is refused by name; an eager-only family (MPNet computes its
+    # own softmax) given the registry route never calls the attention function
+    monkeypatch.setitem(models.FAMILIES, "bert", Family("registry", "BertAttention", "query", "key", prunable=False))
+    with pytest.raises(papa.UnsupportedModelError, match=r"names 'query' as the query of BertAttention"):
+        papa.average_attention(tiny_model("bert"), [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}])
+    monkeypatch.setitem(models.FAMILIES, "mpnet", Family("registry", "MPNetSelfAttention", "q", "k", prunable=False))
+    with pytest.raises(RuntimeError, match=r"this mpnet model kept 'eager' attention when PAPA set its attention "
+                                           r"function: .* give its papa\.models\.FAMILIES entry route "
+                                           r"'dropout'"):  # fmt: skip
+        papa.average_attention(tiny_model("mpnet"), [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}])
+    monkeypatch.undo()
+    # a transformers that no longer routes the registered function to the module (here: "papa" mapped to sdpa)
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from papa.patching import routes
+
+    routes.ensure_registered()
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS._global_mapping, "papa", ALL_ATTENTION_FUNCTIONS["sdpa"])
+    with pytest.raises(RuntimeError, match=r"not reached in 2 of 2 layers \(0, 1\) in this forward pass of a bert "
+                                           r"model with 'sdpa' attention: the BertSelfAttention modules never called "
+                                           r"the attention function"):  # fmt: skip
+        papa.average_attention(tiny_model("bert"), [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}])
+    monkeypatch.undo()
+
+    # a family on transformers' attention interface given the dropout route: its eager attention calls a dropout
+    # function, no module; given the registry route, as it should be, the patch reaches every layer
+    cfg = dict(TINY, pad_token_id=1)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    for route, impl in (("dropout", "sdpa"), ("dropout", "eager"), ("registry", "sdpa")):
+        entry = Family(route, "Data2VecTextSelfAttention", "query", "key", prunable=False)
+        monkeypatch.setitem(models.FAMILIES, "data2vec-text", entry)
+        torch.manual_seed(0)
+        model = prepare(tf.Data2VecTextModel(tf.Data2VecTextConfig(**cfg, attn_implementation=impl)), "cpu")
+        if route == "dropout":
+            with pytest.raises(RuntimeError, match=rf"not reached in 2 of 2 layers .* with '{impl}' attention: "
+                                                   r"Data2VecTextSelfAttention\.dropout never ran .*give it route "
+                                                   r"'registry'"):  # fmt: skip
+                papa.average_attention(model, [batch])
+            continue
+        C = papa.average_attention(model, [batch])
+        assert C.mean.abs().sum() > 0  # recorded: every row of a softmax sums to 1
+        with torch.no_grad():
+            stock = model(**batch).last_hidden_state
+            with papa.patch(model, C, static=torch.ones(2, 4, dtype=torch.bool)):
+                static = model(**batch).last_hidden_state
+        assert not torch.equal(stock, static)  # the constants took part
+
+
+def test_every_family_papa_patches_has_a_tiny_model_and_runs_every_invariant():
+    """Review BN: a family added to papa.models.FAMILIES without one here ran none of the invariants (lambda = 1,
+    constants of one input, the naive average, dense layers on real tokens) and no test said so. This list (every
+    family test's) is FAMILIES', and each builds a tiny model whose entry checks out."""
+    from papa import models
+
+    assert sorted(FAMILIES) == sorted(models.FAMILIES)
+    for family in FAMILIES:
+        model = tiny_model(family)
+        assert models.family_of(model) is models.FAMILIES[family]
+        assert len(models.attention_modules(model)) == model.config.num_hidden_layers  # each entry's modules exist
+
+
+def test_a_family_entry_naming_a_missing_module_fails_naming_the_entry(monkeypatch):
+    """Review BN: a wrong query name or a dropout attribute that is a float (Longformer's) failed deep in a forward
+    pass ("INDICES element is out of DATA bounds", "'float' object has no attribute 'register_forward_pre_hook'")."""
+    from papa import models
+    from papa.models import Family
+
+    model = tiny_model("mpnet")
+    for entry, match in (
+        (Family("dropout", "MPNetSelfAttention", "query", "k", prunable=False), r"names 'query' as the query"),
+        (Family("dropout", "MPNetSelfAttention", "q", "k", "attention_dropout", prunable=False),
+         r"names 'attention_dropout' as the dropout"),
+    ):  # fmt: skip
+        monkeypatch.setitem(models.FAMILIES, "mpnet", entry)
+        with pytest.raises(papa.UnsupportedModelError, match=rf"papa\.models\.FAMILIES\['mpnet'\] {match} of "
+                                                             r"MPNetSelfAttention, which has no such module \(its "
+                                                             r"modules: .*\); fix the entry"):  # fmt: skip
+            papa.patch(model, papa.data_free("uniform", 2, 4, 8), static=torch.ones(2, 4, dtype=torch.bool))

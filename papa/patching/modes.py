@@ -67,6 +67,7 @@ class LayerState:
     norm: Callable[[], torch.Tensor] | None = None  # -> the same heads' row normalisers (None: |const|)
     lam_logit: Callable[[], torch.Tensor] | None = None  # -> [H] (MIX)
     extra: dict = field(default_factory=dict)  # route scratch (the dropout route's recorded values)
+    reached: bool = False  # the route ran this layer's patch in the current forward pass (`routes.install`)
 
     def constants(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The constant matrices in use and their row normalisers (`papa.ConstantAttention.norm`)."""

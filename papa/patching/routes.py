@@ -107,6 +107,7 @@ def papa_attention(module, query, key, value, attention_mask, scaling=None, drop
     if st is None:  # not a patched module: stock sdpa behaviour
         out = sdpa_heads(module, query, key, value, mask, scaling, dropout)
     else:
+        st.reached = True
         heads = RegistryHeads(module, query, key, value, mask, scaling, dropout, st)
         out = modes.run(st, heads)
         if heads.as_probs:  # the combined attention, dropped out, applied to the values (and the model's maps)
@@ -203,6 +204,7 @@ def _dropout_hook(st: LayerState):
 
     def hook(mod, inputs):
         probs = inputs[0]
+        st.reached = True
         if st.mode is Mode.STATIC and st.static_idx.numel() == 0:
             # no head of this layer replaced: the probabilities pass untouched, and (unlike the registry
             # route's empty constant path) trainable constants stay out of the autograd graph, as always here
@@ -258,6 +260,29 @@ def _check_unchanged(model, patched_as: tuple, registry: bool) -> None:
         )
 
 
+def _check_reached(model, fam, states: list[LayerState], impl: str | None) -> None:
+    """A `RuntimeError` after a forward pass in which a patched layer's route never ran: the model's attention then
+    computed as it always does, and the patch (constants, lambdas, the recorder) was silently no part of it (a
+    family entry naming the parent module instead of the one that calls the attention function, a dropout-route
+    family under sdpa attention, which takes a dropout rate and calls no dropout module: all-zero averages, and
+    every fraction the original model's scores)."""
+    missed = [st.layer for st in states if not st.reached]
+    if missed:
+        shown = ", ".join(map(str, missed[:8])) + (", ..." if len(missed) > 8 else "")
+        how = (
+            f"the {fam.attention_class} modules never called the attention function (is it the module that does? "
+            f"papa.models.FAMILIES)"
+            if fam.route == "registry"
+            else f"{fam.attention_class}.{fam.dropout} never ran (the dropout route needs an eager attention that "
+            f"calls that module: load the model with attn_implementation='eager', as papa.load_encoder does; a "
+            f"family on transformers' attention interface calls a dropout function instead: give it route "
+            f"'registry')"
+        )
+        raise RuntimeError(f"PAPA's patch was not reached in {len(missed)} of {len(states)} layers ({shown}) in this "
+                           f"forward pass of a {model.config.model_type} model with {impl!r} attention: {how}; its "
+                           f"outputs are the unpatched model's")  # fmt: skip
+
+
 def install(model, states: list[LayerState], undo: ExitStack) -> None:
     """Make ``model``'s attention modules run ``states`` (one per layer), pushing every change onto ``undo``.
 
@@ -279,8 +304,16 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
         ctx.calls = 0
         maps = bound.get("output_attentions", (bound.get("kwargs") or {}).get("output_attentions"))
         ctx.maps = bool(getattr(model.config, "output_attentions", False) if maps is None else maps)
+        for st in states:
+            st.reached = False
+
+    impl = getattr(model.config, "_attn_implementation", None)  # as loaded (the registry route sets its own)
+
+    def check_reached(mod, args, output):
+        _check_reached(model, fam, states, impl)
 
     undo.callback(base.register_forward_pre_hook(capture_mask, with_kwargs=True).remove)
+    undo.callback(base.register_forward_hook(check_reached).remove)
     for mod, st in zip(attention_modules(model), states, strict=True):
         if st.mode is Mode.STATIC and fam.route == "registry" and fam.prunable and st.static_idx.numel():
             head_dim = getattr(mod, "attention_head_size", None) or mod.dim // mod.n_heads
@@ -308,3 +341,9 @@ def install(model, states: list[LayerState], undo: ExitStack) -> None:
         ctx.eager = orig_impl == "eager"
         model.set_attn_implementation(ATTN_NAME)
         undo.callback(model.set_attn_implementation, orig_impl)
+        if model.config._attn_implementation != ATTN_NAME:  # a model whose attention computes its own softmax
+            raise RuntimeError(
+                f"this {model.config.model_type} model kept {model.config._attn_implementation!r} attention when "
+                f"PAPA set its attention function: its attention does not call transformers' attention interface; "
+                f"give its papa.models.FAMILIES entry route 'dropout' (README \"Adding a model family\")"
+            )
