@@ -1024,10 +1024,10 @@ def keeps_global_rng(fn):
 
     @functools.wraps(fn)
     def call(model, *args, **kwargs):
-        # torch.manual_seed reseeds every CUDA device: each one's state is kept, wherever the model is
-        cuda = (
-            list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-        )
+        # torch.manual_seed reseeds every CUDA device: each one's state is kept, wherever the model is; where CUDA
+        # is there but not started (a CPU model in a notebook on a GPU machine), reading the states starts it and
+        # applies a seed the caller queued (torch.cuda.manual_seed is lazy until then: the probe's seed replaced it)
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=cuda):
             return fn(model, *args, **kwargs)
 

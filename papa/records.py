@@ -276,6 +276,8 @@ def not_removable(results: str | Path, records: str | Path = ".snakemake") -> st
     it): a run is writing it (`running_on`), it holds what papa does not write (`foreign_entries`: make clean removes
     the folder whole; a linked folder loses its link alone), or its marker names another working directory's records
     (the workflow here refuses the folder as not its own: another checkout's finished run)."""
+    if os.path.lexists(results) and not os.path.isdir(results):  # make clean would remove a file of the user's
+        return f"{spelling(os.fspath(results))} is a file, not a results folder: check the config's results:"
     who = running_on(results, records)
     if who is not None:
         return f"a Snakemake is running on {spelling(os.fspath(results))}/ ({who}): stop it first"

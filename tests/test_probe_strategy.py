@@ -614,6 +614,30 @@ def test_probes_give_back_the_callers_random_state(minilm):
     assert run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0], backbone_dropout=True) == rows[0]
 
 
+def test_the_callers_cuda_states_are_kept_where_cuda_is_there_but_not_started(monkeypatch):
+    """Review BK: on a GPU machine with CUDA not yet started (a CPU model in a notebook), the probes forked no CUDA
+    state, and their torch.manual_seed replaced the CUDA seed the caller had queued (lazily, until CUDA starts). The
+    fork now names every CUDA device wherever CUDA is there, which starts it and applies the queued seed first."""
+    from papa.probe import keeps_global_rng
+
+    seen = []
+    real_fork = torch.random.fork_rng
+
+    def fork(devices=None, **kw):
+        seen.append(list(devices))
+        return real_fork(devices=[], **kw)  # no CUDA on this machine: the CPU state is forked as before
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.random, "fork_rng", fork)
+    torch.manual_seed(5)
+    expected = torch.rand(2)
+    torch.manual_seed(5)
+    assert keeps_global_rng(lambda model: torch.manual_seed(0) and torch.rand(2))(None) is not None
+    assert seen == [[0, 1]] and torch.equal(torch.rand(2), expected)
+
+
 def test_cached_features_are_the_frozen_encoders_whatever_mode_the_model_is_in(minilm):
     """A model left in train mode (a notebook's model.train()) drew dropout noise into the cache, a new draw each
     time: the cache is encoded in eval mode, as LiveFeatures runs it, and the model's mode is given back. Features
