@@ -596,6 +596,23 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def real_number(value) -> float | None:
+    """``value`` as a float where it is one real number (a Python or NumPy number, a 0-d array or tensor, a
+    Fraction or Decimal), else None (a bool, a string, None, a list, a complex number)."""
+    import numbers
+
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_, str, bytes)) or value is None or np.ndim(value) != 0:
+        return None
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 #: Signals that stopped this process's work (`exit_on_signal` records them; a workflow job's log then ends with
 #: the stop, not "finished").
 STOPPED_BY: list[int] = []

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .encoding import IGNORE, Encoded
-from .io import Progress, is_integer
+from .io import Progress, is_integer, real_number
 from .models import in_mode, model_shape
 from .probe import LiveFeatures, TrainConfig, check_seeds, init_probe, keeps_global_rng, model_dims, optimizer
 from .spec import METHOD_ORDER, check_fraction, renamed_arguments
@@ -140,13 +140,10 @@ def mask_tokens(
         raise ValueError(f"masking must be one of {', '.join(MASKINGS)}; got {masking!r}")
     if masking == "bert" and not (vocab_size and vocab_size > 0):
         raise ValueError("masking 'bert' replaces 10% of the chosen tokens by random ones: give the vocab_size")
-    _check_mask_token(mask_token_id, vocab_size)
-    if (
-        isinstance(mask_prob, (bool, np.bool_))
-        or not isinstance(mask_prob, (int, float, np.number))
-        or not (0 < mask_prob <= 1)
-    ):  # 0 masked one token per example and 1.5 every token, without a word
+    mask_token_id = _check_mask_token(mask_token_id, vocab_size)
+    if (share := real_number(mask_prob)) is None or not 0 < share <= 1:  # 0 masked one token per example, 1.5 all
         raise ValueError(f"mask_prob must be a share of the tokens in (0, 1] (BERT: 0.15), got {mask_prob!r}")
+    mask_prob = share
     rng = np.random.default_rng(seed)
     ids = encoded.input_ids.copy()
     real = encoded.attention_mask.astype(bool) & ~np.isin(ids, list(special_ids))
@@ -183,18 +180,16 @@ def masked(
     return dataclasses.replace(encoded, input_ids=ids, labels=labels)
 
 
-def _check_mask_token(mask_token_id, vocab_size: int | None) -> None:
-    """A `ValueError` unless ``mask_token_id`` is a token id (of the ``vocab_size`` where known): None (a tokenizer
-    without a mask token) failed in ``int()``, an id past the vocabulary in the embedding lookup."""
-    if (
-        isinstance(mask_token_id, (bool, np.bool_))
-        or not is_integer(mask_token_id)
-        or not 0 <= mask_token_id < (vocab_size or math.inf)
-    ):
+def _check_mask_token(mask_token_id, vocab_size: int | None) -> int:
+    """``mask_token_id`` as an int, or a `ValueError` unless it is a token id (of the ``vocab_size`` where known):
+    None (a tokenizer without a mask token) failed in ``int()``, an id past the vocabulary in the embedding lookup."""
+    as_int = mask_token_id.item() if hasattr(mask_token_id, "item") and np.ndim(mask_token_id) == 0 else mask_token_id
+    if isinstance(as_int, (bool, np.bool_)) or not is_integer(as_int) or not 0 <= as_int < (vocab_size or math.inf):
         within = f" in [0, {vocab_size})" if vocab_size else ""
         raise ValueError(f"mask_token_id must be a token id{within}, the tokenizer's mask_token_id, got "
                          f"{mask_token_id!r} (a tokenizer without a mask token cannot score masked "
                          f"tokens)")  # fmt: skip
+    return int(as_int)
 
 
 def _vocab_size(model) -> int:

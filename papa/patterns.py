@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .io import is_integer
+from .io import real_number
 
 
 def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separators=None) -> pd.DataFrame:
@@ -68,8 +68,10 @@ def head_patterns(mean: torch.Tensor, count: torch.Tensor, band: int = 1, separa
     if tuple(cnt.shape) != (N, N):
         raise ValueError(f"count must be the matrices' [N, N] = [{N}, {N}] pair counts (ConstantAttention.count), "
                          f"got shape {tuple(cnt.shape)}")  # fmt: skip
-    if isinstance(band, (bool, np.bool_)) or not is_integer(band) or band < 0:
+    width = real_number(band)
+    if width is None or not width.is_integer() or width < 0:
         raise ValueError(f"band is the diagonal band's half-width, an integer >= 0 (1: i-1..i+1), got {band!r}")
+    band = int(width)
     separators = [N - 1] if separators is None else sorted({int(p) for p in separators})
     if any(not 0 <= p < N for p in separators):
         raise ValueError(f"separator positions {separators} lie outside the {N} positions of the matrices")
@@ -128,9 +130,12 @@ def classify(df: pd.DataFrame, diag_threshold: float = 0.3, special_threshold: f
     Where ``sep_mass`` is NaN (no fixed separator position), ``cls_sep`` is True where [CLS] alone
     holds that mass and missing (``pd.NA``, a nullable boolean column) elsewhere."""
     _require(df, ("diag_mass", "cls_mass", "sep_mass"), "head_patterns' table")
+    shares = {}
     for name, t in (("diag_threshold", diag_threshold), ("special_threshold", special_threshold)):
-        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
+        if (share := real_number(t)) is None or not 0 <= share <= 1:
             raise ValueError(f"{name} is a share of a head's attention mass, in [0, 1], got {t!r}")
+        shares[name] = share
+    diag_threshold, special_threshold = shares["diag_threshold"], shares["special_threshold"]
     df = df.copy()
     df["diagonal"] = df["diag_mass"] >= diag_threshold
     held = (df["cls_mass"] + df["sep_mass"].fillna(0.0)) >= special_threshold

@@ -315,3 +315,7 @@ def test_bad_pattern_inputs_fail_naming_the_argument():
     with pytest.raises(ValueError, match=r"the table lacks 'diagonal', 'cls_sep': pass classify's table"):
         summary_line(stats)
     assert summary_line(classify(stats)).endswith("(6 heads)")
+    # numbers of other types mean the same (a 0-d tensor or array, a NumPy integer)
+    assert head_patterns(mean, count, band=torch.tensor(2)).equals(head_patterns(mean, count, band=2))
+    assert head_patterns(mean, count, band=np.int64(0)).equals(head_patterns(mean, count, band=0))
+    assert classify(stats, torch.tensor(0.4), np.float32(0.5)).equals(classify(stats, 0.4, float(np.float32(0.5))))

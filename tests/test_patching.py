@@ -1094,3 +1094,23 @@ def test_a_family_entry_naming_a_missing_module_fails_naming_the_entry(monkeypat
                                                              r"MPNetSelfAttention, which has no such module \(its "
                                                              r"modules: .*\); fix the entry"):  # fmt: skip
             papa.patch(model, papa.data_free("uniform", 2, 4, 8), static=torch.ones(2, 4, dtype=torch.bool))
+
+
+def test_load_encoder_loads_a_dropout_route_family_with_eager_attention(tmp_path, monkeypatch):
+    """The dropout route replaces the probabilities where they enter the attention's dropout module, which only
+    eager attention calls: load_encoder loads such a family eager (a registry family sdpa). DeBERTa and MPNet run
+    eager whatever they are asked; a family on transformers' attention interface would not (review BN)."""
+    import transformers as tf
+
+    from papa import models
+    from papa.models import Family, resolve_model_path
+
+    from .conftest import TINY
+
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    tf.BertModel(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size})).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    assert papa.load_encoder(str(tmp_path / "m"))[0].config._attn_implementation == "sdpa"
+    monkeypatch.setitem(models.FAMILIES, "bert", Family("dropout", "BertSelfAttention", "query", "key",
+                                                         prunable=False))  # fmt: skip
+    assert papa.load_encoder(str(tmp_path / "m"))[0].config._attn_implementation == "eager"

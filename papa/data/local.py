@@ -11,6 +11,7 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import io
 import json
 import logging
 import lzma
@@ -101,7 +102,12 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     if opener is None:
         raise TaskSpecError(f"{path}: a CoNLL file is read as text, plain or compressed as "
                             f"{', '.join(_TEXT_OPENERS)}; decompress it")  # fmt: skip
-    with opener(path, "rt", encoding="utf-8-sig") as f:  # a byte-order mark would stick to the first token
+    try:  # a zip archive is read as it opens (the other compressions as they are read: below)
+        f = opener(path, "rt", encoding="utf-8-sig")  # utf-8-sig: a byte-order mark would stick to the first token
+    except OSError as e:
+        raise TaskSpecError(f"{path} could not be decompressed ({type(e).__name__}: {e}); fix the file, or "
+                            f"decompress it") from e  # fmt: skip
+    with f:
         try:
             for lineno, line in enumerate(f, 1):
                 line = line.rstrip("\r\n")
@@ -163,8 +169,57 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
 _COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"})
 
 
-#: The compressions whose text the standard library reads (`_check_field_counts` checks such a CSV/TSV decompressed).
-_TEXT_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+def _hidden(name: str) -> bool:
+    """A zip member ``datasets`` skips, as papa does: a name (or a folder on its path) starting with ``.`` or ``__``
+    (macOS Finder's ``__MACOSX/._train.csv``, ``.DS_Store``)."""
+    return any(part.startswith((".", "__")) for part in name.split("/") if part)
+
+
+def _zip_members(path: Path) -> list[str]:
+    """The files of the zip archive ``path`` that ``datasets`` reads (no folders, no `_hidden` names)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        return [m.filename for m in z.infolist() if not m.is_dir() and not _hidden(m.filename)]
+
+
+def _zip_open(path, mode: str = "rt", encoding: str | None = None, newline: str | None = None, **kw):
+    """The text of a zip archive's one file (`_zip_members`; `_check_one_member` refuses more), as ``open`` gives a
+    plain file's: the archive's first name may be a folder (``zip -r``) or macOS Finder's ``__MACOSX/``."""
+    import zipfile
+
+    try:
+        members = _zip_members(Path(path))
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as e:  # an OSError, as the other openers' broken archives give (their readers catch it)
+        raise OSError(f"not a zip archive ({e})") from e
+    if len(members) != 1:
+        archive.close()
+        raise OSError(f"{path} holds {len(members)} files, not one")
+    try:
+        return _ZipText(archive, archive.open(members[0]), encoding=encoding, newline=newline)
+    except BaseException:
+        archive.close()
+        raise
+
+
+class _ZipText(io.TextIOWrapper):
+    """A zip member's text, closing its archive with it (`_zip_open`)."""
+
+    def __init__(self, archive, raw, **kw):
+        super().__init__(raw, **kw)
+        self._archive = archive
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._archive.close()
+
+
+#: The compressions whose text papa reads itself (`_check_field_counts` checks such a CSV/TSV decompressed, and the
+#: JSON and CoNLL readers read it); zst and lz4 are left to `datasets` (CSV, Parquet) or refused (CoNLL).
+_TEXT_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zip": _zip_open}
 
 
 def is_compressed(path: Path) -> bool:
@@ -287,15 +342,15 @@ def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names,
 
 
 def _check_one_member(path: Path, split: str) -> None:
-    """A zip archive holds one file: datasets reads every file in it as rows of the split (a README beside the data
-    became rows); a broken archive is left to the reader, which names the file."""
+    """A zip archive holds one file (folders and `_hidden` names aside, as datasets skips them): datasets reads every
+    file in it as rows of the split (a README beside the data became rows); a broken archive is left to the reader,
+    which names the file."""
     if path.suffix.lower() != ".zip":
         return
     import zipfile
 
     try:
-        with zipfile.ZipFile(path) as z:
-            members = [m.filename for m in z.infolist() if not m.is_dir()]
+        members = _zip_members(path)
     except (OSError, zipfile.BadZipFile):
         return
     if len(members) != 1:
@@ -484,8 +539,15 @@ def _object(pairs: list) -> dict:
     return out
 
 
-_LINES = object()  # `_json_records`: the file is no one JSON value
-_LINE_SPLIT = re.compile(r"\r\n|\r|\n")  # the line breaks `_text_lines` counts (U+2028 may sit in a JSON string)
+def _open_json_text(path: Path):
+    """``path``'s text, decompressed as the readers read it (`_TEXT_OPENERS`; zst and lz4 through fsspec, as
+    datasets opens them)."""
+    opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+    if opener is not None:
+        return opener(path, "rt", encoding="utf-8-sig")
+    import fsspec
+
+    return fsspec.open(str(path), "rt", compression="infer", encoding="utf-8-sig").open()
 
 
 def _json_records(path: Path, split: str, how: str) -> list[dict]:
@@ -493,53 +555,64 @@ def _json_records(path: Path, split: str, how: str) -> list[dict]:
     the json module reads them: every value as written. ``datasets`` read JSON Lines 10 MiB at a time, and a chunk
     where a column mixed types (a number among texts, ``true`` among labels) came back JSON-encoded (``'"café"'``
     for ``café``, every text of the chunk) or failed the file; ``1`` beside ``"01"`` became one spelling.
-    A line that is no JSON object fails, naming it (counted from 1); ``how``: how the format was chosen."""
-    import fsspec
+    JSON Lines are read a line at a time (the file's text is never held whole); a line that is no JSON object
+    fails, naming it (counted from 1), as does a key written twice; ``how``: how the format was chosen."""
 
+    def unreadable(e):
+        return _unreadable(path, split, "json", how, e)
+
+    records: list[dict] = []
     try:
-        with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8-sig") as f:
-            text = f.read()
+        with _open_json_text(path) as f:  # universal newlines: \n, \r\n, \r (U+2028 may sit in a JSON string)
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line, object_pairs_hook=_object)
+                    why = f"a JSON {type(value).__name__} there"
+                except _DuplicateKey as e:
+                    raise TaskSpecError(f"the {split} file {path}, line {lineno}, has {e}: give each field one "
+                                        f"key") from None  # fmt: skip
+                except json.JSONDecodeError as e:
+                    value, why = None, str(e)
+                if isinstance(value, dict):
+                    records.append(value)
+                elif records:
+                    raise TaskSpecError(f"the {split} file {path}, line {lineno}, is not a JSON object ({why}): fix "
+                                        f"or remove the line (JSON Lines: one object per line)")  # fmt: skip
+                else:  # no JSON Lines: one JSON value (an array of records, an object over lines), or broken
+                    return _json_document(path, split, unreadable)
     except (OSError, UnicodeDecodeError, EOFError, ValueError, lzma.LZMAError) as e:
-        raise _unreadable(path, split, "json", how, e) from e
-    if not text.strip():
+        if isinstance(e, TaskSpecError):
+            raise
+        raise unreadable(e) from e
+    if not records:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
-    error = None
+    return records
+
+
+def _json_document(path: Path, split: str, unreadable) -> list[dict]:
+    """The records of a file that holds one JSON value: an array of objects, or one object (`_json_records`)."""
     try:
-        whole = json.loads(text, object_pairs_hook=_object)
+        with _open_json_text(path) as f:
+            whole = json.load(f, object_pairs_hook=_object)
     except _DuplicateKey as e:
         raise TaskSpecError(f"the {split} file {path} has {e}: give each field one key") from None
     except json.JSONDecodeError as e:
-        whole, error = _LINES, e  # JSON Lines (more than one value), or broken
-    if isinstance(whole, dict):  # one record (JSON Lines of one line, or one object over lines)
+        raise unreadable(e) from e
+    if isinstance(whole, dict):
         return [whole]
-    if isinstance(whole, list):
-        for i, r in enumerate(whole):
-            if not isinstance(r, dict):
-                raise TaskSpecError(f"the {split} file {path}: item {i + 1} of its JSON array is a JSON "
-                                    f"{type(r).__name__}, not an object: papa reads an array of objects "
-                                    f"(records)")  # fmt: skip
-        return whole
-    if whole is not _LINES:
+    if not isinstance(whole, list):
         what = type(whole).__name__ if whole is not None else "null"
-        raise _unreadable(path, split, "json", how, ValueError(f"the file is one JSON {what}"))
-    records = []
-    for lineno, line in enumerate(_LINE_SPLIT.split(text), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line, object_pairs_hook=_object)
-            why = f"a JSON {type(value).__name__} there"
-        except _DuplicateKey as e:
-            raise TaskSpecError(f"the {split} file {path}, line {lineno}, has {e}: give each field one key") from None
-        except json.JSONDecodeError as e:
-            value, why = None, str(e)
-        if not isinstance(value, dict):
-            if not records:  # not JSON Lines at all: the whole file's error (a CSV file named .jsonl)
-                raise _unreadable(path, split, "json", how, error)
-            raise TaskSpecError(f"the {split} file {path}, line {lineno}, is not a JSON object ({why}): fix or "
-                                f"remove the line (JSON Lines: one object per line)")  # fmt: skip
-        records.append(value)
-    return records
+        raise unreadable(ValueError(f"the file is one JSON {what}, not records"))
+    for i, r in enumerate(whole):
+        if not isinstance(r, dict):
+            raise TaskSpecError(f"the {split} file {path}: item {i + 1} of its JSON array is a JSON "
+                                f"{type(r).__name__}, not an object: papa reads an array of objects "
+                                f"(records)")  # fmt: skip
+    if not whole:
+        raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
+    return whole
 
 
 def _keys_in_order(records: list[dict]) -> list[str]:
@@ -682,11 +755,18 @@ def _map_labels(values: list, labels: list[str], where: str, rows: list[str] | N
 
 
 def _fold(label: str) -> str:
-    """``label`` as one class is read whatever its case, spacing, invisible characters (zero-width, format) and
-    Unicode form (``é`` composed or not, ``ﬁ`` or ``fi``): two labels that fold alike are most likely one written
-    two ways (`_infer_label_names` refuses them as two classes)."""
-    text = unicodedata.normalize("NFKC", label)
-    return " ".join("".join(c for c in text if unicodedata.category(c) != "Cf").split()).casefold()
+    """``label`` as one class is read whatever its case, spacing, invisible marks (zero-width characters, soft
+    hyphens, direction marks) and canonical Unicode form (``é`` composed or not): two labels that fold alike are
+    most likely one written two ways (`_infer_label_names` refuses them as two classes). Distinct letters stay
+    distinct (``Maße``/``Masse``, ``σ``/``ς``; ``résumé``/``resume``)."""
+    text = unicodedata.normalize("NFC", label).translate(_INVISIBLE)
+    return " ".join(text.split()).lower()
+
+
+#: Marks that print as nothing (zero-width spaces and joiners, soft hyphen, direction marks, the BOM), for `_fold`.
+_INVISIBLE = dict.fromkeys(
+    [0x00AD, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0xFEFF]
+)
 
 
 def _how_differ(a: str, b: str) -> str:
