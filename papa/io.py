@@ -607,9 +607,18 @@ def real_number(value) -> float | None:
         return None
     if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
         return None
+    dtype = getattr(value, "dtype", None)  # a 0-d array's or tensor's: bool, complex and text ones are no number
+    if dtype is not None:
+        kind = getattr(dtype, "kind", None)  # NumPy's
+        if (
+            (kind is not None and kind not in "iuf")
+            or getattr(dtype, "is_complex", False)
+            or str(dtype) == "torch.bool"
+        ):
+            return None
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

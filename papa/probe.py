@@ -1024,12 +1024,20 @@ def keeps_global_rng(fn):
 
     @functools.wraps(fn)
     def call(model, *args, **kwargs):
-        # torch.manual_seed reseeds every CUDA device: each one's state is kept, wherever the model is; where CUDA
-        # is there but not started (a CPU model in a notebook on a GPU machine), reading the states starts it and
-        # applies a seed the caller queued (torch.cuda.manual_seed is lazy until then: the probe's seed replaced it)
-        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        # torch.manual_seed reseeds every CUDA device: each one's state is kept, wherever the model is
+        started = torch.cuda.is_available() and torch.cuda.is_initialized()
+        cuda = list(range(torch.cuda.device_count())) if started else []
+        # CUDA not started (a CPU model in a notebook on a GPU machine): torch.cuda.manual_seed only queues a seed
+        # until it starts, and the probe's torch.manual_seed replaced the caller's queued one. The queue is given
+        # back as it was (starting CUDA to read its states would cost its start-up, and fail in a forked worker)
+        tracker = None if torch.cuda.is_initialized() else getattr(torch.cuda, "_lazy_seed_tracker", None)
+        queued = dict(vars(tracker)) if tracker is not None else None
         with torch.random.fork_rng(devices=cuda):
-            return fn(model, *args, **kwargs)
+            try:
+                return fn(model, *args, **kwargs)
+            finally:
+                if queued is not None and not torch.cuda.is_initialized():
+                    vars(tracker).update(queued)
 
     return call
 

@@ -277,7 +277,7 @@ def not_removable(results: str | Path, records: str | Path = ".snakemake") -> st
     the folder whole; a linked folder loses its link alone), or its marker names another working directory's records
     (the workflow here refuses the folder as not its own: another checkout's finished run)."""
     if os.path.lexists(results) and not os.path.isdir(results):  # make clean would remove a file of the user's
-        return f"{spelling(os.fspath(results))} is a file, not a results folder: check the config's results:"
+        return f"{spelling(os.fspath(results))} is no folder (a file or a link to one): check the config's results:"
     who = running_on(results, records)
     if who is not None:
         return f"a Snakemake is running on {spelling(os.fspath(results))}/ ({who}): stop it first"

@@ -646,8 +646,10 @@ def test_bad_mlm_arguments_fail_naming_the_argument():
     ):  # fmt: skip
         with pytest.raises(error, match=match):
             mlm_curve(model, C, *args[:3], args[3], SPECIAL, cfg, **curve, **kwargs)
-    for p in (0, 1.5, -0.1, True, "0.15"):
-        with pytest.raises(ValueError, match=rf"mask_prob must be a share of the tokens in \(0, 1\].*got {p!r}"):
+    for p in (0, 1.5, -0.1, True, "0.15", torch.tensor(True), np.array(True), float("nan"), 0.5 + 0j):
+        with pytest.raises(
+            ValueError, match=r"mask_prob must be a share of the tokens in \(0, 1\].*got " + re.escape(repr(p))
+        ):
             mask_tokens(val, MASK, SPECIAL, p)
     ids, labels = mask_tokens(val, MASK, SPECIAL, 1)  # every real token: the edge of the range
     assert ((labels != -100) == (val.attention_mask.astype(bool) & ~np.isin(val.input_ids, list(SPECIAL)))).all()

@@ -329,7 +329,7 @@ def test_make_clean_leaves_another_checkouts_results_folder(wd):
     claim_results("ours")
     assert not_removable("ours") is None and not_removable("nosuch") is None and main(["removable", "ours"]) == 0
     Path("notes.txt").write_text("mine")  # a file named as results: it was removable (exit 0, silently)
-    assert not_removable("notes.txt") == "notes.txt is a file, not a results folder: check the config's results:"
+    assert not_removable("notes.txt") == "notes.txt is no folder (a file or a link to one): check the config's results:"
     assert main(["removable", "notes.txt"]) == 1 and Path("notes.txt").read_text() == "mine"
 
 

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import unicodedata
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -197,10 +198,47 @@ def _zip_open(path, mode: str = "rt", encoding: str | None = None, newline: str 
         archive.close()
         raise OSError(f"{path} holds {len(members)} files, not one")
     try:
-        return _ZipText(archive, archive.open(members[0]), encoding=encoding, newline=newline)
+        raw = _ZipMember(archive.open(members[0]))
+    except _ZIP_ERRORS as e:  # encrypted (RuntimeError), a method zipfile cannot read (NotImplementedError)
+        archive.close()
+        raise OSError(f"cannot read {members[0]} in the zip archive ({type(e).__name__}: {e})") from e
     except BaseException:
         archive.close()
         raise
+    return _ZipText(archive, io.BufferedReader(raw), encoding=encoding, newline=newline)
+
+
+#: What zipfile raises for a member it cannot read (an encrypted one, an unsupported method, a broken deflate
+#: stream; a bad CRC is its BadZipFile): `_ZipMember` makes them the OSError the other openers give.
+_ZIP_ERRORS = (RuntimeError, NotImplementedError, EOFError, zlib.error)
+
+
+class _ZipMember(io.RawIOBase):
+    """A zip member's bytes, its read errors (`_ZIP_ERRORS`, zipfile's BadZipFile) raised as an OSError, which every
+    reader of `_TEXT_OPENERS` catches (zipfile's own errors reached the user raw)."""
+
+    def __init__(self, member):
+        super().__init__()
+        self._member = member
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        import zipfile
+
+        try:
+            data = self._member.read(len(buffer))
+        except (zipfile.BadZipFile, *_ZIP_ERRORS) as e:
+            raise OSError(f"broken zip archive ({type(e).__name__}: {e})") from e
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._member.close()
+        finally:
+            super().close()
 
 
 class _ZipText(io.TextIOWrapper):
@@ -562,6 +600,7 @@ def _json_records(path: Path, split: str, how: str) -> list[dict]:
         return _unreadable(path, split, "json", how, e)
 
     records: list[dict] = []
+    array = None  # a first line that is a whole JSON array (pandas' to_json(orient="records")): the file, if alone
     try:
         with _open_json_text(path) as f:  # universal newlines: \n, \r\n, \r (U+2028 may sit in a JSON string)
             for lineno, line in enumerate(f, 1):
@@ -569,26 +608,37 @@ def _json_records(path: Path, split: str, how: str) -> list[dict]:
                     continue
                 try:
                     value = json.loads(line, object_pairs_hook=_object)
-                    why = f"a JSON {type(value).__name__} there"
+                    why = f"a JSON {_json_type(value)} there"
                 except _DuplicateKey as e:
                     raise TaskSpecError(f"the {split} file {path}, line {lineno}, has {e}: give each field one "
                                         f"key") from None  # fmt: skip
                 except json.JSONDecodeError as e:
                     value, why = None, str(e)
-                if isinstance(value, dict):
+                if isinstance(value, dict) and array is None:
                     records.append(value)
                 elif records:
                     raise TaskSpecError(f"the {split} file {path}, line {lineno}, is not a JSON object ({why}): fix "
                                         f"or remove the line (JSON Lines: one object per line)")  # fmt: skip
-                else:  # no JSON Lines: one JSON value (an array of records, an object over lines), or broken
+                elif isinstance(value, list) and array is None:
+                    array = value
+                else:  # no JSON Lines: one JSON value over lines (an array, an object), or broken
+                    array = value = line = None
                     return _json_document(path, split, unreadable)
     except (OSError, UnicodeDecodeError, EOFError, ValueError, lzma.LZMAError) as e:
         if isinstance(e, TaskSpecError):
             raise
         raise unreadable(e) from e
+    if array is not None:
+        return _array_records(array, path, split)
     if not records:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
     return records
+
+
+def _json_type(value) -> str:
+    """The JSON name of a parsed value's type, for a message."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def _json_document(path: Path, split: str, unreadable) -> list[dict]:
@@ -603,12 +653,16 @@ def _json_document(path: Path, split: str, unreadable) -> list[dict]:
     if isinstance(whole, dict):
         return [whole]
     if not isinstance(whole, list):
-        what = type(whole).__name__ if whole is not None else "null"
-        raise unreadable(ValueError(f"the file is one JSON {what}, not records"))
+        raise unreadable(ValueError(f"the file is one JSON {_json_type(whole)}, not records"))
+    return _array_records(whole, path, split)
+
+
+def _array_records(whole: list, path: Path, split: str) -> list[dict]:
+    """A JSON array's items as records, or a `TaskSpecError` naming the first that is no object (or an empty array)."""
     for i, r in enumerate(whole):
         if not isinstance(r, dict):
             raise TaskSpecError(f"the {split} file {path}: item {i + 1} of its JSON array is a JSON "
-                                f"{type(r).__name__}, not an object: papa reads an array of objects "
+                                f"{_json_type(r)}, not an object: papa reads an array of objects "
                                 f"(records)")  # fmt: skip
     if not whole:
         raise TaskSpecError(f"the {split} file {path} is empty: it has no rows")
@@ -765,8 +819,9 @@ def _fold(label: str) -> str:
 
 #: Marks that print as nothing (zero-width spaces and joiners, soft hyphen, direction marks, the BOM), for `_fold`.
 _INVISIBLE = dict.fromkeys(
-    [0x00AD, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0xFEFF]
-)
+    [0x00AD, 0x034F, 0x061C, 0x180E, 0x200B, 0x200C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2060, 0x2070),
+     0xFE0E, 0xFE0F, 0xFEFF]  # the zero-width joiner (U+200D) stays: it makes one emoji of several
+)  # fmt: skip
 
 
 def _how_differ(a: str, b: str) -> str:
