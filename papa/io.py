@@ -610,6 +610,8 @@ def real_number(value) -> float | None:
     dtype = getattr(value, "dtype", None)  # a 0-d array's or tensor's: bool, complex and text ones are no number
     if dtype is not None:
         kind = getattr(dtype, "kind", None)  # NumPy's
+        if kind == "O":  # an object array's one item decides
+            return real_number(value.item())
         if (
             (kind is not None and kind not in "iuf")
             or getattr(dtype, "is_complex", False)

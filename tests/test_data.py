@@ -1460,7 +1460,9 @@ def test_a_broken_or_encrypted_zip_fails_naming_the_file(tmp_path):
         locked[info.header_offset + 6] |= 1
         central = raw.index(b"PK\x01\x02")
         locked[central + 8] |= 1
-        for bad in (broken, locked):
+        header = bytearray(raw)  # a broken local header: zipfile's "Bad magic number for file header"
+        header[info.header_offset : info.header_offset + 4] = b"XXXX"
+        for bad in (broken, locked, header):
             p.write_bytes(bytes(bad))
             if fmt == "conll":
                 with pytest.raises(D.TaskSpecError, match=r"t\.conll\.zip could not be decompressed \(OSError: "):

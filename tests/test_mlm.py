@@ -658,7 +658,8 @@ def test_bad_mlm_arguments_fail_naming_the_argument():
 
     # numbers of other types mean the same (review BQ: a 0-d array or tensor, a Fraction, a Decimal were refused)
     expected = mask_tokens(val, MASK, SPECIAL, 0.25, seed=3)
-    for p in (np.float32(0.25), np.array(0.25), torch.tensor(0.25), Fraction(1, 4), Decimal("0.25")):
+    for p in (np.float32(0.25), np.array(0.25), np.array(0.25, dtype=object), torch.tensor(0.25), Fraction(1, 4),
+              Decimal("0.25")):  # fmt: skip
         assert all(np.array_equal(a, b) for a, b in zip(mask_tokens(val, MASK, SPECIAL, p, seed=3), expected)), p
     for m in (np.int64(MASK), torch.tensor(MASK), np.array(MASK)):
         assert all(np.array_equal(a, b) for a, b in zip(mask_tokens(val, m, SPECIAL, 0.25, seed=3), expected)), m

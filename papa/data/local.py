@@ -199,7 +199,7 @@ def _zip_open(path, mode: str = "rt", encoding: str | None = None, newline: str 
         raise OSError(f"{path} holds {len(members)} files, not one")
     try:
         raw = _ZipMember(archive.open(members[0]))
-    except _ZIP_ERRORS as e:  # encrypted (RuntimeError), a method zipfile cannot read (NotImplementedError)
+    except (zipfile.BadZipFile, *_ZIP_ERRORS) as e:  # a broken local header, encrypted, an unknown method
         archive.close()
         raise OSError(f"cannot read {members[0]} in the zip archive ({type(e).__name__}: {e})") from e
     except BaseException:
