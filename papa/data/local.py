@@ -99,7 +99,7 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     tags: list[str] = []
     width = first = start = None
     other = next(iter(widths.items()), None) if widths else None
-    opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+    opener = _text_opener(path)
     if opener is None:
         raise TaskSpecError(f"{path}: a CoNLL file is read as text, plain or compressed as "
                             f"{', '.join(_TEXT_OPENERS)}; decompress it")  # fmt: skip
@@ -260,6 +260,12 @@ class _ZipText(io.TextIOWrapper):
 _TEXT_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zip": _zip_open}
 
 
+def _text_opener(path: Path):
+    """The ``open`` that reads ``path``'s text: ``open`` itself, or its compression's (`_TEXT_OPENERS`); None for a
+    compression papa does not read itself (zst, lz4)."""
+    return _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+
+
 def is_compressed(path: Path) -> bool:
     """Whether the readers take the file ``path`` for compressed (its bytes are then no text to check): its last
     suffix names a compression (``train.csv.gz``). One before the last does not (``train.gz.csv``): `datasets`
@@ -331,7 +337,7 @@ def _check_field_counts(path: Path, split: str, fmt: str, header: bool, names: l
     compressed as gzip, bzip2 or xz is checked decompressed (as pandas reads it; its lines are the decompressed
     text's); one of another compression, a broken archive or one that holds no UTF-8 text is left to the reader,
     which names the file."""
-    opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+    opener = _text_opener(path)
     if opener is None:
         return None
     try:  # read once: a broken archive (or one holding no UTF-8 text) is left to the reader, which names the file
@@ -580,7 +586,7 @@ def _object(pairs: list) -> dict:
 def _open_json_text(path: Path):
     """``path``'s text, decompressed as the readers read it (`_TEXT_OPENERS`; zst and lz4 through fsspec, as
     datasets opens them)."""
-    opener = _TEXT_OPENERS.get(path.suffix.lower()) if is_compressed(path) else open
+    opener = _text_opener(path)
     if opener is not None:
         return opener(path, "rt", encoding="utf-8-sig")
     import fsspec
@@ -1091,8 +1097,8 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
 
 def _json_lines_keys(path: Path, peek: int = 1 << 20) -> list[str] | None:
     """The keys of a JSON Lines file's records in its first ``peek`` bytes (every key any of them has, in the order
-    first met: the columns datasets' json reader gives), or None where those lines are no JSON Lines of objects (a
-    JSON array, a pretty-printed file, a broken line: the job reads it and names what is wrong)."""
+    first met: the columns its job reads, `_keys_in_order`), or None where those lines are no JSON Lines of objects
+    (a JSON array, a pretty-printed file, a broken line: the job reads it and names what is wrong)."""
     try:
         with open(path, "rb") as f:
             head = f.read(peek)
@@ -1101,7 +1107,7 @@ def _json_lines_keys(path: Path, peek: int = 1 << 20) -> list[str] | None:
     lines = head.splitlines()
     if len(head) == peek and lines:
         lines = lines[:-1]  # the last line may be cut at the peek
-    keys: dict[str, None] = {}
+    records = []
     for line in lines:
         if not line.strip():
             continue
@@ -1111,8 +1117,8 @@ def _json_lines_keys(path: Path, peek: int = 1 << 20) -> list[str] | None:
             return None
         if not isinstance(record, dict):
             return None
-        keys.update(dict.fromkeys(map(str, record)))
-    return list(keys) or None
+        records.append(record)
+    return _keys_in_order(records) or None
 
 
 def no_rows(path: Path, spec: dict, peek: int = 1 << 20) -> str | None:
