@@ -920,6 +920,40 @@ def test_conll_inconsistent_columns_fail_with_file_line(tmp_path):
         D.read_conll(one)
 
 
+def test_conll_comment_lines_fail_named_as_comments(tmp_path):
+    """A CoNLL-U file's comment lines (`# sent_id = 1`) failed as "has 10 columns but line 1 has 4": the message
+    names the line starting with '#' as a comment and says to remove the comment lines, wherever it sits (the first
+    line, a later one, a validation file's first); a token '#' of the file's width is still a token."""
+    tok = "1\tEU\teu\tPROPN\tNNP\t_\t2\tnsubj\t_\t_\n"
+    top = tmp_path / "top.conllu"
+    top.write_text("# sent_id = 1\n" + tok)
+    with pytest.raises(D.TaskSpecError, match=r"top\.conllu:2 has 10 columns but line 1 has 4.*line 1 starts with "
+                                              r"'#': a comment .*remove them \(grep -v '\^#'\)"):  # fmt: skip
+        D.read_conll(top, tag_column=3)
+    with pytest.raises(D.TaskSpecError, match=r"top\.conllu:1 has 1 column: .*line 1 starts with '#': a comment"):
+        D.read_conll(top, tag_column=3, separator="\t")  # split on tabs, the comment is one column
+    later = tmp_path / "later.conll"
+    later.write_text("EU NNP\nrejects VBZ\n\n# newdoc id = 2\nGerman JJ\n")
+    with pytest.raises(D.TaskSpecError, match=r"later\.conll:4 has 5 columns but line 1 has 2.*line 4 starts with "
+                                              r"'#': a comment"):  # fmt: skip
+        D.read_conll(later)
+    with pytest.raises(D.TaskSpecError, match=r"plain\.conll:2 has 2 columns") as e:  # no '#': no word of comments
+        D.read_conll(_write(tmp_path / "plain.conll", "EU NNP B-NP\nx Y\n"))
+    assert "starts with" not in str(e.value)
+    train = _write(tmp_path / "train.conll", "EU NNP\nrejects VBZ\n\n")
+    dev = _write(tmp_path / "dev.conll", "# sent_id = 1\nEU NNP\n")
+    spec = {"name": "mine", "source": "local", "kind": "token", "train": str(train), "validation": str(dev)}
+    with pytest.raises(D.TaskSpecError, match=r"dev\.conll:1 has 4 columns but .*line 1 starts with '#'"):
+        D.load_task(spec, tmp_path / "cache")
+    hashtag = _write(tmp_path / "tweets.conll", "#EU O\n# O\nrejects O\n\nx B-PER\n")
+    assert D.read_conll(hashtag) == [(["#EU", "#", "rejects"], ["O", "O", "O"]), (["x"], ["B-PER"])]
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
 def test_conll_files_of_one_dataset_need_one_column_count(tmp_path):
     """A validation file with other columns than train: the same tag_column named another column there (gold POS
     in train, a tagger's POS in validation: one tag set, wrong scores, no error)."""

@@ -82,8 +82,17 @@ def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
     ``separator`` is given. Blank lines end sentences; ``-DOCSTART-`` lines are skipped.
     Every token line must have the same number of columns (a short line would otherwise
     take its tag from another column); at least two, so a token is never its own tag.
+    Comment lines (CoNLL-U's ``# sent_id = 1``) are not skipped (``#`` is also a token):
+    one of another width fails, naming it as a comment.
     """
     return [(toks, tags) for toks, tags, _ in _read_conll(path, tag_column, token_column, separator)]
+
+
+#: Added to a CoNLL column-count error where a line of it starts with ``#``.
+_COMMENT_HINT = (
+    "; line {line} starts with '#': a comment (CoNLL-U's '# sent_id = ...')? papa reads no comment lines, only "
+    "token lines, blank lines and -DOCSTART-: remove them (grep -v '^#')"
+)
 
 
 def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None,
@@ -97,7 +106,7 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     sents: list[tuple[list[str], list[str], int]] = []
     toks: list[str] = []
     tags: list[str] = []
-    width = first = start = None
+    width = first = first_text = start = None
     other = next(iter(widths.items()), None) if widths else None
     opener = _text_opener(path)
     if opener is None:
@@ -119,19 +128,20 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                     continue
                 parts = line.split(separator) if separator else line.split()
                 if width is None:
-                    width, first = len(parts), lineno
+                    width, first, first_text = len(parts), lineno, line
                     if other is not None and width != other[1][0]:
                         raise TaskSpecError(
                             f"{path}:{lineno} has {width} column{'s' * (width != 1)} but {other[0]}:{other[1][1]}, "
                             f"the dataset's first file, has {other[1][0]}: tag_column={tag_column} and "
                             f"token_column={token_column} would name other columns in each; give its files the same "
-                            f"columns"
+                            f"columns" + (_COMMENT_HINT.format(line=lineno) if line.startswith("#") else "")
                         )
                     if widths is not None:
                         widths[str(path)] = (width, lineno)
                     if width < 2:
                         raise TaskSpecError(
                             f"{path}:{lineno} has 1 column: a CoNLL file needs a token and a tag column per line"
+                            + (_COMMENT_HINT.format(line=lineno) if line.startswith("#") else "")
                         )
                     positions = [c % width for c in (token_column, tag_column) if -width <= c < width]
                     if len(positions) == 2 and positions[0] == positions[1]:
@@ -140,9 +150,11 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                             f"column of its {width}: the tags would be the tokens; set tag_column to the tag column"
                         )
                 if len(parts) != width:
+                    comment = next((n for n, t in ((first, first_text), (lineno, line)) if t.startswith("#")), None)
                     raise TaskSpecError(
                         f"{path}:{lineno} has {len(parts)} columns but line {first} has {width}: every token line "
                         f"of a CoNLL file needs the same columns (fix the line, or set separator if tokens hold spaces)"
+                        + (_COMMENT_HINT.format(line=comment) if comment else "")
                     )
                 try:
                     tok, tag = parts[token_column], parts[tag_column]
