@@ -494,6 +494,23 @@ def _class_ids(values, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _longest_first(n_a: int, n_b: int, room: int, rust_rule: bool) -> tuple[int, int]:
+    """How many word pieces of sentences A and B (``n_a``, ``n_b``) a pair keeps in ``room`` places, as the
+    tokenizer's own ``truncation="longest_first"`` keeps them (the ``standard`` layout is the tokenizer's packing):
+    the longer loses pieces until both are as long, then both lose alike. Where an odd ``room`` leaves one piece
+    over, a tokenizers-backed tokenizer (``is_fast``; the Rust library's ``LongestFirst``) gives it to the longer
+    text, B when they are as long, and transformers' Python tokenizers give it to A."""
+    if n_a + n_b <= room:
+        return n_a, n_b
+    short = min(n_a, n_b)
+    if short <= room - short:  # the shorter fits beside the longer cut to the rest
+        return (n_a, room - n_a) if n_a <= n_b else (room - n_b, n_b)
+    low, high = room // 2, room - room // 2
+    if not rust_rule:
+        return high, low
+    return (high, low) if n_a > n_b else (low, high)
+
+
 def encode(
     tokenizer,
     texts: Sequence[str] | Sequence[Sequence[str]],
@@ -577,6 +594,7 @@ def encode(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     has_types = "token_type_ids" in tokenizer.model_input_names or type(tokenizer).__name__ in SEGMENT_IDS
 
+    rust_rule = bool(getattr(tokenizer, "is_fast", False))  # whose longest-first rule the standard layout follows
     ids_a, word_ids = _tokenize(tokenizer, texts, words)
     if words and labels is not None:
         _check_every_word_has_a_piece(texts, word_ids, tokenizer)
@@ -629,10 +647,8 @@ def encode(
             types[r, half + M + len(tb) : N - S] = tpl.type_b
             put(r, N - S, tpl.suffix, tpl.suffix_types)
         else:
-            room = N - n_special
-            ta, tb = list(a), list(b)
-            while len(ta) + len(tb) > room:  # longest-first truncation
-                (ta if len(ta) > len(tb) else tb).pop()
+            n_a, n_b = _longest_first(len(a), len(b), N - n_special, rust_rule)
+            ta, tb = list(a[:n_a]), list(b[:n_b])
             truncated += len(ta) < len(a) or len(tb) < len(b)
             pos = 0
             for toks, tt in (
