@@ -34,7 +34,7 @@ from torch import nn
 
 from .encoding import IGNORE, Encoded
 from .io import Progress, is_integer, real_number
-from .models import in_mode, model_shape
+from .models import frozen, in_mode, model_shape
 from .probe import LiveFeatures, TrainConfig, check_seeds, init_probe, keeps_global_rng, model_dims, optimizer
 from .spec import METHOD_ORDER, check_fraction, renamed_arguments
 
@@ -315,43 +315,44 @@ def train_mlm(
     losses, done = [], 0
     total = (1 + runs_after) * cfg.epochs * n  # this training's examples, then those of ``runs_after`` more
     progress = Progress(log_every)
-    for epoch in range(cfg.epochs):
-        enc = masked(
-            encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch, masking=masking,
-            vocab_size=_vocab_size(model),
-        )  # fmt: skip
-        if probe is not None:
-            probe.train()
-        running, tokens = 0.0, 0
-        order = torch.randperm(n, generator=gen).numpy()
-        for start in range(0, n, cfg.batch_size):
-            idx = order[start : start + cfg.batch_size]
-            done += len(idx)
-            logits, y = _masked_logits(model, probe, enc, idx, grad=bool(extra), train_mode=backbone_dropout)
-            if y.numel() == 0:  # only examples without real tokens
-                continue
-            loss = F.cross_entropy(logits.float(), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.max_grad_norm is not None:
-                nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            opt.step()
-            running += loss.item() * y.numel()
-            tokens += y.numel()
-            if progress.due(done):
-                log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, %s)", what, epoch + 1,
-                         cfg.epochs, done - epoch * n, n, running / max(tokens, 1), progress.rate(done),
-                         progress.eta_text(done, total))  # fmt: skip
-        loss = running / max(tokens, 1)
-        if not math.isfinite(loss):
-            raise FloatingPointError(
-                f"mlm epoch {epoch + 1}: the training loss is not finite ({loss}); check the "
-                f"constant matrices or lower the learning rate ({cfg.lr})"
-            )
-        losses.append(loss)
-        log.info("%s epoch %d/%d: train loss %.4f (%.1f examples/s, %s)", what, epoch + 1, cfg.epochs, loss,
-                 progress.rate(done), progress.eta_text(done, total))  # fmt: skip
-        progress.mark()  # no progress line right after the epoch's own
+    with frozen(model):  # the probe and extra_params train, not the model's weights (its MLM head's among them)
+        for epoch in range(cfg.epochs):
+            enc = masked(
+                encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch, masking=masking,
+                vocab_size=_vocab_size(model),
+            )  # fmt: skip
+            if probe is not None:
+                probe.train()
+            running, tokens = 0.0, 0
+            order = torch.randperm(n, generator=gen).numpy()
+            for start in range(0, n, cfg.batch_size):
+                idx = order[start : start + cfg.batch_size]
+                done += len(idx)
+                logits, y = _masked_logits(model, probe, enc, idx, grad=bool(extra), train_mode=backbone_dropout)
+                if y.numel() == 0:  # only examples without real tokens
+                    continue
+                loss = F.cross_entropy(logits.float(), y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.max_grad_norm is not None:
+                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                opt.step()
+                running += loss.item() * y.numel()
+                tokens += y.numel()
+                if progress.due(done):
+                    log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, %s)", what, epoch + 1,
+                             cfg.epochs, done - epoch * n, n, running / max(tokens, 1), progress.rate(done),
+                             progress.eta_text(done, total))  # fmt: skip
+            loss = running / max(tokens, 1)
+            if not math.isfinite(loss):
+                raise FloatingPointError(
+                    f"mlm epoch {epoch + 1}: the training loss is not finite ({loss}); check the "
+                    f"constant matrices or lower the learning rate ({cfg.lr})"
+                )
+            losses.append(loss)
+            log.info("%s epoch %d/%d: train loss %.4f (%.1f examples/s, %s)", what, epoch + 1, cfg.epochs, loss,
+                     progress.rate(done), progress.eta_text(done, total))  # fmt: skip
+            progress.mark()  # no progress line right after the epoch's own
     return losses
 
 

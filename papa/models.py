@@ -770,6 +770,23 @@ def check_device(device=None):
     return dev
 
 
+@contextmanager
+def frozen(model: nn.Module):
+    """``model``'s parameters frozen while the block runs, as they were after it: what trains lambdas or constants
+    (`papa.probe.learn_lambdas`, `papa.probe.run_probe`'s ``trainable``, `papa.mlm.train_mlm`) trains them alone, and
+    a model a notebook unfroze (or built without `load_encoder`, which freezes it: `prepare`) got a gradient on
+    every weight at every step: the time and memory of fine-tuning, and a stale ``.grad`` a later optimizer step
+    of its own would apply. A patch's parameters are the handle's, not the model's (`papa.patch`): they train."""
+    thawed = [p for p in model.parameters() if p.requires_grad]
+    for p in thawed:
+        p.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        for p in thawed:
+            p.requires_grad_(True)
+
+
 def prepare(model: nn.Module, device=None) -> nn.Module:
     """Freeze a model, put it in eval mode and on ``device`` (cuda when present; `check_device`)."""
     device = check_device(device)

@@ -42,7 +42,7 @@ from torch import nn
 from .encoding import IGNORE, Encoded, check_batch_size
 from .io import SEED_LIMIT, Progress, check_seed, is_integer, process_dir, remove_dead_process_dirs
 from .metrics import check_metrics, compute_all
-from .models import compiled, in_mode
+from .models import compiled, frozen, in_mode
 
 log = logging.getLogger(__name__)
 
@@ -1148,7 +1148,7 @@ def run_probe(
             raise ValueError("trained patch parameters need the encoder in the loop: pass features=None")
         per_seed = []
         for k, (seed, probe, state) in enumerate(zip(seeds, probes, states)):
-            with trainable() as handle:
+            with frozen(model), trainable() as handle:  # the patch's parameters train, not the model's weights
                 per_seed += train_probes(
                     [probe],
                     train,
@@ -1203,7 +1203,7 @@ def learn_lambdas(
     torch.manual_seed(cfg.seed)
     device = next(model.parameters()).device
     probe = build_probe(kind, model, train_enc.max_length, n_labels, cfg.dropout, cfg.init).to(device)
-    with patch(model, constants, mix=True) as handle:
+    with frozen(model), patch(model, constants, mix=True) as handle:  # the lambdas train, not the model's weights
         rows = train_probe(
             probe,
             LiveFeatures(model, train_enc, train_mode=backbone_dropout, compile=compile),

@@ -202,6 +202,36 @@ def test_mlm_backbone_dropout_trains_with_the_encoders_dropout_and_scores_withou
     assert on == {"lr": 5e-4, "backbone_dropout": True, "lambda": {"backbone_dropout": False}}
 
 
+def test_the_trainers_train_their_parameters_alone_on_a_model_with_trainable_weights():
+    """`papa.load_encoder` freezes the model; one a notebook unfroze (or built itself) got a gradient on every weight
+    at every step of the lambdas or trained constants: fine-tuning's time and memory, and a stale .grad that a
+    later optimizer step of its own would apply (review BV). Each trainer freezes the model while it runs and gives
+    requires_grad back: no weight holds a .grad, each still trains after, and what trained equals the frozen
+    model's bit for bit."""
+    from papa.probe import learn_lambdas, run_probe
+
+    base = tiny_corpus(n=16, seed=1)
+    enc = papa.Encoded(base.input_ids, base.attention_mask, base.token_type_ids, np.arange(16) % 2, "papa", 16)
+    cfg = TrainConfig(lr=1e-2, extra_lr=0.1, batch_size=4, epochs=1, seed=0)
+    out = {}
+    for name in ("frozen", "thawed"):
+        model = tiny_model("bert")
+        if name == "thawed":
+            for p in model.parameters():
+                p.requires_grad_(True)
+        C = papa.average_attention(model, base.batches(8))
+        lam, _ = learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], cfg)
+        rows = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg,
+                         trainable=lambda m=model, c=C: papa.patch(m, c, trainable_constants=True))  # fmt: skip
+        mlm_lam, losses = learn_mlm_lambdas(model, C, base, MASK, SPECIAL, cfg)
+        assert all(p.grad is None for p in model.parameters()), name
+        assert all(p.requires_grad == (name == "thawed") for p in model.parameters()), name
+        out[name] = lam, rows, mlm_lam, losses
+    (lam, rows, mlm_lam, losses), again = out["frozen"], out["thawed"]
+    assert torch.equal(lam, again[0]) and rows == again[1] and torch.equal(mlm_lam, again[2]) and losses == again[3]
+    assert (lam - 0.5).abs().max() > 1e-3 and (mlm_lam - 0.5).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize(("family", "decoder"), DECODERS)
 def test_probe_path_lambdas_and_curve(family, decoder):
     """Lambdas trained jointly with an MLM probe, then a fresh probe per fraction on the patched encoder."""
