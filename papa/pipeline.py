@@ -1880,7 +1880,7 @@ def aggregate(stage: AggregateStage) -> dict[str, pd.DataFrame]:
     summary = tables.summary_table(probe, stage.main_metric, share_baseline=True)
     io.write_parquet(summary, stage.out_summary, record)
     lam = [io.read_parquet(p) for p in stage.lambdas]
-    lambdas = tables.lambdas_table(lam) if lam else pd.DataFrame(columns=list(tables.LAMBDAS_COLUMNS))
+    lambdas = tables.lambdas_table(lam) if lam else tables.empty_lambdas_table()
     io.write_parquet(lambdas, stage.out_lambdas, record)
     kinds = tables.constant_kinds_table(summary, stage.kinds)
     io.write_parquet(kinds, stage.out_constant_kinds, record)

@@ -48,6 +48,7 @@ __all__ = [
     "probe_table",
     "summary_table",
     "lambdas_table",
+    "empty_lambdas_table",
     "constant_kinds_table",
     "patterns_table",
     "mlm_table",
@@ -118,6 +119,16 @@ LAMBDAS_COLUMNS: dict[str, str] = {
     "rank": "int64",
 }
 LAMBDAS_KEY = ["model", "task", "constants", "layer", "head"]
+
+
+def empty_lambdas_table() -> pd.DataFrame:
+    """``lambdas.parquet`` of a run that learns no lambdas (no ``lambda``/``reversed`` order at a partial fraction):
+    no rows, but the columns and dtypes of a run's that does, ``model_revision`` included (every column was text,
+    ``model_revision`` missing: ``lam["lambda"].mean()`` raised TypeError, and a concat with another run's table
+    made its numbers objects)."""
+    columns = {**LAMBDAS_COLUMNS, "model_revision": "str"}
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
+
 
 #: Columns every per-model masked-LM curve has (paper Sec. 5.5; rule ``mlm``): one row per model,
 #: corpus, head (``probe``: the paper's trained probe; ``pretrained``: the checkpoint's frozen MLM

@@ -621,7 +621,12 @@ def test_aggregate_stage_without_lambdas_or_patterns(report, tmp_path):
     )
     pipeline.aggregate(agg)
     lam = io.read_parquet(agg.out_lambdas)
-    assert lam.empty and list(lam.columns) == list(tables.LAMBDAS_COLUMNS)
+    # the columns and dtypes of a run's that learns lambdas (the workflow's files add model_revision, text; every
+    # column was text, and model_revision was missing)
+    assert lam.empty and list(lam.columns) == [*tables.LAMBDAS_COLUMNS, "model_revision"]
+    full = io.read_parquet(report.agg.out_lambdas).assign(model_revision=None)
+    assert len(full) and pd.concat([full, lam]).dtypes.equals(full.dtypes)
+    assert {c: str(t) for c, t in lam.dtypes.items()} == {**tables.LAMBDAS_COLUMNS, "model_revision": "str"}
     assert not hasattr(tables, "LAMBDA_COLUMNS")  # the old alias is gone
 
 
