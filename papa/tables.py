@@ -324,8 +324,10 @@ def summary_table(
         main_metric: task -> name of the metric the paper reports for it.
         share_baseline: with every head input-dependent the model does not depend on
             the constants or the selection order, so when True (the default, as the
-            workflow's ``summary.parquet``: it runs fraction 1 once, not per constants
-            kind or order) a missing fraction-1 row of one constants/selection falls back
+            workflow's ``summary.parquet``: its Sec. 5 analyses, the constant kinds, cross-corpus
+            matrices and other head orders, run no fraction 1 of their own, while the main sweep
+            runs it under each of its constants kinds and orders, the same probes each time,
+            `papa.checks.probe_runs`) a missing fraction-1 row of one constants/selection falls back
             to the mean over the fraction-1 rows of the other constants/selections of the
             same model/task/metric. False: strictly the same model/task/constants/
             selection/metric (NaN where that run has no fraction-1 row).
