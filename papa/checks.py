@@ -1726,6 +1726,17 @@ def _fractions_that_name_one_run(fractions: list) -> list[str]:
             for name, given in names.items() if len(set(map(float, given))) > 1]  # fmt: skip
 
 
+def _fractions_not_as_written(fractions: list) -> list[str]:
+    """A fraction_dynamic its run folder writes otherwise (`papa.spec.format_fraction`, 6 significant digits: 1/3 as
+    0.3333333333333333 is ``fraction_dynamic=0.333333``): the probe reads its fraction back from the folder, so the
+    tables held 0.333333, and a filter or join on the config's value found no row."""
+    ends = [f for f in fractions if is_original(f) or is_all_constant(f)]  # the ends count up to float noise
+    shown = {f: format_fraction(f) for f in fractions if f not in ends}
+    odd = [f"{f!r} (the tables would hold {name})" for f, name in shown.items() if float(name) != float(f)]
+    return [f"sweep.fraction_dynamic: {', '.join(odd)}: the run folders and tables write a fraction with 6 significant "
+            f"digits; write it so"] if odd else []  # fmt: skip
+
+
 def check_config(config: dict) -> None:
     """Raise a `ConfigError` listing every problem found; the schema has already validated the shape
     (and filled in its defaults)."""
@@ -1756,7 +1767,7 @@ def check_config(config: dict) -> None:
     listed = sweep.get("fraction_dynamic", [])
     given = [v for v in listed if math.isfinite(float(v))]  # .nan: _non_finite names it
     fractions = [float(v) for v in given] if len(given) == len(listed) else []  # the other checks wait for a fix
-    errors += _fractions_that_name_one_run(given)
+    errors += _fractions_that_name_one_run(given) + _fractions_not_as_written(fractions)
     errors += _fractions_that_leave_the_same_heads(config, fractions)
     errors += _names(config) + _results_folder(config) + _scratch_folder(config) + _source_keys(datasets)
     errors += _unread_keys(config)

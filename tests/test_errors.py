@@ -591,6 +591,9 @@ def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(
 
     msg = _problems(lambda c: fractions(c, [1, 0.5, 0.5000001, 0]))  # both run folders: fraction_dynamic=0.5
     assert "0.5, 0.5000001 are all written fraction_dynamic=0.5" in msg and "list one of them" in msg
+    # one such fraction alone: its folder and the tables said 0.333333, the config 1/3 (a join on it found no row)
+    msg = _problems(lambda c: fractions(c, [1, 1 / 3, 0]))
+    assert "0.3333333333333333 (the tables would hold 0.333333)" in msg and "6 significant digits" in msg
     msg = _problems(lambda c: (fractions(c, [1, 0]), c.setdefault("analyses", {}).update(head_orders=["random"])))
     assert "analyses.head_orders compares head orders at the partial fractions" in msg and "(1, 0)" in msg
     msg = _problems(lambda c: c.setdefault("analyses", {}).update(mlm={"dataset": "rt_sentiment"}))
