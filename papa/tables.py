@@ -105,7 +105,7 @@ PATTERNS_COLUMNS: dict[str, str] = {
         "float64",
     ),
     "diagonal": "bool",
-    "cls_sep": "bool",
+    "cls_sep": "bool",  # nullable "boolean" where sep_mass is NaN (the standard layout: papa.patterns.classify)
 }
 
 #: Required columns of a lambdas frame and their dtypes.
