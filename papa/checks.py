@@ -1112,7 +1112,8 @@ def _non_text_keys(config: dict, path: str = "", depth: int = 0) -> list[str]:
 def _names(config: dict) -> list[str]:
     """Names of models, datasets, tasks and built data are path components (``<results>/tokens/<model>/...``):
     ``.`` and ``..``, which the schema's name pattern allows, would put the outputs outside their stage folders,
-    and any name starting with ``.`` hides them."""
+    any name starting with ``.`` hides them, and two names of a section that differ only in case are one folder on
+    a case-insensitive file system."""
     errors = [f"{section}: {name!r} starts with '.', and the name is a folder in the output paths ('..' leaves its "
               f"stage folder, '.' merges into it, '.name' is hidden): start it with a letter, digit, '_' or '-'"
               for section in ("models", "datasets", "tasks", "build_data")
@@ -1126,6 +1127,16 @@ def _names(config: dict) -> list[str]:
                f"mistake, write it at the top level (unindented), else give the entry another name"
                for section in ("models", "datasets", "tasks", "build_data")
                for name in (config.get(section) or {}) if name in top]  # fmt: skip
+    # names that differ only in case are one folder on a case-insensitive file system (macOS's and Windows' default):
+    # two models, datasets or tasks wrote one another's result files, logs and benchmarks, silently
+    for section in ("models", "datasets", "tasks", "build_data"):
+        seen: dict[str, str] = {}
+        for name in config.get(section) or {}:
+            if isinstance(name, str) and (first := seen.setdefault(name.casefold(), name)) != name:
+                errors.append(f"{section}: {first!r} and {name!r} differ only in case, and the names are folders "
+                              f"in the output paths: on a case-insensitive file system (macOS's and Windows' "
+                              f"default) they are one folder, and their results would overwrite each other; rename "
+                              f"one")  # fmt: skip
     return errors
 
 

@@ -967,6 +967,14 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
     rename(cfg, "models", "minilm", "mini.lm-v2_")  # a dot inside a name is fine
     check_config(cfg)
 
+    # names that differ only in case: one folder on macOS's and Windows' default file systems (results overwritten)
+    for section, old in (("models", "minilm"), ("datasets", "wsj_pos"), ("tasks", "wsj_pos")):
+        msg = _problems(lambda c, s=section, o=old: c[s].__setitem__(o.upper(), c[s][o]))
+        assert f"{section}: {old!r} and {old.upper()!r} differ only in case" in msg, msg
+        assert "case-insensitive file system" in msg and "rename one" in msg, msg
+    msg = _problems(lambda c: c.update(build_data={"Src": {"shape": "sst2"}, "src": {"shape": "sst2"}}))
+    assert "build_data: 'Src' and 'src' differ only in case" in msg, msg
+
     msg = _problems(lambda c: c["cache"].update(scratch="~/scratch"))
     assert "cache.scratch = '~/scratch': '~' is not expanded" in msg and "write the absolute path" in msg
     cfg = _config()
