@@ -191,14 +191,15 @@ def peak_memory_child(tokens: str, threads: int) -> None:
 def _peak_rss_mb() -> float:
     """This process's peak RSS. Linux: ``VmHWM`` of /proc/self/status, the high-water mark of
     this program's own address space; ``getrusage``'s ``ru_maxrss`` is not used there because
-    it also carries the parent's peak across the fork/vfork + exec of a subprocess."""
+    it also carries the parent's peak across the fork/vfork + exec of a subprocess. Elsewhere ``ru_maxrss``: bytes
+    on macOS, KiB on Linux and the BSDs."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
 
 
 def bench_memory(tok, small: int, large: int, repeats: int = 2) -> dict:

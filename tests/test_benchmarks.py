@@ -28,6 +28,26 @@ def test_child_peak_rss_is_not_the_parents():
     assert 50 < own < 600, (own, ru_maxrss)
 
 
+def test_peak_rss_without_proc_reads_ru_maxrss_in_the_platforms_unit(monkeypatch):
+    """Without /proc (macOS), the peak is getrusage's ru_maxrss, which macOS gives in bytes and Linux in KiB: a Mac's
+    `make bench` reported 1024 times its peak memory."""
+    import resource
+    import types
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import run
+
+    def no_proc(self, *args, **kwargs):
+        raise FileNotFoundError(self)
+
+    monkeypatch.setattr(run.Path, "read_text", no_proc)
+    peak = 300 * 2**20  # 300 MiB
+    for platform, ru_maxrss in (("darwin", peak), ("linux", peak // 1024)):
+        monkeypatch.setattr(run.sys, "platform", platform)
+        monkeypatch.setattr(resource, "getrusage", lambda who, r=ru_maxrss: types.SimpleNamespace(ru_maxrss=r))
+        assert run._peak_rss_mb() == 300, platform
+
+
 @pytest.fixture
 def compare_runs(monkeypatch):
     """benchmarks/compare_runs.py, imported as a module."""
