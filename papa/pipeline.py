@@ -1989,17 +1989,19 @@ def _plot_figures(stage: PlotStage) -> None:
     plots.plot_models_compared(compared, stage.out_models_compared)
     if stage.out_summary_table is not None:
         plots.plot_summary_table(summary, stage.out_summary_table)
+    # each figure's name joins its labels with '+', which no name holds ('_' joined them, and names may hold '_':
+    # model bert_x with task rt and model bert with task x_rt drew one file, the second over the first)
     with io.atomic_dir(stage.out_heads) as out:  # the folder appears complete, without an earlier run's figures
         lam = io.read_parquet(stage.lambdas)
         for (model, task, constants), df in lam.groupby(["model", "task", "constants"]) if len(lam) else []:
-            plots.plot_lambda_heatmap(df, out / f"lambdas_{model}_{task}_{constants}")
+            plots.plot_lambda_heatmap(df, out / f"lambdas+{model}+{task}+{constants}")
         for f in stage.constants:
             if is_data_free(f.kind):
                 continue  # the same matrix for every head: nothing to see
             C = ConstantAttention.load(f.path)
             plots.plot_constant_heads(
                 C.mean.numpy(),
-                out / f"constants_{f.model}_{f.corpus}_N{f.n}_{f.kind}",
+                out / f"constants+{f.model}+{f.corpus}+N{f.n}+{f.kind}",
                 title=f"{f.model}: {f.kind} attention on {f.corpus} (N{f.n})",
                 count=C.count.numpy(),
                 separators=C.metadata.get("separator_positions"),

@@ -577,6 +577,28 @@ def report(tmp_path_factory, frames):
     return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
 
 
+def test_head_figures_of_names_holding_underscores_do_not_overwrite_one_another(report, tmp_path):
+    """The heads folder named each figure by its labels joined with '_', which names may hold: model bert_x with
+    task rt and model bert with task x_rt drew one file (the second over the first; review BW), as did the constants
+    of model a_b on corpus c and of model a on corpus b_c. '+' joins them now, which no name holds."""
+    from dataclasses import replace
+
+    from papa import io, pipeline
+
+    lam = tmp_path / "lambdas.parquet"
+    frames = [lambdas_frame("bert_x", "rt", seed=0), lambdas_frame("bert", "x_rt", seed=1)]
+    io.write_parquet(tables.lambdas_table(frames), lam, {})
+    _constants(tmp_path / "c.safetensors")
+    files = [pipeline.ConstantsFile(path=str(tmp_path / "c.safetensors"), model=m, corpus=c, n=10, kind="average")
+             for m, c in (("a_b", "c"), ("a", "b_c"))]  # fmt: skip
+    P = tmp_path / "plots"
+    outs = {f: str(P / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
+    pipeline.plot_figures(replace(report.plot, lambdas=str(lam), constants=files, **outs))
+    heads = sorted(p.name for p in (P / "heads").glob("*.png"))
+    assert heads == ["constants+a+b_c+N10+average.png", "constants+a_b+c+N10+average.png",
+                     "lambdas+bert+x_rt+average.png", "lambdas+bert_x+rt+average.png"]  # fmt: skip
+
+
 def test_aggregate_stage_writes_the_tables(report):
     from papa import io
 
@@ -635,9 +657,9 @@ def test_plot_stage_draws_every_figure(report):
     for stem in ["fraction_curves", "constant_kinds", "head_orders", "models_compared"]:
         assert_written([str(P / f"{stem}.png"), str(P / f"{stem}.svg")], P / stem)
     heads = sorted(p.name for p in (P / "heads").iterdir())
-    lambdas = [f"lambdas_{m}_{t}_average.{e}" for m in MODELS for t in TASKS for e in ("png", "svg")]
+    lambdas = [f"lambdas+{m}+{t}+average.{e}" for m in MODELS for t in TASKS for e in ("png", "svg")]
     # named from the ConstantsFile labels, not the path; the data-free (identity) matrices are skipped
-    assert heads == sorted(lambdas + [f"constants_bert-base_wiki_N10_average.{e}" for e in ("png", "svg")])
+    assert heads == sorted(lambdas + [f"constants+bert-base+wiki+N10+average.{e}" for e in ("png", "svg")])
     # Fig. 3 is the models_compared_table of the summary
     from papa import plots
 

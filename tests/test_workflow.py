@@ -156,7 +156,7 @@ def test_smoke_run_writes_the_tables(smoke):
     assert sorted(lam.query("task == 'wsj_pos'")["rank"]) == list(range(72))
     for f in ("plots/fraction_curves.png", "plots/fraction_curves.svg"):
         assert (res / f).stat().st_size > 1000
-    assert any((res / "plots/heads").glob("lambdas_*.png")) and any((res / "plots/heads").glob("constants_*.png"))
+    assert any((res / "plots/heads").glob("lambdas+*.png")) and any((res / "plots/heads").glob("constants+*.png"))
     for f in ("constant_kinds", "head_orders", "models_compared"):
         assert (res / f"plots/{f}.png").stat().st_size > 1000
     kinds = pd.read_parquet(res / "tables/constant_kinds.parquet").query("is_main and task == 'rt_sentiment'")
