@@ -748,8 +748,8 @@ def missing_mlm_head(config: dict, weight_names) -> list[str]:
 
 def check_device(device=None):
     """``device`` as a ``torch.device`` (None: cuda when present, else cpu), or a ``ValueError`` saying what to
-    pass when it is no device name or names an accelerator this machine lacks (torch says so only when the
-    first tensor moves, after the weights have loaded)."""
+    pass when it is no device name, names a CUDA device this machine lacks (torch says so only when the first tensor
+    moves, after the weights have loaded) or another accelerator than CUDA (MPS: averaging sums in float64)."""
     import torch
 
     if device is None:
@@ -765,8 +765,11 @@ def check_device(device=None):
             has = f"{n} CUDA device(s)" if n else "no CUDA (torch.cuda.is_available() is False)"
             raise ValueError(f"device={device!r}, but this machine has {has}: pass device=None (cuda when present, "
                              f"else cpu) or device='cpu'")  # fmt: skip
-    elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device={device!r}, but MPS is not available here: pass device=None or device='cpu'")
+    elif dev.type != "cpu":  # Apple's MPS, XPU, ...: the weights loaded, then averaging failed (review BW)
+        raise ValueError(f"device={device!r}: papa runs on CPU or CUDA ({dev.type} is not supported: averaging sums "
+                         f"attention in float64, which Apple's MPS lacks, and the seeded probes keep CPU and CUDA "
+                         f"random states only); pass device='cpu' or device=None (cuda when present, else "
+                         f"cpu)")  # fmt: skip
     return dev
 
 

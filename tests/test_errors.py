@@ -579,6 +579,11 @@ def test_load_encoder_fails_before_the_weights(tmp_path):
     with pytest.raises(ValueError, match="device must be a torch device such as 'cpu'"):
         papa.load_encoder(str(tmp_path / "gpt2"), device="gpu")
     assert papa.models.check_device("cpu") == torch.device("cpu")
+    # another accelerator: refused before the weights load, whether this machine has it or not (on an Apple-silicon
+    # Mac MPS passed the check, and averaging then failed: MPS has no float64, which it sums in; review BW)
+    for other in ("mps", "xpu:0"):
+        with pytest.raises(ValueError, match=rf"device='{other}': papa runs on CPU or CUDA .*float64.*device='cpu'"):
+            papa.load_encoder(str(tmp_path / "gpt2"), device=other)
 
 
 def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(tmp_path):
