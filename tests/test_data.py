@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -947,6 +948,30 @@ def test_conll_comment_lines_fail_named_as_comments(tmp_path):
         D.load_task(spec, tmp_path / "cache")
     hashtag = _write(tmp_path / "tweets.conll", "#EU O\n# O\nrejects O\n\nx B-PER\n")
     assert D.read_conll(hashtag) == [(["#EU", "#", "rejects"], ["O", "O", "O"]), (["x"], ["B-PER"])]
+
+
+def test_conll_comment_lines_of_the_files_width_fail_too(tmp_path):
+    """A comment line with as many whitespace-separated words as the file has columns was read silently as a token
+    '#' tagged with the comment's last word: MultiCoNER's `# id <uuid> domain=en` in its 4-column files (tag
+    'domain=en'), CoNLL-U's `# sent_id = 1` in a CoNLL-2003 file (tag '1'), `# text = ...` of a 7-word sentence in
+    a CoNLL-U file. They fail as comments; a '#' token (a tweet's) still reads."""
+    cases = {
+        "multiconer.conll": ("# id 6c3d1a2e-7d4f domain=en\nhe _ _ O\nbeethoven _ _ B-PER\n", 1, {}),
+        "conll2003.conll": ("EU NNP B-NP B-ORG\n\n# sent_id = 2\nrejects VBZ B-VP O\n", 3, {}),
+        "later.conllu": (
+            "1\tEU\teu\tPROPN\tNNP\t_\t2\tnsubj\t_\t_\n\n# text = a b c d e f g\n"
+            "1\tGo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n",
+            3,
+            {"tag_column": 3, "token_column": 1},
+        ),
+        "twocol.conll": ("# newdoc\nEU B-ORG\n", 1, {}),
+    }
+    for name, (text, line, kw) in cases.items():
+        with pytest.raises(D.TaskSpecError, match=rf"{re.escape(name)}:{line} is a comment line .*would be read as a "
+                                                  rf"token '.*line {line} starts with '#': a comment"):  # fmt: skip
+            D.read_conll(_write(tmp_path / name, text), **kw)
+    tweets = _write(tmp_path / "tweets.conll", "# O\n#text O\n#id O\n\n# B-X\n")
+    assert D.read_conll(tweets) == [(["#", "#text", "#id"], ["O", "O", "O"]), (["#"], ["B-X"])]
 
 
 def _write(path, text):

@@ -83,7 +83,8 @@ def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
     Every token line must have the same number of columns (a short line would otherwise
     take its tag from another column); at least two, so a token is never its own tag.
     Comment lines (CoNLL-U's ``# sent_id = 1``) are not skipped (``#`` is also a token):
-    one of another width fails, naming it as a comment.
+    one of another width fails, naming it as a comment, and so does one of CoNLL-U's keys (``# sent_id``,
+    ``# text``, ``# newdoc``, ``# newpar``, ``# id``) of the file's width, which would be a token ``#``.
     """
     return [(toks, tags) for toks, tags, _ in _read_conll(path, tag_column, token_column, separator)]
 
@@ -93,6 +94,10 @@ _COMMENT_HINT = (
     "; line {line} starts with '#': a comment (CoNLL-U's '# sent_id = ...')? papa reads no comment lines, only "
     "token lines, blank lines and -DOCSTART-: remove them (grep -v '^#')"
 )
+#: A comment line of CoNLL-U (``# sent_id = 1``, ``# text = ...``, ``# newdoc``, ``# newpar``) or of CoNLL files
+#: that borrow its comments (MultiCoNER's ``# id <uuid> domain=en``): ``#``, a space, then one of those keys. One of
+#: the file's width read silently as a token ``#`` with the comment's last word as its tag.
+_COMMENT_LINE = re.compile(r"#\s+(?:sent_id|text|newdoc|newpar|id|global\.columns)(?:\s|=|$)")
 
 
 def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None,
@@ -106,7 +111,7 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
     sents: list[tuple[list[str], list[str], int]] = []
     toks: list[str] = []
     tags: list[str] = []
-    width = first = first_text = start = None
+    width = first = first_text = start = comment_line = None
     other = next(iter(widths.items()), None) if widths else None
     opener = _text_opener(path)
     if opener is None:
@@ -163,6 +168,12 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                         f"{path}:{lineno} has {len(parts)} columns but token_column={token_column}, "
                         f"tag_column={tag_column}; set tag_column to a column that exists"
                     ) from None
+                if comment_line is not None:  # the first line, a comment, and this one of its width
+                    raise _comment_error(path, width, *comment_line)
+                if _COMMENT_LINE.match(line):  # of the file's width: it would be a token '#' tagged with a word of it
+                    comment_line = (lineno, line, tok, tag)
+                    if lineno != first:  # the first line's waits for the next: one of another width is named so
+                        raise _comment_error(path, width, *comment_line)
                 if not toks:
                     start = lineno
                 toks.append(tok)
@@ -173,9 +184,18 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
         except (EOFError, OSError, lzma.LZMAError) as e:  # a compressed file cut short or not of its suffix's kind
             raise TaskSpecError(f"{path} could not be decompressed ({type(e).__name__}: {e}); fix the file, or "
                                 f"decompress it") from e  # fmt: skip
+    if comment_line is not None:
+        raise _comment_error(path, width, *comment_line)
     if toks:
         sents.append((toks, tags, start))
     return sents
+
+
+def _comment_error(path, width: int, lineno: int, line: str, tok: str, tag: str) -> TaskSpecError:
+    """A `_COMMENT_LINE` of the file's width, which would be read as a token."""
+    return TaskSpecError(f"{path}:{lineno} is a comment line ({line[:60]!r}), which has the file's {width} columns: "
+                         f"it would be read as a token {tok!r} tagged {tag!r}"
+                         + _COMMENT_HINT.format(line=lineno))  # fmt: skip
 
 
 #: Suffixes of compressed text files, which `datasets` reads decompressed (their bytes are not text).
