@@ -315,7 +315,8 @@ def train_mlm(
     losses, done = [], 0
     total = (1 + runs_after) * cfg.epochs * n  # this training's examples, then those of ``runs_after`` more
     progress = Progress(log_every)
-    with frozen(model):  # the probe and extra_params train, not the model's weights (its MLM head's among them)
+    # the probe and extra_params train, not the model's weights (its MLM head's among them) but those in extra_params
+    with frozen(model, keep=extra):
         for epoch in range(cfg.epochs):
             enc = masked(
                 encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch, masking=masking,

@@ -774,13 +774,16 @@ def check_device(device=None):
 
 
 @contextmanager
-def frozen(model: nn.Module):
+def frozen(model: nn.Module, keep=()):
     """``model``'s parameters frozen while the block runs, as they were after it: what trains lambdas or constants
     (`papa.probe.learn_lambdas`, `papa.probe.run_probe`'s ``trainable``, `papa.mlm.train_mlm`) trains them alone, and
     a model a notebook unfroze (or built without `load_encoder`, which freezes it: `prepare`) got a gradient on
     every weight at every step: the time and memory of fine-tuning, and a stale ``.grad`` a later optimizer step
-    of its own would apply. A patch's parameters are the handle's, not the model's (`papa.patch`): they train."""
-    thawed = [p for p in model.parameters() if p.requires_grad]
+    of its own would apply. A patch's parameters are the handle's, not the model's (`papa.patch`): they train.
+    ``keep``: parameters handed to the trainer to train (``extra_params``, a ``trainable`` patch's), left as they are
+    where they are the model's own (a LayerNorm bias trained beside the probe trained before it was frozen)."""
+    kept = {id(p) for p in keep}
+    thawed = [p for p in model.parameters() if p.requires_grad and id(p) not in kept]
     for p in thawed:
         p.requires_grad_(False)
     try:

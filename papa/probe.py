@@ -1148,7 +1148,8 @@ def run_probe(
             raise ValueError("trained patch parameters need the encoder in the loop: pass features=None")
         per_seed = []
         for k, (seed, probe, state) in enumerate(zip(seeds, probes, states)):
-            with frozen(model), trainable() as handle:  # the patch's parameters train, not the model's weights
+            # the patch's parameters train, not the model's weights (but those the patch hands to train)
+            with trainable() as handle, frozen(model, keep=(extra := list(handle.parameters()))):
                 per_seed += train_probes(
                     [probe],
                     train,
@@ -1158,7 +1159,7 @@ def run_probe(
                     label_names,
                     seeds=[seed],
                     rng_states=[state],
-                    extra_params=handle.parameters(),
+                    extra_params=extra,
                     live=True,
                     runs_after=len(seeds) - 1 - k,
                 )

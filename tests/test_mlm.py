@@ -4,6 +4,7 @@ probe (any encoder, ELECTRA's discriminator included) and the frozen pretrained 
 import os
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -230,6 +231,38 @@ def test_the_trainers_train_their_parameters_alone_on_a_model_with_trainable_wei
     (lam, rows, mlm_lam, losses), again = out["frozen"], out["thawed"]
     assert torch.equal(lam, again[0]) and rows == again[1] and torch.equal(mlm_lam, again[2]) and losses == again[3]
     assert (lam - 0.5).abs().max() > 1e-3 and (mlm_lam - 0.5).abs().max() > 1e-3
+
+
+def test_the_trainers_still_train_the_models_own_parameters_they_are_handed():
+    """`papa.models.frozen` froze every weight of the model while the trainers ran, also those handed to them to
+    train (``extra_params``, a ``trainable`` patch's ``parameters()``): a LayerNorm bias trained beside the probe
+    (BitFit-style) got no gradient and stayed as it was, without a word (it trained before 392291d). What the trainer
+    is handed trains; the model's other weights stay without a gradient."""
+    import contextlib
+
+    from papa.probe import run_probe
+
+    base = tiny_corpus(n=16, seed=1)
+    enc = papa.Encoded(base.input_ids, base.attention_mask, base.token_type_ids, np.arange(16) % 2, "papa", 16)
+    cfg = TrainConfig(lr=1e-2, extra_lr=0.1, batch_size=4, epochs=1, seed=0)
+    model = tiny_model("bert")
+    bias = model.embeddings.LayerNorm.bias.requires_grad_(True)
+
+    @contextlib.contextmanager
+    def bitfit():
+        yield SimpleNamespace(parameters=lambda: [bias])
+
+    for name, train in (
+        ("run_probe", lambda: run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, trainable=bitfit)),
+        (
+            "train_mlm",
+            lambda: train_mlm(model, base, MASK, SPECIAL, cfg, probe=new_probe(model, 0), extra_params=[bias]),
+        ),
+    ):
+        before = bias.detach().clone()
+        train()
+        assert (bias - before).abs().max() > 1e-3, name
+        assert bias.requires_grad and all(p.grad is None for p in model.parameters() if p is not bias), name
 
 
 @pytest.mark.parametrize(("family", "decoder"), DECODERS)
