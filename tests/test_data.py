@@ -929,7 +929,7 @@ def test_conll_comment_lines_fail_named_as_comments(tmp_path):
     top = tmp_path / "top.conllu"
     top.write_text("# sent_id = 1\n" + tok)
     with pytest.raises(D.TaskSpecError, match=r"top\.conllu:2 has 10 columns but line 1 has 4.*line 1 starts with "
-                                              r"'#': a comment .*remove them \(grep -v '\^#'\)"):  # fmt: skip
+                                              r"'#': a comment .*remove them \(grep -v '\^# ' removes"):  # fmt: skip
         D.read_conll(top, tag_column=3)
     with pytest.raises(D.TaskSpecError, match=r"top\.conllu:1 has 1 column: .*line 1 starts with '#': a comment"):
         D.read_conll(top, tag_column=3, separator="\t")  # split on tabs, the comment is one column

@@ -92,7 +92,8 @@ def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
 #: Added to a CoNLL column-count error where a line of it starts with ``#``.
 _COMMENT_HINT = (
     "; line {line} starts with '#': a comment (CoNLL-U's '# sent_id = ...')? papa reads no comment lines, only "
-    "token lines, blank lines and -DOCSTART-: remove them (grep -v '^#')"
+    "token lines, blank lines and -DOCSTART-: remove them (grep -v '^# ' removes every line starting with '# ', a "
+    "token '#' among them if the file has one)"
 )
 #: A comment line of CoNLL-U (``# sent_id = 1``, ``# text = ...``, ``# newdoc``, ``# newpar``) or of CoNLL files
 #: that borrow its comments (MultiCoNER's ``# id <uuid> domain=en``): ``#``, a space, then one of those keys. One of
@@ -157,9 +158,9 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                 if len(parts) != width:
                     comment = next((n for n, t in ((first, first_text), (lineno, line)) if t.startswith("#")), None)
                     raise TaskSpecError(
-                        f"{path}:{lineno} has {len(parts)} columns but line {first} has {width}: every token line "
-                        f"of a CoNLL file needs the same columns (fix the line, or set separator if tokens hold spaces)"
-                        + (_COMMENT_HINT.format(line=comment) if comment else "")
+                        f"{path}:{lineno} has {len(parts)} column{'s' * (len(parts) != 1)} but line {first} has "
+                        f"{width}: every token line of a CoNLL file needs the same columns (fix the line, or set "
+                        f"separator if tokens hold spaces)" + (_COMMENT_HINT.format(line=comment) if comment else "")
                     )
                 try:
                     tok, tag = parts[token_column], parts[tag_column]
