@@ -991,6 +991,19 @@ def probe_runs(config: dict) -> list[tuple[str, str, str, str, str]]:
     return list(dict.fromkeys(out))
 
 
+def sweep_constants(config: dict) -> list[str]:
+    """``sweep.constants`` as the main sweep's probe runs are labelled (`probe_runs`), each first occurrence in
+    order: ``kind@<corpus>`` on a task whose own dataset is that corpus is ``kind`` there
+    (`papa.spec.ConstantsSpec.on_task`), so it is listed as both where other tasks average on that corpus. Rule
+    plot's Fig. 2 draws the summary's rows of these specs: the specs as written found no row of such a task
+    (``[average@rt_sentiment]`` on task rt_sentiment: its curve missing, or rule plot failing with nothing to
+    plot)."""
+    tasks = config["tasks"]
+    specs = [ConstantsSpec.parse(c) for c in config["sweep"]["constants"]]
+    return list(dict.fromkeys(str(s.on_task(tasks[t]["dataset"])) for m in config["models"]
+                              for t in model_tasks(config, m) for s in specs))  # fmt: skip
+
+
 def compared_models(config: dict) -> list[str]:
     """The models Fig. 3 (plots/models_compared) compares: those whose probes run every task of
     ``config``, or, when no model runs them all, every model that runs a task. A model probed on a

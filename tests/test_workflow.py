@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from papa import records, spec
+from papa import checks, records, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -1159,6 +1159,21 @@ def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
         # the trained matrices' learning rate as the lambdas'
         assert wf.get_rule("learn_lambda").params["hp"](cola) == lambdas and "extra_lr" not in lambdas
     assert trained == {**fixed, "extra_lr": 0.01} and "extra_lr" not in fixed
+
+
+def test_fig2_draws_a_sweep_spec_on_a_tasks_own_corpus_as_its_runs_are_labelled(tmp_path):
+    """sweep.constants ``average@rt_sentiment`` is task rt_sentiment's own matrices, run (and in the summary) as
+    ``average``, and wsj_pos's cross-corpus ones: rule plot's Fig. 2 selects the summary's rows by the specs as
+    the runs are labelled, so rt_sentiment's curve is drawn (it selected by the spec as written: rt_sentiment's
+    curve was missing, and with no other task rule plot failed with nothing to plot, after every probe)."""
+    smoke = yaml.safe_load((ROOT / SMOKE).read_text())
+    smoke["sweep"]["constants"] = ["average@rt_sentiment"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(smoke))
+    with parsed_workflow(tmp_path / "c.yaml") as wf:
+        sweep = wf.get_rule("plot").params["sweep"]
+        runs = {c for m, t, c, s, f in checks.probe_runs(wf.config) if t == "rt_sentiment" and s in sweep["selections"]}
+    assert sweep["constants"] == ["average", "average@rt_sentiment"]
+    assert "average" in runs and "average@rt_sentiment" not in runs
 
 
 def test_the_batch_order_is_a_param_of_the_trained_seeds_that_follow_another(tmp_path):

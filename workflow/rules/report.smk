@@ -79,7 +79,9 @@ rule plot:
         CONDA_ENV
     params:
         code=code("plot.py"),  # the papa code the script reaches: a change reruns this rule
-        sweep=canon({"constants": [str(ConstantsSpec.parse(c)) for c in CONSTANTS], "selections": SELECTIONS}),
+        # the constants as the sweep's runs are labelled (papa.checks.sweep_constants: kind@<a task's own corpus> is
+        # kind on that task)
+        sweep=canon({"constants": checks.sweep_constants(config), "selections": SELECTIONS}),
         matrices=lambda wc: list(drawn_constants().values()),  # what each of input.constants holds, in order
         compared_models=checks.compared_models(config),  # Fig. 3: the models that run every task
     log:
