@@ -58,6 +58,8 @@ __all__ = [
     "summary_table_frame",
     "recorded",
     "figure_record",
+    "plot_note",
+    "NothingToPlot",
 ]
 
 FORMATS = ("png", "svg")
@@ -150,6 +152,22 @@ def _save(fig: Figure, out: str | os.PathLike) -> list[str]:
     finally:
         fig.clear()
     return written
+
+
+class NothingToPlot(ValueError):
+    """A figure's table holds no row the figure draws (a ``ValueError``, as it was before it had a class)."""
+
+
+def plot_note(out, title: str, text: str) -> list[str]:
+    """A figure that says why it shows nothing (``title``, then ``text``): the workflow's plot rule writes every
+    figure it declares, and a config may run nothing one of them draws (a sweep without the method's own
+    matrices has no head-order curve); it drew nothing and failed the rule, after every probe had run."""
+    import textwrap
+
+    fig = _new_figure((6.0, 2.2))
+    fig.text(0.5, 0.66, title, ha="center", va="center", fontsize=11, weight="bold")
+    fig.text(0.5, 0.34, textwrap.fill(text, 80), ha="center", va="center", fontsize=9, color="0.3")
+    return _save(fig, out)
 
 
 def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -279,7 +297,7 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     _require(summary, _SUMMARY_NEEDS, "plot_fraction_curves")
     df = _main_only(summary, main_only)
     if df.empty:
-        raise ValueError("plot_fraction_curves: nothing to plot")
+        raise NothingToPlot("plot_fraction_curves: nothing to plot")
     return _curves(
         df,
         out,
@@ -337,7 +355,7 @@ def plot_selection_orders(summary: pd.DataFrame, out, task: str | None = None) -
     _require(summary, _SUMMARY_NEEDS, "plot_selection_orders")
     df = selection_orders_frame(summary, task)
     if df.empty:
-        raise ValueError(f"plot_selection_orders: nothing to plot (task={task!r})")
+        raise NothingToPlot(f"plot_selection_orders: nothing to plot (task={task!r})")
     panel_by = ["model", "task"] + (["constants"] if df["constants"].nunique() > 1 else [])
     return _curves(
         df,
@@ -528,7 +546,7 @@ def plot_models_compared(
         table = models_compared_table(table, constants, selection)
     _require(table, ["model", "orig", "drop", "constants", "tasks"], "plot_models_compared")
     if table.empty:
-        raise ValueError("plot_models_compared: nothing to plot")
+        raise NothingToPlot("plot_models_compared: nothing to plot")
 
     with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
         fig = _new_figure((6.0, 4.6))
@@ -569,7 +587,7 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
     )
     df = table[table["is_main"].astype(bool)]
     if df.empty:
-        raise ValueError("plot_constant_kinds: nothing to plot")
+        raise NothingToPlot("plot_constant_kinds: nothing to plot")
     groups = list(df.groupby(["model", "task"], sort=True))
     ncols = min(3, len(groups))
     nrows = math.ceil(len(groups) / ncols)
@@ -602,7 +620,7 @@ def plot_mlm(table: pd.DataFrame, out) -> list[str]:
     """
     _require(table, ["model", "dataset", "head", "fraction_dynamic", "neg_log_ppl"], "plot_mlm")
     if table.empty:
-        raise ValueError("plot_mlm: nothing to plot")
+        raise NothingToPlot("plot_mlm: nothing to plot")
     with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
         fig = _new_figure((6.0, 4.2))
         ax = fig.subplots()

@@ -599,6 +599,38 @@ def test_head_figures_of_names_holding_underscores_do_not_overwrite_one_another(
                      "lambdas+bert+x_rt+average.png", "lambdas+bert_x+rt+average.png"]  # fmt: skip
 
 
+def test_a_figure_with_nothing_to_draw_says_so_and_the_others_are_drawn(report, tmp_path, caplog):
+    """A config whose probes never use the method's own matrices (sweep.constants: [identity], no analyses) was
+    accepted, and rule plot failed after every probe had run: the head-orders and constant-kinds figures had no row
+    to draw (review BY). Such a figure now says why it is empty (with the stage's record, as every figure), the log
+    warns, and the other figures are drawn; an error that is not an empty table still fails."""
+    from dataclasses import replace
+
+    from papa import io, pipeline
+
+    summary, kinds = tmp_path / "summary.parquet", tmp_path / "kinds.parquet"
+    full = io.read_parquet(report.agg.out_summary)
+    sweep = full[full.constants == "average"].assign(constants="identity")  # a sweep of identity's every fraction
+    io.write_parquet(sweep.reset_index(drop=True), summary, {})
+    io.write_parquet(io.read_parquet(report.agg.out_constant_kinds).iloc[:0], kinds, {})
+    P = tmp_path / "plots"
+    outs = {f: str(P / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
+    stage = replace(report.plot, summary=str(summary), constant_kinds=str(kinds), sweep_constants=["identity"], **outs)
+    with caplog.at_level("WARNING", logger="papa.pipeline"):
+        pipeline.plot_figures(stage)
+    said = [r.getMessage() for r in caplog.records if "nothing to draw" in r.getMessage()]
+    assert len(said) == 2 and said[0].startswith("constant_kinds: nothing to draw, no probe of this config replaced")
+    assert said[1].startswith("head_orders: nothing to draw, no probe of this config ran on the method's matrices")
+    for stem in ["fraction_curves", "constant_kinds", "head_orders", "models_compared"]:
+        assert (P / f"{stem}.png").stat().st_size > 1000 and (P / f"{stem}.svg").exists()
+        assert plots.figure_record(P / f"{stem}.png")["stage"] == "PlotStage"
+    assert "Nothing to draw: no probe of this config ran" in (P / "head_orders.svg").read_text()
+    assert "Nothing to draw" not in (P / "fraction_curves.svg").read_text()  # identity's curve is drawn
+    with pytest.raises(ValueError, match="missing required column"):  # not an empty table: fails as before
+        io.write_parquet(pd.DataFrame({"model": ["m"]}), kinds, {})
+        pipeline.plot_figures(stage)
+
+
 def test_aggregate_stage_writes_the_tables(report):
     from papa import io
 
