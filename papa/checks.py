@@ -278,7 +278,8 @@ def unused_settings(config: dict) -> list[str]:
     it neither reads nor checks it); ``resources.<rule>.gpu`` of a rule that runs on the CPU (`CPU_RULES`); a
     token task's probe ``dropout`` (its probe, a linear layer per token, has none); a probe's ``extra_lr`` where
     no run trains constants; an ``analyses.cross_corpus`` corpus that is every analysed task's own; a task that no
-    model runs (``model_tasks``: a sample of a larger config may mean it)."""
+    model runs (``model_tasks``: a sample of a larger config may mean it); a dataset nothing reads, a ``build_data``
+    entry no dataset is built from."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
     tokenized = [d for _, d, _ in tokenized_inputs(config)]
     tasks_read = task_datasets(config)
@@ -352,6 +353,14 @@ def unused_settings(config: dict) -> list[str]:
                           f"({', '.join(sorted(analysed))}): matrices averaged on it are the task's own (its "
                           f"'average' run), so it adds no cross-corpus run (Table 2 pairs a task with another "
                           f"corpus)")  # fmt: skip
+    mlm = analyses.get("mlm") or {}
+    read = set(tokenized) | tasks_read | ({mlm["dataset"]} if mlm.get("dataset") else set())
+    unused += [f"datasets.{d}: no task, constants spec (sweep.constants, analyses.constant_kinds, "
+               f"analyses.cross_corpus) or analyses.mlm reads it, so it is never prepared: it changes nothing here"
+               for d in datasets if d not in read]  # fmt: skip
+    built = {spec.get("build") for spec in datasets.values() if isinstance(spec, dict)}
+    unused += [f"build_data.{b}: no dataset is built from it (a dataset's build: {b}), so it is never built: it "
+               f"changes nothing here" for b in config.get("build_data") or {} if b not in built]  # fmt: skip
     return unused
 
 

@@ -1135,6 +1135,14 @@ def test_settings_that_change_nothing_warn():
     said = warned(lambda c: c["analyses"].update(cross_corpus=["rt_sentiment"]))  # analyses.tasks: [rt_sentiment]
     assert "analyses.cross_corpus: 'rt_sentiment' is the own corpus of every task the analyses run on" in said, said
     assert "cross_corpus" not in warned(lambda c: c["analyses"].update(tasks=None, cross_corpus=["rt_sentiment"]))
+    # a dataset nothing reads and a build_data entry nothing builds from were accepted without a word (review BY)
+    said = warned(lambda c: (c["datasets"].update(extra={"source": "package", "name": "hedge"}),
+                             c.update(build_data={"spare": {"shape": "mrpc"}})))  # fmt: skip
+    assert "datasets.extra: no task, constants spec" in said and "never prepared" in said, said
+    assert "build_data.spare: no dataset is built from it" in said, said
+    said = warned(lambda c: (c["datasets"].update(extra={"source": "package", "name": "hedge"}),
+                             c["sweep"].update(constants=["average", "average@extra"])))  # fmt: skip
+    assert "never" not in said, said  # a corpus of the sweep's constants is read
 
 
 @pytest.mark.parametrize(
@@ -1482,7 +1490,8 @@ def test_a_test_file_a_cpu_rules_gpu_and_a_token_probes_dropout_are_warned_of(lo
     said = []
     validate_config(cfg, warn=said.append)
     assert [m.split(":")[0] for m in said] == ["datasets.mine.test", "resources.tokenize.gpu",
-                                               "tasks.wsj_pos.probe.dropout"], said  # fmt: skip
+                                               "tasks.wsj_pos.probe.dropout", "datasets.mine"], said  # fmt: skip
+    assert "no task, constants spec" in said[3]  # nothing reads mine at all
     assert "prepares the train and validation splits only" in said[0] and "papa.load_task does" in said[0]
     assert "rule tokenize runs on the CPU and asks for no GPU" in said[1]
     assert "has no dropout: it changes nothing" in said[2]
@@ -1490,7 +1499,7 @@ def test_a_test_file_a_cpu_rules_gpu_and_a_token_probes_dropout_are_warned_of(lo
     cfg["tasks"]["wsj_pos"]["lambda"] = {"dropout": 0.3}
     said = []
     validate_config(cfg, warn=said.append)
-    assert [m.split(":")[0] for m in said][2:] == ["tasks.wsj_pos.probe.dropout", "tasks.wsj_pos.lambda.dropout"]
+    assert [m.split(":")[0] for m in said][2:4] == ["tasks.wsj_pos.probe.dropout", "tasks.wsj_pos.lambda.dropout"]
     # the workflow side (no test file among prepare_data's inputs, nor read by it): tests/test_workflow.py
 
 
