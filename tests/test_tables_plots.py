@@ -577,10 +577,16 @@ def report(tmp_path_factory, frames):
     return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
 
 
-def test_head_figures_of_names_holding_underscores_do_not_overwrite_one_another(report, tmp_path):
-    """The heads folder named each figure by its labels joined with '_', which names may hold: model bert_x with
-    task rt and model bert with task x_rt drew one file (the second over the first; review BW), as did the constants
-    of model a_b on corpus c and of model a on corpus b_c. '+' joins them now, which no name holds."""
+def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, caplog):
+    """Two configs the default run never meets, in one plot stage (each figure costs seconds):
+
+    * The heads folder named each figure by its labels joined with '_', which names may hold: model bert_x with
+      task rt and model bert with task x_rt drew one file (the second over the first; review BW), as did the
+      constants of model a_b on corpus c and of model a on corpus b_c. '+' joins them now, which no name holds.
+    * A config whose probes never use the method's own matrices (sweep.constants: [identity], no analyses) was
+      accepted, and rule plot failed after every probe had run: the head-orders and constant-kinds figures had no
+      row to draw (review BY). Such a figure now says why it is empty (with the stage's record, as every figure),
+      the log warns, and the other figures are drawn; an error that is not an empty table still fails."""
     from dataclasses import replace
 
     from papa import io, pipeline
@@ -591,23 +597,6 @@ def test_head_figures_of_names_holding_underscores_do_not_overwrite_one_another(
     _constants(tmp_path / "c.safetensors")
     files = [pipeline.ConstantsFile(path=str(tmp_path / "c.safetensors"), model=m, corpus=c, n=10, kind="average")
              for m, c in (("a_b", "c"), ("a", "b_c"))]  # fmt: skip
-    P = tmp_path / "plots"
-    outs = {f: str(P / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
-    pipeline.plot_figures(replace(report.plot, lambdas=str(lam), constants=files, **outs))
-    heads = sorted(p.name for p in (P / "heads").glob("*.png"))
-    assert heads == ["constants+a+b_c+N10+average.png", "constants+a_b+c+N10+average.png",
-                     "lambdas+bert+x_rt+average.png", "lambdas+bert_x+rt+average.png"]  # fmt: skip
-
-
-def test_a_figure_with_nothing_to_draw_says_so_and_the_others_are_drawn(report, tmp_path, caplog):
-    """A config whose probes never use the method's own matrices (sweep.constants: [identity], no analyses) was
-    accepted, and rule plot failed after every probe had run: the head-orders and constant-kinds figures had no row
-    to draw (review BY). Such a figure now says why it is empty (with the stage's record, as every figure), the log
-    warns, and the other figures are drawn; an error that is not an empty table still fails."""
-    from dataclasses import replace
-
-    from papa import io, pipeline
-
     summary, kinds = tmp_path / "summary.parquet", tmp_path / "kinds.parquet"
     full = io.read_parquet(report.agg.out_summary)
     sweep = full[full.constants == "average"].assign(constants="identity")  # a sweep of identity's every fraction
@@ -615,9 +604,13 @@ def test_a_figure_with_nothing_to_draw_says_so_and_the_others_are_drawn(report, 
     io.write_parquet(io.read_parquet(report.agg.out_constant_kinds).iloc[:0], kinds, {})
     P = tmp_path / "plots"
     outs = {f: str(P / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
-    stage = replace(report.plot, summary=str(summary), constant_kinds=str(kinds), sweep_constants=["identity"], **outs)
+    stage = replace(report.plot, summary=str(summary), constant_kinds=str(kinds), sweep_constants=["identity"],
+                    lambdas=str(lam), constants=files, **outs)  # fmt: skip
     with caplog.at_level("WARNING", logger="papa.pipeline"):
         pipeline.plot_figures(stage)
+    heads = sorted(p.name for p in (P / "heads").glob("*.png"))
+    assert heads == ["constants+a+b_c+N10+average.png", "constants+a_b+c+N10+average.png",
+                     "lambdas+bert+x_rt+average.png", "lambdas+bert_x+rt+average.png"]  # fmt: skip
     said = [r.getMessage() for r in caplog.records if "nothing to draw" in r.getMessage()]
     assert len(said) == 2 and said[0].startswith("constant_kinds: nothing to draw, no probe of this config replaced")
     assert said[1].startswith("head_orders: nothing to draw, no probe of this config ran on the method's matrices")
