@@ -974,6 +974,23 @@ def test_conll_comment_lines_of_the_files_width_fail_too(tmp_path):
     assert D.read_conll(tweets) == [(["#", "#text", "#id"], ["O", "O", "O"]), (["#"], ["B-X"])]
 
 
+def test_conll_comment_lines_of_any_conllu_key_fail_and_a_token_holding_a_space_reads(tmp_path):
+    """Only six CoNLL-U keys were comments: `# text_en = Hello` (CoNLL-U's own translation key), `# genre = news`,
+    `# doc_id = 5` of a 4-column file read silently as a token '#' tagged 'Hello', 'news', '5'. And with a
+    separator, a token holding a space that starts with '# text' (`# text\tO`) failed as a comment."""
+    for name, text in {
+        "text_en.conll": "EU NNP B-NP B-ORG\n# text_en = Hello\nrejects VBZ B-VP O\n",
+        "genre.conll": "EU NNP B-NP B-ORG\n\n# genre = news\nrejects VBZ B-VP O\n",
+        "doc_id.conll": "# doc_id = 5\nEU NNP B-NP B-ORG\n",
+    }.items():
+        with pytest.raises(D.TaskSpecError, match=rf"{re.escape(name)}:\d+ is a comment line"):
+            D.read_conll(_write(tmp_path / name, text))
+    spaced = _write(tmp_path / "spaced.tsv", "# text\tO\nhi there\tB-X\n")
+    assert D.read_conll(spaced, separator="\t") == [(["# text", "hi there"], ["O", "B-X"])]
+    tweets = _write(tmp_path / "tweets.conll", "# O\n#text O\n= O\n# =\n")
+    assert D.read_conll(tweets) == [(["#", "#text", "=", "#"], ["O", "O", "O", "="])]
+
+
 def _write(path, text):
     path.write_text(text)
     return path

@@ -98,7 +98,9 @@ _COMMENT_HINT = (
 #: A comment line of CoNLL-U (``# sent_id = 1``, ``# text = ...``, ``# newdoc``, ``# newpar``) or of CoNLL files
 #: that borrow its comments (MultiCoNER's ``# id <uuid> domain=en``): ``#``, a space, then one of those keys. One of
 #: the file's width read silently as a token ``#`` with the comment's last word as its tag.
-_COMMENT_LINE = re.compile(r"#\s+(?:sent_id|text|newdoc|newpar|id|global\.columns)(?:\s|=|$)")
+#: Any other ``# key = value`` (CoNLL-U's comment form: ``# text_en = ...``, ``# translit = ...``, ``# genre = news``,
+#: ``# doc_id = 5``) is one too: a token ``#`` is never followed by a word and ``=`` in the next columns.
+_COMMENT_LINE = re.compile(r"#\s+(?:(?:sent_id|text|newdoc|newpar|id|global\.columns)(?:\s|=|$)|[A-Za-z][\w.:-]*\s*=)")
 
 
 def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None,
@@ -171,7 +173,7 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                     ) from None
                 if comment_line is not None:  # the first line, a comment, and this one of its width
                     raise _comment_error(path, width, *comment_line)
-                if _COMMENT_LINE.match(line):  # of the file's width: it would be a token '#' tagged with a word of it
+                if parts[0] == "#" and _COMMENT_LINE.match(line):  # of the width: a token "#" tagged with a word of it
                     comment_line = (lineno, line, tok, tag)
                     if lineno != first:  # the first line's waits for the next: one of another width is named so
                         raise _comment_error(path, width, *comment_line)
