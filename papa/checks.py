@@ -1013,6 +1013,24 @@ def sweep_constants(config: dict) -> list[str]:
                               for t in model_tasks(config, m) for s in specs))  # fmt: skip
 
 
+def sweep_own_tasks(config: dict) -> dict[str, list[str]]:
+    """The labels of `sweep_constants` that are no spec of ``sweep.constants`` as written, each with the tasks whose
+    sweep runs bear it (``[average@rt_sentiment]``: ``{"average": ["rt_sentiment"]}``): Fig. 2 draws a row of such a
+    label on those tasks only, not another task's analysis run of that kind (analyses.constant_kinds' ``average``
+    on wsj_pos, which is no sweep run there). Empty where every label is written (the default configs)."""
+    tasks = config["tasks"]
+    specs = [ConstantsSpec.parse(c) for c in config["sweep"]["constants"]]
+    written = {str(s) for s in specs}
+    own: dict[str, list[str]] = {}
+    for m in config["models"]:
+        for t in model_tasks(config, m):
+            for s in specs:
+                label = str(s.on_task(tasks[t]["dataset"]))
+                if label not in written and t not in own.setdefault(label, []):
+                    own[label].append(t)
+    return {k: sorted(v) for k, v in own.items()}
+
+
 def compared_models(config: dict) -> list[str]:
     """The models Fig. 3 (plots/models_compared) compares: those whose probes run every task of
     ``config``, or, when no model runs them all, every model that runs a task. A model probed on a

@@ -29,7 +29,7 @@ import platform
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -1920,6 +1920,7 @@ class PlotStage(Stage):
         constants: the constant-matrix files whose representative heads are drawn (data-free
             kinds are skipped: every head holds the same matrix).
         sweep_constants, sweep_selections: the main sweep's constants and head orders (Fig. 2).
+        sweep_own: labels of sweep_constants drawn on the listed tasks only (`papa.checks.sweep_own_tasks`).
         compared_models: the models Fig. 3 compares (`papa.checks.compared_models`: those that run
             every task); None = every model of the summary table.
         out_fraction_curves, out_constant_kinds, out_head_orders, out_models_compared: path stems
@@ -1935,6 +1936,7 @@ class PlotStage(Stage):
     constants: list[ConstantsFile]
     sweep_constants: list[str]
     sweep_selections: list[str]
+    sweep_own: dict[str, list[str]] = field(default_factory=dict)
     out_fraction_curves: str
     out_constant_kinds: str
     out_head_orders: str
@@ -1955,6 +1957,7 @@ class PlotStage(Stage):
             constants=[ConstantsFile(path=p, **m) for p, m in zip(sm.input.constants, sm.params.matrices, strict=True)],
             sweep_constants=list(sm.params.sweep["constants"]),
             sweep_selections=list(sm.params.sweep["selections"]),
+            sweep_own={k: list(v) for k, v in sm.params.sweep.get("own", {}).items()},
             compared_models=list(sm.params.compared_models),
             out_fraction_curves=stem(sm.output.fig2),
             out_constant_kinds=stem(sm.output.kinds),
@@ -1975,13 +1978,23 @@ def plot_figures(stage: PlotStage) -> None:
         _plot_figures(stage)
 
 
+def sweep_rows(summary, stage: PlotStage):
+    """The summary's rows of the main sweep (Fig. 2): its constants and head orders, a label of ``sweep_own`` on its
+    tasks only (`papa.checks.sweep_own_tasks`: not another task's analysis run of that kind)."""
+    sweep = summary[summary.constants.isin(stage.sweep_constants) & summary.selection.isin(stage.sweep_selections)]
+    if stage.sweep_own:
+        keep = [c not in stage.sweep_own or t in stage.sweep_own[c] for c, t in zip(sweep.constants, sweep.task)]
+        sweep = sweep[keep]
+    return sweep
+
+
 def _plot_figures(stage: PlotStage) -> None:
     from . import plots, tables
     from .spec import is_data_free
 
     t0 = time.monotonic()
     summary = io.read_parquet(stage.summary)
-    sweep = summary[summary.constants.isin(stage.sweep_constants) & summary.selection.isin(stage.sweep_selections)]
+    sweep = sweep_rows(summary, stage)
     method = repr(spec.METHOD_CONSTANTS)
 
     def draw(plot, frame, out, title, why):  # a figure with no row to draw says so (the rule writes every figure)

@@ -1176,6 +1176,28 @@ def test_fig2_draws_a_sweep_spec_on_a_tasks_own_corpus_as_its_runs_are_labelled(
     assert "average" in runs and "average@rt_sentiment" not in runs
 
 
+def test_fig2_draws_no_analysis_run_of_a_kind_the_sweep_runs_on_another_task_only(tmp_path):
+    """sweep.constants ``average@rt_sentiment``: ``average`` on rt_sentiment (its own corpus), but on wsj_pos an
+    analyses.constant_kinds run (every head replaced), no sweep run: Fig. 2 selected every row labelled ``average``
+    and drew wsj_pos's analysis point as a sweep curve beside its ``average@rt_sentiment`` one."""
+    from types import SimpleNamespace
+
+    from papa.pipeline import sweep_rows
+
+    smoke = yaml.safe_load((ROOT / SMOKE).read_text())
+    smoke["sweep"]["constants"] = ["average@rt_sentiment"]
+    smoke["analyses"]["tasks"] = None
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(smoke))
+    with parsed_workflow(tmp_path / "c.yaml") as wf:
+        sweep = wf.get_rule("plot").params["sweep"]
+        runs = checks.probe_runs(wf.config)
+    summary = pd.DataFrame(runs, columns=["model", "task", "constants", "selection", "fraction_dynamic"])
+    stage = SimpleNamespace(sweep_constants=sweep["constants"], sweep_selections=sweep["selections"],
+                            sweep_own=sweep.get("own", {}))  # fmt: skip
+    drawn = set(map(tuple, sweep_rows(summary, stage)[["task", "constants"]].to_numpy()))
+    assert drawn == {("rt_sentiment", "average"), ("wsj_pos", "average@rt_sentiment")}
+
+
 def test_the_batch_order_is_a_param_of_the_trained_seeds_that_follow_another(tmp_path):
     """A trained-constants job trains one seed; under ``sweep.batch_order: shared`` only the later seeds follow the
     first seed's batch order. Switching it reran the first seed's jobs too (74 GPU jobs in paper.yaml) whose

@@ -81,7 +81,9 @@ rule plot:
         code=code("plot.py"),  # the papa code the script reaches: a change reruns this rule
         # the constants as the sweep's runs are labelled (papa.checks.sweep_constants: kind@<a task's own corpus> is
         # kind on that task)
-        sweep=canon({"constants": checks.sweep_constants(config), "selections": SELECTIONS}),
+        # (sweep_own_tasks: such a label is drawn on those tasks only; absent where none, as in the default configs)
+        sweep=canon({"constants": checks.sweep_constants(config), "selections": SELECTIONS}
+                    | ({"own": own} if (own := checks.sweep_own_tasks(config)) else {})),
         matrices=lambda wc: list(drawn_constants().values()),  # what each of input.constants holds, in order
         compared_models=checks.compared_models(config),  # Fig. 3: the models that run every task
     log:
