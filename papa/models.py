@@ -780,17 +780,26 @@ def frozen(model: nn.Module, keep=()):
     a model a notebook unfroze (or built without `load_encoder`, which freezes it: `prepare`) got a gradient on
     every weight at every step: the time and memory of fine-tuning, and a stale ``.grad`` a later optimizer step
     of its own would apply. A patch's parameters are the handle's, not the model's (`papa.patch`): they train.
-    ``keep``: parameters handed to the trainer to train (``extra_params``, a ``trainable`` patch's), left as they are
-    where they are the model's own (a LayerNorm bias trained beside the probe trained before it was frozen)."""
+    ``keep``: parameters handed to the trainer to train (``extra_params``, a ``trainable`` patch's): they need a
+    gradient while the block runs, the model's own too (a LayerNorm bias trained beside the probe), and are as they
+    were after it (a model from `load_encoder` is frozen: such a bias got no gradient and stayed as it was)."""
+    import torch
+
+    keep = list(keep)
     kept = {id(p) for p in keep}
     thawed = [p for p in model.parameters() if p.requires_grad and id(p) not in kept]
-    for p in thawed:
-        p.requires_grad_(False)
+    woken = [p for p in dict.fromkeys(keep) if isinstance(p, torch.Tensor) and p.is_leaf and not p.requires_grad]
     try:
+        for p in thawed:
+            p.requires_grad_(False)
+        for p in woken:
+            p.requires_grad_(True)
         yield model
     finally:
         for p in thawed:
             p.requires_grad_(True)
+        for p in woken:
+            p.requires_grad_(False)
 
 
 def prepare(model: nn.Module, device=None) -> nn.Module:

@@ -265,6 +265,23 @@ def test_the_trainers_still_train_the_models_own_parameters_they_are_handed():
         assert bias.requires_grad and all(p.grad is None for p in model.parameters() if p is not bias), name
 
 
+def test_the_trainers_train_a_frozen_models_parameter_they_are_handed():
+    """A model from `load_encoder` is frozen (`prepare`): its LayerNorm bias handed to train_mlm's extra_params (or a
+    ``trainable`` patch's parameters()) was left frozen by `papa.models.frozen`'s ``keep``, got no gradient and
+    stayed as it was, without a word. It trains while the trainer runs and is frozen again after."""
+    base = tiny_corpus(n=16, seed=1)
+    cfg = TrainConfig(lr=1e-2, extra_lr=0.1, batch_size=4, epochs=1, seed=0)
+    model = tiny_model("bert")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    bias = model.embeddings.LayerNorm.bias
+    before = bias.detach().clone()
+    train_mlm(model, base, MASK, SPECIAL, cfg, probe=new_probe(model, 0), extra_params=[bias])
+    assert (bias - before).abs().max() > 1e-3
+    assert not any(p.requires_grad for p in model.parameters())
+    assert all(p.grad is None for p in model.parameters() if p is not bias)
+
+
 @pytest.mark.parametrize(("family", "decoder"), DECODERS)
 def test_probe_path_lambdas_and_curve(family, decoder):
     """Lambdas trained jointly with an MLM probe, then a fresh probe per fraction on the patched encoder."""
