@@ -991,6 +991,22 @@ def test_conll_comment_lines_of_any_conllu_key_fail_and_a_token_holding_a_space_
     assert D.read_conll(tweets) == [(["#", "#text", "=", "#"], ["O", "O", "O", "="])]
 
 
+def test_conll_comment_hint_greps_the_line_it_names(tmp_path):
+    """The comment hint said grep -v '^# ' for any line starting with '#': OntoNotes' `#begin document (a); part 000`
+    stayed in the file after it, and the same error came back. It names a grep that removes the line."""
+    import subprocess
+
+    onto = _write(tmp_path / "onto.conll", "#begin document (a); part 000\nEU NNP B-NP B-ORG\n#end document\n")
+    with pytest.raises(D.TaskSpecError, match="line 1 starts with '#'") as err:
+        D.read_conll(onto)
+    grep = re.search(r"\((grep -v '[^']*') removes", str(err.value)).group(1)
+    kept = subprocess.run(grep + " " + str(onto), shell=True, capture_output=True, text=True).stdout
+    assert not kept.startswith("#begin")
+    conllu = _write(tmp_path / "c.conll", "# sent_id = 1\nEU B-ORG\n")
+    with pytest.raises(D.TaskSpecError, match=r"grep -v '\^# ' removes"):
+        D.read_conll(conllu)
+
+
 def _write(path, text):
     path.write_text(text)
     return path

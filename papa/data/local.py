@@ -92,9 +92,22 @@ def read_conll(path: str | Path, tag_column: int = -1, token_column: int = 0,
 #: Added to a CoNLL column-count error where a line of it starts with ``#``.
 _COMMENT_HINT = (
     "; line {line} starts with '#': a comment (CoNLL-U's '# sent_id = ...')? papa reads no comment lines, only "
-    "token lines, blank lines and -DOCSTART-: remove them (grep -v '^# ' removes every line starting with '# ', a "
-    "token '#' among them if the file has one)"
+    "token lines, blank lines and -DOCSTART-: remove them ({grep})"
 )
+
+
+def _comment_hint(lineno: int, text: str) -> str:
+    """`_COMMENT_HINT` for line ``lineno`` (``text``), with a grep that removes it: ``'^# '`` for CoNLL-U's comments,
+    the line's first word for others (OntoNotes' ``#begin document``, which ``'^# '`` left in place)."""
+    word = text.split(None, 1)[0] if text.strip() else "#"
+    if word == "#":
+        grep = "grep -v '^# ' removes every line starting with '# ', a token '#' among them if the file has one"
+    else:
+        escaped = re.sub(r"([.\[\]*^$\\])", r"\\\1", word).replace("'", "'\\''")
+        grep = f"grep -v '^{escaped}' removes every line starting with {word!r}"
+    return _COMMENT_HINT.format(line=lineno, grep=grep)
+
+
 #: A comment line of CoNLL-U (``# sent_id = 1``, ``# text = ...``, ``# newdoc``, ``# newpar``) or of CoNLL files
 #: that borrow its comments (MultiCoNER's ``# id <uuid> domain=en``): ``#``, a space, then one of those keys. One of
 #: the file's width read silently as a token ``#`` with the comment's last word as its tag.
@@ -142,14 +155,14 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                             f"{path}:{lineno} has {width} column{'s' * (width != 1)} but {other[0]}:{other[1][1]}, "
                             f"the dataset's first file, has {other[1][0]}: tag_column={tag_column} and "
                             f"token_column={token_column} would name other columns in each; give its files the same "
-                            f"columns" + (_COMMENT_HINT.format(line=lineno) if line.startswith("#") else "")
+                            f"columns" + (_comment_hint(lineno, line) if line.startswith("#") else "")
                         )
                     if widths is not None:
                         widths[str(path)] = (width, lineno)
                     if width < 2:
                         raise TaskSpecError(
                             f"{path}:{lineno} has 1 column: a CoNLL file needs a token and a tag column per line"
-                            + (_COMMENT_HINT.format(line=lineno) if line.startswith("#") else "")
+                            + (_comment_hint(lineno, line) if line.startswith("#") else "")
                         )
                     positions = [c % width for c in (token_column, tag_column) if -width <= c < width]
                     if len(positions) == 2 and positions[0] == positions[1]:
@@ -158,11 +171,11 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                             f"column of its {width}: the tags would be the tokens; set tag_column to the tag column"
                         )
                 if len(parts) != width:
-                    comment = next((n for n, t in ((first, first_text), (lineno, line)) if t.startswith("#")), None)
+                    comment = next((x for x in ((first, first_text), (lineno, line)) if x[1].startswith("#")), None)
                     raise TaskSpecError(
                         f"{path}:{lineno} has {len(parts)} column{'s' * (len(parts) != 1)} but line {first} has "
                         f"{width}: every token line of a CoNLL file needs the same columns (fix the line, or set "
-                        f"separator if tokens hold spaces)" + (_COMMENT_HINT.format(line=comment) if comment else "")
+                        f"separator if tokens hold spaces)" + (_comment_hint(*comment) if comment else "")
                     )
                 try:
                     tok, tag = parts[token_column], parts[tag_column]
@@ -198,7 +211,7 @@ def _comment_error(path, width: int, lineno: int, line: str, tok: str, tag: str)
     """A `_COMMENT_LINE` of the file's width, which would be read as a token."""
     return TaskSpecError(f"{path}:{lineno} is a comment line ({line[:60]!r}), which has the file's {width} columns: "
                          f"it would be read as a token {tok!r} tagged {tag!r}"
-                         + _COMMENT_HINT.format(line=lineno))  # fmt: skip
+                         + _comment_hint(lineno, line))  # fmt: skip
 
 
 #: Suffixes of compressed text files, which `datasets` reads decompressed (their bytes are not text).
