@@ -355,8 +355,9 @@ def unused_settings(config: dict) -> list[str]:
                           f"corpus)")  # fmt: skip
     mlm = analyses.get("mlm") or {}
     read = set(tokenized) | tasks_read | ({mlm["dataset"]} if mlm.get("dataset") else set())
-    unused += [f"datasets.{d}: no task, constants spec (sweep.constants, analyses.constant_kinds, "
-               f"analyses.cross_corpus) or analyses.mlm reads it, so it is never prepared: it changes nothing here"
+    unused += [f"datasets.{d}: no task, constants spec (sweep.constants on a task a model runs, "
+               f"analyses.cross_corpus on a task the analyses run on) or analyses.mlm reads it, so it is never "
+               f"prepared: it changes nothing here"
                for d in datasets if d not in read]  # fmt: skip
     built = {spec.get("build") for spec in datasets.values() if isinstance(spec, dict)}
     unused += [f"build_data.{b}: no dataset is built from it (a dataset's build: {b}), so it is never built: it "

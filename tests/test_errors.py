@@ -1140,6 +1140,11 @@ def test_settings_that_change_nothing_warn():
                              c.update(build_data={"spare": {"shape": "mrpc"}})))  # fmt: skip
     assert "datasets.extra: no task, constants spec" in said and "never prepared" in said, said
     assert "build_data.spare: no dataset is built from it" in said, said
+    # it named analyses.constant_kinds, which refuses kind@corpus, and a cross_corpus entry as not read where it is
+    # listed but the analyses run on no task
+    said = warned(lambda c: (c["datasets"].update(extra={"source": "package", "name": "hedge"}),
+                             c["analyses"].update(tasks=[], cross_corpus=["extra"])))  # fmt: skip
+    assert "constant_kinds" not in said and "analyses.cross_corpus on a task the analyses run on" in said, said
     said = warned(lambda c: (c["datasets"].update(extra={"source": "package", "name": "hedge"}),
                              c["sweep"].update(constants=["average", "average@extra"])))  # fmt: skip
     assert "never" not in said, said  # a corpus of the sweep's constants is read
