@@ -1995,28 +1995,32 @@ def _plot_figures(stage: PlotStage) -> None:
     t0 = time.monotonic()
     summary = io.read_parquet(stage.summary)
     sweep = sweep_rows(summary, stage)
-    method = repr(spec.METHOD_CONSTANTS)
 
-    def draw(plot, frame, out, title, why):  # a figure with no row to draw says so (the rule writes every figure)
+    # a config may run no probe on the method's own matrices (sweep.constants: [identity]): the head orders, and the
+    # constant kinds where no such probe replaced every head, have no row to draw; any other empty figure is a fault
+    method = summary.constants == spec.METHOD_CONSTANTS
+    method_free = method & spec.is_all_constant(summary.fraction_dynamic.astype(float))
+
+    def draw(plot, frame, out, title, why, may_be_empty):  # a figure with no row to draw says so, where it may
         try:
             plot(frame, out)
         except plots.NothingToPlot:
+            if not may_be_empty:
+                raise
             log.warning("%s: nothing to draw, %s; its figure says so", Path(out).name, why)
             plots.plot_note(out, title, f"Nothing to draw: {why}.")
 
-    draw(plots.plot_fraction_curves, sweep, stage.out_fraction_curves, "Fraction of input-dependent heads",
-         f"the summary holds no run of sweep.constants {stage.sweep_constants} and sweep.selections "
-         f"{stage.sweep_selections}")  # fmt: skip
+    plots.plot_fraction_curves(sweep, stage.out_fraction_curves)
+    name = repr(spec.METHOD_CONSTANTS)
     draw(plots.plot_constant_kinds, io.read_parquet(stage.constant_kinds), stage.out_constant_kinds,
          "All heads replaced: constant matrix kinds", f"no probe of this config replaced every head "
-         f"(fraction_dynamic 0) by the method's matrices ({method}) or a kind of analyses.constant_kinds")  # fmt: skip
-    draw(plots.plot_selection_orders, summary[summary.constants == spec.METHOD_CONSTANTS], stage.out_head_orders,
-         "Head selection methods", f"no probe of this config ran on the method's matrices ({method}): add it to "
-         f"sweep.constants to draw its head orders")  # fmt: skip
-    compared = tables.models_compared_table(summary, models=stage.compared_models)
-    draw(plots.plot_models_compared, compared, stage.out_models_compared, "Original score vs drop",
-         "no model has both the runs this figure compares: every head input-dependent and every head replaced "
-         "by the sweep's matrices")  # fmt: skip
+         f"(fraction_dynamic 0) by the method's matrices ({name}) or a kind of analyses.constant_kinds",
+         not method_free.any())  # fmt: skip
+    draw(plots.plot_selection_orders, summary[method], stage.out_head_orders, "Head selection methods",
+         f"no probe of this config ran on the method's matrices ({name}): add it to sweep.constants to draw its head "
+         f"orders", not method.any())  # fmt: skip
+    plots.plot_models_compared(tables.models_compared_table(summary, models=stage.compared_models),
+                               stage.out_models_compared)  # fmt: skip
     if stage.out_summary_table is not None:
         plots.plot_summary_table(summary, stage.out_summary_table)
     # each figure's name joins its labels with '+', which no name holds ('_' joined them, and names may hold '_':

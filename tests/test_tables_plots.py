@@ -619,6 +619,10 @@ def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, ca
         assert plots.figure_record(P / f"{stem}.png")["stage"] == "PlotStage"
     assert "Nothing to draw: no probe of this config ran" in (P / "head_orders.svg").read_text()
     assert "Nothing to draw" not in (P / "fraction_curves.svg").read_text()  # identity's curve is drawn
+    # a figure that should have rows and has none is a fault, not a note: the constant kinds of a summary with
+    # 'average' replacing every head
+    with pytest.raises(plots.NothingToPlot, match="plot_constant_kinds: nothing to plot"):
+        pipeline.plot_figures(replace(stage, summary=report.agg.out_summary, sweep_constants=["average"]))
     with pytest.raises(ValueError, match="missing required column"):  # not an empty table: fails as before
         io.write_parquet(pd.DataFrame({"model": ["m"]}), kinds, {})
         pipeline.plot_figures(stage)
