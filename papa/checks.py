@@ -353,12 +353,13 @@ def unused_settings(config: dict) -> list[str]:
                           f"({', '.join(sorted(analysed))}): matrices averaged on it are the task's own (its "
                           f"'average' run), so it adds no cross-corpus run (Table 2 pairs a task with another "
                           f"corpus)")  # fmt: skip
-    mlm = analyses.get("mlm") or {}
-    read = set(tokenized) | tasks_read | ({mlm["dataset"]} if mlm.get("dataset") else set())
-    unused += [f"datasets.{d}: no task, constants spec (sweep.constants on a task a model runs, "
-               f"analyses.cross_corpus on a task the analyses run on) or analyses.mlm reads it, so it is never "
-               f"prepared: it changes nothing here"
-               for d in datasets if d not in read]  # fmt: skip
+    unused += [
+        f"datasets.{d}: no task, constants spec (sweep.constants on a task a model runs, "
+        f"analyses.cross_corpus on a task the analyses run on) or analyses.mlm reads it, so it is never "
+        f"prepared: it changes nothing here"
+        for d in datasets
+        if d not in tokenized
+    ]  # fmt: skip (tokenized_inputs: every dataset a job reads)
     built = {spec.get("build") for spec in datasets.values() if isinstance(spec, dict)}
     unused += [f"build_data.{b}: no dataset is built from it (a dataset's build: {b}), so it is never built: it "
                f"changes nothing here" for b in config.get("build_data") or {} if b not in built]  # fmt: skip
@@ -1001,17 +1002,28 @@ def probe_runs(config: dict) -> list[tuple[str, str, str, str, str]]:
     return list(dict.fromkeys(out))
 
 
-def sweep_constants(config: dict) -> list[str]:
-    """``sweep.constants`` as the main sweep's probe runs are labelled (`probe_runs`), each first occurrence in
-    order: ``kind@<corpus>`` on a task whose own dataset is that corpus is ``kind`` there
-    (`papa.spec.ConstantsSpec.on_task`), so it is listed as both where other tasks average on that corpus. Rule
-    plot's Fig. 2 draws the summary's rows of these specs: the specs as written found no row of such a task
-    (``[average@rt_sentiment]`` on task rt_sentiment: its curve missing, or rule plot failing with nothing to
-    plot)."""
+def _sweep_labels(config: dict) -> dict[str, list[str]]:
+    """Each label the main sweep's probe runs bear (`probe_runs`: ``kind@<corpus>`` on a task whose own dataset is
+    that corpus is ``kind`` there, `papa.spec.ConstantsSpec.on_task`), in order of first occurrence, with the tasks
+    whose runs bear it."""
     tasks = config["tasks"]
     specs = [ConstantsSpec.parse(c) for c in config["sweep"]["constants"]]
-    return list(dict.fromkeys(str(s.on_task(tasks[t]["dataset"])) for m in config["models"]
-                              for t in model_tasks(config, m) for s in specs))  # fmt: skip
+    labels: dict[str, list[str]] = {}
+    for m in config["models"]:
+        for t in model_tasks(config, m):
+            for s in specs:
+                on = labels.setdefault(str(s.on_task(tasks[t]["dataset"])), [])
+                on += [t] if t not in on else []
+    return labels
+
+
+def sweep_constants(config: dict) -> list[str]:
+    """``sweep.constants`` as the main sweep's probe runs are labelled (`_sweep_labels`), each first occurrence in
+    order (``average@rt_sentiment`` is listed as ``average`` too where other tasks average on rt_sentiment). Rule
+    plot's Fig. 2 draws the summary's rows of these labels: the specs as written found no row of such a task
+    (``[average@rt_sentiment]`` on task rt_sentiment: its curve missing, or rule plot failing with nothing to
+    plot)."""
+    return list(_sweep_labels(config))
 
 
 def sweep_own_tasks(config: dict) -> dict[str, list[str]]:
@@ -1019,17 +1031,8 @@ def sweep_own_tasks(config: dict) -> dict[str, list[str]]:
     sweep runs bear it (``[average@rt_sentiment]``: ``{"average": ["rt_sentiment"]}``): Fig. 2 draws a row of such a
     label on those tasks only, not another task's analysis run of that kind (analyses.constant_kinds' ``average``
     on wsj_pos, which is no sweep run there). Empty where every label is written (the default configs)."""
-    tasks = config["tasks"]
-    specs = [ConstantsSpec.parse(c) for c in config["sweep"]["constants"]]
-    written = {str(s) for s in specs}
-    own: dict[str, list[str]] = {}
-    for m in config["models"]:
-        for t in model_tasks(config, m):
-            for s in specs:
-                label = str(s.on_task(tasks[t]["dataset"]))
-                if label not in written and t not in own.setdefault(label, []):
-                    own[label].append(t)
-    return {k: sorted(v) for k, v in own.items()}
+    written = {str(ConstantsSpec.parse(c)) for c in config["sweep"]["constants"]}
+    return {label: sorted(on) for label, on in _sweep_labels(config).items() if label not in written}
 
 
 def compared_models(config: dict) -> list[str]:

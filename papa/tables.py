@@ -126,7 +126,11 @@ def empty_lambdas_table() -> pd.DataFrame:
     no rows, but the columns and dtypes of a run's that does, ``model_revision`` included (every column was text,
     ``model_revision`` missing: ``lam["lambda"].mean()`` raised TypeError, and a concat with another run's table
     made its numbers objects)."""
-    columns = {**LAMBDAS_COLUMNS, "model_revision": "str"}
+    return _empty_frame({**LAMBDAS_COLUMNS, "model_revision": "str"})
+
+
+def _empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    """A frame of no rows with ``columns`` (name -> dtype), typed as a table of rows would be."""
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
 
 
@@ -533,7 +537,7 @@ def patterns_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if not all(isinstance(f, pd.DataFrame) for f in frames):
         raise TypeError(f"patterns_table: expected a list of DataFrames, got {[type(f).__name__ for f in frames]}")
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in PATTERNS_COLUMNS.items()})
+        return _empty_frame(PATTERNS_COLUMNS)
     for i, f in enumerate(frames):  # a frame without them made a table whose documented columns were NaN
         if missing := [c for c in PATTERNS_COLUMNS if c not in f.columns]:
             raise ValueError(f"patterns_table: frame {i} lacks {missing}: pass papa.pipeline.pattern_stats' frames")
