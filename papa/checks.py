@@ -1156,8 +1156,8 @@ def _non_text_keys(config: dict, path: str = "", depth: int = 0) -> list[str]:
 def _names(config: dict) -> list[str]:
     """Names of models, datasets, tasks and built data are path components (``<results>/tokens/<model>/...``):
     ``.`` and ``..``, which the schema's name pattern allows, would put the outputs outside their stage folders,
-    any name starting with ``.`` hides them, and two names of a section that differ only in case are one folder on
-    a case-insensitive file system."""
+    any name starting with ``.`` hides them, two names of a section that differ only in case are one folder on
+    a case-insensitive file system, and Windows holds no folder named like a device or ending in ``.``."""
     errors = [f"{section}: {name!r} starts with '.', and the name is a folder in the output paths ('..' leaves its "
               f"stage folder, '.' merges into it, '.name' is hidden): start it with a letter, digit, '_' or '-'"
               for section in ("models", "datasets", "tasks", "build_data")
@@ -1181,7 +1181,27 @@ def _names(config: dict) -> list[str]:
                               f"in the output paths: on a case-insensitive file system (macOS's and Windows' "
                               f"default) they are one folder, and their results would overwrite each other; rename "
                               f"one")  # fmt: skip
+    # Windows (WSL on a Windows drive) cannot create a file or folder named like a device (``con``, ``nul.x``) or
+    # ending in '.': the stage's output failed after its compute, or ``minilm.`` and ``minilm`` were one folder
+    errors += [f"{section}: {name!r} {why}, and the name is a folder in the output paths: Windows' file systems (WSL "
+               f"on a Windows drive) cannot hold it; rename it"
+               for section in ("models", "datasets", "tasks", "build_data")
+               for name in (config.get(section) or {}) if isinstance(name, str)
+               for why in [_windows_unsafe(name)] if why]  # fmt: skip
     return errors
+
+
+#: Names Windows reserves for devices, alone or before an extension (``con``, ``NUL.txt``, ``com1``).
+_WINDOWS_DEVICE = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?", re.IGNORECASE)
+
+
+def _windows_unsafe(name: str) -> str | None:
+    """Why ``name`` cannot be a file or folder name on Windows, or None where it can."""
+    if _WINDOWS_DEVICE.fullmatch(name):
+        return f"is the device name {name.split('.')[0]!r} Windows reserves"
+    if name.endswith("."):
+        return "ends in '.', which Windows drops (it would name the folder of the name without it)"
+    return None
 
 
 #: ``$NAME`` or ``${NAME}`` in a path: an environment variable that neither Snakemake nor papa expands.

@@ -979,6 +979,17 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
         assert "case-insensitive file system" in msg and "rename one" in msg, msg
     msg = _problems(lambda c: c.update(build_data={"Src": {"shape": "sst2"}, "src": {"shape": "sst2"}}))
     assert "build_data: 'Src' and 'src' differ only in case" in msg, msg
+    # names Windows cannot hold (WSL on a Windows drive): a device name, alone or before an extension, or a final '.'
+    for section, old, name, why in (("models", "minilm", "con", "is the device name 'con' Windows reserves"),
+                                    ("models", "minilm", "NUL.x", "is the device name 'NUL' Windows reserves"),
+                                    ("datasets", "wsj_pos", "lpt1", "is the device name 'lpt1' Windows reserves"),
+                                    ("tasks", "wsj_pos", "wsj_pos.", "ends in '.'")):  # fmt: skip
+        msg = _problems(lambda c, s=section, o=old, n=name: rename(c, s, o, n))
+        assert f"{section}: {name!r} {why}" in msg and "Windows' file systems" in msg, msg
+    from papa.checks import _windows_unsafe
+
+    for name in ("console", "com", "aux_pos", "prn-1", "nul_x", "com10", "mini.lm"):  # not a device name
+        assert _windows_unsafe(name) is None, name
 
     msg = _problems(lambda c: c["cache"].update(scratch="~/scratch"))
     assert "cache.scratch = '~/scratch': '~' is not expanded" in msg and "write the absolute path" in msg
