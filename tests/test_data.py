@@ -999,9 +999,19 @@ def test_conll_comment_hint_greps_the_line_it_names(tmp_path):
     onto = _write(tmp_path / "onto.conll", "#begin document (a); part 000\nEU NNP B-NP B-ORG\n#end document\n")
     with pytest.raises(D.TaskSpecError, match="line 1 starts with '#'") as err:
         D.read_conll(onto)
-    grep = re.search(r"\((grep -v '[^']*') removes", str(err.value)).group(1)
+    grep = re.search(r"\((grep -v (?:-E )?'[^']*') removes", str(err.value)).group(1)
     kept = subprocess.run(grep + " " + str(onto), shell=True, capture_output=True, text=True).stdout
-    assert not kept.startswith("#begin")
+    assert kept == "EU NNP B-NP B-ORG\n"  # both document lines at once: the file reads after one grep
+    assert D.read_conll(_write(tmp_path / "fixed.conll", kept)) == [(["EU"], ["B-ORG"])]
+    # `#end document` of a two-column file's width read silently as a token '#end' tagged 'document'; a hashtag
+    # '#end' (a tweet's) still reads, and the grep keeps it
+    two = _write(tmp_path / "two.conll", "EU B-ORG\n#end document\n\n#begin document (a); part 000\n")
+    with pytest.raises(D.TaskSpecError, match=r"two\.conll:2 is a comment line .*token '#end' tagged 'document'"):
+        D.read_conll(two)
+    tweets = _write(tmp_path / "tweets.conll", "#end O\n#endgame B-X\n#begin O\n")
+    assert D.read_conll(tweets) == [(["#end", "#endgame", "#begin"], ["O", "B-X", "O"])]
+    kept = subprocess.run(grep + " " + str(tweets), shell=True, capture_output=True, text=True).stdout
+    assert kept == tweets.read_text()
     conllu = _write(tmp_path / "c.conll", "# sent_id = 1\nEU B-ORG\n")
     with pytest.raises(D.TaskSpecError, match=r"grep -v '\^# ' removes"):
         D.read_conll(conllu)

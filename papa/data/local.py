@@ -100,7 +100,9 @@ def _comment_hint(lineno: int, text: str) -> str:
     """`_COMMENT_HINT` for line ``lineno`` (``text``), with a grep that removes it: ``'^# '`` for CoNLL-U's comments,
     the line's first word for others (OntoNotes' ``#begin document``, which ``'^# '`` left in place)."""
     word = text.split(None, 1)[0] if text.strip() else "#"
-    if word == "#":
+    if _DOCUMENT_LINE.match(text):  # both of OntoNotes' document lines at once ('^#end' would take #endgame too)
+        grep = "grep -v -E '^#(begin|end) document' removes OntoNotes' document lines"
+    elif word == "#":
         grep = "grep -v '^# ' removes every line starting with '# ', a token '#' among them if the file has one"
     else:
         escaped = re.sub(r"([.\[\]*^$\\])", r"\\\1", word).replace("'", "'\\''")
@@ -114,6 +116,10 @@ def _comment_hint(lineno: int, text: str) -> str:
 #: Any other ``# key = value`` (CoNLL-U's comment form: ``# text_en = ...``, ``# translit = ...``, ``# genre = news``,
 #: ``# doc_id = 5``) is one too: a token ``#`` is never followed by a word and ``=`` in the next columns.
 _COMMENT_LINE = re.compile(r"#\s+(?:(?:sent_id|text|newdoc|newpar|id|global\.columns)(?:\s|=|$)|[A-Za-z][\w.:-]*\s*=)")
+
+#: OntoNotes' (CoNLL-2012's) document lines, ``#begin document (bc/cctv/00/cctv_0001); part 000`` and ``#end
+#: document``; the latter, in a file of two columns, read silently as a token ``#end`` tagged ``document``.
+_DOCUMENT_LINE = re.compile(r"#(?:begin|end) document(?:\s|$)")
 
 
 def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: str | None = None,
@@ -186,7 +192,9 @@ def _read_conll(path, tag_column: int = -1, token_column: int = 0, separator: st
                     ) from None
                 if comment_line is not None:  # the first line, a comment, and this one of its width
                     raise _comment_error(path, width, *comment_line)
-                if parts[0] == "#" and _COMMENT_LINE.match(line):  # of the width: a token "#" tagged with a word of it
+                if (parts[0] == "#" and _COMMENT_LINE.match(line)) or (  # of the width: a token tagged with a word
+                    parts[0] in ("#begin", "#end") and _DOCUMENT_LINE.match(line)
+                ):
                     comment_line = (lineno, line, tok, tag)
                     if lineno != first:  # the first line's waits for the next: one of another width is named so
                         raise _comment_error(path, width, *comment_line)
