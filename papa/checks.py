@@ -660,6 +660,14 @@ def mlm_param(block: dict) -> dict:
     return out
 
 
+def mlm_sweep(sweep: dict) -> dict:
+    """``sweep.fraction_dynamic`` (from 1 down) and ``sweep.seeds`` (ascending) as rule mlm's params. One job runs
+    every fraction and seed, each seeded on its own (`papa.mlm.mlm_curve`), so the order the config lists them in
+    changes no number: written in one order, reordering them reruns nothing (the shipped configs' order)."""
+    return {"fraction_dynamic": sorted((float(f) for f in sweep["fraction_dynamic"]), reverse=True),
+            "seeds": sorted(int(s) for s in sweep["seeds"])}  # fmt: skip
+
+
 def dataset_param(entry: dict) -> dict:
     """A dataset's spec as rule prepare_data's param: a key written out at the value `papa.data.load_task` takes
     without it (`DATASET_DEFAULTS`: ``validation_fraction: 0.2``, ``text_column: text``, ...) is left out, so

@@ -378,6 +378,22 @@ def test_a_probe_per_seed_on_the_same_masked_tokens():
     alone = mlm_curve(model, C, lam, val, [1, 0], MASK, SPECIAL, cfg, train=train)
     assert [r["neg_log_ppl"] for r in alone] == [rows[0]["neg_log_ppl"], rows[3]["neg_log_ppl"]]
     assert len({r["neg_log_ppl"] for r in rows[:3]}) == 3  # the seeds' probes differ
+    # each (fraction, seed) is seeded on its own, dropout of the encoder on too: the order the config lists them in
+    # changes no number (rule mlm's params take them in one order: papa.checks.mlm_sweep)
+    wet = dict(train=train, backbone_dropout=True)
+    ahead = mlm_curve(model, C, lam, val, [1, 0], MASK, SPECIAL, cfg, seeds=[0, 1], **wet)
+    back = mlm_curve(model, C, lam, val, [0, 1], MASK, SPECIAL, cfg, seeds=[1, 0], **wet)
+    key = lambda r: (r["fraction_dynamic"], r["seed"])  # noqa: E731
+    assert sorted(map(key, ahead)) == sorted(map(key, back)) and len(ahead) == 4
+    assert {key(r): r["neg_log_ppl"] for r in ahead} == {key(r): r["neg_log_ppl"] for r in back}
+    assert all(r["neg_log_ppl"] != rows[i]["neg_log_ppl"] for r, i in zip(ahead, (0, 1, 3, 4)))  # dropout was on
+    from papa.checks import mlm_sweep
+
+    assert (
+        mlm_sweep({"fraction_dynamic": [0, 0.125, 1, 0.5], "seeds": [2, 0, 1]})
+        == mlm_sweep({"fraction_dynamic": [1, 0.5, 0.125, 0], "seeds": [0, 1, 2]})
+        == {"fraction_dynamic": [1.0, 0.5, 0.125, 0.0], "seeds": [0, 1, 2]}
+    )  # the shipped configs' order
     # seed 1's probe, trained and scored by hand on the same masks
     probe = new_probe(model, 1)
     train_mlm(model, train, MASK, SPECIAL, replace(cfg, seed=1), probe=probe)

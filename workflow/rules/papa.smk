@@ -222,8 +222,9 @@ rule mlm:
         model=lambda wc: model_path(wc.model),
         release=model_state(),
         hp=mlm_hp(),
-        fraction_dynamic=[float(f) for f in SWEEP["fraction_dynamic"]],
-        seeds=SWEEP["seeds"],  # a trained probe per seed at every fraction, as the task probes (paper Sec. 4.1)
+        # in one order, however the config lists them (numbers independent of it): a reorder reruns nothing
+        fraction_dynamic=checks.mlm_sweep(SWEEP)["fraction_dynamic"],
+        seeds=checks.mlm_sweep(SWEEP)["seeds"],  # a trained probe per seed at every fraction (paper Sec. 4.1)
         precision=PRECISION,
     conda:
         CONDA_ENV
