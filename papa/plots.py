@@ -225,10 +225,12 @@ def _curves(
     title: str,
     hue_labels: dict[str, str] | None = None,
 ) -> list[str]:
-    """Shared drawing code of Fig. 2 / Fig. 5: categorical fraction axis, mean + CI band."""
+    """Shared drawing code of Fig. 2 / Fig. 5: categorical fraction axis (1 on the left, 0 on the right, as the
+    paper's), mean + CI band."""
     df = summary.copy()
     df["fraction_dynamic"] = df["fraction_dynamic"].astype(float)
-    fractions = sorted(df["fraction_dynamic"].unique())
+    # the paper's axis (Fig. 2: "decreasing number of attention heads"; Figs. 5-6 alike): 1 on the left, 0 on the right
+    fractions = sorted(df["fraction_dynamic"].unique(), reverse=True)
     xpos = {f: i for i, f in enumerate(fractions)}
     if hue_order is None:
         hue_order = sorted(df[hue].unique())
@@ -283,8 +285,8 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     """Fig. 2 analogue: probe score vs fraction of input-dependent heads.
 
     One panel per task (separate y axes), one colour per model, one line style per
-    (constants, selection); the x axis is categorical (0, 1/16, 1/8, 1/2, 1 -- whatever
-    fractions the table holds) so that 0 is shown; bands are the 95% CIs.
+    (constants, selection); the x axis is categorical and decreasing, as the paper's (1, 1/2, 1/8,
+    1/16, 0 -- whatever fractions the table holds) so that 0 is shown; bands are the 95% CIs.
 
     Args:
         summary: a :func:`papa.tables.summary_table` frame.
@@ -610,7 +612,8 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
 
 
 def plot_mlm(table: pd.DataFrame, out) -> list[str]:
-    """Fig. 6(a) analogue: negative log-perplexity vs fraction of input-dependent heads, one
+    """Fig. 6(a) analogue: negative log-perplexity vs fraction of input-dependent heads (1 on the left, as the
+    paper's), one
     line per model (and corpus, and MLM head when the table has several): the mean over the
     seeds, with its 95% interval (``ci95``) where there are several.
 
@@ -647,6 +650,7 @@ def plot_mlm(table: pd.DataFrame, out) -> list[str]:
         ticks = sorted(table["fraction_dynamic"].unique())
         ax.set_xticks(ticks)
         ax.set_xticklabels([fraction_label(t) for t in ticks])
+        ax.invert_xaxis()  # as the paper's Figs. 2, 5 and 6: 1 (every head input-dependent) on the left, 0 right
         ax.set_xlabel("fraction of input-dependent heads")
         ax.set_ylabel("negative log-perplexity (nats, higher is better)")
         ax.set_title("Masked LM with replaced heads" + ("" if several_heads else f" ({table['head'].iloc[0]} head)"))

@@ -463,6 +463,48 @@ def test_fraction_label():
     assert [plots.fraction_label(f) for f in [0, 0.0625, 0.125, 0.5, 1.0]] == ["0", "1/16", "1/8", "1/2", "1"]
 
 
+def _xtick_labels_left_to_right(monkeypatch, draw) -> list[list[str]]:
+    """Each drawn panel's x tick labels as they read on the figure, left to right (their display position, so an
+    inverted axis reads as it is seen)."""
+    seen = []
+    save = plots._save
+
+    def spy(fig, out):
+        fig.canvas.draw()
+        for ax in fig.axes:
+            if not ax.get_visible() or not ax.get_xticklabels():
+                continue
+            ticks = [
+                (ax.transData.transform((x, 0))[0], t.get_text()) for x, t in zip(ax.get_xticks(), ax.get_xticklabels())
+            ]
+            lo, hi = sorted(ax.transData.transform([(v, 0) for v in ax.get_xlim()])[:, 0])
+            seen.append([text for x, text in sorted(ticks) if lo - 1e-6 <= x <= hi + 1e-6])
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    draw()
+    return seen
+
+
+def test_fraction_axes_read_from_every_head_input_dependent_to_none(summary, plot_dir, monkeypatch):
+    """Paper Fig. 2 plots the scores "with decreasing number of attention heads (x-axis)", and Figs. 5 and 6 use the
+    same axis: fraction 1 (the original model) on the left, then 1/2, 1/8, 1/16 and 0 (every head constant) on the
+    right. Papa's figures read 0 ... 1, the other way round."""
+    paper = ["1", "1/2", "1/8", "1/16", "0"]
+    fig2 = _xtick_labels_left_to_right(monkeypatch, lambda: plots.plot_fraction_curves(summary, plot_dir / "dir2"))
+    assert fig2 and all(panel == paper for panel in fig2)
+    fig5 = _xtick_labels_left_to_right(
+        monkeypatch, lambda: plots.plot_selection_orders(summary, plot_dir / "dir5", task="sst2")
+    )
+    assert fig5 and all(panel == paper for panel in fig5)
+    mlm = pd.DataFrame(
+        [dict(model="m", dataset="wiki", head="probe", fraction_dynamic=f, neg_log_ppl=-2.0 - (1 - f))
+         for f in FRACTIONS]
+    )  # fmt: skip
+    fig6 = _xtick_labels_left_to_right(monkeypatch, lambda: plots.plot_mlm(mlm, plot_dir / "dir6"))
+    assert fig6 == [paper]
+
+
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
 # patterns, plot, mlm_table) on synthetic per-run files
 
