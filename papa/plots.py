@@ -577,8 +577,9 @@ def plot_models_compared(
 
 
 def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
-    """Table 1 analogue: score with all heads replaced, per constants kind (bars with 95% CI),
-    one panel per (model, task); the dashed line is the original model.
+    """Table 1 analogue: score with all heads replaced, per constants kind (a point, the mean over seeds, with its
+    95% CI), one panel per (model, task); the dashed line is the original model. Points, not bars: the y axis starts
+    near the lowest score (kinds a few points apart stay apart), and a bar's length would then mean nothing.
 
     Args:
         table: a :func:`papa.tables.constant_kinds_table` frame (main metrics are used).
@@ -599,7 +600,9 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
     for i, ((model, task), g) in enumerate(groups):
         ax = fig.add_subplot(nrows, ncols, i + 1)
         x = np.arange(len(g))
-        ax.bar(x, g["mean"], yerr=g["ci95"].fillna(0), color=[palette[k] for k in g["constants"]], capsize=3)
+        for xi, kind, mean, ci in zip(x, g["constants"], g["mean"], g["ci95"].fillna(0)):
+            ax.errorbar(xi, mean, yerr=ci, fmt="o", color=palette[kind], capsize=3, markersize=6)
+        ax.set_xlim(-0.6, len(g) - 0.4)
         ax.axhline(float(g["original"].iloc[0]), color="black", linestyle="--", linewidth=1, label="original")
         ax.set_xticks(x, g["constants"], rotation=35, ha="right")
         ax.set_title(f"{task} ({model})")
@@ -613,9 +616,8 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
 
 def plot_mlm(table: pd.DataFrame, out) -> list[str]:
     """Fig. 6(a) analogue: negative log-perplexity vs fraction of input-dependent heads (1 on the left, as the
-    paper's), one
-    line per model (and corpus, and MLM head when the table has several): the mean over the
-    seeds, with its 95% interval (``ci95``) where there are several.
+    paper's), one line per model (and corpus, and MLM head when the table has several): the mean over the seeds,
+    with its 95% interval (``ci95``) where there are several.
 
     Args:
         table: a :func:`papa.tables.mlm_table` frame.

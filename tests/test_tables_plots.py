@@ -505,6 +505,34 @@ def test_fraction_axes_read_from_every_head_input_dependent_to_none(summary, plo
     assert fig6 == [paper]
 
 
+def test_constant_kinds_are_points_on_a_cut_axis_not_bars(plot_dir, monkeypatch):
+    """The constant-kinds figure drew bars on a y axis starting near the lowest score (0.55): a bar's length then
+    meant nothing (a kind 0.05 below another drawn at half its height). Each kind is a point at its mean, with its CI,
+    on the axis that keeps close kinds apart; no bar."""
+    from matplotlib.patches import Rectangle
+
+    table = pd.DataFrame(
+        [dict(model="m", task="t", constants=k, metric="accuracy", mean=v, ci95=0.01, original=0.9, is_main=True)
+         for k, v in (("average", 0.8), ("identity", 0.6), ("zeros", 0.62))]
+    )  # fmt: skip
+    seen = []
+    save = plots._save
+
+    def spy(fig, out):  # read the panel before _save closes the figure
+        (ax,) = [a for a in fig.axes if a.get_visible()]
+        bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+        points = sorted((round(float(x), 6), round(float(y), 6)) for line in ax.lines if line.get_marker() == "o"
+                        for x, y in line.get_xydata())  # fmt: skip
+        seen.append((bars, points, ax.get_ylim()[0]))
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    plots.plot_constant_kinds(table, plot_dir / "kinds")
+    ((bars, points, bottom),) = seen
+    assert not bars and points == [(0.0, 0.8), (1.0, 0.6), (2.0, 0.62)]
+    assert 0.0 < bottom <= 0.59  # cut below the lowest point and its CI, not at 0
+
+
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
 # patterns, plot, mlm_table) on synthetic per-run files
 
