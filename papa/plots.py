@@ -190,14 +190,15 @@ def _main_only(summary: pd.DataFrame, main_only: bool) -> pd.DataFrame:
     return summary
 
 
-def _panels(df: pd.DataFrame, by: list[str]) -> list[tuple[str, pd.DataFrame, str]]:
-    """Split into panels by ``by`` (+ metric if a panel would hold several metrics)."""
+def _panels(df: pd.DataFrame, by: list[str], title_of=None) -> list[tuple[str, pd.DataFrame, str]]:
+    """Split into panels by ``by`` (+ metric if a panel would hold several metrics); ``title_of`` makes a panel's
+    title of its ``by`` values (default: joined by " / ")."""
     multi_metric = (df.groupby(by)["metric"].nunique() > 1).any()
     keys = by + (["metric"] if multi_metric else [])
     panels = []
     for key, g in df.groupby(keys, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        title = " / ".join(map(str, key[: len(by)]))
+        title = title_of(key[: len(by)]) if title_of else " / ".join(map(str, key[: len(by)]))
         metrics = sorted(g["metric"].unique())
         if multi_metric:
             title += f" ({key[-1]})"
@@ -224,6 +225,7 @@ def _curves(
     hue_order: list[str] | None,
     title: str,
     hue_labels: dict[str, str] | None = None,
+    panel_title=None,
 ) -> list[str]:
     """Shared drawing code of Fig. 2 / Fig. 5: categorical fraction axis (1 on the left, 0 on the right, as the
     paper's), mean + CI band."""
@@ -241,7 +243,7 @@ def _curves(
     styles = {k: (_LINESTYLES[i % len(_LINESTYLES)], _MARKERS[i % len(_MARKERS)]) for i, k in enumerate(style_keys)}
     hue_labels = hue_labels or {}
 
-    panels = _panels(df, panel_by)
+    panels = _panels(df, panel_by, panel_title)
     n = len(panels)
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
@@ -287,6 +289,9 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     One panel per task (separate y axes), one colour per model, one line style per
     (constants, selection); the x axis is categorical and decreasing, as the paper's (1, 1/2, 1/8,
     1/16, 0 -- whatever fractions the table holds) so that 0 is shown; bands are the 95% CIs.
+    Models of different sizes (their number of attention heads, read from ``n_dynamic``) get panels
+    of their own, smaller models first, as the paper's Fig. 2(a) BASE and 2(b) LARGE: each model is
+    compared with those of its size (a model's colour is the same in every panel).
 
     Args:
         summary: a :func:`papa.tables.summary_table` frame.
@@ -300,15 +305,29 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     df = _main_only(summary, main_only)
     if df.empty:
         raise NothingToPlot("plot_fraction_curves: nothing to plot")
+    heads = _model_heads(df) if "n_dynamic" in df.columns else {}
+    by_size = len(set(heads.values())) > 1
+    if by_size:
+        df = df.assign(heads=df["model"].map(heads))
     return _curves(
         df,
         out,
-        panel_by=["task"],
+        panel_by=["heads", "task"] if by_size else ["task"],
         hue="model",
         style=["constants", "selection"],
         hue_order=None,
         title="Probe score vs input-dependent heads",
+        panel_title=(lambda key: f"{key[1]} ({key[0]}-head models)") if by_size else None,
     )
+
+
+def _model_heads(summary: pd.DataFrame) -> dict[str, int]:
+    """Each model's number of attention heads (layers x heads per layer), read back from a summary's
+    ``n_dynamic`` at the model's largest fraction_dynamic above 0 (the heads left input-dependent, rounded
+    from fraction x heads: exact at fraction 1)."""
+    df = summary[summary["fraction_dynamic"].astype(float) > 0]
+    top = df.sort_values("fraction_dynamic", kind="stable").groupby("model").tail(1)
+    return {m: int(round(n / float(f))) for m, n, f in zip(top["model"], top["n_dynamic"], top["fraction_dynamic"])}
 
 
 def selection_orders_frame(summary: pd.DataFrame, task: str | None = None) -> pd.DataFrame:

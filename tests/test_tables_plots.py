@@ -505,6 +505,33 @@ def test_fraction_axes_read_from_every_head_input_dependent_to_none(summary, plo
     assert fig6 == [paper]
 
 
+def test_fraction_curves_give_each_model_size_its_panels(summary, plot_dir, monkeypatch):
+    """The paper's Fig. 2 compares models of one size: (a) the BASE models, (b) the LARGE ones. config/paper.yaml's
+    BERT/RoBERTa/DeBERTa base and large shared every task's panel. Models of different head counts get panels of
+    their own, smaller first, each model in one colour throughout; a run of one size keeps a panel per task."""
+    titles = []
+    save = plots._save
+
+    def spy(fig, out):
+        titles.append([(ax.get_title(), sorted(line.get_color() for line in ax.lines)) for ax in fig.axes
+                       if ax.get_visible()])  # fmt: skip
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    plots.plot_fraction_curves(summary, plot_dir / "one_size")
+    assert [t for t, _ in titles[0]] == ["cola", "sst2"]
+    large = summary[summary.model == "roberta-base"].assign(  # a LARGE model: 384 heads
+        model="roberta-large", n_dynamic=lambda d: [round(f * 384) for f in d.fraction_dynamic]
+    )
+    plots.plot_fraction_curves(pd.concat([summary, large], ignore_index=True), plot_dir / "two_sizes")
+    panels = titles[1]
+    assert [t for t, _ in panels] == ["cola (144-head models)", "sst2 (144-head models)",
+                                      "cola (384-head models)", "sst2 (384-head models)"]  # fmt: skip
+    base, big = {c for _, cs in panels[:2] for c in cs}, {c for _, cs in panels[2:] for c in cs}
+    assert len(base) == 2 and len(big) == 1 and not base & big  # two base models; the large one's colour its own
+    assert plots._model_heads(summary[summary.fraction_dynamic < 1]) == {"bert-base": 144, "roberta-base": 144}
+
+
 def test_constant_kinds_are_points_on_a_cut_axis_not_bars(plot_dir, monkeypatch):
     """The constant-kinds figure drew bars on a y axis starting near the lowest score (0.55): a bar's length then
     meant nothing (a kind 0.05 below another drawn at half its height). Each kind is a point at its mean, with its CI,
