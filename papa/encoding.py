@@ -6,7 +6,9 @@ example. Pairs: the middle separator block starts at N/2 with sentence B right a
 each side truncated to its half; ``token_type_ids`` mark sentence B (and its closing
 separator) as segment 1 wherever the tokenizer's own template does (the middle separator, closing
 sentence A, keeps segment 0). A single text fills up to
-N - 2 tokens (App. A). ``layout="standard"`` is ordinary right padding.
+N - 2 tokens (App. A). ``layout="standard"`` is ordinary right padding. In either layout a text
+too long for its room loses word pieces on the side the tokenizer's ``truncation_side`` says (its end
+by default, its start for ``"left"``); padding is on the right whatever the tokenizer's ``padding_side``.
 
 Two options of `encode` reproduce the authors' code (``run_papa_glue.py``,
 ``add_preprocess_func``) instead, in the papa layout; the defaults follow the paper:
@@ -511,6 +513,23 @@ def _longest_first(n_a: int, n_b: int, room: int, rust_rule: bool) -> tuple[int,
     return (high, low) if n_a > n_b else (low, high)
 
 
+def _truncation_side(tokenizer) -> str:
+    """The side the tokenizer cuts a long text on (its ``truncation_side``, ``"right"`` when it has none); another
+    value fails naming it (transformers itself refuses one only as it truncates)."""
+    side = getattr(tokenizer, "truncation_side", None) or "right"
+    if side not in ("right", "left"):
+        raise ValueError(f"{type(tokenizer).__name__}.truncation_side is {side!r}: a tokenizer truncates on the "
+                         f"'right' or the 'left'; set it to one of them")  # fmt: skip
+    return side
+
+
+def _keep(toks, k: int, left: bool):
+    """The ``k`` word pieces of ``toks`` a text keeps: its first ``k``, or its last where the tokenizer truncates on
+    the left (``truncation_side="left"``)."""
+    k = min(k, len(toks))
+    return toks[len(toks) - k :] if left else toks[:k]
+
+
 def encode(
     tokenizer,
     texts: Sequence[str] | Sequence[Sequence[str]],
@@ -595,6 +614,8 @@ def encode(
     has_types = "token_type_ids" in tokenizer.model_input_names or type(tokenizer).__name__ in SEGMENT_IDS
 
     rust_rule = bool(getattr(tokenizer, "is_fast", False))  # whose longest-first rule the standard layout follows
+    # a tokenizer that truncates on the left (truncation_side="left") keeps the end of a long text, in either layout
+    left = _truncation_side(tokenizer) == "left"
     ids_a, word_ids = _tokenize(tokenizer, texts, words)
     if words and labels is not None:
         _check_every_word_has_a_piece(texts, word_ids, tokenizer)
@@ -616,7 +637,8 @@ def encode(
         a = ids_a[r]
         if pairs is None:
             room = N - P - S if single_cap == "paper" or words else N // 2 - P
-            ta = a[:room]
+            # the authors' cap: the leading N/2 - P pieces of what the tokenizer kept at N
+            ta = _keep(a, N - P - S, left)[:room]
             truncated += len(a) > room
             put(r, 0, tpl.prefix, tpl.prefix_types)
             put(r, P, ta, tpl.type_a)
@@ -625,9 +647,10 @@ def encode(
             else:
                 put(r, P + len(ta), tpl.suffix, tpl.suffix_types)
             if tok_labels is not None:
-                wid = word_ids[r][: len(ta)]
+                start = len(a) - len(ta) if left else 0  # where the kept pieces start among the text's pieces
+                wid = word_ids[r][start : start + len(ta)]
                 lab = labels[r]
-                prev = None
+                prev = word_ids[r][start - 1] if start else None  # a word cut at its start: its first piece is lost
                 for j, w in enumerate(wid):
                     if w is not None and w != prev:
                         tok_labels[r, P + j] = lab[w]
@@ -637,7 +660,7 @@ def encode(
         if layout == "papa":
             half = N // 2
             room_a, room_b = half - P, N - half - M - S
-            ta, tb = a[:room_a], b[:room_b]
+            ta, tb = _keep(a, room_a, left), _keep(b, room_b, left)
             truncated += len(a) > room_a or len(b) > room_b
             put(r, 0, tpl.prefix, tpl.prefix_types)
             put(r, P, ta, tpl.type_a)
@@ -648,7 +671,7 @@ def encode(
             put(r, N - S, tpl.suffix, tpl.suffix_types)
         else:
             n_a, n_b = _longest_first(len(a), len(b), N - n_special, rust_rule)
-            ta, tb = list(a[:n_a]), list(b[:n_b])
+            ta, tb = list(_keep(a, n_a, left)), list(_keep(b, n_b, left))
             truncated += len(ta) < len(a) or len(tb) < len(b)
             pos = 0
             for toks, tt in (

@@ -152,6 +152,54 @@ def test_standard_pairs_are_truncated_as_the_tokenizer_truncates_them(family, mi
     assert not differ, f"(pieces of A, pieces of B, N) packed otherwise than the tokenizer packs them: {differ}"
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta", "mpnet", "deberta-v2"])
+def test_a_tokenizer_that_truncates_on_the_left_keeps_the_end_of_a_text(family, minilm):
+    """A tokenizer saved with ``truncation_side="left"`` keeps the end of a long text: the standard layout packs
+    singles and pairs as the tokenizer does, and the papa layout keeps each text's last word pieces (papa cut every
+    text on the right whatever the tokenizer said: other tokens than the tokenizer's, without a word)."""
+    import copy
+
+    tok = copy.deepcopy(minilm[1]) if family == "bert" else TOKENIZERS[family]()
+    tok.truncation_side = "left"
+    A = [" ".join(WORDS), "good movie", ""]
+    B = ["very good", " ".join(WORDS[::-1]), "test"]
+    for pairs in (None, B):
+        e = papa.encode(tok, A, pairs, max_length=9, layout="standard")
+        d = tok(A, pairs, truncation=True, max_length=9, padding="max_length", return_tensors="np")
+        assert np.array_equal(e.input_ids, d["input_ids"]) and np.array_equal(e.attention_mask, d["attention_mask"])
+        if e.token_type_ids is not None and "token_type_ids" in d:
+            assert np.array_equal(e.token_type_ids, d["token_type_ids"])
+    pieces = lambda t: tok(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    e = papa.encode(tok, A[:1], max_length=8)
+    P = len(papa.encoding.special_template(tok, False).prefix)
+    S = len(papa.encoding.special_template(tok, False).suffix)
+    assert list(e.input_ids[0, P : 8 - S]) == pieces(A[0])[-(8 - P - S) :] and e.n_truncated == 1
+    p = papa.encode(tok, A[:1], [WORDS[0] + " " + A[0]], max_length=16)
+    tpl = papa.encoding.special_template(tok, True)
+    a_room, b_room = 8 - len(tpl.prefix), 8 - len(tpl.mid) - len(tpl.suffix)
+    assert list(p.input_ids[0, len(tpl.prefix) : 8]) == pieces(A[0])[-a_room:]
+    assert list(p.input_ids[0, 8 + len(tpl.mid) : 16 - len(tpl.suffix)]) == pieces(A[0])[-b_room:]
+
+
+def test_left_truncated_words_keep_their_tags(minilm):
+    """Under ``truncation_side="left"`` a token task keeps its sentences' last words, each tag on its word's first
+    piece; a word whose first piece is cut off is not scored (no piece of it is its first)."""
+    import copy
+
+    tok = copy.deepcopy(minilm[1])
+    tok.truncation_side = "left"
+    words = ["Johanson", "lives", "in", "Paris", "today"]
+    pieces = tok(words, is_split_into_words=True, add_special_tokens=False)
+    wid = pieces.word_ids()
+    N = 2 + len(wid) - 1  # one piece too many: the first piece of "Johanson" is cut
+    e = papa.encode(tok, [words], labels=[[1, 2, 3, 4, 5]], max_length=N)
+    assert e.n_truncated == 1
+    assert list(e.input_ids[0, 1:-1]) == pieces["input_ids"][1:]
+    firsts = [j for j in range(1, len(wid)) if wid[j] != wid[j - 1]]
+    assert [int(e.labels[0, j]) for j in firsts] == [2, 3, 4, 5]  # 1 + j - 1: the row drops the first piece
+    assert (e.labels[0] != IGNORE).sum() == 4
+
+
 def test_long_texts_raise_no_length_warning(minilm, caplog):
     # encode truncates whole texts itself: transformers' warning that a text longer than model_max_length "will
     # result in indexing errors" is false here (the H100 rehearsal printed it once per tokenizing job)
