@@ -685,13 +685,15 @@ def encode(
                 pos += len(toks)
 
     if pairs is not None and has_types and pair_segments == "authors":
-        # the tokenizer's own segment ids of the ordinary pair, which the authors' code left in place
+        # the tokenizer's own segment ids of the ordinary pair, which the authors' code left in place; padded on
+        # the right, as every row here is (a tokenizer saved with padding_side="left" shifted them off their tokens)
         std = tokenizer(
             list(texts),
             list(pairs),
             truncation="longest_first",
             max_length=N,
             padding="max_length",
+            padding_side="right",
             return_token_type_ids=True,
         )
         types = np.asarray(std["token_type_ids"], dtype=np.int64)

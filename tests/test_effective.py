@@ -403,6 +403,21 @@ def test_pair_segments_authors_matches_the_authors_code(bert_tok):
     assert authors.meta["pair_segments"] == "authors"
 
 
+def test_pair_segments_authors_whatever_the_tokenizers_padding_side(bert_tok):
+    """The authors' segment ids are the ordinary pair's, padded on the right as papa pads every row: a tokenizer
+    saved with ``padding_side="left"`` gave them left-padded, shifted off the tokens they belong to (sentence B's
+    tokens segment 0, the row's last positions segment 1), without a word."""
+    import copy
+
+    texts, pairs, N = ["a man is playing a guitar", "short"], ["someone plays music", "six seven"], 32
+    right = papa.encode(bert_tok, texts, pairs=pairs, max_length=N, pair_segments="authors")
+    tok = copy.deepcopy(bert_tok)
+    tok.padding_side = "left"
+    left = papa.encode(tok, texts, pairs=pairs, max_length=N, pair_segments="authors")
+    np.testing.assert_array_equal(left.input_ids, right.input_ids)
+    np.testing.assert_array_equal(left.token_type_ids, right.token_type_ids)
+
+
 def test_encoding_options_are_checked(bert_tok):
     with pytest.raises(ValueError, match="single_cap"):
         papa.encode(bert_tok, ["a"], max_length=16, single_cap="half")
