@@ -610,7 +610,12 @@ def encode(
     n_special = len(tpl.prefix) + len(tpl.mid) + len(tpl.suffix)
     half_cap = pairs is None and single_cap == "authors" and not words
     _check_room(N, tpl, pairs is not None, layout, type(tokenizer).__name__, half_cap)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = tokenizer.pad_token_id
+    if pad is None:  # id 0 is <s> for RoBERTa, XLM-R and MPNet, whose position ids count every non-pad token
+        raise ValueError(f"{type(tokenizer).__name__} has no pad token, and every row is padded to max_length={N}: "
+                         f"set tokenizer.pad_token to the model's padding token (its config's pad_token_id) and save "
+                         f"the tokenizer beside the model (a model that counts its position ids after the padding "
+                         f"index, RoBERTa, XLM-R or MPNet, would read any other id as tokens)")  # fmt: skip
     has_types = "token_type_ids" in tokenizer.model_input_names or type(tokenizer).__name__ in SEGMENT_IDS
 
     rust_rule = bool(getattr(tokenizer, "is_fast", False))  # whose longest-first rule the standard layout follows

@@ -200,6 +200,18 @@ def test_left_truncated_words_keep_their_tags(minilm):
     assert (e.labels[0] != IGNORE).sum() == 4
 
 
+def test_a_tokenizer_without_a_pad_token_is_refused():
+    """A tokenizer without a pad token padded every row with id 0, RoBERTa's <s>: RoBERTa, XLM-R and MPNet count
+    their position ids over the tokens that are not padding, so sentence B and the final separator got other
+    positions than the model gives them (hidden states 1.8 apart in a tiny RoBERTa), without a word."""
+    tok = roberta_tok()
+    tok.pad_token = None
+    assert tok.pad_token_id is None
+    for layout in ("papa", "standard"):
+        with pytest.raises(ValueError, match="no pad token"):
+            papa.encode(tok, ["hi"], ["yo"], max_length=16, layout=layout)
+
+
 def test_long_texts_raise_no_length_warning(minilm, caplog):
     # encode truncates whole texts itself: transformers' warning that a text longer than model_max_length "will
     # result in indexing errors" is false here (the H100 rehearsal printed it once per tokenizing job)
