@@ -508,6 +508,21 @@ def vocabulary_problem(model, top_id: int) -> str | None:
     )
 
 
+def segment_problem(model, top_type: int) -> str | None:
+    """Why segment id ``top_type`` (``token_type_ids``) cannot go into ``model`` (beyond its ``type_vocab_size``
+    segment embeddings: an index error inside torch otherwise), None when it can or the model reads no segments
+    (``type_vocab_size`` 0: DeBERTa v1 and v3 add no segment embedding)."""
+    size = getattr(getattr(model, "config", None), "type_vocab_size", None)
+    if not size or top_type < size:
+        return None
+    return (
+        f"segment id {top_type} (token_type_ids), and the model has {size} segment embedding"
+        f"{'' if size == 1 else 's'} (type_vocab_size): its tokenizer gives sentence B a segment the model never "
+        f"saw (a BERT tokenizer beside a RoBERTa model, as some hub models ship them); save the tokenizer with "
+        f"model_input_names=['input_ids', 'attention_mask'], so that no segment ids are given"
+    )
+
+
 def _checked_batch(batch, done: int, model) -> torch.Tensor:
     """The ``input_ids`` of one batch of `average_attention`, failing on what the model would fail on deep inside
     (or average silently): not a dict of tensors, no rows, ids beyond the vocabulary (another model's tokenizer),
@@ -527,6 +542,9 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
         raise TypeError(f"{where}: input_ids are {str(ids.dtype).removeprefix('torch.')}, and token ids are "
                         f"integers: pass them as torch.long (enc.batches(32) does)")  # fmt: skip
     why = vocabulary_problem(model, int(ids.max()))
+    types = batch.get("token_type_ids")
+    if not why and isinstance(types, torch.Tensor) and types.numel():
+        why = segment_problem(model, int(types.max()))
     if why:
         raise ValueError(f"{where} holds {why}")
     mask = batch.get("attention_mask")

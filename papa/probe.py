@@ -681,9 +681,10 @@ def check_splits(train_enc: Encoded, val_enc: Encoded, kind: str, n_labels: int)
 
 def check_model_inputs(model, *splits: Encoded) -> None:
     """Fail before training when ``model`` cannot run ``splits``: a family PAPA does not support (GPT-2, T5: its
-    probe would train on an encoder papa cannot patch), inputs longer than its positions, or token ids beyond its
-    vocabulary (tokens of another model's tokenizer: an index error inside torch otherwise)."""
-    from .constants import vocabulary_problem
+    probe would train on an encoder papa cannot patch), inputs longer than its positions, token ids beyond its
+    vocabulary (tokens of another model's tokenizer: an index error inside torch otherwise), or segment ids beyond its
+    segment embeddings (a BERT tokenizer beside a RoBERTa model: the same)."""
+    from .constants import segment_problem, vocabulary_problem
     from .models import check_positions, check_weights_loaded, family_of
 
     family_of(model)
@@ -691,6 +692,8 @@ def check_model_inputs(model, *splits: Encoded) -> None:
     for enc in splits:
         check_positions(model, enc.max_length)
         why = vocabulary_problem(model, int(np.asarray(enc.input_ids).max()) if len(enc) else -1)
+        if not why and enc.token_type_ids is not None and len(enc):
+            why = segment_problem(model, int(np.asarray(enc.token_type_ids).max()))
         if why:
             raise ValueError(f"the inputs hold {why}")
 

@@ -1122,6 +1122,29 @@ def test_models_and_matrices_without_values_and_masks_that_are_no_masks_are_refu
         papa.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir=tmp_path / "file")
 
 
+def test_segment_ids_beyond_the_models_segments_are_refused(minilm):
+    """A BERT tokenizer beside a RoBERTa model of one segment embedding (``type_vocab_size`` 1, as some hub models
+    ship them) gives sentence B segment 1: averaging and the probe failed with torch's bare 'IndexError: index out of
+    range in self' deep inside the embeddings; they name the segment ids and what to change, before any work."""
+    import transformers as tf
+
+    from papa.probe import TrainConfig, run_probe
+
+    tok = minilm[1]
+    torch.manual_seed(0)
+    model = tf.RobertaModel(tf.RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
+                                             num_attention_heads=4, intermediate_size=64, max_position_embeddings=80,
+                                             type_vocab_size=1, pad_token_id=tok.pad_token_id))  # fmt: skip
+    enc = papa.encode(tok, TEXTS, pairs=TEXTS[::-1], labels=[0, 1] * 3, max_length=16)
+    assert enc.token_type_ids.max() == 1
+    with pytest.raises(ValueError, match=r"segment id 1 \(token_type_ids\), and the model has 1 segment embedding"):
+        papa.average_attention(model, enc.batches(4))
+    with pytest.raises(ValueError, match="model_input_names"):
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(epochs=1))
+    single = papa.encode(tok, TEXTS, max_length=16)  # segment 0 only: as before
+    assert papa.average_attention(model, single.batches(4)).mean.shape[-1] == 16
+
+
 def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, tmp_path):
     """What a notebook can get wrong fails first, naming the argument and what to change (from a review of ~515
     cases): not after an epoch, not deep inside torch or transformers, and never with a silent wrong result."""
