@@ -440,10 +440,33 @@ def _tokenize(tokenizer, texts, words: bool):
             # space ("Ġworld"), as add_prefix_space=True does (HF run_ner, the authors' run_papa_ner.py);
             # without it transformers 5 silently encodes every word as the start of a text ("w or ld")
             texts = [[" " + w for w in ws] for ws in texts]
+        if not getattr(tokenizer, "is_fast", False):
+            return _word_pieces_one_by_one(tokenizer, texts)
         enc = tokenizer(texts, is_split_into_words=True, add_special_tokens=False, verbose=False)
         return enc["input_ids"], [enc.word_ids(i) for i in range(len(texts))]
     enc = tokenizer(list(texts), add_special_tokens=False, verbose=False)
     return enc["input_ids"], None
+
+
+def _word_pieces_one_by_one(tokenizer, texts):
+    """The word pieces and word ids of pre-split sentences for a tokenizer of transformers' Python backend (PhoBERT,
+    BERTweet, FlauBERT, XLM: ``is_fast`` False), which gives no ``word_ids()`` (transformers' ValueError "word_ids()
+    is not available when using Python based tokenizers" was every token task's end). Such a tokenizer encodes a
+    pre-split sentence word by word, each word tokenized alone and the pieces chained, so each word encoded alone
+    gives the same pieces."""
+    flat = [w for ws in texts for w in ws]
+    pieces = tokenizer([[w] for w in flat], is_split_into_words=True, add_special_tokens=False,
+                       verbose=False)["input_ids"] if flat else []  # fmt: skip
+    ids, word_ids, k = [], [], 0
+    for ws in texts:
+        row, wid = [], []
+        for j in range(len(ws)):
+            row += pieces[k]
+            wid += [j] * len(pieces[k])
+            k += 1
+        ids.append(row)
+        word_ids.append(wid)
+    return ids, word_ids
 
 
 class WordWithoutPiece(ValueError):

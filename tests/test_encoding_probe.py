@@ -212,6 +212,31 @@ def test_a_tokenizer_without_a_pad_token_is_refused():
             papa.encode(tok, ["hi"], ["yo"], max_length=16, layout=layout)
 
 
+def test_a_python_backend_tokenizer_encodes_a_token_task(tmp_path):
+    """Transformers' Python-backend tokenizers (``is_fast`` False: PhoBERT, BERTweet, FlauBERT, XLM) give no
+    ``word_ids()``: every token task failed with transformers' "word_ids() is not available when using Python based
+    tokenizers". Each word's pieces are those the tokenizer gives the pre-split sentence, the tag on its first."""
+    from transformers import PhobertTokenizer
+
+    (tmp_path / "vocab.txt").write_text("".join(f"{c} 1\n{c}@@ 1\n" for c in "abcdefghijklmnopqrstuvwxyz")
+                                        + "".join(f"{w} 1\n" for w in WORDS))  # fmt: skip
+    (tmp_path / "bpe.codes").write_text("#version: 0.2\n")
+    tok = PhobertTokenizer(str(tmp_path / "vocab.txt"), str(tmp_path / "bpe.codes"))
+    assert not tok.is_fast
+    words = [["hello", "world", "bad"], ["very", "good", "movie", "xyz"]]
+    labels = [[0, 1, 2], [3, 4, 5, 6]]
+    e = papa.encode(tok, words, labels=labels, max_length=20)
+    for r, ws in enumerate(words):
+        pieces = tok(ws, is_split_into_words=True, add_special_tokens=False)["input_ids"]
+        assert list(e.input_ids[r, 1 : 1 + len(pieces)]) == pieces
+        firsts, at = [], 1
+        for w in ws:
+            firsts.append(at)
+            at += len(tok(w, add_special_tokens=False)["input_ids"])
+        assert [int(e.labels[r, j]) for j in firsts] == labels[r]
+        assert (e.labels[r] != IGNORE).sum() == len(ws)
+
+
 def test_long_texts_raise_no_length_warning(minilm, caplog):
     # encode truncates whole texts itself: transformers' warning that a text longer than model_max_length "will
     # result in indexing errors" is false here (the H100 rehearsal printed it once per tokenizing job)
