@@ -8,6 +8,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# MKL's conditional numerical reproducibility, as a workflow job sets it (papa.io.seed_everything), before the
+# first matrix product: without it a test run alone with two torch threads (pytest without -n) saw the same average
+# of two copies of one model's weights differ in the last bits (MKL's float32 products follow the data's alignment)
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 
 def pytest_configure(config):
