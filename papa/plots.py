@@ -291,7 +291,8 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     1/16, 0 -- whatever fractions the table holds) so that 0 is shown; bands are the 95% CIs.
     Models of different sizes (their number of attention heads, read from ``n_dynamic``) get panels
     of their own, smaller models first, as the paper's Fig. 2(a) BASE and 2(b) LARGE: each model is
-    compared with those of its size (a model's colour is the same in every panel).
+    compared with those of its size (a model's colour is the same in every panel). Where a model's size
+    cannot be read (no row above fraction 0), every model shares a panel per task.
 
     Args:
         summary: a :func:`papa.tables.summary_table` frame.
@@ -306,7 +307,9 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
     if df.empty:
         raise NothingToPlot("plot_fraction_curves: nothing to plot")
     heads = _model_heads(df) if "n_dynamic" in df.columns else {}
-    by_size = len(set(heads.values())) > 1
+    # a model without a row above fraction 0 shows no size: split by size only when every model's is read (a NaN
+    # size was a key groupby drops, and the model's curve vanished without a word)
+    by_size = len(set(heads.values())) > 1 and set(heads) >= set(df["model"])
     if by_size:
         df = df.assign(heads=df["model"].map(heads))
     return _curves(
@@ -324,7 +327,7 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
 def _model_heads(summary: pd.DataFrame) -> dict[str, int]:
     """Each model's number of attention heads (layers x heads per layer), read back from a summary's
     ``n_dynamic`` at the model's largest fraction_dynamic above 0 (the heads left input-dependent, rounded
-    from fraction x heads: exact at fraction 1)."""
+    from fraction x heads: exact at fraction 1); a model without a row above fraction 0 is left out."""
     df = summary[summary["fraction_dynamic"].astype(float) > 0]
     top = df.sort_values("fraction_dynamic", kind="stable").groupby("model").tail(1)
     return {m: int(round(n / float(f))) for m, n, f in zip(top["model"], top["n_dynamic"], top["fraction_dynamic"])}

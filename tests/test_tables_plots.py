@@ -532,6 +532,30 @@ def test_fraction_curves_give_each_model_size_its_panels(summary, plot_dir, monk
     assert plots._model_heads(summary[summary.fraction_dynamic < 1]) == {"bert-base": 144, "roberta-base": 144}
 
 
+def test_fraction_curves_draw_a_model_whose_size_cannot_be_read(summary, plot_dir, monkeypatch):
+    """A model with no row above fraction 0 (a summary cut to the all-constant runs) shows no head count in
+    n_dynamic: beside models of two sizes its curve vanished from Fig. 2 without a word (its size NaN, a key
+    groupby drops) and the panels were titled '144.0-head models'. Every model is drawn: the figure keeps a panel
+    per task when a model's size cannot be read."""
+    titles = []
+    save = plots._save
+
+    def spy(fig, out):
+        titles.append([(ax.get_title(), {line.get_color() for line in ax.lines}) for ax in fig.axes
+                       if ax.get_visible()])  # fmt: skip
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    large = summary[summary.model == "roberta-base"].assign(
+        model="roberta-large", n_dynamic=lambda d: [round(f * 384) for f in d.fraction_dynamic]
+    )
+    zero = summary[(summary.model == "bert-base") & (summary.fraction_dynamic == 0)].assign(model="distilbert")
+    plots.plot_fraction_curves(pd.concat([summary, large, zero], ignore_index=True), plot_dir / "unknown_size")
+    panels = titles[0]
+    assert [t for t, _ in panels] == ["cola", "sst2"], panels
+    assert all(len(colours) == 4 for _, colours in panels), panels  # bert, roberta, roberta-large, distilbert
+
+
 def test_constant_kinds_are_points_on_a_cut_axis_not_bars(plot_dir, monkeypatch):
     """The constant-kinds figure drew bars on a y axis starting near the lowest score (0.55): a bar's length then
     meant nothing (a kind 0.05 below another drawn at half its height). Each kind is a point at its mean, with its CI,
