@@ -326,11 +326,25 @@ def plot_fraction_curves(summary: pd.DataFrame, out, main_only: bool = True) -> 
 
 def _model_heads(summary: pd.DataFrame) -> dict[str, int]:
     """Each model's number of attention heads (layers x heads per layer), read back from a summary's
-    ``n_dynamic`` at the model's largest fraction_dynamic above 0 (the heads left input-dependent, rounded
-    from fraction x heads: exact at fraction 1); a model without a row above fraction 0 is left out."""
+    ``n_dynamic``: at fraction 1 it is the total; without that row, a total that gives each of the model's rows
+    above fraction 0 its ``n_dynamic`` (`papa.spec.n_dynamic`, rounded), one another model shows at fraction 1
+    first, else the nearest to n_dynamic / fraction at its largest fraction (0.3 of 144 heads is 43, which 142 to
+    144 give alike). A model without a row above fraction 0 is left out."""
+    from .spec import is_original, n_dynamic
+
     df = summary[summary["fraction_dynamic"].astype(float) > 0]
-    top = df.sort_values("fraction_dynamic", kind="stable").groupby("model").tail(1)
-    return {m: int(round(n / float(f))) for m, n, f in zip(top["model"], top["n_dynamic"], top["fraction_dynamic"])}
+    rows = {m: sorted({(float(f), int(n)) for f, n in zip(g["fraction_dynamic"], g["n_dynamic"])}, reverse=True)
+            for m, g in df.groupby("model", sort=True)}  # fmt: skip
+    out = {m: r[0][1] for m, r in rows.items() if is_original(r[0][0])}
+    known = set(out.values())
+    for m, r in rows.items():
+        if m not in out:
+            f, n = r[0]
+            guess = max(1, round(n / f))
+            fits = [t for t in range(max(1, int((n - 1) / f)), int((n + 1) / f) + 2)
+                    if all(n_dynamic(x, t) == k for x, k in r)]  # fmt: skip
+            out[m] = min(fits, key=lambda t: (t not in known, abs(t - n / f))) if fits else guess
+    return out
 
 
 def selection_orders_frame(summary: pd.DataFrame, task: str | None = None) -> pd.DataFrame:

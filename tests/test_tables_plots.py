@@ -556,6 +556,22 @@ def test_fraction_curves_draw_a_model_whose_size_cannot_be_read(summary, plot_di
     assert all(len(colours) == 4 for _, colours in panels), panels  # bert, roberta, roberta-large, distilbert
 
 
+def test_model_sizes_are_read_back_exactly_without_fraction_one(summary):
+    """Without its fraction-1 rows a model's size was n_dynamic / fraction at its largest fraction, rounded: 0.3 of
+    144 heads leaves round(43.2) = 43 input-dependent, read back as 143, so a BASE model cut to its partial runs got
+    panels of its own beside the 144-head ones. The size is one that gives every row its n_dynamic
+    (papa.spec.n_dynamic), a size another model shows at fraction 1 first."""
+    from papa.spec import n_dynamic
+
+    cut = summary[(summary.model == "bert-base") & summary.fraction_dynamic.isin([0.5, 0.0])].assign(
+        model="electra-base", fraction_dynamic=lambda d: d.fraction_dynamic.replace({0.5: 0.3}),
+        n_dynamic=lambda d: [n_dynamic(f, 144) for f in d.fraction_dynamic])  # fmt: skip
+    assert set(cut.n_dynamic) == {43, 0}
+    both = pd.concat([summary, cut], ignore_index=True)
+    assert plots._model_heads(both) == {"bert-base": 144, "roberta-base": 144, "electra-base": 144}
+    assert plots._model_heads(cut) == {"electra-base": 143}  # alone, 142 to 144 fit: the nearest to 43 / 0.3
+
+
 def test_constant_kinds_are_points_on_a_cut_axis_not_bars(plot_dir, monkeypatch):
     """The constant-kinds figure drew bars on a y axis starting near the lowest score (0.55): a bar's length then
     meant nothing (a kind 0.05 below another drawn at half its height). Each kind is a point at its mean, with its CI,
