@@ -643,7 +643,8 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
         ax.set_xticks(x, g["constants"], rotation=35, ha="right")
         ax.set_title(f"{task} ({model})")
         ax.set_ylabel(str(g["metric"].iloc[0]))
-        lo = min(float(g["mean"].min()), float(g["original"].iloc[0]))
+        # below every lower whisker too: an axis cut between a mean and its CI's end drew a narrower interval
+        lo = min(float((g["mean"] - g["ci95"].fillna(0)).min()), float(g["original"].iloc[0]))
         ax.set_ylim(max(0.0, lo - 0.1) if lo >= 0 else lo - 0.1, None)
         ax.legend(loc="lower right", fontsize=8)
     fig.suptitle("All heads replaced: constant matrix kinds")

@@ -600,6 +600,28 @@ def test_constant_kinds_are_points_on_a_cut_axis_not_bars(plot_dir, monkeypatch)
     assert 0.0 < bottom <= 0.59  # cut below the lowest point and its CI, not at 0
 
 
+def test_constant_kinds_axis_keeps_every_confidence_interval(plot_dir, monkeypatch):
+    """The constant-kinds axis was cut 0.1 below the lowest mean: a kind whose 95% CI reaches further down (three
+    seeds of CoLA's MCC with every head constant: +-0.15) had its lower whisker cut off by the axis, a narrower
+    interval than the table's, without a word. The axis starts below every whisker."""
+    table = pd.DataFrame(
+        [dict(model="m", task="t", constants=k, metric="mcc", mean=v, ci95=ci, original=0.6, is_main=True)
+         for k, v, ci in (("average", 0.5, 0.02), ("identity", 0.3, 0.15), ("zeros", 0.32, 0.01))]
+    )  # fmt: skip
+    seen = []
+    save = plots._save
+
+    def spy(fig, out):
+        (ax,) = [a for a in fig.axes if a.get_visible()]
+        seen.append(ax.get_ylim())
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    plots.plot_constant_kinds(table, plot_dir / "kinds_wide_ci")
+    ((bottom, top),) = seen
+    assert 0.0 < bottom <= 0.3 - 0.15 and top >= 0.6, (bottom, top)
+
+
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
 # patterns, plot, mlm_table) on synthetic per-run files
 
