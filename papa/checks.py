@@ -39,6 +39,7 @@ from .spec import (
     ORIGINAL,
     PREPARED_SPLITS,
     ConstantsSpec,
+    check_fraction,
     format_fraction,
     is_all_constant,
     is_original,
@@ -664,7 +665,7 @@ def mlm_sweep(sweep: dict) -> dict:
     """``sweep.fraction_dynamic`` (from 1 down) and ``sweep.seeds`` (ascending) as rule mlm's params. One job runs
     every fraction and seed, each seeded on its own (`papa.mlm.mlm_curve`), so the order the config lists them in
     changes no number: written in one order, reordering them reruns nothing (the shipped configs' order)."""
-    return {"fraction_dynamic": sorted((float(f) for f in sweep["fraction_dynamic"]), reverse=True),
+    return {"fraction_dynamic": sorted((check_fraction(f) for f in sweep["fraction_dynamic"]), reverse=True),
             "seeds": sorted(int(s) for s in sweep["seeds"])}  # fmt: skip
 
 

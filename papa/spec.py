@@ -161,7 +161,8 @@ ALL_CONSTANT = 0.0
 
 
 def check_fraction(fraction_dynamic) -> float:
-    """``fraction_dynamic`` as a float, failing unless it lies in [0, 1] (a bool is no fraction, NaN lies nowhere)."""
+    """``fraction_dynamic`` as a float, failing unless it lies in [0, 1] (a bool is no fraction, NaN lies nowhere);
+    ``-0.0`` is 0 (a config's ``-0`` named its runs ``fraction_dynamic=-0``, beside those of ``0``)."""
     import numbers
 
     # a number (a 0-d array or tensor too), or the text of one (a path's fraction_dynamic=0.5, a Snakemake
@@ -175,7 +176,7 @@ def check_fraction(fraction_dynamic) -> float:
         raise ValueError(f"fraction_dynamic must be a number in [0, 1], got {fraction_dynamic!r}") from None
     if not 0.0 <= f <= 1.0:
         raise ValueError(f"fraction_dynamic must be in [0, 1], got {fraction_dynamic}")
-    return f
+    return f + 0.0  # -0.0 + 0.0 is 0.0
 
 
 def format_fraction(fraction_dynamic) -> str:

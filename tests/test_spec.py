@@ -103,6 +103,17 @@ def test_fraction_dynamic_helpers():
     assert not spec.needs_lambdas("random", 0.5)
     with pytest.raises(ValueError, match=r"fraction_dynamic must be in \[0, 1\]"):
         spec.format_fraction(1.5)
+    # -0.0 is 0: a config's -0 named its runs fraction_dynamic=-0 (beside 0's) and rule mlm's params held -0.0
+    import math
+
+    from papa.checks import mlm_sweep, probe_runs
+
+    assert spec.format_fraction(-0.0) == "0" and math.copysign(1, spec.check_fraction(-0.0)) == 1
+    assert math.copysign(1, mlm_sweep({"fraction_dynamic": [1, -0.0], "seeds": [0]})["fraction_dynamic"][-1]) == 1
+    cfg = {"models": {"m": "x"}, "tasks": {"t": {"dataset": "d"}}, "analyses": {"tasks": [], "constant_kinds": [],
+           "cross_corpus": [], "head_orders": []}, "model_tasks": {},
+           "sweep": {"fraction_dynamic": [1, -0.0], "constants": ["average"], "selections": ["lambda"]}}  # fmt: skip
+    assert [run[-1] for run in probe_runs(cfg)] == ["1", "0"]
     with pytest.raises(ValueError, match="Unknown head order"):
         spec.needs_lambdas("lambdas", 0.5)
 
