@@ -658,7 +658,7 @@ def tokenize(stage: TokenizeStage) -> Encoded:
     if task.kind == "token":  # the words a cut sentence loses are not scored (each scored word: its first piece)
         words = int(sum(int((np.asarray(t) != IGNORE).sum()) for t in df["tags"]))
         cut = words - int((np.asarray(enc.labels) != IGNORE).sum())
-        lost = f", {cut} of {words} words past N unscored ({100 * cut / max(words, 1):.2f}%)"
+        lost = f", {cut} of {words} words cut off at N unscored ({100 * cut / max(words, 1):.2f}%)"
     log.info(
         "tokenized %s/%s: %d examples at N=%d, %d truncated (%.2f%%)%s, in %.1f s (%.0f examples/s)",
         task.name,

@@ -712,4 +712,4 @@ def test_the_tokenize_stage_counts_the_words_a_cut_sentence_loses(tmp_path, capl
     scored = int((enc.labels != -100).sum())
     assert scored == 2 + 14
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tokenized d/train")]
-    assert "2 examples at N=16, 1 truncated (50.00%), 6 of 22 words past N unscored (27.27%)" in line, line
+    assert "2 examples at N=16, 1 truncated (50.00%), 6 of 22 words cut off at N unscored (27.27%)" in line, line

@@ -101,7 +101,7 @@ def _comment_hint(lineno: int, text: str) -> str:
     the line's first word for others (OntoNotes' ``#begin document``, which ``'^# '`` left in place)."""
     word = text.split(None, 1)[0] if text.strip() else "#"
     if _DOCUMENT_LINE.match(text):  # both of OntoNotes' document lines at once ('^#end' would take #endgame too)
-        grep = "grep -v -E '^#(begin|end) document' removes OntoNotes' document lines"
+        grep = "grep -v -E '^#(begin|end) document([[:space:]]|$)' removes OntoNotes' document lines"
     elif word == "#":
         grep = "grep -v '^# ' removes every line starting with '# ', a token '#' among them if the file has one"
     else:
