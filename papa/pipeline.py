@@ -1974,7 +1974,8 @@ def plot_figures(stage: PlotStage) -> None:
     representative heads of each constant-matrix file that is not data-free."""
     from . import plots
 
-    with plots.recorded(stage.provenance()):  # each figure carries it, as the tables do theirs
+    # each figure carries it, as the tables do theirs; drawn in matplotlib's defaults, whatever matplotlibrc is found
+    with plots.recorded(stage.provenance()), plots.default_style():
         _plot_figures(stage)
 
 
@@ -2074,6 +2075,6 @@ def tabulate_mlm(stage: MLMTableStage) -> pd.DataFrame:
 
     table = tables.mlm_table([io.read_parquet(p) for p in stage.scores])
     io.write_parquet(table, stage.out_table, stage.provenance())
-    with plots.recorded(stage.provenance()):
+    with plots.recorded(stage.provenance()), plots.default_style():  # not a matplotlibrc's style
         plots.plot_mlm(table, stage.out_plot)
     return table

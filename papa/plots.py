@@ -113,6 +113,18 @@ def recorded(record: dict):
         _RECORD.reset(token)
 
 
+@contextlib.contextmanager
+def default_style():
+    """Figures drawn and saved inside this block start from matplotlib's own defaults, not from a matplotlibrc's
+    settings (the working folder's, where Snakemake runs the jobs, ``$MATPLOTLIBRC``'s, ``~/.config/matplotlib``'s,
+    read as matplotlib is imported) or a style set before; the block's settings are undone as it ends. The workflow's
+    plot and mlm_table jobs draw in it: such a file is no input of theirs, and under another one their figures came
+    out otherwise (other fonts, line widths, colours) while Snakemake reran nothing."""
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()  # matplotlib's defaults, the backend kept (matplotlib.style.core.STYLE_BLACKLIST)
+        yield
+
+
 def figure_record(path: str | os.PathLike) -> dict | None:
     """The record a figure was saved with (`recorded`), None when it carries none."""
     import html

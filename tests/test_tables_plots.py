@@ -976,3 +976,54 @@ def test_mlm_table_stage(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(stage.out_table), tables.mlm_table(frames))
     assert table["drop"].max() == pytest.approx(1.0)
     assert_written([str(tmp_path / "mlm.png"), str(tmp_path / "mlm.svg")], tmp_path / "mlm")
+
+
+def _drawn(folder: Path) -> dict:
+    """The figures under ``folder`` as drawn: a PNG's pixels, an SVG without its metadata (the stage's record)."""
+    import re
+
+    from PIL import Image
+
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.suffix == ".png":
+            with Image.open(p) as im:
+                out[p.relative_to(folder).as_posix()] = np.asarray(im).tobytes()
+        elif p.suffix == ".svg":
+            out[p.relative_to(folder).as_posix()] = re.sub(r"<metadata>.*?</metadata>", "", p.read_text(), flags=re.S)
+    return out
+
+
+def test_the_workflow_figures_are_drawn_whatever_matplotlibrc_is_found(report, tmp_path):
+    """matplotlib reads a matplotlibrc as it is imported (the working folder's, where Snakemake runs the jobs;
+    $MATPLOTLIBRC's; ~/.config/matplotlib's): a file the plot and mlm_table jobs read that is no input of theirs. One
+    dropped into the checkout (lines.linewidth, font.family) redrew Table 1's and Fig. 5's figures otherwise on the
+    next forced run, while `snakemake -n` had nothing to do (review CC). The stages draw in matplotlib's own
+    defaults (plots.default_style): the same figures under any rc, and the caller's settings as they were after."""
+    from dataclasses import replace
+
+    import matplotlib
+    from cycler import cycler
+
+    from papa import pipeline
+
+    user_rc = {"lines.linewidth": 6.0, "font.family": "monospace", "axes.prop_cycle": cycler(color=["k", "r"]),
+               "axes.facecolor": "yellow", "svg.fonttype": "none"}  # fmt: skip
+    drawn = {}
+    for name, rc in (("plain", {}), ("user_rc", user_rc)):
+        P = tmp_path / name / "plots"
+        outs = {f: str(P / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
+        mlm = tmp_path / name / "mlm.parquet"
+        mlm.parent.mkdir()
+        rows = [dict(model="bert", dataset="wiki", head="probe", n_eval=10, fraction_dynamic=f, n_dynamic=int(8 * f),
+                     neg_log_ppl=-2.0 - (1 - f), perplexity=np.exp(3 - f)) for f in (1.0, 0.5, 0.0)]  # fmt: skip
+        pd.DataFrame(rows).to_parquet(mlm)
+        table = pipeline.MLMTableStage(scores=[str(mlm)], out_table=str(tmp_path / name / "t.parquet"),
+                                       out_plot=str(P / "mlm"))  # fmt: skip
+        with matplotlib.rc_context(rc):  # as a matplotlibrc sets them, before any figure is drawn
+            pipeline.plot_figures(replace(report.plot, **outs))
+            pipeline.tabulate_mlm(table)
+            assert matplotlib.rcParams["lines.linewidth"] == rc.get("lines.linewidth", 1.5)  # the caller's, kept
+        drawn[name] = _drawn(P)
+    assert len(drawn["plain"]) >= 10 and drawn["plain"].keys() == drawn["user_rc"].keys()
+    assert [f for f in drawn["plain"] if drawn["plain"][f] != drawn["user_rc"][f]] == []
