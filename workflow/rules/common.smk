@@ -12,7 +12,7 @@ from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
 from papa.io import file_digest, interrupt_on_stop_signals, model_folder_files
-from papa.models import model_release
+from papa.models import ALIASES, model_release
 from papa.spec import ConstantsSpec, is_original, needs_lambdas
 from snakemake.logging import logger
 from snakemake.settings.enums import RerunTrigger
@@ -213,11 +213,21 @@ def model_input(model, reads="model"):
     that read it: the folder rule build_model writes, or the files of a local folder the job reads
     (papa.io.model_folder_files; reads: "model" every file, "tokenizer" all but the weights, "config" its
     config.json). Files, not the folder: a file overwritten in place leaves its folder's time as it was.
-    Hub ids and aliases: none."""
+    Hub ids and aliases: none; a package alias (minilm) even where a folder of that name is in the working folder,
+    which papa.models.resolve_model_path never loads for it (it listed that folder's files as the inputs, and their
+    digest as the release param, of jobs that read the package's model: a new release reran nothing)."""
     if isinstance(config["models"][model], dict):
         return [model_path(model)]
+    if is_package_alias(model_path(model)):
+        return []
     path = os.path.expanduser(model_path(model))
     return list(folder_files(path, reads)) if os.path.isdir(path) else []
+
+
+def is_package_alias(name):
+    """Whether papa.models.resolve_model_path loads ``name`` from a PyPI package (papa.models.ALIASES) whatever the
+    working folder holds: a folder of that name is never read."""
+    return str(name).lower() in ALIASES
 
 
 @functools.lru_cache(maxsize=None)
