@@ -636,10 +636,15 @@ def path_param(path: str) -> str:
     """A model folder's or a local file's path written one way, as its jobs' param: ``data//train.csv``,
     ``./data/train.csv`` and ``models/x/`` as ``data/train.csv`` and ``models/x`` (another spelling of the same path
     reran every job reading it). A path through ``..`` is kept as written (``link/..`` is not always ``.``); a hub
-    id or an alias has nothing to change."""
+    id or an alias has nothing to change. A folder spelt as a path whose name is a package alias (``./minilm``,
+    ``minilm/``: a fine-tuned copy saved in the working folder) stays ``./minilm``: ``minilm`` is the alias, which
+    `papa.models.resolve_model_path` loads from its package whatever folder of that name is there."""
+    from .models import ALIASES
+
     if not isinstance(path, str) or ".." in Path(path).parts:
         return path
-    return os.path.normpath(path)
+    norm = os.path.normpath(path)
+    return os.path.join(".", norm) if norm != path and norm.lower() in ALIASES else norm
 
 
 #: The ``analyses.mlm`` options the schema gives no default (existing results keep their params) and the values

@@ -2180,6 +2180,25 @@ def test_a_path_spelt_another_way_is_the_same_param():
     assert dataset_param(spec) == {**spec, "train": "data/t.csv", "validation": "data/v.csv"}
 
 
+def test_a_folder_spelt_as_a_path_with_an_alias_name_stays_a_folder(tmp_path, monkeypatch):
+    """A model folder written ``./minilm`` or ``minilm/`` (a fine-tuned copy saved in the working folder: the config
+    check validates that folder) was the param ``minilm``, the package alias, which papa.models.resolve_model_path
+    loads from its package whatever folder of that name is there: the workflow's jobs loaded the package's model,
+    and the folder was no input of theirs (review CE). The param still names the folder; the alias stays the alias."""
+    from papa.checks import path_param
+    from papa.models import resolve_model_path
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("minilm", "MiniLM"):
+        (tmp_path / name).mkdir()
+        for spelt in (f"./{name}", f"{name}/", f"./{name}/"):
+            param = path_param(spelt)
+            assert Path(resolve_model_path(param)).resolve() == (tmp_path / name).resolve(), (spelt, param)
+            assert path_param(param) == param, spelt  # one spelling
+    assert path_param("minilm") == "minilm" and path_param("MiniLM") == "MiniLM"
+    assert Path(resolve_model_path(path_param("minilm"))).resolve() != (tmp_path / "minilm").resolve()
+
+
 def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
     """papa.checks.DATASET_DEFAULTS, the keys rule prepare_data leaves out of its params at these values (so writing
     one out reruns nothing), are what load_task takes when the spec leaves them out: the same splits and labels with

@@ -221,6 +221,7 @@ def model_input(model, reads="model"):
     if is_package_alias(model_path(model)):
         return []
     path = os.path.expanduser(model_path(model))
+    path = path[2:] if path.startswith("./") else path  # ./minilm, a folder named as an alias (checks.path_param)
     return list(folder_files(path, reads)) if os.path.isdir(path) else []
 
 
