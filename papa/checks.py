@@ -741,8 +741,8 @@ def _local_model_file(name_or_path: str, filename: str) -> Path | None:
     path = None
     if key in ALIASES:
         path = Path(resolve_model_path(name_or_path)) / filename
-    elif key in SPLIT_ZIP_ALIASES:
-        path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / filename
+    elif key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():  # else the folder of that name, as it loads
+        path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / filename  # (papa.models.resolve_model_path)
     elif looks_like_path(name_or_path) or Path(name_or_path).is_dir():
         path = Path(name_or_path).expanduser() / filename
     else:

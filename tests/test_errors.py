@@ -1089,6 +1089,24 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_
     assert "datasets.sst2.separator is read by format conll only, and 'sst2' is read as tsv" in str(e.value)
 
 
+def test_the_config_check_reads_the_mpnet_folder_the_alias_loads(tmp_path, monkeypatch):
+    """A folder named ``mpnet`` in the working folder is what the split-zip alias ``mpnet`` loads
+    (papa.models.resolve_model_path; the workflow's jobs take its files as inputs), but the config checks read the
+    config.json of the assembled PyPI parts (checks._local_model_file): another model's head count, family and
+    decoder flag, or none before the parts are assembled (review CE). They read the folder's."""
+    import json
+
+    from papa.checks import head_count, known_config
+    from papa.models import resolve_model_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mpnet").mkdir()
+    cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 3}
+    (tmp_path / "mpnet" / "config.json").write_text(json.dumps(cfg))
+    assert Path(resolve_model_path("mpnet")).resolve() == (tmp_path / "mpnet").resolve()
+    assert head_count("mpnet") == 6 and known_config("mpnet")["model_type"] == "bert"
+
+
 def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     """0.0625 and 0.07 both leave 5 of MiniLM's 72 heads input-dependent (one run under two labels); 0.001 leaves
     0, the all-constant run labelled partial. Known before loading for a local model and a built one."""
