@@ -1008,8 +1008,9 @@ def test_conll_comment_hint_greps_the_line_it_names(tmp_path):
     two = _write(tmp_path / "two.conll", "EU B-ORG\n#end document\n\n#begin document (a); part 000\n")
     with pytest.raises(D.TaskSpecError, match=r"two\.conll:2 is a comment line .*token '#end' tagged 'document'"):
         D.read_conll(two)
-    tweets = _write(tmp_path / "tweets.conll", "#end O\n#endgame B-X\n#begin O\n")
-    assert D.read_conll(tweets) == [(["#end", "#endgame", "#begin"], ["O", "B-X", "O"])]
+    # a token '#end' tagged 'documentary' is no document line either (the grep ended at 'document': c11ef5a)
+    tweets = _write(tmp_path / "tweets.conll", "#end O\n#endgame B-X\n#begin O\n#end documentary\n")
+    assert D.read_conll(tweets) == [(["#end", "#endgame", "#begin", "#end"], ["O", "B-X", "O", "documentary"])]
     kept = subprocess.run(grep + " " + str(tweets), shell=True, capture_output=True, text=True).stdout
     assert kept == tweets.read_text()
     conllu = _write(tmp_path / "c.conll", "# sent_id = 1\nEU B-ORG\n")
