@@ -1490,7 +1490,7 @@ def _write_rows(rows, out, labels, fraction_dynamic, n_dynamic, seed, record=Non
     df = pd.DataFrame(rows).reset_index(drop=True)
     df.insert(0, "seed", seed)
     df.insert(0, "n_dynamic", n_dynamic)
-    df.insert(0, "fraction_dynamic", float(fraction_dynamic))
+    df.insert(0, "fraction_dynamic", spec.check_fraction(fraction_dynamic))  # -0.0 as 0, as the workflow's paths
     for k in reversed(["model", "task", "constants", "selection"]):
         df.insert(0, k, labels[k])
     if record is not None:  # the file's own seed, at the top and in the trainer settings it ran with (the stage's

@@ -80,6 +80,18 @@ def _scores(frames):
 # ----------------------------------------------------------------------------- one probe path
 
 
+def test_a_probe_run_at_minus_zero_writes_fraction_0(job, tmp_path):
+    """-0.0 is 0 (papa.spec.check_fraction, de080ac), but a notebook's run_probes / ProbeStage at -0.0 wrote rows
+    and files of fraction_dynamic -0.0 (shown '-0' by '%g', sorted and compared as a float beside 0's), which no
+    workflow run writes (review CE)."""
+    import math
+
+    frames = _run(job, tmp_path, {"dtype": "float32"}, seeds=(0,), hp={"epochs": 1}, fraction=-0.0)
+    written = pd.read_parquet(tmp_path / "seed0.parquet")
+    for df in (frames[0], written):
+        assert {math.copysign(1.0, f) for f in df["fraction_dynamic"]} == {1.0} and set(df["n_dynamic"]) == {0}
+
+
 class _Spy:
     def __init__(self, monkeypatch):
         self.run_probe_calls, self.probe_devices, self.feature_devices = [], [], []
