@@ -1510,14 +1510,16 @@ def _models(models: dict) -> list[str]:
                           f"{'no model id comes before it' if not base else 'no revision follows it'}; write "
                           f"org/name@<commit, tag or branch>, or drop the '@'")  # fmt: skip
             continue
-        if looks_like_path(path) and not Path(path).expanduser().is_dir():
+        # a path, and minilm/ too: the workflow reads it as the folder ./minilm (path_param), not as the alias
+        as_path = looks_like_path(path) or looks_like_path(path_param(path))
+        if as_path and not Path(path).expanduser().is_dir():
             errors.append(f"models.{m} = {entry!r} is not a folder on this machine (from {Path.cwd()}); fix the "
                           f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip
             continue
         alias = str(path).lower() in ALIASES or str(path).lower() in SPLIT_ZIP_ALIASES
         # a package alias loads its package's model whatever folder of that name the working folder holds
         # (papa.models.resolve_model_path), so that folder is not checked
-        folder = looks_like_path(path) or (str(path).lower() not in ALIASES and Path(path).expanduser().is_dir())
+        folder = as_path or (str(path).lower() not in ALIASES and Path(path).expanduser().is_dir())
         if revision and (alias or folder):
             what = "an offline alias, whose weights are its package's release" if alias else "a local folder"
             errors.append(f"models.{m} = {entry!r}: a revision (@{revision}) pins a hub model, and {path!r} is "

@@ -1107,6 +1107,18 @@ def test_the_config_check_reads_the_mpnet_folder_the_alias_loads(tmp_path, monke
     assert head_count("mpnet") == 6 and known_config("mpnet")["model_type"] == "bert"
 
 
+def test_a_model_folder_spelt_minilm_slash_must_be_there(tmp_path, monkeypatch):
+    """``minilm/`` is the folder ./minilm to the workflow (papa.checks.path_param keeps it one, not the alias): without
+    that folder the config check passed it (neither alias nor folder) and its first job failed (review CE)."""
+    from papa.checks import ConfigError, check_config
+
+    monkeypatch.chdir(tmp_path)
+    cfg = _config()
+    cfg["models"]["mine"] = "minilm/"
+    with pytest.raises(ConfigError, match=r"models\.mine = 'minilm/' is not a folder on this machine"):
+        check_config(cfg)
+
+
 def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     """0.0625 and 0.07 both leave 5 of MiniLM's 72 heads input-dependent (one run under two labels); 0.001 leaves
     0, the all-constant run labelled partial. Known before loading for a local model and a built one."""
