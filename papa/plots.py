@@ -40,7 +40,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .io import atomic_path, write_text
-from .spec import HEAD_ORDERS, METHOD_CONSTANTS, METHOD_ORDER, is_all_constant, is_original, renamed_arguments
+from .spec import (
+    HEAD_ORDERS,
+    METHOD_CONSTANTS,
+    METHOD_ORDER,
+    is_all_constant,
+    is_original,
+    metric_label,
+    renamed_arguments,
+)
 from .tables import models_compared_table
 
 __all__ = [
@@ -204,7 +212,8 @@ def _main_only(summary: pd.DataFrame, main_only: bool) -> pd.DataFrame:
 
 def _panels(df: pd.DataFrame, by: list[str], title_of=None) -> list[tuple[str, pd.DataFrame, str]]:
     """Split into panels by ``by`` (+ metric if a panel would hold several metrics); ``title_of`` makes a panel's
-    title of its ``by`` values (default: joined by " / ")."""
+    title of its ``by`` values (default: joined by " / "). Each panel: its title, its rows and its y axis's label
+    (its metric as the figures name it, `papa.spec.metric_label`)."""
     multi_metric = (df.groupby(by)["metric"].nunique() > 1).any()
     keys = by + (["metric"] if multi_metric else [])
     panels = []
@@ -213,8 +222,8 @@ def _panels(df: pd.DataFrame, by: list[str], title_of=None) -> list[tuple[str, p
         title = title_of(key[: len(by)]) if title_of else " / ".join(map(str, key[: len(by)]))
         metrics = sorted(g["metric"].unique())
         if multi_metric:
-            title += f" ({key[-1]})"
-        panels.append((title, g, ", ".join(metrics)))
+            title += f" ({metric_label(key[-1])})"
+        panels.append((title, g, ", ".join(map(metric_label, metrics))))
     return panels
 
 
@@ -262,7 +271,7 @@ def _curves(
     with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
         fig = _new_figure((4.2 * ncols + 2.4, 3.4 * nrows + 0.5))
         axes = _grid(fig, n)
-        for ax, (ptitle, g, metric) in zip(axes, panels):
+        for ax, (ptitle, g, ylabel) in zip(axes, panels):
             for (h, *skey), line in g.groupby([hue] + style, sort=True):
                 line = line.sort_values("fraction_dynamic")
                 x = line["fraction_dynamic"].map(xpos).to_numpy(dtype=float)
@@ -277,7 +286,7 @@ def _curves(
             ax.set_xlim(-0.3, len(fractions) - 0.7)
             ax.set_title(ptitle)
             ax.set_xlabel("fraction of input-dependent heads")
-            ax.set_ylabel(metric)
+            ax.set_ylabel(ylabel)
 
         handles = [Line2D([], [], color="none", label=hue.replace("_", " "))]
         handles += [Line2D([], [], color=palette[h], linewidth=2, label=hue_labels.get(h, h)) for h in hue_order]
@@ -654,7 +663,7 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
         ax.axhline(float(g["original"].iloc[0]), color="black", linestyle="--", linewidth=1, label="original")
         ax.set_xticks(x, g["constants"], rotation=35, ha="right")
         ax.set_title(f"{task} ({model})")
-        ax.set_ylabel(str(g["metric"].iloc[0]))
+        ax.set_ylabel(metric_label(g["metric"].iloc[0]))
         # below every lower whisker too: an axis cut between a mean and its CI's end drew a narrower interval
         lo = min(float((g["mean"] - g["ci95"].fillna(0)).min()), float(g["original"].iloc[0]))
         ax.set_ylim(max(0.0, lo - 0.1) if lo >= 0 else lo - 0.1, None)

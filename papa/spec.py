@@ -151,6 +151,25 @@ ALL_METRICS = METRICS["sequence"] + METRICS["token"]
 #: Metrics defined for two classes only (``f1``: F1 of the positive class, label 1), each with the
 #: metric to use on more classes.
 BINARY_METRICS = {"f1": "macro_f1"}
+#: How the figures name each metric of `ALL_METRICS` (an axis, a panel's title), as the paper's figures do: the
+#: tables keep the ids. ``pos_seqeval_f1`` is seqeval's F1 over the spans it reads in POS tags (`papa.metrics`).
+METRIC_LABELS = {
+    "accuracy": "accuracy",
+    "f1": "F1 (label 1)",
+    "mcc": "MCC",
+    "macro_f1": "macro F1",
+    "entity_f1": "entity F1 (seqeval)",
+    "pos_seqeval_f1": "span F1 (seqeval)",
+    "pos_f1": "token F1 (micro)",
+    "token_accuracy": "token accuracy",
+}
+
+
+def metric_label(metric: str) -> str:
+    """A metric's name in the figures (`METRIC_LABELS`); a name papa does not define (a notebook's own frame) is
+    shown as it is."""
+    return METRIC_LABELS.get(metric, str(metric))
+
 
 # ----------------------------------------------------------------------------- fraction_dynamic
 

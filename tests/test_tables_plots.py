@@ -622,6 +622,54 @@ def test_constant_kinds_axis_keeps_every_confidence_interval(plot_dir, monkeypat
     assert 0.0 < bottom <= 0.3 - 0.15 and top >= 0.6, (bottom, top)
 
 
+def test_every_metric_has_a_readable_label():
+    """The figures named a metric by its id (``mcc``, ``pos_seqeval_f1``): every metric papa computes
+    (`papa.spec.ALL_METRICS`, all that `papa.metrics.check_metrics` lets a task score) has one label of its own, as
+    the paper's figures write it, and a notebook's own metric name is shown as it is."""
+    from papa import spec
+
+    assert set(spec.METRIC_LABELS) == set(spec.ALL_METRICS)
+    labels = [spec.metric_label(m) for m in spec.ALL_METRICS]
+    assert len(set(labels)) == len(labels) and not any("_" in label for label in labels), labels
+    assert [spec.metric_label(m) for m in ("mcc", "f1", "accuracy", "pos_seqeval_f1")] == [
+        "MCC", "F1 (label 1)", "accuracy", "span F1 (seqeval)"]  # fmt: skip
+    assert spec.metric_label("bleu") == "bleu"
+
+
+def _axis_labels(monkeypatch, draw) -> list[tuple[str, str]]:
+    """(title, y label) of each panel of the figure ``draw`` makes, read off its Axes before it is saved."""
+    seen = []
+    save = plots._save
+
+    def spy(fig, out):
+        seen.extend((ax.get_title(), ax.get_ylabel()) for ax in fig.axes if ax.get_visible())
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    draw()
+    return seen
+
+
+def test_figures_name_metrics_readably(summary, plot_dir, monkeypatch):
+    """Each figure's y axis (and a panel's title where a task's metrics share a figure) names its metric as the
+    paper does (MCC, F1 (label 1)), not by its id: the tables keep the ids."""
+    fig2 = _axis_labels(monkeypatch, lambda: plots.plot_fraction_curves(summary, plot_dir / "labels2"))
+    assert fig2 == [("cola", "MCC"), ("sst2", "accuracy")]
+    every = _axis_labels(monkeypatch, lambda: plots.plot_fraction_curves(summary, plot_dir / "labels2all", False))
+    assert every == [("cola (accuracy)", "accuracy"), ("cola (MCC)", "MCC"), ("sst2 (accuracy)", "accuracy"),
+                     ("sst2 (MCC)", "MCC")]  # fmt: skip
+    f1 = summary.assign(metric=summary.metric.replace({"accuracy": "f1"}))
+    fig5 = _axis_labels(monkeypatch, lambda: plots.plot_selection_orders(f1, plot_dir / "labels5", task="sst2"))
+    assert [y for _, y in fig5] == ["F1 (label 1)"]
+    kinds = pd.DataFrame(
+        [dict(model="m", task=t, constants="average", metric=m, mean=0.5, ci95=0.01, original=0.6, is_main=True)
+         for t, m in (("cola", "mcc"), ("pos", "pos_seqeval_f1"))]
+    )  # fmt: skip
+    table1 = _axis_labels(monkeypatch, lambda: plots.plot_constant_kinds(kinds, plot_dir / "labels_kinds"))
+    assert table1 == [("cola (m)", "MCC"), ("pos (m)", "span F1 (seqeval)")]
+    assert set(tables.constant_kinds_table(summary, ["average"]).metric) == {"accuracy", "mcc"}  # the ids
+
+
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
 # patterns, plot, mlm_table) on synthetic per-run files
 
