@@ -1889,7 +1889,25 @@ def aggregate(stage: AggregateStage) -> dict[str, pd.DataFrame]:
     out = {"probe": probe, "summary": summary, "lambdas": lambdas, "constant_kinds": kinds, "patterns": patterns}
     log.info("tables from %d probe runs' files: %s", len(stage.probes),
              ", ".join(f"{name} {len(df)} rows" for name, df in out.items()))  # fmt: skip
+    drops = tables.all_constant_drop(summary)
+    for r in drops.itertuples(index=False):
+        log.info("%s", _all_constant_line(r))
+    if drops.empty:
+        log.info("no probe replaced every head (fraction_dynamic 0): no relative drop of all heads constant to report")
     return out
+
+
+def _all_constant_line(r) -> str:
+    """One row of `papa.tables.all_constant_drop` as the aggregate job's log line."""
+    tasks = f"{r.n_tasks} task{'s' if r.n_tasks != 1 else ''}: {r.tasks}"
+    if not np.isfinite(r.relative_drop):
+        what = "has no relative drop to report"
+    elif r.relative_drop >= 0:
+        what = f"costs {100 * r.relative_drop:.1f}% of the main metric relative (mean over {tasks})"
+    else:
+        what = f"raises the main metric by {-100 * r.relative_drop:.1f}% relative (mean over {tasks})"
+    undefined = f"; no relative drop on {r.undefined} (no baseline at fraction_dynamic 1, or 0)" if r.undefined else ""
+    return f"{r.model}, {r.constants}: all heads constant {what}{undefined}"
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ Tables
 ``models_compared_table``
     Paper Fig. 3 (not written as a file; `papa.plots.plot_models_compared` draws it): one
     row per model, original score and relative drop with every head constant.
+``all_constant_drop``
+    The paper's headline number (not written as a file; the aggregate job logs it): per model and
+    constants, the mean over the tasks of the relative drop in the main metric with every head constant.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ __all__ = [
     "patterns_table",
     "mlm_table",
     "models_compared_table",
+    "all_constant_drop",
     "t_critical",
     "last_epochs",
 ]
@@ -613,3 +617,51 @@ def models_compared_table(
         both["drop"] = np.where(both["orig"] != 0, (both["orig"] - both["free"]) / both["orig"], np.nan)
     per_model = both.groupby("model").agg(orig=("orig", "mean"), drop=("drop", "mean")).reset_index()
     return per_model.assign(constants=constants, selection=selection, tasks=", ".join(sorted(common)))
+
+
+def all_constant_drop(summary: pd.DataFrame) -> pd.DataFrame:
+    """The paper's headline number: per model and constants, how much of each task's main metric (``is_main``) is
+    lost with every head constant (``fraction_dynamic`` 0), relative to the original model, averaged over the tasks.
+
+    The drop of a task is the summary's ``relative_drop`` at fraction 0 (``(baseline - mean) / baseline``; the head
+    order replaces every head alike there, so of the rows of several orders, the same probes, the first in order of
+    their names is taken, as in `constant_kinds_table`). A task whose drop is undefined (no fraction-1 baseline, or a
+    baseline of 0) is left out of the mean and named in ``undefined``.
+
+    Args:
+        summary: a :func:`summary_table` frame.
+
+    Returns:
+        One row per (model, constants) that has a row at fraction 0, sorted by them: ``model, constants``,
+        ``relative_drop`` (the mean over the tasks; NaN where no task's is defined; negative: the score rose),
+        ``n_tasks`` (the tasks averaged), ``tasks`` and ``undefined`` (sorted, comma-separated; "" for none).
+
+    Raises:
+        ValueError: a column is missing, or a task marks several main metrics (a summary built without
+            ``main_metric`` on a task of several metrics: the mean would count the task once per metric).
+    """
+    key = ["model", "task", "constants"]
+    _require_columns(summary, key + ["selection", "fraction_dynamic", "metric", "relative_drop", "is_main"],
+                     "all_constant_drop")  # fmt: skip
+    df = summary[spec.is_all_constant(summary["fraction_dynamic"]) & summary["is_main"].astype(bool)]
+    df = df.sort_values(key + ["metric", "selection"], kind="mergesort").drop_duplicates(key + ["metric"])
+    several = df.groupby(key)["metric"].agg(list)
+    several = several[several.map(len) > 1]
+    if len(several):
+        (model, task, _), metrics = next(iter(several.items()))
+        raise ValueError(f"all_constant_drop: task {task!r} ({model}) marks several main metrics "
+                         f"({', '.join(metrics)}): build the summary with main_metric (task -> metric)")  # fmt: skip
+    rows = []
+    for (model, constants), g in df.groupby(["model", "constants"], sort=True):
+        defined = np.isfinite(g["relative_drop"].to_numpy(dtype="float64"))
+        rows.append(dict(
+            model=model,
+            constants=constants,
+            relative_drop=float(g.loc[defined, "relative_drop"].mean()) if defined.any() else float("nan"),
+            n_tasks=int(defined.sum()),
+            tasks=", ".join(sorted(g.loc[defined, "task"])),
+            undefined=", ".join(sorted(g.loc[~defined, "task"])),
+        ))  # fmt: skip
+    columns = {"model": "str", "constants": "str", "relative_drop": "float64", "n_tasks": "int64", "tasks": "str",
+               "undefined": "str"}  # fmt: skip
+    return pd.DataFrame(rows, columns=list(columns)).astype(columns) if rows else _empty_frame(columns)

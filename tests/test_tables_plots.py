@@ -888,6 +888,79 @@ def test_aggregate_stage_without_lambdas_or_patterns(report, tmp_path):
     assert not hasattr(tables, "LAMBDA_COLUMNS")  # the old alias is gone
 
 
+def test_all_constant_drop_by_hand():
+    """The paper's headline number (the relative drop in the main metric with every head constant, averaged over the
+    tasks) was in summary.parquet, and nothing said it. Per model and constants, by hand: the main metric's rows at
+    fraction 0 only (not a partial fraction, not a metric that is not main), a task run under two orders counted
+    once, a task without a defined drop (baseline 0) named and left out of the mean, a rise a negative drop."""
+
+    def row(model, task, constants, selection, fraction, metric, drop, main=True):
+        return dict(model=model, task=task, constants=constants, selection=selection, fraction_dynamic=fraction,
+                    metric=metric, relative_drop=drop, is_main=main)  # fmt: skip
+
+    summary = pd.DataFrame([
+        row("m1", "t1", "average", "lambda", 1.0, "accuracy", 0.0),
+        row("m1", "t1", "average", "lambda", 0.5, "accuracy", 0.05),
+        row("m1", "t1", "average", "lambda", 0.0, "accuracy", 0.10),
+        row("m1", "t1", "average", "random", 0.0, "accuracy", 0.10),  # the same probes under another order
+        row("m1", "t1", "average", "lambda", 0.0, "mcc", 0.90, main=False),
+        row("m1", "t2", "average", "lambda", 0.0, "mcc", 0.30),
+        row("m1", "t3", "average", "lambda", 0.0, "f1", np.nan),  # its baseline is 0
+        row("m1", "t1", "identity", "lambda", 0.0, "accuracy", -0.02),  # the score rose
+        row("m2", "t1", "average", "lambda", 0.0, "accuracy", 0.20),
+        row("m2", "t1", "toeplitz", "lambda", 0.5, "accuracy", 0.20),  # no row at fraction 0
+    ])  # fmt: skip
+    got = tables.all_constant_drop(summary)
+    want = pd.DataFrame(dict(
+        model=["m1", "m1", "m2"], constants=["average", "identity", "average"], relative_drop=[0.2, -0.02, 0.2],
+        n_tasks=[2, 1, 1], tasks=["t1, t2", "t1", "t1"], undefined=["t3", "", ""],
+    )).astype({"model": "str", "constants": "str", "tasks": "str", "undefined": "str"})  # fmt: skip
+    pd.testing.assert_frame_equal(got, want)
+    none = tables.all_constant_drop(summary[summary.fraction_dynamic > 0])
+    assert none.empty and list(none.columns) == list(want.columns)
+    with pytest.raises(ValueError, match="task 't1' \\(m1\\) marks several main metrics \\(accuracy, mcc\\)"):
+        tables.all_constant_drop(summary.assign(is_main=True))
+
+
+def test_aggregate_logs_the_drop_with_every_head_constant(report, tmp_path, caplog):
+    """The aggregate job's log says, per model and constants, what every head constant costs: the mean over the tasks
+    of the main metric's relative drop (here bert-base's sst2 accuracy and cola MCC, by hand from the scores)."""
+    from dataclasses import replace
+
+    from papa import pipeline
+
+    outs = {f"out_{k}": str(tmp_path / f"{k}.parquet") for k in ["probe", "summary", "lambdas", "constant_kinds",
+                                                                  "patterns"]}  # fmt: skip
+    with caplog.at_level("INFO", logger="papa"):
+        pipeline.aggregate(replace(report.agg, **outs))
+    lines = [r.getMessage() for r in caplog.records if "all heads constant" in r.getMessage()]
+    assert len(lines) == len(MODELS) * 3, lines  # average, identity, average@wiki
+
+    def drop(task):
+        scores = [np.mean([final_score("bert-base", task, f, s, MAIN[task]) for s in SEEDS]) for f in (1.0, 0.0)]
+        return (scores[0] - scores[1]) / scores[0]
+
+    expected = 100 * np.mean([drop("cola"), drop("sst2")])
+    assert lines[0] == (f"bert-base, average: all heads constant costs {expected:.1f}% of the main metric relative "
+                        f"(mean over 2 tasks: cola, sst2)")  # fmt: skip
+
+
+def test_all_constant_drop_log_lines():
+    """The aggregate log's line says a rise as a rise, and names the tasks without a drop."""
+    from papa.pipeline import _all_constant_line
+
+    drops = pd.DataFrame(dict(model=["m", "m", "m"], constants=["average", "identity", "zeros"],
+                              relative_drop=[0.083, -0.02, np.nan], n_tasks=[3, 1, 0], tasks=["a, b, c", "a", ""],
+                              undefined=["", "b", "a"]))  # fmt: skip
+    assert [_all_constant_line(r) for r in drops.itertuples(index=False)] == [
+        "m, average: all heads constant costs 8.3% of the main metric relative (mean over 3 tasks: a, b, c)",
+        "m, identity: all heads constant raises the main metric by 2.0% relative (mean over 1 task: a); no relative "
+        "drop on b (no baseline at fraction_dynamic 1, or 0)",
+        "m, zeros: all heads constant has no relative drop to report; no relative drop on a (no baseline at "
+        "fraction_dynamic 1, or 0)",
+    ]
+
+
 def test_plot_stage_draws_every_figure(report):
     P = report.root / "plots"
     for stem in ["fraction_curves", "constant_kinds", "head_orders", "models_compared"]:
