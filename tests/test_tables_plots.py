@@ -961,6 +961,30 @@ def test_all_constant_drop_log_lines():
     ]
 
 
+def test_sweep_rows_are_what_fig2_draws(report, monkeypatch):
+    """`papa.pipeline.sweep_rows` is public (a test of the workflow calls it) and had no word in the README: the README
+    names it, and what it says holds: the rows it returns are those the plot stage draws as Fig. 2."""
+    from papa import io, pipeline
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert "`sweep_rows(summary, stage)` returns the rows of a summary table that Fig. 2 draws" in readme
+    drawn = []
+
+    class Drawn(Exception):
+        pass
+
+    def fig2(summary, out):
+        drawn.append(summary)
+        raise Drawn  # the other figures are not needed
+
+    monkeypatch.setattr(plots, "plot_fraction_curves", fig2)
+    with pytest.raises(Drawn):
+        pipeline.plot_figures(report.plot)
+    summary = io.read_parquet(report.agg.out_summary)
+    pd.testing.assert_frame_equal(drawn[0], pipeline.sweep_rows(summary, report.plot))
+    assert set(drawn[0].constants) == {"average"} < set(summary.constants)  # not identity's, average@wiki's rows
+
+
 def test_plot_stage_draws_every_figure(report):
     P = report.root / "plots"
     for stem in ["fraction_curves", "constant_kinds", "head_orders", "models_compared"]:
