@@ -1513,8 +1513,17 @@ def _models(models: dict) -> list[str]:
         # a path, and minilm/ too: the workflow reads it as the folder ./minilm (path_param), not as the alias
         as_path = looks_like_path(path) or looks_like_path(path_param(path))
         if as_path and not Path(path).expanduser().is_dir():
-            errors.append(f"models.{m} = {entry!r} is not a folder on this machine (from {Path.cwd()}); fix the "
-                          f"path, or give a hub id (org/name) or an alias (minilm)")  # fmt: skip
+            what = ("is a file, not a model folder" if Path(path).expanduser().exists() else
+                    "is not a folder on this machine")  # fmt: skip
+            errors.append(f"models.{m} = {entry!r} {what} (from {Path.cwd()}); fix the path, or give a hub id "
+                          f"(org/name) or an alias (minilm)")  # fmt: skip
+            continue
+        if str(path).lower() in SPLIT_ZIP_ALIASES and Path(path).exists() and not Path(path).is_dir():
+            # papa.models.resolve_model_path assembles the alias only where nothing of its name is in the working
+            # folder (a folder of that name is a fine-tuned copy): a file there is read instead, and the job fails
+            errors.append(f"models.{m} = {entry!r}: the working folder ({Path.cwd()}) holds a file {path!r}, which "
+                          f"the jobs would read in place of the alias {path!r} (a model is a folder) and fail on: "
+                          f"rename or move that file to use the alias, or give the model folder's path")  # fmt: skip
             continue
         alias = is_package_alias(path) or str(path).lower() in SPLIT_ZIP_ALIASES
         # a package alias loads its package's model whatever folder of that name the working folder holds

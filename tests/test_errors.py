@@ -1119,6 +1119,37 @@ def test_a_model_folder_spelt_minilm_slash_must_be_there(tmp_path, monkeypatch):
         check_config(cfg)
 
 
+def test_a_file_named_like_a_model_alias_or_path_is_refused(tmp_path, monkeypatch):
+    """A file (not a folder) ``mpnet`` in the working folder: papa.models.resolve_model_path assembles the alias only
+    where nothing of its name is there, so the job read the file as the model and failed (transformers: "the config
+    file at 'mpnet' is not a valid JSON file"), and the config check passed it. The check refuses it, naming the
+    file; a file spelt as a path (``./mpnet``, ``./minilm``) is named a file. A file ``minilm`` is harmless (the
+    package's alias never reads the working folder) and a folder ``mpnet`` is a fine-tuned copy: both pass."""
+    import json
+
+    from papa.checks import ConfigError, check_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mpnet").write_text("")
+    (tmp_path / "minilm").write_text("")
+    cfg = _config()
+    cfg["models"].update(a="mpnet", b="./mpnet", c="./minilm", d="minilm")
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    msg = str(e.value)
+    assert "models.a = 'mpnet': the working folder" in msg and "holds a file 'mpnet', which the jobs would read" in msg
+    assert "rename or move that file" in msg
+    assert "models.b = './mpnet' is a file, not a model folder" in msg
+    assert "models.c = './minilm' is a file, not a model folder" in msg and "models.d" not in msg
+    (tmp_path / "mpnet").unlink()
+    (tmp_path / "mpnet").mkdir()
+    cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 512}
+    (tmp_path / "mpnet" / "config.json").write_text(json.dumps(cfg))
+    ok = _config()
+    ok["models"].update(a="mpnet", d="minilm")
+    check_config(ok)
+
+
 def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     """0.0625 and 0.07 both leave 5 of MiniLM's 72 heads input-dependent (one run under two labels); 0.001 leaves
     0, the all-constant run labelled partial. Known before loading for a local model and a built one."""
