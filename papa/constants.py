@@ -511,15 +511,24 @@ def vocabulary_problem(model, top_id: int) -> str | None:
 def segment_problem(model, top_type: int) -> str | None:
     """Why segment id ``top_type`` (``token_type_ids``) cannot go into ``model`` (beyond its ``type_vocab_size``
     segment embeddings: an index error inside torch otherwise), None when it can or the model reads no segments
-    (``type_vocab_size`` 0: DeBERTa v1 and v3 add no segment embedding)."""
+    (``type_vocab_size`` 0: DeBERTa v1 and v3 add no segment embedding). What to change depends on where the ids
+    came from, which neither caller knows (an `Encoded`, or batches of any origin), so the message names each source:
+    `papa.encode` (either ``pair_segments``) where the tokenizer lists ``token_type_ids`` among its
+    ``model_input_names``, `papa.encode` for an ALBERT tokenizer whatever it lists (`papa.encoding.SEGMENT_IDS`),
+    and a batch made by calling the tokenizer."""
     size = getattr(getattr(model, "config", None), "type_vocab_size", None)
     if not size or top_type < size:
         return None
     return (
         f"segment id {top_type} (token_type_ids), and the model has {size} segment embedding"
         f"{'' if size == 1 else 's'} (type_vocab_size): its tokenizer gives sentence B a segment the model never "
-        f"saw (a BERT tokenizer beside a RoBERTa model, as some hub models ship them); save the tokenizer with "
-        f"model_input_names=['input_ids', 'attention_mask'], so that no segment ids are given"
+        f"saw (a BERT tokenizer beside a RoBERTa model, as some hub models ship them). papa.encode gives "
+        f"a pair segment ids where the tokenizer lists token_type_ids among its model_input_names: save the "
+        f"tokenizer with model_input_names=['input_ids', 'attention_mask'] (AutoTokenizer.from_pretrained(folder, "
+        f"model_input_names=[...]).save_pretrained(folder)) and encode again; it gives them to an "
+        f"ALBERT tokenizer whatever that lists (papa.encoding.SEGMENT_IDS): encode with a tokenizer of the model's "
+        f"own family, or drop them (dataclasses.replace(enc, token_type_ids=None)); a batch of your own holds what "
+        f"the tokenizer's call returned: call it with return_token_type_ids=False"
     )
 
 

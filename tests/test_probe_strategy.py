@@ -1157,6 +1157,82 @@ def test_segment_ids_beyond_the_models_segments_are_refused(minilm):
     assert papa.average_attention(model, single.batches(4)).mean.shape[-1] == 16
 
 
+def test_the_segment_id_message_fits_every_source_of_segment_ids(minilm, tmp_path):
+    """Segment ids reach a model of one segment embedding from three places (papa.encoding.encode, the config's
+    pair_segments either way, and a batch of one's own), and the message said only "save the tokenizer with
+    model_input_names=['input_ids', 'attention_mask']", which an ALBERT tokenizer ignores (papa gives its segment ids
+    whatever it lists: papa.encoding.SEGMENT_IDS) and which a batch made by calling the tokenizer does not need
+    (review CG). The message names what to change for each, and each change lets the inputs through."""
+    import dataclasses
+
+    import transformers as tf
+
+    from papa.probe import TrainConfig, run_probe
+
+    keep = ["input_ids", "attention_mask"]
+
+    def roberta(vocab, pad):
+        torch.manual_seed(0)
+        shape = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64)
+        cfg = tf.RobertaConfig(
+            vocab_size=vocab, **shape, max_position_embeddings=80, type_vocab_size=1, pad_token_id=pad
+        )
+        return tf.RobertaModel(cfg)
+
+    def averaged(model, batches) -> int:
+        return papa.average_attention(model, batches).metadata["n_examples"]
+
+    def refused(model, enc=None, batch=None) -> str:
+        with pytest.raises(ValueError, match=r"segment id 1 \(token_type_ids\), and the model has 1") as e:
+            if batch is not None:
+                papa.average_attention(model, [batch])
+            else:
+                papa.average_attention(model, enc.batches(4))
+        if enc is not None:  # the probe refuses the same, with the same advice
+            with pytest.raises(ValueError, match=r"segment id 1") as p:
+                run_probe(model, enc, enc, "sequence", 2, ["accuracy"], TrainConfig(epochs=1))
+            assert str(p.value).split("segment id")[1] == str(e.value).split("segment id")[1]
+        return str(e.value)
+
+    def saved(tok, name, **kw):  # the tokenizer as its folder gives it back
+        tok.save_pretrained(tmp_path / name)
+        return tf.AutoTokenizer.from_pretrained(str(tmp_path / name), **kw)
+
+    labels = [0, 1] * 3
+    bert = minilm[1]
+    model = roberta(len(bert), bert.pad_token_id)
+    without = saved(bert, "bert", model_input_names=keep)
+    assert "token_type_ids" not in saved(without, "bert-again").model_input_names  # the advice survives a save
+    for segments in ("paper", "authors"):  # papa.encode, a tokenizer that lists token_type_ids
+        enc = papa.encode(bert, TEXTS, TEXTS[::-1], labels=labels, max_length=16, pair_segments=segments)
+        assert enc.token_type_ids.max() == 1
+        msg = refused(model, enc)
+        assert "save the tokenizer with model_input_names=['input_ids', 'attention_mask'] (AutoTokenizer" in msg
+        fixed = papa.encode(without, TEXTS, TEXTS[::-1], labels=labels, max_length=16, pair_segments=segments)
+        assert fixed.token_type_ids is None and averaged(model, fixed.batches(4)) == 6
+
+    albert = saved(tf.AlbertTokenizer(), "albert", model_input_names=keep)  # ALBERT: saving without them is no cure
+    assert type(albert).__name__ in papa.encoding.SEGMENT_IDS and "token_type_ids" not in albert.model_input_names
+    small = roberta(len(albert), albert.pad_token_id)
+    for segments in ("paper", "authors"):
+        enc = papa.encode(albert, TEXTS, TEXTS[::-1], labels=labels, max_length=16, pair_segments=segments)
+        assert enc.token_type_ids.max() == 1
+        msg = refused(small, enc)
+        assert (
+            "it gives them to an ALBERT tokenizer whatever that lists (papa.encoding.SEGMENT_IDS): encode with a "
+            "tokenizer of the model's own family, or drop them (dataclasses.replace(enc, token_type_ids=None))" in msg
+        )
+        fixed = dataclasses.replace(enc, token_type_ids=None)
+        assert averaged(small, fixed.batches(4)) == 6
+
+    call = dict(padding="max_length", max_length=16, return_tensors="pt")  # a batch of one's own
+    msg = refused(model, batch=bert(TEXTS, TEXTS[::-1], **call))
+    assert "a batch of your own holds what the tokenizer's call returned: call it with return_token_type_ids=False" \
+           in msg  # fmt: skip
+    own = bert(TEXTS, TEXTS[::-1], return_token_type_ids=False, **call)
+    assert "token_type_ids" not in own and averaged(model, [own]) == 6
+
+
 def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, tmp_path):
     """What a notebook can get wrong fails first, naming the argument and what to change (from a review of ~515
     cases): not after an epoch, not deep inside torch or transformers, and never with a silent wrong result."""
