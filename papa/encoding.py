@@ -6,7 +6,9 @@ example. Pairs: the middle separator block starts at N/2 with sentence B right a
 each side truncated to its half; ``token_type_ids`` mark sentence B (and its closing
 separator) as segment 1 wherever the tokenizer's own template does (the middle separator, closing
 sentence A, keeps segment 0). A single text fills up to
-N - 2 tokens (App. A). ``layout="standard"`` is ordinary right padding. In either layout a text
+N - 2 tokens (App. A). ``layout="standard"`` is ordinary right padding, each pair packed as the
+tokenizer's own call packs it (its longest-first truncation; a Python-backend tokenizer cutting on
+the left lays a pair with an empty second text out as a single text once it truncates). In either layout a text
 too long for its room loses word pieces on the side the tokenizer's ``truncation_side`` says (its end
 by default, its start for ``"left"``); padding is on the right whatever the tokenizer's ``padding_side``.
 
@@ -655,6 +657,7 @@ def encode(
     tok_labels = np.full((n, N), IGNORE, dtype=np.int64) if words and labels is not None else None
     truncated = 0
     P, M, S = len(tpl.prefix), len(tpl.mid), len(tpl.suffix)
+    one = None  # the single-text template, where the standard layout needs it for a pair (below)
 
     def put(row, start, toks, ttype):
         input_ids[row, start : start + len(toks)] = toks
@@ -701,14 +704,16 @@ def encode(
             n_a, n_b = _longest_first(len(a), len(b), N - n_special, rust_rule)
             ta, tb = list(_keep(a, n_a, left)), list(_keep(b, n_b, left))
             truncated += len(ta) < len(a) or len(tb) < len(b)
+            parts = [(tpl.prefix, tpl.prefix_types), (ta, tpl.type_a), (tpl.mid, tpl.mid_types), (tb, tpl.type_b),
+                     (tpl.suffix, tpl.suffix_types)]  # fmt: skip
+            if left and not rust_rule and not b and len(a) + n_special > N:
+                # transformers' Python backend, cutting a pair on the left, turns an empty second text into None
+                # (truncate_sequences: ``pair_ids[k:] if pair_ids else None``) and lays the pair out as a single
+                # text: sentence A cut to the pair's room, without the separators that room was left for
+                one = one or special_template(tokenizer, False)
+                parts = [(one.prefix, one.prefix_types), (ta, one.type_a), (one.suffix, one.suffix_types)]
             pos = 0
-            for toks, tt in (
-                (tpl.prefix, tpl.prefix_types),
-                (ta, tpl.type_a),
-                (tpl.mid, tpl.mid_types),
-                (tb, tpl.type_b),
-                (tpl.suffix, tpl.suffix_types),
-            ):
+            for toks, tt in parts:
                 put(r, pos, toks, tt)
                 pos += len(toks)
 

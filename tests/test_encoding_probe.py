@@ -181,6 +181,58 @@ def test_a_tokenizer_that_truncates_on_the_left_keeps_the_end_of_a_text(family, 
     assert list(p.input_ids[0, 8 + len(tpl.mid) : 16 - len(tpl.suffix)]) == pieces(A[0])[-b_room:]
 
 
+@pytest.mark.parametrize("family", ["bert", "phobert"])
+def test_python_backend_pairs_are_packed_as_the_tokenizer_packs_them(family, tmp_path):
+    """A tokenizer of transformers' Python backend (``is_fast`` False) cutting on the left turns an empty second text
+    into None as it truncates (its truncate_sequences: ``pair_ids[k:] if pair_ids else None``) and lays the pair out
+    as a single text: ``[CLS] A [SEP]`` with A cut to the pair's room (N - 3), padded, where papa's standard layout
+    kept the pair's separators (``[CLS] A [SEP] [SEP]``: one real token more; 42 of BERT's 2,916 cases below and 118
+    of PhoBERT's 2,592, all of them on the left with an empty second text that truncation cut into).
+    The standard layout is the tokenizer's own packing: every pair of 0-8 and 0-8 pieces, the second text empty or
+    not, at every N papa takes up to 13, on either side, packs as the tokenizer packs it, segment ids included."""
+    import copy
+    import logging
+
+    import transformers as tf
+
+    if family == "bert":
+        (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+        tok = tf.BertTokenizerLegacy(str(tmp_path / "vocab.txt"))
+    else:
+        (tmp_path / "vocab.txt").write_text("".join(f"{w} 1\n" for w in WORDS))
+        (tmp_path / "bpe.codes").write_text("#version: 0.2\n")
+        tok = tf.PhobertTokenizer(str(tmp_path / "vocab.txt"), str(tmp_path / "bpe.codes"))
+    assert not tok.is_fast
+    typed = copy.deepcopy(tok)  # the segment ids too, as a Python-backend tokenizer that lists them gives them
+    typed.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    tpl = papa.encoding.special_template(tok, True)
+    lowest = papa.encoding.min_max_length(len(tpl.prefix), len(tpl.mid), len(tpl.suffix), True, "standard")
+    differ, cases = [], 0
+    logging.getLogger("transformers").disabled = True  # "Be aware, overflowing tokens are not returned", per pair
+    try:
+        for t in (tok, typed):
+            for side in ("right", "left"):
+                t.truncation_side = side
+                for a in range(9):
+                    for b in range(9):
+                        A, B = [" ".join(WORDS[:a])], [" ".join(WORDS[len(WORDS) - b :])]
+                        for N in range(lowest, 14):
+                            e = papa.encode(t, A, B, max_length=N, layout="standard")
+                            d = t(A, B, truncation="longest_first", max_length=N, padding="max_length",
+                                  return_tensors="np")  # fmt: skip
+                            same = np.array_equal(e.input_ids, d["input_ids"])
+                            same = same and np.array_equal(e.attention_mask, d["attention_mask"])
+                            assert (e.token_type_ids is None) == ("token_type_ids" not in d)
+                            if e.token_type_ids is not None:
+                                same = same and np.array_equal(e.token_type_ids, d["token_type_ids"])
+                            cases += 1
+                            if not same:
+                                differ.append((t is typed, side, a, b, N))
+    finally:
+        logging.getLogger("transformers").disabled = False
+    assert cases > 2_000 and not differ, f"(typed, side, pieces of A, of B, N) packed otherwise: {differ}"
+
+
 def test_left_truncated_words_keep_their_tags(minilm):
     """Under ``truncation_side="left"`` a token task keeps its sentences' last words, each tag on its word's first
     piece; a word whose first piece is cut off is not scored (no piece of it is its first)."""
