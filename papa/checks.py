@@ -1518,12 +1518,14 @@ def _models(models: dict) -> list[str]:
             errors.append(f"models.{m} = {entry!r} {what} (from {Path.cwd()}); fix the path, or give a hub id "
                           f"(org/name) or an alias (minilm)")  # fmt: skip
             continue
-        if str(path).lower() in SPLIT_ZIP_ALIASES and Path(path).exists() and not Path(path).is_dir():
-            # papa.models.resolve_model_path assembles the alias only where nothing of its name is in the working
-            # folder (a folder of that name is a fine-tuned copy): a file there is read instead, and the job fails
+        if not is_package_alias(path) and Path(path).exists() and not Path(path).is_dir():
+            # papa.models.resolve_model_path assembles mpnet only where nothing of its name is in the working folder
+            # (a folder of that name is a fine-tuned copy), and transformers reads a file of a hub id's name as the
+            # model's config.json: the job reads the file and fails (a package alias, minilm, never reads it)
+            what = "the alias" if str(path).lower() in SPLIT_ZIP_ALIASES else "the hub model"
             errors.append(f"models.{m} = {entry!r}: the working folder ({Path.cwd()}) holds a file {path!r}, which "
-                          f"the jobs would read in place of the alias {path!r} (a model is a folder) and fail on: "
-                          f"rename or move that file to use the alias, or give the model folder's path")  # fmt: skip
+                          f"the jobs would read in place of {what} {path!r} (transformers reads it as the model's "
+                          f"config) and fail on: rename or move that file, or give the model's folder")  # fmt: skip
             continue
         alias = is_package_alias(path) or str(path).lower() in SPLIT_ZIP_ALIASES
         # a package alias loads its package's model whatever folder of that name the working folder holds

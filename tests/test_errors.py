@@ -1122,9 +1122,11 @@ def test_a_model_folder_spelt_minilm_slash_must_be_there(tmp_path, monkeypatch):
 def test_a_file_named_like_a_model_alias_or_path_is_refused(tmp_path, monkeypatch):
     """A file (not a folder) ``mpnet`` in the working folder: papa.models.resolve_model_path assembles the alias only
     where nothing of its name is there, so the job read the file as the model and failed (transformers: "the config
-    file at 'mpnet' is not a valid JSON file"), and the config check passed it. The check refuses it, naming the
-    file; a file spelt as a path (``./mpnet``, ``./minilm``) is named a file. A file ``minilm`` is harmless (the
-    package's alias never reads the working folder) and a folder ``mpnet`` is a fine-tuned copy: both pass."""
+    file at 'mpnet' is not a valid JSON file"), and the config check passed it; so did a file named like a hub id
+    (``bert-base-uncased``, ``org/name``), which transformers reads as the model's config too. The check refuses
+    them, naming the file; a file spelt as a path (``./mpnet``, ``./minilm``) is named a file. A file ``minilm`` is
+    harmless (the package's alias never reads the working folder) and a folder ``mpnet`` is a fine-tuned copy: both
+    pass."""
     import json
 
     from papa.checks import ConfigError, check_config
@@ -1132,13 +1134,18 @@ def test_a_file_named_like_a_model_alias_or_path_is_refused(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mpnet").write_text("")
     (tmp_path / "minilm").write_text("")
+    (tmp_path / "bert-base-uncased").write_text('{"model_type": "bert"}')
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "name").write_text("")
     cfg = _config()
-    cfg["models"].update(a="mpnet", b="./mpnet", c="./minilm", d="minilm")
+    cfg["models"].update(a="mpnet", b="./mpnet", c="./minilm", d="minilm", e="bert-base-uncased", f="org/name@v1")
     with pytest.raises(ConfigError) as e:
         check_config(cfg)
     msg = str(e.value)
     assert "models.a = 'mpnet': the working folder" in msg and "holds a file 'mpnet', which the jobs would read" in msg
-    assert "rename or move that file" in msg
+    assert "rename or move that file" in msg and "in place of the alias 'mpnet'" in msg
+    assert "models.e = 'bert-base-uncased': the working folder" in msg and "in place of the hub model" in msg
+    assert "models.f = 'org/name@v1': the working folder" in msg and "holds a file 'org/name'" in msg
     assert "models.b = './mpnet' is a file, not a model folder" in msg
     assert "models.c = './minilm' is a file, not a model folder" in msg and "models.d" not in msg
     (tmp_path / "mpnet").unlink()
