@@ -96,7 +96,9 @@ def setup(log_path: str | None = None, threads: int | None = None, seed: int = 0
             h.setFormatter(logging.Formatter(line.replace("%(name)s", f"[{job_tag(log_path)}] %(name)s")))
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
+        # UTF-8 whatever the locale: under a Latin-1 or ASCII one (LANG=C with PYTHONUTF8=0) a line with a label,
+        # path or text it cannot encode was dropped from the log ("--- Logging error ---"), others written in it
+        handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
     logging.basicConfig(level=logging.INFO, format=line, handlers=handlers, force=True)
     if log_path:  # warnings (papa's own, torch's, a deprecation) go to the job's log, not to stderr alone
         logging.captureWarnings(True)

@@ -456,6 +456,26 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
         torch.use_deterministic_algorithms(deterministic)
 
 
+def test_a_job_log_is_utf8_whatever_the_locale(tmp_path):
+    """A job's log file is UTF-8 under a locale that is not (LANG=C with PYTHONUTF8=0: ASCII; a Latin-1 one): its
+    FileHandler took the locale's encoding, so a line naming a label, file or text it could not encode
+    (``positiv\u20ac``, a CJK review) was dropped from the log ("--- Logging error ---" on stderr) and the others
+    were written in that encoding. A fresh interpreter: the locale's encoding is read at its start."""
+    code = """
+import logging, sys
+from papa import pipeline
+pipeline.setup(sys.argv[1])
+logging.getLogger("papa").info("labels ['n\\xe9gatif', 'positiv\\u20ac'] \\u6700\\u60aa")
+"""
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+    log = tmp_path / "job.log"
+    p = subprocess.run([sys.executable, "-X", "utf8=0", "-c", code, str(log)], capture_output=True, text=True,
+                       env=env, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Logging error" not in p.stderr, p.stderr[-2000:]
+    assert "labels ['n\xe9gatif', 'positiv\u20ac'] \u6700\u60aa" in log.read_bytes().decode("utf-8")
+
+
 @pytest.mark.slow  # a workflow job started as a subprocess (seconds): make test, not make check
 def test_a_workflow_job_shows_no_progress_bars_and_imports_no_transformers_for_it(tmp_path):
     """A job with a log file shows transformers' bars nowhere (they fill a Slurm log with \\r lines), whether
