@@ -141,6 +141,23 @@ def test_wiki(wiki):
     assert not art(wiki.splits["train"]) & art(wiki.splits["validation"])
 
 
+def test_the_cache_follows_xdg_cache_home_and_one_that_cannot_be_made_says_what_to_set(tmp_path, monkeypatch):
+    """Where ``~/.cache`` cannot be written (a read-only home), Snakemake starts only with XDG_CACHE_HOME set, which
+    pip's and Hugging Face's caches follow: papa's went to ``~/.cache/papa`` regardless and every data job failed
+    on a bare PermissionError. It follows XDG_CACHE_HOME (PAPA_CACHE first; a relative XDG_CACHE_HOME is ignored,
+    as the XDG specification says), and a cache it cannot make names PAPA_CACHE."""
+    monkeypatch.delenv("PAPA_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert D.default_cache_dir() == tmp_path / "xdg" / "papa"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert D.default_cache_dir() == Path.home() / ".cache" / "papa"
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "mine"))
+    assert D.default_cache_dir() == tmp_path / "mine"
+    (tmp_path / "a-file").write_text("")  # a folder under a file cannot be made, root or not
+    with pytest.raises(D.DataUnavailableError, match=r"cannot be made .*set PAPA_CACHE"):
+        D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path / "a-file" / "cache")
+
+
 def test_wiki_chunking_options(cache_dir):
     spec = {"name": "wiki", "source": "package", "chunk_words": 30, "min_words": 5, "max_train": 50}
     t = D.load_task(spec, cache_dir)

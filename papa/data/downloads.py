@@ -31,9 +31,17 @@ log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
-    """``$PAPA_CACHE`` if set, else ``~/.cache/papa``: where downloads and extracted files live."""
+    """``$PAPA_CACHE`` if set, else ``$XDG_CACHE_HOME/papa`` where that is set (an absolute path, as the XDG
+    specification has it), else ``~/.cache/papa``: where downloads and extracted files live. XDG_CACHE_HOME is where
+    a home without a writable ``~/.cache`` points Snakemake's, Hugging Face's and pip's caches (Snakemake cannot
+    start without one): papa's went to ``~/.cache/papa`` regardless, and every data job failed there."""
     env = os.environ.get("PAPA_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "papa"
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "papa"
+    return Path.home() / ".cache" / "papa"
 
 
 def sha256_file(path: str | Path) -> str:
