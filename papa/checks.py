@@ -1071,6 +1071,15 @@ def check_interpreter(executable: str) -> None:
                           f"without spaces")  # fmt: skip
 
 
+def job_environment(environ) -> None:
+    """Run the workflow's jobs' Pythons in UTF-8 mode (PEP 540, ``PYTHONUTF8=1``) unless ``environ`` says otherwise:
+    under a locale that is not UTF-8 (``LANG=en_US.ISO-8859-1``) a job's Python decoded file names in that locale's
+    encoding, and Arrow (every Parquet file) encodes a path back as UTF-8, so a checkout or results folder with a
+    non-ASCII name failed the first job on "No such file or directory". Under ``LANG=C`` Python is in UTF-8 mode
+    already. Snakemake passes its environment to every job, local or Slurm (``--export=ALL``)."""
+    environ.setdefault("PYTHONUTF8", "1")
+
+
 def _results_folder(config: dict) -> list[str]:
     """The ``results:`` folder must be one plain path: Snakemake reads ``{}`` in it as wildcards and does not
     expand ``~``, and the Makefile's ``make clean`` / ``make report`` (and any shell) split it at whitespace."""

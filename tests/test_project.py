@@ -216,6 +216,40 @@ def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(t
         check_interpreter(str(spaced / ".venv" / "bin" / "python"))
 
 
+@pytest.mark.slow  # ~5 s: localedef and a fresh Python writing Parquet: `make test`, not the fast tier
+def test_jobs_write_under_a_non_ascii_folder_in_a_latin1_locale(tmp_path):
+    """Under a locale that is not UTF-8 (LANG=en_US.ISO-8859-1) a job's Python decoded its file names as Latin-1 and
+    Arrow encoded them back as UTF-8: in a checkout (or results folder) named with a non-ASCII letter every job
+    failed on "No such file or directory" writing its first Parquet file. The workflow runs its jobs in UTF-8 mode
+    (`papa.checks.job_environment`, in common.smk), a PYTHONUTF8 of the user's kept. Skipped where glibc's
+    localedef cannot make the locale."""
+    from papa.checks import job_environment
+
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    made = subprocess.run(["localedef", "-i", "en_US", "-f", "ISO-8859-1", str(locales / "en_US.ISO-8859-1")],
+                          capture_output=True, text=True) if shutil.which("localedef") else None  # fmt: skip
+    if made is None or not (locales / "en_US.ISO-8859-1").exists():
+        pytest.skip("localedef cannot make en_US.ISO-8859-1 here")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONUTF8", "PYTHONIOENCODING"))}
+    env.update(LOCPATH=str(locales), LC_ALL="en_US.ISO-8859-1", LANG="en_US.ISO-8859-1")
+    folder = tmp_path / "r\xe9sultats \xfcn\xef"
+    code = """
+import sys, pyarrow as pa
+from papa.io import read_parquet, write_table
+write_table(pa.table({"x": [1]}), sys.argv[1] + "/t.parquet")
+assert read_parquet(sys.argv[1] + "/t.parquet").x.tolist() == [1]
+"""
+    job_environment(env)  # what common.smk does to the environment Snakemake gives its jobs
+    p = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "checks.job_environment(os.environ)" in (ROOT / "workflow/rules/common.smk").read_text(encoding="utf-8")
+    mine = {"PYTHONUTF8": "0"}
+    job_environment(mine)
+    assert mine == {"PYTHONUTF8": "0"}  # the user's choice stands
+
+
 @pytest.mark.slow  # ~14 s of make and python starts: `make test`, not the fast tier (which it took over 2 minutes)
 def test_make_report_and_clean_follow_the_results_key(tmp_path):
     from papa.records import MARKER
