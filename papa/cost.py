@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 import subprocess
 import sys
@@ -203,7 +204,13 @@ def workflow_jobs(configfile, root=".") -> Jobs:
     run or locked)."""
     configfiles = [configfile] if isinstance(configfile, (str, Path)) else list(configfile)
     snakemake = Path(sys.executable).with_name("snakemake")
-    with tempfile.TemporaryDirectory(prefix="papa-cost-") as results:
+    # the workflow refuses a results folder whose path holds whitespace (a $TMPDIR of "/scratch/my tmp"): then an
+    # empty folder in root, named relative to it, is the results folder Snakemake plans for
+    spaced = any(c.isspace() for c in tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(
+        prefix=".papa-cost-" if spaced else "papa-cost-", dir=root if spaced else None
+    ) as made:
+        results = os.path.relpath(made, root) if spaced else made
         p = subprocess.run(
             [
                 str(snakemake) if snakemake.exists() else "snakemake",

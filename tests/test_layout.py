@@ -163,6 +163,29 @@ def test_cost_reads_snakemakes_plan_through_the_layout(monkeypatch):
         cost.workflow_jobs("config/smoke.yaml")
 
 
+def test_cost_plans_in_a_folder_the_workflow_takes_when_tmpdir_has_a_space(tmp_path, monkeypatch):
+    """`workflow_jobs` ran ``snakemake --summary`` with ``results=`` a folder under $TMPDIR, which the workflow refuses
+    where that path holds whitespace (TMPDIR="/scratch/my tmp"): benchmarks/paper_cost.py failed there. It plans in
+    an empty folder of the workflow's root then, named relative to it, removed after."""
+    import tempfile
+
+    import papa.cost as cost
+    from papa.checks import _results_folder
+
+    spaced = tmp_path / "my tmp"
+    spaced.mkdir()
+    root = tmp_path / "repo"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spaced))
+    seen = []
+    plan = [("probe/m/t/average/lambda/fraction_dynamic=0.5/seed0.parquet", "probe")]
+    monkeypatch.setattr(cost.subprocess, "run", _summary_run(plan, seen))
+    jobs = cost.workflow_jobs("config/smoke.yaml", root=root)
+    assert jobs.probes == [("m", "t", "average", "lambda", 0.5)]
+    assert _results_folder({"results": seen[0]}) == [], seen
+    assert not list(root.iterdir())  # the folder went with the plan
+
+
 #: A config's probe runs as papa.checks.probe_runs gives them: (model, task, constants, selection, fraction_dynamic).
 RUNS = [
     ("m", "t", "average", "lambda", "0.5"),  # lambda-ranked at a partial fraction: needs lambdas
