@@ -533,7 +533,8 @@ def _schema_error_line(error) -> str:
         return f"{key} is {value!r}, not an allowed value: {hint}choose one of {', '.join(allowed)}"
     if kind == "pattern" and error.validator_value == f"^{NAME_PATTERN}$":  # a model, dataset or task name
         return (f"{key}: {value!r} is not a name papa can use: a name is a folder in the output paths, so it holds "
-                f"only letters, digits, '_', '.' and '-' (no '/' or space); rename it")  # fmt: skip
+                f"only ASCII letters and digits, '_', '.' and '-' (no '/', space, or letter beyond ASCII such as "
+                f"'\u00e9'); rename it")  # fmt: skip
     if kind == "pattern" and error.validator_value == f"^{CONSTANTS_PATTERN}$":  # sweep.constants and the like
         try:
             ConstantsSpec.parse(str(value))

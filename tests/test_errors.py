@@ -734,6 +734,9 @@ def test_a_did_you_mean_prefers_the_value_a_typo_begins_or_matches_but_for_case(
     assert "did you mean 'seed'?" in says(lambda c: c.update(sed=1))  # difflib still, where neither applies
     msg = says(lambda c: c["tasks"].update({"a/b": c["tasks"][task]}))
     assert "config key 'tasks': 'a/b' is not a name papa can use: a name is a folder in the output paths" in msg
+    # a letter beyond ASCII is refused too (NAME_PATTERN): the message said "letters", and 'critiques_\u00e9' is one
+    msg = says(lambda c: c["tasks"].update({"critiques_\u00e9": c["tasks"][task]}))
+    assert "'critiques_\u00e9' is not a name papa can use" in msg and "only ASCII letters and digits" in msg, msg
 
 
 def test_an_empty_local_split_is_refused_before_any_job(tmp_path, monkeypatch):
