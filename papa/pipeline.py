@@ -1909,7 +1909,8 @@ def _all_constant_line(r) -> str:
         what = f"costs {100 * r.relative_drop:.1f}% of the main metric relative (mean over {tasks})"
     else:
         what = f"raises the main metric by {-100 * r.relative_drop:.1f}% relative (mean over {tasks})"
-    undefined = f"; no relative drop on {r.undefined} (no baseline at fraction_dynamic 1, or 0)" if r.undefined else ""
+    undefined = (f"; no relative drop on {r.undefined} (no baseline at fraction_dynamic 1, or one <= 0)"
+                 if r.undefined else "")  # fmt: skip
     return f"{r.model}, {r.constants}: all heads constant {what}{undefined}"
 
 

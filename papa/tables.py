@@ -626,7 +626,8 @@ def all_constant_drop(summary: pd.DataFrame) -> pd.DataFrame:
     The drop of a task is the summary's ``relative_drop`` at fraction 0 (``(baseline - mean) / baseline``; the head
     order replaces every head alike there, so of the rows of several orders, the same probes, the first in order of
     their names is taken, as in `constant_kinds_table`). A task whose drop is undefined (no fraction-1 baseline, or a
-    baseline of 0) is left out of the mean and named in ``undefined``.
+    baseline of 0) is left out of the mean and named in ``undefined``, and so is one whose baseline is below 0 (an
+    MCC under 0), where the summary's ``relative_drop`` has the sign of a rise for a fall (and the reverse).
 
     Args:
         summary: a :func:`summary_table` frame.
@@ -644,6 +645,8 @@ def all_constant_drop(summary: pd.DataFrame) -> pd.DataFrame:
     _require_columns(summary, key + ["selection", "fraction_dynamic", "metric", "relative_drop", "is_main"],
                      "all_constant_drop")  # fmt: skip
     df = summary[spec.is_all_constant(summary["fraction_dynamic"]) & summary["is_main"].astype(bool)]
+    if "baseline" in df.columns:  # a drop relative to a negative baseline reads a fall as a rise: not a drop
+        df = df.assign(relative_drop=df["relative_drop"].where(~(df["baseline"].astype("float64") < 0)))
     df = df.sort_values(key + ["metric", "selection"], kind="mergesort").drop_duplicates(key + ["metric"])
     several = df.groupby(key)["metric"].agg(list)
     several = several[several.map(len) > 1]

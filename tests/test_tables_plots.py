@@ -934,6 +934,30 @@ def test_all_constant_drop_by_hand():
         tables.all_constant_drop(summary.assign(is_main=True))
 
 
+def test_all_constant_drop_leaves_out_a_negative_baseline():
+    """relative_drop is (baseline - mean) / baseline: under a negative baseline (an MCC below 0, as a weak model gives
+    on CoLA) a fall has the sign of a rise, and the log said "raises the main metric" of a score that fell. Such a
+    task is named among those without a drop, as one with a baseline of 0 is; built by the library from probe rows."""
+    from papa.pipeline import _all_constant_line
+
+    rows = []
+    for task, metric, orig, free in [("cola", "mcc", -0.10, -0.20), ("sst2", "accuracy", 0.80, 0.60)]:
+        for fraction, score in [(1.0, orig), (0.0, free)]:
+            for seed in (0, 1):
+                rows.append(dict(model="m", task=task, constants="average", selection="lambda",
+                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
+                                 metric=metric, score=score))  # fmt: skip
+    summary = tables.summary_table(pd.DataFrame(rows), main_metric={"cola": "mcc", "sst2": "accuracy"})
+    cola = summary[(summary.task == "cola") & (summary.fraction_dynamic == 0)]
+    assert cola["relative_drop"].item() == pytest.approx(-1.0)  # the summary's own: a fall with a rise's sign
+    got = tables.all_constant_drop(summary)
+    assert got[["relative_drop", "n_tasks", "tasks", "undefined"]].to_dict("records") == [
+        dict(relative_drop=pytest.approx(0.25), n_tasks=1, tasks="sst2", undefined="cola")
+    ]
+    line = _all_constant_line(next(got.itertuples(index=False)))
+    assert "raises" not in line and "no relative drop on cola" in line, line
+
+
 def test_aggregate_logs_the_drop_with_every_head_constant(report, tmp_path, caplog):
     """The aggregate job's log says, per model and constants, what every head constant costs: the mean over the tasks
     of the main metric's relative drop (here bert-base's sst2 accuracy and cola MCC, by hand from the scores)."""
@@ -967,9 +991,9 @@ def test_all_constant_drop_log_lines():
     assert [_all_constant_line(r) for r in drops.itertuples(index=False)] == [
         "m, average: all heads constant costs 8.3% of the main metric relative (mean over 3 tasks: a, b, c)",
         "m, identity: all heads constant raises the main metric by 2.0% relative (mean over 1 task: a); no relative "
-        "drop on b (no baseline at fraction_dynamic 1, or 0)",
+        "drop on b (no baseline at fraction_dynamic 1, or one <= 0)",
         "m, zeros: all heads constant has no relative drop to report; no relative drop on a (no baseline at "
-        "fraction_dynamic 1, or 0)",
+        "fraction_dynamic 1, or one <= 0)",
     ]
 
 
