@@ -204,9 +204,12 @@ def workflow_jobs(configfile, root=".") -> Jobs:
     run or locked)."""
     configfiles = [configfile] if isinstance(configfile, (str, Path)) else list(configfile)
     snakemake = Path(sys.executable).with_name("snakemake")
-    # the workflow refuses a results folder whose path holds whitespace (a $TMPDIR of "/scratch/my tmp"): then an
-    # empty folder in root, named relative to it, is the results folder Snakemake plans for
-    spaced = any(c.isspace() for c in tempfile.gettempdir())
+    # the workflow refuses a results folder whose path holds whitespace (a $TMPDIR of "/scratch/my tmp"), '{' or '}'
+    # (wildcards) or '$NAME' (papa.checks' results check): then an empty folder in root, named relative to it, is the
+    # results folder Snakemake plans for
+    from .checks import _results_folder
+
+    spaced = bool(_results_folder({"results": str(Path(tempfile.gettempdir()) / "papa-cost-x")}))
     with tempfile.TemporaryDirectory(
         prefix=".papa-cost-" if spaced else "papa-cost-", dir=root if spaced else None
     ) as made:

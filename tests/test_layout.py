@@ -163,7 +163,8 @@ def test_cost_reads_snakemakes_plan_through_the_layout(monkeypatch):
         cost.workflow_jobs("config/smoke.yaml")
 
 
-def test_cost_plans_in_a_folder_the_workflow_takes_when_tmpdir_has_a_space(tmp_path, monkeypatch):
+@pytest.mark.parametrize("tmpdir", ["my tmp", "tmp{job}", "tmp$HOME"])
+def test_cost_plans_in_a_folder_the_workflow_takes_when_tmpdir_has_a_space(tmp_path, monkeypatch, tmpdir):
     """`workflow_jobs` ran ``snakemake --summary`` with ``results=`` a folder under $TMPDIR, which the workflow refuses
     where that path holds whitespace (TMPDIR="/scratch/my tmp"): benchmarks/paper_cost.py failed there. It plans in
     an empty folder of the workflow's root then, named relative to it, removed after."""
@@ -172,7 +173,7 @@ def test_cost_plans_in_a_folder_the_workflow_takes_when_tmpdir_has_a_space(tmp_p
     import papa.cost as cost
     from papa.checks import _results_folder
 
-    spaced = tmp_path / "my tmp"
+    spaced = tmp_path / tmpdir  # and any TMPDIR the workflow's results check refuses: '{}' (wildcards), '$NAME'
     spaced.mkdir()
     root = tmp_path / "repo"
     root.mkdir()
