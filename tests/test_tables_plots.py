@@ -934,6 +934,28 @@ def test_all_constant_drop_by_hand():
         tables.all_constant_drop(summary.assign(is_main=True))
 
 
+def test_aggregate_without_a_main_metric_still_writes_its_tables(tmp_path, caplog):
+    """summary_table marks every metric of a task that main_metric does not name as main, and all_constant_drop
+    refuses such a task (its mean would count it once per metric): the aggregate job, its tables written, then
+    failed on its log line, and Snakemake removes a failed job's outputs. It warns instead."""
+    from papa import pipeline
+
+    rows = [dict(model="m", task="cola", constants="average", selection="lambda", fraction_dynamic=fraction,
+                 n_dynamic=int(144 * fraction), seed=seed, epoch=0, metric=metric, score=0.5 + fraction / 4,
+                 train_loss=0.1, cache_strategy="none", cache_mb=0.0)
+            for metric in ("mcc", "accuracy") for fraction in (1.0, 0.0) for seed in (0, 1)]  # fmt: skip
+    probe = tmp_path / "probe.parquet"
+    pd.DataFrame(rows).to_parquet(probe)
+    outs = {f"out_{k}": str(tmp_path / "tables" / f"{k}.parquet")
+            for k in ["probe", "summary", "lambdas", "constant_kinds", "patterns"]}  # fmt: skip
+    stage = pipeline.AggregateStage(probes=[str(probe)], lambdas=[], patterns=[], main_metric={}, kinds=["average"],
+                                    **outs)  # fmt: skip
+    with caplog.at_level("INFO", logger="papa"):
+        pipeline.aggregate(stage)
+    assert all(Path(p).exists() for p in outs.values())
+    assert any("several main metrics" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+
+
 def test_all_constant_drop_leaves_out_a_negative_baseline():
     """relative_drop is (baseline - mean) / baseline: under a negative baseline (an MCC below 0, as a weak model gives
     on CoLA) a fall has the sign of a rise, and the log said "raises the main metric" of a score that fell. Such a
