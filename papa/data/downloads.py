@@ -44,6 +44,20 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "papa"
 
 
+def make_cache_dir(root: str | Path) -> Path:
+    """Make the download cache ``root`` (and its parents) where it is missing, and return it; one that cannot be
+    made (a read-only home: a bare PermissionError on ``~/.cache`` said nothing of PAPA_CACHE) fails saying what
+    to set."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DataUnavailableError(f"the download cache {root} cannot be made ({err}): set PAPA_CACHE (or "
+                                   f"XDG_CACHE_HOME) to a folder you can write, before starting "
+                                   f"Snakemake") from err  # fmt: skip
+    return root
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file, read in 1 MiB blocks."""
     h = hashlib.sha256()
@@ -206,13 +220,7 @@ def fetch_split_zip(
     """
     import fcntl
 
-    root = Path(root)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # a read-only home: a bare PermissionError on ~/.cache said nothing of PAPA_CACHE
-        raise DataUnavailableError(f"the download cache {root} cannot be made ({err}): set PAPA_CACHE (or "
-                                   f"XDG_CACHE_HOME) to a folder you can write, before starting "
-                                   f"Snakemake") from err  # fmt: skip
+    root = make_cache_dir(root)
     final = root / folder
     done = final / ".papa-provenance.json"
 

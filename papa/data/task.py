@@ -28,8 +28,8 @@ import pandas as pd
 from ..io import SEED_LIMIT, atomic_path, footer_json, is_integer, parquet_file, read_table, write_table
 from ..spec import NAME_PATTERN, PREPARED_SPLITS
 from . import hub, local, packages
-from .downloads import default_cache_dir
-from .errors import DataIntegrityError, DataUnavailableError, TaskSpecError, positive_int, require_columns
+from .downloads import default_cache_dir, make_cache_dir
+from .errors import DataIntegrityError, TaskSpecError, positive_int, require_columns
 from .hub import load_hub
 from .local import load_local
 from .packages import load_package, raw_file
@@ -522,12 +522,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         raise TaskSpecError(f"cache_dir {str(cache_dir)!r} is a file: give a folder (downloads and extracted corpora "
                             f"are kept there)")  # fmt: skip
     if source in ("package", "hub"):  # their archives and extracted corpora are kept there
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:  # a read-only home: a bare PermissionError on ~/.cache said nothing of PAPA_CACHE
-            raise DataUnavailableError(f"the download cache {cache_dir} cannot be made ({err}): set PAPA_CACHE (or "
-                                       f"XDG_CACHE_HOME) to a folder you can write, before starting "
-                                       f"Snakemake") from err  # fmt: skip
+        make_cache_dir(cache_dir)
 
     if source == "package":
         kind, label_names, splits, prov = load_package(known, spec, cache_dir)
