@@ -475,15 +475,23 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
     kinds = list(kinds)
     for k in kinds:
         spec.ConstantsSpec.parse(k)  # a misspelt kind would give no row, silently
-    df = summary[spec.is_all_constant(summary["fraction_dynamic"]) & summary["constants"].isin(kinds)]
-    df = df.sort_values(["model", "task", "constants", "metric", "selection"], kind="mergesort")
-    df = df.drop_duplicates(["model", "task", "constants", "metric"])
+    df = _all_constant_rows(summary)
+    df = df[df["constants"].isin(kinds)]
     out = df[
         ["model", "task", "constants", "metric", "n_seeds", "mean", "ci95", "baseline", "relative_drop", "is_main"]
     ].rename(columns={"baseline": "original"})
     order = {k: i for i, k in enumerate(kinds)}
     out = out.assign(_o=out["constants"].map(order)).sort_values(["model", "task", "_o", "metric"], kind="mergesort")
     return out.drop(columns="_o").reset_index(drop=True)
+
+
+def _all_constant_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's rows with every head constant (``fraction_dynamic`` 0), one per model, task, constants and
+    metric: the head order replaces every head alike there, so of the rows of several orders (the same probes) the
+    first in order of their names is kept."""
+    df = summary[spec.is_all_constant(summary["fraction_dynamic"])]
+    df = df.sort_values(["model", "task", "constants", "metric", "selection"], kind="mergesort")
+    return df.drop_duplicates(["model", "task", "constants", "metric"])
 
 
 def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -644,10 +652,10 @@ def all_constant_drop(summary: pd.DataFrame) -> pd.DataFrame:
     key = ["model", "task", "constants"]
     _require_columns(summary, key + ["selection", "fraction_dynamic", "metric", "relative_drop", "is_main"],
                      "all_constant_drop")  # fmt: skip
-    df = summary[spec.is_all_constant(summary["fraction_dynamic"]) & summary["is_main"].astype(bool)]
+    df = _all_constant_rows(summary)
+    df = df[df["is_main"].astype(bool)]
     if "baseline" in df.columns:  # a drop relative to a negative baseline reads a fall as a rise: not a drop
         df = df.assign(relative_drop=df["relative_drop"].where(~(df["baseline"].astype("float64") < 0)))
-    df = df.sort_values(key + ["metric", "selection"], kind="mergesort").drop_duplicates(key + ["metric"])
     several = df.groupby(key)["metric"].agg(list)
     several = several[several.map(len) > 1]
     if len(several):
