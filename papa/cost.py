@@ -209,11 +209,11 @@ def workflow_jobs(configfile, root=".") -> Jobs:
     # results folder Snakemake plans for
     from .checks import _results_folder
 
-    spaced = bool(_results_folder({"results": str(Path(tempfile.gettempdir()) / "papa-cost-x")}))
+    in_root = bool(_results_folder({"results": str(Path(tempfile.gettempdir()) / "papa-cost-x")}))
     with tempfile.TemporaryDirectory(
-        prefix=".papa-cost-" if spaced else "papa-cost-", dir=root if spaced else None
+        prefix=".papa-cost-" if in_root else "papa-cost-", dir=root if in_root else None
     ) as made:
-        results = os.path.relpath(made, root) if spaced else made
+        results = os.path.relpath(made, root) if in_root else made
         p = subprocess.run(
             [
                 str(snakemake) if snakemake.exists() else "snakemake",
