@@ -571,7 +571,9 @@ def models_compared_table(
 
     Per model and task (main metric only, ``is_main``): ``orig`` = mean at fraction 1, ``free``
     = mean at fraction 0, drop = ``(orig - free) / orig``. Both are then averaged over the tasks
-    that every model has at both fractions, so that models are compared on the same tasks.
+    that every model has at both fractions, so that models are compared on the same tasks. A task whose ``orig``
+    is at or below 0 in some model (an MCC under 0) is left out for every model: its drop is undefined there, or
+    has the sign of a rise for a fall (as in `all_constant_drop`).
 
     Args:
         summary: a :func:`summary_table` frame.
@@ -590,7 +592,8 @@ def models_compared_table(
 
     Raises:
         ValueError: a column is missing, a model of ``models`` has no row, nothing is left to
-            compare, or no task is shared by all models at fractions 0 and 1.
+            compare, no task is shared by all models at fractions 0 and 1, or every shared task has an
+            original score at or below 0 in some model.
     """
     _require_columns(
         summary,
@@ -620,9 +623,15 @@ def models_compared_table(
     common = set.intersection(*tasks_per_model)
     if not common:
         raise ValueError("models_compared_table: no task is shared by all models at fractions 0 and 1")
+    # a drop relative to an original score <= 0 (an MCC under 0) is undefined or has a rise's sign for a fall (as in
+    # all_constant_drop): such a task leaves every model's averages, orig too, so the models share their tasks
+    undefined = set(both.loc[both["task"].isin(common) & ~(both["orig"] > 0), "task"])
+    if common <= undefined:
+        raise ValueError(f"models_compared_table: every shared task ({', '.join(sorted(common))}) has an original "
+                         f"score at or below 0 in some model: no relative drop to compare")  # fmt: skip
+    common -= undefined
     both = both[both["task"].isin(common)]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        both["drop"] = np.where(both["orig"] != 0, (both["orig"] - both["free"]) / both["orig"], np.nan)
+    both["drop"] = (both["orig"] - both["free"]) / both["orig"]
     per_model = both.groupby("model").agg(orig=("orig", "mean"), drop=("drop", "mean")).reset_index()
     return per_model.assign(constants=constants, selection=selection, tasks=", ".join(sorted(common)))
 

@@ -374,6 +374,33 @@ def test_models_compared_table(summary):
         tables.models_compared_table(summary, models=["roberta-base", "electra-base"])
 
 
+def test_models_compared_leaves_out_a_task_with_a_baseline_at_or_below_zero():
+    """Fig. 3's drop is (orig - free) / orig, averaged over the tasks: under an original score below 0 (an MCC under 0,
+    as a weak model gives on CoLA) a fall has the sign of a rise, as in `all_constant_drop` (which leaves such a task
+    out), and under 0 the drop is undefined. Such a task is left out of every model's averages (orig too), so the
+    models stay compared on the same tasks; built by the library from probe rows."""
+    scores = {("bert-base", "cola"): (-0.10, -0.20), ("bert-base", "sst2"): (0.80, 0.60),
+              ("roberta-base", "cola"): (0.50, 0.40), ("roberta-base", "sst2"): (0.90, 0.81)}  # fmt: skip
+    rows = []
+    for (model, task), (orig, free) in scores.items():
+        for fraction, score in [(1.0, orig), (0.0, free)]:
+            for seed in (0, 1):
+                rows.append(dict(model=model, task=task, constants="average", selection="lambda",
+                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
+                                 metric=MAIN[task], score=score))  # fmt: skip
+    summary = tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+    got = tables.models_compared_table(summary).set_index("model")
+    assert set(got["tasks"]) == {"sst2"}
+    assert got.loc["bert-base", "drop"] == pytest.approx(0.25)  # before: mean(-1.0, 0.25), a rise of 37.5%
+    assert got.loc["bert-base", "orig"] == pytest.approx(0.80)
+    assert got.loc["roberta-base", "drop"] == pytest.approx(0.10)
+    zero = summary.assign(mean=summary["mean"].where(~((summary.model == "bert-base") & (summary.task == "cola")
+                                                       & (summary.fraction_dynamic == 1)), 0.0))  # fmt: skip
+    assert set(tables.models_compared_table(zero)["tasks"]) == {"sst2"}  # orig 0: no drop, not one of fewer tasks
+    with pytest.raises(ValueError, match="at or below 0"):
+        tables.models_compared_table(summary[summary.task == "cola"])
+
+
 def test_compared_models_are_those_that_run_every_task():
     """Fig. 3 compares the models that run every task: config/paper.yaml's ELECTRA (MNLI only, for Fig. 6b) is
     left out, so the six BERT/RoBERTa/DeBERTa models are averaged over all six tasks, as in the paper."""
