@@ -2046,8 +2046,17 @@ def _plot_figures(stage: PlotStage) -> None:
     draw(plots.plot_selection_orders, summary[method], stage.out_head_orders, "Head selection methods",
          f"no probe of this config ran on the method's matrices ({name}): add it to sweep.constants to draw its head "
          f"orders", not method.any())  # fmt: skip
-    plots.plot_models_compared(tables.models_compared_table(summary, models=stage.compared_models),
-                               stage.out_models_compared)  # fmt: skip
+
+    def models_compared(frame, out):
+        try:
+            table = tables.models_compared_table(frame, models=stage.compared_models)
+        except tables.NoDropToCompare as e:  # an original MCC below 0 on every shared task: a note, not a failed job
+            raise plots.NothingToPlot(str(e)) from e
+        return plots.plot_models_compared(table, out)
+
+    draw(models_compared, summary, stage.out_models_compared, "Original score vs drop without input-dependent "
+         "attention", "every task the compared models share has an original main score <= 0 in some model (an MCC "
+         "below 0), where a relative drop is undefined or reads a fall as a rise", True)  # fmt: skip
     if stage.out_summary_table is not None:
         plots.plot_summary_table(summary, stage.out_summary_table)
     # each figure's name joins its labels with '+', which no name holds ('_' joined them, and names may hold '_':

@@ -57,6 +57,7 @@ __all__ = [
     "mlm_table",
     "models_compared_table",
     "all_constant_drop",
+    "NoDropToCompare",
     "t_critical",
     "last_epochs",
 ]
@@ -564,6 +565,11 @@ def _prefer(values: pd.Series, preferred: str) -> str:
     return values.value_counts().sort_index().idxmax()
 
 
+class NoDropToCompare(ValueError):
+    """`models_compared_table` has no task left whose relative drop is defined in every model (each shared task's
+    original score is <= 0 in some model): the plot rule draws a figure that says so, not a failed job."""
+
+
 def models_compared_table(
     summary: pd.DataFrame, constants: str | None = None, selection: str | None = None, models=None
 ) -> pd.DataFrame:
@@ -627,8 +633,8 @@ def models_compared_table(
     # all_constant_drop): such a task leaves every model's averages, orig too, so the models share their tasks
     undefined = set(both.loc[both["task"].isin(common) & ~(both["orig"] > 0), "task"])
     if common <= undefined:
-        raise ValueError(f"models_compared_table: every shared task ({', '.join(sorted(common))}) has an original "
-                         f"score at or below 0 in some model: no relative drop to compare")  # fmt: skip
+        raise NoDropToCompare(f"models_compared_table: every shared task ({', '.join(sorted(common))}) has an "
+                              f"original score at or below 0 in some model: no relative drop to compare")  # fmt: skip
     common -= undefined
     both = both[both["task"].isin(common)]
     both["drop"] = (both["orig"] - both["free"]) / both["orig"]

@@ -397,7 +397,7 @@ def test_models_compared_leaves_out_a_task_with_a_baseline_at_or_below_zero():
     zero = summary.assign(mean=summary["mean"].where(~((summary.model == "bert-base") & (summary.task == "cola")
                                                        & (summary.fraction_dynamic == 1)), 0.0))  # fmt: skip
     assert set(tables.models_compared_table(zero)["tasks"]) == {"sst2"}  # orig 0: no drop, not one of fewer tasks
-    with pytest.raises(ValueError, match="at or below 0"):
+    with pytest.raises(tables.NoDropToCompare, match="at or below 0"):
         tables.models_compared_table(summary[summary.task == "cola"])
 
 
@@ -860,6 +860,29 @@ def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, ca
     with pytest.raises(ValueError, match="missing required column"):  # not an empty table: fails as before
         io.write_parquet(pd.DataFrame({"model": ["m"]}), kinds, {})
         pipeline.plot_figures(stage)
+
+
+def test_plot_stage_notes_a_models_comparison_without_a_defined_drop(report, tmp_path, caplog):
+    """Where every task the models share has an original main score <= 0 in some model (an MCC below 0 on the one task
+    of a run), Fig. 3 has no relative drop to draw: its figure says so and the other figures are drawn, as for the
+    other figures a config leaves empty (not a failed plot job, which Snakemake would leave without its figures)."""
+    from dataclasses import replace
+
+    from papa import io, pipeline
+
+    full = io.read_parquet(report.agg.out_summary)
+    cola = full[full.task == "cola"]
+    weak = (cola.model == "bert-base") & (cola.fraction_dynamic == 1.0)
+    summary = tmp_path / "summary.parquet"
+    io.write_parquet(cola.assign(mean=cola["mean"].where(~weak, -0.1)).reset_index(drop=True), summary, {})
+    P = tmp_path / "plots"
+    outs = {f: str(P / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
+    with caplog.at_level("WARNING", logger="papa.pipeline"):
+        pipeline.plot_figures(replace(report.plot, summary=str(summary), **outs))
+    said = [r.getMessage() for r in caplog.records if "nothing to draw" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("models_compared: nothing to draw, every task the compared models")
+    assert "Nothing to draw: every task the compared models share" in (P / "models_compared.svg").read_text()
+    assert (P / "fraction_curves.png").stat().st_size > 1000
 
 
 def test_aggregate_stage_writes_the_tables(report):
