@@ -732,8 +732,9 @@ def summary_table_frame(summary: pd.DataFrame, main_only: bool = True) -> pd.Dat
     """The summary table as the report shows it: a row per (model, task, metric, constants, head order), a column
     per fraction_dynamic (``1`` first, labelled as in the figures: ``1/2``, ``1/16``), each cell the mean over
     seeds, the 95% CI's half-width (``±``, none with one seed) and the relative drop from every head
-    input-dependent (the summary's ``relative_drop``; negative: the score rose), and ``[n seeds]`` where a cell has
-    fewer seeds than the table's most. Only each task's reported metric (``is_main``) unless ``main_only`` is
+    input-dependent (the summary's ``relative_drop``; negative: the score rose; none where the ``baseline`` is below
+    0, an MCC, whose drop would read a fall as a rise), and ``[n seeds]`` where a cell has fewer seeds than the
+    table's most. Only each task's reported metric (``is_main``) unless ``main_only`` is
     False."""
     _require(summary, [*_TABLE_KEYS, "fraction_dynamic", "mean", "ci95", "relative_drop", "n_seeds"],
              "summary_table_frame")  # fmt: skip
@@ -743,7 +744,9 @@ def summary_table_frame(summary: pd.DataFrame, main_only: bool = True) -> pd.Dat
 
     def cell(r) -> str:
         text = f"{r.mean:.3f}" + (f" ± {r.ci95:.3f}" if np.isfinite(r.ci95) else "")
-        if np.isfinite(r.relative_drop) and not is_original(r.fraction_dynamic):
+        # under a baseline below 0 (an MCC) the summary's relative_drop has a rise's sign for a fall: no drop shown
+        below = float(getattr(r, "baseline", np.nan)) < 0
+        if np.isfinite(r.relative_drop) and not below and not is_original(r.fraction_dynamic):
             text += f" (drop {100 * r.relative_drop:.1f}%)"
         return text + (f" [{r.n_seeds} seeds]" if r.n_seeds < seeds else "")
 

@@ -1158,6 +1158,25 @@ def test_the_reports_table_holds_the_summarys_numbers(report, tmp_path):
     assert "No probe results" in empty
 
 
+def test_summary_table_frame_shows_no_drop_under_a_negative_baseline():
+    """The report's summary table printed the summary's relative_drop, (baseline - mean) / baseline, in every cell:
+    under a negative baseline (an MCC below 0) a fall from -0.10 to -0.20 read "drop -100.0%", a rise. Such a cell
+    shows the score and its interval without a drop, as the aggregate log and Fig. 3 leave such a task out; a
+    positive baseline's cells are unchanged. Built by the library from probe rows."""
+    rows = []
+    for task, metric, orig, free in [("cola", "mcc", -0.10, -0.20), ("sst2", "accuracy", 0.80, 0.60)]:
+        for fraction, score in [(1.0, orig), (0.0, free)]:
+            for seed in (0, 1):
+                rows.append(dict(model="m", task=task, constants="average", selection="lambda",
+                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
+                                 metric=metric, score=score + 0.01 * seed))  # fmt: skip
+    summary = tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+    frame = plots.summary_table_frame(summary)
+    cola = summary[(summary.task == "cola") & (summary.fraction_dynamic == 0)].iloc[0]
+    assert frame.loc[("m", "cola", "mcc", "average", "lambda"), "0"] == f"{cola['mean']:.3f} ± {cola['ci95']:.3f}"
+    assert frame.loc[("m", "sst2", "accuracy", "average", "lambda"), "0"].endswith(f"(drop {100 * 0.2 / 0.805:.1f}%)")
+
+
 def test_plot_stage_from_snakemake_job():
     from papa import pipeline
 
