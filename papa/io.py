@@ -389,8 +389,14 @@ def read_provenance(path: str | Path) -> dict | None:
     return None if raw is None else footer_json(path, raw)
 
 
-def environment() -> dict:
-    """Versions of the things that decide a result, recorded next to it."""
+def environment(device=None) -> dict:
+    """Versions of the things that decide a result, recorded next to it, and the device it was computed on
+    (``device``: `device_name`; None: the CUDA device torch has initialised in this process, else ``cpu``).
+
+    It initialises no CUDA: a job that uses none (tokenize, aggregate, plot) on a GPU node set up a CUDA context
+    (seconds, and GPU memory) to read the GPU's name, and recorded that GPU as the device it ran on. ``cuda`` is
+    the CUDA version of torch's build where torch sees a CUDA device (`torch.cuda.is_available`, which sets up no
+    context), else None."""
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
@@ -412,7 +418,7 @@ def environment() -> dict:
         "mkl_cbwr": os.environ.get("MKL_CBWR"),  # MKL's reproducibility setting (`seed_everything`)
         "torch": torch.__version__,
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "device": device_name(device),
         "threads": torch.get_num_threads(),
     }
     packages = ("transformers", "tokenizers", "safetensors", "datasets", "numpy", "pandas", "pyarrow", "scipy",
@@ -421,6 +427,20 @@ def environment() -> dict:
     env["papa"] = installed("papa")
     env["papa_source"] = source_commit()
     return env
+
+
+def device_name(device=None) -> str:
+    """The name of the device a result was computed on, as `environment` records it: a CUDA device's (``NVIDIA
+    H100 80GB HBM3``), ``cpu`` for the CPU; None: the current CUDA device where torch has initialised CUDA in this
+    process (a model ran there), else ``cpu`` (reading a GPU's name initialises CUDA: only where it already is)."""
+    import torch
+
+    if device is None:
+        if not torch.cuda.is_initialized():
+            return "cpu"
+        device = torch.device("cuda", torch.cuda.current_device())
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 #: Environment variables that change a result's bits without changing papa's code or settings: which vector

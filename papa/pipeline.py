@@ -301,29 +301,34 @@ class Stage:
         commit = f" (commit {source['commit'][:12]}{', dirty' if source['dirty'] else ''})" if source else ""
         slurm = f", Slurm job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""  # sacct, seff
         kernels = " ".join([env["cpu_capability"] or "?", *(f"{k}={v}" for k, v in env["kernel_env"].items())])
+        # CUDA as torch sees it, not a GPU's name: reading that initialises CUDA, in a job that may use none (its
+        # records name the device it computed on, `job_record`)
+        cuda = f"CUDA {env['cuda']}" if env["cuda"] else "no CUDA"
         log.info("on %s%s (%s, %s kernels, %s), python %s, torch %s, transformers %s, papa %s%s",
-                 platform.node() or "?", slurm, env["cpu"] or "?", kernels, env["device"], env["python"], env["torch"],
+                 platform.node() or "?", slurm, env["cpu"] or "?", kernels, cuda, env["python"], env["torch"],
                  env["transformers"], env["papa"], commit)  # fmt: skip
         check_gpu_granted(sm, env)
         return stage
 
-    def job_record(self) -> dict:
+    def job_record(self, *, device=None) -> dict:
         """What every output of the job records besides its own settings: the environment
         (`papa.io.environment`: versions, device, threads, the checkout's commit), the digest of every
         input file (`papa.io.input_digests`) and, for a stage that loads a model, the release of an offline
-        alias's weights (`papa.models.model_release`)."""
-        # a workflow job's as read at its start (`from_snakemake`); a stage a notebook built reads it now
-        env = getattr(self, "_environment", None) or io.environment()
+        alias's weights (`papa.models.model_release`). ``device``: the one the stage computed on (a model
+        stage's model's; None: `papa.io.device_name`'s, the CPU where torch has not initialised CUDA)."""
+        # a workflow job's as read at its start (`from_snakemake`); a stage a notebook built reads it now. The device
+        # now: at the job's start no model had run, and a job that uses no GPU initialises no CUDA to name one
+        env = {**(getattr(self, "_environment", None) or io.environment()), "device": io.device_name(device)}
         record = {"environment": env, "inputs": io.input_digests(self.inputs)}
         if isinstance(getattr(self, "model", None), str):
             record["model_release"] = model_release(self.model)
         return record
 
-    def provenance(self, **extra) -> dict:
+    def provenance(self, *, device=None, **extra) -> dict:
         """What decided this stage's outputs, recorded next to them (`papa.io.write_parquet`,
         `papa.io.read_provenance`): the stage, its settings (every input, output and parameter:
-        the dataclass's fields, the code fingerprint among them), `job_record` and ``extra``."""
-        return {"stage": type(self).__name__, "settings": asdict(self), **self.job_record(), **extra}
+        the dataclass's fields, the code fingerprint among them), `job_record` (of ``device``) and ``extra``."""
+        return {"stage": type(self).__name__, "settings": asdict(self), **self.job_record(device=device), **extra}
 
 
 @dataclass(kw_only=True)
@@ -814,7 +819,7 @@ def average_constants(stage: AverageStage) -> ConstantAttention:
             )
     C.metadata.update(
         {"tokens": stage.tokens and str(stage.tokens), "requested_kind": stage.kind, "code": stage.code,
-         **stage.job_record()}
+         **stage.job_record(device=None if spec.data_free else next(m.parameters()).device)}
     )  # fmt: skip
     if not spec.data_free:
         C.metadata["precision"] = stage.precision  # CUDA's float32 matmuls while averaging
@@ -1112,7 +1117,9 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     log.info("%s", lambda_summary(lam))
     df = _label(lambda_frame(lam), stage.labels)
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
-    record = stage.provenance(probe_dropout=_dropout_run(info.kind, stage.hparams.dropout, m))
+    record = stage.provenance(
+        device=next(m.parameters()).device, probe_dropout=_dropout_run(info.kind, stage.hparams.dropout, m)
+    )
     io.write_parquet(df, stage.out_lambdas, record)
     io.write_parquet(_label(pd.DataFrame(rows), stage.labels), stage.out_metrics, record)
     return df
@@ -1201,7 +1208,7 @@ def check_gpu_granted(sm, env: dict) -> None:
     absent), and paper.yaml's jobs then run into their time limits after hours (a CPU build of torch, one built
     for a newer CUDA than the node's driver, or a cluster that granted no GPU)."""
     gpus = getattr(getattr(sm, "resources", None), "gpu", 0) or 0
-    if not isinstance(gpus, (int, float)) or gpus <= 0 or env["device"] != "cpu":
+    if not isinstance(gpus, (int, float)) or gpus <= 0 or env["cuda"]:  # env["cuda"]: None where torch sees none
         return
     import torch
 
@@ -1465,7 +1472,8 @@ def probe_heads(stage: ProbeStage) -> list[pd.DataFrame]:
     df["cache_strategy"], df["cache_mb"] = strategy, nbytes / 2**20
     df["model_revision"] = model_revision(m)  # the hub commit the weights came from (None: local)
     # which heads stayed input-dependent, (layer, head) pairs: a random order's are otherwise known only by rerunning it
-    record = stage.provenance(cache_strategy=strategy, dynamic_heads=(~static).nonzero().tolist(),
+    record = stage.provenance(device=next(m.parameters()).device, cache_strategy=strategy,
+                              dynamic_heads=(~static).nonzero().tolist(),
                               probe_dropout=_dropout_run(info.kind, hparams.dropout, m))  # fmt: skip
     record["settings"]["hparams"] = asdict(hparams)  # as run_probe got them (shared: its order)
     return [
@@ -1727,7 +1735,7 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         df.insert(0, k, v)
     revision = model_revision(m)  # the hub commit the weights came from (None: local), as in the probe tables
     df["model_revision"] = ldf["model_revision"] = revision
-    record = stage.provenance(model_revision=revision)
+    record = stage.provenance(device=next(m.parameters()).device, model_revision=revision)
     io.write_parquet(ldf, stage.out_lambdas, record)
     io.write_parquet(df, stage.out_scores, record)
     return df

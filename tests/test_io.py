@@ -325,6 +325,51 @@ def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "digests").iterdir())) == 2
 
 
+def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkeypatch):
+    """On a GPU node `papa.io.environment` read the name of GPU 0 (torch.cuda.get_device_name, which initialises
+    CUDA) for every job: a tokenize, aggregate or plot job set up a CUDA context it never used and recorded the GPU
+    as its device. It names a GPU only where torch has initialised CUDA, or the device a stage says it computed on (a
+    model stage: its model's); a job asking for a GPU still starts where torch sees one (`check_gpu_granted`). On the
+    CPU: torch's CUDA calls stand in, and initialising CUDA fails."""
+    import torch
+
+    from papa import pipeline
+
+    named = []
+
+    def name(device=None):
+        named.append(device)
+        return "NVIDIA H200"
+
+    def no_init():
+        raise AssertionError("CUDA initialised")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "_lazy_init", no_init)
+    monkeypatch.setattr(torch.cuda, "get_device_name", name)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    env = io.environment()
+    assert env["device"] == "cpu" and env["cuda"] == "12.4" and not named, (env["device"], named)
+    stage = pipeline.Stage()  # a stage that runs no model (aggregate, plot): the CPU, no CUDA initialised
+    assert stage.job_record()["environment"]["device"] == "cpu" and not named, named
+    assert stage.provenance(device="cpu")["environment"]["device"] == "cpu" and not named, named
+    # a model stage passes its model's device: a GPU's name, read once the model is there
+    assert stage.provenance(device=torch.device("cuda", 0))["environment"]["device"] == "NVIDIA H200"
+    # the job's start reads no GPU name (no model has run): a job given a GPU torch sees is not refused
+    job = SimpleNamespace(rule="probe", resources=SimpleNamespace(gpu=1, mem_mb=1000))
+    pipeline.check_gpu_granted(job, io.environment())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"asks for 1 GPU\(s\).*sees no CUDA device"):
+        pipeline.check_gpu_granted(job, io.environment())
+    # where torch has initialised CUDA (a model ran there; a notebook), its current device's name
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert io.environment()["device"] == io.device_name() == "NVIDIA H200"
+    assert io.device_name("cpu") == "cpu" and stage.job_record(device="cpu")["environment"]["device"] == "cpu"
+
+
 def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
     """papa.io.environment records the git commit papa runs from (this checkout's, when it is one)."""
     import subprocess
@@ -745,7 +790,8 @@ if sys.argv[2] == "stop":
         assert said[0] == f"Toy{which}: 2 input file(s), 1 thread(s), seed 0", said
         assert said[1] == "inputs: a, b", said  # in the log file only
         env = io.environment()
-        assert said[2].startswith("on ") and f"torch {env['torch']}" in said[2] and env["device"] in said[2], said
+        cuda = f"CUDA {env['cuda']}" if env["cuda"] else "no CUDA"  # as torch sees it: no GPU's name at the start
+        assert said[2].startswith("on ") and f"torch {env['torch']}" in said[2] and f", {cuda})" in said[2], said
         assert (", Slurm job 4242 (" in said[2]) == (how == "finish"), said
     # a warning reaches the job's log (it went to stderr alone); the console's lines name the job (its log's path
     # under logs/): jobs side by side wrote lines no one could tell apart
@@ -1020,11 +1066,11 @@ def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):
     def job(gpu, rule="probe"):
         return SimpleNamespace(rule=rule, resources=SimpleNamespace(gpu=gpu, mem_mb=1000))
 
-    for gpu, device in ((0, "cpu"), (1, "NVIDIA H100 80GB HBM3")):
-        pipeline.check_gpu_granted(job(gpu), {"device": device})
-    pipeline.check_gpu_granted(SimpleNamespace(), {"device": "cpu"})  # a notebook's stand-in job: no resources
+    for gpu, cuda in ((0, None), (1, "12.4")):  # env["cuda"]: None where torch sees no CUDA device
+        pipeline.check_gpu_granted(job(gpu), {"cuda": cuda})
+    pipeline.check_gpu_granted(SimpleNamespace(), {"cuda": None})  # a notebook's stand-in job: no resources
     with pytest.raises(RuntimeError, match=r"the probe job asks for 1 GPU\(s\).*sees no CUDA device.*gpu: 0"):
-        pipeline.check_gpu_granted(job(1), {"device": "cpu"})
+        pipeline.check_gpu_granted(job(1), {"cuda": None})
     if torch.cuda.is_available():
         return
     code = """

@@ -162,6 +162,23 @@ def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, t
     assert torch.equal(C.mean, papa.average_attention(model, enc.subset(rows).batches(16)).mean)
 
 
+def test_averaged_matrices_record_the_device_their_model_ran_on(token_file, tmp_path, monkeypatch):
+    """A model stage records its model's device (`Stage.job_record`): the CPU here, though torch says it sees and
+    has initialised CUDA (a notebook that used the GPU before and loads this model on the CPU: the GPU's name was
+    recorded)."""
+    enc, path = token_file
+    load = pipeline.load_encoder
+    monkeypatch.setattr(pipeline, "load_encoder", lambda name, **kw: load(name, **{**kw, "device": "cpu"}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    stage = pipeline.AverageStage(model="minilm", kind="average", tokens=str(path),
+                                  out=str(tmp_path / "C.safetensors"), batch_size=16, max_examples=8)  # fmt: skip
+    assert pipeline.average_constants(stage).metadata["environment"]["device"] == "cpu"
+    assert papa.io.device_name() == "NVIDIA H200"  # what a stage passing no device records
+
+
 def test_data_free_matrices_take_their_n_without_the_corpus(token_file, tmp_path):
     """Rule data_free_constants gives no token file (an edit to the corpus reran every data-free matrix): N is the
     path's, the same matrices as from the token file's N; averaging still needs the file, and an N that disagrees
