@@ -26,6 +26,7 @@ import contextvars
 import json
 import math
 import os
+import textwrap
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -616,21 +617,31 @@ def plot_models_compared(
             ax.annotate(
                 row["model"], (row["drop"] * 100, row["orig"]), xytext=(6, 4), textcoords="offset points", fontsize=9
             )
+        ylabel, tasks = _models_compared_text(table)
         ax.set_xlabel("relative score drop with all heads constant (%)")
-        ax.set_ylabel("original score (all heads input-dependent)")
+        ax.set_ylabel(ylabel)
         ax.set_title("Original score vs drop without input-dependent attention")
         ax.margins(x=0.25, y=0.2)
-        fig.text(
-            0.01,
-            0.005,
-            f"mean over tasks: {table['tasks'].iloc[0]}; constants={table['constants'].iloc[0]}",
-            fontsize=7,
-            color="0.35",
-            ha="left",
-            va="bottom",
-        )
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        # paper.yaml's six tasks with their metrics run past the figure's width on one line
+        note = textwrap.wrap(f"mean over tasks: {tasks}; constants={table['constants'].iloc[0]}", 120)
+        fig.text(0.01, 0.005, "\n".join(note), fontsize=7, color="0.35", ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.04 + 0.022 * (len(note) - 1), 1, 1))
         return _save(fig, out)
+
+
+def _models_compared_text(table: pd.DataFrame) -> tuple[str, str]:
+    """Fig. 3's y label and its note's tasks. The y axis names the one metric every task scores (``original MCC``),
+    else says it is the mean of the tasks' metrics (Fig. 3 averages MCC, accuracy, F1 ... over the tasks); the note
+    names each task's metric as the figures do (`papa.spec.metric_label`: ``cola=MCC``). A table without
+    ``metrics`` (a notebook's own) says "score" and names the tasks alone."""
+    tasks, score = str(table["tasks"].iloc[0]), "original score"
+    if "metrics" in table.columns:
+        names, metrics = tasks.split(", "), str(table["metrics"].iloc[0]).split(", ")
+        labels = [" / ".join(map(metric_label, m.split("/"))) for m in metrics]
+        if len(names) == len(labels):  # else not models_compared_table's: the tasks as they are
+            tasks = ", ".join(f"{t}={label}" for t, label in zip(names, labels, strict=True))
+            score = f"original {labels[0]}" if len(set(labels)) == 1 else "original score: mean of the tasks' metrics\n"
+    return score + ("" if score.endswith("\n") else " ") + "(all heads input-dependent)", tasks
 
 
 def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
@@ -763,12 +774,15 @@ def summary_table_frame(summary: pd.DataFrame, main_only: bool = True) -> pd.Dat
 
 
 def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> list[str]:
-    """`summary_table_frame` as ``<out>.html`` (the workflow's report shows it beside the figures), written
+    """`summary_table_frame` as ``<out>.html`` (the workflow's report shows it beside the figures; its metrics
+    named as the figures name them, `papa.spec.metric_label`, where the frame keeps their ids), written
     atomically, with the record of a `recorded` block (`figure_record` reads it back); the same table gives the
     same bytes. Returns the path written."""
     import html
 
     table = summary_table_frame(summary, main_only)
+    if len(table):  # each metric as the figures name it (MCC, span F1 (seqeval)); the frame and Parquet keep ids
+        table = table.rename(index=metric_label, level="metric")
     record = _RECORD.get()
     meta = "" if record is None else (
         f'<meta name="papa-record" content="{html.escape(json.dumps(record, sort_keys=True, default=str))}">\n'
@@ -779,7 +793,8 @@ def plot_summary_table(summary: pd.DataFrame, out, main_only: bool = True) -> li
         f"<style>{_TABLE_STYLE}</style></head><body>\n"
         f"<p>Probe scores, {what}: the mean over seeds (up to {table.attrs['n_seeds']}) &plusmn; the 95% confidence "
         f"interval's half-width, and the relative drop from every head input-dependent (fraction_dynamic 1), per "
-        f"fraction of input-dependent heads. All metrics and columns: tables/summary.parquet.</p>\n"
+        f"fraction of input-dependent heads; metrics named as in the figures. All metrics and columns (metric ids): "
+        f"tables/summary.parquet.</p>\n"
         + (table.to_html(escape=True) if len(table) else "<p>No probe results.</p>")
         + "\n</body></html>\n"
     )

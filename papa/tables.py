@@ -593,8 +593,8 @@ def models_compared_table(
 
     Returns:
         One row per model (sorted): ``model, orig, drop`` and, the same on every row, the
-        ``constants`` and ``selection`` used and ``tasks`` (the shared tasks, sorted,
-        comma-separated).
+        ``constants`` and ``selection`` used, ``tasks`` (the shared tasks, sorted,
+        comma-separated) and ``metrics`` (each of those tasks' metric, in that order).
 
     Raises:
         ValueError: a column is missing, a model of ``models`` has no row, nothing is left to
@@ -639,7 +639,10 @@ def models_compared_table(
     both = both[both["task"].isin(common)]
     both["drop"] = (both["orig"] - both["free"]) / both["orig"]
     per_model = both.groupby("model").agg(orig=("orig", "mean"), drop=("drop", "mean")).reset_index()
-    return per_model.assign(constants=constants, selection=selection, tasks=", ".join(sorted(common)))
+    # what the mean is of: each task's metric (several, "/"-joined, where a summary marks no main metric)
+    metrics = both.groupby("task")["metric"].agg(lambda m: "/".join(sorted(set(m))))
+    return per_model.assign(constants=constants, selection=selection, tasks=", ".join(sorted(common)),
+                            metrics=", ".join(metrics[t] for t in sorted(common)))  # fmt: skip
 
 
 def all_constant_drop(summary: pd.DataFrame) -> pd.DataFrame:

@@ -340,7 +340,8 @@ def test_selection_orders_share_their_end_points(summary):
 
 def test_models_compared_table(summary):
     t = tables.models_compared_table(summary)
-    assert list(t.columns) == ["model", "orig", "drop", "constants", "selection", "tasks"]
+    assert list(t.columns) == ["model", "orig", "drop", "constants", "selection", "tasks", "metrics"]
+    assert set(t["metrics"]) == {", ".join(MAIN[task] for task in ("cola", "sst2"))}  # each task's, as in tasks
     assert list(t["model"]) == sorted(MODELS)
     assert set(t["tasks"]) == {"cola, sst2"}
     assert set(t["constants"]) == {"average"} and set(t["selection"]) == {"lambda"}
@@ -695,6 +696,27 @@ def test_figures_name_metrics_readably(summary, plot_dir, monkeypatch):
     table1 = _axis_labels(monkeypatch, lambda: plots.plot_constant_kinds(kinds, plot_dir / "labels_kinds"))
     assert table1 == [("cola (m)", "MCC"), ("pos (m)", "span F1 (seqeval)")]
     assert set(tables.constant_kinds_table(summary, ["average"]).metric) == {"accuracy", "mcc"}  # the ids
+    # Fig. 3 averages each task's metric over the tasks: its y axis said "original score" of no metric. It names the
+    # one metric all tasks score, else says it is the tasks' mean, and its note names each task's metric
+    notes = []
+    save = plots._save
+
+    def note(fig, out):
+        notes.extend(t.get_text() for t in fig.texts)
+        return save(fig, out)
+
+    fig3 = _axis_labels(monkeypatch, lambda: plots.plot_models_compared(summary, plot_dir / "labels3"))
+    monkeypatch.setattr(plots, "_save", note)
+    plots.plot_models_compared(summary, plot_dir / "labels3")
+    assert [y for _, y in fig3] == ["original score: mean of the tasks' metrics\n(all heads input-dependent)"]
+    assert notes == ["mean over tasks: cola=MCC, sst2=accuracy; constants=average"], notes
+    cola = summary[summary.task == "cola"]
+    fig3 = _axis_labels(monkeypatch, lambda: plots.plot_models_compared(cola, plot_dir / "labels3cola"))
+    assert [y for _, y in fig3] == ["original MCC (all heads input-dependent)"]
+    # a notebook's own frame without metrics: the tasks as they are
+    own = tables.models_compared_table(summary).drop(columns="metrics")
+    fig3 = _axis_labels(monkeypatch, lambda: plots.plot_models_compared(own, plot_dir / "labels3own"))
+    assert [y for _, y in fig3] == ["original score (all heads input-dependent)"]
 
 
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
@@ -1141,7 +1163,10 @@ def test_the_reports_table_holds_the_summarys_numbers(report, tmp_path):
         assert cell == want, (r, cell)
         assert want in text.replace("&plusmn;", "±")
     assert not (summary.metric != summary.task.map(MAIN)).loc[summary.is_main].any()
-    assert set(frame.index.get_level_values("metric")) == set(MAIN.values())
+    assert set(frame.index.get_level_values("metric")) == set(MAIN.values())  # the frame: ids, as the tables
+    # the page names metrics as the figures do (it showed the ids, mcc, where the figures say MCC)
+    shown = set(re.findall(r"<th[^>]*>([^<]*)</th>", text))
+    assert {"MCC", "accuracy"} <= shown and "mcc" not in shown, shown
     with plots.recorded(plots.figure_record(path)):  # the same table and record: the same bytes
         again = plots.plot_summary_table(summary, tmp_path / "again")
     assert Path(again[0]).read_bytes() == path.read_bytes()
