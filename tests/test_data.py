@@ -319,7 +319,8 @@ def test_registry_defines_each_dataset_once():
         assert len(set(ds.labels)) == len(ds.labels)
         assert name in D.KNOWN_TASKS[ds.source_name]
     assert D.PACKAGE_TASKS == ("rt_sentiment", "wsj_pos", "hedge", "wiki")
-    assert D.HUB_TASKS == ("sst2", "cola", "mrpc", "mnli", "conll2003_ner", "conll2003_pos", "wikitext103")
+    paper = ("sst2", "cola", "mrpc", "mnli", "conll2003_ner", "conll2003_pos", "wikitext103")
+    assert D.HUB_TASKS == (*paper, "qqp", "qnli", "rte", "mnli_matched")  # then GLUE's others
     assert not set(D.PACKAGE_TASKS) & set(D.HUB_TASKS)
     assert set(D.RAW_FILES) == set(D.PACKAGE_TASKS) and set(D.HUB_SPECS) == set(D.HUB_TASKS)
     assert {f.archive for f in D.RAW_FILES.values()} == set(D.ARCHIVES.values())
@@ -695,7 +696,7 @@ def test_error_unknown_task():
     with pytest.raises(D.TaskSpecError, match="'sst2' is a hub task"):
         D.load_task({"name": "sst2", "source": "package"})
     with pytest.raises(D.TaskSpecError, match="known hub tasks: sst2, cola, mrpc, mnli"):
-        D.load_task({"name": "qqp", "source": "hub"})
+        D.load_task({"name": "squad", "source": "hub"})
 
 
 def test_error_unknown_source():
@@ -2140,6 +2141,113 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
         assert t.splits["train"]["tags"].tolist() == [tags] * 3 and len(t.splits["validation"]) == 2
         assert t.provenance["label_names_source"] == "hub features"
     assert t.label_names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+
+
+#: GLUE's other classification tasks on the hub (nyu-mll/glue): our name -> (hub config, sentence A and B columns,
+#: the ClassLabel names of the dataset card, in id order).
+OTHER_GLUE = {
+    "qqp": ("qqp", "question1", "question2", ["not_duplicate", "duplicate"]),
+    "qnli": ("qnli", "question", "sentence", ["entailment", "not_entailment"]),
+    "rte": ("rte", "sentence1", "sentence2", ["entailment", "not_entailment"]),
+    "mnli_matched": ("mnli", "premise", "hypothesis", ["entailment", "neutral", "contradiction"]),
+}
+
+
+def _fake_glue(config: str, a: str, b: str, names: list[str], class_label: bool = True):
+    """A DatasetDict shaped like nyu-mll/glue's ``config``: sentence columns ``a``/``b``, ``label`` (a ClassLabel of
+    ``names``, or a plain integer where ``class_label`` is False) and ``idx``; unlabeled test splits (label -1) as
+    on the hub; MNLI's two validation and two test splits. Each row's text names its split and its column."""
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+    label = ClassLabel(names=names) if class_label else Value("int64")
+    f = Features({a: Value("string"), b: Value("string"), "label": label, "idx": Value("int32")})
+
+    def split(tag, labels):
+        n = len(labels)
+        rows = {a: [f"{tag} {a} {i}" for i in range(n)], b: [f"{tag} {b} {i}" for i in range(n)]}
+        return Dataset.from_dict({**rows, "label": labels, "idx": list(range(n))}, features=f)
+
+    k = len(names)
+    train, val = [i % k for i in range(6)], [(i + 1) % k for i in range(k + 1)]
+    if config == "mnli":
+        return DatasetDict(train=split("train", train), validation_matched=split("matched", val),
+                           validation_mismatched=split("mismatched", val[::-1]),
+                           test_matched=split("test", [-1, -1]), test_mismatched=split("test", [-1]))  # fmt: skip
+    return DatasetDict(train=split("train", train), validation=split("validation", val), test=split("test", [-1] * 3))
+
+
+@pytest.mark.parametrize("class_label", [True, False], ids=["hub_label_names", "registry_label_names"])
+def test_glues_other_classification_tasks_load_from_the_hub(class_label, monkeypatch, tmp_path):
+    """qqp, qnli, rte and mnli_matched are hub datasets (papa.data.registry): each loads its nyu-mll/glue config,
+    its two sentence columns as text / text_b, labels named as GLUE's ClassLabel names them (the registry's list
+    where the data has no ClassLabel: the same names, in the same id order), train and validation only (the test
+    splits, label -1, are not read, so not scored); mnli_matched is scored on validation_matched and keeps
+    validation_mismatched as an extra split (the paper's mnli, the other way round)."""
+    import datasets
+
+    from papa.data import hub
+
+    calls = []
+
+    def load_dataset(hub_id, config, **kw):
+        calls.append((hub_id, config, kw))
+        spec = next(v for v in OTHER_GLUE.values() if v[0] == config)
+        return _fake_glue(*spec, class_label=class_label)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(hub, "_hub_offline", lambda: False)
+    monkeypatch.setattr(hub, "resolve_revision", lambda name, hub_id, revision, timeout: "0123abcd")
+    for name, (config, a, b, names) in OTHER_GLUE.items():
+        assert name in D.HUB_TASKS and D.LABEL_SETS[name] == ("sequence", names)
+        t = D.load_task({"name": name, "source": "hub"}, tmp_path)
+        _check_schema(t)
+        assert calls[-1][:2] == ("nyu-mll/glue", config) and calls[-1][2]["revision"] == "0123abcd", name
+        assert t.kind == "sequence" and t.label_names == names, name
+        assert t.provenance["label_names_source"] == ("hub features" if class_label else "papa.data.LABEL_SETS")
+        scored = "matched" if name == "mnli_matched" else "validation"
+        val = t.splits["validation"]
+        n = len(names) + 1
+        assert val["text"].tolist() == [f"{scored} {a} {i}" for i in range(n)], name  # sentence A: GLUE's column a
+        assert val["text_b"].tolist() == [f"{scored} {b} {i}" for i in range(n)], name  # sentence B: column b
+        assert val["label"].tolist() == [(i + 1) % len(names) for i in range(n)], name  # the hub's ids, kept
+        assert t.splits["train"]["text"].tolist() == [f"train {a} {i}" for i in range(6)]
+        extra = {"validation_mismatched"} if name == "mnli_matched" else set()
+        assert set(t.splits) == {"train", "validation"} | extra, name
+        assert not any(df["text"].str.startswith("test").any() for df in t.splits.values()), name
+        assert t.provenance["n_dropped"] == 0  # no -1 row was read: the test splits are not loaded
+    assert t.splits["validation_mismatched"]["text"].tolist()[0] == "mismatched premise 0"
+
+
+def test_glues_other_classification_tasks_pass_the_config_check():
+    """The config check takes qqp, qnli, rte and mnli_matched as ``{source: hub}`` datasets, knows before loading
+    that they give sentence pairs with the registry's labels, refuses binary f1 on mnli_matched's three labels (as on
+    mnli's), and suggests the name meant for a typo."""
+    import copy
+
+    import yaml
+
+    from papa.checks import ConfigError, dataset_labels, is_pair_dataset, validate_config
+
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    config = copy.deepcopy(paper)
+    for name in OTHER_GLUE:
+        config["datasets"][name] = {"source": "hub"}
+        metrics = ["f1", "accuracy"] if name == "qqp" else ["accuracy"]
+        config["tasks"][name] = {"dataset": name, "max_length": 128, "metrics": metrics,
+                                 "probe": {"lr": 2.0e-5, "batch_size": 16, "epochs": 4}}  # fmt: skip
+    validate_config(config)
+    for name, (_, _, _, names) in OTHER_GLUE.items():
+        assert dataset_labels(name, config["datasets"][name]) == names and is_pair_dataset(name, {"source": "hub"})
+    bad = copy.deepcopy(paper)
+    bad["datasets"]["nli"] = {"source": "hub", "name": "mnli_matched"}
+    bad["tasks"]["nli"] = {"dataset": "nli", "max_length": 128, "metrics": ["f1"],
+                           "probe": {"lr": 2.0e-5, "batch_size": 16, "epochs": 4}}  # fmt: skip
+    with pytest.raises(ConfigError, match="'f1' is binary F1 .* task nli has 3 labels"):
+        validate_config(bad)
+    typo = copy.deepcopy(paper)
+    typo["datasets"]["qnli"] = {"source": "hub", "name": "qnly"}
+    with pytest.raises(ConfigError, match=r"unknown hub dataset 'qnly' \(did you mean 'qnli'\?\)"):
+        validate_config(typo)
 
 
 def test_the_loader_refuses_keys_its_task_or_format_does_not_read(tmp_path):

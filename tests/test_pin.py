@@ -226,3 +226,19 @@ def test_the_docs_write_the_pins_with_o_not_a_shell_redirection():
     for where, text in (("papa/pin.py", pin.__doc__), ("README.md", (ROOT / "README.md").read_text())):
         assert not redirected.search(text), f"{where}: {redirected.search(text).group()}"
     assert "python -m papa.pin config/paper.yaml -o config/paper-pins.yaml" in pin.__doc__
+
+
+def test_glues_other_hub_datasets_are_pinned_as_the_papers_glue_tasks():
+    """qqp, qnli, rte and mnli_matched read nyu-mll/glue at the registry's revision (its default branch), as sst2,
+    cola, mrpc and mnli do: each is pinned to the commit that resolves to, the same one as mnli's."""
+    config = load_config(PAPER)
+    for name in ("qqp", "qnli", "rte", "mnli_matched"):
+        config["datasets"][name] = {"source": "hub"}
+    datasets = Hub()
+    pins = pin.hub_pins(config, Hub(), datasets)["datasets"]
+    glue = {"revision": sha("nyu-mll/glue", None)}
+    assert {n: pins[n] for n in ("qqp", "qnli", "rte", "mnli_matched", "mnli")} == dict.fromkeys(
+        ("qqp", "qnli", "rte", "mnli_matched", "mnli"), glue
+    )
+    assert set(datasets.asked) == {("nyu-mll/glue", None), ("eriktks/conll2003", "refs/convert/parquet"),
+                                   ("Salesforce/wikitext", None)}  # fmt: skip

@@ -654,3 +654,16 @@ def test_the_readmes_config_examples_validate(tmp_path, monkeypatch):
         config["analyses"]["tasks"] = None
         validate_config(config)
     assert copies == 1
+
+
+def test_the_paper_configs_commented_example_of_another_glue_task_validates():
+    """config/paper.yaml shows, commented out, how to add one of GLUE's other hub datasets (rte) and its task:
+    uncommented, it passes the workflow's validation and adds that dataset and task, nothing else."""
+    from papa.checks import validate_config
+
+    text = (ROOT / "config" / "paper.yaml").read_text()
+    example = re.sub(r"^  #   ", "    ", re.sub(r"^  # (rte:)", r"  \1", text, flags=re.M), flags=re.M)
+    paper, config = yaml.safe_load(text), yaml.safe_load(example)
+    assert config["datasets"] == {**paper["datasets"], "rte": {"source": "hub"}}
+    assert set(config["tasks"]) - set(paper["tasks"]) == {"rte"} and config["tasks"]["rte"]["dataset"] == "rte"
+    validate_config(config)

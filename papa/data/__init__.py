@@ -24,7 +24,8 @@ Three kinds of source:
     validation_mismatched, validation_matched kept as an extra split) and
     ``conll2003_ner`` / ``conll2003_pos`` from the Parquet export (revision
     ``refs/convert/parquet``) of ``eriktks/conll2003``; ``wikitext103``, an unlabeled corpus for
-    averaging and the masked-LM analysis. Where the hub cannot be reached this
+    averaging and the masked-LM analysis. Besides the paper's: GLUE's ``qqp``, ``qnli``, ``rte``
+    and ``mnli_matched`` (MNLI with validation = validation_matched). Where the hub cannot be reached this
     raises :class:`DataUnavailableError` within seconds and says how to use a local copy.
 
 ``"local"`` (files you have)

@@ -205,6 +205,42 @@ DATASETS: dict[str, Dataset] = _datasets(
     Dataset("wikitext103", "sequence", [], HubSource(
         "Salesforce/wikitext", hub_config="wikitext-103-raw-v1", text="text", unlabeled=True,
     )),
+    # ---- hub datasets: GLUE's other classification tasks (not in the paper's grid). Labels in the order of
+    # nyu-mll/glue's ClassLabel features (their ids); the unlabeled test splits (label -1) are not loaded.
+    Dataset("qqp", "sequence", ["not_duplicate", "duplicate"], HubSource(
+        _GLUE, hub_config="qqp", text="question1", text_b="question2",
+        local_example=(
+            '{"name": "qqp", "source": "local", "train": "qqp_train.parquet", '
+            '"validation": "qqp_validation.parquet", "text_column": "question1", '
+            '"text_b_column": "question2", "label_column": "label"}'
+        ),
+    )),
+    Dataset("qnli", "sequence", ["entailment", "not_entailment"], HubSource(
+        _GLUE, hub_config="qnli", text="question", text_b="sentence",
+        local_example=(
+            '{"name": "qnli", "source": "local", "train": "qnli_train.parquet", '
+            '"validation": "qnli_validation.parquet", "text_column": "question", '
+            '"text_b_column": "sentence", "label_column": "label"}'
+        ),
+    )),
+    Dataset("rte", "sequence", ["entailment", "not_entailment"], HubSource(
+        _GLUE, hub_config="rte", text="sentence1", text_b="sentence2",
+        local_example=(
+            '{"name": "rte", "source": "local", "train": "rte_train.parquet", '
+            '"validation": "rte_validation.parquet", "text_column": "sentence1", '
+            '"text_b_column": "sentence2", "label_column": "label"}'
+        ),
+    )),
+    # MNLI scored on its matched validation split (the paper's mnli: mismatched)
+    Dataset("mnli_matched", "sequence", ["entailment", "neutral", "contradiction"], HubSource(
+        _GLUE, hub_config="mnli", text="premise", text_b="hypothesis",
+        splits={"train": "train", "validation": "validation_matched", "validation_mismatched": "validation_mismatched"},
+        local_example=(
+            '{"name": "mnli_matched", "source": "local", "train": "mnli_train.parquet", '
+            '"validation": "mnli_validation_matched.parquet", "text_column": "premise", '
+            '"text_b_column": "hypothesis", "label_column": "label"}'
+        ),
+    )),
 )  # fmt: skip
 
 # ---- derived views (kept under the names the rest of papa and its users import)

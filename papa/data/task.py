@@ -448,7 +448,8 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         spec: ``{"name": ..., "source": "package" | "hub" | "local", ...}``.
             package: ``name`` in rt_sentiment, wsj_pos, hedge, wiki (wiki: ``chunk_words``,
             ``min_words``).
-            hub: ``name`` in sst2, cola, mrpc, mnli, conll2003_ner, conll2003_pos, wikitext103; optional
+            hub: ``name`` in sst2, cola, mrpc, mnli, conll2003_ner, conll2003_pos, wikitext103, qqp, qnli,
+            rte, mnli_matched; optional
             ``hub_id``, ``hub_config``, ``revision``, ``data_dir``, ``hub_timeout``, ``hf_cache_dir``.
             local: ``kind`` ("sequence"/"token"; defaults to the known task's kind),
             ``train`` (path, required), ``validation`` / ``test`` (paths, optional),
