@@ -46,15 +46,22 @@ SPLIT_SIZES = {
     # the MLM analysis's held-out text: rows of Salesforce/wikitext (wikitext-103-raw-v1) on the hub, blank lines
     # included; paper.yaml draws 20,000 and 3,000 of them (datasets.wikitext103.max_train / max_validation)
     "wikitext103": dict(train=1_801_350, validation=3_760, tokens=128.0),  # tokens: unused (no probe caches it)
+    # GLUE's other classification tasks (hub datasets, not in the paper's grid): word pieces are estimates
+    "qqp": dict(train=363_846, validation=40_430, tokens=30.0),
+    "qnli": dict(train=104_743, validation=5_463, tokens=50.0),
+    "rte": dict(train=2_490, validation=277, tokens=70.0),
+    "mnli_matched": dict(train=392_702, validation=9_815, tokens=40.0),  # validation_matched
 }
 DATASET_SOURCES = (
     "Split sizes: GLUE (Wang et al. 2019) as on the hub (nyu-mll/glue: CoLA 8,551/1,043, SST-2 67,349/872, "
     "MRPC 3,668/408, MNLI 392,702/9,832 validation_mismatched) and CoNLL-2003 (Tjong Kim Sang & De Meulder 2003: "
     "14,041/3,250 sentences, 203,621 training tokens); WikiText-103 (Merity et al. 2017) rows as on the hub "
     "(Salesforce/wikitext: 1,801,350/3,760, blank lines included), of which a config's max_train/max_validation "
-    "draw the MLM analysis's (paper.yaml: 20,000/3,000). Word pieces per example (BERT uncased, with specials): "
+    "draw the MLM analysis's (paper.yaml: 20,000/3,000); GLUE's QQP 363,846/40,430, QNLI 104,743/5,463, RTE "
+    "2,490/277 and MNLI's validation_matched 9,815. Word pieces per example (BERT uncased, with specials): "
     "MNLI ~40 and SST-2 ~13 as in the project's method notes; CoLA ~11 and MRPC ~53 (two ~22-word "
-    "sentences) are estimates from typical sentence lengths; CoNLL-2003 caches one row per word (14.5 per sentence)."
+    "sentences), QQP ~30, QNLI ~50 and RTE ~70 are estimates from typical sentence lengths; CoNLL-2003 caches one "
+    "row per word (14.5 per sentence)."
 )
 
 #: (layers, hidden size, non-embedding parameters) of the paper's encoders.

@@ -456,6 +456,19 @@ def test_cost_estimate_counts_the_examples_a_config_draws():
     assert df.loc["average"].passes_ours == 2_000
 
 
+def test_cost_knows_the_split_sizes_of_every_hub_dataset():
+    """Every hub dataset a config may name has its published sizes in `papa.cost.SPLIT_SIZES`, so that
+    `benchmarks/paper_cost.py` estimates a config using it (qqp, qnli, rte, mnli_matched raised KeyError) and the
+    two MNLI validation splits keep their own sizes."""
+    from papa.cost import SPLIT_SIZES, split_sizes
+    from papa.data.registry import HUB_TASKS
+
+    assert set(HUB_TASKS) <= set(SPLIT_SIZES), sorted(set(HUB_TASKS) - set(SPLIT_SIZES))
+    config = {"datasets": {"mnli_matched": {"source": "hub", "max_train": 1_000}}}
+    assert split_sizes(config, "mnli_matched") == (1_000, 9_815)
+    assert split_sizes({"datasets": {}}, "mnli") == (392_702, 9_832)
+
+
 def test_cost_estimate_re_encodes_a_probe_under_backbone_dropout_and_the_authors_overlay_costs_their_procedure():
     """A probe job with ``backbone_dropout`` re-encodes every epoch of every seed, whatever the cache could hold
     (`papa.probe.prepare_features`); papa.cost costed it as cached (memory or disk), so the authors' overlay
