@@ -579,7 +579,8 @@ def models_compared_table(
     = mean at fraction 0, drop = ``(orig - free) / orig``. Both are then averaged over the tasks
     that every model has at both fractions, so that models are compared on the same tasks. A task whose ``orig``
     is at or below 0 in some model (an MCC under 0) is left out for every model: its drop is undefined there, or
-    has the sign of a rise for a fall (as in `all_constant_drop`).
+    has the sign of a rise for a fall (as in `all_constant_drop`); so is one whose ``orig`` or ``free`` is NaN in
+    some model, so that ``orig`` and ``drop`` are means over the same tasks.
 
     Args:
         summary: a :func:`summary_table` frame.
@@ -599,7 +600,7 @@ def models_compared_table(
     Raises:
         ValueError: a column is missing, a model of ``models`` has no row, nothing is left to
             compare, no task is shared by all models at fractions 0 and 1, or every shared task has an
-            original score at or below 0 in some model.
+            original score at or below 0, or a NaN score, in some model.
     """
     _require_columns(
         summary,
@@ -630,11 +631,13 @@ def models_compared_table(
     if not common:
         raise ValueError("models_compared_table: no task is shared by all models at fractions 0 and 1")
     # a drop relative to an original score <= 0 (an MCC under 0) is undefined or has a rise's sign for a fall (as in
-    # all_constant_drop): such a task leaves every model's averages, orig too, so the models share their tasks
-    undefined = set(both.loc[both["task"].isin(common) & ~(both["orig"] > 0), "task"])
+    # all_constant_drop): such a task leaves every model's averages, orig too, so the models share their tasks. So
+    # does one whose score at fraction 0 is NaN in some model (its drop NaN, skipped by the mean while its orig counted)
+    undefined = set(both.loc[both["task"].isin(common) & ~((both["orig"] > 0) & both["free"].notna()), "task"])
     if common <= undefined:
         raise NoDropToCompare(f"models_compared_table: every shared task ({', '.join(sorted(common))}) has an "
-                              f"original score at or below 0 in some model: no relative drop to compare")  # fmt: skip
+                              f"original score at or below 0 (or no score) in some model: no relative drop to "
+                              f"compare")  # fmt: skip
     common -= undefined
     both = both[both["task"].isin(common)]
     both["drop"] = (both["orig"] - both["free"]) / both["orig"]

@@ -402,6 +402,30 @@ def test_models_compared_leaves_out_a_task_with_a_baseline_at_or_below_zero():
         tables.models_compared_table(summary[summary.task == "cola"])
 
 
+def test_models_compared_averages_orig_and_drop_over_the_same_tasks_where_a_score_is_nan():
+    """A task whose score with every head constant is NaN in a model (no seed scored) had a NaN drop, which the mean
+    skipped while its orig was averaged: that model's orig was over two tasks and its drop over one. The task leaves
+    every model's averages, as one with an original score <= 0 does; built by the library from probe rows."""
+    scores = {("bert-base", "cola"): (0.30, np.nan), ("bert-base", "sst2"): (0.80, 0.60),
+              ("roberta-base", "cola"): (0.50, 0.40), ("roberta-base", "sst2"): (0.90, 0.81)}  # fmt: skip
+    rows = []
+    for (model, task), (orig, free) in scores.items():
+        for fraction, score in [(1.0, orig), (0.0, free)]:
+            for seed in (0, 1):
+                rows.append(dict(model=model, task=task, constants="average", selection="lambda",
+                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
+                                 metric=MAIN[task], score=score))  # fmt: skip
+    summary = tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+    got = tables.models_compared_table(summary).set_index("model")
+    assert set(got["tasks"]) == {"sst2"} and set(got["metrics"]) == {MAIN["sst2"]}
+    assert got.loc["bert-base", "orig"] == pytest.approx(0.80)  # before: 0.55, cola's 0.30 in, its drop out
+    assert got.loc["bert-base", "drop"] == pytest.approx(0.25)
+    assert got.loc["roberta-base", "orig"] == pytest.approx(0.90)
+    assert got.loc["roberta-base", "drop"] == pytest.approx(0.10)
+    with pytest.raises(tables.NoDropToCompare, match="no score"):
+        tables.models_compared_table(summary[summary.task == "cola"])
+
+
 def test_compared_models_are_those_that_run_every_task():
     """Fig. 3 compares the models that run every task: config/paper.yaml's ELECTRA (MNLI only, for Fig. 6b) is
     left out, so the six BERT/RoBERTa/DeBERTa models are averaged over all six tasks, as in the paper."""
