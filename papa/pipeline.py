@@ -315,10 +315,13 @@ class Stage:
         (`papa.io.environment`: versions, device, threads, the checkout's commit), the digest of every
         input file (`papa.io.input_digests`) and, for a stage that loads a model, the release of an offline
         alias's weights (`papa.models.model_release`). ``device``: the one the stage computed on (a model
-        stage's model's; None: `papa.io.device_name`'s, the CPU where torch has not initialised CUDA)."""
+        stage's model's; None: the CPU, where every stage that runs no model computes, data-free matrices too)."""
         # a workflow job's as read at its start (`from_snakemake`); a stage a notebook built reads it now. The device
-        # now: at the job's start no model had run, and a job that uses no GPU initialises no CUDA to name one
-        env = {**(getattr(self, "_environment", None) or io.environment()), "device": io.device_name(device)}
+        # now: at the job's start no model had run, and a job that uses no GPU initialises no CUDA to name one. None
+        # is the CPU, not the CUDA device torch has initialised (`papa.io.device_name`'s guess): in a notebook that ran
+        # a model on the GPU, an aggregate, a plot or data-free matrices computed on the CPU recorded that GPU
+        device = io.device_name("cpu" if device is None else device)
+        env = {**(getattr(self, "_environment", None) or io.environment()), "device": device}
         record = {"environment": env, "inputs": io.input_digests(self.inputs)}
         if isinstance(getattr(self, "model", None), str):
             record["model_release"] = model_release(self.model)

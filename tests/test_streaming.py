@@ -176,7 +176,23 @@ def test_averaged_matrices_record_the_device_their_model_ran_on(token_file, tmp_
     stage = pipeline.AverageStage(model="minilm", kind="average", tokens=str(path),
                                   out=str(tmp_path / "C.safetensors"), batch_size=16, max_examples=8)  # fmt: skip
     assert pipeline.average_constants(stage).metadata["environment"]["device"] == "cpu"
-    assert papa.io.device_name() == "NVIDIA H200"  # what a stage passing no device records
+    assert papa.io.device_name() == "NVIDIA H200"  # torch's current device: not what a stage records
+
+
+def test_stages_that_run_no_model_record_the_cpu_where_cuda_is_initialised(monkeypatch, tmp_path):
+    """A notebook that ran a model on the GPU has CUDA initialised: a stage it then runs that computes on the CPU (an
+    aggregate, a plot, data-free matrices, which load no model) recorded that GPU as its device (`Stage.job_record`
+    passed None on to `papa.io.device_name`, the current CUDA device). They record the CPU, as in the workflow."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    assert pipeline.Stage().job_record()["environment"]["device"] == "cpu"
+    assert pipeline.Stage().provenance()["environment"]["device"] == "cpu"
+    stage = pipeline.AverageStage(model="minilm", kind="toeplitz", max_length=16, out=str(tmp_path / "C.safetensors"))
+    assert pipeline.average_constants(stage).metadata["environment"]["device"] == "cpu"
+    # a model stage still names the device its model ran on
+    assert pipeline.Stage().job_record(device=torch.device("cuda", 1))["environment"]["device"] == "NVIDIA H200"
 
 
 def test_data_free_matrices_take_their_n_without_the_corpus(token_file, tmp_path):
