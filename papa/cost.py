@@ -276,6 +276,12 @@ def _known(dataset: str, hub_id: str) -> None:
             )
 
 
+def _published(config: dict, dataset: str) -> str:
+    """The `SPLIT_SIZES` key of a config's dataset: its ``name`` (the papa.data task it loads, as the workflow
+    reads it), else its key (``datasets: {glue_rte: {source: hub, name: rte}}`` has RTE's sizes)."""
+    return (config["datasets"].get(dataset) or {}).get("name") or dataset
+
+
 def _capped(n: int, cap: int | None) -> int:
     return n if cap is None else min(n, cap)
 
@@ -283,7 +289,7 @@ def _capped(n: int, cap: int | None) -> int:
 def split_sizes(config: dict, dataset: str) -> tuple[int, int]:
     """(train, validation) examples of ``dataset`` as the workflow prepares it: the published sizes
     (`SPLIT_SIZES`) drawn down to ``datasets.<dataset>.max_train`` and ``max_validation`` where set."""
-    ds, caps = SPLIT_SIZES[dataset], config["datasets"].get(dataset) or {}
+    ds, caps = SPLIT_SIZES[_published(config, dataset)], config["datasets"].get(dataset) or {}
     return _capped(ds["train"], caps.get("max_train")), _capped(ds["validation"], caps.get("max_validation"))
 
 
@@ -378,13 +384,13 @@ def estimate(
         for job in jobs:
             m, t = job[0], job[1]
             task, hub_id = config["tasks"][t], config["models"][m]
-            _known(task["dataset"], hub_id)
+            _known(_published(config, task["dataset"]), hub_id)
             L, H, params = MODELS[hub_id]
             hp = task[stage]  # tasks.<t>.lambda: complete after validation (the probe's where it gives none)
             N, epochs = int(task["max_length"]), int(hp["epochs"])
             train, validation = split_sizes(config, task["dataset"])
             train = _capped(train, hp.get("max_train"))
-            kept = min(SPLIT_SIZES[task["dataset"]]["tokens"], N)
+            kept = min(SPLIT_SIZES[_published(config, task["dataset"])]["tokens"], N)
             nbytes = features_nbytes(round((train + validation) * kept), L + 1, H, dtype)
             per_epoch = train + validation
             jobs, rule = 1, "probe"
@@ -423,7 +429,7 @@ def estimate(
 
     for m, d, N, kind in average_jobs:
         hub_id = config["models"][m]
-        _known(d, hub_id)
+        _known(_published(config, d), hub_id)
         L, H, _ = MODELS[hub_id]
         examples = _capped(split_sizes(config, d)[0], config["averaging"]["max_examples"])
         per_pass, is_measured = pass_hours(hub_id, N)
@@ -439,7 +445,7 @@ def estimate(
     mlm = config["analyses"]["mlm"] or {}
     for m, d, N in mlm_jobs:
         hub_id = config["models"][m]
-        _known(d, hub_id)
+        _known(_published(config, d), hub_id)
         train, validation = split_sizes(config, d)
         train, scored = _capped(train, mlm["max_train"]), _capped(validation, mlm["max_eval"])
         epochs, fractions = int(mlm["epochs"]), len(config["sweep"]["fraction_dynamic"])

@@ -469,6 +469,26 @@ def test_cost_knows_the_split_sizes_of_every_hub_dataset():
     assert split_sizes({"datasets": {}}, "mnli") == (392_702, 9_832)
 
 
+def test_cost_knows_a_datasets_sizes_under_another_key():
+    """A config's dataset key need not be its papa.data name (``datasets: {glue_rte: {source: hub, name: rte}}``, the
+    config check's "name: the papa.data task name (default the dataset's key)"): papa.cost looked the key up in
+    `SPLIT_SIZES` and stopped on a KeyError telling the user to add 'glue_rte' there. It reads the named dataset's
+    sizes, capped by that entry's max_train, in the probe, lambda and averaging estimates alike."""
+    import yaml
+
+    from papa.cost import estimate, split_sizes
+
+    config = {"datasets": {"glue_rte": {"source": "hub", "name": "rte", "max_train": 1_000}}}
+    assert split_sizes(config, "glue_rte") == (1_000, 277)
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["datasets"]["glue_rte"] = {"source": "hub", "name": "rte"}
+    paper["tasks"]["glue_rte"] = {**paper["tasks"]["mrpc"], "dataset": "glue_rte"}
+    probes, lambdas = [("bert-base", "glue_rte", "average", "lambda", 0.5)], [("bert-base", "glue_rte", "average")]
+    df = estimate(paper, probes, lambdas, 2e5, None, average_jobs=[("bert-base", "glue_rte", 64, "average")])
+    df = df.set_index("stage")
+    assert df.loc["probe"].passes_ours == 2_490 + 277 and df.loc["average"].passes_ours == 2_490
+
+
 def test_cost_estimate_re_encodes_a_probe_under_backbone_dropout_and_the_authors_overlay_costs_their_procedure():
     """A probe job with ``backbone_dropout`` re-encodes every epoch of every seed, whatever the cache could hold
     (`papa.probe.prepare_features`); papa.cost costed it as cached (memory or disk), so the authors' overlay
