@@ -1215,6 +1215,11 @@ def check_gpu_granted(sm, env: dict) -> None:
         return
     import torch
 
+    # a ROCm build of torch has no CUDA version (env["cuda"] None) but sees the GPU through torch.cuda (HIP), as
+    # `papa.models.check_device` uses it: not a job without its GPU
+    if getattr(torch.version, "hip", None) and torch.cuda.is_available():
+        return
+
     rule = getattr(sm, "rule", None) or "this"
     cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA: a CPU build"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

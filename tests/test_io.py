@@ -370,6 +370,28 @@ def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkey
     assert io.device_name("cpu") == "cpu" and stage.job_record(device="cpu")["environment"]["device"] == "cpu"
 
 
+def test_a_job_given_a_gpu_by_a_rocm_build_of_torch_is_not_refused(monkeypatch):
+    """A ROCm build of torch sees an AMD GPU through torch.cuda (HIP: torch.cuda.is_available() is True) but has no
+    CUDA version (torch.version.cuda is None), so `papa.io.environment` records ``cuda`` None. `check_gpu_granted`
+    read that as "torch sees no GPU" and refused every GPU job there (it tested the device GPU 0's name before, which
+    HIP gives); a ROCm build that sees no GPU is still refused."""
+    import torch
+
+    from papa import pipeline
+
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    job = SimpleNamespace(rule="probe", resources=SimpleNamespace(gpu=1, mem_mb=1000))
+    env = io.environment()
+    assert env["cuda"] is None
+    pipeline.check_gpu_granted(job, env)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"asks for 1 GPU\(s\).*sees no CUDA device"):
+        pipeline.check_gpu_granted(job, io.environment())
+
+
 def test_the_environment_names_the_checkout_the_cpu_and_mkls_setting():
     """papa.io.environment records the git commit papa runs from (this checkout's, when it is one)."""
     import subprocess
