@@ -116,7 +116,10 @@ def dense_on_real_tokens(model: nn.Module, enabled: bool | None = None):
             return None
         stats._gathered.discard(id(mod))
         B, N = stats._shape
-        return out.new_zeros(B * N, out.shape[-1]).index_copy(0, stats._rows, out).view(B, N, -1)
+        # into the fresh zeros in place: index_copy (out of place) cloned the whole padded buffer first (MiniLM
+        # encoding 512 Rotten Tomatoes examples, batch 64 x 64, one thread: 0.84x the CPU time in place, the hidden
+        # states identical bit for bit)
+        return out.new_zeros(B * N, out.shape[-1]).index_copy_(0, stats._rows, out).view(B, N, -1)
 
     with ExitStack() as undo:
 

@@ -245,6 +245,30 @@ def test_what_it_leaves_alone(minilm):
         assert on.enabled
 
 
+def test_the_scatter_copies_into_its_zero_buffer_in_place(minilm):
+    """Each gathered layer's output goes back into a fresh zero buffer in place (``index_copy_``): the out-of-place
+    ``index_copy`` cloned the whole padded buffer first, a fifth of the CPU of a probe job's encoding (the numbers,
+    gradients included, are those of the padded run: the tests above)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    model = minilm[0]
+    part = batch_of(model, LENGTHS)
+    with torch.no_grad(), dense_on_real_tokens(model) as rows, Ops() as ops:
+        states(model, part)
+    assert rows.computed < rows.positions  # gathered
+    copies = [f for f in ops.seen if "index_copy" in str(f)]
+    assert copies and all(f == torch.ops.aten.index_copy_.default for f in copies), sorted(set(map(str, copies)))
+
+
 def test_an_unsupported_model_fails_on_entering():
     model = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)).eval()
     with pytest.raises(papa.UnsupportedModelError, match="gpt2"), dense_on_real_tokens(model):
