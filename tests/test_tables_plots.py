@@ -24,6 +24,16 @@ N_HEADS = 144
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def _two_fraction_summary(scores, spread=0.0):
+    """A summary built by the library from probe rows: ``{(model, task): (score at fraction 1, at fraction 0)}``,
+    two seeds each (the second ``spread`` higher), each task's MAIN metric."""
+    rows = [dict(model=model, task=task, constants="average", selection="lambda", fraction_dynamic=fraction,
+                 n_dynamic=int(144 * fraction), seed=seed, epoch=0, metric=MAIN[task], score=score + spread * seed)
+            for (model, task), (orig, free) in scores.items() for fraction, score in [(1.0, orig), (0.0, free)]
+            for seed in (0, 1)]  # fmt: skip
+    return tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+
+
 def final_score(model: str, task: str, fraction: float, seed: int, metric: str, selection: str = "lambda") -> float:
     """Deterministic synthetic final-epoch score: higher with more dynamic heads."""
     base = 0.9 if model == "roberta-base" else 0.8
@@ -382,14 +392,7 @@ def test_models_compared_leaves_out_a_task_with_a_baseline_at_or_below_zero():
     models stay compared on the same tasks; built by the library from probe rows."""
     scores = {("bert-base", "cola"): (-0.10, -0.20), ("bert-base", "sst2"): (0.80, 0.60),
               ("roberta-base", "cola"): (0.50, 0.40), ("roberta-base", "sst2"): (0.90, 0.81)}  # fmt: skip
-    rows = []
-    for (model, task), (orig, free) in scores.items():
-        for fraction, score in [(1.0, orig), (0.0, free)]:
-            for seed in (0, 1):
-                rows.append(dict(model=model, task=task, constants="average", selection="lambda",
-                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
-                                 metric=MAIN[task], score=score))  # fmt: skip
-    summary = tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+    summary = _two_fraction_summary(scores)
     got = tables.models_compared_table(summary).set_index("model")
     assert set(got["tasks"]) == {"sst2"}
     assert got.loc["bert-base", "drop"] == pytest.approx(0.25)  # before: mean(-1.0, 0.25), a rise of 37.5%
@@ -408,14 +411,7 @@ def test_models_compared_averages_orig_and_drop_over_the_same_tasks_where_a_scor
     every model's averages, as one with an original score <= 0 does; built by the library from probe rows."""
     scores = {("bert-base", "cola"): (0.30, np.nan), ("bert-base", "sst2"): (0.80, 0.60),
               ("roberta-base", "cola"): (0.50, 0.40), ("roberta-base", "sst2"): (0.90, 0.81)}  # fmt: skip
-    rows = []
-    for (model, task), (orig, free) in scores.items():
-        for fraction, score in [(1.0, orig), (0.0, free)]:
-            for seed in (0, 1):
-                rows.append(dict(model=model, task=task, constants="average", selection="lambda",
-                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
-                                 metric=MAIN[task], score=score))  # fmt: skip
-    summary = tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+    summary = _two_fraction_summary(scores)
     got = tables.models_compared_table(summary).set_index("model")
     assert set(got["tasks"]) == {"sst2"} and set(got["metrics"]) == {MAIN["sst2"]}
     assert got.loc["bert-base", "orig"] == pytest.approx(0.80)  # before: 0.55, cola's 0.30 in, its drop out
@@ -1058,14 +1054,7 @@ def test_all_constant_drop_leaves_out_a_negative_baseline():
     task is named among those without a drop, as one with a baseline of 0 is; built by the library from probe rows."""
     from papa.pipeline import _all_constant_line
 
-    rows = []
-    for task, metric, orig, free in [("cola", "mcc", -0.10, -0.20), ("sst2", "accuracy", 0.80, 0.60)]:
-        for fraction, score in [(1.0, orig), (0.0, free)]:
-            for seed in (0, 1):
-                rows.append(dict(model="m", task=task, constants="average", selection="lambda",
-                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
-                                 metric=metric, score=score))  # fmt: skip
-    summary = tables.summary_table(pd.DataFrame(rows), main_metric={"cola": "mcc", "sst2": "accuracy"})
+    summary = _two_fraction_summary({("m", "cola"): (-0.10, -0.20), ("m", "sst2"): (0.80, 0.60)})
     cola = summary[(summary.task == "cola") & (summary.fraction_dynamic == 0)]
     assert cola["relative_drop"].item() == pytest.approx(-1.0)  # the summary's own: a fall with a rise's sign
     got = tables.all_constant_drop(summary)
@@ -1212,14 +1201,7 @@ def test_summary_table_frame_shows_no_drop_under_a_negative_baseline():
     under a negative baseline (an MCC below 0) a fall from -0.10 to -0.20 read "drop -100.0%", a rise. Such a cell
     shows the score and its interval without a drop, as the aggregate log and Fig. 3 leave such a task out; a
     positive baseline's cells are unchanged. Built by the library from probe rows."""
-    rows = []
-    for task, metric, orig, free in [("cola", "mcc", -0.10, -0.20), ("sst2", "accuracy", 0.80, 0.60)]:
-        for fraction, score in [(1.0, orig), (0.0, free)]:
-            for seed in (0, 1):
-                rows.append(dict(model="m", task=task, constants="average", selection="lambda",
-                                 fraction_dynamic=fraction, n_dynamic=int(144 * fraction), seed=seed, epoch=0,
-                                 metric=metric, score=score + 0.01 * seed))  # fmt: skip
-    summary = tables.summary_table(pd.DataFrame(rows), main_metric=MAIN)
+    summary = _two_fraction_summary({("m", "cola"): (-0.10, -0.20), ("m", "sst2"): (0.80, 0.60)}, spread=0.01)
     frame = plots.summary_table_frame(summary)
     cola = summary[(summary.task == "cola") & (summary.fraction_dynamic == 0)].iloc[0]
     assert frame.loc[("m", "cola", "mcc", "average", "lambda"), "0"] == f"{cola['mean']:.3f} ± {cola['ci95']:.3f}"
