@@ -50,7 +50,7 @@ from .spec import (
     metric_label,
     renamed_arguments,
 )
-from .tables import models_compared_table
+from .tables import models_compared_table, reads_as_drop
 
 __all__ = [
     "plot_fraction_curves",
@@ -753,11 +753,12 @@ def summary_table_frame(summary: pd.DataFrame, main_only: bool = True) -> pd.Dat
     fractions = sorted(df["fraction_dynamic"].unique(), reverse=True)
     seeds = int(df["n_seeds"].max()) if len(df) else 0
 
+    # under a baseline below 0 (an MCC) the summary's relative_drop has a rise's sign for a fall: no drop shown
+    df = df.assign(relative_drop=reads_as_drop(df))
+
     def cell(r) -> str:
         text = f"{r.mean:.3f}" + (f" ± {r.ci95:.3f}" if np.isfinite(r.ci95) else "")
-        # under a baseline below 0 (an MCC) the summary's relative_drop has a rise's sign for a fall: no drop shown
-        below = float(getattr(r, "baseline", np.nan)) < 0
-        if np.isfinite(r.relative_drop) and not below and not is_original(r.fraction_dynamic):
+        if np.isfinite(r.relative_drop) and not is_original(r.fraction_dynamic):
             text += f" (drop {100 * r.relative_drop:.1f}%)"
         return text + (f" [{r.n_seeds} seeds]" if r.n_seeds < seeds else "")
 

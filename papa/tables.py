@@ -57,6 +57,7 @@ __all__ = [
     "mlm_table",
     "models_compared_table",
     "all_constant_drop",
+    "reads_as_drop",
     "NoDropToCompare",
     "t_critical",
     "last_epochs",
@@ -486,6 +487,16 @@ def constant_kinds_table(summary: pd.DataFrame, kinds: list[str]) -> pd.DataFram
     return out.drop(columns="_o").reset_index(drop=True)
 
 
+def reads_as_drop(frame: pd.DataFrame) -> pd.Series:
+    """The summary's ``relative_drop``, ``(baseline - mean) / baseline``, where it reads as a drop: NaN where the
+    ``baseline`` is below 0 (an MCC under 0), where its sign is a rise's for a fall (and NaN already where the
+    baseline is 0 or missing). A frame without ``baseline`` keeps its drops. The aggregate log's headline and the
+    report's table use it (Fig. 3 leaves such tasks out the same way, `models_compared_table`)."""
+    if "baseline" not in frame.columns:
+        return frame["relative_drop"]
+    return frame["relative_drop"].where(~(frame["baseline"].astype("float64") < 0))
+
+
 def _all_constant_rows(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary's rows with every head constant (``fraction_dynamic`` 0), one per model, task, constants and
     metric: the head order replaces every head alike there, so of the rows of several orders (the same probes) the
@@ -675,8 +686,7 @@ def all_constant_drop(summary: pd.DataFrame) -> pd.DataFrame:
                      "all_constant_drop")  # fmt: skip
     df = _all_constant_rows(summary)
     df = df[df["is_main"].astype(bool)]
-    if "baseline" in df.columns:  # a drop relative to a negative baseline reads a fall as a rise: not a drop
-        df = df.assign(relative_drop=df["relative_drop"].where(~(df["baseline"].astype("float64") < 0)))
+    df = df.assign(relative_drop=reads_as_drop(df))  # a drop relative to a negative baseline: not a drop
     several = df.groupby(key)["metric"].agg(list)
     several = several[several.map(len) > 1]
     if len(several):
