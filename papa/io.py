@@ -396,7 +396,7 @@ def environment(device=None) -> dict:
     It initialises no CUDA: a job that uses none (tokenize, aggregate, plot) on a GPU node set up a CUDA context
     (seconds, and GPU memory) to read the GPU's name, and recorded that GPU as the device it ran on. ``cuda`` is
     the CUDA version of torch's build where torch sees a CUDA device (`torch.cuda.is_available`, which sets up no
-    context), else None."""
+    context), else None; ``hip`` the same for a ROCm build (whose ``cuda`` is None)."""
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
@@ -418,6 +418,8 @@ def environment(device=None) -> dict:
         "mkl_cbwr": os.environ.get("MKL_CBWR"),  # MKL's reproducibility setting (`seed_everything`)
         "torch": torch.__version__,
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        # a ROCm build's: torch.cuda (HIP) sees the GPU, torch.version.cuda is None
+        "hip": getattr(torch.version, "hip", None) if torch.cuda.is_available() else None,
         "device": device_name(device),
         "threads": torch.get_num_threads(),
     }

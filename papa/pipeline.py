@@ -303,7 +303,7 @@ class Stage:
         kernels = " ".join([env["cpu_capability"] or "?", *(f"{k}={v}" for k, v in env["kernel_env"].items())])
         # CUDA as torch sees it, not a GPU's name: reading that initialises CUDA, in a job that may use none (its
         # records name the device it computed on, `job_record`)
-        cuda = f"CUDA {env['cuda']}" if env["cuda"] else "no CUDA"
+        cuda = f"CUDA {env['cuda']}" if env["cuda"] else f"ROCm {env['hip']}" if env.get("hip") else "no CUDA"
         log.info("on %s%s (%s, %s kernels, %s), python %s, torch %s, transformers %s, papa %s%s",
                  platform.node() or "?", slurm, env["cpu"] or "?", kernels, cuda, env["python"], env["torch"],
                  env["transformers"], env["papa"], commit)  # fmt: skip
@@ -1211,14 +1211,11 @@ def check_gpu_granted(sm, env: dict) -> None:
     absent), and paper.yaml's jobs then run into their time limits after hours (a CPU build of torch, one built
     for a newer CUDA than the node's driver, or a cluster that granted no GPU)."""
     gpus = getattr(getattr(sm, "resources", None), "gpu", 0) or 0
-    if not isinstance(gpus, (int, float)) or gpus <= 0 or env["cuda"]:  # env["cuda"]: None where torch sees none
+    # env["cuda"] (env["hip"] for a ROCm build, whose torch.cuda sees the GPU as `papa.models.check_device` uses
+    # it): None where torch sees no GPU
+    if not isinstance(gpus, (int, float)) or gpus <= 0 or env["cuda"] or env.get("hip"):
         return
     import torch
-
-    # a ROCm build of torch has no CUDA version (env["cuda"] None) but sees the GPU through torch.cuda (HIP), as
-    # `papa.models.check_device` uses it: not a job without its GPU
-    if getattr(torch.version, "hip", None) and torch.cuda.is_available():
-        return
 
     rule = getattr(sm, "rule", None) or "this"
     cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA: a CPU build"
