@@ -167,7 +167,7 @@ def read_command_line(config: dict, given) -> dict:
     texts = set(_text_leaves(dict(given or {})))
     if not texts or not isinstance(config, dict):
         return config
-    schema = yaml.safe_load(SCHEMA.read_text())
+    schema = read_schema()
     validator = validator_for(schema)(schema)
 
     def every(errors):
@@ -234,7 +234,6 @@ def validate_config(config: dict, warn=None) -> dict:
     one way (`normalise_results`), fill in the derived defaults (`fill_derived_defaults`), cross-check it
     (`check_config`). In place; returns ``config``;
     fails with the offending key named."""
-    import yaml
     from snakemake.utils import validate
 
     if not SCHEMA.is_file():
@@ -247,7 +246,7 @@ def validate_config(config: dict, warn=None) -> dict:
     keys = _non_text_keys(config)
     if keys:  # before the schema, whose name patterns do not apply to them, and anything that sorts the names
         raise ConfigError("\n".join(keys))
-    schema = yaml.safe_load(SCHEMA.read_text())
+    schema = read_schema()
     unknown = unknown_keys(config, schema) + _unread_build_keys(config, schema)
     if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
         raise ConfigError("\n".join(unknown))
@@ -392,11 +391,17 @@ def _reencoding_tasks(config: dict, run: set[str]) -> list[str]:
     return []
 
 
-def _schema_defaults(key: str) -> dict:
-    """The schema's defaults of the keys of a top-level block (``cache``: its ``default:`` per key)."""
+def read_schema() -> dict:
+    """The workflow's schema (`SCHEMA`) as a new dict, read with libyaml's loader where PyYAML has one (a tenth of
+    the pure-Python loader's CPU: every Snakemake start, dry runs too, reads it several times)."""
     import yaml
 
-    properties = yaml.safe_load(SCHEMA.read_text())["properties"][key]["properties"]
+    return yaml.load(SCHEMA.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+
+
+def _schema_defaults(key: str) -> dict:
+    """The schema's defaults of the keys of a top-level block (``cache``: its ``default:`` per key)."""
+    properties = read_schema()["properties"][key]["properties"]
     return {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
 
 

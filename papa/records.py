@@ -648,7 +648,7 @@ def config_keys() -> set:
     import yaml
 
     schema = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
-    return set(yaml.safe_load(schema.read_text())["properties"])
+    return set(yaml.load(schema.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["properties"])  # noqa: S506
 
 
 def yaml_error_place(path) -> str:

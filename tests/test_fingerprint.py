@@ -1,5 +1,6 @@
 """papa.fingerprint: a stage reruns when the library code it reaches changes, not for comments or other code."""
 
+import json
 import textwrap
 
 import pytest
@@ -227,6 +228,7 @@ def test_parsed_modules_are_cached_until_the_file_changes(pkg, monkeypatch):
     import papa.fingerprint as F
 
     root, script = pkg
+    monkeypatch.setattr(F, "_disk_key", lambda *a: None)  # the process's parses, not the fingerprints kept on disk
     old = (1_000_000_000, 1_000_000_000)  # an old timestamp: outside the racy window
     for p in (root / "papa").glob("*.py"):
         os.utime(p, old)
@@ -341,3 +343,72 @@ def test_changed_scripts_are_those_whose_reached_code_changed_since_recorded(pkg
         "renamed.py reach): the jobs started since ran the new code, while their files record the old code's "
         "fingerprint. Run again: it reruns them. Keep a running run's checkout as it is (pull into another clone)"
     )
+
+
+def test_fingerprints_kept_on_disk_are_read_and_follow_every_file_of_the_package(pkg, tmp_path, monkeypatch):
+    """Each Snakemake start fingerprints every rule's script (about a second of CPU parsing the package): the
+    fingerprints are kept under ``$PAPA_CACHE/fingerprints``, keyed by the contents of the package's files, the
+    script and ``skip``. A kept one is read without parsing anything; a change to any of them is a new key,
+    computed again, and equals what a fresh computation gives; an unreadable or unwritable cache changes nothing."""
+    import papa.fingerprint as fp
+
+    root, script = pkg
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    first = code_fingerprint(script, root)
+    skipped = code_fingerprint(script, root, skip=["papa.b:helper"])
+    assert skipped != first
+    files = list((tmp_path / "cache" / "fingerprints").glob("*.json"))
+    assert len(files) == 1 and len(json.loads(files[0].read_text())) == 2
+
+    def fresh(*args, **kwargs):  # the computation itself, cache left aside
+        with monkeypatch.context() as m:
+            m.setenv("PAPA_CACHE", str(tmp_path / f"fresh{len(list(tmp_path.iterdir()))}"))
+            fp._CACHE.clear()
+            return code_fingerprint(*args, **kwargs)
+
+    def walked(*args, **kwargs):
+        raise AssertionError("parsed the package: the kept fingerprint was not read")
+
+    with monkeypatch.context() as m:
+        m.setattr(fp, "_walk", walked)
+        assert code_fingerprint(script, root) == first
+        assert code_fingerprint(script, root, skip=("papa.b:helper",)) == skipped  # skip's type and order aside
+    # a change the fingerprint ignores (a comment) is a new key, computed again to the same value
+    _edit(root, "c", "K = 3", "K = 3  # three")
+    assert code_fingerprint(script, root) == first == fresh(script, root)
+    # code the script reaches, in another file than the script's
+    _edit(root, "b", "return x + 1", "return x + 2")
+    changed = code_fingerprint(script, root)
+    assert changed != first and changed == fresh(script, root)
+    # a new module file changes what `from . import d` names, kept or not
+    (root / "papa" / "a.py").write_text((root / "papa" / "a.py").read_text() + "\nfrom . import d\n\n\ndef h():\n"
+                                        "    return d.x\n")  # fmt: skip
+    with_a = code_fingerprint(script, root)
+    (root / "papa" / "d.py").write_text("x = 1\n")
+    assert code_fingerprint(script, root) == fresh(script, root)
+    # the script itself
+    script.write_text(SCRIPT + "print(a.unrelated())\n")
+    assert code_fingerprint(script, root) == fresh(script, root) != with_a
+    # a cache that is a file, or holds something else than JSON: the fingerprint all the same, nothing raised
+    for path in files:
+        path.write_text("{not json")
+    assert code_fingerprint(script, root) == fresh(script, root)
+    monkeypatch.setenv("PAPA_CACHE", str(script))  # a file: no folder can be made under it
+    assert code_fingerprint(script, root) == fresh(script, root)
+
+
+def test_kept_fingerprints_of_other_package_versions_are_removed_after_a_month(pkg, tmp_path, monkeypatch):
+    import os
+    import time
+
+    root, script = pkg
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "fingerprints"
+    folder.mkdir(parents=True)
+    old, recent = folder / "old.json", folder / "recent.json"
+    for path in (old, recent):
+        path.write_text("{}")
+    month_ago = time.time() - 31 * 24 * 3600
+    os.utime(old, (month_ago, month_ago))
+    code_fingerprint(script, root)
+    assert not old.exists() and recent.exists() and len(list(folder.glob("*.json"))) == 2
