@@ -2068,8 +2068,9 @@ def _plot_figures(stage: PlotStage) -> None:
         return plots.plot_models_compared(table, out)
 
     draw(models_compared, summary, stage.out_models_compared, "Original score vs drop without input-dependent "
-         "attention", "every task the compared models share has an original main score <= 0 in some model (an MCC "
-         "below 0), where a relative drop is undefined or reads a fall as a rise", True)  # fmt: skip
+         "attention", "every task the compared models share has, in some model, an original main score <= 0 (an MCC "
+         "below 0), where a relative drop is undefined or reads a fall as a rise, or no score (NaN) at fraction "
+         "1 or 0", True)  # fmt: skip
     if stage.out_summary_table is not None:
         plots.plot_summary_table(summary, stage.out_summary_table)
     # each figure's name joins its labels with '+', which no name holds ('_' joined them, and names may hold '_':

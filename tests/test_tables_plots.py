@@ -925,6 +925,15 @@ def test_plot_stage_notes_a_models_comparison_without_a_defined_drop(report, tmp
     assert len(said) == 1 and said[0].startswith("models_compared: nothing to draw, every task the compared models")
     assert "Nothing to draw: every task the compared models share" in (P / "models_compared.svg").read_text()
     assert (P / "fraction_curves.png").stat().st_size > 1000
+    # no score with every head constant (NaN: a metric undefined on a split) leaves no drop either; the note says so
+    # (it named only a score <= 0)
+    free = (cola.model == "bert-base") & (cola.fraction_dynamic == 0.0)
+    io.write_parquet(cola.assign(mean=cola["mean"].where(~free, np.nan)).reset_index(drop=True), summary, {})
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="papa.pipeline"):
+        pipeline.plot_figures(replace(report.plot, summary=str(summary), **outs))
+    said = [r.getMessage() for r in caplog.records if "nothing to draw" in r.getMessage()]
+    assert len(said) == 1 and "or no score (NaN) at fraction 1 or 0" in said[0], said
 
 
 def test_aggregate_stage_writes_the_tables(report):
