@@ -341,9 +341,10 @@ def _disk_file(package_digest: str) -> Path:
 
 def _disk_read(key: tuple[str, str]) -> str | None:
     try:
-        known = json.loads(_disk_file(key[0]).read_text(encoding="utf-8")).get(key[1])
+        known = json.loads(_disk_file(key[0]).read_text(encoding="utf-8"))
     except _DISK_ERRORS:
         return None
+    known = known.get(key[1]) if isinstance(known, dict) else None
     return known if isinstance(known, str) and len(known) == 16 else None
 
 

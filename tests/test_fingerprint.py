@@ -390,9 +390,10 @@ def test_fingerprints_kept_on_disk_are_read_and_follow_every_file_of_the_package
     script.write_text(SCRIPT + "print(a.unrelated())\n")
     assert code_fingerprint(script, root) == fresh(script, root) != with_a
     # a cache that is a file, or holds something else than JSON: the fingerprint all the same, nothing raised
-    for path in files:
-        path.write_text("{not json")
-    assert code_fingerprint(script, root) == fresh(script, root)
+    for broken in ("{not json", "[1, 2]", '{"x": 1}'):
+        for path in (tmp_path / "cache" / "fingerprints").glob("*.json"):
+            path.write_text(broken)
+        assert code_fingerprint(script, root) == fresh(script, root)
     monkeypatch.setenv("PAPA_CACHE", str(script))  # a file: no folder can be made under it
     assert code_fingerprint(script, root) == fresh(script, root)
 
