@@ -363,6 +363,9 @@ def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
         known[key[1]] = fingerprint
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
         try:
+            from .io import current_umask
+
+            os.chmod(tmp, 0o666 & ~current_umask())  # as a plain write makes it (mkstemp's is 0600): a shared cache
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(known, f, sort_keys=True)
             os.replace(tmp, path)

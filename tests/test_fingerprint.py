@@ -351,6 +351,7 @@ def test_fingerprints_kept_on_disk_are_read_and_follow_every_file_of_the_package
     script and ``skip``. A kept one is read without parsing anything; a change to any of them is a new key,
     computed again, and equals what a fresh computation gives; an unreadable or unwritable cache changes nothing."""
     import papa.fingerprint as fp
+    from papa.io import current_umask
 
     root, script = pkg
     monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
@@ -359,6 +360,7 @@ def test_fingerprints_kept_on_disk_are_read_and_follow_every_file_of_the_package
     assert skipped != first
     files = list((tmp_path / "cache" / "fingerprints").glob("*.json"))
     assert len(files) == 1 and len(json.loads(files[0].read_text())) == 2
+    assert files[0].stat().st_mode & 0o777 == 0o666 & ~current_umask()  # a group's shared cache reads it
 
     def fresh(*args, **kwargs):  # the computation itself, cache left aside
         with monkeypatch.context() as m:
