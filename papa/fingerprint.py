@@ -28,7 +28,7 @@ Parsed modules are cached by file (modification time and size, the contents comp
 while a file is younger than the file system's timestamp granularity), so the many lookups of
 one Snakemake start read and parse each module once. Fingerprints are also kept on disk
 (``<cache>/fingerprints``, `papa.data.default_cache_dir`), keyed by the contents of every ``.py``
-file of the package, the script and ``skip``: a Snakemake start whose ``papa`` code was already
+file of the package, the script, ``skip`` and Python's minor version: a Snakemake start whose ``papa`` code was already
 fingerprinted on this machine reads them (1-2 ms) instead of parsing the package (about a second of
 CPU, every ``snakemake`` command, dry runs too). A cache that cannot be read or written is ignored.
 """
@@ -39,6 +39,7 @@ import ast
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -308,20 +309,23 @@ def code_fingerprint(script: str | Path, root: str | Path | None = None, skip=()
 
 #: The on-disk cache's files not written for this long (seconds) are removed as another is written.
 _DISK_KEEP_S = 30 * 24 * 3600
+#: The Python the fingerprints on disk were computed under (``ast.dump``'s output changes between minor versions):
+#: part of their key, so a cache one machine or venv shares with another never gives what this Python would not.
+_PYTHON = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 #: Errors that leave the on-disk cache unused (a read-only home, no home, a file another process is replacing).
 _DISK_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError)
 
 
 def _disk_key(script, root: Path, skip) -> tuple[str, str] | None:
-    """``(package digest, entry)``: the digest of every ``.py`` file under ``root/papa`` (its path and contents:
-    everything `_walk` can read or find), and of the script's contents (or its ``module:name``) with ``skip``;
+    """``(package digest, entry)``: the digest of `_PYTHON` and every ``.py`` file under ``root/papa`` (its path and
+    contents: everything `_walk` can read or find), and of the script's contents (or its ``module:name``) with ``skip``;
     None where the script cannot be read (`_walk` raises what it raises)."""
     try:
         if isinstance(script, str) and ":" in script and not Path(script).exists():
             entry = f"name\0{script}".encode()
         else:
             entry = b"file\0" + Path(script).read_bytes()
-        tree = hashlib.sha256()
+        tree = hashlib.sha256(f"{_PYTHON}\0".encode())
         base = root / PACKAGE
         for path in sorted(base.rglob("*.py")):
             tree.update(f"{path.relative_to(base).as_posix()}\0".encode())
