@@ -25,7 +25,7 @@ from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name, no_rows
 from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
 from .metrics import chunk_tagged, entity_f1_problem
-from .records import listed
+from .records import listed, read_schema
 from .spec import (
     ALL_CONSTANT,
     BINARY_METRICS,
@@ -167,7 +167,7 @@ def read_command_line(config: dict, given) -> dict:
     texts = set(_text_leaves(dict(given or {})))
     if not texts or not isinstance(config, dict):
         return config
-    schema = read_schema()
+    schema = read_schema(SCHEMA)
     validator = validator_for(schema)(schema)
 
     def every(errors):
@@ -246,7 +246,7 @@ def validate_config(config: dict, warn=None) -> dict:
     keys = _non_text_keys(config)
     if keys:  # before the schema, whose name patterns do not apply to them, and anything that sorts the names
         raise ConfigError("\n".join(keys))
-    schema = read_schema()
+    schema = read_schema(SCHEMA)
     unknown = unknown_keys(config, schema) + _unread_build_keys(config, schema)
     if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
         raise ConfigError("\n".join(unknown))
@@ -391,17 +391,9 @@ def _reencoding_tasks(config: dict, run: set[str]) -> list[str]:
     return []
 
 
-def read_schema() -> dict:
-    """The workflow's schema (`SCHEMA`) as a new dict, read with libyaml's loader where PyYAML has one (a tenth of
-    the pure-Python loader's CPU: every Snakemake start, dry runs too, reads it several times)."""
-    import yaml
-
-    return yaml.load(SCHEMA.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-
-
 def _schema_defaults(key: str) -> dict:
     """The schema's defaults of the keys of a top-level block (``cache``: its ``default:`` per key)."""
-    properties = read_schema()["properties"][key]["properties"]
+    properties = read_schema(SCHEMA)["properties"][key]["properties"]
     return {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
 
 
