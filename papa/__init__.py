@@ -2,11 +2,11 @@
 
 Public API (usable from a notebook, no Snakemake needed)::
 
-    model, tok = papa.load_encoder("minilm")
+    model, tok = papa.load_encoder("minilm")                 # on "cuda" where there is one
     enc = papa.encode(tok, texts, max_length=64)            # papa layout
     C = papa.average_attention(model, enc.batches(32))       # ConstantAttention
     with papa.patch(model, C, static=mask):                  # heads use constants
-        out = model(**enc.model_inputs())
+        out = model(**enc.model_inputs(device=model.device))
 
 Submodules: `papa.data` (datasets), `papa.probe` (probes, training, feature cache),
 `papa.selection` (head orders), `papa.metrics`, `papa.tables`, `papa.plots`,

@@ -593,9 +593,12 @@ def test_the_readme_names_every_public_name_of_papa_pipeline():
 
 
 @pytest.mark.slow
+@pytest.mark.cuda  # its device branch: make test-cuda runs it with the GPU visible
 def test_the_readmes_library_examples_run_as_written(tmp_path, monkeypatch):
     """The README's Python blocks of "The library", run in order as written, from an empty namespace: they load
-    the small offline task they use (the texts and labels were a reader's to guess: review AZ)."""
+    the small offline task they use (the texts and labels were a reader's to guess: review AZ). On a GPU machine
+    too, where `load_encoder` puts the model on "cuda": the first block called it on ``enc.model_inputs()``,
+    CPU tensors, a device mismatch (review cr)."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## The library", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
