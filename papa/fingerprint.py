@@ -30,7 +30,8 @@ one Snakemake start read and parse each module once. Fingerprints are also kept 
 (``<cache>/fingerprints``, `papa.data.default_cache_dir`), keyed by the contents of every ``.py``
 file of the package, the script, ``skip`` and Python's minor version: a Snakemake start whose ``papa`` code was already
 fingerprinted on this machine reads them (1-2 ms) instead of parsing the package (about a second of
-CPU, every ``snakemake`` command, dry runs too). A cache that cannot be read or written is ignored.
+CPU, every ``snakemake`` command, dry runs too); one computed while a file changed (a git pull meanwhile) is not
+kept. A cache that cannot be read or written is ignored.
 """
 
 from __future__ import annotations
@@ -302,7 +303,9 @@ def code_fingerprint(script: str | Path, root: str | Path | None = None, skip=()
     for (m, n), dump in sorted(_walk(script, root, skip).items()):
         h.update(f"{m}:{n}\n{dump}\n".encode())
     fingerprint = h.hexdigest()[:16]
-    if key is not None:
+    # kept only if no file changed while it was computed (a git pull or checkout meanwhile: the key is the old
+    # code's, the fingerprint the new one's, which another checkout of the old code sharing the cache would read)
+    if key is not None and _disk_key(script, root, skip) == key:
         _disk_write(key, fingerprint)
     return fingerprint
 

@@ -419,3 +419,29 @@ def test_kept_fingerprints_of_other_package_versions_are_removed_after_a_month(p
     os.utime(old, (month_ago, month_ago))
     code_fingerprint(script, root)
     assert not old.exists() and recent.exists() and len(list(folder.glob("*.json"))) == 2
+
+
+def test_code_changed_while_fingerprinting_is_not_kept_under_the_old_codes_key(pkg, tmp_path, monkeypatch):
+    """A git pull or checkout while a Snakemake start fingerprints (a second of parsing; a Slurm run starts one per
+    job) made the fingerprint of the new code: kept under the key of the contents read before, a checkout of the
+    old code sharing the cache (or this one, checked out back) read the new code's fingerprint as its own, and its
+    stages neither reran nor recorded the code they ran."""
+    import papa.fingerprint as fp
+
+    root, script = pkg
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    walk = fp._walk
+
+    def pulled_meanwhile(*args, **kwargs):
+        _edit(root, "b", "return x + 1", "return x + 2")
+        return walk(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(fp, "_walk", pulled_meanwhile)
+        code_fingerprint(script, root)
+    _edit(root, "b", "return x + 2", "return x + 1")  # back to the code whose contents were read first
+    fp._CACHE.clear()
+    kept = code_fingerprint(script, root)
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "fresh"))
+    fp._CACHE.clear()
+    assert kept == code_fingerprint(script, root)
