@@ -372,8 +372,8 @@ def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
         try:
             from .io import current_umask
 
-            os.chmod(tmp, 0o666 & ~current_umask())  # as a plain write makes it (mkstemp's is 0600): a shared cache
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:  # closes the descriptor whatever fails below
+                os.chmod(tmp, 0o666 & ~current_umask())  # as a plain write makes it (mkstemp's is 0600): a shared cache
                 json.dump(known, f, sort_keys=True)
             os.replace(tmp, path)
         except BaseException:

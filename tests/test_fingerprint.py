@@ -1,6 +1,7 @@
 """papa.fingerprint: a stage reruns when the library code it reaches changes, not for comments or other code."""
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -223,7 +224,6 @@ def test_each_script_is_one_call_reaching_only_its_own_stage(script):
 
 
 def test_parsed_modules_are_cached_until_the_file_changes(pkg, monkeypatch):
-    import os
 
     import papa.fingerprint as F
 
@@ -405,7 +405,6 @@ def test_fingerprints_kept_on_disk_are_read_and_follow_every_file_of_the_package
 
 
 def test_kept_fingerprints_of_other_package_versions_are_removed_after_a_month(pkg, tmp_path, monkeypatch):
-    import os
     import time
 
     root, script = pkg
@@ -445,3 +444,27 @@ def test_code_changed_while_fingerprinting_is_not_kept_under_the_old_codes_key(p
     monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "fresh"))
     fp._CACHE.clear()
     assert kept == code_fingerprint(script, root)
+
+
+def test_a_cache_write_that_fails_closes_its_file_and_leaves_no_temporary_file(pkg, tmp_path, monkeypatch):
+    """A write of the fingerprint cache failing after its temporary file was opened (chmod refused: a file system
+    without modes) left the descriptor open (one more at each of a Snakemake start's fingerprints) though the
+    fingerprint itself came back and the temporary file was removed."""
+    import papa.fingerprint as fp
+
+    root, script = pkg
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    expected = code_fingerprint(script, root)
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "other"))
+    fp._CACHE.clear()
+
+    def refused(*args, **kwargs):
+        raise PermissionError("chmod refused")
+
+    monkeypatch.setattr(fp.os, "chmod", refused)
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    for _ in range(3):
+        assert code_fingerprint(script, root) == expected
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before
+    assert not [p for p in (tmp_path / "other").rglob("*") if p.is_file()]
