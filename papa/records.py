@@ -439,11 +439,16 @@ def _lists_locked(records):
         yield
         return
     with open(Path(records) / "papa-lists.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            locked = True
+        except OSError:  # a file system without locks (some network mounts): unlocked, as `hold_results` goes on
+            locked = False
         try:
             yield
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def note_lost(paths, records: str | Path = ".snakemake") -> None:

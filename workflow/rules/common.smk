@@ -32,6 +32,7 @@ if workflow.is_main_process and sum(a.split("=")[0] in ("--configfile", "--confi
                              f"(--configfile a.yaml b.yaml merges them in order)")  # fmt: skip
 checks.check_interpreter(sys.executable)  # Snakemake's script rules cannot run from a path with a space
 checks.job_environment(os.environ)  # the jobs' Pythons in UTF-8 mode, whatever the locale
+checks.check_cache_locks()  # the data and model jobs lock their downloads in PAPA_CACHE: a file system without locks
 checks.check_config_files(workflow.configfiles)
 # --config's values inside {...} or [...] are text to Snakemake (YAML's BaseLoader): read as a config file's would be
 checks.read_command_line(config, workflow.config_settings.config)
