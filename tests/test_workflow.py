@@ -1288,6 +1288,32 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     assert all(changed["validation_fraction"] == 0.3 for changed in data_params(default))
 
 
+def test_a_local_files_path_spelt_another_way_is_the_same_input(tmp_path):
+    """A local dataset's file written ``data//train.csv`` or ``data/./dev.csv`` is the param ``data/train.csv``
+    (papa.checks.path_param), and the same input of its prepare_data jobs: the input was the path as written, so
+    another spelling changed the set of input files Snakemake records and reran the dataset's splits and every job
+    made from them."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, rows in (("train.csv", range(8)), ("dev.csv", range(8, 12))):
+        (data / name).write_text("text,label\n" + "".join(f"text {i},{i % 2}\n" for i in rows))
+    cfg = yaml.safe_load((ROOT / SMOKE).read_text())
+    del cfg["datasets"]["wsj_pos"], cfg["tasks"]["wsj_pos"]
+
+    def prepare_data(train, validation):
+        cfg["datasets"]["rt_sentiment"] = {"source": "local", "kind": "sequence", "train": train,
+                                           "validation": validation}  # fmt: skip
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+        with parsed_workflow(tmp_path / "c.yaml") as wf:
+            rule = wf.get_rule("prepare_data")
+            wc = SimpleNamespace(dataset="rt_sentiment", split="train")
+            return rule.input[0](wc), rule.params["spec"](wc), rule.params["files"](wc)
+
+    plain = prepare_data(f"{data}/train.csv", f"{data}/dev.csv")
+    assert plain[0] == [f"{data}/train.csv", f"{data}/dev.csv"]
+    assert prepare_data(f"{data}//train.csv", f"{data}/./dev.csv") == plain
+
+
 def test_the_hparams_defaults_are_the_trainers_and_the_stages():
     """papa.checks.HPARAM_DEFAULTS (read at parse time, without torch) is what a job takes for a key its block
     leaves out: papa.probe.TrainConfig's fields (TRAINER_DEFAULTS) and the lambda and probe stages' options

@@ -255,13 +255,16 @@ def dataset_spec(dataset, split=None):
 
 def dataset_input(dataset):
     """The local files a dataset reads (its folder when the workflow builds them), as prepare_data's
-    input: editing a local file reruns prepare_data and everything downstream (a ``test`` file is not read)."""
+    input: editing a local file reruns prepare_data and everything downstream (a ``test`` file is not read). Each
+    written one way, as in the spec param (checks.path_param): ``data//train.csv`` was another set of input files
+    than ``data/train.csv``, which reran the dataset's splits and every job made from them."""
     entry = config["datasets"][dataset]
     if entry.get("build"):
         return [built_data_dir(entry["build"])]
     if entry["source"] != "local":
         return []
-    return [os.path.expanduser(entry[key]) for key in spec.PREPARED_SPLITS if entry.get(key)]  # papa.data expands ~
+    # papa.data expands ~
+    return [os.path.expanduser(checks.path_param(entry[key])) for key in spec.PREPARED_SPLITS if entry.get(key)]
 
 
 def task_cfg(task):
