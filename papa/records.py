@@ -614,22 +614,68 @@ def stale_files(results: str | Path, made) -> list[str]:
     """The probe and lambda files (``*.parquet``, not a hidden temporary) under ``results`` that are not among
     ``made`` (`papa.layout.grid_files`; paths compared normalized): those of an earlier config's runs (a dropped seed,
     fraction_dynamic, constants spec, head order, model or task), sorted. The tables never read them; a read of the
-    whole folder (``pd.read_parquet(f"{results}/probe")``) would. Rule prune removes them (`remove_files`)."""
+    whole folder (``pd.read_parquet(f"{results}/probe", partitioning=None)``) would. Rule prune removes them
+    (`remove_files`)."""
     made = {os.path.normpath(f) for f in made}
     found = (p for d in ("probe", "lambda") for p in Path(results, d).rglob("*.parquet") if not p.name.startswith("."))
     return sorted(str(p) for p in found if os.path.normpath(p) not in made)
 
 
-def stale_notice(results: str | Path, stale, configfiles) -> str | None:
+def config_arguments(given) -> str:
+    """Snakemake ``--config`` arguments, shell-quoted, that give the settings ``given`` again (a run's parsed
+    ``--config`` entries, ``workflow.config_settings.config``): ``key=value`` each, a mapping or list in YAML's flow
+    style with its values unquoted where YAML's base loader reads them back as the same text (Snakemake reads the
+    values inside ``{...}`` or ``[...]`` as text, papa then as a config file's, `papa.checks.read_command_line`: ``[0,
+    1]``, not ``['0', '1']``), a null as ``key=``."""
+    import shlex
+
+    import yaml
+
+    class TextDumper(yaml.emitter.Emitter, yaml.serializer.Serializer, yaml.representer.SafeRepresenter,
+                     yaml.resolver.BaseResolver):  # fmt: skip
+        """Every value text, written plain where that reads back as the text (no tag resolves it to another)."""
+
+        def __init__(self, stream, **kwds):
+            yaml.emitter.Emitter.__init__(self, stream, width=kwds.get("width"))
+            yaml.serializer.Serializer.__init__(self)
+            yaml.representer.SafeRepresenter.__init__(self, default_flow_style=True, sort_keys=False)
+            yaml.resolver.BaseResolver.__init__(self)
+
+    def as_text(value):
+        if isinstance(value, dict):
+            return {str(k): as_text(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [as_text(v) for v in value]
+        return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+    def text(value) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, dict | list):
+            return yaml.dump(as_text(value), Dumper=TextDumper, width=float("inf")).strip()
+        return str(value)
+
+    return " ".join(shlex.quote(f"{key}={text(value)}") for key, value in (given or {}).items())
+
+
+def stale_notice(results: str | Path, stale, configfiles, given=None) -> str | None:
     """What a start says of `stale_files` (``stale``, sorted) under ``results``: how many, the first, and the
-    ``make prune`` command (``configfiles``: the run's config files) that removes them; None when there are none."""
+    command that removes them: ``make prune`` with the run's config files (``configfiles``), or, where the run was
+    given ``--config`` settings (``given``, as in `config_arguments`), which make prune does not take (it would
+    prune the files' config instead, and keep these), ``snakemake prune`` with them; None when there are none."""
     if not stale:
         return None
+    import shlex
+
+    if given:
+        files = " ".join(shlex.quote(str(f)) for f in configfiles)
+        command = f"snakemake prune --cores 1 --configfile {files} --config {config_arguments(given)}"
+    else:
+        command = f'make prune CONFIG="{" ".join(map(str, configfiles))}"'
     return (f"{results} holds {len(stale)} probe or lambda file(s) of runs this config does not make (an earlier "
             f"config's: a dropped seed, fraction_dynamic, constants spec, head order, model or task), e.g. "
             f"{stale[0]}: the tables leave them out, but a read of the whole folder (pd.read_parquet"
-            f"(\"{results}/probe\")) takes them in; make prune CONFIG=\"{' '.join(map(str, configfiles))}\" "
-            f"removes them")  # fmt: skip
+            f"(\"{results}/probe\", partitioning=None)) takes them in; {command} removes them")  # fmt: skip
 
 
 def upgrade_notice(results: str | Path, upgraded: dict[str, int]) -> str | None:

@@ -731,6 +731,37 @@ def test_stale_files_are_the_probe_and_lambda_files_the_grid_does_not_make(tmp_p
     assert stale_files(results, []) == sorted(map(str, [kept, files[1], files[3], files[4]]))
 
 
+def test_the_stale_notices_commands_do_what_it_says(tmp_path):
+    """The read of the whole folder the stale-files notice shows takes the files in (pd.read_parquet of a folder of
+    fraction_dynamic=<f> folders alone fails: pyarrow adds the names as a second, string column), and the --config
+    arguments of its prune command give the run's settings again as Snakemake parses them (it told a run given
+    --config settings `make prune CONFIG=<file>`, which prunes the file's config and kept the files it named)."""
+    import re
+    import shlex
+
+    import pandas as pd
+    from snakemake.cli import parse_config
+
+    from papa import records
+
+    results = tmp_path / "res"
+    for f in (0.5, 1):
+        folder = results / "probe/m/t/average/lambda" / f"fraction_dynamic={f:g}"
+        folder.mkdir(parents=True)
+        pd.DataFrame({"fraction_dynamic": [float(f)], "score": [0.5]}).to_parquet(folder / "seed0.parquet")
+    read = re.search(r"\((pd\.read_parquet\(.*?\))\) takes them in", records.stale_notice(results, ["x"], ["a"]))
+    assert len(eval(read.group(1), {"pd": pd})) == 2, read.group(1)  # the notice's own code
+    entries = ["sweep={seeds: [0, 2], constants: [average@wiki], batch_order: shared}", "seed=1", "analyses=",
+               "analyses={tasks: null, patterns: {}}", "results=res-x", "precision=tf32",
+               "cache={budget_mb: 1.5e3, scratch: 'a b: c'}",
+               "datasets={d: {source: local, train: 'x,y.csv', labels: [no, '[a]', '#c', \"it's\"]}}"]  # fmt: skip
+    given = parse_config(entries)
+    notice = records.stale_notice(results, ["x"], ["a.yaml"], given)
+    args = shlex.split(notice.split(" --config ", 1)[1].removesuffix(" removes them"))
+    assert parse_config(args) == given == parse_config(shlex.split(records.config_arguments(given)))
+    assert "make prune" in records.stale_notice(results, ["x"], ["a.yaml"], {})
+
+
 def test_the_start_notices_say_how_many_files_and_what_to_run():
     """What a start says of stale files and of files written by other papa code (common.smk's start_notices)."""
     from papa.records import stale_notice, upgrade_notice
@@ -739,8 +770,14 @@ def test_the_start_notices_say_how_many_files_and_what_to_run():
     assert stale_notice("res", ["res/probe/x.parquet", "res/probe/y.parquet"], [Path("config/a.yaml"), "b.yaml"]) == (
         "res holds 2 probe or lambda file(s) of runs this config does not make (an earlier config's: a dropped seed, "
         "fraction_dynamic, constants spec, head order, model or task), e.g. res/probe/x.parquet: the tables leave "
-        'them out, but a read of the whole folder (pd.read_parquet("res/probe")) takes them in; make prune '
-        'CONFIG="config/a.yaml b.yaml" removes them'
+        'them out, but a read of the whole folder (pd.read_parquet("res/probe", partitioning=None)) takes them in; '
+        'make prune CONFIG="config/a.yaml b.yaml" removes them'
+    )
+    # a run given --config settings: make prune would prune the file's config, keeping these; snakemake prune with them
+    given = {"sweep": {"seeds": ["0"], "batch_order": "shared"}, "seed": 1, "results": "res", "analyses": None}
+    assert stale_notice("res", ["res/probe/x.parquet"], ["a.yaml"], given).endswith(
+        "takes them in; snakemake prune --cores 1 --configfile a.yaml --config 'sweep={seeds: [0], batch_order: "
+        "shared}' seed=1 results=res analyses= removes them"
     )
     assert upgrade_notice("res", {}) is None
     assert upgrade_notice("res", {"probe": 4, "tokenize": 1}) == (

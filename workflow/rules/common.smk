@@ -434,7 +434,7 @@ def start_notices(wildcards):
     if not workflow.is_main_process or NOTICES_SAID:
         return []
     NOTICES_SAID.append(True)
-    if stale := records.stale_notice(R, stale_grid_files(), workflow.configfiles):
+    if stale := records.stale_notice(R, stale_grid_files(), workflow.configfiles, workflow.config_settings.config):
         logger.warning(stale)
     if RerunTrigger.PARAMS in workflow.rerun_triggers:
         for d in config["datasets"]:
