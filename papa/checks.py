@@ -787,10 +787,15 @@ def _cross_references(config: dict) -> list[str]:
     datasets, tasks, models = config.get("datasets", {}), config.get("tasks", {}), config.get("models", {})
     build_data = config.get("build_data") or {}
     analyses = config.get("analyses") or {}
+
+    def meant(name, known) -> str:  # what the message adds: the key meant, where one is close
+        meant = closest(name, known) if isinstance(name, str) else None
+        return f": did you mean {meant!r}?" if meant else ""
+
     for t, tc in tasks.items():
         if tc.get("dataset") not in datasets:
             errors.append(f"tasks.{t}.dataset = {tc.get('dataset')!r} is not a key of 'datasets' "
-                          f"({', '.join(datasets)})")  # fmt: skip
+                          f"({', '.join(datasets)}){meant(tc.get('dataset'), datasets)}")  # fmt: skip
         if "main_metric" in tc and tc["main_metric"] not in tc["metrics"]:
             near = closest(tc["main_metric"], tc["metrics"])
             errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics "
@@ -798,22 +803,22 @@ def _cross_references(config: dict) -> list[str]:
     for key, known in (("tasks", tasks), ("models", models)):
         for name in analyses.get(key) or []:
             if name not in known:
-                near = closest(name, known)
-                errors.append(f"analyses.{key} entry {name!r} is not a key of '{key}'"
-                              f"{f': did you mean {near!r}?' if near else ''}")  # fmt: skip
+                errors.append(f"analyses.{key} entry {name!r} is not a key of '{key}'{meant(name, known)}")
     for c in analyses.get("cross_corpus") or []:
         if c not in datasets:
-            errors.append(f"analyses.cross_corpus entry {c!r} is not a key of 'datasets'")
+            errors.append(f"analyses.cross_corpus entry {c!r} is not a key of 'datasets'{meant(c, datasets)}")
     mlm = analyses.get("mlm") or {}
     for m in mlm.get("models") or []:
         if m not in models:
-            errors.append(f"analyses.mlm.models entry {m!r} is not a key of 'models'")
+            errors.append(f"analyses.mlm.models entry {m!r} is not a key of 'models'{meant(m, models)}")
     if mlm and mlm.get("dataset") not in datasets:
-        errors.append(f"analyses.mlm.dataset = {mlm.get('dataset')!r} is not a key of 'datasets'")
+        errors.append(f"analyses.mlm.dataset = {mlm.get('dataset')!r} is not a key of 'datasets'"
+                      f"{meant(mlm.get('dataset'), datasets)}")  # fmt: skip
     for m, ts in (config.get("model_tasks") or {}).items():
         if m not in models:
-            errors.append(f"model_tasks entry {m!r} is not a key of 'models'")
-        errors += [f"model_tasks.{m} entry {t!r} is not a key of 'tasks'" for t in ts if t not in tasks]
+            errors.append(f"model_tasks entry {m!r} is not a key of 'models'{meant(m, models)}")
+        errors += [f"model_tasks.{m} entry {t!r} is not a key of 'tasks'{meant(t, tasks)}"
+                   for t in ts if t not in tasks]  # fmt: skip
     for text in config.get("sweep", {}).get("constants") or []:
         c = ConstantsSpec.parse(text)
         if c.corpus is not None and c.data_free:  # the same matrices as the bare kind under a second label
@@ -821,7 +826,8 @@ def _cross_references(config: dict) -> list[str]:
                           f"changes nothing; write {str(ConstantsSpec(c.kind, c.trained))!r} (only "
                           f"{' and '.join(DATA_KINDS)} matrices are averaged on a corpus)")  # fmt: skip
         elif c.corpus is not None and c.corpus not in datasets:
-            errors.append(f"sweep.constants entry {text!r} names a corpus that is not a key of 'datasets'")
+            errors.append(f"sweep.constants entry {text!r} names a corpus that is not a key of 'datasets'"
+                          f"{meant(c.corpus, datasets)}")  # fmt: skip
     for d, dc in datasets.items():
         if "build" in dc and dc["build"] not in build_data:
             errors.append(f"datasets.{d}.build = {dc['build']!r} is not a key of 'build_data' "

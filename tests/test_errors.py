@@ -928,6 +928,34 @@ def test_a_local_file_that_is_not_there_is_named_by_its_key(tmp_path, monkeypatc
         check_config(cfg)
 
 
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda c: c.update(model_tasks={"MiniLM": ["wsj_pos"]}),
+         "model_tasks entry 'MiniLM' is not a key of 'models': did you mean 'minilm'?"),
+        (lambda c: c.update(model_tasks={"minilm": ["wsj_po"]}),
+         "model_tasks.minilm entry 'wsj_po' is not a key of 'tasks': did you mean 'wsj_pos'?"),
+        (lambda c: c["analyses"].update(cross_corpus=["rt_sentimen"]),
+         "analyses.cross_corpus entry 'rt_sentimen' is not a key of 'datasets': did you mean 'rt_sentiment'?"),
+        (lambda c: c["analyses"].update(mlm={"models": ["minilmm"], "dataset": "wsj_pos"}),
+         "analyses.mlm.models entry 'minilmm' is not a key of 'models': did you mean 'minilm'?"),
+        (lambda c: c["analyses"].update(mlm={"models": ["minilm"], "dataset": "wsj-pos"}),
+         "analyses.mlm.dataset = 'wsj-pos' is not a key of 'datasets': did you mean 'wsj_pos'?"),
+        (lambda c: c["sweep"].update(constants=["average@rt_sentimnt"]),
+         "sweep.constants entry 'average@rt_sentimnt' names a corpus that is not a key of 'datasets': did you mean "
+         "'rt_sentiment'?"),
+        (lambda c: c["tasks"]["wsj_pos"].update(dataset="wsj"),
+         "tasks.wsj_pos.dataset = 'wsj' is not a key of 'datasets' (rt_sentiment, wsj_pos): did you mean 'wsj_pos'?"),
+    ],
+)  # fmt: skip
+def test_a_name_of_another_section_mistyped_is_named_with_the_one_meant(edit, says):
+    """Every key that names an entry of another section (a model, task or dataset) says which one a typo meant, as
+    analyses.tasks and analyses.models did: model_tasks, analyses.cross_corpus, analyses.mlm and a constants spec's
+    corpus named the typo alone."""
+    msg = _problems(edit)
+    assert says in msg, msg
+
+
 def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_under_tilde():
     """analyses.tasks naming a task no model runs dropped its analyses silently; a name '..' put outputs outside
     their stage folders (results/tokens/../...); cache.scratch: ~/scratch made a folder named '~'."""
