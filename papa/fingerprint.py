@@ -39,9 +39,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,9 +354,11 @@ def _disk_read(key: tuple[str, str]) -> str | None:
 
 
 def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
-    """Add one fingerprint to its package's file (written whole to a temporary file, then renamed: a reader never
-    sees half a file; two writers at once may lose one's entry, computed again later); remove the files of other
+    """Add one fingerprint to its package's file (written whole through `papa.io.write_text`: a reader never sees
+    half a file; two writers at once may lose one's entry, computed again later); remove the files of other
     package versions not written for `_DISK_KEEP_S` (one still in use is written again when next needed)."""
+    from .io import write_text
+
     try:
         path = _disk_file(key[0])
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -368,17 +368,7 @@ def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
         except (OSError, ValueError):
             known = {}
         known[key[1]] = fingerprint
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-        try:
-            from .io import current_umask
-
-            with os.fdopen(fd, "w", encoding="utf-8") as f:  # closes the descriptor whatever fails below
-                os.chmod(tmp, 0o666 & ~current_umask())  # as a plain write makes it (mkstemp's is 0600): a shared cache
-                json.dump(known, f, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_text(path, json.dumps(known, sort_keys=True))  # mode as a plain write's: a group's shared cache
         old = time.time() - _DISK_KEEP_S
         for other in path.parent.iterdir():
             if other != path and other.stat().st_mtime < old:

@@ -461,7 +461,7 @@ def test_a_cache_write_that_fails_closes_its_file_and_leaves_no_temporary_file(p
     def refused(*args, **kwargs):
         raise PermissionError("chmod refused")
 
-    monkeypatch.setattr(fp.os, "chmod", refused)
+    monkeypatch.setattr(os, "chmod", refused)
     before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
     for _ in range(3):
         assert code_fingerprint(script, root) == expected

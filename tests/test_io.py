@@ -1205,3 +1205,27 @@ def test_process_dirs_of_dead_processes_of_this_host_are_removed_and_no_others(t
     monkeypatch.setattr(os, "kill", other_users)
     (tmp_path / names[0]).mkdir()
     assert remove_dead_process_dirs("pre-", tmp_path) == [] and (tmp_path / names[0]).is_dir()
+
+
+def test_atomic_writes_are_written_by_papa_io_alone():
+    """Every file papa writes goes through `papa.io.atomic_path` / `atomic_dir` (the module's docstring): a
+    hand-written temporary file renamed into place (a second copy of the writer) missed what the writer gives
+    (papa.fingerprint's cache: mkstemp's 0600 mode, 1ea2fbe; a descriptor left open, fdb2123; no stale temporaries
+    removed). A function outside papa/io.py that makes a temporary file and renames is one such copy; moving a
+    finished file into an `atomic_path` block's temporary (papa.data.downloads) makes none."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    makers, renames = {"mkstemp", "mkdtemp", "NamedTemporaryFile"}, {"replace", "rename", "move"}
+    copies = []
+    for path in sorted([*(root / "papa").rglob("*.py"), *(root / "workflow" / "scripts").glob("*.py")]):
+        if path == root / "papa" / "io.py":
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            calls = [n.func for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+            called = {(f.value.id if isinstance(f.value, ast.Name) else None, f.attr) for f in calls}
+            if any(a in makers for _, a in called) and any(m in ("os", "shutil") and a in renames for m, a in called):
+                copies.append(f"{path.relative_to(root)}:{fn.name}")
+    assert copies == []
