@@ -842,7 +842,7 @@ def results_folder(configs) -> str:
     read, one that is no papa config (a top-level key the config does not have: another tool's file would give the
     default's folder, and ``make clean`` remove it), an overlay given before the file it updates or without it
     (`overlay_problem`), or a Python without Snakemake (``make install``)."""
-    folder, source = "results", "the schema's default"
+    folder, source = read_schema()["properties"]["results"]["default"], "the schema's default"
     loaded = []
     try:
         from snakemake.common.configfile import load_configfile

@@ -665,6 +665,27 @@ def test_results_of_spells_the_folder_as_the_workflow_and_names_a_misspelled_key
         results_folder(["other.yaml"])
 
 
+def test_results_of_without_the_key_is_the_schemas_default(wd, monkeypatch):
+    """A config without ``results:`` writes into the schema's ``default:`` (Snakemake's validation fills it in); make
+    clean and make report (`results_folder`) take it from the schema too, not from a copy of its value (issue 15:
+    one source of defaults)."""
+    import papa.records as R
+
+    Path("c.yaml").write_text("seed: 0\n")
+    schema = R.read_schema()
+    assert R.results_folder(["c.yaml"]) == schema["properties"]["results"]["default"]
+
+    read = R.read_schema
+
+    def moved(path=None):  # the schema with another default: the folder follows it
+        changed = read(path)
+        changed["properties"]["results"]["default"] = "results-elsewhere"
+        return changed
+
+    monkeypatch.setattr(R, "read_schema", moved)
+    assert R.results_folder(["c.yaml"]) == "results-elsewhere"
+
+
 def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, capsys):
     """`python3 -m papa.records results-of` with a Python that lacks Snakemake (the system's, after make install)
     said "run make install first", which changed nothing: it names the venv's python (review AZ)."""
