@@ -657,8 +657,8 @@ def mlm_param(block: dict) -> dict:
     default out reruns nothing."""
     out = _without_defaults({k: v for k, v in block.items() if k not in ("models", "dataset", "max_length")},
                             MLM_OPTION_DEFAULTS)  # fmt: skip
-    lam = out.get("lambda")
-    if lam and "backbone_dropout" in lam and lam["backbone_dropout"] == block.get("backbone_dropout", False):
+    lam, own = out.get("lambda"), MLM_OPTION_DEFAULTS["backbone_dropout"]  # the block's, where it leaves it out
+    if lam and "backbone_dropout" in lam and lam["backbone_dropout"] == block.get("backbone_dropout", own):
         lam = {k: v for k, v in lam.items() if k != "backbone_dropout"}
         out = {**{k: v for k, v in out.items() if k != "lambda"}, **({"lambda": lam} if lam else {})}
     return out

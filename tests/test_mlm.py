@@ -203,6 +203,16 @@ def test_mlm_backbone_dropout_trains_with_the_encoders_dropout_and_scores_withou
     assert on == {"lr": 5e-4, "backbone_dropout": True, "lambda": {"backbone_dropout": False}}
 
 
+def test_mlm_param_reads_the_blocks_backbone_dropout_default_from_one_place(monkeypatch):
+    """`papa.checks.mlm_param` drops a ``lambda`` block's ``backbone_dropout`` equal to the MLM block's, a block
+    leaving it out taking `MLM_OPTION_DEFAULTS`' value (issue 15: one source of defaults): not a copy of it."""
+    import papa.checks as C
+
+    monkeypatch.setitem(C.MLM_OPTION_DEFAULTS, "backbone_dropout", True)  # as if the stage's default changed
+    block = {"models": ["m"], "dataset": "wiki", "lr": 5e-4, "lambda": {"backbone_dropout": True}}
+    assert C.mlm_param(block) == {"lr": 5e-4}
+
+
 def test_the_trainers_train_their_parameters_alone_on_a_model_with_trainable_weights():
     """`papa.load_encoder` freezes the model; one a notebook unfroze (or built itself) got a gradient on every weight
     at every step of the lambdas or trained constants: fine-tuning's time and memory, and a stale .grad that a
