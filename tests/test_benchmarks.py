@@ -222,6 +222,26 @@ def test_compare_runs_writes_its_out_file_whole_or_not_at_all(tmp_path, compare_
     assert out.read_text() == before and [p.name for p in tmp_path.iterdir() if p.is_file()] == ["cmp.json"]
 
 
+def test_gpu_cost_measures_the_shapes_and_batches_papa_cost_and_paper_yaml_name(monkeypatch):
+    """benchmarks/gpu_cost.py writes each paper encoder's shape and the paper run's batch sizes out again (issue 15:
+    each concept once, or held equal): its configs have the layers and hidden size of `papa.cost.MODELS` (which
+    scales its GPU-hours by them), its feature-pass and averaging batches are config/paper.yaml's."""
+    import transformers as tf
+    import yaml
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_cost
+
+    from papa.cost import MODELS
+
+    for hub_id, (model_type, keys) in gpu_cost.SHAPES.items():
+        config = tf.AutoConfig.for_model(model_type, **keys)
+        assert (config.num_hidden_layers, config.hidden_size) == MODELS[hub_id][:2], hub_id
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    assert gpu_cost.FORWARD_BATCH == paper["cache"]["batch_size"]
+    assert gpu_cost.AVERAGE_BATCH == paper["averaging"]["batch_size"]
+
+
 def test_gpu_cost_measures_every_paper_encoder_shape_and_papa_cost_reads_it(tmp_path, monkeypatch):
     """benchmarks/gpu_cost.py on its CPU code path (--tiny: two families, one per patching route) writes what
     `papa.cost.Throughput` reads; its shapes cover `papa.cost.MODELS`. The H100 figures themselves are
