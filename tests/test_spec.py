@@ -449,6 +449,32 @@ def test_library_defaults_equal_the_schema_defaults(schema):
     )
 
 
+def test_the_analyses_functions_defaults_equal_the_schemas(schema):
+    """The notebook functions of the Sec. 5 analyses (papa.patterns, papa.plots.representative_heads, papa.mlm) take
+    the schema's ``analyses.patterns`` and ``analyses.mlm`` defaults where a caller leaves a setting out (issue 15:
+    a default written again is held equal to the schema's), and the MLM options the schema gives no default
+    (``masking``, ``backbone_dropout``) the value `papa.checks.mlm_param` leaves out of rule mlm's param."""
+    from papa import mlm, patterns, plots
+    from papa.checks import MLM_OPTION_DEFAULTS
+    from papa.pipeline import MLM_DEFAULTS
+
+    analyses = schema["properties"]["analyses"]["properties"]
+    defaults = {key: block["default"] for key, block in analyses["patterns"]["then"]["properties"].items()}
+    functions = (patterns.head_patterns, patterns.classify, plots.representative_heads)
+    given = [(f, key) for f in functions for key in inspect.signature(f).parameters if key in defaults]
+    assert {key for _, key in given} == set(defaults)
+    for f, key in given:
+        assert inspect.signature(f).parameters[key].default == defaults[key], (f.__name__, key)
+    defaults = {**MLM_DEFAULTS, **MLM_OPTION_DEFAULTS}
+    functions = [f for _, f in inspect.getmembers(mlm, inspect.isfunction) if f.__module__ == mlm.__name__]
+    given = [(f, key) for f in functions for key in ("mask_prob", "head", "decoder", "masking", "backbone_dropout")
+             if key in inspect.signature(f).parameters]  # fmt: skip
+    assert {key for _, key in given} == {"mask_prob", "head", "decoder", "masking", "backbone_dropout"}
+    for f, key in given:
+        param = inspect.signature(f).parameters[key]
+        assert param.default is inspect.Parameter.empty or param.default == defaults[key], (f.__name__, key)
+
+
 # ----------------------------------------------------------------------------- the deprecated sweep.fractions
 
 
