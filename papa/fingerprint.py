@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "papa"
+#: A fingerprint's length in hex digits (`code_fingerprint`; `papa.records` finds them in Snakemake's records by it).
+DIGITS = 16
 #: The name under which a module's top-level statements other than definitions are hashed.
 BODY = "<body>"
 #: A file modified less than this long ago (ns) may change again within the same timestamp:
@@ -285,7 +287,7 @@ def _walk(script: str | Path, root: Path, skip=()) -> dict[tuple[str, str], str]
 
 
 def code_fingerprint(script: str | Path, root: str | Path | None = None, skip=()) -> str:
-    """A 16-hex-digit hash of the ``papa`` code that ``script`` reaches (see the module docs).
+    """A `DIGITS`-hex-digit hash of the ``papa`` code that ``script`` reaches (see the module docs).
 
     Args:
         script: a Python file (a workflow script) or a ``"papa.module:function"`` name.
@@ -300,7 +302,7 @@ def code_fingerprint(script: str | Path, root: str | Path | None = None, skip=()
     h = hashlib.sha256()
     for (m, n), dump in sorted(_walk(script, root, skip).items()):
         h.update(f"{m}:{n}\n{dump}\n".encode())
-    fingerprint = h.hexdigest()[:16]
+    fingerprint = h.hexdigest()[:DIGITS]
     # kept only if no file changed while it was computed (a git pull or checkout meanwhile: the key is the old
     # code's, the fingerprint the new one's, which another checkout of the old code sharing the cache would read)
     if key is not None and _disk_key(script, root, skip) == key:
@@ -350,7 +352,7 @@ def _disk_read(key: tuple[str, str]) -> str | None:
     except _DISK_ERRORS:
         return None
     known = known.get(key[1]) if isinstance(known, dict) else None
-    return known if isinstance(known, str) and len(known) == 16 else None
+    return known if isinstance(known, str) and len(known) == DIGITS else None
 
 
 def _disk_write(key: tuple[str, str], fingerprint: str) -> None:

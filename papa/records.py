@@ -34,6 +34,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from .fingerprint import DIGITS as FINGERPRINT_DIGITS
 from .io import _temp_name, current_umask
 
 #: The marker in a results folder: the id of the Snakemake records that vouch for its files, and where they were.
@@ -545,9 +546,9 @@ def lost_outputs(results: str | Path, records: str | Path = ".snakemake") -> lis
     return sorted(f for f in found if f.startswith(prefix) and not os.path.exists(f))
 
 
-#: A code fingerprint (`papa.fingerprint.code_fingerprint`: 16 hex digits) among a Snakemake record's params (their
-#: reprs, as the record keeps them).
-_FINGERPRINT_PARAM = re.compile(r"'([0-9a-f]{16})'")
+#: A code fingerprint (`papa.fingerprint.code_fingerprint`: `papa.fingerprint.DIGITS` hex digits) among a Snakemake
+#: record's params (their reprs, as the record keeps them).
+_FINGERPRINT_PARAM = re.compile(rf"'([0-9a-f]{{{FINGERPRINT_DIGITS}}})'")
 
 
 def written_by_other_code(

@@ -519,6 +519,27 @@ def test_outputs_written_by_other_papa_code_are_counted_per_rule(wd):
     assert written_by_other_code("results", {new}, makes=makes) == {"probe": 2}
 
 
+def test_the_records_fingerprint_pattern_is_papa_fingerprints_width(wd, monkeypatch):
+    """`written_by_other_code` finds code fingerprints among a record's params by their width, which
+    `papa.fingerprint.code_fingerprint` makes: one number, `papa.fingerprint.DIGITS`, not 16 written in both modules
+    (issue 15: each concept defined once), so a fingerprint made wider or narrower is still found."""
+    import base64
+
+    from papa.fingerprint import DIGITS, code_fingerprint
+    from papa.records import written_by_other_code
+
+    monkeypatch.setenv("PAPA_CACHE", str(wd / "cache"))
+    code = code_fingerprint("papa.io:current_umask")
+    assert len(code) == DIGITS
+    name = base64.urlsafe_b64encode(b"results/probe/a.parquet").decode()
+    (wd / ".snakemake" / "metadata").mkdir()
+    (wd / ".snakemake" / "metadata" / name).write_text(json.dumps({"rule": "probe", "params": [repr(code)]}))
+    Path("results/probe").mkdir(parents=True)
+    Path("results/probe/a.parquet").write_text("x")
+    assert written_by_other_code("results", {"0" * DIGITS}) == {"probe": 1}
+    assert written_by_other_code("results", {code}) == {}
+
+
 def test_verify_names_the_results_whose_recorded_inputs_changed_or_went(wd, capsys):
     """Snakemake reruns a job whose input changed by its modification time: an input rewritten with its old time
     (`touch -r`, `cp -p` from another run) reruns nothing, and the results made from it no longer are what their
