@@ -684,6 +684,16 @@ def test_every_metric_has_a_readable_label():
     assert spec.metric_label("bleu") == "bleu"
 
 
+def test_every_head_order_has_one_legend_label():
+    """Fig. 5's legend names each head order by `papa.plots.SELECTION_LABELS`, keyed by the orders `papa.spec`
+    defines (`papa.spec.HEAD_ORDERS`): an order added or renamed there without its label here is drawn under its raw
+    id (the figure's ``hue_labels.get``), a label left for an order gone names nothing (issue 15: held equal)."""
+    from papa import spec
+
+    assert set(plots.SELECTION_LABELS) == set(spec.HEAD_ORDERS)
+    assert len(set(plots.SELECTION_LABELS.values())) == len(spec.HEAD_ORDERS)
+
+
 def _axis_labels(monkeypatch, draw) -> list[tuple[str, str]]:
     """(title, y label) of each panel of the figure ``draw`` makes, read off its Axes before it is saved."""
     seen = []
