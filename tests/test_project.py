@@ -738,3 +738,15 @@ def test_the_paper_configs_commented_example_of_another_glue_task_validates():
     assert config["datasets"] == {**paper["datasets"], "rte": {"source": "hub"}}
     assert set(config["tasks"]) - set(paper["tasks"]) == {"rte"} and config["tasks"]["rte"]["dataset"] == "rte"
     validate_config(config)
+
+
+def test_every_global_the_workflow_defines_is_read():
+    """A name the Snakefile or a rules file assigns at its top level is read somewhere in the workflow (or by a test,
+    through the parsed workflow's globals): issue 15, no dead code (common.smk kept a name for ``SWEEP["constants"]``
+    that nothing read, beside the ``SWEEP["constants"]`` the rules read)."""
+    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in files)
+    readers = text + "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests").glob("*.py")))
+    names = re.findall(r"^([A-Za-z_][A-Za-z0-9_]*) *=[^=]", text, re.M)
+    unread = [n for n in names if len(re.findall(rf"(?<![\w.]){n}\b", readers)) < 2]
+    assert unread == []

@@ -53,7 +53,6 @@ PRECISION = config["precision"]  # CUDA's float32 matmuls in the jobs that run a
 COMPILE = config["compile"]  # how lambda and trained-constant jobs run the encoder (papa.models.COMPILE_MODES)
 LAYOUT = config["layout"]
 SWEEP = config["sweep"]
-CONSTANTS = SWEEP["constants"]
 SELECTIONS = SWEEP["selections"]
 CACHE = config["cache"]
 AVERAGING = config["averaging"]
