@@ -700,18 +700,24 @@ def hparams_param(hp: dict, kind: str | None) -> dict:
     return {k: v for k, v in _without_defaults(hp, HPARAM_DEFAULTS).items() if not (k == "dropout" and kind == "token")}
 
 
+def dataset_name(key: str, spec: dict) -> str:
+    """The `papa.data` name of the config's dataset ``key``, whose entry is ``spec``: its ``name``, else its key (the
+    schema's ``datasets.<d>.name``)."""
+    return spec.get("name", key)
+
+
 def dataset_kind(name: str, spec: dict) -> str | None:
     """``"sequence"`` or ``"token"`` for a dataset spec of the config, None if unknown before loading (a ``kind``
     key counts for a local dataset only: the other sources do not read it, and the config check says so)."""
     own = spec.get("kind") if spec.get("source") == "local" else None
-    return own or LABEL_SETS.get(spec.get("name", name), (None, None))[0]
+    return own or LABEL_SETS.get(dataset_name(name, spec), (None, None))[0]
 
 
 def dataset_labels(name: str, spec: dict) -> list[str] | None:
     """The label names of a dataset spec of the config as `papa.data.load_task` will give them, known before
     loading: ``[]`` for an unlabeled corpus (a registry dataset without labels, such as ``wiki``, or a local
     sequence dataset with ``label_column: null``), None when they are read from the data (inferred)."""
-    name = spec.get("name", name)
+    name = dataset_name(name, spec)
     kind, known = LABEL_SETS.get(name, (None, None))
     if spec.get("source") != "local":
         return None if known is None else list(known)
@@ -1321,7 +1327,7 @@ def _source_keys(datasets: dict) -> list[str]:
         if source == "package":  # a key of the package source that this package dataset does not read
             from .data.packages import spec_problems
 
-            errors += [f"datasets.{d}: {why}" for why in spec_problems(dc.get("name", d), dc)]
+            errors += [f"datasets.{d}: {why}" for why in spec_problems(dataset_name(d, dc), dc)]
         if source == "local" and not dc.get("build"):
             if not dc.get("train"):
                 errors.append(f"datasets.{d} (source: local) has no train file: give train: <path> (and usually "
@@ -1374,7 +1380,7 @@ def _unread_keys(config: dict) -> list[str]:
     errors = []
     build_data = config.get("build_data") or {}
     for d, dc in (config.get("datasets") or {}).items():
-        name = dc.get("name", d)
+        name = dataset_name(d, dc)
         if dc.get("source") == "local":
             kind = dataset_kind(d, dc)
             try:
@@ -1467,7 +1473,7 @@ def is_pair_dataset(name: str, spec: dict) -> bool:
 
     if spec.get("source") == "local":
         return bool(spec.get("text_b_column"))
-    entry = DATASETS.get(spec.get("name", name))
+    entry = DATASETS.get(dataset_name(name, spec))
     return bool(entry is not None and getattr(entry.source, "text_b", None))
 
 
@@ -1899,7 +1905,7 @@ def check_config(config: dict) -> None:
     errors = []
     datasets = config.get("datasets", {})
     for key, spec in datasets.items():
-        source, name = spec.get("source"), spec.get("name", key)
+        source, name = spec.get("source"), dataset_name(key, spec)
         if source in KNOWN_TASKS and name not in KNOWN_TASKS[source]:
             stripped = name.strip()  # a space YAML kept (a quoted name, a tab): the name meant, without it
             near = stripped if stripped in KNOWN_TASKS[source] else closest(name, KNOWN_TASKS[source])

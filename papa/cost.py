@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from .checks import GPU_RULES, job_resources, validate_config
+from .checks import GPU_RULES, dataset_name, job_resources, validate_config
 from .layout import parse_result
 from .probe import MB, choose_strategy, features_nbytes
 from .spec import METHOD_CONSTANTS, ConstantsSpec
@@ -279,7 +279,7 @@ def _known(dataset: str, hub_id: str) -> None:
 def _published(config: dict, dataset: str) -> str:
     """The `SPLIT_SIZES` key of a config's dataset: its ``name`` (the papa.data task it loads, as the workflow
     reads it), else its key (``datasets: {glue_rte: {source: hub, name: rte}}`` has RTE's sizes)."""
-    return (config["datasets"].get(dataset) or {}).get("name") or dataset
+    return dataset_name(dataset, config["datasets"].get(dataset) or {})
 
 
 def _capped(n: int, cap: int | None) -> int:

@@ -827,3 +827,34 @@ def test_n_dynamic_lifts_float_noise_only_and_scales_it_with_the_product():
     assert spec.n_dynamic(np.float32(0.7), 1005) == 704
     assert spec.n_dynamic(7.4995 / 12, 12) == 7 and spec.n_dynamic(0.49995, 1) == 0
     assert spec.n_dynamic(0.5 / 72, 72) == 1 and spec.n_dynamic(0.4999 / 72, 72) == 0
+
+
+def test_a_config_datasets_name_is_read_in_one_place():
+    """A config's dataset names its `papa.data` task by its ``name``, else its key (the schema's
+    ``datasets.<d>.name``): one function, `papa.checks.dataset_name`, where the config checks wrote
+    ``spec.get("name", key)`` six times and papa.cost ``.get("name") or key`` (issue 15: each concept defined once).
+    No other ``.get("name", ...)`` or ``.get("name") or ...`` reads one in the config's readers."""
+    import ast
+
+    from papa.checks import dataset_name
+
+    assert dataset_name("glue_rte", {"source": "hub", "name": "rte"}) == "rte"
+    assert dataset_name("rte", {"source": "hub"}) == "rte"
+
+    def name_read(node) -> bool:
+        def get_name(n):
+            return (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+                    and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == "name")  # fmt: skip
+
+        if get_name(node) and len(node.args) == 2:
+            return True
+        return isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and get_name(node.values[0])
+
+    root = Path(__file__).resolve().parents[1] / "papa"
+    found = []
+    for path in (root / "checks.py", root / "cost.py", root / "pin.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name != "dataset_name":
+                found += [f"{path.name}:{fn.name}" for n in ast.walk(fn) if name_read(n)]
+    assert sorted(set(found)) == []
