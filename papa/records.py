@@ -843,14 +843,15 @@ def results_folder(configs) -> str:
     read, one that is no papa config (a top-level key the config does not have: another tool's file would give the
     default's folder, and ``make clean`` remove it), an overlay given before the file it updates or without it
     (`overlay_problem`), or a Python without Snakemake (``make install``)."""
-    folder, source = read_schema()["properties"]["results"]["default"], "the schema's default"
-    loaded = []
     try:
         from snakemake.common.configfile import load_configfile
     except ImportError:
         raise ValueError("reading the configs as Snakemake does needs the workflow's environment, which this Python "
                          "lacks: run it with .venv/bin/python (or after source .venv/bin/activate; make install makes "
                          ".venv), or in the environment.yml environment") from None  # fmt: skip
+    # the schema read after Snakemake's import: a Python without it may lack PyYAML too (a bare system python3)
+    folder, source = read_schema()["properties"]["results"]["default"], "the schema's default"
+    loaded = []
     for path in configs:
         try:
             Path(path).stat()

@@ -716,6 +716,17 @@ def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, caps
     assert "run it with .venv/bin/python (or after source .venv/bin/activate" in out, out
 
 
+def test_results_of_without_pyyaml_says_which_python_to_use(monkeypatch, capsys):
+    """The same with a Python that lacks PyYAML too (a bare system python3, which make clean and make report run
+    where there is no .venv): the schema's default was read (with yaml) before Snakemake's import was tried, so it
+    ended on a ModuleNotFoundError traceback, and make said only "failed: run it to see why"."""
+    monkeypatch.setitem(sys.modules, "snakemake.common.configfile", None)  # import fails, as without Snakemake
+    monkeypatch.setitem(sys.modules, "yaml", None)  # and without PyYAML
+    assert records.main(["results-of", str(Path(__file__).parents[1] / "config/config.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "run it with .venv/bin/python (or after source .venv/bin/activate" in out, out
+
+
 def test_lost_targets_are_the_lost_outputs_the_config_makes_and_each_is_said(wd):
     """What rule all asks for again (common.smk's lost_targets): of the lost outputs, those the config makes; each
     lost output is said, one of an earlier config as only reported; an output on disk still marked incomplete that
