@@ -1081,18 +1081,20 @@ def check_interpreter(executable: str) -> None:
                           f"without spaces")  # fmt: skip
 
 
-def check_cache_locks(cache_dir: str | Path | None = None) -> None:
-    """Refuse a download cache (``$PAPA_CACHE``, `papa.data.downloads.default_cache_dir`) on a file system without
-    file locks (Lustre mounted ``noflock``, some NFS set-ups): the data and model jobs take an ``flock`` beside each
-    download or extraction there (so that the two split jobs of a dataset write it one after the other), and every
-    such job failed on a bare ``OSError`` from ``flock`` (``Function not implemented``), after the run had started. A
-    `ConfigError` before any job, saying what to set. Where the cache does not exist yet, the folder it would be made
-    in is tried; one that cannot be written here is left to the jobs (`papa.data.downloads.make_cache_dir` says what
-    to set where they must write; a read-only cache that holds everything is only read)."""
+def cache_lock_problem(cache_dir: str | Path | None = None) -> str | None:
+    """What a start says of a download cache (``$PAPA_CACHE``, `papa.data.downloads.default_cache_dir`) on a file
+    system without file locks (Lustre mounted ``noflock``, some NFS set-ups), None for one with locks: the data and
+    model jobs take an ``flock`` beside each download or extraction they make there (so that the two split jobs of
+    a dataset write it one after the other), and each such job failed on a bare ``OSError`` from ``flock``
+    (``Function not implemented``) with nothing saying why. A warning, not a refusal: a cache that already holds
+    every file the run needs is only read (no lock taken), and runs there. Where the cache does not exist yet, the
+    folder it would be made in is tried; one that cannot be written here is left to the jobs
+    (`papa.data.downloads.make_cache_dir` says what to set where they must write)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX: the jobs take no lock either
-        return
+        return None
+    import contextlib
     import tempfile
 
     from .data.downloads import default_cache_dir
@@ -1100,24 +1102,27 @@ def check_cache_locks(cache_dir: str | Path | None = None) -> None:
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = next((p for p in (cache, *cache.parents) if p.is_dir()), None)
     if folder is None:
-        return
+        return None
     try:
         fd, name = tempfile.mkstemp(prefix=".papa-lock-check.", dir=folder)
     except OSError:  # read-only, or not ours: the jobs say what to change where they write
-        return
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # pragma: no cover - a fresh file nobody else holds
         pass
     except OSError as err:
         where = "PAPA_CACHE" if os.environ.get("PAPA_CACHE") else "the default download cache (PAPA_CACHE unset)"
-        raise ConfigError(f"{where}, {cache}, is on a file system without file locks (flock: {err}): the data and "
-                          f"model jobs lock their downloads there and would each fail. Set PAPA_CACHE to a folder on "
-                          f"a file system with locks (a home or project folder over NFS with locking, Lustre mounted "
-                          f"with flock; a node-local disk where every job runs on one machine)") from None  # fmt: skip
+        return (f"{where}, {cache}, is on a file system without file locks (flock: {err}): a data or model job "
+                f"that downloads or extracts a file there fails on flock (one that finds every file it needs there "
+                f"only reads them). Set PAPA_CACHE to a folder on a file system with locks (a home or project "
+                f"folder over NFS with locking, Lustre mounted with flock; a node-local disk where every job runs on "
+                f"one machine)")  # fmt: skip
     finally:
         os.close(fd)
-        os.unlink(name)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return None
 
 
 def job_environment(environ) -> None:

@@ -262,39 +262,39 @@ fcntl.flock = flock
 """
 
 
-def test_a_download_cache_without_file_locks_is_refused_before_any_job(tmp_path, monkeypatch):
-    """The data and model jobs flock their downloads in PAPA_CACHE (papa.data.downloads): on a file system without
-    locks each failed on a bare OSError from flock once the run had started. Refused at the start, naming
-    PAPA_CACHE and what to set, with no file left in the cache; a cache with locks, one not made yet (the folder it
-    would be made in is tried) and one that cannot be written pass. papa's own lists in .snakemake go on unlocked
-    there (records.hold_results did already; note_lost raised)."""
+def test_a_download_cache_without_file_locks_is_named_at_the_start(tmp_path, monkeypatch):
+    """The data and model jobs flock what they download or extract in PAPA_CACHE (papa.data.downloads): on a file
+    system without locks each such job failed on a bare OSError from flock, nothing saying why. The start names
+    PAPA_CACHE and what to set (a warning: a cache holding every file a run needs is only read, and runs), with no
+    file left in the cache; a cache with locks, one not made yet (the folder it would be made in is tried) and one
+    that cannot be written have nothing said. papa's own lists in .snakemake go on unlocked there
+    (records.hold_results did already; note_lost raised)."""
     import errno
     import fcntl
 
-    from papa.checks import ConfigError, check_cache_locks
+    from papa.checks import cache_lock_problem
     from papa.records import LOST, note_lost
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PAPA_CACHE", str(cache))
-    check_cache_locks()  # not made yet: its parent is tried, and nothing is left there
+    assert cache_lock_problem() is None  # not made yet: its parent is tried, and nothing is left there
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     cache.mkdir()
-    check_cache_locks()
+    assert cache_lock_problem() is None
     assert list(cache.iterdir()) == []
 
     def no_locks(fd, operation):
         raise OSError(errno.ENOSYS, "Function not implemented")
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
-    with pytest.raises(ConfigError, match=rf"PAPA_CACHE, {re.escape(str(cache))}, is on a file system without file "
-                       r"locks \(flock: .*Function not implemented\).*Set PAPA_CACHE to a folder on a file system "
-                       r"with locks"):  # fmt: skip
-        check_cache_locks()
+    assert re.search(rf"PAPA_CACHE, {re.escape(str(cache))}, is on a file system without file locks \(flock: .*"
+                     r"Function not implemented\).*Set PAPA_CACHE to a folder on a file system with locks",
+                     cache_lock_problem() or "")  # fmt: skip
     assert list(cache.iterdir()) == []
     if os.geteuid() != 0:  # root writes anywhere
         cache.chmod(0o555)
         try:
-            check_cache_locks()  # read-only: left to the jobs, which only read it or say what to set
+            assert cache_lock_problem() is None  # read-only: left to the jobs, which only read it or say what to set
         finally:
             cache.chmod(0o755)
     records = tmp_path / ".snakemake"
@@ -304,9 +304,9 @@ def test_a_download_cache_without_file_locks_is_refused_before_any_job(tmp_path,
 
 
 @pytest.mark.slow  # a Snakemake start (~3 s): `make test`, not the fast tier
-def test_snakemake_refuses_a_download_cache_without_file_locks(tmp_path):
+def test_snakemake_names_a_download_cache_without_file_locks(tmp_path):
     """The check runs where the workflow starts (common.smk), before any job: a Python whose flock fails as on a
-    file system without locks (a sitecustomize on PYTHONPATH) stops `snakemake -n` naming PAPA_CACHE."""
+    file system without locks (a sitecustomize on PYTHONPATH) has `snakemake -n` name PAPA_CACHE."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_NO_FLOCK)
@@ -315,7 +315,7 @@ def test_snakemake_refuses_a_download_cache_without_file_locks(tmp_path):
     p = subprocess.run([snakemake, "-n", "--configfile", "config/smoke.yaml"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     out = p.stdout + p.stderr
-    assert p.returncode != 0 and f"PAPA_CACHE, {tmp_path / 'cache'}, is on a file system without file locks" in out, out
+    assert f"PAPA_CACHE, {tmp_path / 'cache'}, is on a file system without file locks" in out, out
 
 
 @pytest.mark.slow  # ~14 s of make and python starts: `make test`, not the fast tier (which it took over 2 minutes)

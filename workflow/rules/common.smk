@@ -32,7 +32,6 @@ if workflow.is_main_process and sum(a.split("=")[0] in ("--configfile", "--confi
                              f"(--configfile a.yaml b.yaml merges them in order)")  # fmt: skip
 checks.check_interpreter(sys.executable)  # Snakemake's script rules cannot run from a path with a space
 checks.job_environment(os.environ)  # the jobs' Pythons in UTF-8 mode, whatever the locale
-checks.check_cache_locks()  # the data and model jobs lock their downloads in PAPA_CACHE: a file system without locks
 checks.check_config_files(workflow.configfiles)
 # --config's values inside {...} or [...] are text to Snakemake (YAML's BaseLoader): read as a config file's would be
 checks.read_command_line(config, workflow.config_settings.config)
@@ -47,6 +46,9 @@ if workflow.is_main_process:
     if (running := records.running_on(R)) not in (None, "this process"):  # (Snakemake would say "incomplete")
         logger.warning(f"a Snakemake is running on {R}/ ({running}): the outputs of its jobs are incomplete until "
                        f"they end, and a run of this folder is refused until it ends")  # fmt: skip
+    # the data and model jobs lock what they download or extract in PAPA_CACHE: a file system without locks
+    if problem := checks.cache_lock_problem():
+        logger.warning(problem)
 CONDA_ENV = "../../environment.yml"
 SEED = int(config["seed"])
 PRECISION = config["precision"]  # CUDA's float32 matmuls in the jobs that run a model (papa.models.PRECISIONS)
