@@ -645,8 +645,10 @@ def path_param(path: str) -> str:
     return os.path.join(".", norm) if norm != path and is_package_alias(norm) else norm
 
 
-#: The ``analyses.mlm`` options the schema gives no default (existing results keep their params) and the values
-#: `papa.pipeline.MLMStage` takes without them (a test holds them equal): `mlm_param` leaves them out at these.
+#: ``analyses.mlm`` options and the values `papa.pipeline.MLMStage` takes without them (a test holds them equal):
+#: `mlm_param` leaves an option out at its value here, so that writing it out reruns nothing (``masking`` and
+#: ``backbone_dropout`` have no schema default, so that existing results keep their params; ``decoder``'s schema
+#: default, ``tied``, is the value here).
 MLM_OPTION_DEFAULTS = {"masking": "mask", "backbone_dropout": False, "decoder": "tied"}
 
 
