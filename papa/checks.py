@@ -797,8 +797,8 @@ def _cross_references(config: dict) -> list[str]:
     analyses = config.get("analyses") or {}
 
     def meant(name, known) -> str:  # what the message adds: the key meant, where one is close
-        meant = closest(name, known) if isinstance(name, str) else None
-        return f": did you mean {meant!r}?" if meant else ""
+        near = closest(name, known) if isinstance(name, str) else None
+        return f": did you mean {near!r}?" if near else ""
 
     for t, tc in tasks.items():
         if tc.get("dataset") not in datasets:
