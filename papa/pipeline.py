@@ -1540,7 +1540,8 @@ def run_probes(
     """Train a fresh probe per seed with ``fraction_dynamic`` of the heads input-dependent.
 
     Kept for notebooks: builds a `ProbeStage` (``task_cfg``: its ``metrics``; ``hp``: a probe
-    hparams block, plus ``order_seed``; ``cache``: the config's ``cache`` keys, a missing
+    hparams block, plus ``order_seed``; ``constants_path``: None where no head is replaced (fraction_dynamic 1,
+    fixed matrices), as the workflow's baselines; ``cache``: the config's ``cache`` keys, a missing
     ``budget_mb`` meaning no memory limit as before; ``batch_order``: the config's
     ``sweep.batch_order``) and calls `probe_heads`, which replaced it.
     """
@@ -1549,7 +1550,7 @@ def run_probes(
     return probe_heads(
         ProbeStage(
             model=model,
-            constants=str(constants_path),
+            constants=None if constants_path is None else str(constants_path),  # None: fraction 1 reads none
             lambdas=None if lambdas_path is None else str(lambdas_path),
             train=str(train_tokens),
             validation=str(val_tokens),

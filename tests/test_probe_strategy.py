@@ -92,6 +92,19 @@ def test_a_probe_run_at_minus_zero_writes_fraction_0(job, tmp_path):
         assert {math.copysign(1.0, f) for f in df["fraction_dynamic"]} == {1.0} and set(df["n_dynamic"]) == {0}
 
 
+def test_a_notebooks_baseline_probe_takes_no_constant_matrices(job, tmp_path):
+    """ProbeStage.constants is None at fraction_dynamic 1 (no head replaced: the workflow's baselines read none), but
+    run_probes passed str(None), so a notebook's baseline without matrices failed on loading a file named 'None'
+    (FileNotFoundError) and would have recorded 'None' as its constants file."""
+    labels = {"model": "minilm", "task": "toy", "constants": "average", "selection": "first_to_last"}
+    hp = {"lr": 1e-3, "batch_size": 8, "epochs": 1, "order_seed": 0}
+    frames = pipeline.run_probes("minilm", None, None, "first_to_last", 1, [0], job / "train.parquet",
+                                 job / "validation.parquet", {"metrics": ["accuracy"]}, hp, {"batch_size": 8},
+                                 [tmp_path / "seed0.parquet"], labels)  # fmt: skip
+    assert set(frames[0]["n_dynamic"]) == {12 * 6} and set(frames[0]["fraction_dynamic"]) == {1.0}
+    assert read_provenance(tmp_path / "seed0.parquet")["settings"]["constants"] is None
+
+
 class _Spy:
     def __init__(self, monkeypatch):
         self.run_probe_calls, self.probe_devices, self.feature_devices = [], [], []
