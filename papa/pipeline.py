@@ -1691,8 +1691,10 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         raise ValueError(f"the tokenizer of {stage.model!r} has no mask token: it cannot be scored as a masked LM")
     C = ConstantAttention.load(stage.constants)
     train, val = Encoded.load(stage.train), Encoded.load(stage.validation)
-    rng = np.random.default_rng(stage.seed)
-    train, val = subsample(train, stage.max_train, rng), subsample(val, stage.max_eval, rng)
+    # a generator each: with one shared, the validation rows scored depended on whether (and from how many rows)
+    # the train split was drawn, so a changed max_train scored other text. Each draws as the first draw did
+    train = subsample(train, stage.max_train, np.random.default_rng(stage.seed))
+    val = subsample(val, stage.max_eval, np.random.default_rng(stage.seed))
     if len(train) == 0 or len(val) == 0:
         raise ValueError(f"MLM analysis: empty split (train {len(train)}, validation {len(val)} examples)")
     special = set(tok.all_special_ids)

@@ -523,6 +523,37 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
         pipeline.run_mlm(*args, {**hp, "head": "frozen"}, [1], d / "s2.parquet", d / "l2.parquet", {})
 
 
+def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job, tmp_path, monkeypatch):
+    """analyses.mlm.max_eval's validation rows are drawn with the seed whatever max_train draws: one generator drew
+    both subsets, so a max_train that drew consumed it and the same max_eval scored other rows."""
+    import transformers as tf
+
+    import papa.mlm
+
+    d = electra_job
+    tok = tf.AutoTokenizer.from_pretrained(d / "model")
+    texts = [f"the {w} number {k} sat on the mat" for w in ("cat", "dog", "fox") for k in range(10)]
+    for split, part in (("train", texts[:20]), ("validation", texts[10:])):
+        pipeline.write_tokens(papa.encode(tok, part, max_length=24), tmp_path / f"{split}.parquet", {})
+    scored = []
+
+    class Scored(Exception):
+        pass
+
+    def curve(model, constants, lambdas, encoded, *args, **kwargs):
+        scored.append(encoded.input_ids.copy())
+        raise Scored
+
+    monkeypatch.setattr(papa.mlm, "learn_mlm_lambdas", lambda m, *a, **k: (torch.zeros(papa.model_shape(m)), []))
+    monkeypatch.setattr(papa.mlm, "mlm_curve", curve)
+    args = (str(d / "model"), d / "C.safetensors", tmp_path / "train.parquet", tmp_path / "validation.parquet")
+    hp = {"head": "probe", "decoder": "fresh", "lr": 1e-2, "batch_size": 4, "epochs": 1, "seed": 0, "max_eval": 5}
+    for max_train in (None, 7):
+        with pytest.raises(Scored):
+            pipeline.run_mlm(*args, {**hp, "max_train": max_train}, [1], tmp_path / "s", tmp_path / "l", {})
+    assert len(scored[0]) == 5 and np.array_equal(scored[0], scored[1])
+
+
 def test_mlm_table_keeps_heads_apart():
     def rows(head, v):
         return pd.DataFrame(
