@@ -283,7 +283,7 @@ def train_mlm(
     extra_params=(),
     log_every: float = 10.0,
     what: str = "mlm",
-    runs_after: int = 0,
+    runs_after: float = 0,
     *,
     masking: str = "mask",
     backbone_dropout: bool = False,
@@ -367,7 +367,7 @@ def learn_mlm_lambdas(
     cfg: TrainConfig,
     mask_prob: float = 0.15,
     head: str = "probe",
-    runs_after: int = 0,
+    runs_after: float = 0,
     *,
     masking: str = "mask",
     backbone_dropout: bool = False,
@@ -380,8 +380,9 @@ def learn_mlm_lambdas(
     ``cfg.extra_lr`` or ``cfg.lr``; its ``decoder`` and ``decoder_bias`` as `new_probe`'s); ``pretrained``:
     through the model's own frozen MLM head.
     Returns ``(lambdas [layers, heads], per-epoch training losses)``; rank the heads with
-    ``papa.head_order("lambda", ...)``. ``runs_after``: probe trainings of this size the job runs next (the
-    logged ETA counts them). ``masking``, ``backbone_dropout``: as `train_mlm`.
+    ``papa.head_order("lambda", ...)``. ``runs_after``: trainings of this length the job runs next, the probes'
+    counted in the lambdas' epochs (a number, not always whole; the logged ETA counts them). ``masking``,
+    ``backbone_dropout``: as `train_mlm`.
     """
     from .patching import check_layout, patch
 

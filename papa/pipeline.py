@@ -1710,10 +1710,13 @@ def mlm_curves(stage: MLMStage) -> pd.DataFrame:
         len(train),
         len(val),
     )
-    probes = len(stage.fraction_dynamic) * len(stage.seeds or [0]) if stage.head == "probe" else 0  # trainings after it
+    # the probe trainings after it, in trainings of the lambdas' length (what their ETA counts): a lambda block's
+    # epochs may differ from the probes' (epochs 1 beside the probes' 4 read a quarter of the time left)
+    probes = len(stage.fraction_dynamic) * len(stage.seeds or [0]) if stage.head == "probe" else 0
+    runs_after = probes * cfg.epochs / lambda_cfg.epochs
     with real_tokens_only(m):
         lam, _ = learn_mlm_lambdas(
-            m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=probes,
+            m, C, train, tok.mask_token_id, special, lambda_cfg, stage.mask_prob, stage.head, runs_after=runs_after,
             masking=stage.masking, backbone_dropout=stage.lambda_backbone_dropout, decoder=stage.decoder,
             decoder_bias=bias,
         )  # fmt: skip

@@ -554,6 +554,37 @@ def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job,
     assert len(scored[0]) == 5 and np.array_equal(scored[0], scored[1])
 
 
+def test_the_lambdas_eta_counts_the_probe_trainings_in_their_own_epochs(electra_job, monkeypatch):
+    """The MLM job's lambda training logs an ETA for the whole job: its own examples, then the probe trainings'
+    (papa.mlm.train_mlm: (1 + runs_after) x its epochs x its examples). runs_after counted the probe trainings as if
+    each ran the lambdas' epochs, so a lambda block with 1 epoch beside the probes' 4 read a quarter of the time
+    left."""
+    import papa.mlm
+
+    d = electra_job
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def lambdas(model, constants, encoded, mask_token_id, special_ids, cfg, *args, runs_after=0, **kwargs):
+        seen.update(n=len(encoded), epochs=cfg.epochs, runs_after=runs_after)
+        raise Stop
+
+    monkeypatch.setattr(papa.mlm, "learn_mlm_lambdas", lambdas)
+    hp = {"head": "probe", "decoder": "fresh", "lr": 1e-2, "batch_size": 4, "epochs": 4, "seed": 0,
+          "lambda": {"epochs": 1, "extra_lr": 0.1}}  # fmt: skip
+    stage = pipeline.MLMStage(
+        model=str(d / "model"), constants=str(d / "C.safetensors"), train=str(d / "train.parquet"),
+        validation=str(d / "validation.parquet"), out_scores="s", out_lambdas="l", fraction_dynamic=[1, 0.5, 0],
+        labels={}, **{**pipeline._mlm_settings({**pipeline.MLM_DEFAULTS, **hp}), "seeds": [0, 1]},
+    )  # fmt: skip
+    with pytest.raises(Stop):
+        pipeline.mlm_curves(stage)
+    counted = (1 + seen["runs_after"]) * seen["epochs"] * seen["n"]
+    assert seen["epochs"] == 1 and counted == seen["n"] * (1 + 3 * 2 * 4)  # the lambdas', then 3 fractions x 2 seeds
+
+
 def test_mlm_table_keeps_heads_apart():
     def rows(head, v):
         return pd.DataFrame(
