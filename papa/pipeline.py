@@ -1143,6 +1143,9 @@ def _check_block_keys(hp: dict, block: str) -> None:
     # max_length: `papa.probe.PAPER_HPARAMS` gives it with each task's settings (the tokens' N, not read here)
     known = set(schema["definitions"]["lambda_hparams"]["properties"]) | {"max_length"}
     if block == "probe":
+        if "seed" in hp:  # the schema's block is the lambda's too: the workflow's check refuses tasks.<t>.probe.seed
+            raise ValueError("probe setting 'seed' is not used: the probes' seeds are run_probes' seeds (one probe "
+                             "each); order_seed seeds the random head order and the max_train draw")  # fmt: skip
         known |= {"order_seed"}
     elif block == "mlm":
         known = set(schema["properties"]["analyses"]["properties"]["mlm"]["then"]["properties"])

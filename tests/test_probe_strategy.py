@@ -722,6 +722,10 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
         pipeline.run_mlm(*args, {"mask_p": 0.2}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
     with pytest.raises(ValueError, match=r"unknown lambda setting 'extra_rl'"):
         pipeline.run_mlm(*args, {"lambda": {"extra_rl": 0.1}}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
+    # the block of the lambda stage's settings holds seed, the probe's not (papa.checks refuses tasks.<t>.probe.seed):
+    # a notebook's seed there ran the probes with the seeds argument's, without a word
+    with pytest.raises(ValueError, match=r"probe setting 'seed' is not used: the probes' seeds are run_probes' seeds"):
+        _run(job, tmp_path, {}, seeds=[0], hp={"seed": 5})
     assert not list(tmp_path.iterdir())  # refused before any work
     # the paper's settings as papa.probe.PAPER_HPARAMS gives them (with the tokens' max_length) are a block
     pipeline._check_block_keys(papa.probe.PAPER_HPARAMS["sst2"], "probe")
