@@ -1128,11 +1128,12 @@ def learn_lambda(stage: LambdaStage) -> pd.DataFrame:
     return df
 
 
-def _check_block_keys(hp: dict, block: str) -> None:
+def _check_block_keys(hp: dict, block: str, known: set | None = None) -> None:
     """The notebook entry points' (`run_lambda`, `run_probes`, `run_mlm`) check of an hparams block: a key the
     config's schema does not have for that block (``lambda``/``probe``: a task's hparams; ``mlm``: the
-    ``analyses.mlm`` block) is refused, naming the closest known one, as the workflow's config check does (the
-    trainer settings read only the keys they know, so a misspelled one was dropped without a word)."""
+    ``analyses.mlm`` block, its ``lambda`` block's own keys) is refused, naming the closest known one, as the
+    workflow's config check does (the trainer settings read only the keys they know, so a misspelled one was dropped
+    without a word). ``known``: the block's keys, where not those of ``block``'s schema definition."""
     import difflib
 
     import yaml
@@ -1141,15 +1142,19 @@ def _check_block_keys(hp: dict, block: str) -> None:
 
     schema = yaml.safe_load(SCHEMA.read_text())
     # max_length: `papa.probe.PAPER_HPARAMS` gives it with each task's settings (the tokens' N, not read here)
-    known = set(schema["definitions"]["lambda_hparams"]["properties"]) | {"max_length"}
+    if known is None:
+        known = set(schema["definitions"]["lambda_hparams"]["properties"]) | {"max_length"}
     if block == "probe":
         if "seed" in hp:  # the schema's block is the lambda's too: the workflow's check refuses tasks.<t>.probe.seed
             raise ValueError("probe setting 'seed' is not used: the probes' seeds are run_probes' seeds (one probe "
                              "each); order_seed seeds the random head order and the max_train draw")  # fmt: skip
         known |= {"order_seed"}
     elif block == "mlm":
-        known = set(schema["properties"]["analyses"]["properties"]["mlm"]["then"]["properties"])
-        _check_block_keys(hp.get("lambda") or {}, "lambda")
+        mlm = schema["properties"]["analyses"]["properties"]["mlm"]["then"]["properties"]
+        known = set(mlm)
+        # analyses.mlm.lambda's keys, not a task's lambda block's: its seed and max_train are the MLM block's (a
+        # notebook's were dropped without a word)
+        _check_block_keys(hp.get("lambda") or {}, "lambda", set(mlm["lambda"]["properties"]))
     for key in hp:
         if key not in known:
             close = difflib.get_close_matches(str(key), sorted(known), n=1)

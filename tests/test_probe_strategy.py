@@ -722,6 +722,11 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
         pipeline.run_mlm(*args, {"mask_p": 0.2}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
     with pytest.raises(ValueError, match=r"unknown lambda setting 'extra_rl'"):
         pipeline.run_mlm(*args, {"lambda": {"extra_rl": 0.1}}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
+    # analyses.mlm.lambda holds no seed or max_train (the MLM block's seed and max_train draw for its lambda stage):
+    # a notebook's there were read by nothing
+    for key, value in (("seed", 3), ("max_train", 4)):
+        with pytest.raises(ValueError, match=rf"unknown lambda setting '{key}'"):
+            pipeline.run_mlm(*args, {"lambda": {key: value}}, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
     # the block of the lambda stage's settings holds seed, the probe's not (papa.checks refuses tasks.<t>.probe.seed):
     # a notebook's seed there ran the probes with the seeds argument's, without a word
     with pytest.raises(ValueError, match=r"probe setting 'seed' is not used: the probes' seeds are run_probes' seeds"):
