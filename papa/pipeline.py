@@ -993,8 +993,9 @@ def draw_rows(n: int, max_n: int | None, rng: np.random.Generator) -> np.ndarray
 
 
 def subsample(data, max_n: int | None, rng: np.random.Generator):
-    """A random subset of ``max_n`` examples of ``data`` (`Encoded` or `TaskData`, `draw_rows`),
-    kept in their order; ``data`` itself when ``max_n`` is None or not smaller."""
+    """A random subset of ``max_n`` examples of ``data`` (an `Encoded`, `draw_rows`), kept in their order; ``data``
+    itself when ``max_n`` is None or not smaller. (A `papa.data.TaskData` is drawn by `papa.data.load_task`'s
+    ``max_train``/``max_validation``, not here: it has no length or ``subset``.)"""
     rows = draw_rows(len(data), max_n, rng)
     return data if rows is None else data.subset(rows)
 
