@@ -1573,6 +1573,9 @@ def run_probes(
             trained_constants=trained_constants,
             order_seed=order_seed,
             batch_order=batch_order,
+            # as the workflow's param: each seed's file then records the batch order it trained in (its hparams'
+            # shuffle_seed; None there read as the seed's own order)
+            first_seed=seeds[0] if batch_order == "shared" else None,
             seed=order_seed,
             cache=CacheConfig(**{"budget_mb": None, **cache}),
             labels=dict(labels),

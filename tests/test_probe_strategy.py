@@ -105,6 +105,16 @@ def test_a_notebooks_baseline_probe_takes_no_constant_matrices(job, tmp_path):
     assert read_provenance(tmp_path / "seed0.parquet")["settings"]["constants"] is None
 
 
+def test_a_notebooks_shared_batch_order_is_recorded_in_each_seeds_file(job, tmp_path):
+    """Under batch_order shared every seed trains in the first seed's batch order; a workflow job records it in each
+    file's hparams (shuffle_seed: the first seed, its param first_seed). run_probes set no first_seed, so its later
+    seeds' files recorded shuffle_seed None, which reads as their own order."""
+    _run(job, tmp_path, {"dtype": "float32"}, seeds=(0, 1), hp={"epochs": 1}, batch_order="shared")
+    for seed in (0, 1):
+        hparams = read_provenance(tmp_path / f"seed{seed}.parquet")["settings"]["hparams"]
+        assert (hparams["seed"], hparams["shuffle_seed"]) == (seed, 0)
+
+
 class _Spy:
     def __init__(self, monkeypatch):
         self.run_probe_calls, self.probe_devices, self.feature_devices = [], [], []
