@@ -1906,6 +1906,23 @@ def _fractions_not_as_written(fractions: list) -> list[str]:
             f"digits; write it so"] if odd else []  # fmt: skip
 
 
+def _fractions_at_one_end(fractions: list) -> list[str]:
+    """Several fraction_dynamic values that the tables count as one end, up to float noise (`papa.spec.is_original`,
+    `is_all_constant`: 1 and 0.99999, 0 and 1e-09), written as different run folders: the summary took both for the
+    original model (two baselines of relative_drop: it failed after the runs, on a pandas MergeError) or the
+    all-constant run (one of them kept, unsaid). `_fractions_that_leave_the_same_heads` refuses them only where the
+    head count is known before loading; a hub model's is not."""
+    problems = []
+    for end, is_end, what in ((ORIGINAL, is_original, "the original model"),
+                              (ALL_CONSTANT, is_all_constant, "every head constant")):  # fmt: skip
+        named = list(dict.fromkeys(format_fraction(f) for f in fractions if is_end(f)))  # in the order listed
+        if len(named) > 1:
+            problems.append(f"sweep.fraction_dynamic: {', '.join(named)} are all {end:g} up to float noise ({what}: "
+                            f"the summary counts each as that run), written as {len(named)} run folders: list one "
+                            f"of them ({end:g})")  # fmt: skip
+    return problems
+
+
 def check_config(config: dict) -> None:
     """Raise a `ConfigError` listing every problem found; the schema has already validated the shape
     (and filled in its defaults)."""
@@ -1937,6 +1954,7 @@ def check_config(config: dict) -> None:
     given = [v for v in listed if math.isfinite(float(v))]  # .nan: _non_finite names it
     fractions = [float(v) for v in given] if len(given) == len(listed) else []  # the other checks wait for a fix
     errors += _fractions_that_name_one_run(given) + _fractions_not_as_written(fractions)
+    errors += _fractions_at_one_end(fractions)
     errors += _fractions_that_leave_the_same_heads(config, fractions)
     errors += _names(config) + _results_folder(config) + _scratch_folder(config) + _source_keys(datasets)
     errors += _unread_keys(config)

@@ -253,6 +253,23 @@ def _check_vocabulary(df: pd.DataFrame, what: str) -> None:
         raise ValueError(f"{what}: " + "; ".join(problems))
 
 
+def _check_one_fraction_per_end(df: pd.DataFrame, what: str) -> None:
+    """Refuse two ``fraction_dynamic`` values that count as one end up to float noise (`papa.spec.is_original`,
+    `is_all_constant`: 1 and 0.99999, 0 and 1e-09) among the runs of one model, task, constants, selection and
+    metric: both would be the baseline of relative_drop (a pandas MergeError, "Merge keys are not unique", named
+    neither) or the all-constant run (one kept, unsaid)."""
+    key = ["model", "task", "constants", "selection", "metric"]
+    for end, is_end in ((spec.ORIGINAL, spec.is_original), (spec.ALL_CONSTANT, spec.is_all_constant)):
+        rows = df[is_end(df["fraction_dynamic"])]
+        values = rows.groupby(key)["fraction_dynamic"].unique()
+        several = values[values.map(len) > 1]
+        if len(several):
+            run, fractions = next(iter(several.items()))
+            raise ValueError(f"{what}: fraction_dynamic {', '.join(f'{f:g}' for f in sorted(fractions))} are all "
+                             f"{end:g} up to float noise (papa.spec.is_original, is_all_constant), in the runs of "
+                             f"{dict(zip(key, run))}: keep the runs of one of them")  # fmt: skip
+
+
 # --------------------------------------------------------------------------- tables
 
 
@@ -353,6 +370,7 @@ def summary_table(
         raise ValueError("summary_table: main_metric must be a dict task -> metric")
     df = _cast(probe[list(PROBE_COLUMNS)], PROBE_COLUMNS, "summary_table")
     _check_unique(df, PROBE_KEY, "summary_table")
+    _check_one_fraction_per_end(df, "summary_table")
 
     df = last_epochs(df)
 

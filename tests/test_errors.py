@@ -1216,6 +1216,31 @@ def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     check_config(cfg)
 
 
+def test_check_config_refuses_fractions_at_one_end_whatever_the_model():
+    """1 and 0.99999 are both the original model up to float noise (papa.spec.is_original), written as two run
+    folders: for a hub model, whose head count is not known before loading, the config passed, and the aggregate job
+    failed after every run (summary_table's merge of two baselines). Refused at the start, at either end, whatever
+    the model; one value near an end alone stays accepted (0 up to float noise counts)."""
+
+    def hub(fractions):
+        def edit(c):
+            c["models"], c["model_tasks"] = {"x": "prajjwal1/bert-tiny"}, {}
+            c["sweep"]["fraction_dynamic"] = fractions
+
+        return edit
+
+    msg = _problems(hub([1, 0.99999, 0.5, 0]))
+    assert "sweep.fraction_dynamic: 1, 0.99999 are all 1 up to float noise (the original model" in msg
+    assert "written as 2 run folders: list one of them (1)" in msg
+    msg = _problems(hub([1, 0.5, 1e-09, 0]))
+    assert "sweep.fraction_dynamic: 1e-09, 0 are all 0 up to float noise (every head constant" in msg
+    from papa.checks import check_config
+
+    cfg = _config()
+    hub([1, 0.5, 0.1 + 0.2 - 0.3])(cfg)
+    check_config(cfg)
+
+
 def test_settings_that_change_nothing_warn():
     """A probe's extra_lr without trained constants, and a cross-corpus corpus that is every analysed task's own,
     change nothing: warned of."""

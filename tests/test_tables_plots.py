@@ -257,6 +257,22 @@ def test_summary_baseline_zero_or_shared():
     assert rnd(shared)["baseline"] == pytest.approx(final_score("m", "t", 1.0, 0, "accuracy"))
 
 
+def test_summary_refuses_two_fractions_at_one_end():
+    """1 and 0.99999 (0 and 1e-09) are one end up to float noise (papa.spec.is_original, is_all_constant): the
+    summary took both runs for the baseline and failed on a pandas MergeError naming neither (found by a
+    property-based search), or kept one of the two all-constant runs unsaid. Both are refused naming the fractions;
+    one run per end, or such values under different constants or orders, are summarised as before."""
+    for pair, end in (((1.0, 0.99999), "1"), ((0.0, 1e-9), "0")):
+        f = pd.concat([run_frame("m", "t", x, 0) for x in (*pair, 0.5, 1.0 - pair[0])], ignore_index=True)
+        message = rf"summary_table: fraction_dynamic {min(pair):g}, {max(pair):g} are all {end} up to float noise"
+        with pytest.raises(ValueError, match=message + r".*'selection': 'lambda', 'metric': 'accuracy'"):
+            tables.summary_table(tables.probe_table([f]))
+    f = pd.concat([run_frame("m", "t", 1.0, 0), run_frame("m", "t", 0.99999, 0, selection="random"),
+                   run_frame("m", "t", 0.0, 0)], ignore_index=True)  # fmt: skip
+    s = tables.summary_table(tables.probe_table([f]))
+    assert len(s) == 6 and s["relative_drop"].notna().all()
+
+
 def test_summary_missing_column_named(probe):
     with pytest.raises(ValueError, match="'score'"):
         tables.summary_table(probe.drop(columns="score"))
