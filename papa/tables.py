@@ -253,12 +253,12 @@ def _check_vocabulary(df: pd.DataFrame, what: str) -> None:
         raise ValueError(f"{what}: " + "; ".join(problems))
 
 
-def _check_one_fraction_per_end(df: pd.DataFrame, what: str) -> None:
+def _check_one_fraction_per_end(df: pd.DataFrame, what: str, key: list[str]) -> None:
     """Refuse two ``fraction_dynamic`` values that count as one end up to float noise (`papa.spec.is_original`,
-    `is_all_constant`: 1 and 0.99999, 0 and 1e-09) among the runs of one model, task, constants, selection and
-    metric: both would be the baseline of relative_drop (a pandas MergeError, "Merge keys are not unique", named
-    neither) or the all-constant run (one kept, unsaid)."""
-    key = ["model", "task", "constants", "selection", "metric"]
+    `is_all_constant`: 1 and 0.99999, 0 and 1e-09) among the rows of one ``key`` (a summary's run: model, task,
+    constants, selection and metric; an MLM curve): both would be the baseline (the summary's merge failed on a
+    pandas MergeError, "Merge keys are not unique", naming neither; an MLM curve's ``drop`` held frames) or the
+    all-constant run (one kept, unsaid)."""
     for end, is_end in ((spec.ORIGINAL, spec.is_original), (spec.ALL_CONSTANT, spec.is_all_constant)):
         rows = df[is_end(df["fraction_dynamic"])]
         values = rows.groupby(key)["fraction_dynamic"].unique()
@@ -370,7 +370,7 @@ def summary_table(
         raise ValueError("summary_table: main_metric must be a dict task -> metric")
     df = _cast(probe[list(PROBE_COLUMNS)], PROBE_COLUMNS, "summary_table")
     _check_unique(df, PROBE_KEY, "summary_table")
-    _check_one_fraction_per_end(df, "summary_table")
+    _check_one_fraction_per_end(df, "summary_table", ["model", "task", "constants", "selection", "metric"])
 
     df = last_epochs(df)
 
@@ -538,6 +538,7 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     df = _concat(frames, MLM_COLUMNS, "mlm_table")
     df["seed"] = df["seed"].fillna(0) if "seed" in df.columns else 0  # a file without seeds: one seed
     _check_unique(df, MLM_KEY + ["seed"], "mlm_table")
+    _check_one_fraction_per_end(df, "mlm_table", ["model", "dataset", "head"])
     extra = {c: (c, "mean") for c in ("train_loss",) if c in df.columns}
     extra.update({c: (c, "first") for c in ("model_revision",) if c in df.columns})
     df = (

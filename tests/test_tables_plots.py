@@ -271,6 +271,12 @@ def test_summary_refuses_two_fractions_at_one_end():
                    run_frame("m", "t", 0.0, 0)], ignore_index=True)  # fmt: skip
     s = tables.summary_table(tables.probe_table([f]))
     assert len(s) == 6 and s["relative_drop"].notna().all()
+    # an MLM curve's drop (from its fraction-1 point) held a frame in each cell, silently
+    mlm = pd.DataFrame([dict(model="m", dataset="d", head="probe", n_eval=10, fraction_dynamic=x, n_dynamic=0,
+                             neg_log_ppl=-1.0 - x, perplexity=0.0) for x in (1.0, 0.99999, 0.5, 0.0)])  # fmt: skip
+    with pytest.raises(ValueError, match=r"mlm_table: fraction_dynamic 0.99999, 1 are all 1 up to float noise"):
+        tables.mlm_table([mlm])
+    assert tables.mlm_table([mlm[mlm.fraction_dynamic != 0.99999]])["drop"].notna().all()
 
 
 def test_summary_missing_column_named(probe):
