@@ -371,7 +371,11 @@ def summary_table(
     df = _cast(probe[list(PROBE_COLUMNS)], PROBE_COLUMNS, "summary_table")
     _check_unique(df, PROBE_KEY, "summary_table")
     _check_one_fraction_per_end(df, "summary_table", ["model", "task", "constants", "selection", "metric"])
-
+    # the rows in probe_table's order whatever their order here: pandas' sums over a group round by the order of the
+    # whole frame's rows (the std of [0.1, 0.2, 0.7] and of its reverse differ in the last bit, and so does a group's
+    # mean with another group's rows moved), so a frame read in another order (a notebook's concat of the probe
+    # files) gave other numbers than the workflow's summary.parquet; probe_table's own frame keeps its order
+    df = df.sort_values(PROBE_KEY, ascending=[c != "fraction_dynamic" for c in PROBE_KEY], kind="mergesort")
     df = last_epochs(df)
 
     grouped = df.groupby(SUMMARY_KEY, sort=True)

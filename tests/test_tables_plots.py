@@ -257,6 +257,18 @@ def test_summary_baseline_zero_or_shared():
     assert rnd(shared)["baseline"] == pytest.approx(final_score("m", "t", 1.0, 0, "accuracy"))
 
 
+def test_summary_does_not_depend_on_the_order_of_the_rows():
+    """The std over seeds was summed in the rows' order: [0.1, 0.2, 0.7] and its reverse gave stds (and CIs) a last
+    bit apart (found by a property-based search), so a probe frame in another order than probe_table's (a notebook's
+    concat of the probe files) gave other numbers than the workflow's summary. Any order gives probe_table's."""
+    f = pd.concat([run_frame("m", "t", x, seed) for x in (1.0, 0.0) for seed in (0, 1, 2)], ignore_index=True)
+    f["score"] = f["seed"].map({0: 0.1, 1: 0.2, 2: 0.7})  # a spread whose sum rounds by the order
+    s = tables.summary_table(tables.probe_table([f]))
+    for order in (f.index[::-1], np.random.default_rng(0).permutation(f.index)):
+        assert tables.summary_table(f.loc[order]).equals(s)
+    assert s["std"].notna().all()
+
+
 def test_summary_refuses_two_fractions_at_one_end():
     """1 and 0.99999 (0 and 1e-09) are one end up to float noise (papa.spec.is_original, is_all_constant): the
     summary took both runs for the baseline and failed on a pandas MergeError naming neither (found by a
