@@ -562,6 +562,27 @@ def test_local_rows_without_text_are_dropped_loudly(tmp_path, caplog):
         D.load_task(spec, tmp_path)
 
 
+def test_inferred_labels_leave_out_the_rows_dropped_without_text(tmp_path):
+    """Labels inferred from a train file are those of the rows kept: a label only a row without text had (a footer
+    row, a stray line) was a class no example has, and shifted the ids after it ("pos" was read as class 2 of
+    neg, neutral, pos; binary f1 scored "neutral")."""
+    for labels, odd, names in ((["neg", "pos"], "neutral", ["neg", "pos"]), ([0, 1], 2, ["0", "1"])):
+        rows = "".join(f"sentence {i},{labels[i % 2]}\n" for i in range(6))
+        path = tmp_path / "train.csv"
+        path.write_text(f"text,label\n{rows},{odd}\n")
+        t = D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(path)}, tmp_path)
+        assert t.label_names == names and t.provenance["n_dropped"] == 1
+        y = pd.concat([t["train"], t["validation"]]).sort_values("id")["label"].tolist()
+        assert y == [0, 1, 0, 1, 0, 1]
+    # a train file whose only row without text has no label either: dropped, as with labels listed, not refused
+    path.write_text("text,label\n" + "".join(f"s {i},{i % 2}\n" for i in range(6)) + " ,\n")
+    assert D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(path)}, tmp_path).labeled
+    # most rows without text still fails as a wrong column, not on the labels of the few kept (0 and 2: a gap)
+    path.write_text("text,label\ns,0\n,1\ns,2\n,1\ns,0\n,1\ns,2\n,1\n,1\n,1\n")
+    with pytest.raises(D.TaskSpecError, match="6 of 10 rows of the train file .* more than half"):
+        D.load_task({"name": "x", "source": "local", "kind": "sequence", "train": str(path)}, tmp_path)
+
+
 def test_inferred_binary_string_labels_name_f1s_positive_class(tmp_path, caplog):
     """Sorted names decide which class binary f1 scores (label 1): equivalent/not_equivalent scored the wrong one."""
     import logging

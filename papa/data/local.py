@@ -1312,10 +1312,22 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 raise TaskSpecError(f"the {where} is empty: it has no rows")
             for col in (c for c in (text_col, text_b_col, label_col, id_col) if c):
                 _check_cells(rec[col], col, keys[col], where, rows[split], list_valued=False)
+        text_cols = [text_col] + ([text_b_col] if text_b_col else [])  # a pair needs both sentences
+        has_text = {split: [not any(_is_missing(rec[c][i]) for c in text_cols) for i in range(len(rec[text_col]))]
+                    for split, rec in raw.items()}  # fmt: skip
+        for split, ok in has_text.items():  # before the labels are inferred: most rows without text is a wrong column
+            where = f"{split} file {prov_files[split]['path']}"
+            if not any(ok):
+                raise TaskSpecError(f"the {where} has no row with text in column {' and '.join(map(repr, text_cols))}")
+            _check_dropped([rows[split][i] for i, kept in enumerate(ok) if not kept], len(ok), text_cols, where)
         if not unlabeled and labels is None:  # the train file's own names, else from its values: must be trainable
+            # inferred from the rows kept: a class only rows without text had (a footer row, a blank line's stray
+            # label) became a class no example has, and shifted the ids of those after it (neg, neutral, pos)
+            kept = [i for i, ok in enumerate(has_text["train"]) if ok]
             labels = names["train"].get(label_col) or _infer_label_names(
-                raw["train"][label_col], f"column {label_col!r} of the train file {prov_files['train']['path']}",
-                rows["train"])  # fmt: skip
+                [raw["train"][label_col][i] for i in kept],
+                f"column {label_col!r} of the train file {prov_files['train']['path']}",
+                [rows["train"][i] for i in kept])  # fmt: skip
             if not names["train"].get(label_col) and len(labels) == 2 and labels != ["0", "1"]:
                 log.warning("labels %s inferred from the train file in sorted order: binary f1 (positive class: "
                             "label 1) scores %r; to score %r, list the dataset's labels with the positive class last "
@@ -1325,13 +1337,8 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
             text = rec[text_col]
-            text_cols = [text_col] + ([text_b_col] if text_b_col else [])  # a pair needs both sentences
-            has_text = [not any(_is_missing(rec[c][i]) for c in text_cols) for i in range(len(text))]
-            keep = [i for i, ok in enumerate(has_text) if ok]
+            keep = [i for i, ok in enumerate(has_text[split]) if ok]
             n_dropped += len(text) - len(keep)
-            if not keep:
-                raise TaskSpecError(f"the {where} has no row with text in column {' and '.join(map(repr, text_cols))}")
-            _check_dropped([rows[split][i] for i, ok in enumerate(has_text) if not ok], len(text), text_cols, where)
             ids = [str(rec[id_col][i]) for i in keep] if id_col else [f"{name}-{split}-{i}" for i in keep]
             if unlabeled:
                 y = [-1] * len(keep)
