@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import functools
 import json
 import os
 import re
@@ -928,7 +929,8 @@ def recorded_inputs(path: str | Path) -> dict[str, str]:
 
 def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[str, str, str]]:
     """``(result, input, what)`` for each input file a result under ``results`` recorded (`recorded_inputs`) that
-    is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``; and
+    is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``, or ``"foreign"``
+    for one in another marked results folder (`MARKER`: the result was copied in from another config's run); and
     ``(result, reason, "unreadable")`` for a result file whose record cannot be read (cut short, not papa's): the
     others are still checked. Input paths are read from ``root``, the working directory of the run that wrote
     them. Snakemake reruns a job whose input changed by its modification time; an input rewritten with its old time
@@ -942,6 +944,8 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
     from . import io
 
     root, found, present = Path(root), [], 0
+    folder, top = Path(results).resolve(), root.resolve()
+    marked = functools.lru_cache(maxsize=None)(lambda place: (place / MARKER).is_file())
     files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
                    and not p.name.startswith(".") and p.name not in (REPORT, OUTDATED_REPORT))  # fmt: skip
     for result in files:
@@ -956,7 +960,11 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
                 found.append((str(result), name, "missing"))
                 continue
             present += 1
-            if io.file_digest(source) != digest:
+            # a file copied in from another config's folder records that folder's inputs, as they still are there
+            where = next((p for p in source.resolve().parents if p != top and p != folder and marked(p)), None)
+            if where is not None and folder not in where.parents and where not in folder.parents:
+                found.append((str(result), name, "foreign"))
+            elif io.file_digest(source) != digest:
                 found.append((str(result), name, "changed"))
     return found, len(files), present
 
@@ -1011,7 +1019,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         for result, name, what in found:
             said = {"changed": f"its input {name} changed since it was read", "missing": f"its input {name} is gone",
-                    "unreadable": f"unreadable ({name}): delete it and rerun its job"}[what]  # fmt: skip
+                    "unreadable": f"unreadable ({name}): delete it and rerun its job",
+                    "foreign": f"its input {name} lies in another results folder: it was made by that folder's "
+                               f"run and copied in, not from the files beside it"}[what]  # fmt: skip
             print(f"{result}: {said}")
         if found:
             print(

@@ -4,6 +4,7 @@ The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in
 
 import json
 import os
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -618,6 +619,40 @@ def test_verify_says_when_it_checked_nothing_or_the_wrong_paths_and_reads_past_a
     Path("plain/report.html").write_text("<html></html>")
     assert records.main(["verify", "plain"]) == 1
     assert "none of the 1 result file(s) under plain records its inputs" in capsys.readouterr().out
+
+
+def test_verify_names_a_result_copied_in_from_another_results_folder(wd, capsys):
+    """A result copied into a results folder from another config's (``cp results-smoke/tables/probe.parquet
+    results/tables/``) records the other folder's inputs, which are still as it read them there: `verify` said
+    "every recorded input file is as it was read" of a folder holding another run's table, and of a copied folder
+    whose every record points into the folder it was copied from. An input inside another marked results folder
+    is named as such; the folder's own inputs (a subfolder named, a local data file) are not."""
+    import pandas as pd
+
+    from papa import io
+
+    for folder in ("results", "results-smoke"):
+        Path(folder, "tokens").mkdir(parents=True)
+        claim_results(folder)
+        io.write_parquet(pd.DataFrame({"x": [len(folder)]}), f"{folder}/tokens/train.parquet", {"inputs": {}})
+    Path("data").mkdir()
+    Path("data/words.txt").write_text("a b\n")
+    Path("results/tables").mkdir()
+    inputs = io.input_digests(["results/tokens/train.parquet", "data/words.txt"])
+    io.write_parquet(pd.DataFrame({"s": [1.0]}), "results/tables/summary.parquet", {"inputs": inputs})
+    assert records.main(["verify", "results"]) == 0 and records.main(["verify", "results/tables"]) == 0
+    smoke = io.input_digests(["results-smoke/tokens/train.parquet"])
+    io.write_parquet(pd.DataFrame({"s": [0.5]}), "results/tables/probe.parquet", {"inputs": smoke})
+    capsys.readouterr()
+    assert records.main(["verify", "results"]) == 1
+    out = capsys.readouterr().out
+    assert "results/tables/probe.parquet: its input results-smoke/tokens/train.parquet lies in another results " in out
+    assert "summary.parquet" not in out and "1 of the 3 result(s) under results" in out, out
+    shutil.copytree("results", "results-copy")  # a whole folder copied: its records point into the original
+    os.remove("results-copy/tables/probe.parquet")
+    assert records.main(["verify", "results-copy"]) == 1
+    out = capsys.readouterr().out
+    assert "results-copy/tables/summary.parquet: its input results/tokens/train.parquet lies in" in out
 
 
 def test_forget_leaves_a_folder_that_is_still_there(wd, capsys):
