@@ -906,6 +906,13 @@ def recorded_inputs(path: str | Path) -> dict[str, str]:
     """The ``inputs`` a result file recorded (``{path: sha256}`` of its job's input files, `papa.io.input_digests`):
     a Parquet file's provenance (a data split's too), a constants file's metadata, a figure's record; {} where it
     records none."""
+    record = _result_record(path)
+    inputs = (record if isinstance(record, dict) else {}).get("inputs") or {}
+    return dict(inputs) if isinstance(inputs, dict) else {}
+
+
+def _result_record(path: str | Path):
+    """The record papa wrote into a result file (`recorded_inputs`' kinds of file), None or {} where it has none."""
     from . import io
 
     path = Path(path)
@@ -923,14 +930,14 @@ def recorded_inputs(path: str | Path) -> dict[str, str]:
         record = figure_record(path)
     else:
         raise ValueError(f"{path}: not a result file papa writes ({', '.join(RECORDING_SUFFIXES)})")
-    inputs = (record or {}).get("inputs") or {}
-    return dict(inputs) if isinstance(inputs, dict) else {}
+    return record
 
 
 def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[str, str, str]]:
     """``(result, input, what)`` for each input file a result under ``results`` recorded (`recorded_inputs`) that
     is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``, or ``"foreign"``
-    for one in another marked results folder (`MARKER`: the result was copied in from another config's run); and
+    for one in another marked results folder (`MARKER`: the result was copied in from another config's run);
+    ``(result, "", "unrecorded")`` for a result file carrying no record of its inputs (edited by another tool); and
     ``(result, reason, "unreadable")`` for a result file whose record cannot be read (cut short, not papa's): the
     others are still checked. Input paths are read from ``root``, the working directory of the run that wrote
     them. Snakemake reruns a job whose input changed by its modification time; an input rewritten with its old time
@@ -950,10 +957,16 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
                    and not p.name.startswith(".") and p.name not in (REPORT, OUTDATED_REPORT))  # fmt: skip
     for result in files:
         try:
-            recorded = recorded_inputs(result)
+            record = _result_record(result)
         except Exception as e:  # noqa: BLE001 - a file cut short or not papa's (pyarrow's, PIL's, json's errors)
             found.append((str(result), " ".join(str(e).split())[:200] or type(e).__name__, "unreadable"))
             continue
+        # every result papa writes records its inputs, {} for a download's split: a file without (a table edited and
+        # saved by pandas, which keeps no papa record) was said to be as it was read, its inputs unchecked
+        if not isinstance(record, dict) or not isinstance(record.get("inputs"), dict):
+            found.append((str(result), "", "unrecorded"))
+            continue
+        recorded = record["inputs"]
         for name, digest in sorted(recorded.items()):
             source = root / name
             if not source.exists():
@@ -1007,7 +1020,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"config's results: folder (python -m papa.records results-of CONFIG... says it)")  # fmt: skip
             return 1
         missing = sum(what == "missing" for _, _, what in found)
-        if not missing and not present and not found:  # result files, none recording an input: nothing checked
+        unrecorded = sum(what == "unrecorded" for _, _, what in found)
+        if unrecorded == n_files or not (found or present):  # result files, none recording an input: nothing checked
             print(f"none of the {n_files} result file(s) under {args.results} records its inputs (papa's records "
                   f"them: is it a papa results folder?): nothing to verify")  # fmt: skip
             return 1
@@ -1020,6 +1034,8 @@ def main(argv: list[str] | None = None) -> int:
         for result, name, what in found:
             said = {"changed": f"its input {name} changed since it was read", "missing": f"its input {name} is gone",
                     "unreadable": f"unreadable ({name}): delete it and rerun its job",
+                    "unrecorded": "it carries no papa record of its inputs (rewritten by another tool, such as "
+                                  "pandas' to_parquet, or not papa's): its inputs cannot be checked; rerun its job",
                     "foreign": f"its input {name} lies in another results folder: it was made by that folder's "
                                f"run and copied in, not from the files beside it"}[what]  # fmt: skip
             print(f"{result}: {said}")

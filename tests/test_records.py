@@ -555,7 +555,7 @@ def test_verify_names_the_results_whose_recorded_inputs_changed_or_went(wd, caps
     Path("results/tokens").mkdir(parents=True)
     tokens, other = "results/tokens/train.parquet", "results/tokens/validation.parquet"
     io.write_parquet(pd.DataFrame({"x": [1, 2]}), tokens, {"inputs": {}})
-    io.write_parquet(pd.DataFrame({"x": [3]}), other)
+    io.write_parquet(pd.DataFrame({"x": [3]}), other, {"inputs": {}})  # every result papa writes records them
     table = "results/tables/probe.parquet"
     Path(table).parent.mkdir()
     io.write_parquet(pd.DataFrame({"score": [0.5]}), table, {"inputs": io.input_digests([tokens, other])})
@@ -653,6 +653,32 @@ def test_verify_names_a_result_copied_in_from_another_results_folder(wd, capsys)
     assert records.main(["verify", "results-copy"]) == 1
     out = capsys.readouterr().out
     assert "results-copy/tables/summary.parquet: its input results/tokens/train.parquet lies in" in out
+
+
+def test_verify_names_a_result_that_lost_its_record(wd, capsys):
+    """A table edited and saved with pandas (``df.to_parquet``) keeps no papa record: `verify` read it as a result
+    recording no input and said "every recorded input file is as it was read" of its folder, a leaf table
+    (``tables/probe.parquet``, read by no later job) edited by hand unnamed. A result papa writes always records its
+    inputs ({} for a downloaded split's): one without is named, and the folder fails."""
+    import pandas as pd
+
+    from papa import io
+
+    Path("results/data").mkdir(parents=True)
+    split = "results/data/train.parquet"
+    io.write_parquet(pd.DataFrame({"x": [1]}), split, {"inputs": {}, "source": "a download"})
+    Path("results/tables").mkdir()
+    table = "results/tables/probe.parquet"
+    io.write_parquet(pd.DataFrame({"score": [0.5]}), table, {"inputs": io.input_digests([split])})
+    assert records.main(["verify", "results"]) == 0
+    df = pd.read_parquet(table)
+    df.loc[0, "score"] = 0.9
+    df.to_parquet(table)
+    capsys.readouterr()
+    assert records.changed_inputs("results") == [(table, "", "unrecorded")]
+    assert records.main(["verify", "results"]) == 1
+    out = capsys.readouterr().out
+    assert f"{table}: it carries no papa record of its inputs" in out and "1 of the 2 result(s)" in out, out
 
 
 def test_forget_leaves_a_folder_that_is_still_there(wd, capsys):
