@@ -937,6 +937,7 @@ def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[st
     """``(result, input, what)`` for each input file a result under ``results`` recorded (`recorded_inputs`) that
     is no longer as it was read: ``what`` is ``"changed"`` (another sha256 now) or ``"missing"``, or ``"foreign"``
     for one in another marked results folder (`MARKER`: the result was copied in from another config's run);
+    ``(result, path, "misplaced")`` for one whose record says its job wrote it elsewhere (`_written_as`);
     ``(result, "", "unrecorded")`` for a result file carrying no record of its inputs (edited by another tool); and
     ``(result, reason, "unreadable")`` for a result file whose record cannot be read (cut short, not papa's): the
     others are still checked. Input paths are read from ``root``, the working directory of the run that wrote
@@ -967,6 +968,8 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
             found.append((str(result), "", "unrecorded"))
             continue
         recorded = record["inputs"]
+        if (written := _written_as(record, result, root)) is not None:
+            found.append((str(result), written, "misplaced"))
         for name, digest in sorted(recorded.items()):
             source = root / name
             if not source.exists():
@@ -980,6 +983,30 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
             elif io.file_digest(source) != digest:
                 found.append((str(result), name, "changed"))
     return found, len(files), present
+
+
+def _written_as(record: dict, result: Path, root: Path) -> str | None:
+    """Where a result's record says its job wrote it, when that is not where it lies (None: there, or the record
+    names no output): the stage's ``out*`` settings (a file, or a figure's path without suffix, or the folder of
+    the per-head figures) and, for a per-seed probe file, the output of its own ``seed``. Two files swapped (the
+    lambdas of two tasks, two seeds' probe files) keep their inputs as they were and passed."""
+    settings = record.get("settings")
+    if not isinstance(settings, dict):
+        return None
+    outs = [v for k, v in settings.items() if k.startswith("out") for v in (v if isinstance(v, list) else [v])]
+    outs = [o for o in outs if isinstance(o, str)]
+    if not outs:
+        return None
+    seeds, seed = settings.get("seeds"), record.get("seed")
+    if isinstance(settings.get("outs"), list) and isinstance(seeds, list) and len(seeds) == len(settings["outs"]):
+        if seed in seeds:  # a probe job's files, one per seed, each recording its own
+            outs = [settings["outs"][seeds.index(seed)]]
+    here = os.path.realpath(result)
+    for out in outs:
+        there = os.path.realpath(Path(root, out))
+        if there in (here, os.path.splitext(here)[0], os.path.dirname(here)):
+            return None
+    return next((o for o in outs if os.path.basename(o) == result.name), outs[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1034,6 +1061,7 @@ def main(argv: list[str] | None = None) -> int:
         for result, name, what in found:
             said = {"changed": f"its input {name} changed since it was read", "missing": f"its input {name} is gone",
                     "unreadable": f"unreadable ({name}): delete it and rerun its job",
+                    "misplaced": f"its record says its job wrote it as {name}: moved or swapped since",
                     "unrecorded": "it carries no papa record of its inputs (rewritten by another tool, such as "
                                   "pandas' to_parquet, or not papa's): its inputs cannot be checked; rerun its job",
                     "foreign": f"its input {name} lies in another results folder: it was made by that folder's "

@@ -2,6 +2,7 @@
 Snakemake under other records (deleted and made anew, another working directory's) stops, saying what to do.
 The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in tests/test_workflow.py."""
 
+import html
 import json
 import os
 import shutil
@@ -679,6 +680,53 @@ def test_verify_names_a_result_that_lost_its_record(wd, capsys):
     assert records.main(["verify", "results"]) == 1
     out = capsys.readouterr().out
     assert f"{table}: it carries no papa record of its inputs" in out and "1 of the 2 result(s)" in out, out
+
+
+def test_verify_names_results_swapped_or_moved_from_where_their_job_wrote_them(wd, capsys):
+    """Two results swapped (two tasks' lambda metrics, two seeds' probe files of a job), or one moved under another
+    run's name, keep their inputs as they were: `verify` passed them, whose tables then were made from the wrong
+    files. A record naming its job's outputs (``settings.out*``; a probe file's own ``seed`` among ``seeds``) says
+    where it was written: a result lying elsewhere is named. A figure's stem and the per-head figures' folder match."""
+    import pandas as pd
+
+    from papa import io
+
+    Path("results/tokens").mkdir(parents=True)
+    tokens = "results/tokens/train.parquet"
+    io.write_parquet(pd.DataFrame({"x": [1]}), tokens, {"inputs": {}})
+    inputs = io.input_digests([tokens])
+    for task in ("hedge", "wsj_pos"):
+        out = f"results/lambda/{task}/metrics.parquet"
+        Path(out).parent.mkdir(parents=True)
+        settings = {"out_lambdas": f"results/lambda/{task}/lambdas.parquet", "out_metrics": out}
+        io.write_parquet(pd.DataFrame({"task": [task]}), out, {"inputs": inputs, "settings": settings})
+    outs = [f"results/probe/f=0.5/seed{s}.parquet" for s in (0, 1)]
+    Path(outs[0]).parent.mkdir(parents=True)
+    for seed, out in enumerate(outs):
+        record = {"inputs": inputs, "seed": seed, "settings": {"outs": outs, "seeds": [0, 1], "seed": 0}}
+        io.write_parquet(pd.DataFrame({"seed": [seed]}), out, record)
+    Path("results/plots/heads").mkdir(parents=True)
+    plots = {"out_curves": "results/plots/curves", "out_heads": "results/plots/heads"}
+    for fig in ("results/plots/curves.html", "results/plots/heads/h.html"):  # a figure's record: its stem or folder
+        Path(fig).write_text(
+            f'<meta name="papa-record" content="{html.escape(json.dumps({"inputs": inputs, "settings": plots}))}">'
+        )
+    assert records.main(["verify", "results"]) == 0
+    for a, b in (("results/lambda/hedge/metrics.parquet", "results/lambda/wsj_pos/metrics.parquet"), outs):
+        os.replace(a, "swap")
+        os.replace(b, a)
+        os.replace("swap", b)
+    capsys.readouterr()
+    assert records.main(["verify", "results"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"{outs[0]}: its record says its job wrote it as {outs[1]}: moved or swapped since" in out
+        and "results/lambda/hedge/metrics.parquet: its record says its job wrote it as "
+        "results/lambda/wsj_pos/metrics.parquet"
+        in out
+        and "4 of the 7 result(s)" in out
+        and "plots" not in out
+    ), out
 
 
 def test_forget_leaves_a_folder_that_is_still_there(wd, capsys):
