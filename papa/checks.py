@@ -453,11 +453,73 @@ def unknown_keys(config: dict, schema: dict) -> list[str]:
         hidden |= {"seed"} if where.startswith("tasks.") and where.endswith(".probe") else set()
         known = sorted(set(error.schema.get("properties") or {}) - hidden)
         for key in sorted(set(error.instance) - set(known), key=str):
-            near = closest(key, known)
+            # a key of another section, written here (sweep's seeds at the top level, a probe's lr beside dataset:):
+            # its place there, not the nearest key here (``seeds``: ``seed``, whose value is one number)
+            elsewhere = _places_of(key, tuple(error.absolute_path), schema) if isinstance(key, str) else []
+            near = closest(key, known) if not elsewhere else None
             hint = f"did you mean {near!r}? " if near else ""
+            if elsewhere:
+                hint = (f"did you mean {' or '.join(repr(p) for p in elsewhere)} (a key of "
+                        f"{' and '.join(dict.fromkeys(p.rpartition('.')[0] for p in elsewhere))}, not of "
+                        f"{where or 'the top level'})? ")  # fmt: skip
             path, place = (f"{where}.{key}", f"under {where}") if where else (str(key), "at the top level")
             out.append(f"config key {path!r} is not known: {hint}the keys allowed {place} are {', '.join(known)}")
     return out
+
+
+#: What a name stands for in the dotted places `_places_of` offers, by the section whose entries the user names.
+_NAME_PLACEHOLDERS = {"models": "<model>", "tasks": "<task>", "datasets": "<dataset>", "model_tasks": "<model>"}
+
+
+def _schema_places(schema: dict, node, at: tuple = (), refs: frozenset = frozenset()):
+    """(place, key) of every key ``schema`` allows anywhere (``node``: the subschema walked, first ``schema``):
+    ``place`` the tuple of keys above it, None where the user names the entry (an ``additionalProperties``
+    mapping: a model, a task)."""
+    if not isinstance(node, dict):
+        return
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and ref not in refs:  # (a $ref inside itself: once)
+        target = schema
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        yield from _schema_places(schema, target, at, refs | {ref})
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in node.get(key) or []:
+            yield from _schema_places(schema, sub, at, refs)
+    for key in ("then", "else"):
+        yield from _schema_places(schema, node.get(key), at, refs)
+    for key, sub in (node.get("properties") or {}).items():
+        yield at, key
+        yield from _schema_places(schema, sub, (*at, key), refs)
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _schema_places(schema, node["additionalProperties"], (*at, None), refs)
+
+
+def _places_of(key: str, where: tuple, schema: dict) -> list[str]:
+    """The dotted places, in other sections, of a key ``schema`` does not allow at ``where`` (a tuple of keys) but
+    allows elsewhere: those nearest ``where`` (sharing most of its leading keys; a name the user gave is theirs,
+    ``tasks.hedge.probe.lr`` for ``lr`` under ``tasks.hedge``), at most three of them (more: no one place meant).
+    Not a deprecated name (`RENAMED_KEYS`), nor a probe's ``seed`` (`unknown_keys` hides both)."""
+    hidden = {(section,): old for section, old, _ in RENAMED_KEYS}
+    found = {}
+    for place, name in _schema_places(schema, schema):
+        if name != key or hidden.get(place) == key or (key == "seed" and place[-1:] == ("probe",)):
+            continue
+        shared, parts = 0, []
+        for i, part in enumerate(place):
+            follows = i == shared and i < len(where) and (part is None or part == where[i])
+            shared += follows
+            if part is not None:
+                parts.append(part)
+            elif follows:  # the name the user gave there
+                parts.append(str(where[i]))
+            else:
+                parts.append(_NAME_PLACEHOLDERS.get(str(place[i - 1]) if i else "", "<name>"))
+        if parts != [str(w) for w in where]:  # (where it stands: not allowed there, or it would not be unknown)
+            found[".".join((*parts, key))] = shared
+    best = max(found.values(), default=0)
+    nearest = [p for p, shared in found.items() if shared == best]
+    return nearest if len(nearest) <= 3 else []
 
 
 def schema_errors(config: dict, schema: dict) -> list[str]:

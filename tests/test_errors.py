@@ -125,6 +125,28 @@ def test_misspelt_keys_are_named_with_their_path_and_the_key_meant():
     validate_config(cfg, warn=lambda msg: None)
 
 
+def test_a_key_of_another_section_is_pointed_to_its_section():
+    """A key written in the wrong section is named with its place in the right one, not the nearest key where it
+    stands: ``seeds`` at the top level offered ``seed`` (one number: the fix failed the schema), ``sweep.head_orders``
+    offered ``batch_order``, and a probe's ``lr`` beside ``dataset:`` offered nothing."""
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    cfg["seeds"] = [0, 1]
+    cfg["sweep"]["head_orders"] = ["lambda"]
+    task = next(iter(cfg["tasks"]))
+    cfg["tasks"][task]["lr"] = 1.0e-4
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda msg: None)
+    lines = str(e.value).splitlines()
+    for needle in (
+        "'seeds' is not known: did you mean 'sweep.seeds' (a key of sweep, not of the top level)?",
+        "'sweep.head_orders' is not known: did you mean 'analyses.head_orders' (a key of analyses, not of sweep)?",
+        f"'tasks.{task}.lr' is not known: did you mean 'tasks.{task}.probe.lr' or 'tasks.{task}.lambda.lr'",
+    ):
+        assert sum(needle in line for line in lines) == 1, (needle, lines)
+
+
 def test_check_config_names_every_problem():
     from papa.checks import ConfigError, check_config, position_limit
 
