@@ -2062,11 +2062,17 @@ def check_config(config: dict) -> None:
                           f"average@{tc['dataset']}, analyses.cross_corpus, analyses.mlm.dataset) or point the task "
                           f"at a labeled dataset")  # fmt: skip
         if kind == "sequence":  # one example is one class: no probe learns from it (a sentence of tags may)
-            draws = [(f"datasets.{tc['dataset']}.max_train", spec.get("max_train"))]
-            draws += [(f"tasks.{task}.{block}.max_train", (tc.get(block) or {}).get("max_train"))
-                      for block in ("probe", "lambda")]  # fmt: skip
+            probe_n, lambda_n = ((tc.get(block) or {}).get("max_train") for block in ("probe", "lambda"))
+            # a lambda block's max_train equal to the probe's is the probe's as filled in (fill_derived_defaults), and
+            # is said with it: named alone, the key was often one the config does not have, and fixing it left the
+            # probe's
+            also = f" (the lambda stage's too, which takes the probe's unless tasks.{task}.lambda.max_train is given)"
+            draws = [(f"datasets.{tc['dataset']}.max_train", spec.get("max_train"), "")]
+            draws += [(f"tasks.{task}.probe.max_train", probe_n, also if lambda_n == probe_n else "")]
+            draws += [(f"tasks.{task}.lambda.max_train", lambda_n, "")] if lambda_n != probe_n else []
             errors += [f"{key} = 1 draws one example, one class, for task {task}, a sequence task: a probe needs "
-                       f"two classes; use at least 2 (null = every example)" for key, n in draws if n == 1]  # fmt: skip
+                       f"two classes; use at least 2 (null = every example){but}"
+                       for key, n, but in draws if n == 1]  # fmt: skip
         allowed = METRICS.get(kind)
         for metric in tc.get("metrics", []):
             if allowed is not None and metric not in allowed:

@@ -147,6 +147,24 @@ def test_a_key_of_another_section_is_pointed_to_its_section():
         assert sum(needle in line for line in lines) == 1, (needle, lines)
 
 
+def test_a_probe_max_train_of_one_is_named_once_at_the_key_the_config_gives():
+    """A sequence task's probe.max_train of 1, which its lambda block inherits (`fill_derived_defaults`), is one
+    error at the probe's key: the lambda's, a key the config did not have, was named beside it (and setting it
+    left the probe's)."""
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    tc = cfg["tasks"]["rt_sentiment"]
+    tc["probe"]["max_train"] = 1
+    (tc.get("lambda") or {}).pop("max_train", None)
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda msg: None)
+    msg = str(e.value)
+    assert "tasks.rt_sentiment.probe.max_train = 1 draws one example" in msg, msg
+    assert "the lambda stage's too" in msg, msg
+    assert "tasks.rt_sentiment.lambda.max_train = 1" not in msg, msg
+
+
 def test_check_config_names_every_problem():
     from papa.checks import ConfigError, check_config, position_limit
 
