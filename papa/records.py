@@ -950,9 +950,13 @@ def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[st
 def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
     """`changed_inputs`' list, the number of result files read and of recorded inputs found under ``root``."""
     from . import io
+    from .layout import RESULTS
 
     root, found, present = Path(root), [], 0
     folder, top = Path(results).resolve(), root.resolve()
+    # a built model's or dataset's files (rules build_model, build_data) are the libraries' own (transformers'
+    # checkpoint), their record in the folder's rehearsal.json: no papa record in them is how they are written
+    built = tuple(Path(results, RESULTS[k].split("{")[0]) for k in ("built_model", "built_data"))
     marked = functools.lru_cache(maxsize=None)(lambda place: (place / MARKER).is_file())
     files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
                    and not p.name.startswith(".") and p.name not in (REPORT, OUTDATED_REPORT))  # fmt: skip
@@ -965,7 +969,8 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
         # every result papa writes records its inputs, {} for a download's split: a file without (a table edited and
         # saved by pandas, which keeps no papa record) was said to be as it was read, its inputs unchecked
         if not isinstance(record, dict) or not isinstance(record.get("inputs"), dict):
-            found.append((str(result), "", "unrecorded"))
+            if not any(b in result.parents for b in built):
+                found.append((str(result), "", "unrecorded"))
             continue
         recorded = record["inputs"]
         if (written := _written_as(record, result, root)) is not None:

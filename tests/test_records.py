@@ -682,6 +682,33 @@ def test_verify_names_a_result_that_lost_its_record(wd, capsys):
     assert f"{table}: it carries no papa record of its inputs" in out and "1 of the 2 result(s)" in out, out
 
 
+def test_verify_takes_a_built_models_checkpoint_as_written(wd, capsys):
+    """A model rule build_model writes (the rehearsal's) is transformers' checkpoint, its record in the folder's
+    rehearsal.json: its ``model.safetensors`` carries no papa record by design, and `verify` is not to name it as a
+    result rewritten by another tool (the folder of a rehearsal run failed); the same file elsewhere is named."""
+    import pandas as pd
+    import torch
+    from safetensors.torch import save_file
+
+    from papa import io
+
+    Path("results/data").mkdir(parents=True)
+    split = "results/data/train.parquet"
+    io.write_parquet(pd.DataFrame({"x": [1]}), split, {"inputs": {}})
+    Path("results/tables").mkdir()
+    io.write_parquet(pd.DataFrame({"x": [1]}), "results/tables/probe.parquet", {"inputs": io.input_digests([split])})
+    model = Path("results/built/models/bert/model.safetensors")
+    model.parent.mkdir(parents=True)
+    save_file({"w": torch.zeros(2)}, str(model), metadata={"format": "pt"})  # as transformers' save_pretrained
+    (model.parent / "rehearsal.json").write_text("{}")
+    assert records.changed_inputs("results") == []
+    assert records.main(["verify", "results"]) == 0
+    Path("results/constants").mkdir()
+    shutil.copy(model, "results/constants/average.safetensors")  # not a built model's: a constants file lost its record
+    assert records.changed_inputs("results") == [("results/constants/average.safetensors", "", "unrecorded")]
+    capsys.readouterr()
+
+
 def test_verify_names_results_swapped_or_moved_from_where_their_job_wrote_them(wd, capsys):
     """Two results swapped (two tasks' lambda metrics, two seeds' probe files of a job), or one moved under another
     run's name, keep their inputs as they were: `verify` passed them, whose tables then were made from the wrong
