@@ -956,7 +956,8 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
     folder, top = Path(results).resolve(), root.resolve()
     # a built model's or dataset's files (rules build_model, build_data) are the libraries' own (transformers'
     # checkpoint), their record in the folder's rehearsal.json: no papa record in them is how they are written
-    built = tuple(Path(results, RESULTS[k].split("{")[0]) for k in ("built_model", "built_data"))
+    built_in = tuple(RESULTS[k].split("{")[0] for k in ("built_model", "built_data"))  # built/models/, built/data/
+    built = tuple(Path(results, b) for b in built_in)
     marked = functools.lru_cache(maxsize=None)(lambda place: (place / MARKER).is_file())
     files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
                    and not p.name.startswith(".") and p.name not in (REPORT, OUTDATED_REPORT))  # fmt: skip
@@ -983,6 +984,10 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
             present += 1
             # a file copied in from another config's folder records that folder's inputs, as they still are there
             where = next((p for p in source.resolve().parents if p != top and p != folder and marked(p)), None)
+            # a model or dataset that folder's run built is a source file another config reads in place (models:
+            # {bert: results-rehearsal/built/models/bert}), not a result copied in
+            if where is not None and any(where / b in source.resolve().parents for b in built_in):
+                where = None
             if where is not None and folder not in where.parents and where not in folder.parents:
                 found.append((str(result), name, "foreign"))
             elif io.file_digest(source) != digest:

@@ -976,3 +976,39 @@ def test_the_start_notices_say_how_many_files_and_what_to_run():
         "git log says what changed since). --rerun-triggers mtime keeps them, and any other changed setting from "
         "rerunning them while it is given (README: Upgrading papa)"
     )
+
+
+def test_verify_takes_a_model_or_data_built_in_another_results_folder_as_an_input(wd, capsys):
+    """A config may read a model or dataset another config's run built (``models: {bert:
+    results-rehearsal/built/models/bert}``, a local dataset's file under ``results-rehearsal/built/data/``): those are
+    the run's source files, read in place, not results copied in from that run; `verify` named every result that
+    recorded them "copied in" from another results folder. A result whose input is another folder's other output is
+    still named."""
+    import pandas as pd
+    import torch
+    from safetensors.torch import save_file
+
+    from papa import io
+
+    for folder in ("results", "results-rehearsal"):
+        Path(folder).mkdir()
+        claim_results(folder)
+    model = Path("results-rehearsal/built/models/bert/model.safetensors")
+    model.parent.mkdir(parents=True)
+    save_file({"w": torch.zeros(2)}, str(model), metadata={"format": "pt"})
+    data = Path("results-rehearsal/built/data/glue_cola/train.tsv")
+    data.parent.mkdir(parents=True)
+    data.write_text("sentence\tlabel\na\t1\n")
+    Path("results/tables").mkdir()
+    inputs = io.input_digests([str(model), str(data)])
+    io.write_parquet(pd.DataFrame({"s": [1.0]}), "results/tables/summary.parquet", {"inputs": inputs})
+    assert records.changed_inputs("results") == []
+    assert records.main(["verify", "results"]) == 0
+    Path("results-rehearsal/tables").mkdir()
+    io.write_parquet(pd.DataFrame({"s": [1.0]}), "results-rehearsal/tables/probe.parquet", {"inputs": {}})
+    theirs = io.input_digests(["results-rehearsal/tables/probe.parquet"])
+    io.write_parquet(pd.DataFrame({"s": [1.0]}), "results/tables/probe.parquet", {"inputs": theirs})
+    assert records.changed_inputs("results") == [
+        ("results/tables/probe.parquet", "results-rehearsal/tables/probe.parquet", "foreign")
+    ]
+    capsys.readouterr()
