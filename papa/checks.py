@@ -2065,8 +2065,10 @@ def check_config(config: dict) -> None:
             probe_n, lambda_n = ((tc.get(block) or {}).get("max_train") for block in ("probe", "lambda"))
             # a lambda block's max_train equal to the probe's is the probe's as filled in (fill_derived_defaults), and
             # is said with it: named alone, the key was often one the config does not have, and fixing it left the
-            # probe's
-            also = f" (the lambda stage's too, which takes the probe's unless tasks.{task}.lambda.max_train is given)"
+            # probe's. The filled config cannot tell an inherited 1 from one the config wrote in both blocks: the line
+            # says both (it said "unless ... is given" of a key the config gave, whose 1 then failed the next run)
+            also = (f" (the lambda stage's too, which takes the probe's where tasks.{task}.lambda.max_train is not "
+                    f"given: set tasks.{task}.lambda.max_train too where the config gives it)")  # fmt: skip
             draws = [(f"datasets.{tc['dataset']}.max_train", spec.get("max_train"), "")]
             draws += [(f"tasks.{task}.probe.max_train", probe_n, also if lambda_n == probe_n else "")]
             draws += [(f"tasks.{task}.lambda.max_train", lambda_n, "")] if lambda_n != probe_n else []

@@ -165,6 +165,24 @@ def test_a_probe_max_train_of_one_is_named_once_at_the_key_the_config_gives():
     assert "tasks.rt_sentiment.lambda.max_train = 1" not in msg, msg
 
 
+def test_a_max_train_of_one_in_both_blocks_is_named_in_both():
+    """Both blocks of a sequence task given max_train 1: one line (the lambda block's equals the probe's, as when it
+    inherits it), which said the lambda stage takes the probe's "unless tasks.<t>.lambda.max_train is given", while
+    the config gave it: fixing the probe's key as told left the lambda's 1, named only by the next run."""
+    from papa.checks import ConfigError, validate_config
+
+    cfg = _config()
+    tc = cfg["tasks"]["rt_sentiment"]
+    tc["probe"]["max_train"] = 1
+    tc["lambda"]["max_train"] = 1
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda msg: None)
+    msg = str(e.value)
+    assert "unless tasks.rt_sentiment.lambda.max_train is given" not in msg, msg
+    assert "tasks.rt_sentiment.probe.max_train = 1 draws one example" in msg, msg
+    assert "set tasks.rt_sentiment.lambda.max_train too where the config gives it" in msg, msg
+
+
 def test_check_config_names_every_problem():
     from papa.checks import ConfigError, check_config, position_limit
 
