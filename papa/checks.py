@@ -191,6 +191,14 @@ def read_command_line(config: dict, given) -> dict:
     return config
 
 
+def _schema_ref(root: dict, ref: str) -> dict:
+    """The subschema a local ``$ref`` (``#/$defs/probe``, a JSON pointer into ``root``) points to."""
+    target = root
+    for part in ref[2:].split("/"):
+        target = target[part.replace("~1", "/").replace("~0", "~")]
+    return target
+
+
 def integers_as_int(value, schema: dict, root: dict | None = None):
     """``value`` with every integer-valued float where ``schema`` says ``type: integer`` made an int (YAML's
     ``32.0``, which JSON Schema's integer accepts, would otherwise reach paths as ``N32.0`` or ``seed1.0``).
@@ -204,10 +212,7 @@ def integers_as_int(value, schema: dict, root: dict | None = None):
         return value
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
-        target = root
-        for part in ref[2:].split("/"):
-            target = target[part.replace("~1", "/").replace("~0", "~")]
-        value = integers_as_int(value, target, root)
+        value = integers_as_int(value, _schema_ref(root, ref), root)
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(key) or []:
             value = integers_as_int(value, sub, root)
@@ -479,10 +484,7 @@ def _schema_places(schema: dict, node, at: tuple = (), refs: frozenset = frozens
         return
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/") and ref not in refs:  # (a $ref inside itself: once)
-        target = schema
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        yield from _schema_places(schema, target, at, refs | {ref})
+        yield from _schema_places(schema, _schema_ref(schema, ref), at, refs | {ref})
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in node.get(key) or []:
             yield from _schema_places(schema, sub, at, refs)

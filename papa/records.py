@@ -957,7 +957,10 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
     # a built model's or dataset's files (rules build_model, build_data) are the libraries' own (transformers'
     # checkpoint), their record in the folder's rehearsal.json: no papa record in them is how they are written
     built_in = tuple(RESULTS[k].split("{")[0] for k in ("built_model", "built_data"))  # built/models/, built/data/
-    built = tuple(Path(results, b) for b in built_in)
+
+    def built(path: Path, by: Path) -> bool:  # a file rule build_model or build_data wrote under results folder `by`
+        return any(Path(by, b) in path.parents for b in built_in)
+
     marked = functools.lru_cache(maxsize=None)(lambda place: (place / MARKER).is_file())
     files = sorted(p for p in Path(results).rglob("*") if p.suffix.lower() in RECORDING_SUFFIXES and p.is_file()
                    and not p.name.startswith(".") and p.name not in (REPORT, OUTDATED_REPORT))  # fmt: skip
@@ -970,7 +973,7 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
         # every result papa writes records its inputs, {} for a download's split: a file without (a table edited and
         # saved by pandas, which keeps no papa record) was said to be as it was read, its inputs unchecked
         if not isinstance(record, dict) or not isinstance(record.get("inputs"), dict):
-            if not any(b in result.parents for b in built):
+            if not built(result, Path(results)):
                 found.append((str(result), "", "unrecorded"))
             continue
         recorded = record["inputs"]
@@ -983,10 +986,11 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
                 continue
             present += 1
             # a file copied in from another config's folder records that folder's inputs, as they still are there
-            where = next((p for p in source.resolve().parents if p != top and p != folder and marked(p)), None)
+            real = source.resolve()
+            where = next((p for p in real.parents if p != top and p != folder and marked(p)), None)
             # a model or dataset that folder's run built is a source file another config reads in place (models:
             # {bert: results-rehearsal/built/models/bert}), not a result copied in
-            if where is not None and any(where / b in source.resolve().parents for b in built_in):
+            if where is not None and built(real, where):
                 where = None
             if where is not None and folder not in where.parents and where not in folder.parents:
                 found.append((str(result), name, "foreign"))
