@@ -1556,6 +1556,8 @@ def run_probes(
     """
     _check_block_keys(hp, "probe")
     seeds, order_seed = [int(s) for s in seeds], int(hp.get("order_seed", 0))
+    if not seeds:
+        raise ValueError("run_probes: seeds is empty: give at least one seed (a probe and an output file per seed)")
     return probe_heads(
         ProbeStage(
             model=model,

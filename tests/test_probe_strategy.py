@@ -741,6 +741,9 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
     # a notebook's seed there ran the probes with the seeds argument's, without a word
     with pytest.raises(ValueError, match=r"probe setting 'seed' is not used: the probes' seeds are run_probes' seeds"):
         _run(job, tmp_path, {}, seeds=[0], hp={"seed": 5})
+    for order in ("per_seed", "shared"):  # an empty list of seeds failed on a bare IndexError
+        with pytest.raises(ValueError, match="run_probes: seeds is empty: give at least one seed"):
+            _run(job, tmp_path, {}, seeds=[], batch_order=order)
     assert not list(tmp_path.iterdir())  # refused before any work
     # the paper's settings as papa.probe.PAPER_HPARAMS gives them (with the tokens' max_length) are a block
     pipeline._check_block_keys(papa.probe.PAPER_HPARAMS["sst2"], "probe")
