@@ -595,10 +595,20 @@ def lost_targets(results: str | Path, makes, warn, records: str | Path = ".snake
     one the config no longer makes (a model, dataset, task or run it dropped) as only reported; so is each output on
     disk that Snakemake keeps marked incomplete (`marked_incomplete`: a job whose Snakemake was stopped as it ended,
     a local Ctrl-C), on which a run without ``--rerun-incomplete`` (the Slurm profile sets it) stops at once
-    (``IncompleteFilesException``); a missing one is made again either way."""
+    (``IncompleteFilesException``), or, while another process runs on ``results`` (`running_on`), a job of that run
+    writing it now, said as such (not stopped: no ``--rerun-incomplete`` advice); a missing one is made again either
+    way."""
     lost = lost_outputs(results, records)
+    # a run writing the folder now (a `-n` beside it): its running jobs' outputs are marked, not stopped
+    writer = running_on(results, records)
+    writer = None if writer == "this process" else writer
+    folder = spelling(os.fspath(results)).rstrip("/")
     for f in marked_incomplete(results, records):
         if os.path.exists(f) and makes(f):
+            if writer is not None:
+                warn(f"{f} is marked incomplete by the Snakemake running on {folder}/ ({writer}): its job is "
+                     f"writing it, and it is complete when that job ends")  # fmt: skip
+                continue
             warn(f"{f} was written, but its job's Snakemake was stopped before it recorded the job as "
                  f"finished (a Ctrl-C, a lost session): run with --rerun-incomplete (--ri) to make it again, "
                  f"and every result made from it")  # fmt: skip

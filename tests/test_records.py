@@ -897,6 +897,39 @@ def test_lost_targets_are_the_lost_outputs_the_config_makes_and_each_is_said(wd)
     assert len(said) == 3 and all("this config does not make it" in s for s in said), said
 
 
+def test_an_output_marked_incomplete_by_a_run_writing_it_now_is_not_said_to_need_rerun_incomplete(wd):
+    """A second start on a folder that a run is writing (a `snakemake -n` to see how far it got, or a second run,
+    refused) found the first run's running jobs' outputs marked incomplete and said of each that its Snakemake "was
+    stopped" and to run with --rerun-incomplete, under the line saying a Snakemake is running on the folder (seen
+    on a local run: review DG). While another process holds the folder (`hold_results`), such an output is said to
+    be that run's, being written, without the advice; once it ends, the advice again."""
+    import multiprocessing
+
+    from papa.records import lost_targets
+
+    Path("results/probe").mkdir(parents=True)
+    Path("results/probe/written.parquet").write_text("x")
+    _marker(wd, "results/probe/written.parquet")
+    ctx = multiprocessing.get_context("fork")
+    ready, done = ctx.Event(), ctx.Event()
+    first = ctx.Process(target=_hold_until, args=("results", ready, done))
+    first.start()
+    said = []
+    try:
+        assert ready.wait(30)
+        assert lost_targets("results", lambda f: True, said.append) == []
+    finally:
+        done.set()
+        first.join(30)
+    assert said == [
+        f"results/probe/written.parquet is marked incomplete by the Snakemake running on results/ (pid {first.pid} "
+        f"on {os.uname().nodename}): its job is writing it, and it is complete when that job ends"
+    ], said
+    said.clear()
+    assert lost_targets("results", lambda f: True, said.append) == []  # that run gone: its Snakemake was stopped
+    assert len(said) == 1 and "run with --rerun-incomplete (--ri)" in said[0], said
+
+
 def test_stale_files_are_the_probe_and_lambda_files_the_grid_does_not_make(tmp_path):
     """What a start names and `make prune` removes (common.smk's stale_grid_files): parquet files under probe/ and
     lambda/ not in the grid, paths compared normalized; hidden temporaries, other stages' files and other
