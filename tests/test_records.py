@@ -1045,3 +1045,69 @@ def test_verify_takes_a_model_or_data_built_in_another_results_folder_as_an_inpu
         ("results/tables/probe.parquet", "results-rehearsal/tables/probe.parquet", "foreign")
     ]
     capsys.readouterr()
+
+
+def test_forget_counts_every_record_it_drops_and_keeps_the_other_folders_locks_and_forgotten_folders(wd, capsys):
+    """`forget_results` (make clean's `python -m papa.records forget`) drops a killed run's locks only where every
+    output its lock names lies in the folder (a lock naming none, or also another folder's files, stays: another
+    run's), drops the record of an output that is the folder itself, counts every record it drops (the lost list's
+    entries and Snakemake's markers and metadata, not only the locks: the line it prints says how many), and
+    keeps the folders it forgot before (each one's marker coming back is refused, not only the last's). Mutation
+    testing found none of this checked."""
+    import base64
+
+    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    claim_results("results")
+    claim_results("results-two")
+    for kind in ("metadata", "incomplete"):
+        (Path(".snakemake") / kind).mkdir()
+    for f in ("results", "results/tables/summary.parquet", "results-two/probe/p.parquet"):
+        (Path(".snakemake") / "metadata" / b64(f)).write_text("{}")
+    (Path(".snakemake") / "incomplete" / b64("results/probe/p.parquet")).write_text("")
+    records.note_lost(["results/lambda/l.parquet", "results-two/lambda/l.parquet"])
+    locks = Path(".snakemake/locks")
+    locks.mkdir()
+    lock_files = {
+        "0": ("results/probe/p.parquet\n", "results/tokens/t.parquet\n"),  # a killed run of results: dropped
+        "1": ("results/probe/q.parquet\nresults-two/probe/q.parquet\n", "x\n"),  # also another folder's: kept
+        "2": ("", "results/tokens/t.parquet\n"),  # names no output: not known to be this folder's, kept
+    }
+    for n, (out, inp) in lock_files.items():
+        (locks / f"{n}.output.lock").write_text(out)
+        (locks / f"{n}.input.lock").write_text(inp)
+    # 2 locks + 1 lost output + 2 metadata records (the folder's own, its table's) + 1 incomplete marker
+    assert records.forget_results("results") == 6
+    assert sorted(os.listdir(locks)) == ["1.input.lock", "1.output.lock", "2.input.lock", "2.output.lock"]
+    assert os.listdir(".snakemake/metadata") == [b64("results-two/probe/p.parquet")]
+    assert records.lost_outputs("results-two") == ["results-two/lambda/l.parquet"]
+    os.rename("results-two", "aside")  # removed (make clean refuses a folder still there), and later back
+    assert records.main(["forget", "results-two"]) == 0
+    assert "dropped 2 record(s) of results-two/" in capsys.readouterr().out  # its lost output, its metadata
+    os.rename("aside", "results-two")
+    for folder in ("results", "results-two"):  # both forgotten: each one back with its marker is refused
+        with pytest.raises(ForeignResultsError, match="removed by make clean"):
+            check_results(folder)
+
+
+def test_verify_with_no_recorded_input_to_check_says_so(wd, capsys):
+    """A folder whose results all record their inputs as none (downloaded splits, ``{"inputs": {}}``) has nothing
+    to compare: verify says so and exits 1, not "every recorded input file is as it was read" (the
+    `not (found or present)` case, which mutation testing found unchecked); a hidden file there (macOS's ``._``
+    copies beside each file, cut short) is not a result papa writes and is not read."""
+    import pandas as pd
+
+    from papa import io
+
+    Path("results/data").mkdir(parents=True)
+    io.write_parquet(pd.DataFrame({"x": [1]}), "results/data/train.parquet", {"inputs": {}, "source": "a download"})
+    Path("results/data/._train.parquet").write_bytes(b"\x00\x05\x16\x07 not Parquet")
+    assert records.main(["verify", "results"]) == 1
+    out = capsys.readouterr().out
+    assert "none of the 1 result file(s) under results records its inputs" in out and "nothing to verify" in out, out
+    Path("results/tables").mkdir()
+    table = "results/tables/probe.parquet"
+    io.write_parquet(pd.DataFrame({"s": [1.0]}), table, {"inputs": io.input_digests(["results/data/train.parquet"])})
+    Path("results/tables/._probe.parquet").write_bytes(b"\x00\x05\x16\x07 not Parquet")
+    assert records.changed_inputs("results") == []
+    assert records.main(["verify", "results"]) == 0
+    assert "every recorded input file is as it was read (2 result files)" in capsys.readouterr().out
