@@ -1400,3 +1400,49 @@ def test_the_workflow_figures_are_drawn_whatever_matplotlibrc_is_found(report, t
         drawn[name] = _drawn(P)
     assert len(drawn["plain"]) >= 10 and drawn["plain"].keys() == drawn["user_rc"].keys()
     assert [f for f in drawn["plain"] if drawn["plain"][f] != drawn["user_rc"][f]] == []
+
+
+def test_summary_keeps_each_runs_own_baseline_marks_unnamed_tasks_main_and_sorts_fractions_down():
+    """Three documented rules of `summary_table` that mutation testing found unchecked: with ``share_baseline`` a
+    run that has its own fraction-1 row keeps it (the shared mean fills only a missing one: each head order's and
+    constants kind's drop is relative to its own original model); a task ``main_metric`` does not name has every
+    metric main (``is_main`` True); and the rows are sorted like the probe table, fraction_dynamic descending."""
+    g = pd.concat([run_frame(task, task, x, seed, selection=sel)
+                   for task in ("t", "u") for sel in ("lambda", "random") for x in (1.0, 0.5, 0.0) for seed in (0, 1)],
+                  ignore_index=True)  # fmt: skip
+    g.loc[(g.selection == "random") & (g.fraction_dynamic == 1.0), "score"] += 0.05  # another original score
+    s = tables.summary_table(tables.probe_table([g]), {"u": "mcc"})
+    for (_, task, _, sel, metric), run in s.groupby(["model", "task", "constants", "selection", "metric"]):
+        assert run["fraction_dynamic"].tolist() == [1.0, 0.5, 0.0]
+        own = np.mean([final_score(task, task, 1.0, seed, metric) for seed in (0, 1)]) + 0.05 * (sel == "random")
+        assert run["baseline"].to_numpy() == pytest.approx([own] * 3)
+        assert run["relative_drop"].iloc[0] == 0.0
+        assert run["is_main"].all() == (task == "t" or metric == "mcc") and run["is_main"].nunique() == 1
+
+
+def test_the_all_constant_rows_are_the_first_head_orders_whatever_the_summarys_row_order(summary):
+    """`constant_kinds_table` and `all_constant_drop` keep, of the fraction-0 rows of several head orders, the first
+    in order of the orders' names, whatever the order of the summary's rows (a notebook's filtered or concatenated
+    frame): with the rows reversed they kept the last. Here the orders' fraction-0 scores differ, so the row kept
+    shows (mutation testing found the sort unchecked: the workflow's summary comes sorted)."""
+    shuffled = summary.iloc[::-1]
+    kinds = tables.constant_kinds_table(summary, ["average"])
+    assert tables.constant_kinds_table(shuffled, ["average"]).equals(kinds)
+    assert tables.all_constant_drop(shuffled).equals(tables.all_constant_drop(summary))
+    lam = summary[(summary.model == "roberta-base") & (summary.task == "sst2") & (summary.fraction_dynamic == 0.0)
+                  & (summary.selection == "lambda") & (summary.metric == "accuracy")]  # fmt: skip
+    row = kinds[(kinds.model == "roberta-base") & (kinds.task == "sst2") & (kinds.metric == "accuracy")]
+    assert row["mean"].tolist() == lam["mean"].tolist()
+
+
+def test_models_compared_defaults_to_the_method_order_else_the_most_frequent(summary):
+    """`models_compared_table`'s default head order is the paper's (`papa.spec.METHOD_ORDER`) wherever the summary
+    has it, even on fewer rows than another order, else the most frequent one (mutation testing found both
+    unchecked: the fixture's method order is also its most frequent)."""
+    rs = (summary.model == "roberta-base") & (summary.task == "sst2")
+    few = summary[(summary.selection != "lambda") | (rs & summary.fraction_dynamic.isin([0.0, 1.0]))]
+    assert set(tables.models_compared_table(few)["selection"]) == {"lambda"}
+    other = summary[
+        (summary.selection != "lambda") & ~((summary.selection == "random") & (summary.fraction_dynamic == 0.5))
+    ]
+    assert set(tables.models_compared_table(other)["selection"]) == {"reversed"}
