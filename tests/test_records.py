@@ -1111,3 +1111,91 @@ def test_verify_with_no_recorded_input_to_check_says_so(wd, capsys):
     assert records.changed_inputs("results") == []
     assert records.main(["verify", "results"]) == 0
     assert "every recorded input file is as it was read (2 result files)" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- cases mutation testing found unchecked
+
+
+def test_a_marker_written_without_its_path_passes_under_any_spelling(wd):
+    """A marker of these records written before markers kept the folder's path (no ``path`` key) names no spelling
+    to hold the folder to: `check_results` takes it under any (review DI: a marker read as naming the empty path
+    went unchecked)."""
+    claim_results("results")
+    marker = json.loads((wd / "results" / MARKER).read_text())
+    del marker["path"]
+    (wd / "results" / MARKER).write_text(json.dumps(marker))
+    check_results("results")
+    check_results("./results")
+    check_results("results/")
+
+
+def test_a_claim_on_a_forgotten_folder_that_came_back_is_refused_and_keeps_it_forgotten(wd):
+    """A run's onstart (`claim_results`) on a folder that make clean forgot and that came back with its marker is
+    refused as `check_results` refuses it, and does not take the folder off the forgotten list: only a folder made
+    anew (no marker yet) is this run's (review DI: the claim dropped every claimed folder from the list went
+    unchecked)."""
+    from papa.records import forget_results
+
+    claim_results("results")
+    os.rename("results", "aside")
+    forget_results("results")
+    os.rename("aside", "results")
+    for _ in range(2):  # the failed claim changed nothing: refused again
+        with pytest.raises(ForeignResultsError, match="removed by make clean"):
+            claim_results("results")
+    with pytest.raises(ForeignResultsError, match="removed by make clean"):
+        check_results("results")
+
+
+@pytest.mark.parametrize("code", ["EROFS", "EACCES", "EPERM", "ENOSPC"])
+def test_each_unwritable_results_folder_error_is_named(wd, monkeypatch, code):
+    """Each error of a folder that cannot be written (read-only, no permission, no space) says the results folder
+    cannot be written, keeping its errno (review DI: only a read-only file system was checked)."""
+    import errno
+
+    create, number = records._create_exclusive, getattr(errno, code)
+
+    def refused(path, value):
+        if path.name != MARKER:
+            return create(path, value)
+        raise OSError(number, os.strerror(number), f"{path}.papa-x.tmp")
+
+    monkeypatch.setattr(records, "_create_exclusive", refused)
+    with pytest.raises(OSError, match=r"the results folder 'results' cannot be written \(") as e:
+        claim_results("results")
+    assert e.value.errno == number and os.strerror(number) in str(e.value)
+
+
+def test_an_output_marked_incomplete_while_this_process_holds_the_folder_gets_the_rerun_incomplete_advice(wd):
+    """The run that holds the folder is this process (`running_on` says "this process": the workflow's own start,
+    after its onstart took the lock): an output marked incomplete is then a killed earlier run's, not one being
+    written, so the --rerun-incomplete advice is said (review DI: that case went unchecked)."""
+    from papa.records import hold_results, lost_targets, running_on
+
+    Path("results/probe").mkdir(parents=True)
+    Path("results/probe/written.parquet").write_text("x")
+    _marker(wd, "results/probe/written.parquet")
+    hold_results("results")
+    assert running_on("results") == "this process"
+    said = []
+    assert lost_targets("results", lambda f: True, said.append) == []
+    assert len(said) == 1 and "run with --rerun-incomplete (--ri)" in said[0], said
+
+
+@pytest.mark.parametrize("folder", ["runs/papa results", "a\tb", "a'b", 'a"b', "a$b", "a`b", "a\\b"])
+def test_a_results_folder_with_whitespace_or_a_shell_quoting_character_is_refused(tmp_path, folder):
+    """`results_folder` (make clean, make report) refuses a folder with whitespace or a character that make's
+    quoting cannot pass to the shell as one folder, each one of them, and a value that is no folder (review DI: the
+    backslash and an empty folder went unchecked)."""
+    from papa.records import results_folder
+
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"results": folder}))
+    with pytest.raises(ValueError, match="holds whitespace or a quote"):
+        results_folder([str(config)])
+    for blank in ("", None, 3):  # no folder at all
+        config.write_text(json.dumps({"results": blank}))
+        with pytest.raises(ValueError, match=f"c.json: results: is {blank!r}, not a folder: give one plain path"):
+            results_folder([str(config)])
+    config.write_text(json.dumps({"results": "runs/papa-results_2.v1"}))
+    assert results_folder([str(config)]) == "runs/papa-results_2.v1"
