@@ -6,6 +6,7 @@ import inspect
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -125,6 +126,8 @@ def test_every_fraction_is_exactly_one_of_all_constant_partial_original():
     assert orig == [False, False, False, False, False, True, False]
     assert [spec.is_partial(f) for f in grid[:-1]] == [False, True, True, True, True, False]
     assert spec.format_fraction(spec.ALL_CONSTANT) == "0" and spec.format_fraction(spec.ORIGINAL) == "1"
+    # 1 up to float noise is the original model too (a sum of shares, a float32 fraction): review DI
+    assert spec.is_original([0.7 + 0.1 + 0.1 + 0.1, 1 + 1e-12, float(np.float32(1 / 3)) * 3]).tolist() == [True] * 3
 
 
 def test_old_names_are_aliases_of_the_vocabulary():
@@ -858,3 +861,25 @@ def test_a_config_datasets_name_is_read_in_one_place():
             if isinstance(fn, ast.FunctionDef) and fn.name != "dataset_name":
                 found += [f"{path.name}:{fn.name}" for n in ast.walk(fn) if name_read(n)]
     assert sorted(set(found)) == []
+
+
+def test_the_helpers_refuse_what_the_config_check_would_have_caught_elsewhere():
+    """Cases mutation testing found unchecked (review DI): a corpus that is no dataset name given to the
+    constructor (not through `ConstantsSpec.parse`), a bool (numpy's too) as fraction_dynamic, no heads or a bool
+    as the number of heads, and a file of a probe seed's name with another suffix."""
+    for corpus in ("a/b", "", "wiki news"):
+        with pytest.raises(ValueError, match="is not a dataset name"):
+            ConstantsSpec("average", corpus=corpus)
+    assert ConstantsSpec("average", corpus="wiki-2.v1").corpus == "wiki-2.v1"
+    for flag in (True, False, np.True_, np.False_):
+        with pytest.raises(TypeError, match="fraction_dynamic must be a number in"):
+            spec.check_fraction(flag)
+    assert spec.check_fraction(np.float64(0.5)) == 0.5 and spec.check_fraction(np.int64(1)) == 1.0
+    for total in (0, True, 4.0):
+        with pytest.raises(ValueError, match="total must be the number of heads"):
+            spec.n_dynamic(0.5, total)
+    assert spec.n_dynamic(0.5, 1) == 1 and spec.n_dynamic(1, np.int64(12)) == 12
+    assert spec.seed_of_file("results/probe/x/seed12.parquet") == 12
+    for name in ("seed3.tsv", "seed3.parquet.tmp", "seed3.log"):
+        with pytest.raises(ValueError, match="not a probe seed's file"):
+            spec.seed_of_file(f"results/probe/x/{name}")
