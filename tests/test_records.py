@@ -1199,3 +1199,21 @@ def test_a_results_folder_with_whitespace_or_a_shell_quoting_character_is_refuse
             results_folder([str(config)])
     config.write_text(json.dumps({"results": "runs/papa-results_2.v1"}))
     assert results_folder([str(config)]) == "runs/papa-results_2.v1"
+
+
+def test_a_key_given_three_times_names_its_first_line_each_time_and_incomplete_marks_are_sorted(wd):
+    """`load_yaml_strict` names, for each repeat of a key, the line it was first given on (not the previous
+    repeat's); `marked_incomplete` lists the marked outputs sorted, whatever order the records folder lists them
+    in (review DI: both went unchecked)."""
+    from papa.records import load_yaml_strict, marked_incomplete
+
+    config, twice = load_yaml_strict("lr: 1\nseed: 0\nlr: 2\nlr: 3\n", "c.yaml")
+    assert config == {"lr": 3, "seed": 0}
+    assert len(twice) == 2
+    for said, line in zip(twice, (3, 4), strict=True):
+        assert said.startswith(f"c.yaml, line {line}: the key 'lr' is given twice in one mapping (first on line 1)")
+    outputs = [f"results/probe/{name}.parquet" for name in ("b", "d", "a", "e", "c")]
+    for f in outputs:
+        _marker(wd, f)
+    _marker(wd, "other/x.parquet")
+    assert marked_incomplete("results") == sorted(outputs)

@@ -866,7 +866,7 @@ def test_a_config_datasets_name_is_read_in_one_place():
 def test_the_helpers_refuse_what_the_config_check_would_have_caught_elsewhere():
     """Cases mutation testing found unchecked (review DI): a corpus that is no dataset name given to the
     constructor (not through `ConstantsSpec.parse`), a bool (numpy's too) as fraction_dynamic, no heads or a bool
-    as the number of heads, and a file of a probe seed's name with another suffix."""
+    as the number of heads, the text of no number, and a file of a probe seed's name with another suffix."""
     for corpus in ("a/b", "", "wiki news"):
         with pytest.raises(ValueError, match="is not a dataset name"):
             ConstantsSpec("average", corpus=corpus)
@@ -875,6 +875,9 @@ def test_the_helpers_refuse_what_the_config_check_would_have_caught_elsewhere():
         with pytest.raises(TypeError, match="fraction_dynamic must be a number in"):
             spec.check_fraction(flag)
     assert spec.check_fraction(np.float64(0.5)) == 0.5 and spec.check_fraction(np.int64(1)) == 1.0
+    for text in ("half", "", "0.5.1"):  # the text of no number: named as fraction_dynamic, not float()'s message
+        with pytest.raises(ValueError, match=rf"^fraction_dynamic must be a number in \[0, 1\], got '{text}'$"):
+            spec.check_fraction(text)
     for total in (0, True, 4.0):
         with pytest.raises(ValueError, match="total must be the number of heads"):
             spec.n_dynamic(0.5, total)
