@@ -2,6 +2,7 @@
 Snakemake under other records (deleted and made anew, another working directory's) stops, saying what to do.
 The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in tests/test_workflow.py."""
 
+import base64
 import html
 import json
 import os
@@ -198,12 +199,16 @@ def test_the_records_id_is_created_once_whoever_asks_at_the_same_time(tmp_path):
     assert len(set(ids)) == 1 and ids[0] == records_id(records)
 
 
-def _marker(wd: Path, path: str, max_len: int = 255) -> None:
-    """Snakemake's incomplete marker of output ``path`` (its file-records layout: the path urlsafe-base64 encoded,
-    split into '@' folders where longer than a file name may be)."""
-    from base64 import urlsafe_b64encode
+def _record_name(path: str) -> str:
+    """The name of Snakemake's record of output ``path`` (metadata, incomplete marker): the path urlsafe-base64
+    encoded."""
+    return base64.urlsafe_b64encode(path.encode()).decode()
 
-    b64 = urlsafe_b64encode(path.encode()).decode()
+
+def _marker(wd: Path, path: str, max_len: int = 255) -> None:
+    """Snakemake's incomplete marker of output ``path`` (its file-records layout: `_record_name`, split into '@'
+    folders where longer than a file name may be)."""
+    b64 = _record_name(path)
     parts = [b64[i : i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
     rec = wd / ".snakemake" / "incomplete" / Path(*["@" + s for s in parts[:-1]], parts[-1])
     rec.parent.mkdir(parents=True, exist_ok=True)
@@ -358,11 +363,9 @@ def test_without_records_nothing_is_lost_or_noted(tmp_path, monkeypatch):
 def test_forgetting_a_removed_folder_drops_its_records_only(wd):
     """`make clean` removes a config's results folder and, with `forget_results`, the records of its files (the lost
     list, killed jobs' markers, Snakemake's metadata), not .snakemake/: that orphaned every other results folder."""
-    import base64
-
     from papa.records import forget_results, lost_outputs, main, note_lost
 
-    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    b64 = _record_name
     claim_results("results-other")
     for kind in ("metadata", "incomplete"):
         (Path(".snakemake") / kind).mkdir()
@@ -490,11 +493,9 @@ def test_outputs_written_by_other_papa_code_are_counted_per_rule(wd):
     """Snakemake reruns a job whose ``code`` param (the fingerprint of the papa code it reaches) changed, naming two
     hashes only; `written_by_other_code` counts, per rule, the outputs under a results folder on disk whose record
     holds a fingerprint the workflow no longer computes (an upgrade of papa), so the start can say so (review AD)."""
-    import base64
-
     from papa.records import written_by_other_code
 
-    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    b64 = _record_name
     (Path(".snakemake") / "metadata").mkdir(parents=True)
     old, new, other_rule = "0123456789abcdef", "fedcba9876543210", "00000000ffffffff"
 
@@ -525,15 +526,13 @@ def test_the_records_fingerprint_pattern_is_papa_fingerprints_width(wd, monkeypa
     """`written_by_other_code` finds code fingerprints among a record's params by their width, which
     `papa.fingerprint.code_fingerprint` makes: one number, `papa.fingerprint.DIGITS`, not 16 written in both modules
     (issue 15: each concept defined once), so a fingerprint made wider or narrower is still found."""
-    import base64
-
     from papa.fingerprint import DIGITS, code_fingerprint
     from papa.records import written_by_other_code
 
     monkeypatch.setenv("PAPA_CACHE", str(wd / "cache"))
     code = code_fingerprint("papa.io:current_umask")
     assert len(code) == DIGITS
-    name = base64.urlsafe_b64encode(b"results/probe/a.parquet").decode()
+    name = _record_name("results/probe/a.parquet")
     (wd / ".snakemake" / "metadata").mkdir()
     (wd / ".snakemake" / "metadata" / name).write_text(json.dumps({"rule": "probe", "params": [repr(code)]}))
     Path("results/probe").mkdir(parents=True)
@@ -1054,9 +1053,7 @@ def test_forget_counts_every_record_it_drops_and_keeps_the_other_folders_locks_a
     entries and Snakemake's markers and metadata, not only the locks: the line it prints says how many), and
     keeps the folders it forgot before (each one's marker coming back is refused, not only the last's). Mutation
     testing found none of this checked."""
-    import base64
-
-    b64 = lambda path: base64.urlsafe_b64encode(path.encode()).decode()  # noqa: E731 (Snakemake's record names)
+    b64 = _record_name
     claim_results("results")
     claim_results("results-two")
     for kind in ("metadata", "incomplete"):
