@@ -319,3 +319,47 @@ def test_bad_pattern_inputs_fail_naming_the_argument():
     assert head_patterns(mean, count, band=torch.tensor(2)).equals(head_patterns(mean, count, band=2))
     assert head_patterns(mean, count, band=np.int64(0)).equals(head_patterns(mean, count, band=0))
     assert classify(stats, torch.tensor(0.4), np.float32(0.5)).equals(classify(stats, 0.4, float(np.float32(0.5))))
+
+
+def test_diag_lift_is_diag_mass_over_that_of_a_head_spread_as_the_keys_occurred():
+    """diag_lift (no test read it; review DK's mutation testing): a head's diag_mass over that of a head whose
+    corpus-average distribution spreads over each query's keys as they occurred with it (n_ij), both averaged over
+    the query rows weighted by how often the query occurred; written out here with loops over the rows. A head
+    that is such a spread (a constant per row over the keys seen) has a lift of 1 whatever the lengths."""
+    N, band = 12, 1
+    lengths = [3, 4, 5, 5, 6, 8, 12, 3, 4, 7]
+    corpus = _corpus_attention(lengths, N)
+    sums, count = np.zeros((3, N, N)), np.zeros((N, N))
+    for A, valid in corpus:
+        both = valid[:, None] & valid[None, :]
+        sums += A * both
+        count += both
+    mean = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    spread = (count > 0) * np.random.default_rng(1).uniform(0.5, 2.0, size=(N, 1))  # a constant per query row
+    heads = np.concatenate([mean, spread[None]])
+    df = head_patterns(torch.tensor(heads)[None], torch.tensor(count), band=band)
+    for h, M in enumerate(heads):
+        mass = uniform = weight = 0.0
+        for i in range(N):
+            row = [abs(M[i, j]) * count[i, j] for j in range(N)]
+            if count[i, i] == 0 or sum(row) == 0:
+                continue
+            near = [j for j in range(N) if abs(i - j) <= band]
+            mass += count[i, i] * sum(row[j] for j in near) / sum(row)
+            uniform += count[i, i] * sum(count[i, j] for j in near) / count[i].sum()
+            weight += count[i, i]
+        assert df.diag_mass[h] == pytest.approx(mass / weight, rel=1e-12)
+        assert df.diag_lift[h] == pytest.approx(mass / uniform, rel=1e-12)
+    assert df.diag_lift[3] == pytest.approx(1.0, rel=1e-12)
+    assert df.diag_lift.idxmax() == 1 and df.diag_lift[1] > 1  # the head that leans on itself
+
+
+def test_classify_counts_a_head_at_its_threshold():
+    """``diagonal`` is diag_mass >= diag_threshold and ``cls_sep`` cls + sep mass >= special_threshold (classify's
+    docstring; a head exactly at a threshold counts), also where sep_mass is unknown and [CLS] alone holds it."""
+    df = pd.DataFrame({"diag_mass": [0.375, np.nextafter(0.375, 0)], "cls_mass": [0.25, 0.5],
+                       "sep_mass": [0.25, np.nan]})  # fmt: skip
+    out = classify(df, diag_threshold=0.375, special_threshold=0.5)
+    assert out.diagonal.tolist() == [True, False] and out.cls_sep.tolist() == [True, True]
+    below = classify(df.assign(cls_mass=0.25 - 1e-9), diag_threshold=0.375, special_threshold=0.5)
+    assert bool(below.cls_sep.iloc[0]) is False and below.cls_sep.isna().tolist() == [False, True]

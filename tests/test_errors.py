@@ -434,6 +434,9 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
         (("token_accuracy", [[-100]], [[0]]), ValueError, "token_accuracy: no position to score"),
         (("pos_seqeval_f1", [[-100, -100]], [[0, 1]], ["NN", "VB"]), ValueError, "pos_seqeval_f1: no position to"),
         (("entity_f1", [[-100]], [[0]], ["O", "B-X", "I-X"]), ValueError, "entity_f1: no position to score"),
+        # floats that are no class index (review DK's mutation testing: only strings were refused in a test)
+        (("accuracy", [0.5, 1.0], [0, 1]), TypeError, r"accuracy: y_true holds float64 values \(0\.5, ...\), and"),
+        (("mcc", [0, 1], [0.0, float("nan")]), TypeError, r"mcc: y_pred holds float64 values \(0\.0, ...\), and"),
     ],
 )
 def test_metrics_name_the_metric_and_what_to_change(args, error, says):
