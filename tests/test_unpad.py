@@ -273,3 +273,27 @@ def test_an_unsupported_model_fails_on_entering():
     model = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)).eval()
     with pytest.raises(papa.UnsupportedModelError, match="gpt2"), dense_on_real_tokens(model):
         pass
+
+
+def test_a_batch_at_the_real_share_limit_is_gathered_and_its_pad_rows_are_zero(minilm):
+    """What the module's and `DenseRows`' docstrings state that no test read (review DK's mutation testing): a batch
+    with exactly `MAX_REAL_SHARE` of its positions real ("at most") is gathered; a gathered layer's output is 0 at
+    every pad position (real rows not); `DenseRows.fraction` is 1.0 before any forward pass."""
+    model = minilm[0]
+    assert unpad.DenseRows(enabled=True).fraction == 1.0
+    batch = batch_of(model, [12, 12, 12, 12], n=16)  # 48 of 64 real: the limit
+    assert batch["attention_mask"].float().mean().item() == unpad.MAX_REAL_SHARE and 48 >= unpad.MIN_ROWS
+    layer = model.encoder.layer[0].intermediate.dense
+    seen = []
+    hook = layer.register_forward_hook(lambda mod, args, out: seen.append(out.detach().clone()))
+    try:
+        with torch.no_grad(), dense_on_real_tokens(model) as rows:
+            assert rows.fraction == 1.0  # no pass yet
+            real = states(model, batch)
+    finally:
+        hook.remove()
+    assert rows.computed < rows.positions and rows.fraction == pytest.approx(48 / 64)
+    (out,) = seen
+    pad = ~batch["attention_mask"].bool()
+    assert out.shape[:2] == pad.shape and (out[pad] == 0).all() and (out[~pad] != 0).any(-1).all()
+    assert_same_on_real_tokens(real, states(model, batch).detach(), batch["attention_mask"])
