@@ -935,3 +935,36 @@ def test_gpu_cost_times_and_weighs_the_gpu_it_was_given(monkeypatch):
     out = gpu_cost.measure(lambda: None, "cuda:1", 2)
     assert out["peak_gib"] == 1 and calls and all(str(d) == "cuda:1" for _, d in calls), calls
     assert [c for c, _ in calls] == ["synchronize", "reset", "synchronize", "synchronize", "peak"]
+
+
+def test_cost_of_a_model_no_throughput_measured_scales_by_its_parameters():
+    """Review DK's mutation testing: every assumed figure the tests read was a BERT-base-sized encoder's (85e6
+    parameters, a scale of 1), so `gpu_hours` without its parameter scaling passed them. The assumed hours are
+    passes x N / tokens_per_s x params / 85e6, written out here; a large encoder's lambda job on the same data costs
+    302/85 of a base one's."""
+    import yaml
+
+    from papa.cost import GRAD_PASS_COST, MODELS, estimate, gpu_hours
+
+    assert gpu_hours(1_000, 128, 302e6, 2e5) == pytest.approx(1_000 * 128 / 2e5 * (302e6 / 85e6) / 3600)
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    lambdas = [("bert-large", "cola", "average"), ("bert-base", "cola", "average")]
+    df = estimate(paper, [], lambdas, 2e5, None).set_index("model")
+    large, base = df.loc["bert-large"], df.loc["bert-base"]
+    assert large.throughput == base.throughput == "assumed" and large.passes_ours == base.passes_ours
+    params = MODELS["bert-large-uncased"][2]
+    assert large.gpu_h_ours == pytest.approx(GRAD_PASS_COST * large.passes_ours * 64 / 2e5 * params / 85e6 / 3600)
+    assert large.gpu_h_ours / base.gpu_h_ours == pytest.approx(params / MODELS["bert-base-uncased"][2])
+
+
+def test_a_smaller_batch_never_runs_at_a_higher_rate_than_the_full_one():
+    """`Throughput.tokens_per_s` at a probe's batch takes the small pass's rate as a share of the full batch's,
+    capped at 1 (review DK's mutation testing found the cap unread): where timing noise made the small pass faster
+    than the full one, a re-encoding probe would have cost less than at the full batch's rate."""
+    from papa.cost import Throughput
+
+    models = {"bert-large-uncased": {"forward_N128": {"tokens_per_s": 8e4}, "forward_N256": {"tokens_per_s": 1e5},
+                                     "forward_batch16_N128": {"tokens_per_s": 9e4}}}  # fmt: skip
+    t = Throughput(models, forward_batch=64)
+    for n, batch in ((256, 8), (256, 32), (128, 4), (128, 16)):
+        assert t.tokens_per_s("bert-large-uncased", n, batch) == t.tokens_per_s("bert-large-uncased", n)
