@@ -1943,3 +1943,99 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     for call, error, match in cases:
         with pytest.raises(error, match=match):
             call()
+
+
+def test_only_the_command_lines_texts_are_read_as_yaml_and_an_ambiguous_prefix_gets_no_guess():
+    """Mutation testing (review DJ) left these unchecked. `read_command_line` reads as YAML the texts ``--config``
+    gave, not a text the config file quoted (``seed: '1'`` stays the text the schema then names, whatever
+    ``--config`` sets beside it). `closest` offers the value a typo begins only where one value begins with it
+    (``m``: mcc and macro_f1, neither offered). ``sweep.seeds: 1`` may be one seed or a count: both are offered."""
+    from snakemake.cli import parse_config
+    from snakemake.utils import update_config
+
+    from papa.checks import ConfigError, closest, read_command_line, validate_config
+
+    cfg = _config(seed="1")  # quoted in the file
+    parsed = parse_config(["sweep={seeds: [0]}"])
+    update_config(cfg, parsed)
+    read_command_line(cfg, parsed)
+    assert cfg["sweep"]["seeds"] == [0] and cfg["seed"] == "1"
+
+    assert closest("m", ["mcc", "macro_f1", "accuracy"]) is None
+    assert closest("ma", ["mcc", "macro_f1", "accuracy"]) == "macro_f1"
+    task = next(iter(_config()["tasks"]))
+    cfg = _config()
+    cfg["tasks"][task]["metrics"] = ["m"]
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda m: None)
+    assert "'m', not an allowed value: choose one of" in str(e.value), str(e.value)
+
+    cfg = _config()
+    cfg["sweep"]["seeds"] = 1
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda m: None)
+    assert "write [1] for the seed 1, or [0] for 1 seeds" in str(e.value), str(e.value)
+
+
+def test_a_built_dataset_with_its_own_files_and_a_column_named_twice_are_refused(local_files):
+    """Mutation testing (review DJ) left these unchecked: a built dataset (``build:``) that also names a file of its
+    own (the workflow fills in the paths of the files rule build_data writes, so the file would be ignored), and a
+    column named twice in ``column_names``."""
+    from papa.checks import ConfigError, check_config
+
+    built = yaml_config("rehearsal.yaml")
+    check_config(built)
+    built["datasets"]["sst2"]["train"] = "t.csv"
+    with pytest.raises(ConfigError) as e:
+        check_config(built)
+    assert "datasets.sst2: a built dataset is source: local without train/validation/test" in str(e.value)
+    seq = {"source": "local", "kind": "sequence", "train": "t.csv", "header": True}
+    msg = _problems(lambda c: c["datasets"].update(mine={**seq, "column_names": ["text", "label", "text"]}))
+    assert "datasets.mine.column_names lists 'text' more than once; list each once" in msg, msg
+
+
+def test_a_revision_on_a_local_model_folder_is_refused(tmp_path, monkeypatch):
+    """``models.<m>: mymodel@v1`` where the working folder holds a model folder ``mymodel``: the jobs load the folder
+    and the pin would be ignored (an alias's case was checked in the slow tier only, a folder's not at all: mutation
+    testing, review DJ)."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mymodel").mkdir()
+    (tmp_path / "mymodel" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    for entry, what in (("mymodel@v1", "a local folder"), ("minilm@v1", "an offline alias")):
+        msg = _problems(lambda c, entry=entry: c["models"].update(minilm=entry))
+        assert f"models.minilm = {entry!r}: a revision (@v1) pins a hub model, and" in msg, msg
+        assert f"is {what}" in msg and "it would be ignored; drop @v1" in msg, msg
+
+
+def test_a_pair_at_the_shortest_n_passes_and_column_names_need_header(local_files):
+    """Mutation testing (review DJ) left unchecked where the shortest N of a sentence pair lies (6 in the papa layout
+    for a model of one separator: passes; 4: refused, naming 6) and that ``column_names`` without ``header`` is
+    refused (pandas would read a header row as data)."""
+    from papa.checks import ConfigError, validate_config
+
+    for n, ok in ((6, True), (4, False)):
+        built = yaml_config("rehearsal.yaml")
+        built["analyses"]["mlm"].update(models=["bert"], dataset="mrpc", max_length=n)
+        if ok:
+            validate_config(built, warn=lambda m: None)
+            continue
+        with pytest.raises(ConfigError) as e:
+            validate_config(built, warn=lambda m: None)
+        says = "analyses.mlm.max_length = 4 (the N of analyses.mlm.dataset) is too short for 'mrpc', which gives"
+        assert f"{says} sentence pairs: use at least 6 (even)" in str(e.value), str(e.value)
+    seq = {"source": "local", "kind": "sequence", "train": "t.csv", "column_names": ["text", "label"]}
+    msg = _problems(lambda c: c["datasets"].update(mine=seq))
+    assert "datasets.mine.column_names: say whether the files' first line is a header: header: false" in msg, msg
+
+
+def test_a_max_length_at_the_models_positions_passes():
+    """An N equal to the model's positions fits (one above is refused: the test above); mutation testing (review
+    DJ) left ``>`` against ``>=`` unchecked."""
+    from papa.checks import check_config
+
+    built = yaml_config("rehearsal.yaml")
+    built["tasks"]["cola"]["max_length"] = 128  # bert's, roberta's positions (built_position_limit)
+    built["analyses"]["mlm"]["max_length"] = 128
+    check_config(built)
