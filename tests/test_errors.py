@@ -1994,6 +1994,25 @@ def test_a_built_dataset_with_its_own_files_and_a_column_named_twice_are_refused
     assert "datasets.mine.column_names lists 'text' more than once; list each once" in msg, msg
 
 
+def test_the_gpu_count_and_the_jobs_utf8_mode_are_checked_in_the_fast_tier():
+    """`papa.checks.slurm_gpus` and `job_environment`, which the Snakefile runs at every start, were reached by slow
+    tests only (tests/test_workflow.py, tests/test_project.py): mutation testing (review DJ) of the fast tier left a
+    superscript digit ("²": str.isdigit holds, int() refuses it) and an overwritten PYTHONUTF8 of the user's
+    unchecked."""
+    from papa.checks import job_environment, slurm_gpus
+
+    assert [slurm_gpus(v) for v in (None, "", " 3 ")] == [None, None, 3]
+    for bad in ("²", "-1", "1.5"):
+        with pytest.raises(ValueError, match=f"PAPA_SLURM_GPUS={re.escape(repr(bad))} is not a whole number >= 0"):
+            slurm_gpus(bad)
+    env = {"PYTHONUTF8": "0"}
+    job_environment(env)
+    assert env == {"PYTHONUTF8": "0"}
+    env = {}
+    job_environment(env)
+    assert env == {"PYTHONUTF8": "1"}
+
+
 def test_a_revision_on_a_local_model_folder_is_refused(tmp_path, monkeypatch):
     """``models.<m>: mymodel@v1`` where the working folder holds a model folder ``mymodel``: the jobs load the folder
     and the pin would be ignored (an alias's case was checked in the slow tier only, a folder's not at all: mutation
