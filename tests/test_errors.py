@@ -2058,3 +2058,23 @@ def test_a_max_length_at_the_models_positions_passes():
     built["tasks"]["cola"]["max_length"] = 128  # bert's, roberta's positions (built_position_limit)
     built["analyses"]["mlm"]["max_length"] = 128
     check_config(built)
+
+
+def test_a_results_folder_of_benchmarks_only_is_papas_and_a_built_dataset_has_validation(tmp_path, monkeypatch):
+    """Mutation testing (review DJ) left unchecked: a results folder that holds only papa's benchmarks/ (every job
+    writes one) is a run's results folder, not another's files; ``validation_fraction`` on a built dataset is not
+    read (rule build_data writes its validation file)."""
+    from papa.checks import ConfigError, check_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bench" / "benchmarks").mkdir(parents=True)
+    check_config(_config(results="bench"))
+    (tmp_path / "bench" / "notes.txt").write_text("x")
+    assert "results = 'bench' is a folder holding files papa does not write" in _problems(
+        lambda c: c.update(results="bench")
+    )
+    built = yaml_config("rehearsal.yaml")
+    built["datasets"]["sst2"]["validation_fraction"] = 0.1
+    with pytest.raises(ConfigError) as e:
+        check_config(built)
+    assert "datasets.sst2.validation_fraction is not read: 'sst2' has a validation split" in str(e.value)
