@@ -1214,3 +1214,83 @@ def test_a_key_given_three_times_names_its_first_line_each_time_and_incomplete_m
         _marker(wd, f)
     _marker(wd, "other/x.parquet")
     assert marked_incomplete("results") == sorted(outputs)
+
+
+def test_make_clean_leaves_a_dangling_link_and_takes_a_marker_naming_no_records(wd):
+    """`not_removable`'s edges that mutation testing found unchecked (review DL): a results path that is a link to
+    nothing is no folder either (``os.path.lexists``: make clean would remove the link and say it removed results);
+    a marker naming no records id (no ``id``, not a mapping, not JSON) holds the folder for no other working
+    directory, so make clean may remove it."""
+    from papa.records import not_removable
+
+    records_id(create=True)  # these records have an id: a marker naming none is still not another's
+    os.symlink("nowhere", "dangling")
+    assert not_removable("dangling") == "dangling is no folder (a file or a link to one): check the config's results:"
+    for marker in ("{}", '{"workdir": "/elsewhere"}', "[1, 2]", "{not json"):
+        Path("old").mkdir(exist_ok=True)
+        (Path("old") / MARKER).write_text(marker)
+        assert not_removable("old") is None, marker
+    (Path("old") / MARKER).write_text(json.dumps({"id": "other", "workdir": "/elsewhere"}))
+    assert "holds the results of the Snakemake records of /elsewhere" in not_removable("old")
+
+
+def test_prune_keeps_the_results_folder_it_empties_and_a_successful_run_keeps_a_like_named_folders_lost_files(wd):
+    """Mutation testing found unchecked (review DL): `remove_files` removes the folders it leaves empty up to the
+    results folder, not the results folder itself nor the folders above it; `forget_found` drops the lost files
+    its config does not make under its own results folder only, not under one whose name begins with it
+    (``results`` and ``results-smoke/``)."""
+    from papa.records import LOST, forget_found, note_lost, remove_files
+
+    only = Path("top/results/probe/m/seed0.parquet")
+    only.parent.mkdir(parents=True)
+    only.write_text("x")
+    assert remove_files([only], under="top/results") == [str(only)]
+    assert Path("top/results").is_dir() and not Path("top/results/probe").exists()
+    note_lost(["results/probe/old.parquet", "results-smoke/probe/y.parquet"])
+    forget_found(results="results", makes=lambda f: False)
+    assert json.loads((wd / ".snakemake" / LOST).read_text())["paths"] == ["results-smoke/probe/y.parquet"]
+
+
+def test_only_a_param_that_is_a_fingerprint_counts_as_the_records_code(wd):
+    """`written_by_other_code` takes a code fingerprint from a param that is one (its repr, whole): a param holding a
+    like-looking text inside it (a mapping's value) is no code, and a record with no other fingerprint is left out
+    (mutation testing found it unchecked, review DL)."""
+    from papa.records import written_by_other_code
+
+    (Path(".snakemake") / "metadata").mkdir()
+    path = "results/probe/a.parquet"
+    params = ["{'revision': '0123456789abcdef'}", "['fedcba9876543210']"]
+    (Path(".snakemake") / "metadata" / _record_name(path)).write_text(json.dumps({"rule": "probe", "params": params}))
+    Path(path).parent.mkdir(parents=True)
+    Path(path).write_text("x")
+    assert written_by_other_code("results", {"00000000ffffffff"}) == {}
+
+
+def test_an_overlays_order_message_names_each_file_once_and_a_blank_overlay_of_is_left_to_the_schema(wd):
+    """`overlay_problem`'s command gives every file once, the overlay's base first and the overlay last (the others
+    between, in their order), and an empty ``overlay_of`` names no file to order (the schema refuses it, saying so):
+    mutation testing found both unchecked (review DL)."""
+    from papa.records import overlay_problem
+
+    for name in ("base.yaml", "mid.yaml", "over.yaml"):
+        Path(name).write_text("{}\n")
+    over = {"overlay_of": "base.yaml"}
+    said = overlay_problem([("over.yaml", over), ("mid.yaml", {}), ("base.yaml", {})])
+    assert "give it after base.yaml (--configfile base.yaml mid.yaml over.yaml)," in said, said
+    assert overlay_problem([("base.yaml", {}), ("mid.yaml", {}), ("over.yaml", over)]) is None
+    for blank in ("", "  "):
+        assert overlay_problem([("over.yaml", {"overlay_of": blank}), ("base.yaml", {})]) is None
+
+
+def test_where_yaml_breaks_is_said_and_a_file_that_cannot_be_read_says_nothing(wd):
+    """`yaml_error_place` adds the YAML parser's line and column to Snakemake's message, and nothing (not an error of
+    its own over Snakemake's) where the file cannot be read or decoded: mutation testing found the latter unchecked
+    (review DL)."""
+    from papa.records import yaml_error_place
+
+    Path("bad.yaml").write_text("a: [1, 2\n")
+    assert yaml_error_place("bad.yaml").startswith(" The YAML parser: ") and "line 2" in yaml_error_place("bad.yaml")
+    Path("folder.yaml").mkdir()
+    Path("latin.yaml").write_bytes(b"a: \xe9\n")
+    for unread in ("nosuch.yaml", "folder.yaml", "latin.yaml"):
+        assert yaml_error_place(unread) == "", unread
