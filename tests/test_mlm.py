@@ -831,3 +831,17 @@ def test_bad_mlm_arguments_fail_naming_the_argument():
         assert all(np.array_equal(a, b) for a, b in zip(mask_tokens(val, MASK, SPECIAL, p, seed=3), expected)), p
     for m in (np.int64(MASK), torch.tensor(MASK), np.array(MASK)):
         assert all(np.array_equal(a, b) for a, b in zip(mask_tokens(val, m, SPECIAL, 0.25, seed=3), expected)), m
+
+
+def test_mlm_table_spreads_two_seeds():
+    """Two seeds have a spread (ddof 1) and a Student-t interval of one degree of freedom, as `summary_table`'s:
+    mutation testing found the two-seed edge unchecked (review DL; the test above uses three seeds and one)."""
+    from scipy.stats import t
+
+    scores = ((1.0, (-2.0, -2.4)), (0.0, (-3.0, -3.2)))
+    frame = pd.DataFrame([dict(model="m", dataset="wiki", head="probe", n_eval=4, fraction_dynamic=f,
+                               n_dynamic=int(8 * f), seed=s, neg_log_ppl=v, perplexity=np.exp(-v))
+                          for f, vs in scores for s, v in enumerate(vs)])  # fmt: skip
+    table = tables.mlm_table([frame]).set_index("fraction_dynamic")
+    assert table.loc[1.0, "n_seeds"] == 2 and table.loc[1.0, "std"] == pytest.approx(np.std([-2.0, -2.4], ddof=1))
+    assert table.loc[0.0, "ci95"] == pytest.approx(t.ppf(0.975, 1) * np.std([-3.0, -3.2], ddof=1) / np.sqrt(2))

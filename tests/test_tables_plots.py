@@ -1446,3 +1446,32 @@ def test_models_compared_defaults_to_the_method_order_else_the_most_frequent(sum
         (summary.selection != "lambda") & ~((summary.selection == "random") & (summary.fraction_dynamic == 0.5))
     ]
     assert set(tables.models_compared_table(other)["selection"]) == {"reversed"}
+
+
+def test_lambdas_table_takes_the_ends_of_the_sigmoid_and_ranks_each_constants_spec_apart():
+    """Mutation testing found unchecked (review DL): a learned lambda of exactly 0 or 1 (a sigmoid saturated in
+    float32) is a lambda, one below 0, above 1 or NaN is refused; the ranks are a permutation within each (model,
+    task, constants), so one model and task under two constants specs passes."""
+    a = lambdas_frame()
+    ends = a.assign(**{"lambda": np.where(a["rank"] == 0, 0.0, np.where(a["rank"] == len(a) - 1, 1.0, a["lambda"]))})
+    assert sorted(tables.lambdas_table([ends])["lambda"])[:: len(a) - 1] == [0.0, 1.0]
+    for bad in (-1e-6, 1 + 1e-6, np.nan):
+        with pytest.raises(ValueError, match=r"lambda must lie in \[0, 1\]; 1 rows do not"):
+            tables.lambdas_table([a.assign(**{"lambda": np.where(a["rank"] == 0, bad, a["lambda"])})])
+    two = tables.lambdas_table([a, a.assign(constants="average@wiki")])
+    assert len(two) == 2 * len(a) and list(two["constants"].unique()) == ["average", "average@wiki"]
+
+
+def test_constant_kinds_table_refuses_one_kind_given_as_text(summary):
+    """``kinds`` as one text (``"average"``, not ``["average"]``) is refused as such, not read as the kinds ``a``,
+    ``v``, ... (mutation testing found the check unchecked, review DL)."""
+    with pytest.raises(TypeError, match="kinds must be a list of constants specs, got 'average'"):
+        tables.constant_kinds_table(summary, "average")
+
+
+def test_patterns_table_refuses_one_frame_or_text_even_empty():
+    """One DataFrame or a text is no list of frames, even an empty one (whose iteration gives no frame at all: an
+    empty table passed for the analysis being off); mutation testing found that case unchecked (review DL)."""
+    for bad in (pd.DataFrame(), "", tables.patterns_table([])):
+        with pytest.raises(TypeError, match=f"expected a list of DataFrames, got {type(bad).__name__}$"):
+            tables.patterns_table(bad)
