@@ -110,6 +110,9 @@ def test_the_rule_of_a_result_is_told_by_its_fields():
         "r/data/d/..",
         "r/logs/probe/m/t/average/lambda/fraction_dynamic=0.5/seed1.log",  # a seed's log: trained constants only
         "r/logs/probe/m/t/average_trained/lambda/fraction_dynamic=0.5.log",  # a run's log: fixed constants only
+        # a layout's dots are dots (mutation testing found the literals' escaping unchecked, review DL)
+        "r/tokens/m/d/N64/train_parquet",
+        "r/constants/m/d/N64/average-safetensors",
     ],
 )
 def test_any_other_path_is_none(path):
@@ -325,3 +328,30 @@ def test_one_of_matches_exactly_its_keys_and_nothing_without_them():
 
     assert re.fullmatch(layout.one_of(["a.b", "c"]), "a.b") and not re.fullmatch(layout.one_of(["a.b"]), "axb")
     assert not re.fullmatch(layout.one_of([]), "") and not re.fullmatch(layout.one_of([]), "x")
+
+
+def test_a_trained_constants_run_alone_draws_no_matrices():
+    """A run of trained constants draws nothing, also where no fixed run reads the file it starts from (in the
+    test above an ``average`` run names that file anyway): mutation testing found the check unchecked (review DL)."""
+    assert layout.drawn_constants("res", [("m", "t", "toeplitz_trained", "lambda", "0")], TASKS) == {}
+    assert list(layout.drawn_constants("res", [("m", "t", "toeplitz_trained", "lambda", "0"),
+                                               ("m", "u", "toeplitz", "lambda", "0")], TASKS)) == [
+        "res/constants/m/e/N64/toeplitz.safetensors"]  # fmt: skip
+
+
+def test_the_result_templates_are_the_layout_the_readme_documents():
+    """Each stage's files lie where README's workflow table (and its mlm section) says, field by field: the
+    templates are the one place the layout is written, so a field moved in one (``patterns/{dataset}/{model}``)
+    moved every file while the round trips above still passed (mutation testing, review DL)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    documented = [
+        layout.result_path("results", "tokens", n="{N}"),
+        layout.result_path("results", "constants", dataset="{corpus}", n="{N}"),
+        layout.result_path("results", "lambda", name="lambdas.parquet"),
+        layout.result_path("results", "probe"),
+        layout.result_path("results", "patterns", dataset="{corpus}", n="{N}"),
+        layout.result_path("results", "mlm", name="scores.parquet"),
+        layout.result_path("results", "data", name="{train,validation}.parquet"),
+    ]
+    for path in documented:
+        assert f"{path}`" in readme, path
