@@ -40,6 +40,15 @@ C = "K = 3\n"
 SCRIPT = "from papa import a\nprint(a.f(1))\n"
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test its own fingerprint cache (``$PAPA_CACHE/fingerprints``): the user's is keyed by the contents of the
+    package fingerprinted, not by papa.fingerprint's own code, so the fixture packages' fingerprints kept there by an
+    earlier run (or an earlier papa) were read back instead of computed, and a change to how they are computed went
+    unseen by these tests (review DM: mutation testing). The tests of the cache itself set their own."""
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "own-cache"))
+
+
 @pytest.fixture
 def pkg(tmp_path):
     root = tmp_path / "root"
@@ -468,3 +477,151 @@ def test_a_cache_write_that_fails_closes_its_file_and_leaves_no_temporary_file(p
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) == before
     assert not [p for p in (tmp_path / "other").rglob("*") if p.is_file()]
+
+
+def test_class_docstrings_and_docstring_only_bodies_keep_the_fingerprint(pkg):
+    """Docstrings are left out of every definition reached: a class's as a function's, and a function or class whose
+    body is its docstring alone (a protocol method, an exception class) hashes the same whatever the docstring says
+    (review DM: mutation testing)."""
+    root, _ = pkg
+    (root / "papa" / "e.py").write_text(
+        'class Kind:\n    """Kind."""\n\n    size = 1\n\n\nclass Failed(Exception):\n    """Failed."""\n\n\n'
+        'def stub():\n    """Stub."""\n\n\ndef run():\n    return Kind.size, Failed, stub()\n'
+    )
+    script = root / "script_e.py"
+    script.write_text("from papa.e import run\nrun()\n")
+    before = code_fingerprint(script, root)
+    assert reached(script, root) == ["papa.e:Failed", "papa.e:Kind", "papa.e:run", "papa.e:stub"]
+    for old in ('"""Kind."""', '"""Failed."""', '"""Stub."""'):
+        _edit(root, "e", old, old.replace('."""', ', said otherwise."""'))
+        assert code_fingerprint(script, root) == before, old
+    _edit(root, "e", "size = 1", "size = 2")
+    assert code_fingerprint(script, root) != before
+
+
+def test_a_statement_using_a_reached_constant_is_not_part_of_it(pkg):
+    """A top-level assignment counts for the names it binds, not for those it reads: ``L = K + 1`` is ``L``'s
+    definition, and an edit to it reruns nothing that reaches ``K`` alone (review DM: mutation testing)."""
+    root, script = pkg
+    _edit(root, "c", "K = 3\n", "K = 3\nL = K + 1\n")
+    before = code_fingerprint(script, root)
+    assert "papa.c:L" not in reached(script, root)
+    _edit(root, "c", "L = K + 1", "L = K + 2")
+    assert code_fingerprint(script, root) == before
+    _edit(root, "c", "K = 3", "K = 4")
+    assert code_fingerprint(script, root) != before
+
+
+def test_only_a_main_guard_is_left_out(pkg):
+    """``if __name__ == "__main__":`` runs only as a command and is left out; a block testing ``__name__`` against
+    another name runs where the module is imported as that name, and counts (review DM: mutation testing)."""
+    root, _ = pkg
+    (root / "papa" / "e.py").write_text(
+        'SIZE = 1\nif __name__ == "papa.e":\n    SIZE = 2\nif __name__ == "__main__":\n    print(SIZE)\n\n\n'
+        "def run():\n    return SIZE\n"
+    )
+    script = root / "script_e.py"
+    script.write_text("from papa.e import run\nrun()\n")
+    before = code_fingerprint(script, root)
+    _edit(root, "e", "print(SIZE)", "print(SIZE + 1)")
+    assert code_fingerprint(script, root) == before
+    _edit(root, "e", "SIZE = 2", "SIZE = 3")
+    assert code_fingerprint(script, root) != before
+
+
+def test_a_parsed_module_is_read_again_when_its_size_changed_or_it_is_recent(pkg, monkeypatch):
+    """The process's parse cache trusts a file's (modification time, size) only for a file older than the file
+    system's timestamp granularity: an edit that keeps the timestamp (a write within the same tick, a checkout
+    restoring it) is seen by a new size, and for a recent file by its contents even at the same size and length
+    (review DM: mutation testing)."""
+    import time
+
+    import papa.fingerprint as F
+
+    root, script = pkg
+    monkeypatch.setattr(F, "_disk_key", lambda *a: None)  # the process's parses, not the fingerprints kept on disk
+    a = root / "papa" / "a.py"
+    old = 1_000_000_000_000_000_000
+    os.utime(a, ns=(old, old))
+    before = code_fingerprint(script, root)
+    _edit(root, "a", "* 2", "* 22")  # another size, the same old timestamp
+    os.utime(a, ns=(old, old))
+    bigger = code_fingerprint(script, root)
+    assert bigger != before
+    recent = time.time_ns()  # within the racy window: its contents are compared
+    os.utime(a, ns=(recent, recent))
+    assert code_fingerprint(script, root) == bigger
+    _edit(root, "a", "* 22", "* 33")  # the same size and the same timestamp
+    os.utime(a, ns=(recent, recent))
+    assert code_fingerprint(script, root) not in (before, bigger)
+
+
+def test_an_attribute_of_an_imported_definition_is_not_a_module_level_name(pkg):
+    """``Kind.size()`` after ``from papa.e import Kind`` uses the class (hashed whole), not a module-level ``size``
+    of papa.e that happens to share the attribute's name: an edit to that one reruns nothing (review DM: mutation
+    testing)."""
+    root, _ = pkg
+    (root / "papa" / "e.py").write_text(
+        "class Kind:\n    @staticmethod\n    def size():\n        return 1\n\n\ndef size():\n    return 2\n"
+    )
+    script = root / "script_e.py"
+    script.write_text("from papa.e import Kind\nKind.size()\n")
+    assert reached(script, root) == ["papa.e:Kind"]
+
+
+def test_a_subpackage_that_re_exports_another_modules_code_counts_its_own_init(pkg):
+    """``from papa.sub import helper`` where papa/sub/__init__.py re-exports papa.b's ``helper`` runs that
+    ``__init__`` first: its statements other than definitions count, though the code reached lies outside the
+    subpackage (review DM: mutation testing)."""
+    root, _ = pkg
+    (root / "papa" / "sub").mkdir()
+    init = root / "papa" / "sub" / "__init__.py"
+    init.write_text("import os\n\nfrom ..b import helper\n\nos.environ['X'] = '1'\n")
+    script = root / "script_sub.py"
+    script.write_text("from papa.sub import helper\nhelper(1)\n")
+    assert reached(script, root) == ["papa.b:helper", "papa.sub:<body>"]
+    before = code_fingerprint(script, root)
+    init.write_text(init.read_text().replace("'1'", "'2'"))
+    assert code_fingerprint(script, root) != before
+
+
+def test_a_renamed_module_is_a_new_key_of_the_kept_fingerprints(pkg, tmp_path):
+    """The fingerprints kept on disk are keyed by every file's path as well as its contents: a module renamed (its
+    contents the same, a ``git mv``) changes what the imports name, and its kept fingerprint is not read back
+    (review DM: mutation testing)."""
+    import papa.fingerprint as fp
+
+    root, script = pkg
+    first = code_fingerprint(script, root)
+    (root / "papa" / "c.py").rename(root / "papa" / "c2.py")  # `from .c import K` names nothing now
+    fp._CACHE.clear()
+    assert code_fingerprint(script, root) == code_fingerprint(script, root, skip=["papa.c:K"]) != first
+
+
+def test_a_kept_fingerprint_of_another_width_is_not_read(pkg, tmp_path):
+    """A kept entry that is no fingerprint of this papa's width (`papa.fingerprint.DIGITS`: one kept by a papa that
+    made them wider or narrower, a hand edit) is computed again, not returned (review DM: mutation testing)."""
+    import papa.fingerprint as fp
+
+    root, script = pkg
+    first = code_fingerprint(script, root)
+    package, entry = fp._disk_key(script, root, ())
+    (path,) = (tmp_path / "own-cache" / "fingerprints").glob("*.json")
+    assert path.stem == package
+    for odd in (first[:-1], first + "0", 12345):
+        path.write_text(json.dumps({entry: odd}))
+        assert code_fingerprint(script, root) == first
+
+
+def test_a_kept_file_that_holds_no_mapping_is_written_anew(pkg, tmp_path):
+    """A fingerprints file holding JSON other than a mapping (a list: a hand edit, another tool) is replaced by one
+    that keeps the new fingerprint: otherwise every later start computed it again (review DM: mutation testing)."""
+    import papa.fingerprint as fp
+
+    root, script = pkg
+    package, entry = fp._disk_key(script, root, ())
+    folder = tmp_path / "own-cache" / "fingerprints"
+    folder.mkdir(parents=True)
+    (folder / f"{package}.json").write_text("[1, 2]")
+    first = code_fingerprint(script, root)
+    assert json.loads((folder / f"{package}.json").read_text()) == {entry: first}

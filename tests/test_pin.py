@@ -242,3 +242,52 @@ def test_glues_other_hub_datasets_are_pinned_as_the_papers_glue_tasks():
     )
     assert set(datasets.asked) == {("nyu-mll/glue", None), ("eriktks/conll2003", "refs/convert/parquet"),
                                    ("Salesforce/wikitext", None)}  # fmt: skip
+
+
+def test_a_local_folder_named_like_a_hub_id_is_left_alone(tmp_path, monkeypatch):
+    """A model given as a folder of the working directory (``my-model``, ``me/model``: no leading ``./``, so it
+    reads as a hub id) is a local folder while it exists, nothing on the hub to pin (review DM: mutation testing)."""
+    (tmp_path / "my-model").mkdir()
+    (tmp_path / "me" / "model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    config = {"models": {"bare": "my-model", "org": "me/model", "hub": "me/other"}}
+    models = Hub()
+    assert pin.hub_pins(config, models, Hub()) == {"models": {"hub": f"me/other@{sha('me/other', None)}"}}
+    assert models.asked == [("me/other", None)]
+
+
+def test_only_hub_datasets_with_a_hub_id_are_pinned():
+    """A local or built dataset named as a registry hub dataset (``cola``) reads no hub, and a hub dataset with no
+    hub id (refused by the config check) has nothing to ask: neither is pinned nor asked about (review DM: mutation
+    testing)."""
+    config = {
+        "datasets": {
+            "cola": {"source": "local", "train": "a.csv"},
+            "sst2": {"source": "build"},
+            "unknown": {"source": "hub"},
+            "mrpc": {"source": "hub"},
+        }
+    }
+    datasets = Hub()
+    assert pin.hub_pins(config, Hub(), datasets) == {"datasets": {"mrpc": {"revision": sha("nyu-mll/glue", None)}}}
+    assert datasets.asked == [("nyu-mll/glue", None)]
+
+
+def test_pins_that_cannot_be_written_are_printed(tmp_path, monkeypatch, capsys):
+    """``-o`` a file that cannot be written (a full disk, a folder without write permission): the pins, resolved at
+    the hub's cost, come on standard output with a one-line error, so they can be saved by hand (review DM: mutation
+    testing)."""
+    import papa.io
+
+    _no_hub(monkeypatch)
+    config = tmp_path / "run.yaml"
+    config.write_text((ROOT / "config/smoke.yaml").read_text())  # offline aliases only: nothing to ask the hub
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(papa.io, "write_text", full)
+    with pytest.raises(SystemExit, match=r"papa\.pin: -o .*pins\.yaml cannot be written \(No space left on device\)"):
+        pin.main([str(config), "-o", str(tmp_path / "pins.yaml")])
+    assert capsys.readouterr().out.startswith(pin.HEADER + str(config))
+    assert not (tmp_path / "pins.yaml").exists()
