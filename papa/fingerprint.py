@@ -234,10 +234,16 @@ def _references(node: ast.AST, mod: _Module, root: Path):
     local = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
     imports = {**mod.imports, **_imports_of(local, mod.name, mod.is_package, root)}
     for n in nodes:
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
-            target = imports.get(n.value.id)
+        if isinstance(n, ast.Attribute):
+            inner, v = [], n.value
+            while isinstance(v, ast.Attribute):  # papa.data.hub.f after `import papa.data.hub`, or data.hub.f
+                inner.insert(0, v.attr)
+                v = v.value
+            target = imports.get(v.id) if isinstance(v, ast.Name) else None
             if target is not None and target[1] is None:  # module alias: pipeline.run_probes
-                yield target[0], n.attr
+                module = ".".join([target[0], *inner])
+                if not inner or _module_file(module, root):  # not a class's attribute: spec.ConstantsSpec.parse
+                    yield module, n.attr
         elif isinstance(n, ast.Name):
             if n.id in imports and imports[n.id][1] is not None:
                 yield imports[n.id]

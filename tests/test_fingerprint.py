@@ -625,3 +625,24 @@ def test_a_kept_file_that_holds_no_mapping_is_written_anew(pkg, tmp_path):
     (folder / f"{package}.json").write_text("[1, 2]")
     first = code_fingerprint(script, root)
     assert json.loads((folder / f"{package}.json").read_text()) == {entry: first}
+
+
+def test_a_module_named_through_its_package_is_followed(pkg):
+    """``import papa.b`` then ``papa.b.helper(1)`` (or ``import papa`` and the lazy ``papa.b``, as the README writes
+    it), or ``from papa import sub`` then ``sub.e.h()``: the call names its module through a chain of attributes,
+    of which only the first was followed (``papa.b``, no definition), so such a script reached nothing of it and an
+    edit to ``helper`` reran nothing (review DM: mutation testing)."""
+    root, _ = pkg
+    (root / "papa" / "sub").mkdir()
+    (root / "papa" / "sub" / "__init__.py").write_text("")
+    (root / "papa" / "sub" / "e.py").write_text("def h():\n    return 1\n")
+    for text in ("import papa.b\nprint(papa.b.helper(1))\n", "import papa\nprint(papa.b.helper(1))\n"):
+        script = root / "script_b.py"
+        script.write_text(text)
+        assert reached(script, root) == ["papa.b:helper"], text
+    script = root / "script_e.py"
+    script.write_text("from papa import sub\nimport papa.sub.e\nsub.e.h()\npapa.sub.e.h()\n")
+    assert reached(script, root) == ["papa.sub.e:h"]
+    before = code_fingerprint(script, root)
+    (root / "papa" / "sub" / "e.py").write_text("def h():\n    return 2\n")
+    assert code_fingerprint(script, root) != before
