@@ -183,6 +183,8 @@ def _never_imported(node: ast.AST) -> bool:
         isinstance(test, ast.Compare)
         and isinstance(test.left, ast.Name)
         and test.left.id == "__name__"
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)  # `!=` runs on import
         and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
     )
 

@@ -646,3 +646,17 @@ def test_a_module_named_through_its_package_is_followed(pkg):
     before = code_fingerprint(script, root)
     (root / "papa" / "sub" / "e.py").write_text("def h():\n    return 2\n")
     assert code_fingerprint(script, root) != before
+
+
+def test_a_block_that_runs_unless_the_module_is_a_command_counts(pkg):
+    """``if __name__ != "__main__":`` runs whenever the module is imported; it was left out as if it were a main
+    guard (the operator was not looked at), so an edit to it reran nothing (review DM: mutation testing)."""
+    root, _ = pkg
+    (root / "papa" / "e.py").write_text(
+        'SIZE = 1\nif __name__ != "__main__":\n    SIZE = 2\n\n\ndef run():\n    return SIZE\n'
+    )
+    script = root / "script_e.py"
+    script.write_text("from papa.e import run\nrun()\n")
+    before = code_fingerprint(script, root)
+    _edit(root, "e", "SIZE = 2", "SIZE = 3")
+    assert code_fingerprint(script, root) != before
