@@ -666,6 +666,45 @@ def test_selection_orders():
     assert [144 - n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [0, 72, 126, 135, 144]
 
 
+def test_selection_invariants_nesting_lambda_extremes_and_ties():
+    """Review DN (mutation testing): the heads each order keeps input-dependent, held by invariants rather than
+    copied constants. At every order the static heads at a larger fraction_dynamic are a subset of those at a smaller
+    one, and exactly ``n_dynamic`` heads stay dynamic; lambda order keeps the largest lambdas input-dependent,
+    reversed the smallest; ties (many equal lambdas, as rounded lambdas give) go by layer, then head, in either
+    direction (an unstable sort passed the 4-head tie case); lambdas of the transposed shape are refused."""
+    from papa.selection import head_order, n_dynamic, select_static
+
+    g = torch.Generator().manual_seed(0)
+    fractions = [0, 1 / 16, 1 / 8, 0.25, 0.3, 0.5, 0.7, 0.9, 1]
+    for L, H in ((6, 12), (3, 5)):
+        total = L * H
+        lam = torch.randint(0, 4, (L, H), generator=g).double() / 4  # many ties
+        orders = {o: head_order(o, (L, H), lam) for o in ("lambda", "reversed")}
+        orders |= {o: head_order(o, (L, H)) for o in ("first_to_last", "last_to_first")}
+        orders |= {f"random{s}": head_order("random", (L, H), seed=s) for s in (0, 1)}
+        flat = lam.flatten().tolist()
+        assert orders["lambda"].tolist() == sorted(range(total), key=lambda i: (flat[i], i))
+        assert orders["reversed"].tolist() == sorted(range(total), key=lambda i: (-flat[i], i))
+        for name, r in orders.items():
+            masks = [select_static(r, f, (L, H)) for f in fractions]
+            for f, m in zip(fractions, masks):
+                assert m.shape == (L, H) and int((~m).sum()) == n_dynamic(f, total), (name, f)
+                # the static heads are the ranking's first ones: replaced first means static first
+                assert m.flatten()[r[: total - n_dynamic(f, total)]].all(), (name, f)
+            for small, big in zip(masks, masks[1:]):
+                assert not (big & ~small).any(), name  # static at the larger fraction: static at the smaller too
+        for f in fractions[1:-1]:
+            for o, keeps_largest in (("lambda", True), ("reversed", False)):
+                static = select_static(orders[o], f, (L, H))
+                dyn, sta = lam[~static], lam[static]
+                if keeps_largest:
+                    assert dyn.min() >= sta.max(), (o, f)
+                else:
+                    assert dyn.max() <= sta.min(), (o, f)
+    with pytest.raises(ValueError, match="lambdas have shape"):
+        head_order("lambda", (2, 3), torch.rand(3, 2))
+
+
 def test_n_dynamic_rounds_halves_up_despite_float_noise():
     """round(f x heads) with halves rounded up, as documented, also where the float product lands a hair below the
     half (0.7 x 45 = 31.499999999999996 kept 31 heads, not 32; 15/22 x 11 kept 7, not 8), and for a float32 fraction
