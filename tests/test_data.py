@@ -334,6 +334,52 @@ def test_registry_defines_each_dataset_once():
         assert example["name"] == name and example["source"] == "local" and set(example) <= D.SPEC_KEYS
 
 
+def test_registry_entries_agree_with_their_sources_and_each_other():
+    """Review DN (mutation testing): what no test held of the dataset table. A token task reads tags and a sequence
+    task does not; a hub corpus without labels is the unlabeled one; a pair task reads a second text, and its local
+    example names the same columns; NER tags are O then B-/I- of each entity type; the CoNLL tasks read the tag
+    column of their own label set; mnli scores mismatched and mnli_matched matched, the same three labels."""
+    hub = {n: d for n, d in D.DATASETS.items() if d.source_name == "hub"}
+    for name, ds in hub.items():
+        hs = ds.source
+        assert (ds.kind == "token") == (hs.tags is not None), name
+        assert (ds.labels == []) == hs.unlabeled, name
+        if ds.kind == "sequence":
+            assert hs.text, name
+        if hs.local_example:
+            ex = json.loads(hs.local_example)
+            assert ex.get("text_column") == hs.text and ex.get("text_b_column") == hs.text_b, name
+        if ds.labels and ds.kind == "sequence":
+            assert len(ds.labels) >= 2, name
+    for name in ("wsj_pos", "conll2003_ner", "conll2003_pos"):
+        assert D.DATASETS[name].kind == "token", name
+    for name in ("rt_sentiment", "hedge", "wiki"):
+        assert D.DATASETS[name].kind == "sequence", name
+    pairs = {n for n, d in hub.items() if d.source.text_b}
+    assert pairs == {"mrpc", "mnli", "qqp", "qnli", "rte", "mnli_matched"}
+    ents = ("PER", "ORG", "LOC", "MISC")
+    assert D.NER_TAGS == ["O", *(f"{p}-{e}" for e in ents for p in "BI")]
+    assert hub["conll2003_ner"].source.tags == "ner_tags" and hub["conll2003_ner"].labels is D.NER_TAGS
+    assert hub["conll2003_pos"].source.tags == "pos_tags" and hub["conll2003_pos"].labels is D.PTB_TAGS
+    assert D.KNOWN_TASKS == {"package": D.PACKAGE_TASKS, "hub": D.HUB_TASKS}
+    # label index = the hub's ClassLabel id (nyu-mll/glue's features): a swapped pair inverts every score
+    glue = {
+        "sst2": ["negative", "positive"],
+        "cola": ["unacceptable", "acceptable"],
+        "qqp": ["not_duplicate", "duplicate"],
+        "mrpc": ["not_equivalent", "equivalent"],
+        "qnli": ["entailment", "not_entailment"],
+        "rte": ["entailment", "not_entailment"],
+        "mnli": ["entailment", "neutral", "contradiction"],
+    }
+    assert {n: hub[n].labels for n in glue} == glue
+    assert all(hub[n].source.hub_id == hub["sst2"].source.hub_id and hub[n].source.hub_config == n for n in glue)
+    mm, m = hub["mnli_matched"], hub["mnli"]
+    assert mm.labels == m.labels and len(m.labels) == 3 and mm.source.hub_config == m.source.hub_config
+    assert m.source.splits["validation"] == "validation_mismatched" and "validation_matched" in m.source.splits
+    assert mm.source.splits["validation"] == "validation_matched" and "validation_mismatched" in mm.source.splits
+
+
 def test_spec_keys_are_the_union_of_the_sources_keys():
     from papa.data import hub, local, packages, task
 
