@@ -479,17 +479,25 @@ def test_a_cache_write_that_fails_closes_its_file_and_leaves_no_temporary_file(p
     assert not [p for p in (tmp_path / "other").rglob("*") if p.is_file()]
 
 
+def _runs_e(root, module: str):
+    """Writes ``papa/e.py`` (``module``, which defines ``run``) and a script calling its ``run``: the script the tests
+    below fingerprint."""
+    (root / "papa" / "e.py").write_text(module)
+    script = root / "script_e.py"
+    script.write_text("from papa.e import run\nrun()\n")
+    return script
+
+
 def test_class_docstrings_and_docstring_only_bodies_keep_the_fingerprint(pkg):
     """Docstrings are left out of every definition reached: a class's as a function's, and a function or class whose
     body is its docstring alone (a protocol method, an exception class) hashes the same whatever the docstring says
     (review DM: mutation testing)."""
     root, _ = pkg
-    (root / "papa" / "e.py").write_text(
+    script = _runs_e(
+        root,
         'class Kind:\n    """Kind."""\n\n    size = 1\n\n\nclass Failed(Exception):\n    """Failed."""\n\n\n'
-        'def stub():\n    """Stub."""\n\n\ndef run():\n    return Kind.size, Failed, stub()\n'
+        'def stub():\n    """Stub."""\n\n\ndef run():\n    return Kind.size, Failed, stub()\n',
     )
-    script = root / "script_e.py"
-    script.write_text("from papa.e import run\nrun()\n")
     before = code_fingerprint(script, root)
     assert reached(script, root) == ["papa.e:Failed", "papa.e:Kind", "papa.e:run", "papa.e:stub"]
     for old in ('"""Kind."""', '"""Failed."""', '"""Stub."""'):
@@ -516,12 +524,11 @@ def test_only_a_main_guard_is_left_out(pkg):
     """``if __name__ == "__main__":`` runs only as a command and is left out; a block testing ``__name__`` against
     another name runs where the module is imported as that name, and counts (review DM: mutation testing)."""
     root, _ = pkg
-    (root / "papa" / "e.py").write_text(
+    script = _runs_e(
+        root,
         'SIZE = 1\nif __name__ == "papa.e":\n    SIZE = 2\nif __name__ == "__main__":\n    print(SIZE)\n\n\n'
-        "def run():\n    return SIZE\n"
+        "def run():\n    return SIZE\n",
     )
-    script = root / "script_e.py"
-    script.write_text("from papa.e import run\nrun()\n")
     before = code_fingerprint(script, root)
     _edit(root, "e", "print(SIZE)", "print(SIZE + 1)")
     assert code_fingerprint(script, root) == before
@@ -652,11 +659,10 @@ def test_a_block_that_runs_unless_the_module_is_a_command_counts(pkg):
     """``if __name__ != "__main__":`` runs whenever the module is imported; it was left out as if it were a main
     guard (the operator was not looked at), so an edit to it reran nothing (review DM: mutation testing)."""
     root, _ = pkg
-    (root / "papa" / "e.py").write_text(
-        'SIZE = 1\nif __name__ != "__main__":\n    SIZE = 2\n\n\ndef run():\n    return SIZE\n'
+    script = _runs_e(
+        root,
+        'SIZE = 1\nif __name__ != "__main__":\n    SIZE = 2\n\n\ndef run():\n    return SIZE\n',
     )
-    script = root / "script_e.py"
-    script.write_text("from papa.e import run\nrun()\n")
     before = code_fingerprint(script, root)
     _edit(root, "e", "SIZE = 2", "SIZE = 3")
     assert code_fingerprint(script, root) != before
