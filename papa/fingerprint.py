@@ -3,9 +3,10 @@
 Snakemake reruns a job when its script changes, but not when the ``papa`` code the script
 calls changes. `code_fingerprint` closes that gap: starting from a workflow script, it
 follows every name the script uses into ``papa`` (functions, classes, module-level
-constants; through imports, module aliases such as ``pipeline.run_probes`` and imports
-inside functions) and hashes the abstract syntax tree of each definition reached, with
-docstrings removed. The rules pass the hash as a param, so
+constants; through imports, module aliases such as ``pipeline.run_probes`` or
+``papa.data.hub.load_hub`` and imports inside functions; a module a package re-exports under
+another name, ``from . import b as bee``, counts whole) and hashes the abstract syntax
+tree of each definition reached, with docstrings removed. The rules pass the hash as a param, so
 
 * a change to code a stage runs reruns that stage (and what depends on it);
 * a change to comments, docstrings or formatting, or to code the stage never reaches,
@@ -280,7 +281,10 @@ def _walk(script: str | Path, root: Path, skip=()) -> dict[tuple[str, str], str]
                 todo.append((package, BODY))
         if key[1] in mod.imports and key[1] not in mod.defs:  # a re-export (papa/__init__.py): follow it
             target = mod.imports[key[1]]
-            todo.append(target if target[1] is not None else (target[0], key[1]))
+            if target[1] is not None:
+                todo.append(target)
+            else:  # a module under another name (`from . import b as bee`): which of it is used is not followed: all
+                todo.extend((target[0], name) for name in getattr(_module(target[0], root), "defs", {}))
             continue
         nodes = mod.defs.get(key[1])
         if nodes is None:

@@ -666,3 +666,18 @@ def test_a_block_that_runs_unless_the_module_is_a_command_counts(pkg):
     before = code_fingerprint(script, root)
     _edit(root, "e", "SIZE = 2", "SIZE = 3")
     assert code_fingerprint(script, root) != before
+
+
+def test_a_module_re_exported_under_another_name_counts_whole(pkg):
+    """``from . import b as bee`` in the package's ``__init__``, then ``from papa import bee; bee.helper()``: the
+    name led to no definition (it was looked up as ``papa.b:bee``), so an edit to ``helper`` reran nothing (left by
+    review DM). Which of the module's definitions such a script uses is not followed: all of them count."""
+    root, _ = pkg
+    (root / "papa" / "__init__.py").write_text("from . import b as bee\n")
+    script = root / "script_bee.py"
+    for text in ("from papa import bee\nprint(bee.helper(1))\n", "import papa\nprint(papa.bee.helper(1))\n"):
+        script.write_text(text)
+        assert reached(script, root) == ["papa.b:helper", "papa.b:other"], text
+    before = code_fingerprint(script, root)
+    _edit(root, "b", "return x + 1", "return x + 2")
+    assert code_fingerprint(script, root) != before
