@@ -1229,3 +1229,131 @@ def test_atomic_writes_are_written_by_papa_io_alone():
             if any(a in makers for _, a in called) and any(m in ("os", "shutil") and a in renames for m, a in called):
                 copies.append(f"{path.relative_to(root)}:{fn.name}")
     assert copies == []
+
+
+def test_stale_temporaries_are_this_targets_alone_and_a_link_among_them_goes_without_its_folder(tmp_path):
+    """`_remove_stale_temps` removes exactly ``.<name>.papa-XXXXXXXX.tmp`` of the target written: not a name that only
+    begins like one (a user's ``...tmp.keep``), not another target's whose name differs where ``name`` has a dot (a
+    regex wildcard), and a link named like a temporary goes as a link, the folder it points to kept."""
+    linked = tmp_path / "elsewhere"
+    linked.mkdir()
+    (linked / "keep.txt").write_text("keep")
+    (tmp_path / ".a.b.papa-l1nk0000.tmp").symlink_to(linked, target_is_directory=True)
+    kept = [".a.b.papa-abcdefgh.tmp.keep", ".aXb.papa-abcdefgh.tmp"]
+    for name in kept:
+        (tmp_path / name).write_text("not a temporary of a.b")
+    io.write_text(tmp_path / "a.b", "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, "a.b", "elsewhere"])
+    assert (linked / "keep.txt").read_text() == "keep" and (tmp_path / "a.b").read_text() == "new"
+
+
+def test_a_failed_flush_of_a_file_fails_the_write_and_a_folders_is_tolerated(tmp_path, monkeypatch):
+    """A file whose data cannot be flushed (an I/O error) must not be renamed into place as finished; a folder that
+    cannot be opened or flushed (network filesystems refuse with EINVAL) is left to the filesystem's order."""
+    import errno
+
+    real_fsync, real_open = os.fsync, os.open
+    target = tmp_path / "out.txt"
+
+    def fsync_fails(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(io.os, "fsync", fsync_fails)
+    with pytest.raises(OSError, match="Input/output error"):
+        with io.atomic_path(target) as tmp:
+            tmp.write_text("rows")
+    assert not list(tmp_path.iterdir())  # neither the target nor a temporary
+    io._fsync(tmp_path)  # a folder: tolerated
+    monkeypatch.setattr(io.os, "fsync", real_fsync)
+
+    def folder_refused(p, flags, *a):
+        if os.path.isdir(p):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(p, flags, *a)
+
+    monkeypatch.setattr(io.os, "open", folder_refused)
+    io.write_text(target, "rows")
+    assert target.read_text() == "rows"
+
+
+def test_a_folder_holding_a_dangling_link_is_written(tmp_path):
+    """`atomic_dir` flushes files, not links (a hub snapshot half downloaded holds links to nothing): following one
+    failed the write."""
+    target = tmp_path / "snapshot"
+    with io.atomic_dir(target) as tmp:
+        (tmp / "config.json").write_text("{}")
+        (tmp / "part.bin").symlink_to(tmp_path / "nowhere")
+    assert (target / "part.bin").is_symlink() and _tree(target) == {"config.json": "{}"}
+
+
+def test_atomic_writes_give_the_umasks_permissions_even_under_umask_zero(tmp_path):
+    """0666 / 0777 less the umask, as ``open`` and ``mkdir`` give: under umask 0 a file is 0666 and a folder 0777
+    (under the usual 022 a 0644 or 0755 base reads the same)."""
+    old = os.umask(0)
+    try:
+        io.write_text(tmp_path / "f.txt", "x")
+        with io.atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "x").write_text("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o666
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o777
+
+
+def test_an_interrupted_file_write_leaves_no_temporary(tmp_path):
+    """Ctrl-C (KeyboardInterrupt) or a job's stop (SystemExit) inside `atomic_path`: BaseExceptions, not Exceptions;
+    the temporary goes and the earlier file stays whole."""
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    for stop in (KeyboardInterrupt, SystemExit):
+        with pytest.raises(stop):
+            with io.atomic_path(target) as tmp:
+                tmp.write_text("half")
+                raise stop
+        assert [p.name for p in tmp_path.iterdir()] == ["out.txt"] and target.read_text() == "old"
+
+
+def test_a_spent_quota_is_a_full_disk_and_the_free_space_is_in_megabytes(tmp_path, monkeypatch):
+    """A quota spent (EDQUOT, or a library's "Disk quota exceeded") is named as a full disk is, and the free space
+    the message gives is the disk's, in MB."""
+    import errno
+
+    disk = SimpleNamespace(total=100 << 20, used=93 << 20, free=7 << 20)
+    monkeypatch.setattr(io.shutil, "disk_usage", lambda p: disk)
+    target = tmp_path / "C.safetensors"
+    said = r"no space left writing .*C\.safetensors: the disk of .* has 7 MB free"
+    # by its errno (macOS says "Disc quota exceeded") or by a library's text
+    for raised in (OSError(errno.EDQUOT, "Disc quota exceeded"), RuntimeError("I/O error: Disk quota exceeded")):
+        with pytest.raises(OSError, match=said) as e:
+            with io.atomic_path(target):
+                raise raised
+        assert e.value.errno == errno.ENOSPC and e.value.__cause__ is raised
+
+
+def test_a_folder_write_replaces_a_link_not_what_it_points_to(tmp_path):
+    """A target that is a link (to a folder, or to nothing) becomes the new folder; the folder a link pointed to is
+    left as it was."""
+    linked = tmp_path / "real"
+    linked.mkdir()
+    (linked / "old.txt").write_text("old")
+    for target, to in ((tmp_path / "model", linked), (tmp_path / "dangling", tmp_path / "nowhere")):
+        target.symlink_to(to, target_is_directory=True)
+        with io.atomic_dir(target) as tmp:
+            (tmp / "new.txt").write_text("new")
+        assert not target.is_symlink() and _tree(target) == {"new.txt": "new"}
+    assert _tree(linked) == {"old.txt": "old"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "model", "real"]
+
+
+def test_a_killed_writers_scratch_folder_is_removed_by_the_next(tmp_path):
+    """`scratch_dir` removes a scratch folder an earlier writer of the path left (killed: no ``finally`` ran) under
+    the name it gives them, and its own when the block ends, however it ends."""
+    target = tmp_path / "pkg.whl"
+    killed = io.scratch_dir(target, "pip")
+    left = killed.__enter__()  # never exited: the writer was killed
+    (left / "pkg.whl").write_bytes(b"partial")
+    with pytest.raises(RuntimeError):
+        with io.scratch_dir(target, "pip") as work:
+            assert not left.exists() and work.parent == tmp_path
+            raise RuntimeError
+    assert not list(tmp_path.iterdir())
