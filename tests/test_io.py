@@ -446,6 +446,7 @@ def test_a_dirty_checkout_records_the_digest_of_its_changes(tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
         return json.loads(out.stdout)
 
+    (checkout / "notes.txt").write_text("untracked")  # untracked files are in neither `dirty` nor the diff
     clean = recorded()
     assert clean["dirty"] is False and clean["diff_sha256"] is None
     with open(checkout / "papa" / "spec.py", "a") as f:
@@ -1357,3 +1358,131 @@ def test_a_killed_writers_scratch_folder_is_removed_by_the_next(tmp_path):
             assert not left.exists() and work.parent == tmp_path
             raise RuntimeError
     assert not list(tmp_path.iterdir())
+
+
+def test_a_model_card_in_capitals_is_no_input(tmp_path):
+    """Markdown goes by its suffix in any case (``README.MD``), as the weights' suffixes do (``MODEL.BIN``)."""
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "README.MD").write_text("# card")
+    (tmp_path / "MODEL.BIN").write_bytes(b"w")
+    assert io.model_folder_files(tmp_path) == [str(tmp_path / "MODEL.BIN"), str(tmp_path / "config.json")]
+    assert io.model_folder_files(tmp_path, "tokenizer") == [str(tmp_path / "config.json")]
+
+
+def test_a_missing_parquet_file_stays_a_missing_file(tmp_path):
+    """A path that is not there is a FileNotFoundError, not a corrupt file to delete (`UnreadableFileError`)."""
+    with pytest.raises(FileNotFoundError) as e:
+        io.read_parquet(tmp_path / "absent.parquet")
+    assert not isinstance(e.value, io.UnreadableFileError)
+
+
+def test_pandas_metadata_that_is_no_json_fails_naming_the_file(tmp_path):
+    """pandas' footer metadata cut or garbled into text that is not JSON (a ValueError, not a UnicodeDecodeError)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(pd.DataFrame({"x": [1.0]}), preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({b"pandas": b'{"index_columns": ['}), tmp_path / "cut.parquet")
+    with pytest.raises(io.UnreadableFileError, match=r"cut\.parquet is not a readable Parquet file \(JSONDecodeError"):
+        io.read_parquet(tmp_path / "cut.parquet")
+
+
+def test_write_parquet_drops_the_index_and_stores_provenance_beside_pandas_metadata(tmp_path):
+    """The file holds the frame's columns alone (no index column), pandas' own metadata beside papa's provenance, and
+    the provenance's text is the same for the same record whatever its keys' order (a file's bytes, so its digest,
+    follow its content); a path in it is stored as its text."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    df = pd.DataFrame({"x": [1.0, 2.0]}, index=[5, 7])
+    io.write_parquet(df, tmp_path / "a.parquet", {"stage": "Toy", "path": Path("/data/x.csv")})
+    io.write_parquet(df, tmp_path / "b.parquet", {"path": Path("/data/x.csv"), "stage": "Toy"})
+    schema = pq.read_schema(tmp_path / "a.parquet")
+    assert schema.names == ["x"] and b"pandas" in schema.metadata
+    assert io.read_parquet(tmp_path / "a.parquet").to_dict("list") == {"x": [1.0, 2.0]}
+    assert io.read_provenance(tmp_path / "a.parquet") == {"path": "/data/x.csv", "stage": "Toy"}
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+
+
+def test_the_environment_records_this_processs_values():
+    """`environment`'s values are the ones this process runs with: MKL's setting, torch's thread count, the CPU's
+    model name (the value of /proc/cpuinfo's line, not its key) and papa's installed version."""
+    from importlib.metadata import version
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(torch.get_num_interop_threads() + 1)  # torch's intra-op threads, not its inter-op ones
+    try:
+        env = io.environment()
+        assert env["threads"] == torch.get_num_interop_threads() + 1
+    finally:
+        torch.set_num_threads(threads)
+    assert env["mkl_cbwr"] == os.environ.get("MKL_CBWR") and env["mkl_cbwr"]  # tests/conftest.py sets it
+    assert env["papa"] == version("papa")
+    if Path("/proc/cpuinfo").exists():
+        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                 if ln.startswith("model name")]  # fmt: skip
+        assert env["cpu"] == names[0] if names else env["cpu"] is not None
+
+
+def test_a_digest_is_kept_from_the_size_on_and_a_new_change_time_is_a_new_state(tmp_path, monkeypatch):
+    """A file of exactly `DIGEST_CACHE_BYTES` has its digest kept (an entry a digit too long is garbled: hashed
+    again); bytes rewritten in place with the size and modification time kept (a copy that keeps times) change its
+    change time, a new state: hashed again."""
+    import hashlib
+    import time
+
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(io, "DIGEST_CACHE_BYTES", 7)
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"weights")
+    real = "sha256:" + hashlib.sha256(b"weights").hexdigest()
+    assert io.file_digest(f) == real
+    (kept,) = (tmp_path / "cache" / "digests").iterdir()
+    kept.write_text(real + "0\n")  # a digit too many (a garbled entry): no digest, hashed again
+    io._file_digest.cache_clear()
+    assert io.file_digest(f) == real and kept.read_text() == real + "\n"
+    st = f.stat()
+    time.sleep(0.01)
+    f.write_bytes(b"WEIGHTS")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_ctime_ns != st.st_ctime_ns
+    assert io.file_digest(f) == "sha256:" + hashlib.sha256(b"WEIGHTS").hexdigest()
+
+
+def test_a_folders_digest_does_not_follow_the_listing_order(tmp_path, monkeypatch):
+    """A folder's digest sorts its files: the order a filesystem lists them in (os.scandir's) does not count."""
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("a.json", "b.bin", "sub/c.txt"):
+        (folder / name).write_text(name)
+    before = io.file_digest(folder)
+    real = Path.rglob
+    monkeypatch.setattr(Path, "rglob", lambda self, pattern: reversed(sorted(real(self, pattern))))
+    assert io.file_digest(folder) == before
+
+
+def test_small_helpers_at_their_edges():
+    """format_seconds' first minute line, check_seed's last seed, json_value's sets in order."""
+    assert [io.format_seconds(x) for x in (119.6, 120)] == ["2 min", "2 min"]
+    assert io.format_seconds(119) == "119 s"
+    assert io.check_seed(2**32 - 1) == 2**32 - 1
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
+        io.check_seed(2**32)
+    assert io.json_value(set("hgfedcba")) == list("abcdefgh")
+
+
+def test_a_signal_ignored_since_the_start_stays_ignored():
+    """Under ``nohup`` SIGHUP is ignored, and a job should outlive its terminal: `stop_on_signals` leaves it be and
+    installs the stop for the others."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        replaced = io.stop_on_signals()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and signal.SIGHUP not in replaced
+        assert signal.getsignal(signal.SIGTERM) is io.exit_on_signal and replaced[signal.SIGTERM] is old[signal.SIGTERM]
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
