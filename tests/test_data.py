@@ -89,6 +89,12 @@ def test_rt_sentiment(rt):
     assert sum(rt.sizes.values()) == 10605 - 37
     assert p["archive_sha256"] == D.ARCHIVES["vaderSentiment"].sha256
     assert p["raw_sha256"] == D.RAW_FILES["rt_sentiment"].sha256
+    assert p["member"] == (
+        "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz -> "
+        "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"
+    )  # an archive in the archive
+    assert p["raw_file"] == "movieReviewSnippets_GroundTruth.txt"
+    assert p["package"] == D.ARCHIVES["vaderSentiment"].requirement
     assert p["split"]["validation_fraction"] == 0.2
     assert abs(rt.sizes["validation"] / (10605 - 37) - 0.2) < 0.01
     # both classes present in both splits, with about the same balance (stratified)
@@ -184,6 +190,88 @@ def test_wiki_markup_stripping():
         "== References ==\nLost text.\n[[Category:Things]]"
     )
     assert D.wiki_paragraphs(wt) == ["Foo is a bar and baz. See the site.", "It grew. Then stopped."]
+
+
+def test_parse_rt_labels_each_rating_by_its_sign_and_drops_a_rating_of_zero(tmp_path):
+    """`packages.parse_rt` on a file written here: positive above 0, negative below (by name, whatever their
+    order), 0 dropped and counted; the text is the rest of the line (a tab in it kept), stripped."""
+    p = tmp_path / "rt.txt"
+    p.write_bytes(b"1\t0.5\t  good film \r\n2\t-1.25\tbad\tfilm\r\n\r\n3\t0\tmeh\r\n4\t2\tfine\r\n")
+    df, prov = packages.parse_rt(p, {}, ["negative", "positive"])
+    assert df["id"].tolist() == ["rt-1", "rt-2", "rt-4"]
+    assert df["text"].tolist() == ["good film", "bad\tfilm", "fine"]
+    assert df["label"].tolist() == [1, 0, 1] and df["text_b"].isna().all()
+    assert (prov["n_raw"], prov["n_dropped"]) == (4, 1)
+    df, _ = packages.parse_rt(p, {}, ["positive", "negative"])
+    assert df["label"].tolist() == [0, 1, 0]
+    p.write_bytes(b"1\t0.5\tgood\r\n2\t-1\r\n")
+    with pytest.raises(D.DataIntegrityError, match=r"rt.txt:2: expected id<TAB>rating<TAB>text"):
+        packages.parse_rt(p, {}, ["negative", "positive"])
+
+
+def test_parse_wsj_splits_sentences_after_a_period_with_their_closing_quotes_and_brackets(tmp_path):
+    """`packages.parse_wsj`: a line holds several sentences, split after each token tagged ``.``; closing quotes and
+    brackets after it (one or several) stay with the sentence they close, and a last sentence without a period is
+    kept; ids count the file's lines (a blank one too) and each line's sentences."""
+    p = tmp_path / "wsj.txt"
+    p.write_text("\nHe/PRP said/VBD ./. ''/'' Then/RB it/PRP fell/VBD ./. ''/'' )/) Yes/UH ./. and/CC more/JJR\n"
+                 "Done/VBN ./.\n")  # fmt: skip
+    df, prov = packages.parse_wsj(p, {}, list(D.PTB_TAGS))
+    assert df["id"].tolist() == ["wsj-2-0", "wsj-2-1", "wsj-2-2", "wsj-2-3", "wsj-3-0"]
+    assert df["tokens"].tolist() == [["He", "said", ".", "''"], ["Then", "it", "fell", ".", "''", ")"],
+                                     ["Yes", "."], ["and", "more"], ["Done", "."]]  # fmt: skip
+    assert df["tags"].iloc[1] == [D.PTB_TAGS.index(t) for t in ("RB", "PRP", "VBD", ".", "''", ")")]
+    assert (prov["n_raw_lines"], prov["n_raw"], prov["n_dropped"]) == (2, 5, 0)
+    for bad, says in (("/NN", "token '/NN' is not word/TAG"), ("word", "token 'word' is not word/TAG"),
+                      ("a/XYZ", "tag 'XYZ' is not in the CoNLL-2003 POS tag set")):  # fmt: skip
+        p.write_text(f"Fine/JJ {bad}\n")
+        with pytest.raises(D.DataIntegrityError, match=f"wsj.txt:1: {re.escape(says)}"):
+            packages.parse_wsj(p, {}, list(D.PTB_TAGS))
+
+
+def test_parse_hedge_maps_1_to_certain_and_minus_1_to_uncertain_and_refuses_other_rows(tmp_path):
+    """`packages.parse_hedge`: ``"1"`` is certain, ``"-1"`` uncertain (by name), a byte-order mark is no part of the
+    first label, texts are stripped, blank rows skipped; a row of another label or width fails, naming it."""
+    p = tmp_path / "hedge.csv"
+    p.write_text('\ufeff"1","A fact."\n\n"-1"," Maybe so. "\n', encoding="utf-8")
+    df, prov = packages.parse_hedge(p, {}, ["certain", "uncertain"])
+    assert df["id"].tolist() == ["hedge-1", "hedge-3"] and df["text"].tolist() == ["A fact.", "Maybe so."]
+    assert df["label"].tolist() == [0, 1] and (prov["n_raw"], prov["n_dropped"]) == (2, 0)
+    assert packages.parse_hedge(p, {}, ["uncertain", "certain"])[0]["label"].tolist() == [1, 0]
+    for row in ('"0","A fact."', '"1","A fact.","extra"', '"1"'):
+        p.write_text(f'"1","Fine."\n{row}\n')
+        with pytest.raises(D.DataIntegrityError, match=r"hedge.csv: row 2 is not \(1\|-1, sentence\)"):
+            packages.parse_hedge(p, {}, ["certain", "uncertain"])
+
+
+def test_parse_wiki_keeps_main_namespace_articles_and_chunks_of_at_least_min_words(tmp_path):
+    """`packages.parse_wiki` on a dump written here: pages outside namespace 0 (talk, templates) and redirects (the
+    element, or text starting ``#REDIRECT`` in any case) are skipped and counted; a chunk of exactly ``min_words``
+    words is kept, a shorter one dropped and counted; ids and groups are the page's id (not its revision's)."""
+    import bz2
+
+    def page(title, ns, pid, text, redirect=""):
+        return (f"<page><title>{title}</title><ns>{ns}</ns><id>{pid}</id>{redirect}<revision><id>9{pid}</id>"
+                f"<contributor><id>5</id></contributor><text>{text}</text></revision></page>")  # fmt: skip
+
+    eight = "Alpha beta gamma delta epsilon zeta eta theta."
+    dump = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">'
+            + page("A", 0, 7, f"{eight}\n\nToo short here.\nOne two three four five six seven eight nine ten.")
+            + page("Talk:A", 1, 8, eight) + page("Template:A", 10, 9, eight)
+            + page("R", 0, 10, "#redirect [[A]]", '<redirect title="A" />') + page("R2", 0, 11, "#REDIRECT [[A]]")
+            + page("B", 0, 12, "Nine words are in this one short sentence here.") + "</mediawiki>")  # fmt: skip
+    p = tmp_path / "wiki.xml.bz2"
+    p.write_bytes(bz2.compress(dump.encode()))
+    df, prov = packages.parse_wiki(p, {"min_words": 8}, [])
+    assert df["id"].tolist() == ["wiki-7-0", "wiki-7-1", "wiki-12-0"]
+    assert df["text"].tolist() == [eight, "One two three four five six seven eight nine ten.",
+                                   "Nine words are in this one short sentence here."]  # fmt: skip
+    assert df["_group"].tolist() == ["7", "7", "12"] and (df["label"] == -1).all() and df["text_b"].isna().all()
+    assert {k: prov[k] for k in ("n_pages", "n_articles", "n_redirects_skipped", "n_other_namespace_skipped",
+                                 "n_raw", "n_dropped", "n_words")} == {  # fmt: skip
+        "n_pages": 6, "n_articles": 2, "n_redirects_skipped": 2, "n_other_namespace_skipped": 2,
+        "n_raw": 4, "n_dropped": 1, "n_words": 8 + 10 + 9}  # fmt: skip
+    assert packages.parse_wiki(p, {"min_words": 9}, [])[0]["id"].tolist() == ["wiki-7-0", "wiki-12-0"]
 
 
 def test_split_determinism(cache_dir, rt):
