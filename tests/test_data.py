@@ -2776,3 +2776,162 @@ def test_a_split_zip_assembled_while_waiting_for_the_lock_is_taken_as_it_is(tmp_
         (root / "toy" / ".papa-provenance.json").write_text(json.dumps({"zip_sha256": sha}))
     waiter.join(10)
     assert got == [root / "toy"]
+
+
+def test_a_files_format_is_its_last_known_suffix():
+    """`local.format_of_name`: the last suffix that names a format, in any case (``train.json.csv`` is csv, not
+    json; ``x.tsv.bz2`` tsv); a name with none gives None."""
+    from papa.data.local import format_of_name
+
+    names = ("d/train.json.csv", "x.csv.gz", "x.tsv.bz2", "X.JSONL", "x.txt")
+    assert [format_of_name(n) for n in names] == ["csv", "csv", "tsv", "json", None]
+
+
+def test_a_csv_line_of_spaces_is_a_blank_line_and_tsv_quotes_are_text(tmp_path):
+    """A CSV line holding only spaces is blank to pandas (skipped), so the field-count check skips it too (it was
+    not refused as a line of one field); a TSV text with quotes is read as written (GLUE-style: quotes are text)."""
+    p = _csv(tmp_path, text="a,pos\n   \nb,neg\n")
+    t = D.load_task(_seq_spec(p, p), tmp_path)
+    assert t.splits["train"]["text"].tolist() == ["a", "b"] and t.splits["train"]["label"].tolist() == [1, 0]
+    p = tmp_path / "q.tsv"
+    p.write_text('sentence\tlabel\n"Hi" she said\tpos\nno "quote\tneg\n')
+    assert D.load_task(_seq_spec(p, p), tmp_path).splits["train"]["text"].tolist() == ['"Hi" she said', 'no "quote']
+
+
+def test_a_zip_archive_of_no_file_or_many_names_what_it_holds(tmp_path):
+    """A zip archive holding only hidden files (macOS Finder's) holds no file to read: refused as such; one of many
+    files shows the first five and an ellipsis, one of five all five."""
+    import zipfile
+
+    p = tmp_path / "train.csv.zip"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("__MACOSX/._train.csv", "resource fork")
+        z.writestr(".DS_Store", "finder")
+    with pytest.raises(D.TaskSpecError, match=r"train\.csv\.zip is a zip archive of 0 files \(none\)"):
+        D.load_task(_seq_spec(p), tmp_path)
+    five = "a.csv, b.csv, c.csv, d.csv, e.csv"
+    for n, shown in ((5, f"{five})"), (6, f"{five}, ...)")):
+        with zipfile.ZipFile(p, "w") as z:
+            for name in "abcdef"[:n]:
+                z.writestr(f"{name}.csv", "sentence,label\nx,pos\n")
+        with pytest.raises(D.TaskSpecError, match=rf"a zip archive of {n} files \({re.escape(shown)}: its rows"):
+            D.load_task(_seq_spec(p), tmp_path)
+
+
+def test_a_token_cell_of_lists_and_a_label_spelt_with_an_underscore_are_what_they_are(tmp_path):
+    """A token column whose words are lists ([["The"], ["cat"]]) fails, as a string there does (it was read as
+    the words "['The']"); a CSV label "1_0" is the text pandas reads (Python's float takes it for 10.0)."""
+    p = tmp_path / "tok.jsonl"
+    p.write_text(json.dumps({"tokens": [["The"], ["cat"]], "tags": ["O", "B"]}) + "\n")
+    with pytest.raises(D.TaskSpecError, match=r"row 1 \(line 1\): column 'tokens' \(tokens_column\) holds the list "
+                       r"\[\['The'\], \['cat'\]\], not a list of values"):  # fmt: skip
+        D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(p)}, tmp_path)
+    q = _csv(tmp_path, text="a,1_0\nb,2_0\nc,1_0\n")
+    t = D.load_task(_seq_spec(q, q), tmp_path)
+    assert t.label_names == ["1_0", "2_0"] and t.splits["train"]["label"].tolist() == [0, 1, 0]
+
+
+def test_an_integer_label_is_no_position_among_labels_inferred_from_train(tmp_path):
+    """A validation label ``1`` beside the train split's inferred ``neg``/``pos`` is no class of train's: it fails
+    (as a position it would have been read as ``pos``); listed labels take it as a position."""
+    train = _csv(tmp_path, "train.csv", "a,neg\nb,pos\n")
+    val = _csv(tmp_path, "val.csv", "c,pos\nd,1\n")
+    with pytest.raises(D.TaskSpecError, match=r"label '1' at column 'label' of the validation file .*, row 2 \(line "
+                       r"3\) never occurs in the train split, whose labels are \['neg', 'pos'\]"):  # fmt: skip
+        D.load_task(_seq_spec(train, val, label_column="label"), tmp_path)
+    t = D.load_task(_seq_spec(train, val, labels=["neg", "pos"]), tmp_path)
+    assert t.splits["validation"]["label"].tolist() == [1, 1]
+
+
+def test_an_integer_label_at_the_number_of_listed_labels_is_out_of_range(tmp_path):
+    """Listed labels ``a``, ``b`` take an integer label 0 or 1 as a position, and refuse 2 (one past the last),
+    typed (JSON) or written among names (a CSV column read as text)."""
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"sentence": s, "label": y}) + "\n" for s, y in (("x", 0), ("y", 1), ("z", 2))))
+    with pytest.raises(D.TaskSpecError, match=r"label 2 at column 'label' of the train file .*, row 3 \(line 3\) is "
+                       r"not in labels \['a', 'b'\]"):  # fmt: skip
+        D.load_task(_seq_spec(p, labels=["a", "b"]), tmp_path)
+    q = _csv(tmp_path, text="x,a\ny,1\nz,2\n")
+    with pytest.raises(D.TaskSpecError, match=r"label '2' at column 'label' of the train file .*, row 3 \(line 4\) "
+                       r"is not in labels \['a', 'b'\]"):  # fmt: skip
+        D.load_task(_seq_spec(q, labels=["a", "b"]), tmp_path)
+    p.write_text("".join(json.dumps({"sentence": s, "label": y}) + "\n" for s, y in (("x", 0), ("y", 1))))
+    assert D.load_task(_seq_spec(p, p, labels=["a", "b"]), tmp_path).splits["train"]["label"].tolist() == [0, 1]
+
+
+def test_validation_rows_in_train_warn_above_half_and_a_pair_is_both_its_sentences(tmp_path, caplog):
+    """The held-out warning counts a validation row as in train when its text and text_b both are (a pair whose
+    first sentence recurs with another second one is another example), and warns above half, not at half."""
+    import logging
+
+    train, val = tmp_path / "train.csv", tmp_path / "val.csv"
+    pd.DataFrame({"s1": list("abcd"), "s2": list("wxyz"), "label": [0, 1] * 2}).to_csv(train, index=False)
+    spec = _seq_spec(train, val, text_column="s1", text_b_column="s2")
+    for s2, warned in (("wxyq", "3 of the 4 validation rows (75%)"), ("wxqq", None), ("qqqq", None)):
+        pd.DataFrame({"s1": list("abcd"), "s2": list(s2), "label": [0, 1] * 2}).to_csv(val, index=False)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+            D.load_task(spec, tmp_path)
+        said = [r.getMessage() for r in caplog.records if "also occur in the train file" in r.getMessage()]
+        assert [m[: len(warned)] for m in said] == ([warned] if warned else []), (s2, said)
+
+
+def test_a_column_key_given_empty_is_refused_naming_the_key():
+    """`local.shared_columns`: a column key that is empty names no column (the config check and the loader say so);
+    another key naming the same column is named too."""
+    from papa.data.local import shared_columns
+
+    spec = {"text_column": "", "label_column": "label", "text_b_column": "label"}
+    assert shared_columns("x", spec, "sequence", "csv") == [
+        ("text_column", "is empty: name a column of the files"),
+        ("label_column", "names column 'label', which text_b_column names too ('x'): give each of text_column, "
+                         "text_b_column, label_column its own column"),
+    ]  # fmt: skip
+
+
+def test_an_empty_labels_list_is_refused_and_labels_0_1_inferred_need_no_warning(tmp_path, caplog):
+    """``labels: []`` names no class: refused as such (it failed later on the first row, "not in labels []"); labels
+    inferred as 0 and 1 are already in the order binary f1 reads (positive = 1): no warning about their order."""
+    import logging
+
+    p = _csv(tmp_path, text="a,0\nb,1\n")
+    with pytest.raises(D.TaskSpecError, match=r'"labels" must be a non-empty list of label names, got \[\]'):
+        D.load_task(_seq_spec(p, labels=[]), tmp_path)
+    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+        t = D.load_task(_seq_spec(p, p), tmp_path)
+    assert t.label_names == ["0", "1"] and t.splits["train"]["label"].tolist() == [0, 1]
+    assert not [r for r in caplog.records if "binary f1" in r.getMessage()]
+
+
+def test_a_file_of_0_bytes_is_empty_in_every_format(tmp_path):
+    """A 0-byte train file says it has no rows, whatever its format (a Parquet file of 0 bytes has no footer to
+    count rows from: it was reported unreadable)."""
+    for name in ("t.csv", "t.jsonl", "t.parquet"):
+        (tmp_path / name).write_bytes(b"")
+        with pytest.raises(D.TaskSpecError, match=rf"the train file .*{re.escape(name)} is empty: it has no rows"):
+            D.load_task(_seq_spec(tmp_path / name), tmp_path)
+
+
+def test_two_labels_written_two_ways_say_how_they_differ():
+    """`local._how_differ` (the folded-labels messages): in case, else in spacing, invisible marks or form."""
+    from papa.data.local import _how_differ
+
+    assert _how_differ("Pos", "pos") == "in case"
+    assert _how_differ("pos\u200b", "pos").startswith("in spacing, invisible characters or Unicode form")
+
+
+def test_listed_labels_are_recorded_as_the_specs(tmp_path):
+    """A local dataset's provenance says where its label names came from: the spec's labels, else inferred."""
+    p = _csv(tmp_path)
+    listed = D.load_task(_seq_spec(p, p, labels=["negative", "positive"]), tmp_path)
+    assert listed.provenance["label_names_source"] == "spec" and listed.label_names == ["negative", "positive"]
+    assert D.load_task(_seq_spec(p, p), tmp_path).provenance["label_names_source"] == "inferred from the data"
+
+
+def test_a_conll_files_columns_are_recorded_as_read(tmp_path):
+    """The provenance of a CoNLL dataset records its token and tag columns, each under its own key."""
+    p = tmp_path / "t.conll"
+    p.write_text("EU NNP B-ORG\nrejects VBZ O\n\nPeter NNP B-PER\n")
+    t = D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(p), "validation": str(p),
+                     "tag_column": 1}, tmp_path)  # fmt: skip
+    assert t.provenance["conll"] == {"token_column": 0, "tag_column": 1} and t.label_names == ["NNP", "VBZ"]
