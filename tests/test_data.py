@@ -2935,3 +2935,22 @@ def test_a_conll_files_columns_are_recorded_as_read(tmp_path):
     t = D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(p), "validation": str(p),
                      "tag_column": 1}, tmp_path)  # fmt: skip
     assert t.provenance["conll"] == {"token_column": 0, "tag_column": 1} and t.label_names == ["NNP", "VBZ"]
+
+
+def test_config_check_helpers_on_unknown_kinds_given_pairs_headers_and_long_files(tmp_path):
+    """`papa.data.local`'s config-check helpers: a kind not known yet refuses no column key; a known pair dataset
+    with text_b_column is fine; a header lacking several columns is named once per file (the first key); a file
+    longer than the peek whose peek holds only its header is not called header-only."""
+    from papa.data.local import header_problems, missing_pair_column, no_rows, unread_local_keys
+
+    assert unread_local_keys("x", {"text_column": "s", "tokens_column": "w"}, None, "csv") == []
+    assert missing_pair_column("mrpc", {"kind": "sequence", "text_b_column": "s2"}) is None
+    assert "gives no text_b_column" in missing_pair_column("mrpc", {"kind": "sequence"})
+    p = tmp_path / "t.csv"
+    p.write_text("a,b\nx,y\n")
+    (why,) = header_problems({}, {"train": p})
+    assert why.startswith("column 'text' (text_column) is not in the header of the train file")
+    p.write_text("text,label\n" + "\n" * 40 + "x,1\n")
+    assert no_rows(p, {}, peek=16) is None and no_rows(p, {}) is None
+    p.write_text("text,label\n" + "\n" * 40)
+    assert no_rows(p, {}) == "holds only its header line"
