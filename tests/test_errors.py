@@ -382,6 +382,14 @@ def test_constants_that_load_would_refuse_are_refused_when_built():
     assert ConstantAttention(C.mean, C.count, C.metadata).shape == (2, 3, 8, 8)
     meta = ConstantAttention(torch.empty(2, 3, 8, 8, device="meta"), torch.empty(8, 8, device="meta"))
     assert meta.shape == (2, 3, 8, 8)  # matrices on the meta device are built (patch refuses them, naming why)
+    # what save could not write fails as built too (review DR's mutation testing: unchecked): metadata that is no
+    # dict or holds what JSON cannot, a matrix that is no tensor (a NumPy array is taken as one)
+    with pytest.raises(TypeError, match="ConstantAttention.metadata must be a dict, got list"):
+        ConstantAttention(C.mean, C.count, [("kind", "toeplitz")])
+    with pytest.raises(TypeError, match="cannot be stored as JSON"):
+        ConstantAttention(C.mean, C.count, {"o": object()})
+    with pytest.raises(TypeError, match="ConstantAttention.count must be a tensor, got list"):
+        ConstantAttention(C.mean, C.count.tolist())
 
 
 def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minilm):

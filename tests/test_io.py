@@ -702,13 +702,24 @@ def test_constants_metadata_keeps_numbers_and_refuses_what_json_cannot_hold(tmp_
         papa.average_attention(minilm[0], [], metadata={"o": object()})
     # the keys the matrices' own numbers give are not the caller's to set: a kind "uniform" on averaged matrices
     # recorded them as data-free (and turned off patch's check that constants are the model's own)
-    for meta in ({"kind": "uniform"}, {"n_examples": 3, "N": 4}, {"dtype": "float16"}):
+    for meta in (
+        {"kind": "uniform"},
+        {"n_examples": 3, "N": 4},
+        {"dtype": "float16"},
+        {"head_dim": 32, "n_examples_at_most_head_dim": 1},
+    ):  # effective attention's own (review DR)
         with pytest.raises(ValueError, match=f"average_attention: metadata may not set {', '.join(meta)}"):
             papa.average_attention(minilm[0], [], metadata=meta)  # refused before the work (no batch here)
         with pytest.raises(ValueError, match=f"data_free: metadata may not set {', '.join(meta)}"):
             papa.data_free("uniform", 1, 1, 4, metadata=meta)
     with pytest.raises(TypeError, match="metadata must be a dict"):
         papa.data_free("uniform", 1, 1, 4, metadata=[("model", "m")])
+    # the caller's model and model_revision name the model (an alias, a folder), beside what the average computes
+    # (review DR's mutation testing: the computed name overwriting the caller's passed)
+    batches = papa.encode(minilm[1], ["a good film", "dull"], max_length=8).batches(2)
+    got = papa.average_attention(minilm[0], batches, metadata={"model": "mine", "model_revision": "abc"}).metadata
+    assert got == {"kind": "average", "n_examples": 2, "N": 8, "layers": 6, "heads": 12, "dtype": "float32",
+                   "model": "mine", "model_revision": "abc", "layout": "papa"}  # fmt: skip
     assert papa.data_free("uniform", 1, 1, 4, metadata={"model": "m", "model_revision": "abc"}).metadata == {
         "kind": "uniform",
         "N": 4,
@@ -718,6 +729,36 @@ def test_constants_metadata_keeps_numbers_and_refuses_what_json_cannot_hold(tmp_
         "model": "m",
         "model_revision": "abc",
     }
+
+
+def test_constants_read_back_as_written_and_save_again(tmp_path):
+    """What load gives back of saved constants beyond the mean (review DR's mutation testing: none of it was checked
+    in the fast tier): the count as float64, the effective normaliser, the metadata without the digest save adds
+    (left in, loaded constants could not be saved again), the same file when saved again; a missing file is a
+    FileNotFoundError (not an unreadable file to delete); the digest covers each tensor's dtype and shape."""
+    import torch
+
+    import papa
+    from papa import io as papa_io
+    from papa.constants import DIGEST_KEY, _tensors_digest
+
+    C = papa.data_free("toeplitz", 2, 3, 8)
+    norm = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    eff = papa.ConstantAttention(C.mean, C.count * 3, {"kind": "effective", "n_examples": 3, "model": "m"}, norm)
+    first, second = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    eff.save(first)
+    back = papa.ConstantAttention.load(first)
+    assert back.count.dtype == torch.float64 and torch.equal(back.count, torch.full((8, 8), 3.0, dtype=torch.float64))
+    assert back.norm is not None and torch.equal(back.norm, norm) and torch.equal(back.mean, C.mean)
+    assert back.metadata == {"kind": "effective", "n_examples": 3, "model": "m"} and DIGEST_KEY not in back.metadata
+    back.save(second)
+    assert second.read_bytes() == first.read_bytes()
+    with pytest.raises(FileNotFoundError) as missing:
+        papa.ConstantAttention.load(tmp_path / "none.safetensors")
+    assert not isinstance(missing.value, papa_io.UnreadableFileError)
+    t = torch.arange(6, dtype=torch.float32)
+    digests = {_tensors_digest({"mean": x}) for x in (t, t.reshape(2, 3), t.reshape(3, 2), t.view(torch.int32))}
+    assert len(digests) == 4  # the same bytes as another shape or dtype are other tensors
 
 
 def test_a_jobs_thread_count_does_not_change_its_numbers():

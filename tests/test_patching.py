@@ -424,6 +424,8 @@ def test_uncovered_queries_count_the_tokens_constant_heads_zero():
     long = papa_batch(model, [9])  # real tokens at 0..7 and N-1: 4..7 never averaged
     assert C.uncovered_queries(long["attention_mask"]) == 4
     assert C.uncovered_queries(papa_batch(model, [5, 3])["attention_mask"]) == 0
+    # every example's uncovered tokens count, not the positions (review DR's mutation testing)
+    assert C.uncovered_queries(papa_batch(model, [9, 9, 7])["attention_mask"]) == 4 + 4 + 2
     outs = []
     from papa.models import attention_modules
 
@@ -463,6 +465,12 @@ def test_average_matches_naive_reference(minilm):
     assert (short.count == 0).any() and (short.count > 0).any()
     assert (short.mean[..., short.count == 0] == 0).all()
     assert (short.mean[..., short.count > 0] != 0).any()
+    # batches without an attention_mask: every token is real and every example counts (review DR's mutation
+    # testing: a count of one a batch passed)
+    full = papa_batch(model, [N, N], seed=3)
+    bare = papa.average_attention(model, [{"input_ids": full["input_ids"]}])
+    assert torch.equal(bare.count, torch.full((N, N), 2.0, dtype=torch.float64))
+    torch.testing.assert_close(bare.mean, papa.average_attention(model, [full]).mean)
 
 
 def test_constant_attention_save_load(tmp_path, minilm):
@@ -486,6 +494,9 @@ def test_mismatched_length_fails_clearly(minilm):
             hidden(model, longer)
     with pytest.raises(ValueError, match="layers=6, heads=12"):
         papa.patch(model, C.mean[:2], static=None)
+    # one average is over one length: a later batch of another fails naming both (review DR's mutation testing)
+    with pytest.raises(ValueError, match="batch 1 has length N=8, the batches before it N=16; one average"):
+        papa.average_attention(model, [papa_batch(model, [8]), papa_batch(model, [5], n=8)])
 
 
 def test_unsupported_model_fails_clearly():
@@ -785,6 +796,9 @@ def test_data_free_kinds_rows_sum_to_one_after_masking():
     assert torch.allclose(T, (1 / (1 + (i[:, None] - i[None, :]).abs().float())).expand(2, 3, 8, 8))
     assert torch.equal(papa.data_free("uniform", 2, 3, 8).mean, torch.ones(2, 3, 8, 8))  # rows normalised when used
     assert torch.equal(papa.data_free("identity", 1, 1, 4).mean[0, 0], torch.eye(4))
+    # every position counts as covered, and the matrices' N is their last dimension (review DR's mutation testing)
+    D = papa.data_free("identity", 2, 3, 8)
+    assert torch.equal(D.count, torch.ones(8, 8, dtype=torch.float64)) and D.max_length == 8
     assert masked_constant(papa.data_free("zeros", 1, 1, 4).mean[0], valid[:, :4]).abs().sum() == 0
     # masked: a valid query's row spreads over the valid keys alone, 1/n_valid each (uniform), and the Toeplitz row
     # is its harmonic weights over the valid keys, renormalised
