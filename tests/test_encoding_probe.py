@@ -361,6 +361,9 @@ def test_concat_checks_its_parts_and_sums_their_truncations(minilm):
     both = papa.Encoded.concat([a, b])
     assert len(both) == 2 and both.n_truncated == a.n_truncated + b.n_truncated == 1
     assert np.array_equal(both.input_ids, np.concatenate([a.input_ids, b.input_ids]))
+    # the sum whichever part truncated, one part alone included (review DR's mutation testing: the first part's
+    # count, or a lone part's copy without it, passed)
+    assert papa.Encoded.concat([b, a]).n_truncated == papa.Encoded.concat([a]).n_truncated == 1
     for other, what in ((papa.encode(tok, ["a"], labels=[0], max_length=16), "max_length"),
                         (papa.encode(tok, ["a"], labels=[0], max_length=8, layout="standard"), "layout"),
                         (papa.encode(tok, ["a"], max_length=8), "labels"),
@@ -375,11 +378,24 @@ def test_model_inputs_are_copies_of_the_encoding(minilm):
     """Changing a tensor `model_inputs` gave (masking a token in place) changed the `Encoded` it came from."""
     e = papa.encode(minilm[1], ["hello world", "good movie"], max_length=8)
     before = e.input_ids.copy()
-    for idx in (slice(None), slice(0, 1), 0, [1, 0]):
-        inputs = e.model_inputs(idx)
+    for idx, device in ((slice(None), None), (slice(0, 1), None), (0, None), ([1, 0], None), (slice(None), "cpu")):
+        inputs = e.model_inputs(idx, device=device)  # "cpu" named: a view too (review DR's mutation testing)
         inputs["input_ids"].fill_(0)
         inputs["attention_mask"].fill_(0)
-        assert np.array_equal(e.input_ids, before) and e.attention_mask.any(), idx
+        assert np.array_equal(e.input_ids, before) and e.attention_mask.any(), (idx, device)
+
+
+def test_batches_follow_the_order_given_and_subsets_own_their_metadata(minilm):
+    """`Encoded.batches` in a given ``order`` (the probes' shuffled epochs) and `subset`'s metadata, a copy (review
+    DR's mutation testing: the order ignored, a subset's meta shared with its encoding's, passed every test)."""
+    e = papa.encode(minilm[1], ["hello world", "good movie", "a test", "very bad"], labels=[0, 1, 1, 0], max_length=8)
+    got = list(e.batches(3, order=[3, 1, 0, 2]))
+    assert [len(b["input_ids"]) for b in got] == [3, 1]
+    assert torch.equal(torch.cat([b["input_ids"] for b in got]), torch.as_tensor(e.input_ids[[3, 1, 0, 2]]))
+    sub = e.subset([2, 0])
+    assert sub.labels.tolist() == [1, 0] and sub.meta == e.meta
+    sub.meta["split"] = "mine"
+    assert "split" not in e.meta
 
 
 def test_labels_are_integer_class_ids(minilm):
