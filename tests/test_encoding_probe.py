@@ -129,6 +129,11 @@ def test_truncation_is_counted(minilm):
     counts = [papa.encode(tok, [words(a)], [words(b)], max_length=16).n_truncated
               for a, b in ((7, 6), (8, 6), (7, 7))]  # fmt: skip
     assert counts == [0, 1, 1]
+    # and in the standard layout, where the second text alone is cut (review DR's mutation testing: only a cut
+    # first text was counted there)
+    counts = [papa.encode(tok, [words(a)], [words(b)], max_length=16, layout="standard").n_truncated
+              for a, b in ((2, 11), (2, 12), (12, 2))]  # fmt: skip
+    assert counts == [0, 1, 1]
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "mpnet", "deberta-v2"])

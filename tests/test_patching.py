@@ -494,6 +494,23 @@ def test_mismatched_length_fails_clearly(minilm):
             hidden(model, longer)
     with pytest.raises(ValueError, match="layers=6, heads=12"):
         papa.patch(model, C.mean[:2], static=None)
+    # the last token and segment ids the embeddings hold pass, the next fail (review DR's mutation testing: one past
+    # the end passed, to fail as an index error inside torch)
+    from papa.constants import segment_problem, vocabulary_problem
+
+    V, S = model.config.vocab_size, model.config.type_vocab_size
+    assert vocabulary_problem(model, V - 1) is None and segment_problem(model, S - 1) is None
+    assert vocabulary_problem(model, V).startswith(f"token id {V}, and the model embeds {V} tokens")
+    assert segment_problem(model, S).startswith(f"segment id {S} (token_type_ids), and the model has {S} segment")
+    # bool token ids, a mask of another shape or holding a weight: refused, named (the model failed deep inside on
+    # the first two, and a weight was averaged as one)
+    batch = papa_batch(model, [8])
+    with pytest.raises(TypeError, match="input_ids are bool, and token ids are integers"):
+        papa.average_attention(model, [{**batch, "input_ids": batch["input_ids"] > 50}])
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 8\), input_ids \(1, 16\)"):
+        papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"][:, :8]}])
+    with pytest.raises(ValueError, match=r"attention_mask holds values other than 0 and 1 \(e\.g\. 0\.5\)"):
+        papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"] * 0.5}])
     # one average is over one length: a later batch of another fails naming both (review DR's mutation testing)
     with pytest.raises(ValueError, match="batch 1 has length N=8, the batches before it N=16; one average"):
         papa.average_attention(model, [papa_batch(model, [8]), papa_batch(model, [5], n=8)])
