@@ -357,6 +357,12 @@ def test_the_shortest_max_length_gives_every_text_a_word_piece(family, minilm):
     assert std.input_ids.shape == (1, 9) and std.attention_mask[0, 0] == 1
     with pytest.raises(ValueError, match="too small for a text"):
         papa.encode(tok, ["hello world"], max_length=3)
+    # the rule itself, for a template of two leading specials (review DR's mutation testing: with one, as every
+    # tokenizer tried has, the authors' single-text cap asks no more than the specials and two pieces)
+    from papa.encoding import min_max_length
+
+    assert min_max_length(2, 0, 1, pair=False, half_cap=True) == 6 and min_max_length(2, 0, 1, pair=False) == 5
+    assert min_max_length(2, 1, 1, pair=True) == 6 and min_max_length(1, 2, 1, pair=True) == 8
 
 
 def test_concat_checks_its_parts_and_sums_their_truncations(minilm):

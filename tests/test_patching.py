@@ -511,6 +511,8 @@ def test_mismatched_length_fails_clearly(minilm):
         papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"][:, :8]}])
     with pytest.raises(ValueError, match=r"attention_mask holds values other than 0 and 1 \(e\.g\. 0\.5\)"):
         papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"] * 0.5}])
+    with pytest.raises(ValueError, match="total must be the number of examples"):  # 0 passed (only -3 was tried)
+        papa.average_attention(model, [batch], total=0)
     # one average is over one length: a later batch of another fails naming both (review DR's mutation testing)
     with pytest.raises(ValueError, match="batch 1 has length N=8, the batches before it N=16; one average"):
         papa.average_attention(model, [papa_batch(model, [8]), papa_batch(model, [5], n=8)])
