@@ -855,6 +855,22 @@ def test_check_length_says_how_to_fix_it():
     msg = str(e.value)
     assert "16x16" in msg and "sequence length 32" in msg
     assert "papa.encode(..., max_length=16)" in msg and "max_length=32" in msg
+    with pytest.raises(SequenceLengthMismatch, match=r"32x32 but the input has sequence length 16"):
+        check_length(32, 16)  # constants longer than the input, too
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2"])  # the registry route, the dropout route
+@pytest.mark.parametrize("mode", ["static", "mix"])
+def test_constants_longer_than_the_input_fail_clearly_in_every_mode(family, mode):
+    """Constants of N = 32 on inputs of 16 positions: a `SequenceLengthMismatch` naming both lengths and the fix, in
+    static and mix mode on both routes (not a shape error from deep inside the attention)."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    C = papa.data_free("uniform", L, H, 2 * N)
+    kw = {"static": torch.ones(L, H, dtype=torch.bool)} if mode == "static" else {"mix": True}
+    with papa.patch(model, C, **kw):
+        with pytest.raises(SequenceLengthMismatch, match=r"32x32 but the input has sequence length 16.*max_length=32"):
+            hidden(model, papa_batch(model, [9]))
 
 
 @pytest.mark.parametrize("family", ["bert", "albert", "deberta", "mpnet"])
@@ -1186,3 +1202,178 @@ def test_load_encoder_loads_a_dropout_route_family_with_eager_attention(tmp_path
     monkeypatch.setitem(models.FAMILIES, "bert", Family("dropout", "BertSelfAttention", "query", "key",
                                                          prunable=False))  # fmt: skip
     assert papa.load_encoder(str(tmp_path / "m"))[0].config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta"])  # the registry route, the dropout route
+def test_a_recording_says_when_its_probabilities_may_be_changed_and_the_output_ignores_such_changes(family):
+    """``keys_masked`` is True on the registry route with a padding mask (its probabilities are the recorder's to
+    change: `papa.average_attention` zeroes pad rows in place) and False on the dropout route (the model multiplies
+    the very tensor by its values afterwards). A callback that overwrites probabilities it was handed as its own
+    leaves the model's output as it was: the output is computed before the callback runs."""
+    from papa.patching import record_attention
+
+    model = tiny_model(family)
+    batch = papa_batch(model, [5, 12])
+    ref = hidden(model, batch)
+    seen = []
+
+    def scribble(layer, probs, valid, value, keys_masked):
+        seen.append(keys_masked)
+        if keys_masked:
+            probs.fill_(7.0)
+
+    with record_attention(model, scribble):
+        out = hidden(model, batch)
+    L, _ = papa.model_shape(model)
+    assert seen == [family == "bert"] * L
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["bert", "mpnet"])  # the registry route, the dropout route
+def test_a_model_configured_to_return_attentions_returns_the_patched_ones(family):
+    """A model loaded eager with ``output_attentions=True`` in its config (transformers allows that setting with eager
+    attention only) returns, patched and called without an ``output_attentions`` argument, the maps the patched heads
+    used, as a call asking for them does: the static heads' masked constants (the registry route gave the
+    input-dependent heads' outputs and no maps to return)."""
+    from papa.patching.kernels import masked_constant
+
+    model = tiny_model(family)
+    model.set_attn_implementation("eager")
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    C = papa.data_free("toeplitz", L, H, N)
+    static = torch.zeros(L, H, dtype=torch.bool)
+    static[:, ::2] = True
+    with papa.patch(model, C, static=static), torch.no_grad():
+        asked = model(**batch, output_attentions=True)
+    model.config.output_attentions = True
+    with papa.patch(model, C, static=static), torch.no_grad():
+        configured = model(**batch)
+    assert configured.attentions is not None and len(configured.attentions) == L
+    for a, b in zip(asked.attentions, configured.attentions, strict=True):
+        assert b is not None and torch.equal(a, b)
+    assert torch.equal(asked.last_hidden_state, configured.last_hidden_state)
+    want = masked_constant(C.mean[0, ::2], batch["attention_mask"].bool())
+    torch.testing.assert_close(configured.attentions[0][:, ::2], want, atol=1e-6, rtol=1e-6)
+
+
+def test_a_layer_the_patch_stops_reaching_fails_the_next_forward_pass():
+    """Whether every patched layer ran its patch is decided per forward pass: a layer reached in one pass and no
+    longer in the next (here its state taken off the module, so the stock attention runs) fails that next pass."""
+    from papa.models import attention_modules
+
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    with papa.patch(model, papa.data_free("uniform", L, H, N), static=torch.ones(L, H, dtype=torch.bool)):
+        hidden(model, batch)  # every layer reached
+        mod = attention_modules(model)[1]
+        st = mod._papa
+        del mod._papa
+        try:
+            with pytest.raises(RuntimeError, match=r"not reached in 1 of 2 layers \(1\) in this forward pass"):
+                hidden(model, batch)
+        finally:
+            mod._papa = st
+
+
+def test_patching_warns_of_unused_trainable_tensors_only_where_no_head_uses_them():
+    """The "no head uses ... training them changes nothing" warning is for trainable tensors no head reads (trainable
+    constants without a static head or mix, lambdas with every head static); trainable constants under mix and
+    lambdas with some heads static are used, and patch without a warning."""
+    import warnings
+
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    C = papa.data_free("toeplitz", L, H, N)
+    some = torch.zeros(L, H, dtype=torch.bool)
+    some[0, 1] = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        papa.patch(model, C, mix=True, trainable_constants=True).remove()
+        papa.patch(model, C, mix=True, static=some).remove()
+        papa.patch(model, C, static=some, trainable_constants=True).remove()
+    with pytest.warns(UserWarning, match="no head uses the lambdas"):
+        papa.patch(model, C, mix=True, static=torch.ones(L, H, dtype=torch.bool)).remove()
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2"])
+def test_an_error_inside_a_patch_or_a_recording_propagates_and_the_model_is_restored(family):
+    """An exception raised in a ``with papa.patch(...)`` block or by a recording's callback reaches the caller (the
+    handle's ``__exit__`` does not swallow it) and leaves the model unpatched, as it was."""
+    from papa.patching import record_attention
+
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    ref = hidden(model, batch)
+    with pytest.raises(KeyError, match="inside"):
+        with papa.patch(model, papa.data_free("uniform", L, H, N), static=torch.ones(L, H, dtype=torch.bool)):
+            raise KeyError("inside")
+    assert not any(hasattr(m, "_papa") for m in model.modules()) and torch.equal(hidden(model, batch), ref)
+
+    def fails(*args):
+        raise KeyError("callback")
+
+    with pytest.raises(KeyError, match="callback"):
+        with record_attention(model, fails):
+            hidden(model, batch)
+    assert not any(hasattr(m, "_papa") for m in model.modules()) and torch.equal(hidden(model, batch), ref)
+
+
+def test_an_additive_float_mask_reads_as_the_boolean_mask_it_stands_for():
+    """`bool_mask`: an additive mask (0 where a query may attend, the dtype's minimum where not: what transformers
+    builds for eager attention) is True exactly at its 0 entries; a bool mask and None pass unchanged."""
+    from papa.patching.kernels import bool_mask
+
+    allowed = torch.tensor([[True, True, False], [True, False, False]])
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        additive = torch.zeros(2, 3, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        assert torch.equal(bool_mask(additive), allowed), dtype
+    assert bool_mask(allowed) is allowed and bool_mask(None) is None
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta", "deberta-v2", "mpnet"])
+def test_recorded_values_are_the_ones_the_attention_multiplies(family):
+    """``record_attention(..., values=True)`` hands each layer the very values its probabilities multiply (what
+    effective attention weighs): per head, probs @ value is the attention's context, the input of the projection
+    after attention. On DeBERTa v1 the values are the last third of each head's ``in_proj`` rows plus ``v_bias``
+    (here random: the tiny model's is 0)."""
+    from papa.patching import record_attention
+
+    model = tiny_model(family)
+    if family == "deberta":
+        with torch.no_grad():
+            for layer in model.encoder.layer:
+                layer.attention.self.v_bias.normal_()
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [6, 13])
+    contexts, recorded = [], []
+    after = [x.attention.attn.o if family == "mpnet" else x.attention.output.dense for x in model.encoder.layer]
+    hooks = [m.register_forward_pre_hook(lambda mod, args: contexts.append(args[0].detach().clone())) for m in after]
+    try:
+        with record_attention(model, lambda layer, p, valid, v, km: recorded.append((p.clone(), v.clone())), True):
+            hidden(model, batch)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(recorded) == len(contexts) == L
+    for (probs, value), ctx in zip(recorded, contexts, strict=True):
+        assert value.shape == (2, H, N, 32 // H)
+        mine = torch.matmul(probs, value).transpose(1, 2).reshape(2, N, -1)  # heads concatenated, as the model does
+        torch.testing.assert_close(mine, ctx, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert", "modernbert"])
+def test_an_unpadded_batch_attends_both_ways_under_a_patch(family):
+    """A batch without padding reaches the attention function with no mask at all (transformers drops an all-ones
+    one): the input-dependent heads still attend both ways (``is_causal`` False), so lambda = 1 is the stock model (a
+    causal sdpa there moved the hidden states by far more than rounding)."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [N, N])
+    assert bool(batch["attention_mask"].all())
+    ref = hidden(model, batch)
+    with papa.patch(model, papa.data_free("toeplitz", L, H, N), mix=True) as h:
+        h.set_lambdas(1.0)
+        assert (hidden(model, batch) - ref).abs().max() < 1e-5
