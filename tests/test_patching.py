@@ -1377,3 +1377,27 @@ def test_an_unpadded_batch_attends_both_ways_under_a_patch(family):
     with papa.patch(model, papa.data_free("toeplitz", L, H, N), mix=True) as h:
         h.set_lambdas(1.0)
         assert (hidden(model, batch) - ref).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2"])  # the registry route (pruned), the dropout route
+def test_effective_constants_on_some_heads_use_those_heads_normalisers(family):
+    """Effective constants (a ``norm`` per head) with only some heads static, as the probe's fractions use them: each
+    static head's output is the one it has with every head static (its own constant, scaled by its own row
+    normaliser), and each other head's is the stock one (layer 0, whose inputs the patch does not change)."""
+    model = tiny_model(family)
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    C = papa.average_attention(model, [papa_batch(model, [10, 5], seed=3)], kind="effective")
+    assert C.norm is not None
+    some = torch.zeros(L, H, dtype=torch.bool)
+    some[:, 1::2] = True
+    stock = _first_layer_context(model, batch)
+    with papa.patch(model, C, static=torch.ones(L, H, dtype=torch.bool)):
+        every = _first_layer_context(model, batch)
+    with papa.patch(model, C, static=some):
+        part = _first_layer_context(model, batch)
+    valid = batch["attention_mask"].bool()
+    heads = lambda x: x[valid].view(int(valid.sum()), H, -1)  # noqa: E731
+    assert (heads(part)[:, 1::2] - heads(every)[:, 1::2]).abs().max() < 1e-5
+    assert (heads(part)[:, ::2] - heads(stock)[:, ::2]).abs().max() < 1e-5
+    assert (heads(every) - heads(stock))[:, 1::2].abs().max() > 1e-3  # the constants are seen
