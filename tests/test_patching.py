@@ -1401,3 +1401,16 @@ def test_effective_constants_on_some_heads_use_those_heads_normalisers(family):
     assert (heads(part)[:, 1::2] - heads(every)[:, 1::2]).abs().max() < 1e-5
     assert (heads(part)[:, ::2] - heads(stock)[:, ::2]).abs().max() < 1e-5
     assert (heads(every) - heads(stock))[:, 1::2].abs().max() > 1e-3  # the constants are seen
+
+
+def test_constants_and_static_masks_of_the_wrong_shape_are_refused():
+    """Non-square constant matrices and a static mask with a layer too many are refused naming the shape expected
+    (without the check the mask's extra layer was ignored and the others read as given)."""
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    C = papa.data_free("uniform", L, H, N)
+    with pytest.raises(ValueError, match=r"this model needs \[layers=2, heads=4, N, N\]"):
+        papa.patch(model, C.mean[..., :-1], static=torch.ones(L, H, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"static must be a bool mask of shape \[layers=2, heads=4\], got \(3, 4\)"):
+        papa.patch(model, C, static=torch.ones(L + 1, H, dtype=torch.bool))
+    assert not any(hasattr(m, "_papa") for m in model.modules())
