@@ -293,20 +293,27 @@ def test_file_digests_follow_the_bytes(tmp_path):
     assert input_digests([f, folder]) == {str(f): file_digest(f), str(folder): file_digest(folder)}
 
 
-def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
-    """A model's weights, read by hundreds of jobs, are hashed once per state of the file (papa.io.file_digest keeps
-    the digest of a large file under $PAPA_CACHE/digests); a new state (rewritten, touched) is hashed again."""
+def _weights_with_a_kept_digest(tmp_path, monkeypatch, digest_cache_bytes):
+    """A 7-byte weights.bin hashed once, digests kept from `digest_cache_bytes` bytes on under tmp_path/cache (the
+    one entry asserted written): (the file, its digest, the kept entry's path)."""
     import hashlib
 
-    from papa import io as papa_io
-
     monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(papa_io, "DIGEST_CACHE_BYTES", 4)
+    monkeypatch.setattr(io, "DIGEST_CACHE_BYTES", digest_cache_bytes)
     f = tmp_path / "weights.bin"
     f.write_bytes(b"weights")
     real = "sha256:" + hashlib.sha256(b"weights").hexdigest()
-    assert papa_io.file_digest(f) == real
+    assert io.file_digest(f) == real
     (kept,) = (tmp_path / "cache" / "digests").iterdir()
+    return f, real, kept
+
+
+def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
+    """A model's weights, read by hundreds of jobs, are hashed once per state of the file (papa.io.file_digest keeps
+    the digest of a large file under $PAPA_CACHE/digests); a new state (rewritten, touched) is hashed again."""
+    from papa import io as papa_io
+
+    f, real, kept = _weights_with_a_kept_digest(tmp_path, monkeypatch, 4)
     other = "sha256:" + "ab" * 32
     kept.write_text(other + "\n")  # what another job hashed: read, not computed again
     papa_io._file_digest.cache_clear()
@@ -1475,13 +1482,7 @@ def test_a_digest_is_kept_from_the_size_on_and_a_new_change_time_is_a_new_state(
     import hashlib
     import time
 
-    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(io, "DIGEST_CACHE_BYTES", 7)
-    f = tmp_path / "weights.bin"
-    f.write_bytes(b"weights")
-    real = "sha256:" + hashlib.sha256(b"weights").hexdigest()
-    assert io.file_digest(f) == real
-    (kept,) = (tmp_path / "cache" / "digests").iterdir()
+    f, real, kept = _weights_with_a_kept_digest(tmp_path, monkeypatch, 7)
     kept.write_text(real + "0\n")  # a digit too many (a garbled entry): no digest, hashed again
     io._file_digest.cache_clear()
     assert io.file_digest(f) == real and kept.read_text() == real + "\n"
