@@ -547,6 +547,64 @@ def test_cached_and_live_probes_agree(minilm):
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
 
 
+def test_the_probes_are_the_papers_layers_on_padded_and_ragged_tokens():
+    """Sec. 3.3: the sequence probe pools each layer's valid tokens with a weight per position, concatenates the
+    L+1 pooled vectors -> Linear -> tanh -> (dropout) -> Linear, the same from the padded batch with its mask and
+    from the valid tokens alone (`Ragged`, what the cache feeds it); the token probe concatenates a token's L+1
+    layers -> Linear -> tanh -> Linear. Pad positions hold noise here, so a mask not applied shows."""
+    from papa.probe import Ragged, SequenceProbe, TokenProbe
+
+    torch.manual_seed(0)
+    B, L1, N, H = 3, 2, 5, 4
+    probe = SequenceProbe(L1, N, H, 3).eval()
+    with torch.no_grad():
+        probe.pos_weight.normal_()
+    hidden, mask = torch.randn(B, L1, N, H), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    pooled = [sum(probe.pos_weight[k, n] * hidden[b, k, n] for n in range(N) if mask[b, n]) for b in range(B)
+              for k in range(L1)]  # fmt: skip
+    want = probe.out(torch.tanh(probe.dense(torch.stack(pooled).reshape(B, L1 * H))))
+    torch.testing.assert_close(probe(hidden, mask), want)
+    keep = mask.bool()
+    seg, pos = keep.nonzero().T
+    torch.testing.assert_close(probe(Ragged(hidden.permute(0, 2, 1, 3)[keep], pos, seg, B)), want)
+    token = TokenProbe(L1, H, 3)
+    x = torch.randn(7, L1, H)
+    torch.testing.assert_close(token(x), token.out(torch.tanh(token.dense(x.reshape(7, L1 * H)))))
+
+
+def test_evaluate_scores_in_eval_mode_and_only_the_scored_tokens():
+    """`evaluate` scores with dropout off (the probe is put in eval mode, whatever mode it was left in) and pads a
+    token task's examples of different lengths with -100, so padding is never scored as a token of class 0."""
+    from papa.probe import FeatureCache, SequenceProbe, TokenProbe, evaluate
+
+    token = TokenProbe(1, 2, 3)
+    with torch.no_grad():
+        token.dense.weight.zero_()
+        token.out.weight.zero_()
+        token.out.bias.copy_(torch.tensor([0.0, 0.0, 5.0]))
+    labels = np.array([0, 1, 0, 1], dtype=np.int64)  # examples of 1 and 3 scored tokens; the probe says 2 to all
+    feats = FeatureCache(np.ones((4, 1, 2), np.float16), labels, np.array([0, 1, 4]), None, token_level=True)
+    assert evaluate([token], feats, ["token_accuracy"]) == [{"token_accuracy": 0.0}]
+    torch.manual_seed(0)
+    seq = SequenceProbe(1, 4, 8, 2, dropout=0.9)
+    x = np.random.default_rng(0).normal(size=(16, 1, 8)).astype(np.float16)
+    feats = FeatureCache(x, np.array([0, 1] * 4), np.arange(0, 17, 2), np.tile([0, 1], 8), token_level=False)
+    with torch.no_grad():
+        r, y = feats.batch(np.arange(8))
+        want = (seq.eval()(r).argmax(-1) == y).float().mean().item()
+    assert [evaluate([seq.train()], feats, ["accuracy"], batch_size=3)[0]["accuracy"] for _ in range(3)] == [want] * 3
+    assert not seq.training
+
+
+def test_initializer_range_is_the_configs_or_transformers_usual_0_02():
+    import types
+
+    from papa.probe import initializer_range
+
+    assert initializer_range(types.SimpleNamespace(config=types.SimpleNamespace(initializer_range=0.05))) == 0.05
+    assert initializer_range(types.SimpleNamespace(config=types.SimpleNamespace())) == 0.02  # DistilBERT: none given
+
+
 def test_probe_is_seeded_and_learns(minilm):
     from papa.probe import TrainConfig, extract_features, run_probe
 
