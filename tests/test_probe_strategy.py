@@ -376,6 +376,7 @@ def test_a_probe_job_runs_its_dense_layers_on_the_real_tokens(job, tmp_path, mon
 def test_choose_strategy_by_size():
     assert choose_strategy(10 * MB, "auto", budget_mb=16, disk_budget_mb=0) == "memory"
     assert choose_strategy(10 * MB, "auto", budget_mb=None, disk_budget_mb=0) == "memory"
+    assert choose_strategy(10 * MB, "auto", budget_mb=10, disk_budget_mb=0) == "memory"  # an exact fit fits
     assert choose_strategy(10 * MB, "auto", budget_mb=5, disk_budget_mb=10) == "disk"
     assert choose_strategy(10 * MB, "auto", budget_mb=5, disk_budget_mb=None) == "disk"
     assert choose_strategy(10 * MB + 1, "auto", budget_mb=5, disk_budget_mb=10) == "reencode"
@@ -447,6 +448,88 @@ def test_float16_reencode_rounds_like_the_cache(minilm):
     assert [r["seed"] for r in a] == [r["seed"] for r in b] and {r["seed"] for r in a} == {0, 1}
     assert [r["score"] for r in a] == pytest.approx([r["score"] for r in b], abs=1e-6)
     assert [r["train_loss"] for r in a] == pytest.approx([r["train_loss"] for r in b], rel=1e-5)
+
+
+def test_live_features_reach_the_probe_in_float32_whatever_the_models_dtype(minilm):
+    """A bfloat16 model's hidden states (`LiveFeatures`: re-encoding, the lambdas' patched encoder) are cast to the
+    probe's float32, unchanged (they failed in the probe); the batch keeps its order, mask and labels."""
+    import copy
+
+    from papa.probe import _hidden
+
+    model, tok = minilm
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    enc, idx = _toy(tok, 4), [2, 1]
+    with torch.inference_mode():
+        want = _hidden(half, enc.model_inputs(np.asarray(idx))).float()
+    (x, mask), y = LiveFeatures(half, enc).batch(idx)
+    assert x.dtype == torch.float32 and torch.equal(x, want)
+    assert mask.tolist() == enc.attention_mask[idx].tolist() and y.tolist() == [1, 0]
+
+
+def test_live_token_features_are_the_cached_ones_scored_tokens_and_tags(minilm):
+    """A token task re-encoded (`LiveFeatures`) feeds the probe what the cache does: the first sub-words' hidden states
+    of every layer and their tags, in example order; an unlabeled corpus caches -1 per example."""
+    model, tok = minilm
+    tagged = papa.encode(tok, [["John", "lives", "in", "Paris"], ["Mary", "likes", "Berlin"]], labels=[[1, 0, 0, 2],
+                         [1, 0, 2]], max_length=16)  # fmt: skip
+    x, y = LiveFeatures(model, tagged).batch([1, 0])
+    cx, cy = extract_features(model, tagged, dtype="float32").batch([1, 0])
+    assert y.tolist() == cy.tolist() == [1, 0, 2, 1, 0, 0, 2]
+    torch.testing.assert_close(x, cx)
+    unlabeled = extract_features(model, papa.encode(tok, TEXTS[:3], max_length=16))
+    assert unlabeled.labels.tolist() == [-1, -1, -1]
+
+
+def test_features_of_another_split_of_the_same_size_are_refused(minilm):
+    """`check_features`: a cache of another split with as many examples but other labels, and re-encoded features of a
+    split of another length, would train and score on the wrong hidden states, silently."""
+    model, tok = minilm
+    tr, cfg = _toy(tok, 6), TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    flipped = papa.encode(tok, TEXTS, labels=[0, 1] * 3, max_length=16)  # tr's texts, other labels
+    for strategy, other in (("memory", flipped), ("reencode", _toy(tok, 4))):
+        with prepare_features(model, other, other, strategy) as feats:
+            with pytest.raises(ValueError, match=r"the train features were not prepared from the train split given "
+                               r"beside them \(6 examples\)"):  # fmt: skip
+                run_probe(model, tr, tr, "sequence", 2, ["accuracy"], cfg, features=feats)
+
+
+def test_a_sequence_tasks_unlabeled_examples_are_refused_before_training(minilm):
+    """`check_labels`: -1 (an unlabeled corpus's mark) on a sequence task was scored as a wrong class; it fails
+    naming the value and what to do."""
+    from papa.probe import check_labels
+
+    _, tok = minilm
+    enc = _toy(tok, 4)
+    with pytest.raises(ValueError, match=r"the validation labels hold -1, and class ids run from 0 .* drop the "
+                       r"unlabeled examples"):  # fmt: skip
+        check_labels(replace(enc, labels=np.array([1, 0, -1, 0])), 2, "validation")
+    check_labels(enc, 2, "validation")
+
+
+def test_a_disk_cache_is_removed_when_encoding_fails_and_an_exact_fit_is_taken(minilm, tmp_path, monkeypatch):
+    """A disk cache whose encoding fails (out of memory, a signal) removes its folder at once, not when its traceback
+    goes; a cache exactly the size of the disk or memory budget is kept there."""
+    model, tok = minilm
+    enc = _toy(tok, 6)
+    total = 2 * cache_nbytes(model, enc, "float32") / MB
+    with prepare_features(model, enc, enc, "disk", "float32", disk_budget_mb=total, scratch=str(tmp_path)) as feats:
+        assert feats.strategy == "disk"
+    with prepare_features(model, enc, enc, "auto", "float32", budget_mb=total, disk_budget_mb=0) as feats:
+        assert feats.strategy == "memory"
+    calls = []
+
+    def fails_second(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return real(*a, **kw)
+
+    real = probe_mod._hidden
+    monkeypatch.setattr(probe_mod, "_hidden", fails_second)
+    with pytest.raises(RuntimeError, match="boom") as failed:  # its traceback kept (a notebook's last error)
+        extract_features(model, enc, batch_size=4, dtype="float32", scratch=str(tmp_path), strategy="disk")
+    assert len(calls) == 2 and not list(tmp_path.iterdir()) and failed.traceback
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
@@ -984,7 +1067,11 @@ def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path)
     assert info.n_labels == 3
 
 
-@pytest.mark.parametrize("bad", [{"lr": 0}, {"extra_lr": 0.0}, {"extra_lr": -0.05}, {"epochs": 0}, {"dropout": 1.0}])
+@pytest.mark.parametrize(
+    "bad",
+    [{"lr": 0}, {"extra_lr": 0.0}, {"extra_lr": -0.05}, {"epochs": 0}, {"dropout": 1.0}, {"shuffle_seed": 2**32}]
+    + [{"lr": True}, {"weight_decay": False}],
+)
 def test_train_config_refuses_settings_that_do_not_train(bad):
     """extra_lr 0 used to mean the probe's lr (``extra_lr or lr``) and a negative one ascended the gradient."""
     with pytest.raises(ValueError, match="TrainConfig: " + next(iter(bad))):
@@ -1074,6 +1161,46 @@ def test_a_disk_cache_is_reserved_in_full_when_it_is_created(tmp_path):
         pytest.skip("this filesystem cannot reserve space (no fallocate)")
     assert os.stat(path).st_blocks * 512 >= 8 * 2**20
     assert os.path.getsize(path) == 8 * 2**20
+
+
+def test_the_free_disk_budget_keeps_a_margin_of_1_gib_or_a_tenth_under_the_nearest_folder(tmp_path, monkeypatch):
+    """`free_disk_mb` (the disk budget when cache.disk_budget_mb is null): the free space minus max(1 GiB, 10 %),
+    never below 0, looked up at the scratch folder's nearest existing ancestor (the folder is made on first use)."""
+    import types
+
+    GiB, seen = 2**30, []
+    for free, want in ((100 * GiB, 90 * GiB), (5 * GiB, 4 * GiB), (GiB // 2, 0)):
+        monkeypatch.setattr(
+            probe_mod.shutil, "disk_usage", lambda p, f=free: seen.append(p) or types.SimpleNamespace(free=f)
+        )
+        assert probe_mod.free_disk_mb(str(tmp_path / "not" / "yet")) == want / MB
+    assert seen == [tmp_path] * 3
+
+
+@pytest.mark.parametrize("err", ["ENOSPC", "EDQUOT", "EOPNOTSUPP"])
+def test_a_reservation_fails_on_a_full_disk_or_spent_quota_and_leaves_a_sparse_file_where_it_cannot(
+    tmp_path, monkeypatch, err
+):
+    """No room (ENOSPC) and the user's quota spent (EDQUOT) are `CacheSpaceError` naming the size; a filesystem that
+    cannot reserve (EOPNOTSUPP: some network filesystems) returns False, and the cache stays sparse as before."""
+    import ctypes
+    import errno
+
+    code = getattr(errno, err)
+
+    class Fails:
+        def __init__(self, *args, **kwargs):
+            self.fallocate = lambda *a: ctypes.set_errno(code) or -1
+
+    path = tmp_path / "features.npy"
+    path.write_bytes(b"\0" * 3 * MB)
+    monkeypatch.setattr(ctypes, "CDLL", Fails)
+    if err == "EOPNOTSUPP":
+        assert probe_mod.reserve_disk(path) is False
+    else:
+        with pytest.raises(probe_mod.CacheSpaceError, match="no room for a 3 MB feature cache") as e:
+            probe_mod.reserve_disk(path)
+        assert e.value.errno == code and e.value.filename == str(path)
 
 
 class _FullDisk:
