@@ -845,3 +845,131 @@ def test_mlm_table_spreads_two_seeds():
     table = tables.mlm_table([frame]).set_index("fraction_dynamic")
     assert table.loc[1.0, "n_seeds"] == 2 and table.loc[1.0, "std"] == pytest.approx(np.std([-2.0, -2.4], ddof=1))
     assert table.loc[0.0, "ci95"] == pytest.approx(t.ppf(0.975, 1) * np.std([-3.0, -3.2], ddof=1) / np.sqrt(2))
+
+
+# ----------------------------------------------------------------------------- mutation testing, review DU
+def test_an_epochs_loss_is_the_token_mean_over_that_epochs_own_masks():
+    """`train_mlm`'s per-epoch loss is the mean over the epoch's masked tokens, and epoch e masks with seed
+    ``cfg.seed + e``: in one batch an epoch's loss is the score of the probe as it was when the epoch began, on the
+    masks of that seed (review DU: a loss summed per batch, not per token, or masks never redrawn, passed)."""
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=8, seed=3)
+    cfg = TrainConfig(lr=1e-2, batch_size=8, epochs=2, seed=5)  # one batch an epoch
+    start, after_one = new_probe(model, 5), new_probe(model, 5)
+    first = -negative_log_perplexity(model, enc, MASK, SPECIAL, seed=5, probe=start)
+    train_mlm(model, enc, MASK, SPECIAL, replace(cfg, epochs=1), probe=after_one)
+    second = -negative_log_perplexity(model, enc, MASK, SPECIAL, seed=6, probe=after_one)
+    losses = train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 5))
+    assert losses == pytest.approx([first, second], abs=1e-5)
+    assert abs(second + negative_log_perplexity(model, enc, MASK, SPECIAL, seed=5, probe=after_one)) > 1e-3
+
+
+def test_the_batch_order_follows_shuffle_seed_and_the_gradient_is_clipped_each_step(monkeypatch):
+    """``cfg.shuffle_seed`` orders the batches (None: ``cfg.seed``), the masks staying ``cfg.seed``'s; with
+    ``max_grad_norm`` every step clips the gradient of what trains (probe and extra parameters) at that norm."""
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=12, seed=1)
+    cfg = TrainConfig(lr=1e-2, batch_size=3, epochs=1, seed=0)
+    run = lambda c: train_mlm(model, enc, MASK, SPECIAL, c, probe=new_probe(model, 0))  # noqa: E731
+    plain = run(cfg)
+    assert run(replace(cfg, shuffle_seed=0)) == plain and run(replace(cfg, shuffle_seed=1)) != plain
+    clipped = []
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, n, *a, **k: (clipped.append((p, n)),
+                                                                                  clip(p, n, *a, **k))[1])  # fmt: skip
+    run(cfg)
+    assert clipped == []
+    extra = torch.nn.Parameter(torch.zeros(()))
+    probe = new_probe(model, 0)
+    train_mlm(model, enc, MASK, SPECIAL, replace(cfg, max_grad_norm=0.5), probe=probe, extra_params=[extra])
+    assert len(clipped) == 4 and all(n == 0.5 for _, n in clipped)  # 12 rows, batches of 3
+    params = clipped[0][0]
+    assert {id(p) for p in params} == {id(p) for p in [*probe.parameters(), extra]}
+
+
+def test_a_batch_without_a_real_token_is_skipped_and_a_non_finite_loss_is_refused():
+    """A batch whose rows hold special tokens only has no masked token: it is skipped (cross-entropy over no token
+    is NaN, which would have reached the probe's weights); a probe whose loss is not finite fails naming the epoch."""
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=4, seed=1)
+    ids, mask = enc.input_ids.copy(), enc.attention_mask.copy()
+    ids[0], mask[0] = 0, 0
+    ids[0, :2], mask[0, :2] = (1, 2), 1  # [CLS] [SEP]: no real token
+    bare = papa.Encoded(ids, mask, np.zeros_like(ids), None, "papa", ids.shape[1])
+    probe = new_probe(model, 0)
+    losses = train_mlm(model, bare, MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=1, epochs=2, seed=0), probe=probe)
+    assert len(losses) == 2 and all(np.isfinite(losses)) and losses[0] > 0
+    assert all(torch.isfinite(p).all() for p in probe.parameters())
+    broken = new_probe(model, 0)
+    with torch.no_grad():
+        broken.dense.bias[0] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"mlm epoch 1: the training loss is not finite \(nan\)"):
+        train_mlm(model, enc, MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=2, epochs=1), probe=broken)
+
+
+def test_the_curve_replaces_the_lowest_lambdas_and_reports_the_last_epochs_loss():
+    """``mlm_curve``: at fraction 0.5 the heads of the lower lambdas are the static ones (not the higher); a probe's
+    ``train_loss`` is its last epoch's; head ``pretrained`` trains nothing, so it scores once a fraction whatever
+    the seeds, as ``cfg.seed``."""
+    model = masked_lm()
+    enc = tiny_corpus(n=6)
+    C = papa.average_attention(model, enc.batches(3))
+    N = C.mean.shape[-1]  # each token attending to itself: far from a random model's near-uniform attention
+    C = replace(C, mean=torch.eye(N).expand(2, 4, N, N).contiguous())
+    lam = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]])  # layer 0's heads rank lowest
+    cfg = TrainConfig(lr=1e-2, batch_size=3, epochs=2, seed=4)
+    rows = mlm_curve(model, C, lam, enc, [0.5], MASK, SPECIAL, cfg, head="pretrained", seeds=[0, 1, 2])
+    assert [(r["seed"], r["n_dynamic"]) for r in rows] == [(4, 4)]
+    scores = {}
+    for name, layer in (("low", 0), ("high", 1)):
+        static = torch.zeros(2, 4, dtype=torch.bool)
+        static[layer] = True
+        with papa.patch(model, C, static=static):
+            scores[name] = negative_log_perplexity(model, enc, MASK, SPECIAL, seed=4)
+    assert rows[0]["neg_log_ppl"] == pytest.approx(scores["low"], abs=1e-6)
+    assert abs(scores["low"] - scores["high"]) > 1e-4  # 5e-4 here; float32 noise ~1e-6
+    model = tiny_model("bert")
+    probed = mlm_curve(model, C, lam, enc, [1], MASK, SPECIAL, cfg, train=enc, decoder="fresh")
+    losses = train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 4, decoder="fresh"))
+    assert len(losses) == 2 and losses[0] != losses[1]
+    assert probed[0]["train_loss"] == losses[-1]
+
+
+def test_the_lambdas_probe_is_seeded_with_cfg_seed_and_the_probe_takes_the_models_activation(monkeypatch):
+    """`learn_mlm_lambdas` starts its probe from ``cfg.seed``; the probe's hidden activation is the model's
+    (``hidden_act``; DistilBERT's ``activation``), not GELU whatever the model."""
+    import transformers as tf
+
+    import papa.mlm
+    from papa.models import prepare
+
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=4)
+    C = papa.average_attention(model, enc.batches(4))
+    seeds = []
+    make = papa.mlm.new_probe
+    monkeypatch.setattr(papa.mlm, "new_probe", lambda m, seed, *a: (seeds.append(seed), make(m, seed, *a))[1])
+    learn_mlm_lambdas(model, C, enc, MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=4, epochs=1, seed=3))
+    assert seeds == [3]
+    torch.manual_seed(0)
+    relu = prepare(tf.BertModel(tf.BertConfig(**{**TINY, "hidden_act": "relu"})), "cpu")
+    assert isinstance(new_probe(relu, 0).act, torch.nn.ReLU)
+    distil = tiny_model("distilbert")
+    distil.config.activation = "relu"
+    assert isinstance(new_probe(distil, 0).act, torch.nn.ReLU)
+
+
+def test_a_mask_token_is_any_id_of_the_vocabulary_and_a_fresh_decoder_takes_no_bias():
+    """Token 0 is a mask token like any other; -1 and True are no token ids; a pretrained bias is refused with
+    decoder ``fresh`` (it starts at 0), and a bias of another length than the vocabulary by the tied one."""
+    enc = tiny_corpus(n=6)
+    ids, labels = mask_tokens(enc, 0, SPECIAL, seed=2, vocab_size=120)
+    assert ((ids == 0) & (enc.attention_mask == 1)).sum() == (labels != -100).sum() > 0
+    for bad in (-1, True, np.bool_(True), 3.0):
+        with pytest.raises(ValueError, match=r"mask_token_id must be a token id in \[0, 120\)"):
+            mask_tokens(enc, bad, SPECIAL, vocab_size=120)
+    model = tiny_model("bert")
+    with pytest.raises(ValueError, match="decoder 'fresh' starts its bias at 0"):
+        new_probe(model, 0, decoder="fresh", bias=torch.zeros(120))
+    with pytest.raises(ValueError, match=r"the MLM bias has shape \(119,\), the vocabulary 120 words"):
+        new_probe(model, 0, bias=torch.zeros(119))
