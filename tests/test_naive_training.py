@@ -380,3 +380,18 @@ def test_every_training_has_one_optimizer():
     assert [(g["lr"], g["weight_decay"]) for g in opt.param_groups] == [(1e-3, 0.0)] and params == [w]
     with pytest.raises(ValueError, match="nothing to train"):
         optimizer(cfg, None, [])
+
+
+def test_the_optimizer_takes_the_configs_weight_decay_and_refuses_a_probe_with_nothing_to_train():
+    """Mutation review DT: the weight decay above is AdamW's own default (0.01), so an optimizer built without the
+    config's passed unseen (every probe would then decay at 0.01 where the config says 0); and a probe whose
+    parameters are all frozen, with no patch parameters, has nothing to train (an empty group passed AdamW)."""
+    from papa.probe import TrainConfig, optimizer
+
+    probe = torch.nn.Linear(3, 2)
+    for decay in (0.0, 0.05):
+        opt, params = optimizer(TrainConfig(lr=1e-3, weight_decay=decay), probe)
+        assert [(g["lr"], g["weight_decay"]) for g in opt.param_groups] == [(1e-3, decay)] and len(params) == 2
+    probe.requires_grad_(False)
+    with pytest.raises(ValueError, match="nothing to train"):
+        optimizer(TrainConfig(), probe, [])
