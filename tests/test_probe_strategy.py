@@ -3,6 +3,7 @@ disk / re-encode, chosen from sizes known before encoding), and the authors' tra
 (gradient clipping, dropout inside the frozen encoder)."""
 
 import logging
+import math
 import os
 import re
 import signal
@@ -668,6 +669,57 @@ def test_max_grad_norm_clips_what_the_optimizer_sees(minilm):
     assert min(free) > 0.01 and max(norms) <= 0.01 * (1 + 1e-5)
     assert pipeline.train_config({"lr": 1, "batch_size": 1, "epochs": 1, "max_grad_norm": 1}, 0).max_grad_norm == 1.0
     assert pipeline.train_config({"lr": 1, "batch_size": 1, "epochs": 1}, 0).max_grad_norm is None
+
+
+def test_clipping_covers_the_patch_parameters_trained_with_the_probe():
+    """Mutation review DT: max_grad_norm clips the norm of everything that trains (TrainConfig's word), the lambdas
+    or trained constants with the probe; the clip was checked on a probe alone, so clipping only the probe's
+    gradients (a patch parameter's steep gradient left whole) passed unseen."""
+    from papa.probe import _SeedRun
+
+    torch.manual_seed(0)
+    probe, w = torch.nn.Linear(4, 2), torch.nn.Parameter(torch.ones(3))
+    run = _SeedRun(probe, TrainConfig(lr=1e-3, batch_size=4, epochs=1, max_grad_norm=0.01), [w])
+    x, y = torch.randn(4, 4), torch.tensor([0, 1, 0, 1])
+    loss = lambda out, y: torch.nn.functional.cross_entropy(out, y) + 10 * (w**2).sum()  # noqa: E731
+    run.step(x, y, loss, 4)
+    norms = torch.stack([torch.linalg.vector_norm(p.grad) for p in (*probe.parameters(), w)])
+    assert torch.linalg.vector_norm(norms) <= 0.01 * (1 + 1e-5)
+    # w's share: its gradient (20 w) is ~35 times the probe's before clipping, so it is most of the clipped norm
+    assert torch.linalg.vector_norm(w.grad) > 0.9 * 0.01
+    assert run.seen == 4 and run.total == pytest.approx(4 * (30 + math.log(2)), rel=0.05)
+
+
+def test_train_probes_takes_one_seed_and_state_per_probe_and_patch_parameters_with_one_probe_only():
+    """Mutation review DT: train_probes' own checks were not tested: seeds (or random-number states) fewer than the
+    probes trained the extra probes unnamed (zip cut them off the error messages) or failed with an IndexError, and
+    patch parameters shared by several probes would train once per probe per batch."""
+    from papa.probe import train_probes
+
+    class Features:
+        token_level = False
+
+        def __init__(self, n):
+            self.x, self.y = torch.randn(n, 4, generator=torch.Generator().manual_seed(n)), torch.arange(n) % 2
+
+        def __len__(self):
+            return len(self.x)
+
+        def batch(self, idx, grad=False):
+            return self.x[idx], self.y[idx]
+
+    feats, cfg = Features(8), TrainConfig(lr=1e-3, batch_size=4, epochs=2)
+    torch.manual_seed(0)
+    probes = [torch.nn.Linear(4, 2), torch.nn.Linear(4, 2)]
+    state = (torch.get_rng_state(), None)
+    for kw in (dict(seeds=[0]), dict(seeds=[0, 1, 2]), dict(rng_states=[state]), dict(rng_states=[state] * 3)):
+        with pytest.raises(ValueError, match="one seed and one random-number state per probe"):
+            train_probes(probes, feats, feats, cfg, ["accuracy"], **kw)
+    for kw in (dict(live=True), dict(extra_params=[torch.nn.Parameter(torch.zeros(2))])):
+        with pytest.raises(ValueError, match="train one probe at a time"):
+            train_probes(probes, feats, feats, cfg, ["accuracy"], seeds=[0, 1], **kw)
+    rows = train_probes(probes, feats, feats, cfg, ["accuracy"], seeds=[0, 1])
+    assert [[(r["epoch"], r["metric"]) for r in per] for per in rows] == [[(1, "accuracy"), (2, "accuracy")]] * 2
 
 
 def test_backbone_dropout_changes_features_run_to_run_only_when_on(minilm):
