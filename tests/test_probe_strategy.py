@@ -854,6 +854,58 @@ def test_lambdas_on_constants_of_another_length_and_a_patch_for_trainable_fail_b
         handle.remove()
 
 
+def test_encoder_options_with_prepared_features_are_refused_before_training(minilm, monkeypatch):
+    """Mutation review DT: run_probe's refusals of what prepared features cannot do were untested: dropout inside the
+    encoder (``backbone_dropout``: the features are fixed) and trained constants (``trainable``: the encoder must
+    run in the loop) trained on the prepared features instead, without the option and without a word."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    C = papa.average_attention(model, enc.batches(8))
+
+    def no_training(*a, **kw):
+        raise AssertionError("trained with an option the prepared features cannot take")
+
+    monkeypatch.setattr(probe_mod, "train_probes", no_training)
+    with prepare_features(model, enc, enc, "memory", "float32") as feats:
+        with pytest.raises(ValueError, match=r"backbone_dropout applies to features=None; prepared features take "
+                           r"it from prepare_features\(\.\.\., backbone_dropout=True\)"):  # fmt: skip
+            run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, backbone_dropout=True)
+        trainable = lambda: papa.patch(model, C, trainable_constants=True)  # noqa: E731
+        with pytest.raises(ValueError, match="trained patch parameters need the encoder in the loop: pass features"):
+            run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, trainable=trainable)
+
+
+def test_what_the_trainers_hand_train_probes_dropout_in_the_training_batches_and_the_seeds_to_come(minilm, monkeypatch):
+    """Mutation review DT: what run_probe and learn_lambdas hand train_probes was checked by its effects only where
+    those show: ``backbone_dropout`` off in the training batches, or on in the validation ones (scored with dropout,
+    run to run alike under one seed), and the seeds still to come (the logged ETA) passed every test. With the
+    encoder in the loop, the training features run in train mode exactly when ``backbone_dropout`` is on, the
+    validation features never; each seed's training counts the seeds after it, trained constants' too."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    C = papa.average_attention(model, enc.batches(8))
+    calls = []
+
+    def spy(probes, train, validation, *a, runs_after=0, **kw):
+        calls.append((train.train_mode, validation.train_mode, runs_after))
+        return [[] for _ in probes]
+
+    monkeypatch.setattr(probe_mod, "train_probes", spy)
+    for dropout in (False, True):
+        calls.clear()
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0, 1, 2], backbone_dropout=dropout)
+        assert calls == [(dropout, False, 2), (dropout, False, 1), (dropout, False, 0)], dropout
+        calls.clear()
+        probe_mod.learn_lambdas(model, C, enc, enc, "sequence", 2, ["accuracy"], cfg, backbone_dropout=dropout)
+        assert calls == [(dropout, False, 0)], dropout
+    calls.clear()
+    trainable = lambda: papa.patch(model, C, trainable_constants=True)  # noqa: E731
+    run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0, 1], trainable=trainable)
+    assert calls == [(False, False, 1), (False, False, 0)]
+
+
 def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
     """`run_probes`, `run_lambda` and `run_mlm` read only the settings they know: a misspelled one ran with the
     default without a word (the workflow's schema refuses it). They refuse it, naming the key and the right one."""
