@@ -906,6 +906,34 @@ def test_what_the_trainers_hand_train_probes_dropout_in_the_training_batches_and
     assert calls == [(False, False, 1), (False, False, 0)]
 
 
+def test_trained_constants_train_with_each_seed_under_either_batch_order(minilm, monkeypatch):
+    """Mutation review DT: run_probe's side-by-side branch (batch_order shared) without its ``trainable is None``
+    trained every seed on the unpatched encoder, the trained constants never made, and passed every test (the
+    workflow's one-job-per-seed test compares runs equally without them). Each seed makes its patch and trains its
+    parameters live, one seed after the other, under either batch order."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    C = papa.average_attention(model, enc.batches(8))
+    made, calls = [], []
+
+    def trainable():
+        made.append(1)
+        return papa.patch(model, C, trainable_constants=True)
+
+    def spy(probes, train, validation, *a, extra_params=(), live=False, **kw):
+        calls.append((len(probes), len(list(extra_params)) > 0, live))
+        return [[] for _ in probes]
+
+    monkeypatch.setattr(probe_mod, "train_probes", spy)
+    for order in ("per_seed", "shared"):
+        made.clear()
+        calls.clear()
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, seeds=[0, 1], trainable=trainable,
+                  batch_order=order)  # fmt: skip
+        assert len(made) == 2 and calls == [(1, True, True)] * 2, order
+
+
 def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
     """`run_probes`, `run_lambda` and `run_mlm` read only the settings they know: a misspelled one ran with the
     default without a word (the workflow's schema refuses it). They refuse it, naming the key and the right one."""
