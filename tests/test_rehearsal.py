@@ -505,3 +505,129 @@ def test_a_changed_vocab_size_rebuilds_only_the_models_it_sizes(tmp_path):
     (repo / "config/built.yaml").write_text(yaml.safe_dump(cfg))
     p = smk(repo, *targets, "-n", "--configfile", "config/built.yaml")
     assert job_counts(p.stdout) == {"build_model": 1} and "model=tiny-roberta" in p.stdout, p.stdout[-2000:]
+
+
+# ----------------------------------------------------------------------------- builders' parts (review DV)
+
+
+def test_wiki_sentences_name_the_article_and_keep_sentences_of_four_words_or_more():
+    """An MRPC negative pairs sentences of two articles: a chunk's article is its id without the chunk number
+    (``<article>-<chunk>``), and a sentence of fewer than 4 words is no sentence of the pairs."""
+    import pandas as pd
+
+    texts = ["The cat sat on the mat. Yes it did. It was a sunny day.", "Dogs bark at night."]
+    df = pd.DataFrame({"id": ["Cat-Tail-0", "Cat-Tail-1"], "text": texts})
+    got = rehearsal._wiki_sentences(df)
+    assert got == [("Cat-Tail", ["The cat sat on the mat.", "It was a sunny day."]),
+                   ("Cat-Tail", ["Dogs bark at night."])]  # fmt: skip
+
+
+def test_mrpc_rows_pair_consecutive_sentences_and_sentences_of_two_articles():
+    import numpy as np
+
+    chunks = [("a", ["a one", "a two", "a three"]), ("a", ["a four"]), ("b", ["b one", "b two"]), ("c", ["c one"])]
+    article = {s: a for a, ss in chunks for s in ss}
+    rows = rehearsal._mrpc_rows(chunks, 60, np.random.default_rng(0))
+    assert [r[0] for r in rows] == [1, 0] * 30  # balanced, alternating
+    pairs = {(s[i], s[i + 1]) for _, s in chunks for i in range(len(s) - 1)}
+    assert all((s1, s2) in pairs for y, s1, s2 in rows if y == 1)
+    assert all(article[s1] != article[s2] for y, s1, s2 in rows if y == 0)
+
+
+def test_mnli_rows_relate_the_hypothesis_to_the_premise_as_labelled():
+    """Entailment: a hypothesis of the premise's sentiment; contradiction: of the other one; neutral: Wikipedia."""
+    import numpy as np
+    import pandas as pd
+
+    rt = pd.DataFrame(
+        {"text": [f"neg {i}" for i in range(5)] + [f"pos {i}" for i in range(5)], "label": [0] * 5 + [1] * 5}
+    )
+    wiki = ["wiki one", "wiki two"]
+    rows = rehearsal._mnli_rows(rt, wiki, 30, np.random.default_rng(0))
+    assert [r[2] for r in rows] == ["entailment", "contradiction", "neutral"] * 10
+    for premise, hyp, relation in rows:
+        if relation == "neutral":
+            assert hyp in wiki
+        else:
+            same = premise.split()[0] == hyp.split()[0]
+            assert same == (relation == "entailment"), (premise, hyp, relation)
+
+
+def test_tsv_cells_have_no_tab_or_line_break(tmp_path):
+    """The files are read with QUOTE_NONE: a tab or line break inside a sentence would split its row."""
+    rehearsal._write_tsv(tmp_path / "x.tsv", ["sentence", "label"], [["a\tb\nc  d", 1]])
+    assert (tmp_path / "x.tsv").read_text() == "sentence\tlabel\na b c d\t1\n"
+
+
+def test_ner_and_chunk_edge_cases():
+    """LOC after a preposition whatever its case (``In Paris`` at a sentence start); a sentence's first entity
+    has no token before it (not the sentence's last one); each preposition opens its own PP, a possessive is NP."""
+    toks = ["In", "Paris", "we", "went", "to"]
+    assert rehearsal.ner_tags(toks, ["IN", "NNP", "PRP", "VBD", "TO"]) == ["O", "B-LOC", "O", "O", "O"]
+    toks = ["Paris", "is", "where", "we", "went", "to"]
+    assert rehearsal.ner_tags(toks, ["NNP", "VBZ", "WRB", "PRP", "VBD", "TO"])[0] == "B-MISC"
+    assert rehearsal.chunk_tags(["IN", "IN", "NNP", "POS", "NN"]) == ["B-PP", "B-PP", "B-NP", "I-NP", "I-NP"]
+
+
+def test_build_data_refuses_an_empty_split(tmp_path):
+    for n_train, n_validation in ((0, 5), (5, 0)):
+        with pytest.raises(ValueError, match="must be at least 1"):
+            rehearsal.build_data("sst2", tmp_path, n_train, n_validation)
+    assert not list(tmp_path.iterdir())
+
+
+def test_cola_files_label_certain_sentences_acceptable(built_data):
+    """CoLA's 1 is acceptable: the hedge corpus' certain sentences (its label 0) are written 1, uncertain ones 0."""
+    hedge = data.load_task({"name": "hedge", "source": "package"}, seed=0)
+    label_of = dict(zip(hedge["train"]["text"].map(rehearsal._clean), hedge["train"]["label"]))
+    files = built_data["cola"][0]
+    rows = [ln.split("\t") for ln in files["train"].read_text().splitlines()[1:]]
+    assert len(rows) == 12 and {y for _, y in rows} == {"0", "1"}
+    assert all(int(y) == 1 - label_of[s] for s, y in rows)
+
+
+def test_config_values_and_model_config():
+    """ELECTRA's embedding size follows its hidden size; a config's own value wins over the family's default;
+    RoBERTa's begin and end ids are its tokenizer's."""
+    assert rehearsal.config_values("electra", {"hidden_size": 32, "num_attention_heads": 4})["embedding_size"] == 32
+    assert rehearsal.config_values("electra")["embedding_size"] == 64
+    assert rehearsal.config_values("roberta", {"layer_norm_eps": 1e-6})["layer_norm_eps"] == 1e-6
+    assert rehearsal.config_values("deberta", {"type_vocab_size": 2})["type_vocab_size"] == 2
+
+    class Tok:
+        pad_token_id, bos_token_id, eos_token_id = 7, 5, 6
+
+        def __len__(self):
+            return 300
+
+    cfg = rehearsal.model_config("roberta", Tok())
+    assert (cfg.vocab_size, cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id) == (300, 7, 5, 6)
+
+
+def test_tokenizer_release_names_the_package_of_minilms_vocabulary():
+    from papa.models import model_release
+
+    assert model_release("minilm") is not None
+    minilm = model_release("minilm")
+    want = {"bert": minilm, "electra": minilm, "roberta": None, "deberta": None}
+    assert {f: rehearsal.tokenizer_release(f) for f in rehearsal.FAMILIES} == want
+
+
+def test_hub_checkpoints_settings_of_the_models_built(built_models):
+    """Settings of the real checkpoints (roberta-base: layer_norm_eps 1e-5, one segment; deberta-base: 1e-7, no
+    segments); the longest input fits the positions (RoBERTa's start after its padding index); rehearsal.json says
+    what was built."""
+    from transformers import AutoTokenizer
+
+    want = {"roberta": {"layer_norm_eps": 1e-5, "type_vocab_size": 1, "max_position_embeddings": 130},
+            "deberta": {"layer_norm_eps": 1e-7, "type_vocab_size": 0, "max_relative_positions": -1,
+                        "max_position_embeddings": 128},
+            "bert": {"type_vocab_size": 2, "max_position_embeddings": 128},
+            "electra": {"type_vocab_size": 2, "embedding_size": 64}}  # fmt: skip
+    for family, values in want.items():
+        cfg = json.loads((built_models[family] / "config.json").read_text())
+        assert {k: cfg[k] for k in values} == values, family
+        tok = AutoTokenizer.from_pretrained(built_models[family])
+        assert tok.model_max_length == 128, family
+        made = json.loads((built_models[family] / "rehearsal.json").read_text())
+        assert (made["family"], made["config"], made["vocab_size"]) == (family, {}, len(tok)), family
