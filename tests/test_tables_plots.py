@@ -1475,3 +1475,161 @@ def test_patterns_table_refuses_one_frame_or_text_even_empty():
     for bad in (pd.DataFrame(), "", tables.patterns_table([])):
         with pytest.raises(TypeError, match=f"expected a list of DataFrames, got {type(bad).__name__}$"):
             tables.patterns_table(bad)
+
+
+# --------------------------------------------------------------------------- what the figures draw (review DV)
+
+
+def _panels_drawn(monkeypatch, draw, read) -> list:
+    """``read(ax)`` of each visible panel of the figure ``draw`` makes, before `_save` clears it."""
+    seen = []
+    save = plots._save
+
+    def spy(fig, out):
+        seen.extend(read(ax) for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>")
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    draw()
+    return seen
+
+
+def test_fraction_curves_join_the_fractions_in_order_with_their_bands(summary, plot_dir, monkeypatch):
+    """Each curve runs through its fractions in their order on the axis whatever the order of the summary's rows
+    (a notebook's frame), and has its 95% CI band."""
+    shuffled = summary.sample(frac=1, random_state=0)
+
+    def read(ax):
+        return [line.get_xdata().tolist() for line in ax.lines], len(ax.collections)
+
+    panels = _panels_drawn(monkeypatch, lambda: plots.plot_fraction_curves(shuffled, plot_dir / "shuffled"), read)
+    assert len(panels) == 2
+    for xs, bands in panels:
+        assert xs and all(x == sorted(x, reverse=True) and len(x) == len(FRACTIONS) for x in xs), xs
+        assert bands == len(xs)  # one band per curve
+
+
+def test_lambda_heatmap_rows_are_layers_annotated_up_to_16_heads(plot_dir, monkeypatch):
+    """Rows are layers and columns heads (each cell its own lambda); cells are annotated when a layer has at most
+    16 heads; a non-default constants kind is named in the title."""
+    lam = tables.lambdas_table([lambdas_frame(layers=2, heads=16)])
+    value = lam.set_index(["layer", "head"])["lambda"]
+
+    def read(ax):
+        return ax.get_title(), {(t.get_position(), t.get_text()) for t in ax.texts}, len(ax.get_yticks())
+
+    (title, texts, rows), *_ = _panels_drawn(
+        monkeypatch, lambda: plots.plot_lambda_heatmap(lam, plot_dir / "l16"), read
+    )
+    assert rows == 2 and len(texts) == 32
+    assert ((3.5, 1.5), f"{value[(1, 3)]:.2f}") in texts  # column head 3, row layer 1
+    assert title == "Head importance lambda: roberta-base / sst2"
+    other = lam.assign(constants="identity")
+    ((title, _, _),) = _panels_drawn(monkeypatch, lambda: plots.plot_lambda_heatmap(other, plot_dir / "lid"), read)
+    assert title == "Head importance lambda: roberta-base / sst2 [identity]"
+
+
+def test_representative_heads_are_three_distinct_heads():
+    """A head first by two criteria is picked once: the next criterion takes the best other head."""
+    n = 8
+    c = np.full((2, 2, n, n), 1.0 / n)
+    c[1, 1] = 0.5 * np.eye(n)
+    c[1, 1, :, 0] += 0.25
+    c[1, 1, :, n - 1] += 0.25  # the most diagonal and the most [CLS]/[SEP] head
+    c[0, 1] = np.eye(n) * 0.2 + 0.8 / n  # the second most diagonal, the least spread after (1, 1)
+    picked = plots.representative_heads(c)
+    assert [(layer, head) for layer, head, _ in picked][:1] == [(1, 1)]
+    assert len({(layer, head) for layer, head, _ in picked}) == 3, picked
+
+
+def test_constant_heads_refuse_heads_outside_the_model_and_non_square_matrices(plot_dir):
+    c = synthetic_constants(layers=3, heads=4)
+    for bad in [(-1, 0), (0, -1), (3, 0), (0, 4)]:
+        with pytest.raises(ValueError, match="outside 3 layers x 4 heads"):
+            plots.plot_constant_heads(c, plot_dir / "x", heads=[bad])
+    for heads in (None, [(0, 0)]):  # picked or given: a non-square matrix is refused
+        with pytest.raises(ValueError, match=r"expected constant matrices of shape \[layers, heads, N, N\]"):
+            plots.plot_constant_heads(np.ones((1, 2, 4, 5)), plot_dir / "x", heads=heads)
+
+
+def test_constant_heads_share_one_scale_signed_or_not(plot_dir, monkeypatch):
+    """One colour scale for all panels, up to the largest entry shown; signed matrices diverge around 0."""
+    c = synthetic_constants(layers=3, heads=4)
+
+    def read(ax):
+        return [(im.get_cmap().name, im.norm.vmin, im.norm.vmax) for im in ax.images]
+
+    shown = _panels_drawn(monkeypatch, lambda: plots.plot_constant_heads(c, plot_dir / "s1", heads=[(0, 0), (1, 2)]),
+                          read)  # fmt: skip
+    want = max(c[0, 0].max(), c[1, 2].max())
+    assert [im for panel in shown for im in panel] == [("Blues", 0.0, pytest.approx(want))] * 2
+    signed = c - 0.3 * c.max()
+    shown = _panels_drawn(monkeypatch, lambda: plots.plot_constant_heads(signed, plot_dir / "s2", heads=[(1, 2)]),
+                          read)  # fmt: skip
+    (((cmap, vmin, vmax),),) = shown
+    assert cmap == "RdBu_r" and vmin == pytest.approx(signed[1, 2].min()) and vmax == pytest.approx(signed[1, 2].max())
+
+
+def test_models_compared_draws_the_drop_in_percent(summary, plot_dir, monkeypatch):
+    table = tables.models_compared_table(summary)
+
+    def read(ax):
+        return sorted(tuple(np.round(p, 9)) for coll in ax.collections for p in coll.get_offsets())
+
+    (points,) = _panels_drawn(monkeypatch, lambda: plots.plot_models_compared(table, plot_dir / "pct"), read)
+    assert points == sorted(tuple(np.round((d * 100, o), 9)) for d, o in zip(table["drop"], table["orig"]))
+
+
+def test_constant_kinds_draw_main_rows_below_zero_and_the_original_line(plot_dir, monkeypatch):
+    """Only each task's reported metric; an MCC below 0 and an original score below the kinds stay on the axis; the
+    dashed line is the original score; the kinds read in the table's order."""
+    rows = [
+        dict(model="m", task="cola", constants=k, metric="mcc", mean=v, ci95=0.05, original=0.3, is_main=True)
+        for k, v in (("zeros", -0.2), ("average", 0.1))
+    ]
+    rows += [dict(model="m", task="cola", constants="zeros", metric="accuracy", mean=0.7, ci95=0.05, original=0.8,
+                  is_main=False),
+             dict(model="m", task="sst2", constants="average", metric="accuracy", mean=0.8, ci95=0.01, original=0.6,
+                  is_main=True)]  # fmt: skip
+
+    def read(ax):
+        points = [tuple(xy) for line in ax.lines if line.get_marker() == "o" for xy in line.get_xydata()]
+        dashed = [line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "--"]
+        return points, dashed, ax.get_ylim()[0], [t.get_text() for t in ax.get_xticklabels()]
+
+    cola, sst2 = _panels_drawn(monkeypatch, lambda: plots.plot_constant_kinds(pd.DataFrame(rows), plot_dir / "k"),
+                               read)  # fmt: skip
+    assert cola[0] == [(0.0, -0.2), (1.0, 0.1)] and cola[1] == [0.3] and cola[3] == ["zeros", "average"]
+    assert cola[2] <= -0.25
+    assert sst2[1] == [0.6] and 0.0 <= sst2[2] <= 0.6
+
+
+def test_mlm_figure_names_each_corpus_and_draws_each_curve_in_order_with_its_band(plot_dir, monkeypatch):
+    rows = [dict(model="m", dataset=d, head="probe", fraction_dynamic=f, neg_log_ppl=-2.0 - (1 - f) - k, ci95=0.1)
+            for k, d in enumerate(("wiki", "wt103")) for f in FRACTIONS]  # fmt: skip
+    table = pd.DataFrame(rows).sample(frac=1, random_state=0)
+
+    def read(ax):
+        bands = [(p.vertices[:, 1].min(), p.vertices[:, 1].max()) for coll in ax.collections for p in coll.get_paths()]
+        return ([line.get_xdata().tolist() for line in ax.lines], ax.get_legend_handles_labels()[1], ax.get_title(),
+                bands)  # fmt: skip
+
+    ((xs, labels, title, bands),) = _panels_drawn(monkeypatch, lambda: plots.plot_mlm(table, plot_dir / "mlm2"), read)
+    assert xs == [sorted(FRACTIONS)] * 2
+    assert labels == ["m (wiki)", "m (wt103)"] and title == "Masked LM with replaced heads (probe head)"
+    assert [tuple(np.round(b, 9)) for b in bands] == [(-3.1, -1.9), (-4.1, -2.9)]
+
+
+def test_selection_orders_draw_an_order_papa_does_not_name(summary, plot_dir, monkeypatch):
+    """A notebook's own head order (not one of `papa.spec.HEAD_ORDERS`) is drawn after papa's, under its own id."""
+    mine = summary.assign(selection=summary.selection.replace({"random": "mine"}))
+    legends = []
+    save = plots._save
+
+    def spy(fig, out):
+        legends.extend(t.get_text() for legend in fig.legends for t in legend.get_texts())
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    plots.plot_selection_orders(mine, plot_dir / "mine", task="sst2")
+    assert legends == ["selection", "PAPA (lambda, ours)", "Reversed lambda", "mine"]
