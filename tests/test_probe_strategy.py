@@ -2,6 +2,7 @@
 disk / re-encode, chosen from sizes known before encoding), and the authors' training options
 (gradient clipping, dropout inside the frozen encoder)."""
 
+import errno
 import logging
 import math
 import os
@@ -1316,17 +1317,11 @@ def test_a_reservation_fails_on_a_full_disk_or_spent_quota_and_leaves_a_sparse_f
     """No room (ENOSPC) and the user's quota spent (EDQUOT) are `CacheSpaceError` naming the size; a filesystem that
     cannot reserve (EOPNOTSUPP: some network filesystems) returns False, and the cache stays sparse as before."""
     import ctypes
-    import errno
 
     code = getattr(errno, err)
-
-    class Fails:
-        def __init__(self, *args, **kwargs):
-            self.fallocate = lambda *a: ctypes.set_errno(code) or -1
-
     path = tmp_path / "features.npy"
     path.write_bytes(b"\0" * 3 * MB)
-    monkeypatch.setattr(ctypes, "CDLL", Fails)
+    monkeypatch.setattr(ctypes, "CDLL", _fallocate_failing_with(code))
     if err == "EOPNOTSUPP":
         assert probe_mod.reserve_disk(path) is False
     else:
@@ -1335,18 +1330,22 @@ def test_a_reservation_fails_on_a_full_disk_or_spent_quota_and_leaves_a_sparse_f
         assert e.value.errno == code and e.value.filename == str(path)
 
 
-class _FullDisk:
-    """ctypes.CDLL(None) stand-in whose fallocate fails as on a full disk (ENOSPC)."""
+def _fallocate_failing_with(code: int) -> type:
+    """A ctypes.CDLL(None) stand-in whose fallocate fails with errno ``code``."""
+    import ctypes
 
-    def __init__(self, *args, **kwargs):
-        import ctypes
-        import errno
+    class FailingLibc:
+        def __init__(self, *args, **kwargs):
+            def fallocate(fd, mode, offset, length):
+                ctypes.set_errno(code)
+                return -1
 
-        def fallocate(fd, mode, offset, length):
-            ctypes.set_errno(errno.ENOSPC)
-            return -1
+            self.fallocate = fallocate
 
-        self.fallocate = fallocate
+    return FailingLibc
+
+
+_FullDisk = _fallocate_failing_with(errno.ENOSPC)  # as on a full disk
 
 
 def test_a_disk_cache_that_no_longer_fits_falls_back_to_reencoding(minilm, tmp_path, monkeypatch):

@@ -1480,18 +1480,27 @@ def test_patterns_table_refuses_one_frame_or_text_even_empty():
 # --------------------------------------------------------------------------- what the figures draw (review DV)
 
 
-def _panels_drawn(monkeypatch, draw, read) -> list:
-    """``read(ax)`` of each visible panel of the figure ``draw`` makes, before `_save` clears it."""
+def _figures_drawn(monkeypatch, draw, read) -> list:
+    """What ``read(fig)`` returns (a list) for each figure ``draw`` makes, before `_save` clears it."""
     seen = []
     save = plots._save
 
     def spy(fig, out):
-        seen.extend(read(ax) for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>")
+        seen.extend(read(fig))
         return save(fig, out)
 
     monkeypatch.setattr(plots, "_save", spy)
     draw()
     return seen
+
+
+def _panels_drawn(monkeypatch, draw, read) -> list:
+    """``read(ax)`` of each visible panel of the figure ``draw`` makes, before `_save` clears it."""
+
+    def panels(fig):
+        return [read(ax) for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+
+    return _figures_drawn(monkeypatch, draw, panels)
 
 
 def test_fraction_curves_join_the_fractions_in_order_with_their_bands(summary, plot_dir, monkeypatch):
@@ -1623,13 +1632,9 @@ def test_mlm_figure_names_each_corpus_and_draws_each_curve_in_order_with_its_ban
 def test_selection_orders_draw_an_order_papa_does_not_name(summary, plot_dir, monkeypatch):
     """A notebook's own head order (not one of `papa.spec.HEAD_ORDERS`) is drawn after papa's, under its own id."""
     mine = summary.assign(selection=summary.selection.replace({"random": "mine"}))
-    legends = []
-    save = plots._save
-
-    def spy(fig, out):
-        legends.extend(t.get_text() for legend in fig.legends for t in legend.get_texts())
-        return save(fig, out)
-
-    monkeypatch.setattr(plots, "_save", spy)
-    plots.plot_selection_orders(mine, plot_dir / "mine", task="sst2")
+    legends = _figures_drawn(
+        monkeypatch,
+        lambda: plots.plot_selection_orders(mine, plot_dir / "mine", task="sst2"),
+        lambda fig: [t.get_text() for legend in fig.legends for t in legend.get_texts()],
+    )
     assert legends == ["selection", "PAPA (lambda, ours)", "Reversed lambda", "mine"]
