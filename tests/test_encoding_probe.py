@@ -9,6 +9,8 @@ import torch
 import papa
 from papa.encoding import IGNORE
 
+from .conftest import TensorFeatures
+
 WORDS = ["hello", "world", "this", "is", "a", "test", "movie", "good", "bad", "very"]
 
 
@@ -796,28 +798,13 @@ def test_a_slow_validation_pass_logs_progress_and_is_not_counted_in_the_training
     """A live validation split (re-encoded features, the lambdas' patched encoder) ran minutes at paper scale without
     a log line, and the epoch line then gave its time to the training rate (0.5 examples/s for a fast epoch)."""
     import logging
-    import time
 
     from papa.probe import TrainConfig, train_probes
-
-    class Features:  # a feature source whose batches cost time to read (as live ones do: an encoder pass each)
-        token_level = False
-
-        def __init__(self, n, seconds):
-            g = torch.Generator().manual_seed(len(str(seconds)))
-            self.x, self.y, self.seconds = torch.randn(n, 4, generator=g), torch.arange(n) % 2, seconds
-
-        def __len__(self):
-            return len(self.x)
-
-        def batch(self, idx, grad=False):
-            time.sleep(self.seconds)
-            return self.x[idx], self.y[idx]
 
     probe = torch.nn.Linear(4, 2)
     cfg = TrainConfig(batch_size=16, epochs=1, eval_batch_size=8)
     with caplog.at_level(logging.INFO, logger="papa"):
-        train_probes([probe], Features(16, 0.0), Features(64, 0.25), cfg, ["accuracy"], log_every=0.3)
+        train_probes([probe], TensorFeatures(16), TensorFeatures(64, 0.25), cfg, ["accuracy"], log_every=0.3)
     said = [r.getMessage() for r in caplog.records]
     progress = [s for s in said if s.startswith("validation: ")]
     assert progress and all(re.search(r"\d+/64 examples \([\d.]+ examples/s, ETA \d+ s\)", s) for s in progress), said

@@ -33,6 +33,8 @@ from papa.probe import (
 )
 from papa.spec import ConstantsSpec
 
+from .conftest import TensorFeatures
+
 TEXTS = ["a great film", "awful acting", "i loved it", "boring and dull", "not bad at all", "a terrible plot"]
 
 
@@ -697,19 +699,7 @@ def test_train_probes_takes_one_seed_and_state_per_probe_and_patch_parameters_wi
     patch parameters shared by several probes would train once per probe per batch."""
     from papa.probe import train_probes
 
-    class Features:
-        token_level = False
-
-        def __init__(self, n):
-            self.x, self.y = torch.randn(n, 4, generator=torch.Generator().manual_seed(n)), torch.arange(n) % 2
-
-        def __len__(self):
-            return len(self.x)
-
-        def batch(self, idx, grad=False):
-            return self.x[idx], self.y[idx]
-
-    feats, cfg = Features(8), TrainConfig(lr=1e-3, batch_size=4, epochs=2)
+    feats, cfg = TensorFeatures(8), TrainConfig(lr=1e-3, batch_size=4, epochs=2)
     torch.manual_seed(0)
     probes = [torch.nn.Linear(4, 2), torch.nn.Linear(4, 2)]
     state = (torch.get_rng_state(), None)
