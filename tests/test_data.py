@@ -2225,6 +2225,20 @@ def test_prepare_data_names_the_dataset_key_and_refuses_a_validation_split_of_on
     with pytest.raises(D.TaskSpecError, match=r"^datasets\.my_reviews: label 'neg' at column 'label' .* is not in "
                        r"labels \['pos', 'negative'\]"):  # fmt: skip
         job(["accuracy"], split="train", labels=["pos", "negative"])
+    # rows without a label (-1: a hub split's unlabelled rows) are no class: one class beside them is refused too,
+    # counting the labelled rows alone; two classes pass
+    from types import SimpleNamespace
+
+    from papa.pipeline import check_scored_classes
+
+    val = pd.DataFrame({"label": [1, -1, 1, -1, -1]})
+    task = SimpleNamespace(name="reviews", kind="sequence", splits={"validation": val}, label_names=["neg", "pos"])
+    with pytest.raises(D.TaskSpecError, match=r"^datasets\.reviews: .* holds one class \('pos'\) in its 2 labelled "
+                       r"rows: mcc is not defined"):  # fmt: skip
+        check_scored_classes(task, {"mine": ["accuracy", "mcc"]})
+    check_scored_classes(task, {"mine": ["accuracy"]})
+    val.loc[1, "label"] = 0
+    check_scored_classes(task, {"mine": ["accuracy", "mcc"]})
 
 
 def _fake_glue_mnli():

@@ -192,6 +192,24 @@ def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path)
     pipeline.check_train_classes(one, info, "lambda", "pos", 9)
 
 
+def test_a_stages_max_train_draw_is_the_stages_seeds_and_unlabeled_tokens_are_refused(job):
+    """`train_split` draws ``max_train`` examples with the stage's seed (the lambda job's, the probe job's
+    order_seed), as `draw_rows` does, kept in file order: another seed trains on other examples. Tokens without label
+    names (an unlabeled corpus's) give no task: refused, naming the dataset."""
+    full = pipeline.read_tokens(job / "train.parquet")
+    drawn = {}
+    for seed in (0, 3):
+        train, info = pipeline.train_split(job / "train.parquet", 10, seed, "probe", "toy")
+        rows = np.sort(np.random.default_rng(seed).permutation(len(full))[:10])  # `draw_rows`, kept in file order
+        assert np.array_equal(train.labels, full.labels[rows]) and np.array_equal(train.input_ids, full.input_ids[rows])
+        assert info == pipeline.TaskInfo("sequence", ["negative", "positive"])
+        drawn[seed] = rows
+    assert not np.array_equal(drawn[0], drawn[3])
+    unlabeled = replace(full, meta={"dataset": "wiki"})
+    with pytest.raises(ValueError, match=r"no label names \(dataset 'wiki' is unlabeled\)"):
+        pipeline.task_info(unlabeled)
+
+
 @pytest.mark.parametrize(
     "device",
     [

@@ -1,6 +1,7 @@
 """Token files (`Encoded.save`/`load`, `token_meta`, `stream_tokens`): Arrow round trip, streaming
 reads, and averaging streamed from disk."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +173,16 @@ def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, t
     rows = np.sort(np.random.default_rng(5).permutation(len(enc))[:50])
     assert not np.array_equal(rows, np.sort(np.random.default_rng(0).permutation(len(enc))[:50]))
     assert torch.equal(C.mean, papa.average_attention(model, enc.subset(rows).batches(16)).mean)
+    # the file records what was averaged: the draw's size and seed, and the batch size
+    saved = papa.ConstantAttention.load(tmp_path / "C5.safetensors").metadata
+    assert {k: saved[k] for k in ("max_examples", "seed", "batch_size")} == {
+        "max_examples": 50,
+        "seed": 5,
+        "batch_size": 16,
+    }
+    with pytest.raises(ValueError, match=r"averaging 'average' matrices needs a batch size"):
+        pipeline.average_constants(replace(stage, batch_size=None, out=str(tmp_path / "none.safetensors")))
+    assert not (tmp_path / "none.safetensors").exists()
 
 
 def test_averaged_matrices_record_the_device_their_model_ran_on(token_file, tmp_path, monkeypatch):
@@ -222,8 +233,9 @@ def test_data_free_matrices_take_their_n_without_the_corpus(token_file, tmp_path
     with_file, alone = build("file", tokens=str(path)), build("alone", max_length=N)
     assert alone.mean.shape[-1] == N and torch.equal(alone.mean, with_file.mean)
     assert alone.metadata["tokens"] is None and with_file.metadata["tokens"] == str(path)
-    with pytest.raises(ValueError, match=r"data-free 'toeplitz' matrices need their N"):
-        build("none")
+    for bad in ({}, {"max_length": 0}):
+        with pytest.raises(ValueError, match=r"data-free 'toeplitz' matrices need their N"):
+            build("none", **bad)
     with pytest.raises(ValueError, match=rf"max_length {N + 1} but .* holds N={N}"):
         build("both", tokens=str(path), max_length=N + 1)
     with pytest.raises(ValueError, match=r"averaging 'average' matrices needs the corpus's token file"):

@@ -1338,8 +1338,9 @@ def test_the_hparams_defaults_are_the_trainers_and_the_stages():
              "max_train": 100, "backbone_dropout": True}  # fmt: skip
     assert set(other) == set(TRAINER_DEFAULTS) | set(STAGE_DEFAULTS)
     block = {"lr": 1e-3, "batch_size": 8, "epochs": 2, **other}
-    got = train_config(block, seed=0)
+    got = train_config(block, seed=7)
     assert {k: getattr(got, k) for k in TRAINER_DEFAULTS} == {k: other[k] for k in TRAINER_DEFAULTS}
+    assert (got.lr, got.batch_size, got.epochs, got.seed) == (1e-3, 8, 2, 7)  # the block's, and the job's seed
     assert stage_options(block) == {k: other[k] for k in STAGE_DEFAULTS}
     assert stage_options({"lr": 1e-3}) == {} and train_config({"lr": 1e-3, "batch_size": 8, "epochs": 2}, 0) == (
         TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=0)
