@@ -994,10 +994,16 @@ def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
             {"lr": 1e-2, "batch_size": 8, "epochs": 1, "backbone_dropout": dropout, "max_grad_norm": 1.0},
             tmp_path / f"l{dropout}.parquet",
             tmp_path / f"m{dropout}.parquet",
-            {"task": "toy"},
+            {"model": "minilm", "task": "toy"},
         )
-        out[dropout] = pd.read_parquet(tmp_path / f"l{dropout}.parquet")["lambda"].to_numpy()
+        df = pd.read_parquet(tmp_path / f"l{dropout}.parquet")
+        out[dropout] = df["lambda"].to_numpy()
     assert not np.array_equal(out[False], out[True])
+    # the lambda table's columns: the labels first (each prepended in turn, as every job's table has them), then a
+    # row per head and the model's hub commit (none: a local model)
+    assert list(df.columns) == ["task", "model", "layer", "head", "lambda", "rank", "model_revision"]
+    metrics = pd.read_parquet(tmp_path / "mTrue.parquet")
+    assert df["model_revision"].isna().all() and list(metrics.columns[:2]) == ["task", "model"]
 
 
 def test_schema_knows_the_cache_strategy_and_the_authors_options():
