@@ -371,6 +371,7 @@ def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkey
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match=r"asks for 1 GPU\(s\).*sees no CUDA device"):
         pipeline.check_gpu_granted(job, io.environment())
+    pipeline.check_gpu_granted(SimpleNamespace(rule="tokenize", resources=SimpleNamespace(gpu=0)), io.environment())
     # where torch has initialised CUDA (a model ran there; a notebook), its current device's name
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert io.environment()["device"] == io.device_name() == "NVIDIA H200"

@@ -943,7 +943,7 @@ def test_trained_constants_train_with_each_seed_under_either_batch_order(minilm,
         assert len(made) == 2 and calls == [(1, True, True)] * 2, order
 
 
-def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
+def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path, monkeypatch):
     """`run_probes`, `run_lambda` and `run_mlm` read only the settings they know: a misspelled one ran with the
     default without a word (the workflow's schema refuses it). They refuse it, naming the key and the right one."""
     with pytest.raises(ValueError, match=r"unknown probe setting 'weight_decy' \(did you mean 'weight_decay'\?\)"):
@@ -972,6 +972,12 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path):
     # the paper's settings as papa.probe.PAPER_HPARAMS gives them (with the tokens' max_length) are a block
     pipeline._check_block_keys(papa.probe.PAPER_HPARAMS["sst2"], "probe")
     pipeline._check_block_keys(papa.probe.PAPER_HPARAMS["sst2"], "lambda")
+    # a lambda block without a seed runs with the top-level seed's default, 0 (its draw and its trainer alike)
+    stages = []
+    monkeypatch.setattr(pipeline, "learn_lambda", stages.append)
+    pipeline.run_lambda(*args, {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1},
+                        tmp_path / "l.parquet", tmp_path / "m.parquet", {"task": "toy"})  # fmt: skip
+    assert stages[0].seed == stages[0].hparams.seed == 0
 
 
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
@@ -1254,7 +1260,14 @@ def test_lambdas_of_another_model_or_not_finite_are_refused(minilm, tmp_path):
         assert str(path) in str(e.value)
     papa.io.write_parquet(good, tmp_path / "good.parquet")
     mask = pipeline.static_mask(model, tmp_path / "good.parquet", "lambda", 0.5)
-    assert mask.sum() == L * H - papa.spec.n_dynamic(0.5, L * H)
+    n_static = L * H - papa.spec.n_dynamic(0.5, L * H)
+    assert mask.sum() == n_static
+    # the heads of the smallest lambdas are the static ones, head (l, h) the table's row (l, h), in whatever order
+    # its rows were written
+    lam = torch.tensor(good["lambda"].to_numpy()).view(L, H)
+    assert mask.equal(lam <= lam.flatten().sort().values[n_static - 1])
+    papa.io.write_parquet(good.sample(frac=1, random_state=0), tmp_path / "shuffled.parquet")
+    assert pipeline.static_mask(model, tmp_path / "shuffled.parquet", "lambda", 0.5).equal(mask)
     with pytest.raises(ValueError, match="permutation"):
         papa.selection.select_static(torch.tensor([0, 0, 1, 2]), 0.5, (2, 2))
 
