@@ -973,3 +973,14 @@ def test_a_mask_token_is_any_id_of_the_vocabulary_and_a_fresh_decoder_takes_no_b
         new_probe(model, 0, decoder="fresh", bias=torch.zeros(120))
     with pytest.raises(ValueError, match=r"the MLM bias has shape \(119,\), the vocabulary 120 words"):
         new_probe(model, 0, bias=torch.zeros(119))
+
+
+def test_mlm_settings_take_the_blocks_values_and_the_lambda_blocks_over_them():
+    """`papa.pipeline._mlm_settings`: the rule's mask_prob, max_train/max_eval and seed reach the stage, and the lambda
+    stage trains with the ``lambda`` block's settings over the block's (the probe stage keeps the block's)."""
+    hp = {**pipeline.MLM_DEFAULTS, "seed": 7, "mask_prob": 0.3, "max_train": 11, "max_eval": 5, "lr": 1e-3,
+          "lambda": {"lr": 0.5}}  # fmt: skip
+    got = pipeline._mlm_settings(hp)
+    assert (got["mask_prob"], got["max_train"], got["max_eval"], got["seed"]) == (0.3, 11, 5, 7)
+    assert got["hparams"].lr == 1e-3 and got["lambda_hparams"].lr == 0.5
+    assert got["hparams"].seed == got["lambda_hparams"].seed == 7

@@ -1856,3 +1856,21 @@ def test_the_suite_sees_no_gpu_unless_make_test_cuda_asks():
     if os.environ.get("PAPA_TEST_CUDA") == "1":
         pytest.skip("make test-cuda: CUDA stays visible")
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and not torch.cuda.is_available()
+
+
+def test_probe_rows_are_labelled_in_the_tables_order_with_the_files_own_seed(tmp_path):
+    """A probe file's rows (`papa.pipeline._write_rows`) lead with model, task, constants, selection, fraction_dynamic,
+    n_dynamic and seed, in that order; a fraction of -0.0 is written as 0.0 (the workflow's paths name it so); its
+    provenance names the file's own seed, also in the trainer settings, and a missing selection label is refused as
+    the other labels are, naming it."""
+    labels = {"model": "m", "task": "t", "constants": "average", "selection": "lambda"}
+    record = {"settings": {"hparams": {"lr": 1e-3, "seed": 0}}}
+    out = tmp_path / "seed3.parquet"
+    df = pipeline._write_rows([{"accuracy": 0.5}], out, labels, -0.0, 0, 3, record)
+    front = ["model", "task", "constants", "selection", "fraction_dynamic", "n_dynamic", "seed"]
+    assert list(df.columns)[:7] == front and df["seed"].tolist() == [3]
+    assert not np.signbit(df["fraction_dynamic"]).any()
+    got = read_provenance(out)
+    assert got["seed"] == 3 and got["settings"]["hparams"] == {"lr": 1e-3, "seed": 3}, got
+    with pytest.raises(ValueError, match="ProbeStage.labels lacks selection"):
+        pipeline._check_probe_labels({k: v for k, v in labels.items() if k != "selection"})

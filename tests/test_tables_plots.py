@@ -1638,3 +1638,15 @@ def test_selection_orders_draw_an_order_papa_does_not_name(summary, plot_dir, mo
         lambda fig: [t.get_text() for legend in fig.legends for t in legend.get_texts()],
     )
     assert legends == ["selection", "PAPA (lambda, ours)", "Reversed lambda", "mine"]
+
+
+def test_all_constant_line_says_no_change_as_a_cost_of_zero():
+    """A relative drop of exactly 0 (every head constant scores as the original) is logged as costing 0.0%, not as a
+    rise of the main metric; an infinite drop has no number to report."""
+    from papa.pipeline import _all_constant_line
+
+    drops = pd.DataFrame(dict(model=["m", "m"], constants=["average", "identity"], relative_drop=[0.0, np.inf],
+                              n_tasks=[2, 1], tasks=["a, b", "a"], undefined=["", ""]))  # fmt: skip
+    lines = [_all_constant_line(r) for r in drops.itertuples(index=False)]
+    assert lines == ["m, average: all heads constant costs 0.0% of the main metric relative (mean over 2 tasks: a, b)",
+                     "m, identity: all heads constant has no relative drop to report"]  # fmt: skip
