@@ -771,6 +771,29 @@ def test_the_tokenize_stage_names_the_row_of_a_word_without_a_piece(tmp_path):
         pipeline.tokenize(stage)
 
 
+def test_the_tokenize_stage_keeps_a_split_of_one_class_and_an_empty_second_text_makes_no_pairs(tmp_path):
+    """A split whose labels are all 0 (one class of a binary task) keeps them: a probe trains on them; a ``text_b``
+    column with no text is single inputs (a config that says ``single`` is not refused); the token file records its
+    kind; an empty split is refused naming it."""
+    import dataclasses
+
+    import pandas as pd
+
+    from papa import pipeline
+    from papa.data import TaskData
+
+    rows = pd.DataFrame({"id": ["d-0", "d-1"], "text": ["a b", "c d"], "text_b": [None, None], "label": [0, 0]})
+    TaskData("d", "sequence", ["no", "yes"], {"train": rows, "validation": rows.iloc[:0]}).save(tmp_path / "data")
+    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
+                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={},
+                                   input_shape="single")  # fmt: skip
+    enc = pipeline.tokenize(stage)
+    assert list(enc.labels) == [0, 0]
+    assert pipeline.token_meta(tmp_path / "t.parquet")["kind"] == "sequence"
+    with pytest.raises(ValueError, match=r"Split 'validation' of dataset 'd' is empty"):
+        pipeline.tokenize(dataclasses.replace(stage, split="validation", out=str(tmp_path / "v.parquet")))
+
+
 def test_token_probe_trains_on_first_subwords(minilm):
     from papa.probe import TrainConfig, extract_features, run_probe
 

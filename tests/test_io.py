@@ -1529,3 +1529,20 @@ def test_a_signal_ignored_since_the_start_stays_ignored():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def test_a_jobs_console_tag_and_its_kept_logs_names(tmp_path):
+    """The tag each console line of a workflow job carries is its log's path under the last ``logs/`` folder (without
+    ``.log``), a log elsewhere its name alone, a log named ``logs.log`` its name (no empty tag); an attempt's kept log
+    takes the first free ``.unfinished-<k>`` from 1, past a dangling link (a name taken all the same)."""
+    from papa import pipeline
+
+    assert pipeline.job_tag("results/logs/probe/m/logs/t.log") == "t"
+    assert pipeline.job_tag("results/logs/probe/m/t.log") == "probe/m/t"
+    assert pipeline.job_tag("elsewhere/run/job.log") == "job"
+    assert pipeline.job_tag("results/logs.log") == "logs"
+    log = tmp_path / "job.log"
+    assert pipeline.unfinished_log_path(str(log)) == f"{log}.unfinished-1"
+    Path(f"{log}.unfinished-1").write_text("")
+    Path(f"{log}.unfinished-2").symlink_to(tmp_path / "gone")
+    assert pipeline.unfinished_log_path(str(log)) == f"{log}.unfinished-3"
