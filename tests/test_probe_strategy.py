@@ -1272,6 +1272,20 @@ def test_lambdas_of_another_model_or_not_finite_are_refused(minilm, tmp_path):
         papa.selection.select_static(torch.tensor([0, 0, 1, 2]), 0.5, (2, 2))
 
 
+def test_static_masks_at_the_ends_read_no_lambdas_and_the_random_orders_is_its_seeds(minilm):
+    """fraction_dynamic 0 makes every head static and 1 none, whatever the order, reading no lambdas; the random
+    order's mask is its seed's (the probe job's order_seed): another seed makes other heads static."""
+    model, _ = minilm
+    L, H = papa.model_shape(model)
+    for order in ("lambda", "random", "first_to_last"):
+        assert (
+            pipeline.static_mask(model, None, order, 0).all() and not pipeline.static_mask(model, None, order, 1).any()
+        )
+    masks = {seed: pipeline.static_mask(model, None, "random", 0.5, seed=seed) for seed in (0, 3)}
+    order3 = papa.selection.head_order("random", (L, H), seed=3)
+    assert masks[3].equal(papa.selection.select_static(order3, 0.5, (L, H))) and not masks[0].equal(masks[3])
+
+
 def test_training_logs_progress_inside_epochs_and_counts_the_seeds_to_come(minilm, caplog):
     """A re-encoding or lambda epoch can take an hour: progress (examples, examples/s, ETA) is logged inside it,
     and the ETA of a seed trained before others counts their epochs (it used to say 0 s after each seed)."""
