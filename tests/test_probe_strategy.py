@@ -1262,12 +1262,9 @@ def test_lambdas_of_another_model_or_not_finite_are_refused(minilm, tmp_path):
     mask = pipeline.static_mask(model, tmp_path / "good.parquet", "lambda", 0.5)
     n_static = L * H - papa.spec.n_dynamic(0.5, L * H)
     assert mask.sum() == n_static
-    # the heads of the smallest lambdas are the static ones, head (l, h) the table's row (l, h), in whatever order
-    # its rows were written
+    # the heads of the smallest lambdas are the static ones, head (l, h) the table's row (l, h)
     lam = torch.tensor(good["lambda"].to_numpy()).view(L, H)
     assert mask.equal(lam <= lam.flatten().sort().values[n_static - 1])
-    papa.io.write_parquet(good.sample(frac=1, random_state=0), tmp_path / "shuffled.parquet")
-    assert pipeline.static_mask(model, tmp_path / "shuffled.parquet", "lambda", 0.5).equal(mask)
     with pytest.raises(ValueError, match="permutation"):
         papa.selection.select_static(torch.tensor([0, 0, 1, 2]), 0.5, (2, 2))
 
@@ -1284,6 +1281,20 @@ def test_static_masks_at_the_ends_read_no_lambdas_and_the_random_orders_is_its_s
     masks = {seed: pipeline.static_mask(model, None, "random", 0.5, seed=seed) for seed in (0, 3)}
     order3 = papa.selection.head_order("random", (L, H), seed=3)
     assert masks[3].equal(papa.selection.select_static(order3, 0.5, (L, H))) and not masks[0].equal(masks[3])
+
+
+def test_lambdas_read_back_by_layer_and_head_whatever_the_tables_row_order(tmp_path):
+    """read_lambdas gives lambda [layer, head] from the table's layer and head columns, not from its row order (a
+    table written in rank order, or rows kept head by head, gave another head each lambda and so another order of
+    replacement), and it refuses an infinite lambda as it refuses a NaN: neither orders the heads."""
+    lam = torch.rand(3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    df = pipeline.lambda_frame(lam)
+    for name, rows in {"rank": df.sort_values("rank"), "head-major": df.sort_values(["head", "layer"])}.items():
+        papa.io.write_parquet(rows, tmp_path / f"{name}.parquet")
+        assert pipeline.read_lambdas(tmp_path / f"{name}.parquet", (3, 4)).equal(lam), name
+    papa.io.write_parquet(df.assign(**{"lambda": np.where(df.index == 5, np.inf, df["lambda"])}), tmp_path / "i.pq")
+    with pytest.raises(ValueError, match="NaN/inf"):
+        pipeline.read_lambdas(tmp_path / "i.pq", (3, 4))
 
 
 def test_training_logs_progress_inside_epochs_and_counts_the_seeds_to_come(minilm, caplog):
