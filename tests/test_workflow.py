@@ -1206,6 +1206,7 @@ def test_fig2_draws_no_analysis_run_of_a_kind_the_sweep_runs_on_another_task_onl
     from types import SimpleNamespace
 
     from papa.pipeline import sweep_rows
+    from papa.spec import HEAD_ORDERS
 
     smoke = yaml.safe_load((ROOT / SMOKE).read_text())
     smoke["sweep"]["constants"] = ["average@rt_sentiment"]
@@ -1217,8 +1218,14 @@ def test_fig2_draws_no_analysis_run_of_a_kind_the_sweep_runs_on_another_task_onl
     summary = pd.DataFrame(runs, columns=["model", "task", "constants", "selection", "fraction_dynamic"])
     stage = SimpleNamespace(sweep_constants=sweep["constants"], sweep_selections=sweep["selections"],
                             sweep_own=sweep.get("own", {}))  # fmt: skip
-    drawn = set(map(tuple, sweep_rows(summary, stage)[["task", "constants"]].to_numpy()))
+    # an analysis run of a head order the sweep does not run (its rows are another figure's) is not drawn either
+    other = next(s for s in HEAD_ORDERS if s not in sweep["selections"])
+    row = pd.DataFrame([["minilm", "rt_sentiment", "average", other, 0.5]], columns=summary.columns)
+    summary = pd.concat([summary, row], ignore_index=True)
+    rows = sweep_rows(summary, stage)
+    drawn = set(map(tuple, rows[["task", "constants"]].to_numpy()))
     assert drawn == {("rt_sentiment", "average"), ("wsj_pos", "average@rt_sentiment")}
+    assert set(rows.selection) == set(sweep["selections"])
 
 
 def test_the_batch_order_is_a_param_of_the_trained_seeds_that_follow_another(tmp_path):
