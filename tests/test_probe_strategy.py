@@ -1004,12 +1004,12 @@ def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
         )
         df = pd.read_parquet(tmp_path / f"l{dropout}.parquet")
         out[dropout] = df["lambda"].to_numpy()
+        # the lambda table's columns: the labels first (each prepended in turn, as every job's table has them), then
+        # a row per head and the model's hub commit (none: a local model); the metrics table's labels alike
+        assert list(df.columns) == ["task", "model", "layer", "head", "lambda", "rank", "model_revision"]
+        assert df["model_revision"].isna().all()
+        assert list(pd.read_parquet(tmp_path / f"m{dropout}.parquet").columns[:2]) == ["task", "model"]
     assert not np.array_equal(out[False], out[True])
-    # the lambda table's columns: the labels first (each prepended in turn, as every job's table has them), then a
-    # row per head and the model's hub commit (none: a local model)
-    assert list(df.columns) == ["task", "model", "layer", "head", "lambda", "rank", "model_revision"]
-    metrics = pd.read_parquet(tmp_path / "mTrue.parquet")
-    assert df["model_revision"].isna().all() and list(metrics.columns[:2]) == ["task", "model"]
 
 
 def test_schema_knows_the_cache_strategy_and_the_authors_options():
@@ -1275,9 +1275,8 @@ def test_static_masks_at_the_ends_read_no_lambdas_and_the_random_orders_is_its_s
     model, _ = minilm
     L, H = papa.model_shape(model)
     for order in ("lambda", "random", "first_to_last"):
-        assert (
-            pipeline.static_mask(model, None, order, 0).all() and not pipeline.static_mask(model, None, order, 1).any()
-        )
+        assert pipeline.static_mask(model, None, order, 0).all(), order
+        assert not pipeline.static_mask(model, None, order, 1).any(), order
     masks = {seed: pipeline.static_mask(model, None, "random", 0.5, seed=seed) for seed in (0, 3)}
     order3 = papa.selection.head_order("random", (L, H), seed=3)
     assert masks[3].equal(papa.selection.select_static(order3, 0.5, (L, H))) and not masks[0].equal(masks[3])
