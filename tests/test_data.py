@@ -2172,6 +2172,9 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
         sm.params.spec = {"name": "sst2", "source": "hub"}
         sm.config = {"datasets": {"glue_sst2": {**entry, "name": "sst2"}, **others}}
         assert PrepareDataStage._from_snakemake(sm)["spec"]["hub_timeout"] == 30
+    # the split the job writes is its output's name, in its output's folder
+    assert {k: PrepareDataStage._from_snakemake(sm)[k] for k in ("split", "out_dir", "seed")} == {
+        "split": "train", "out_dir": "results/data/glue_sst2", "seed": 0}  # fmt: skip
 
 
 def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
@@ -2200,6 +2203,40 @@ def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
     pd.testing.assert_frame_equal(D.read_task(tmp_path / "out", ["validation"])["validation"], task["validation"])
     with pytest.raises(ValueError, match="unknown split 'test'"):
         prepare_data(PrepareDataStage(spec=spec, out_dir=str(tmp_path / "t"), seed=0, split="test"))
+    # a split no source has is named too, before the data are read (a download, at paper scale), not a bare KeyError
+    gone = _seq_spec(tmp_path / "missing.csv")
+    with pytest.raises(ValueError, match="unknown split 'dev'; the prepared splits are train, validation"):
+        prepare_data(PrepareDataStage(spec=gone, out_dir=str(tmp_path / "t"), seed=0, split="dev"))
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_prepare_data_job_checks_the_metrics_of_its_own_datasets_tasks(tmp_path, monkeypatch):
+    """A prepare_data job checks the metrics of the tasks that read its dataset (``tasks.<t>.dataset``), from the
+    config: a one-class validation split is refused for a task of its own dataset scored with mcc, not for another
+    dataset's task scored so."""
+    from types import SimpleNamespace
+
+    from papa import pipeline
+
+    # the stage config alone, without a job's logging, signal handlers and exit line (`Stage.from_snakemake`)
+    monkeypatch.setattr(pipeline.Stage, "from_snakemake",
+                        classmethod(lambda cls, sm: cls(**cls._job_fields(sm), **cls._from_snakemake(sm))))  # fmt: skip
+    train = _csv(tmp_path, "train.csv", "a fine film,pos\ndull,neg\n" * 3)
+    val = _csv(tmp_path, "val.csv", "a fine film,pos\nloved it,pos\n")
+
+    def job(metrics):
+        tasks = {"mine": {"dataset": "reviews", "metrics": metrics}, "theirs": {"dataset": "news", "metrics": ["mcc"]}}
+        sm = SimpleNamespace(
+            params=SimpleNamespace(spec=_seq_spec(train, val, name="reviews"), seed=0, code="c"),
+            output=[str(tmp_path / "out" / "validation.parquet")], input=[], log=[], threads=1,
+            wildcards=SimpleNamespace(dataset="reviews"),
+            config={"datasets": {"reviews": {}, "news": {}}, "tasks": tasks},
+        )  # fmt: skip
+        return pipeline.prepare_data(pipeline.PrepareDataStage.from_snakemake(sm))
+
+    assert len(job(["accuracy"]).splits["validation"]) == 2
+    with pytest.raises(D.TaskSpecError, match=r"datasets\.reviews: the validation split, where tasks\.mine is scored"):
+        job(["accuracy", "mcc"])
 
 
 def test_prepare_data_names_the_dataset_key_and_refuses_a_validation_split_of_one_class(tmp_path):

@@ -1551,6 +1551,16 @@ def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, mini
         pipeline.TokenizeStage(**{**stage, "encoding": {"pair_segments": "paper"}}, input_shape="pair")
     )
     assert enc.input_ids.shape == (2, 16)
+    # a token task's split too (tagged words, encoded with no option of sentences)
+    c = tmp_path / "tags.conll"
+    c.write_text("EU NNP\nrejects VBZ\n\nPeter NNP\n")
+    spec = {"name": "tags", "source": "local", "kind": "token", "format": "conll", "train": str(c)}
+    spec["validation"] = str(c)
+    load_task(spec, tmp_path).save(tmp_path / "tags")
+    stage.update(data_dir=str(tmp_path / "tags"), encoding={})
+    with pytest.raises(ValueError, match="holds token inputs, but its config entry describes single ones"):
+        pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape="single"))
+    assert pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape="token")).input_ids.shape == (2, 16)
 
 
 def dry_run_jobs(output: str) -> list[tuple[str, dict[str, dict[str, str]]]]:
