@@ -376,6 +376,14 @@ def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkey
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert io.environment()["device"] == io.device_name() == "NVIDIA H200"
     assert io.device_name("cpu") == "cpu" and stage.job_record(device="cpu")["environment"]["device"] == "cpu"
+    # a stage given no device computed on the CPU, not on the GPU a notebook's model ran on
+    assert stage.job_record()["environment"]["device"] == "cpu"
+    # a model stage also records which release of an offline alias's weights it loaded; a data-free one none
+    from papa.models import model_release
+
+    average = pipeline.AverageStage(model="minilm", kind="average", tokens="t", out="o")
+    assert average.job_record()["model_release"] == model_release("minilm") is not None
+    assert "model_release" not in stage.job_record()
 
 
 def test_a_job_given_a_gpu_by_a_rocm_build_of_torch_is_not_refused(monkeypatch):
