@@ -503,15 +503,13 @@ def test_the_commit_of_a_checkout_another_user_owns_is_recorded(tmp_path):
     assert out.stdout.split() == [head, "False"], out.stderr[-2000:]
 
 
-def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
-    """In a Slurm job stderr is the Slurm log, which the profile prints beside the rule's log on a failure: a
-    stage logs to its log file alone there (every line came twice), to both elsewhere."""
+@pytest.fixture
+def job_logging():
+    """The root logger, its level and handlers, the excepthook, the environment and torch's deterministic flag as
+    they were before a test of `papa.pipeline.setup` (which sets them all for a job), given back after it."""
     import logging
-    import sys
 
     import torch
-
-    from papa import pipeline
 
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, sys.excepthook)
@@ -519,17 +517,7 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
     # every later test of this worker unless given back (review AF)
     environ, deterministic = dict(os.environ), torch.are_deterministic_algorithms_enabled()
     try:
-        for slurm, want_stderr in ((None, True), ("1234", False)):
-            if slurm:
-                monkeypatch.setenv("SLURM_JOB_ID", slurm)
-            else:
-                monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-            pipeline.setup(str(tmp_path / f"{slurm}.log"))
-            kinds = [type(h) for h in root.handlers]
-            assert logging.FileHandler in kinds
-            assert (logging.StreamHandler in kinds) is want_stderr, kinds
-        pipeline.setup(None)  # no log file: stderr, in a Slurm job too
-        assert [type(h) for h in root.handlers] == [logging.StreamHandler]
+        yield root
     finally:
         for h in root.handlers:
             h.close()
@@ -538,6 +526,84 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch):
         os.environ.clear()
         os.environ.update(environ)
         torch.use_deterministic_algorithms(deterministic)
+
+
+def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch, job_logging):
+    """In a Slurm job stderr is the Slurm log, which the profile prints beside the rule's log on a failure: a
+    stage logs to its log file alone there (every line came twice), to both elsewhere and in an interactive
+    allocation (stderr a terminal)."""
+    import logging
+
+    from papa import pipeline
+
+    root = job_logging
+    for slurm, tty, want_stderr in ((None, False, True), ("1234", False, False), ("1234", True, True)):
+        if slurm:
+            monkeypatch.setenv("SLURM_JOB_ID", slurm)
+        else:
+            monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+        monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda tty=tty: tty, write=sys.stderr.write))
+        pipeline.setup(str(tmp_path / f"{slurm}-{tty}.log"))
+        kinds = [type(h) for h in root.handlers]
+        assert logging.FileHandler in kinds
+        assert (logging.StreamHandler in kinds) is want_stderr, (slurm, tty, kinds)
+    pipeline.setup(None)  # no log file: stderr, in a Slurm job too
+    assert [type(h) for h in root.handlers] == [logging.StreamHandler]
+
+
+def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypatch, capsys, job_logging):
+    """In-process, for the fast tier (the `slow` tests run whole jobs): a line for the log file alone (a bad
+    input's traceback) stays off the console; a bad input's error is one line on the console, its traceback in the
+    log; any other error's traceback is on both; a Ctrl-C is a stop, not a failure; the job's end line says it
+    failed or was stopped, not "finished", and keeps its log beside (Snakemake removes it before a retry)."""
+    import logging
+    import time
+
+    from papa import pipeline
+    from papa.data.errors import TaskSpecError
+
+    monkeypatch.setattr(pipeline, "_JOB", {"failed": False})
+    monkeypatch.setattr(io, "STOPPED_BY", [])
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "logs" / "toy.log"
+    pipeline.setup(str(path))
+    said = logging.getLogger("papa")
+
+    def raised(error):
+        try:
+            raise error
+        except BaseException as e:  # noqa: BLE001 - what the hook is given
+            return type(e), e, e.__traceback__
+
+    def end(**job):  # the end line of a job that ran 0 s, with what its hook recorded
+        pipeline._JOB.clear()
+        pipeline._JOB.update({"failed": False, "stage": "Toy", "t0": time.monotonic(), "log": str(path), **job})
+        pipeline._log_job_end()
+        return path.read_text().splitlines()[-1].split(" ", 4)[-1]
+
+    said.info("inputs: a, b", extra={"log_file_only": True})
+    sys.excepthook(*raised(TaskSpecError("datasets.x: bad label 'q'")))
+    assert pipeline._JOB == {"failed": True}
+    console = capsys.readouterr().err
+    assert "stage failed: TaskSpecError: datasets.x: bad label 'q'" in console
+    assert "inputs: a, b" not in console and "Traceback" not in console and "where it was raised" not in console
+    text = path.read_text()
+    assert "inputs: a, b" in text and "where it was raised (for a bug report)\nTraceback" in text
+    sys.excepthook(*raised(RuntimeError("a bug")))
+    assert "Traceback" in capsys.readouterr().err and "RuntimeError: a bug" in path.read_text()
+    pipeline._JOB["failed"] = False
+    sys.excepthook(*raised(KeyboardInterrupt()))
+    assert pipeline._JOB == {"failed": False, "interrupted": True} and "stage failed" not in capsys.readouterr().err
+    # the end lines (and the log kept as the first free .unfinished-<k>)
+    assert re.fullmatch(r"Toy finished in \d+\.\d s \(CPU .*\)", end())
+    assert not list(path.parent.glob("*.unfinished-*"))
+    assert re.match(r"Toy failed after \d+\.\d s .*; this log is kept as .*toy\.log\.unfinished-1 ", end(failed=True))
+    assert re.match(r"Toy stopped by signal 2 after .*toy\.log\.unfinished-2 ", end(interrupted=True))
+    io.STOPPED_BY.append(15)
+    assert re.match(r"Toy stopped by signal 15 after .*toy\.log\.unfinished-3 ", end())
+    kept = sorted(path.parent.glob("*.unfinished-*"))
+    assert [p.name for p in kept] == [f"toy.log.unfinished-{k}" for k in (1, 2, 3)]
+    assert "Toy failed after" in kept[0].read_text() and "RuntimeError: a bug" in kept[0].read_text()
 
 
 def test_a_job_log_is_utf8_whatever_the_locale(tmp_path):

@@ -568,6 +568,8 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
     data_free = pipeline.AverageStage._job_fields(NS(log=[], threads=1, params=NS(precision=None)))
     assert pipeline.AverageStage(model="m", kind="zeros", tokens="t", out="o", **data_free).precision == "fp32"
     assert "precision" not in pipeline.TokenizeStage._job_fields(job)  # runs no model
+    job.log = ["results/logs/probe/x.log"]  # the job's log: where setup writes
+    assert pipeline.ProbeStage._job_fields(job)["log"] == "results/logs/probe/x.log"
     for stage_fn in (pipeline.average_constants, pipeline.learn_lambda, pipeline.probe_heads, pipeline.mlm_curves):
         assert stage_fn.__wrapped__, stage_fn  # every stage function that loads the encoder applies it
 
