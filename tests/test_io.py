@@ -558,6 +558,7 @@ def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypat
     failed or was stopped, not "finished", and keeps its log beside (Snakemake removes it before a retry)."""
     import logging
     import time
+    import warnings
 
     from papa import pipeline
     from papa.data.errors import TaskSpecError
@@ -582,6 +583,9 @@ def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypat
         return path.read_text().splitlines()[-1].split(" ", 4)[-1]
 
     said.info("inputs: a, b", extra={"log_file_only": True})
+    warnings.warn("a warning of the stage's", stacklevel=1)  # in the log, with no blank line after it
+    text = path.read_text()
+    assert "UserWarning: a warning of the stage's" in text and "\n\n" not in text, text
     sys.excepthook(*raised(TaskSpecError("datasets.x: bad label 'q'")))
     assert pipeline._JOB == {"failed": True}
     console = capsys.readouterr().err
