@@ -141,8 +141,20 @@ def test_build_data_is_seeded(tmp_path):
 
 @pytest.fixture(scope="module")
 def built_models(tmp_path_factory):
+    """A model of each family, built by the workflow's stage (the weights `rehearsal.build_model`'s,
+    `test_build_model_is_seeded`); DeBERTa's BPE of a size the config gives, the others' as a notebook builds them
+    (no ``vocab_size``: the library's default)."""
+    from papa.pipeline import BuildModelStage, build_model
+
     root = tmp_path_factory.mktemp("models")
-    return {f: rehearsal.build_model(f, root / f, seed=0) for f in rehearsal.FAMILIES}
+    sized = {"deberta": {"vocab_size": VOCAB_SIZE}}
+    return {
+        f: build_model(BuildModelStage(family=f, out=str(root / f), config=None, seed=0, **sized.get(f, {})))
+        for f in rehearsal.FAMILIES
+    }
+
+
+VOCAB_SIZE = 3000  # the BPE size built_models gives DeBERTa (the library's default is 4000, the schema's too)
 
 
 @pytest.mark.parametrize("family,model_type,cls,tok_cls", [
@@ -631,3 +643,5 @@ def test_hub_checkpoints_settings_of_the_models_built(built_models):
         assert tok.model_max_length == 128, family
         made = json.loads((built_models[family] / "rehearsal.json").read_text())
         assert (made["family"], made["config"], made["vocab_size"]) == (family, {}, len(tok)), family
+    sizes = {f: len(AutoTokenizer.from_pretrained(built_models[f])) for f in ("roberta", "deberta")}
+    assert sizes == {"roberta": 4000, "deberta": VOCAB_SIZE}  # the size asked for, else build_model's
