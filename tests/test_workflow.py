@@ -1352,6 +1352,11 @@ def test_the_hparams_defaults_are_the_trainers_and_the_stages():
     assert stage_options({"lr": 1e-3}) == {} and train_config({"lr": 1e-3, "batch_size": 8, "epochs": 2}, 0) == (
         TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=0)
     )
+    # whole numbers in YAML (weight_decay: 0, dropout: 0, max_grad_norm: 2) reach the trainer as floats, the type of
+    # its defaults
+    got = train_config({"lr": 1, "batch_size": 8, "epochs": 2, "weight_decay": 0, "dropout": 0, "max_grad_norm": 2}, 0)
+    assert [(v, type(v)) for v in (got.lr, got.weight_decay, got.dropout, got.max_grad_norm)] == [(1.0, float)] + [
+        (0.0, float), (0.0, float), (2.0, float)]  # fmt: skip
 
 
 def test_a_bad_gpu_count_stops_the_rules_as_it_stops_the_profile(monkeypatch):
