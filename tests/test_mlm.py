@@ -984,3 +984,81 @@ def test_mlm_settings_take_the_blocks_values_and_the_lambda_blocks_over_them():
     assert (got["mask_prob"], got["max_train"], got["max_eval"], got["seed"]) == (0.3, 11, 5, 7)
     assert got["hparams"].lr == 1e-3 and got["lambda_hparams"].lr == 0.5
     assert got["hparams"].seed == got["lambda_hparams"].seed == 7
+
+
+# ----------------------------------------------------------------------------- mutation testing, review EA
+def test_the_masking_and_mask_prob_reach_the_scoring_the_training_the_lambdas_and_the_curve():
+    """``masking`` and ``mask_prob`` are what every stage masks with, and the lambdas' and the curve's probes start
+    from the config's ``init`` and the checkpoint's bias (review EA: the scoring, `masked`, the probes' and the
+    lambdas' training, or either half of `mlm_curve` could drop them, masking BERT's default share with the mask token
+    alone or starting each probe at N(0, 0.02) and bias 0, and no test saw it). The score is the probe's on
+    `mask_tokens`' inputs of those settings; in one batch an epoch's loss is the starting probe's score on that
+    epoch's masks (the lambdas' with every lambda at 0.5); the curve's row is that probe's, trained and scored so."""
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=8, seed=3)
+    probe = new_probe(model, 0, decoder="fresh")
+    score = negative_log_perplexity(model, enc, MASK, SPECIAL, 0.4, seed=2, probe=probe, masking="bert")
+    ids, labels = mask_tokens(enc, MASK, SPECIAL, 0.4, 2, masking="bert", vocab_size=120)
+    with torch.no_grad():
+        logits, y = _masked_logits(model, probe, replace(enc, input_ids=ids, labels=labels), np.arange(len(enc)))
+    assert score == pytest.approx(-F.cross_entropy(logits, y).item(), abs=1e-5)
+    assert abs(score - negative_log_perplexity(model, enc, MASK, SPECIAL, seed=2, probe=probe)) > 1e-3
+    settings = dict(mask_prob=0.4, masking="bert")
+    cfg = TrainConfig(lr=1e-2, extra_lr=0.1, batch_size=8, epochs=1, seed=5, init="pytorch")  # one batch
+    start = -negative_log_perplexity(model, enc, MASK, SPECIAL, seed=5, probe=new_probe(model, 5), **settings)
+    assert train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 5), **settings) == pytest.approx(
+        [start], abs=1e-5
+    )
+    bias = torch.linspace(-1, 1, 120)  # a checkpoint's MLM head bias
+    C = papa.average_attention(model, enc.batches(4))
+    _, losses = learn_mlm_lambdas(model, C, enc, MASK, SPECIAL, cfg, decoder_bias=bias, **settings)
+    with papa.patch(model, C, mix=True):  # every lambda at 0.5, as the lambdas start
+        first = new_probe(model, 5, "pytorch", bias=bias)
+        assert losses == pytest.approx(
+            [-negative_log_perplexity(model, enc, MASK, SPECIAL, seed=5, probe=first, **settings)], abs=1e-5
+        )
+    rows = mlm_curve(model, C, torch.rand(2, 4), enc, [1], MASK, SPECIAL, cfg, train=enc, decoder_bias=bias,
+                     **settings)  # fmt: skip
+    probe = new_probe(model, 5, "pytorch", bias=bias)
+    assert rows[0]["train_loss"] == train_mlm(model, enc, MASK, SPECIAL, cfg, probe=probe, **settings)[-1]
+    assert rows[0]["neg_log_ppl"] == pytest.approx(
+        negative_log_perplexity(model, enc, MASK, SPECIAL, seed=5, probe=probe, batch_size=64, **settings), abs=1e-6
+    )
+
+
+def test_bert_masking_draws_its_random_tokens_from_the_whole_vocabulary():
+    """BERT's 10% random tokens are drawn from every id of the vocabulary, its first and last included (transformers'
+    ``torch.randint(len(tokenizer))``), and the model's last id is a mask token like any other: a range one short at
+    either end (review EA) passed the 80/10/10 shares above."""
+    enc = tiny_corpus(n=300, N=64, seed=3)
+    ids, labels = mask_tokens(enc, MASK, SPECIAL, seed=7, masking="bert", vocab_size=10)
+    changed = ids[(labels != -100) & (ids != enc.input_ids)]  # the mask token, or a random one
+    assert set(np.unique(changed)) == set(range(10))
+    model = tiny_model("bert")
+    assert np.isfinite(negative_log_perplexity(model, tiny_corpus(n=4), 119, SPECIAL, probe=new_probe(model, 0)))
+
+
+def test_a_row_the_share_missed_has_one_of_its_real_tokens_masked_drawn_at_random():
+    """The token masked in a row the share chose none of (every row at a tiny ``mask_prob``) is one of its real
+    tokens drawn at random, not always its first or last (which would score one position of every short line)."""
+    enc = tiny_corpus(n=300, seed=4)
+    real = enc.attention_mask.astype(bool) & ~np.isin(enc.input_ids, list(SPECIAL))
+    chosen = mask_tokens(enc, MASK, SPECIAL, mask_prob=1e-9, seed=0)[1] != -100
+    assert (chosen.sum(1) == 1).all() and not (chosen & ~real).any()
+    where = (chosen.argmax(1) - 1) / (real.sum(1) - 1)  # 0: the first real token, 1: the last
+    assert (where == 0).mean() < 0.3 and (where == 1).mean() < 0.3 and abs(where.mean() - 0.5) < 0.08
+
+
+def test_the_curve_refuses_a_train_or_scored_split_in_another_layout_than_the_constants():
+    """`mlm_curve` checks the layout of both the split it scores and the train split its probes learn on against the
+    constants' (review EA: the train split went unchecked, so the probes trained on rows each constant row
+    described another token of)."""
+    model = tiny_model("bert")
+    enc = tiny_corpus(n=4)
+    C = papa.average_attention(model, enc.batches(4))
+    std = replace(enc, layout="standard")
+    cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=1)
+    for val, train in ((enc, std), (std, enc)):
+        with pytest.raises(ValueError, match="averaged on inputs in layout 'papa', and these inputs are in layout "
+                                             "'standard'"):  # fmt: skip
+            mlm_curve(model, C, torch.rand(2, 4), val, [1], MASK, SPECIAL, cfg, train=train)
