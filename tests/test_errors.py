@@ -1600,6 +1600,58 @@ def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_pat
     assert alias_typo("minilmx") is None and resolve_model_path("minilmx") == "minilmx"
 
 
+def test_an_alias_is_no_typo_of_itself_and_a_legacy_hub_id_is_no_typo_of_an_alias():
+    """`papa.models.alias_near`: an alias spelt right (any case) has no alias to suggest, and ``albert-base-v2`` (0.77
+    of ``all-mpnet-base-v2``, under the 0.8 cutoff) is a hub id, not a misspelt alias (review EB); a Windows path
+    (a backslash) is a path, never a hub id."""
+    from papa.models import alias_near, alias_typo, looks_like_path
+
+    assert [alias_near(a) for a in ("minilm", "MiniLM", "mpnet", "all-mpnet-base-v2")] == [None] * 4
+    assert alias_near("mpnett") == "mpnet" and alias_typo("albert-base-v2") is None
+    assert looks_like_path("models\\bert") and not looks_like_path("FacebookAI/roberta-base")
+
+
+def test_check_positions_takes_n_at_the_limit_and_roberta_loses_pad_plus_one():
+    """`papa.models.check_positions`: an N equal to the positions fits, one more is refused; RoBERTa's positions
+    count on from the padding index, so 514 of them with pad 1 hold N = 512 (no pad id: transformers' 1) (review
+    EB: ``>`` against ``>=`` and the ``pad_token_id + 1`` were unchecked in the library)."""
+    from papa.models import check_positions, position_limit_of
+
+    check_positions({"model_type": "bert", "max_position_embeddings": 40}, 40)
+    with pytest.raises(ValueError, match="N = 41 word pieces exceed the 40 positions"):
+        check_positions({"model_type": "bert", "max_position_embeddings": 40}, 41)
+    roberta = {"model_type": "roberta", "max_position_embeddings": 514}
+    assert position_limit_of({**roberta, "pad_token_id": 1}) == 512 and position_limit_of(roberta) == 512
+
+
+def test_family_of_refuses_a_decoder_and_a_folder_is_the_same_model_however_spelt(tmp_path, monkeypatch):
+    """`papa.models.family_of`: a BERT configured as a decoder (causal attention) is refused, not patched as an
+    encoder; `model_differs`: ``./m`` and its absolute path name the same model (no false warning) (review EB)."""
+    from types import SimpleNamespace
+
+    from transformers import BertConfig
+
+    from papa.models import UnsupportedModelError, family_of, model_differs
+
+    assert family_of(BertConfig()).route == "registry"
+    with pytest.raises(UnsupportedModelError, match="configured as a decoder"):
+        family_of(BertConfig(is_decoder=True))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m").mkdir()
+    model = SimpleNamespace(config=SimpleNamespace(_name_or_path=str(tmp_path / "m"), _commit_hash=None))
+    assert model_differs("./m", None, model) is None and model_differs("m", None, model) is None
+
+
+def test_a_file_that_does_not_read_is_told_from_one_that_does_not_fit():
+    """`papa.models._is_reader_error`: tokenizers' bare Exception and torch's reader of a ``.bin`` cut short are a
+    file that does not read (named as such), a weight of another size is not (its own error, as it is) (review EB)."""
+    from papa.models import _is_reader_error
+
+    assert _is_reader_error(Exception("data did not match any variant of untagged enum ModelWrapper"))
+    assert _is_reader_error(RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central"))
+    assert not _is_reader_error(RuntimeError("size mismatch for embeddings.word_embeddings.weight"))
+
+
 def test_the_library_refuses_inputs_beyond_the_positions_and_constants_of_other_types(tmp_path):
     """A notebook that encodes past the model's positions fails in average_attention and patch naming the limit
     (not with a tensor-size error inside transformers, or a device assert on a GPU); patch names the constants it
