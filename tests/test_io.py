@@ -516,9 +516,14 @@ def job_logging():
     # setup seeds everything (papa.io.seed_everything): deterministic algorithms on and their variables set, for
     # every later test of this worker unless given back (review AF)
     environ, deterministic = dict(os.environ), torch.are_deterministic_algorithms_enabled()
+    # setup routes warnings to the log (logging.captureWarnings), which does nothing while logging still holds the
+    # showwarning of an earlier call: pytest's per-test warning capture has since put its own back, so without this
+    # reset a second test's warnings reach pytest and not the job's log (stop 80's CI)
+    logging.captureWarnings(False)
     try:
         yield root
     finally:
+        logging.captureWarnings(False)
         for h in root.handlers:
             h.close()
         root.handlers[:], sys.excepthook = saved[0], saved[2]
