@@ -860,3 +860,66 @@ def test_the_tokenize_stage_counts_the_words_a_cut_sentence_loses(tmp_path, capl
     assert scored == 2 + 14
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tokenized d/train")]
     assert "2 examples at N=16, 1 truncated (50.00%), 6 of 22 words cut off at N unscored (27.27%)" in line, line
+
+
+class _ReadsItsAnswer(torch.nn.Module):
+    """A token probe whose logits are the first layer's first features of each token: the test writes its answers."""
+
+    def forward(self, x):
+        return x[:, 0, :3]
+
+
+def test_evaluate_scores_a_cached_token_split_per_example_as_the_naive_reference_does():
+    """Entity metrics read a token split's scored tokens regrouped per example: a cache of examples with 1 and 3
+    scored tokens is scored as `compute_all` scores the rows padded by hand, whatever the batch size (regrouping by
+    the counts in another order put an entity's tokens into the wrong example and went unseen)."""
+    from papa.metrics import compute_all
+    from papa.probe import FeatureCache, evaluate
+
+    names = ["O", "B-X", "I-X"]
+    gold = [[1], [2, 0, 0], [0, 1]]  # per example; the probe answers below
+    said = [[1], [1, 0, 0], [0, 2]]
+    flat = np.concatenate([np.array(r) for r in said])
+    x = np.zeros((len(flat), 1, 3), np.float16)
+    x[np.arange(len(flat)), 0, flat] = 5.0
+    offsets = np.cumsum([0] + [len(r) for r in gold])
+    feats = FeatureCache(x, np.concatenate(gold).astype(np.int64), offsets, None, token_level=True)
+
+    def padded(rows, width=3):
+        return np.stack([np.pad(np.array(r), (0, width - len(r)), constant_values=IGNORE) for r in rows])
+
+    metrics = ["entity_f1", "token_accuracy"]
+    want = compute_all(metrics, padded(gold), padded(said), names)
+    # the regrouping matters here: the first two examples' 4 tokens read as 3 + 1 score otherwise
+    swapped = compute_all(metrics, padded([[1, 2, 0], [0], [0, 1]]), padded([[1, 1, 0], [0], [0, 2]]), names)
+    assert swapped["entity_f1"] != want["entity_f1"]
+    for batch_size in (1, 2, 64):
+        assert evaluate([_ReadsItsAnswer()], feats, metrics, names, batch_size=batch_size) == [want], batch_size
+
+
+class _CountedReads(TensorFeatures):
+    def __init__(self, n):
+        super().__init__(n)
+        self.reads = []
+
+    def batch(self, idx, grad=False):
+        self.reads.append(list(np.asarray(idx)))
+        return super().batch(idx, grad)
+
+
+def test_each_epoch_reads_every_example_once_for_all_probes_and_then_calls_on_epoch_with_its_number():
+    """An epoch reads each training example exactly once, in batches shared by the probes trained side by side (one
+    encoder pass for live features), and ``on_epoch`` (a notebook's hook: a checkpoint, a plot) gets the epoch just
+    finished, 1 to ``epochs``."""
+    from papa.probe import TrainConfig, train_probes
+
+    train, cfg = _CountedReads(16), TrainConfig(batch_size=4, epochs=2, eval_batch_size=8)
+    done = []
+    rows = train_probes(
+        [torch.nn.Linear(4, 2), torch.nn.Linear(4, 2)], train, TensorFeatures(8), cfg, ["accuracy"],
+        seeds=[1, 2], on_epoch=lambda epoch: done.append((epoch, len(train.reads))),
+    )  # fmt: skip
+    assert done == [(1, 4), (2, 8)]
+    for epoch in (train.reads[:4], train.reads[4:]):
+        assert sorted(i for batch in epoch for i in batch) == list(range(16))
+    assert [[r["epoch"] for r in run] for run in rows] == [[1, 2], [1, 2]]
