@@ -110,7 +110,10 @@ class MLMProbe(nn.Module):
         (`MLM_DECODERS`) ``tied`` projects onto ``model``'s input word embeddings with ``bias`` to start from."""
         _check_decoder(decoder)
         cfg = model.config
-        activation = getattr(cfg, "hidden_act", None) or getattr(cfg, "activation", "gelu")
+        # the model's hidden activation, under the name its family's config gives it: `hidden_act` (BERT and most),
+        # `hidden_activation` (ModernBERT), `activation` (DistilBERT)
+        names = ("hidden_act", "hidden_activation", "activation")
+        activation = next((a for name in names if (a := getattr(cfg, name, None))), "gelu")
         tied = model.get_input_embeddings().weight if decoder == "tied" else None
         if decoder == "fresh" and bias is not None:
             raise ValueError("a pretrained MLM bias starts the tied decoder's: decoder 'fresh' starts its bias at 0")
@@ -344,7 +347,13 @@ def train_mlm(
                     log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, %s)", what, epoch + 1,
                              cfg.epochs, done - epoch * n, n, running / max(tokens, 1), progress.rate(done),
                              progress.eta_text(done, total))  # fmt: skip
-            loss = running / max(tokens, 1)
+            if tokens == 0:  # masking chooses at least one real, non-special token of each example that has one
+                raise ValueError(
+                    f"train_mlm: none of the {n} training examples has a real token that is not a special token "
+                    f"(each is only special tokens and padding): there is nothing to mask; check the training split's "
+                    f"texts"
+                )
+            loss = running / tokens
             if not math.isfinite(loss):
                 raise FloatingPointError(
                     f"mlm epoch {epoch + 1}: the training loss is not finite ({loss}); check the "

@@ -907,6 +907,21 @@ def test_a_batch_without_a_real_token_is_skipped_and_a_non_finite_loss_is_refuse
         train_mlm(model, enc, MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=2, epochs=1), probe=broken)
 
 
+def test_training_on_examples_without_a_real_token_is_refused_not_reported_as_a_loss_of_zero():
+    """If no example has a real token ([CLS] [SEP] and padding only), there is nothing to mask: `train_mlm` says so
+    (it reported a loss of 0.0 and trained nothing), as scoring them does. (One such example among others is
+    skipped: the test above.)"""
+    model = tiny_model("bert")
+    ids, mask = np.zeros((4, 8), dtype=np.int64), np.zeros((4, 8), dtype=np.int64)
+    ids[:, :2], mask[:, :2] = (1, 2), 1
+    bare = papa.Encoded(ids, mask, np.zeros_like(ids), None, "papa", 8)
+    cfg = TrainConfig(lr=1e-2, batch_size=2, epochs=2)
+    with pytest.raises(ValueError, match=r"none of the 4 training examples has a real token .* nothing to mask"):
+        train_mlm(model, bare, MASK, SPECIAL, cfg, probe=new_probe(model, 0))
+    with pytest.raises(ValueError, match="no token was masked"):
+        negative_log_perplexity(model, bare, MASK, SPECIAL, probe=new_probe(model, 0))
+
+
 def test_the_curve_replaces_the_lowest_lambdas_and_reports_the_last_epochs_loss():
     """``mlm_curve``: at fraction 0.5 the heads of the lower lambdas are the static ones (not the higher); a probe's
     ``train_loss`` is its last epoch's; head ``pretrained`` trains nothing, so it scores once a fraction whatever
@@ -937,7 +952,7 @@ def test_the_curve_replaces_the_lowest_lambdas_and_reports_the_last_epochs_loss(
 
 def test_the_lambdas_probe_is_seeded_with_cfg_seed_and_the_probe_takes_the_models_activation(monkeypatch):
     """`learn_mlm_lambdas` starts its probe from ``cfg.seed``; the probe's hidden activation is the model's
-    (``hidden_act``; DistilBERT's ``activation``), not GELU whatever the model."""
+    (``hidden_act``; DistilBERT's ``activation``, ModernBERT's ``hidden_activation``), not GELU whatever the model."""
     import transformers as tf
 
     import papa.mlm
@@ -957,6 +972,10 @@ def test_the_lambdas_probe_is_seeded_with_cfg_seed_and_the_probe_takes_the_model
     distil = tiny_model("distilbert")
     distil.config.activation = "relu"
     assert isinstance(new_probe(distil, 0).act, torch.nn.ReLU)
+    modern = tiny_model("modernbert")
+    assert not hasattr(modern.config, "hidden_act") and not hasattr(modern.config, "activation")
+    modern.config.hidden_activation = "relu"
+    assert isinstance(new_probe(modern, 0).act, torch.nn.ReLU)
 
 
 def test_a_mask_token_is_any_id_of_the_vocabulary_and_a_fresh_decoder_takes_no_bias():
