@@ -141,7 +141,10 @@ def mask_tokens(
     drawn from ``range(vocab_size)``: ``vocab_size`` is needed then)."""
     if masking not in MASKINGS:
         raise ValueError(f"masking must be one of {', '.join(MASKINGS)}; got {masking!r}")
-    if masking == "bert" and not (vocab_size and vocab_size > 0):
+    if vocab_size is not None and (not is_integer(vocab_size) or vocab_size < 1):
+        raise ValueError(f"vocab_size must be the vocabulary's size, a whole number of token ids of at least 1 (the "
+                         f"model's config.vocab_size), or None where unknown; got {vocab_size!r}")  # fmt: skip
+    if masking == "bert" and vocab_size is None:
         raise ValueError("masking 'bert' replaces 10% of the chosen tokens by random ones: give the vocab_size")
     mask_token_id = _check_mask_token(mask_token_id, vocab_size)
     if (share := real_number(mask_prob)) is None or not 0 < share <= 1:  # 0 masked one token per example, 1.5 all
@@ -188,7 +191,7 @@ def _check_mask_token(mask_token_id, vocab_size: int | None) -> int:
     None (a tokenizer without a mask token) failed in ``int()``, an id past the vocabulary in the embedding lookup."""
     as_int = mask_token_id.item() if hasattr(mask_token_id, "item") and np.ndim(mask_token_id) == 0 else mask_token_id
     if isinstance(as_int, (bool, np.bool_)) or not is_integer(as_int) or not 0 <= as_int < (vocab_size or math.inf):
-        within = f" in [0, {vocab_size})" if vocab_size else ""
+        within = f" in [0, {vocab_size})" if vocab_size is not None else ""
         raise ValueError(f"mask_token_id must be a token id{within}, the tokenizer's mask_token_id, got "
                          f"{mask_token_id!r} (a tokenizer without a mask token cannot score masked "
                          f"tokens)")  # fmt: skip

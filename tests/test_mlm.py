@@ -159,6 +159,11 @@ def test_bert_masking_chooses_the_same_tokens_and_replaces_them_80_10_10():
     assert np.array_equal(bert, mask_tokens(enc, MASK, SPECIAL, seed=7, masking="bert", vocab_size=120)[0])
     with pytest.raises(ValueError, match="give the vocab_size"):
         mask_tokens(enc, MASK, SPECIAL, masking="bert")
+    for bad in (-5, 0, True, 120.0, "120"):  # -5 was "mask_token_id must be a token id in [0, -5)"
+        for masking in ("mask", "bert"):
+            with pytest.raises(ValueError, match=rf"vocab_size must be the vocabulary's size, .*; got {bad!r}"):
+                mask_tokens(enc, MASK, SPECIAL, masking=masking, vocab_size=bad)
+    assert np.array_equal(mask_tokens(enc, MASK, SPECIAL, seed=7, vocab_size=np.int64(120))[0], ids)
     with pytest.raises(ValueError, match="masking must be one of mask, bert"):
         mask_tokens(enc, MASK, SPECIAL, masking="80/10/10")
 
