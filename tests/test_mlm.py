@@ -983,6 +983,51 @@ def test_the_lambdas_probe_is_seeded_with_cfg_seed_and_the_probe_takes_the_model
     assert isinstance(new_probe(modern, 0).act, torch.nn.ReLU)
 
 
+def test_the_pretrained_head_scores_with_dropout_only_where_asked_and_train_mlm_names_itself_in_its_errors():
+    """``backbone_dropout`` reaches the checkpoint's own MLM head too (head ``pretrained``: no probe): its logits are
+    drawn with the encoder's dropout on (two calls differ), off by default (as the eval-mode model's, call after call),
+    the model's mode restored; `train_mlm` with nothing to train says which function refused."""
+    model = masked_lm()
+    assert model.config.hidden_dropout_prob > 0 and not model.training
+    m = masked(tiny_corpus(n=4), MASK, SPECIAL, seed=1)
+    idx = np.arange(4)
+    off = _masked_logits(model, None, m, idx)[0]
+    assert torch.equal(_masked_logits(model, None, m, idx)[0], off) and not model.training
+    with torch.no_grad():
+        assert torch.equal(model(**m.model_inputs(idx)).logits[torch.as_tensor(m.labels) != -100], off)
+    torch.manual_seed(0)
+    on, again = (_masked_logits(model, None, m, idx, train_mode=True)[0] for _ in range(2))
+    assert not model.training and on.shape == off.shape
+    assert (on - off).abs().max() > 1e-3 and (on - again).abs().max() > 1e-3
+    cfg = TrainConfig(lr=1e-2, batch_size=2, epochs=1)
+    with pytest.raises(ValueError, match=r"^train_mlm: nothing to train \(no probe and no patch parameters\)"):
+        train_mlm(model, tiny_corpus(n=4), MASK, SPECIAL, cfg)
+
+
+def test_the_curves_random_head_order_follows_cfg_seed():
+    """``selection: random``: the static heads are `head_order('random', seed=cfg.seed)`'s, a draw of their own for
+    each seed (not the lambdas' order), the same draw for the same seed."""
+    from papa.selection import head_order, select_static
+
+    model = masked_lm()
+    enc = tiny_corpus(n=6)
+    C = papa.average_attention(model, enc.batches(3))
+    N = C.mean.shape[-1]
+    C = replace(C, mean=torch.eye(N).expand(2, 4, N, N).contiguous())
+    lam = torch.arange(8.0).view(2, 4)
+    scores = {}
+    for seed in (0, 1, 2):
+        cfg = TrainConfig(lr=1e-2, batch_size=3, epochs=1, seed=seed)
+        rows = mlm_curve(model, C, lam, enc, [0.5], MASK, SPECIAL, cfg, head="pretrained", selection="random")
+        static = select_static(head_order("random", (2, 4), seed=seed), 0.5, (2, 4))
+        with papa.patch(model, C, static=static):
+            expected = negative_log_perplexity(model, enc, MASK, SPECIAL, seed=seed)
+        assert rows[0]["neg_log_ppl"] == pytest.approx(expected, abs=1e-6)
+        scores[seed] = (rows[0]["neg_log_ppl"], tuple(static.flatten().tolist()))
+    assert len({s[1] for s in scores.values()}) == 3  # three draws of the 4 static heads among 8
+    assert len({round(s[0], 5) for s in scores.values()}) == 3
+
+
 def test_a_mask_token_is_any_id_of_the_vocabulary_and_a_fresh_decoder_takes_no_bias():
     """Token 0 is a mask token like any other; -1 and True are no token ids; a pretrained bias is refused with
     decoder ``fresh`` (it starts at 0), and a bias of another length than the vocabulary by the tied one."""
