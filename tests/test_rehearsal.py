@@ -493,6 +493,28 @@ def test_build_settings_keep_vocab_size_only_where_a_bpe_is_trained():
 
 
 @pytest.mark.slow
+def test_the_bpe_is_the_one_trained_on_the_wiki_corpus_train_split_of_the_builds_seed(tmp_path):
+    """`build_tokenizer`'s byte-level BPE (RoBERTa, DeBERTa) is the one `tokenizers` trains on the offline wiki
+    corpus's train split with min_frequency 2 and the family's special tokens first: a naive reference built from
+    the split gives the same vocabulary (not the validation split's), in the wiki draw of the build's seed."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    splits = data.load_task({"name": "wiki", "source": "package"}, tmp_path, seed=3).splits
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+    def naive(split, size):
+        bpe = ByteLevelBPETokenizer()
+        texts = splits[split]["text"].tolist()
+        bpe.train_from_iterator(texts, vocab_size=size, min_frequency=2, special_tokens=specials, show_progress=False)
+        return bpe.get_vocab()
+
+    tok = rehearsal.build_tokenizer("roberta", vocab_size=600, seed=3, cache_dir=tmp_path)
+    assert len(tok) == 600 and tok.get_vocab() == naive("train", 600)
+    assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == specials
+    assert naive("validation", 600) != tok.get_vocab()  # the test can tell the splits apart
+
+
+@pytest.mark.slow
 def test_a_changed_vocab_size_rebuilds_only_the_models_it_sizes(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     cfg = {
