@@ -649,8 +649,9 @@ def test_load_encoder_fails_before_the_weights(tmp_path):
         papa.load_encoder(str(tmp_path / "gpt2"), device="gpu")
     assert papa.models.check_device("cpu") == torch.device("cpu")
     # another accelerator: refused before the weights load, whether this machine has it or not (on an Apple-silicon
-    # Mac MPS passed the check, and averaging then failed: MPS has no float64, which it sums in; review BW)
-    for other in ("mps", "xpu:0"):
+    # Mac MPS passed the check, and averaging then failed: MPS has no float64, which it sums in; review BW); torch's
+    # meta device holds no weights at all
+    for other in ("mps", "xpu:0", "meta"):
         with pytest.raises(ValueError, match=rf"device='{other}': papa runs on CPU or CUDA .*float64.*device='cpu'"):
             papa.load_encoder(str(tmp_path / "gpt2"), device=other)
 
