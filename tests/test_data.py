@@ -2993,3 +2993,93 @@ def test_config_check_helpers_on_unknown_kinds_given_pairs_headers_and_long_file
     assert no_rows(p, {}, peek=16) is None and no_rows(p, {}) is None
     p.write_text("text,label\n" + "\n" * 40)
     assert no_rows(p, {}) == "holds only its header line"
+
+
+def test_the_split_and_each_subsample_draw_from_their_own_numbered_stream_of_the_seed(tmp_path):
+    """load_task's draws are pinned: the validation split carved out of train takes ``round(fraction * n)`` rows
+    of stream 0's permutation (per label in label order, stratified), then train keeps stream 1's and validation
+    stream 2's sorted choice without replacement, each seeded ``SeedSequence([seed, stream])``. A naive reference
+    gives the same rows in the same order, so a stream swapped or an order dropped changes them."""
+    import numpy as np
+
+    def rng(seed, stream):
+        return np.random.default_rng(np.random.SeedSequence([seed, stream]))
+
+    def pick(texts, k, seed, stream):
+        return [texts[i] for i in sorted(rng(seed, stream).choice(len(texts), size=k, replace=False))]
+
+    texts = [f"sentence number {i}" for i in range(40)]
+    labels = [(2 - i) % 3 for i in range(40)]  # first seen 2, 1, 0: the draw goes in label order
+    path = tmp_path / "data.csv"
+    pd.DataFrame({"text": texts, "label": labels}).to_csv(path, index=False)
+    base = {"source": "local", "kind": "sequence", "train": str(path), "validation_fraction": 0.25,
+            "max_train": 12, "max_validation": 4}  # fmt: skip
+    for seed in (0, 7):
+        # unlabeled: one random split of all rows
+        t = D.load_task({**base, "name": "corpus", "label_column": None}, tmp_path, seed=seed)
+        val = set(rng(seed, 0).permutation(40)[:10].tolist())
+        train_all = [x for i, x in enumerate(texts) if i not in val]
+        val_all = [x for i, x in enumerate(texts) if i in val]
+        assert t.splits["train"]["text"].tolist() == pick(train_all, 12, seed, 1)
+        assert t.splits["validation"]["text"].tolist() == pick(val_all, 4, seed, 2)
+        assert t.provenance["split"]["subsample"]["sizes_before"] == {"train": 30, "validation": 10}
+        # labeled: stratified, one stream 0 drawn label by label in label order
+        s = D.load_task({**base, "name": "three_way"}, tmp_path, seed=seed)
+        g, val = rng(seed, 0), set()
+        for lab in (0, 1, 2):
+            idx = [i for i in range(40) if labels[i] == lab]
+            val |= {idx[j] for j in g.permutation(len(idx))[: round(0.25 * len(idx))]}
+        train_all = [x for i, x in enumerate(texts) if i not in val]
+        val_all = [x for i, x in enumerate(texts) if i in val]
+        assert s.splits["train"]["text"].tolist() == pick(train_all, 12, seed, 1)
+        assert s.splits["validation"]["text"].tolist() == pick(val_all, 4, seed, 2)
+
+
+def test_labels_and_tags_at_the_number_of_label_names_fail_the_last_check():
+    """`_check_labels`, the check every source's splits pass last, takes labels and tags in 0..n-1 only: a
+    sequence label or a token tag equal to the number of label names (one past the last) fails naming the split,
+    as does a label on an unlabeled corpus (whose labels are all -1); the last in-range value passes."""
+    from papa.data import task as T
+
+    names = ["neg", "pos"]
+    seq = {"train": pd.DataFrame({"label": [0, 1]}), "validation": pd.DataFrame({"label": [1, 0]})}
+    T._check_labels("t", "sequence", names, seq)  # 0..1 pass
+    with pytest.raises(D.DataIntegrityError, match=r"split 'validation' has labels outside 0\.\.1"):
+        T._check_labels("t", "sequence", names, {**seq, "validation": pd.DataFrame({"label": [0, 2]})})
+    with pytest.raises(D.DataIntegrityError, match=r"split 'train' has labels outside 0\.\.1"):
+        T._check_labels("t", "sequence", names, {**seq, "train": pd.DataFrame({"label": [0, 1, -1]})})
+    T._check_labels("t", "sequence", [], {"train": pd.DataFrame({"label": [-1, -1]})})
+    with pytest.raises(D.DataIntegrityError, match="outside"):
+        T._check_labels("t", "sequence", [], {"train": pd.DataFrame({"label": [-1, 0]})})
+    tok = {"train": pd.DataFrame({"tags": [[0, 1], [1]]}), "validation": pd.DataFrame({"tags": [[1, 0]]})}
+    T._check_labels("t", "token", names, tok)
+    with pytest.raises(D.DataIntegrityError, match=r"split 'validation' has labels outside 0\.\.1"):
+        T._check_labels("t", "token", names, {**tok, "validation": pd.DataFrame({"tags": [[0, 2]]})})
+
+
+def test_a_seeded_split_holds_out_round_fraction_whole_groups_and_at_least_one_row():
+    """`_seeded_split` by article (a ``_group`` column) holds out ``round(fraction * groups)`` whole groups, at
+    least one, drawn from stream 0's permutation of the groups in order of first appearance, rows kept in order;
+    holding out every group fails saying so. Without groups or labels it holds out ``round(fraction * rows)``
+    rows but at least one, so a small corpus with a small fraction still gets a validation row; stratified, where
+    every label's share rounds to no row, it fails rather than leave the validation split empty."""
+    import numpy as np
+
+    from papa.data import task as T
+
+    groups = ["a", "a", "b", "c", "c", "c", "d", "e", "e"]
+    df = pd.DataFrame({"text": [f"row {i}" for i in range(9)], "label": -1, "_group": groups})
+    for seed in (0, 3):
+        order = np.random.default_rng(np.random.SeedSequence([seed, 0])).permutation(5)
+        held = {["a", "b", "c", "d", "e"][i] for i in order[:2]}  # round(0.35 * 5) = 2
+        train, val, method = T._seeded_split(df, 0.35, seed, stratify=False)
+        assert val["text"].tolist() == [f"row {i}" for i, g in enumerate(groups) if g in held]
+        assert train["text"].tolist() == [f"row {i}" for i, g in enumerate(groups) if g not in held]
+        assert list(val.index) == list(range(len(val))) and method.startswith("seeded split by article")
+    with pytest.raises(D.TaskSpecError, match=r"leaves no training data \(2 groups\)"):
+        T._seeded_split(df[df["_group"].isin(["a", "b"])], 0.8, 0, stratify=False)  # round(1.6) = 2 of 2
+    small = pd.DataFrame({"text": ["x", "y", "z"], "label": -1})
+    train, val, _ = T._seeded_split(small, 0.1, 0, stratify=False)  # round(0.3) = 0, raised to 1
+    assert (len(train), len(val)) == (2, 1) and set(train["text"]) | set(val["text"]) == {"x", "y", "z"}
+    with pytest.raises(D.TaskSpecError, match=r"validation_fraction=0.2 of 4 rows leaves an empty split"):
+        T._seeded_split(pd.DataFrame({"text": list("abcd"), "label": [0, 0, 1, 1]}), 0.2, 0, stratify=True)
