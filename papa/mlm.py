@@ -328,6 +328,12 @@ def train_mlm(
                 encoded, mask_token_id, special_ids, mask_prob, cfg.seed + epoch, masking=masking,
                 vocab_size=_vocab_size(model),
             )  # fmt: skip
+            if not (enc.labels != IGNORE).any():  # masking chooses a real, non-special token in each example with one
+                raise ValueError(
+                    f"train_mlm: none of the {n} training examples has a real token that is not a special token "
+                    f"(each is only special tokens and padding): there is nothing to mask; check the training split's "
+                    f"texts"
+                )
             if probe is not None:
                 probe.train()
             running, tokens = 0.0, 0
@@ -350,12 +356,6 @@ def train_mlm(
                     log.info("%s epoch %d/%d: %d/%d examples, loss %.4f (%.1f examples/s, %s)", what, epoch + 1,
                              cfg.epochs, done - epoch * n, n, running / max(tokens, 1), progress.rate(done),
                              progress.eta_text(done, total))  # fmt: skip
-            if tokens == 0:  # masking chooses at least one real, non-special token of each example that has one
-                raise ValueError(
-                    f"train_mlm: none of the {n} training examples has a real token that is not a special token "
-                    f"(each is only special tokens and padding): there is nothing to mask; check the training split's "
-                    f"texts"
-                )
             loss = running / tokens
             if not math.isfinite(loss):
                 raise FloatingPointError(
