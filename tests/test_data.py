@@ -18,6 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -838,6 +839,25 @@ def test_local_token_jsonl(tmp_path):
     assert t.splits["train"]["tags"].tolist() == [[0, 1], [2]]
 
 
+def test_a_token_split_with_some_sentences_of_no_word_loads(tmp_path):
+    """A token split is refused for holding no word only when none of its sentences holds one: an empty sentence among
+    tagged ones (a source may give one) loads as it is, in its place."""
+    path = tmp_path / "tok.jsonl"
+    rows = [
+        {"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]},
+        {"tokens": [], "tags": []},
+        {"tokens": ["a"], "tags": ["O"]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    val = tmp_path / "val.jsonl"
+    val.write_text(json.dumps({"tokens": [], "tags": []}) + "\n" + json.dumps(rows[2]) + "\n")
+    t = D.load_task({"name": "n", "source": "local", "kind": "token", "train": str(path), "validation": str(val)},
+                    tmp_path)  # fmt: skip
+    assert t["train"]["tokens"].tolist() == [["EU", "rejects"], [], ["a"]]
+    assert t["validation"]["tokens"].tolist() == [[], ["a"]]
+    assert t.provenance["n_tokens"] == {"train": 3, "validation": 1}
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -925,6 +945,25 @@ def test_error_bad_options(tmp_path):
         D.load_task({**base, "max_train": 0}, tmp_path)
     with pytest.raises(D.TaskSpecError, match="validation_fraction"):
         D.load_task({**base, "validation_fraction": 1.5}, tmp_path)
+    # the bounds are open at both ends, also where the source gives a validation split and the fraction is not used
+    given = {**base, "validation": str(_csv(tmp_path, "v.csv"))}
+    for bad in (1, 1.0, 0, 0.0, -0.1, True, "0.2", None):
+        with pytest.raises(D.TaskSpecError, match=r"validation_fraction must be a number strictly between 0 and 1, "
+                                                  rf"got {re.escape(repr(bad))}$"):  # fmt: skip
+            D.load_task({**given, "validation_fraction": bad}, tmp_path)
+    assert D.load_task({**given, "validation_fraction": 0.999}, tmp_path).sizes == {"train": 2, "validation": 2}
+    # seeds: numpy's range [0, 2**32), as the config's; the last one loads
+    for bad in (2**32, -1, True, 1.0, "0"):
+        with pytest.raises(
+            D.TaskSpecError, match=rf"seed must be an integer in \[0, 2\*\*32\) .*got {re.escape(repr(bad))}$"
+        ):
+            D.load_task(given, tmp_path, seed=bad)
+    assert D.load_task(given, tmp_path, seed=2**32 - 1).provenance["seed"] == 2**32 - 1
+    # a cache_dir that is a file, for every source (a local one's copies are kept there too)
+    (tmp_path / "cache_file").write_text("")
+    for spec in (given, {"name": "rt_sentiment", "source": "package"}):
+        with pytest.raises(D.TaskSpecError, match=r"^cache_dir '.*cache_file' is a file: give a folder"):
+            D.load_task(spec, tmp_path / "cache_file")
     with pytest.raises(D.TaskSpecError, match="does not exist"):
         D.load_task({**base, "validation": str(tmp_path / "nope.csv")}, tmp_path)
     with pytest.raises(D.TaskSpecError, match='needs "kind"'):
@@ -2175,6 +2214,73 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
     # the split the job writes is its output's name, in its output's folder
     assert {k: PrepareDataStage._from_snakemake(sm)[k] for k in ("split", "out_dir", "seed")} == {
         "split": "train", "out_dir": "results/data/glue_sst2", "seed": 0}  # fmt: skip
+
+
+def test_a_read_task_lists_the_prepared_splits_first_then_the_others_by_name(tmp_path):
+    """`TaskData.read` gives the splits in the order `load_task` makes them: train, validation, then any other split
+    by name, whatever the order of the files in the folder (a test split sorts before train by name)."""
+    frame = pd.DataFrame({"id": ["0", "1"], "text": ["a b", "c"], "text_b": [None, None], "label": [0, 1]})
+    splits = {s: frame for s in ("train", "validation", "test", "dev_b", "dev_a")}
+    D.TaskData("t", "sequence", ["no", "yes"], splits, {"source": "local"}).save(tmp_path / "t")
+    assert list(D.TaskData.read(tmp_path / "t").splits) == ["train", "validation", "dev_a", "dev_b", "test"]
+    assert list(D.TaskData.read(tmp_path / "t", ["test", "validation"]).splits) == ["validation", "test"]
+
+
+def test_a_missing_second_text_is_none_however_a_frame_holds_it(tmp_path):
+    """`normalize_frame` reads a second text that is not there (None, pandas' NaN of an empty cell, no ``text_b``
+    column) as None, not the text "nan": such a task is no pair task, and its files keep None."""
+    frame = pd.DataFrame({"id": [1, 2, 3], "text": ["a", "b", "c"], "text_b": [np.nan, "d", None], "label": [0, 1, 1]})
+    out = D.normalize_frame(frame, "sequence")
+    assert out["text_b"].tolist() == [None, "d", None] and out["id"].tolist() == ["1", "2", "3"]
+    single = D.normalize_frame(frame.assign(text_b=[np.nan, np.nan, None]), "sequence")
+    assert single["text_b"].tolist() == [None] * 3
+    assert D.normalize_frame(frame.drop(columns="text_b"), "sequence")["text_b"].tolist() == [None] * 3
+    task = D.TaskData("t", "sequence", ["no", "yes"], {"train": single, "validation": single})
+    assert not task.is_pair
+    task.save(tmp_path / "t")
+    assert D.TaskData.read(tmp_path / "t")["validation"]["text_b"].tolist() == [None] * 3
+
+
+def test_a_token_frame_is_normalised_to_plain_lists_of_str_and_int():
+    """`normalize_frame` gives a token task's sentences as Python lists of ``str`` words and ``int`` tags, whatever
+    the source held (tuples, arrays, NumPy integers, whole floats), as its files hold them (list<string>,
+    list<int64>)."""
+    frame = pd.DataFrame({"id": [7, "b"], "tokens": [("EU", 3), np.array(["x"])],
+                          "tags": [[np.int64(1), 2.0], np.array([0], dtype=np.int32)]})  # fmt: skip
+    out = D.normalize_frame(frame, "token")
+    assert out["tokens"].tolist() == [["EU", "3"], ["x"]] and out["tags"].tolist() == [[1, 2], [0]]
+    assert {type(t) for tags in out["tags"] for t in tags} == {int}
+    assert {type(w) for words in out["tokens"] for w in words} == {str} and out["id"].tolist() == ["7", "b"]
+
+
+def test_a_tasks_provenance_is_written_as_plain_json(tmp_path):
+    """A provenance holding NumPy numbers, paths, tuples or keys that are not strings (a source's or a notebook's)
+    is written by `save` and `save_split` as plain JSON, and read back as those values."""
+    frame = pd.DataFrame({"id": ["0", "1"], "text": ["a", "b"], "text_b": [None, None], "label": [0, 1]})
+    prov = {"rows": np.int64(3), "share": np.float32(0.5), "file": tmp_path / "x.csv",
+            "sizes": (np.int32(1), 2), 4: {"nested": [np.uint8(7)]}}  # fmt: skip
+    D.TaskData("t", "sequence", ["no", "yes"], {"train": frame, "validation": frame}, prov).save(tmp_path / "t")
+    plain = {"rows": 3, "share": 0.5, "file": str(tmp_path / "x.csv"), "sizes": [1, 2], "4": {"nested": [7]}}
+    assert json.loads((tmp_path / "t" / "meta.json").read_text())["provenance"] == plain
+    assert D.TaskData.read(tmp_path / "t").provenance == plain
+    assert D.TaskData.read_split(tmp_path / "t" / "validation.parquet").provenance == plain
+
+
+def test_a_source_that_gives_a_split_no_rows_is_named(tmp_path, monkeypatch):
+    """A split a source hands over empty (a hub split, a reader's) is refused by name before any split is made or
+    subsampled, for every source, not left to fail later on no rows."""
+    from papa.data import task as T
+
+    frame = pd.DataFrame({"id": ["0", "1"], "text": ["a", "b"], "text_b": [None, None], "label": [0, 1]})
+    monkeypatch.setattr(T, "load_local", lambda name, spec, cache: ("sequence", ["no", "yes"],
+                        {"train": frame, "validation": frame.iloc[:0]}, {}))  # fmt: skip
+    spec = {"name": "x", "source": "local", "kind": "sequence", "train": "unused.csv"}
+    with pytest.raises(D.TaskSpecError, match=r"^split 'validation' of task 'x' is empty: the local source gave it no "
+                                              r"rows; check the dataset's files or settings$"):  # fmt: skip
+        D.load_task(spec, tmp_path)
+    four = pd.concat([frame, frame], ignore_index=True)
+    monkeypatch.setattr(T, "load_local", lambda name, spec, cache: ("sequence", ["no", "yes"], {"train": four}, {}))
+    assert D.load_task({**spec, "validation_fraction": 0.5}, tmp_path).sizes == {"train": 2, "validation": 2}
 
 
 def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):

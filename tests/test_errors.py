@@ -1584,6 +1584,29 @@ def test_a_model_folder_without_its_vocabulary_or_with_a_file_cut_short_fails_na
     assert not isinstance(e.value, UnreadableFileError)
 
 
+def test_a_reader_error_is_worded_as_a_cut_file_only_for_a_folder_on_this_machine(tmp_path):
+    """`papa.models._loading` says "in the folder ... cut short or corrupt" only of a model folder on this machine,
+    where copying it again is the remedy; a hub id's reader error (a file transformers downloaded into its cache) is
+    left as it is, and a file that reads but does not fit is transformers' own error either way."""
+    import json
+
+    from papa.io import UnreadableFileError
+    from papa.models import _loading
+
+    with pytest.raises(UnreadableFileError, match=r"the tokenizer of 'mine' in the folder .* cannot be read "
+                       r"\(JSONDecodeError: "):  # fmt: skip
+        with _loading("mine", str(tmp_path), "tokenizer"):
+            json.loads("{")
+    with pytest.raises(json.JSONDecodeError) as e:
+        with _loading("org/model", "org/model", "tokenizer"):
+            json.loads("{")
+    assert not isinstance(e.value, UnreadableFileError)
+    with pytest.raises(RuntimeError, match="size mismatch") as e:
+        with _loading("mine", str(tmp_path), "weights"):
+            raise RuntimeError("size mismatch for embeddings.word_embeddings.weight")
+    assert not isinstance(e.value, UnreadableFileError)
+
+
 def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_path, monkeypatch):
     """`papa.models.alias_typo`: a hub id with an organisation (even one that ends in an alias), a folder on this
     machine and a model of that name in the hub cache are models, not misspelt aliases."""

@@ -286,6 +286,12 @@ def test_a_package_corpus_preparation_reaches_its_own_parser_alone():
     assert "papa.data.packages:parse_rt" in rt and "papa.data.packages:parse_wsj" not in rt
     assert not {p for p in local if p.startswith("papa.data.packages:parse_")}
     assert "papa.data.packages:load_package" in wsj and "papa.data.task:load_task" in wsj & local
+    # each source reaches its own loader alone; a source papa does not know skips nothing (load_task refuses it)
+    assert "papa.data.local:load_local" in local and "papa.data.packages:load_package" not in local
+    assert not {"papa.data.hub:load_hub", "papa.data.local:load_local"} & wsj
+    assert unreached_code({"source": "hub", "name": "sst2"})[:2] == ["papa.data.packages:load_package",
+                                                                      "papa.data.local:load_local"]  # fmt: skip
+    assert unreached_code({"source": "ftp", "name": "x"}) == []
 
 
 def test_the_two_constants_rules_count_their_own_branch():
