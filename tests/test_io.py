@@ -615,6 +615,35 @@ def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypat
     assert "Toy failed after" in kept[0].read_text() and "RuntimeError: a bug" in kept[0].read_text()
 
 
+def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypatch, job_logging):
+    """In-process, for the fast tier (the `slow` tests run whole jobs): `Stage.from_snakemake` registers the job's
+    end line (`_log_job_end`, at exit) and its stop-signal handlers once a process, with the first stage built; a
+    stage built again in that job (a subclass calling its parent's) adds neither a second end line nor handlers."""
+    import atexit
+
+    from papa import pipeline
+
+    class Toy(pipeline.Stage):
+        @classmethod
+        def _from_snakemake(cls, sm):
+            return {}
+
+    registered, handlers = [], []
+    monkeypatch.setattr(pipeline, "_JOB", {"failed": False})
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: registered.append(fn))
+    monkeypatch.setattr(io, "stop_on_signals", lambda *a, **k: handlers.append(a) or {})
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    log = tmp_path / "toy.log"
+    sm = SimpleNamespace(log=[str(log)], threads=1, params=SimpleNamespace(code="x"), input=["a", "b"])
+    stage = Toy.from_snakemake(sm)
+    assert registered == [pipeline._log_job_end] and handlers == [()]
+    assert pipeline._JOB["stage"] == "Toy" and pipeline._JOB["log"] == str(log) and list(stage.inputs) == ["a", "b"]
+    Toy.from_snakemake(sm)
+    assert registered == [pipeline._log_job_end] and handlers == [()]
+    first = [line.split(" ", 4)[-1] for line in log.read_text().splitlines()][:2]
+    assert first == ["Toy: 2 input file(s), 1 thread(s), seed 0", "inputs: a, b"], first
+
+
 def test_a_job_log_is_utf8_whatever_the_locale(tmp_path):
     """A job's log file is UTF-8 under a locale that is not (LANG=C with PYTHONUTF8=0: ASCII; a Latin-1 one): its
     FileHandler took the locale's encoding, so a line naming a label, file or text it could not encode
