@@ -543,6 +543,20 @@ def test_plot_constant_heads(plot_dir):
 
 def test_fraction_label():
     assert [plots.fraction_label(f) for f in [0, 0.0625, 0.125, 0.5, 1.0]] == ["0", "1/16", "1/8", "1/2", "1"]
+    # the paper grid's smaller fractions and a share of a model's heads (BERT-base's 144, BERT-large's 384) keep
+    # their own labels, not the nearest sixteenth
+    fractions = [1 / 32, 1 / 64, 1 / 144, 3 / 144, 5 / 384, 1 / 1024]
+    assert [plots.fraction_label(f) for f in fractions] == ["1/32", "1/64", "1/144", "1/48", "5/384", "1/1024"]
+
+
+def test_figures_lay_their_panels_out_three_to_a_row():
+    """`plots._grid`: at most three panels a row, as many rows as needed, the unused places of the last row hidden."""
+    for n, rows, cols in ((1, 1, 1), (2, 1, 2), (3, 1, 3), (4, 2, 3), (7, 3, 3)):
+        fig = plots._new_figure((4, 3))
+        axes = plots._grid(fig, n)
+        assert len(axes) == n and all(ax.get_visible() for ax in axes)
+        assert {ax.get_subplotspec().get_geometry()[:2] for ax in fig.axes} == {(rows, cols)}, n
+        assert sum(ax.get_visible() for ax in fig.axes) == n and len(fig.axes) == rows * cols
 
 
 def _xtick_labels_left_to_right(monkeypatch, draw) -> list[list[str]]:
@@ -1264,6 +1278,38 @@ def test_the_reports_table_holds_the_summarys_numbers(report, tmp_path):
     assert re.search(r"\d\.\d{3}( \(drop -?\d+\.\d%\))? \[1 seeds\]", html_text)
     empty = Path(plots.plot_summary_table(main.iloc[:0], tmp_path / "empty")[0]).read_text(encoding="utf-8")
     assert "No probe results" in empty
+
+
+def test_the_summary_tables_seed_count_and_caption_are_those_of_the_metrics_it_shows(summary, tmp_path):
+    """The report's table counts seeds over the cells it shows: with each task's reported metric alone (the
+    default), a metric left out that ran more seeds neither raises the caption's "up to" nor marks every shown cell
+    with fewer; the caption says which metrics the table holds."""
+    s = summary[(summary.model == "roberta-base") & (summary.selection == "lambda")].copy()
+    main = s.is_main.astype(bool)
+    s.loc[~main, "n_seeds"] = 5
+    s.loc[s.index[main][0], "n_seeds"] = 2
+    shown = plots.summary_table_frame(s)
+    cells = shown.to_numpy().ravel().tolist()
+    assert shown.attrs["n_seeds"] == 3 and sum(c.endswith(" [2 seeds]") for c in cells) == 1, cells
+    assert sum("seeds]" in c for c in cells) == 1, cells
+    every = plots.summary_table_frame(s, main_only=False)
+    assert every.attrs["n_seeds"] == 5
+    assert sum(c.endswith(" [3 seeds]") for c in every.to_numpy().ravel()) == int(main.sum()) - 1
+    text = Path(plots.plot_summary_table(s, tmp_path / "main")[0]).read_text(encoding="utf-8")
+    assert "<p>Probe scores, each task's reported metric: the mean over seeds (up to 3) &plusmn;" in text
+    text = Path(plots.plot_summary_table(s, tmp_path / "every", main_only=False)[0]).read_text(encoding="utf-8")
+    assert "<p>Probe scores, every metric: the mean over seeds (up to 5) &plusmn;" in text
+
+
+def test_selection_orders_get_a_panel_per_constants_kind_where_several_ran(summary, plot_dir, monkeypatch):
+    """Fig. 5 draws one panel per (model, task), and one per (model, task, constants) where the head orders ran
+    under several constants kinds: two kinds' curves in one panel could not be told apart (same colours)."""
+    sst2 = summary[(summary.model == "roberta-base") & (summary.task == "sst2")]
+    both = pd.concat([sst2, sst2.assign(constants="uniform", mean=sst2["mean"] - 0.1)], ignore_index=True)
+    drawn = _axis_labels(monkeypatch, lambda: plots.plot_selection_orders(both, plot_dir / "kinds5", task="sst2"))
+    assert [t for t, _ in drawn] == ["roberta-base / sst2 / average", "roberta-base / sst2 / uniform"], drawn
+    drawn = _axis_labels(monkeypatch, lambda: plots.plot_selection_orders(sst2, plot_dir / "kind5", task="sst2"))
+    assert [t for t, _ in drawn] == ["roberta-base / sst2"], drawn
 
 
 def test_summary_table_frame_shows_no_drop_under_a_negative_baseline():
