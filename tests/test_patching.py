@@ -696,6 +696,28 @@ def test_selection_orders():
     assert [144 - n_dynamic(f, 144) for f in (1, 1 / 2, 1 / 8, 1 / 16, 0)] == [0, 72, 126, 135, 144]
 
 
+def test_selection_refuses_infinite_lambdas_empty_shapes_and_masks_given_as_rankings():
+    """`papa.selection`'s checks each refuse what they name: an infinite lambda as a NaN is (no order of the heads),
+    a shape with no layer or no head, and a bool mask passed where a ranking goes (a mask of two heads sorts as the
+    indices 0, 1), named as a mask's dtype rather than as a ranking that is no permutation."""
+    from papa.selection import check_shape, head_order, rank_heads, select_static
+
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        lam = torch.tensor([[0.2, bad], [0.1, 0.3]])
+        with pytest.raises(ValueError, match="lambdas contain NaN/inf: they give no head order"):
+            rank_heads(lam)
+        with pytest.raises(ValueError, match="lambdas contain NaN/inf"):
+            head_order("reversed", (2, 2), lam)
+    for shape in ((2, 0), (0, 2), (True, 2), (2, 2.0), (-1, 3)):
+        with pytest.raises(ValueError, match=r"shape must be \(layers, heads\), two positive integers"):
+            check_shape(shape)
+    assert check_shape((1, 1)) == (1, 1)
+    for mask in (torch.tensor([False, True]), torch.tensor([[True, False]])):
+        with pytest.raises(ValueError, match=r"ranking must be flat head indices \(integers, .*got torch.bool"):
+            select_static(mask, 0.5, (1, 2))
+    assert select_static(torch.tensor([1, 0]), 0.5, (1, 2)).tolist() == [[False, True]]
+
+
 def test_selection_invariants_nesting_lambda_extremes_and_ties():
     """Review DN (mutation testing): the heads each order keeps input-dependent, held by invariants rather than
     copied constants. At every order the static heads at a larger fraction_dynamic are a subset of those at a smaller
