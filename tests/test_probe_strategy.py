@@ -1206,6 +1206,18 @@ def test_entity_f1_needs_tags_that_mark_chunks():
     assert not chunk_tagged(["O", "B", "-LRB-", "IN"])
 
 
+def test_binary_metrics_take_two_labels_and_refuse_more():
+    """`check_metrics`: binary F1 (positive class = label 1) scores a task of two labels (MRPC, SST-2) and is
+    refused, naming the macro metric to use, from three labels on; the other metrics take any label count."""
+    from papa.metrics import check_metrics
+
+    assert check_metrics(["f1", "mcc", "accuracy"], "sequence", n_labels=2) == ["f1", "mcc", "accuracy"]
+    for n in (3, 4):
+        with pytest.raises(ValueError, match=rf"metric 'f1' is binary F1 .* the task has {n} labels; use macro_f1"):
+            check_metrics(["accuracy", "f1"], "sequence", n_labels=n)
+        assert check_metrics(["macro_f1", "mcc"], "sequence", n_labels=n) == ["macro_f1", "mcc"]
+
+
 def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path):
     """Labels a local file gave are known only to the jobs: binary f1 on three of them fails in the first stage
     that trains (before its model loads), naming tasks.<task>.metrics and the labels, not only the metric."""
