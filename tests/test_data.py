@@ -2216,10 +2216,15 @@ def test_how_to_reach_the_hub_is_no_part_of_a_dataset(cache_dir):
         "split": "train", "out_dir": "results/data/glue_sst2", "seed": 0}  # fmt: skip
 
 
+def _canonical_split() -> pd.DataFrame:
+    """A two-row split of a two-label sequence task in `normalize_frame`'s columns, one row per label."""
+    return pd.DataFrame({"id": ["0", "1"], "text": ["a", "b"], "text_b": [None, None], "label": [0, 1]})
+
+
 def test_a_read_task_lists_the_prepared_splits_first_then_the_others_by_name(tmp_path):
     """`TaskData.read` gives the splits in the order `load_task` makes them: train, validation, then any other split
     by name, whatever the order of the files in the folder (a test split sorts before train by name)."""
-    frame = pd.DataFrame({"id": ["0", "1"], "text": ["a b", "c"], "text_b": [None, None], "label": [0, 1]})
+    frame = _canonical_split()
     splits = {s: frame for s in ("train", "validation", "test", "dev_b", "dev_a")}
     D.TaskData("t", "sequence", ["no", "yes"], splits, {"source": "local"}).save(tmp_path / "t")
     assert list(D.TaskData.read(tmp_path / "t").splits) == ["train", "validation", "dev_a", "dev_b", "test"]
@@ -2256,7 +2261,7 @@ def test_a_token_frame_is_normalised_to_plain_lists_of_str_and_int():
 def test_a_tasks_provenance_is_written_as_plain_json(tmp_path):
     """A provenance holding NumPy numbers, paths, tuples or keys that are not strings (a source's or a notebook's)
     is written by `save` and `save_split` as plain JSON, and read back as those values."""
-    frame = pd.DataFrame({"id": ["0", "1"], "text": ["a", "b"], "text_b": [None, None], "label": [0, 1]})
+    frame = _canonical_split()
     prov = {"rows": np.int64(3), "share": np.float32(0.5), "file": tmp_path / "x.csv",
             "sizes": (np.int32(1), 2), 4: {"nested": [np.uint8(7)]}}  # fmt: skip
     D.TaskData("t", "sequence", ["no", "yes"], {"train": frame, "validation": frame}, prov).save(tmp_path / "t")
@@ -2271,7 +2276,7 @@ def test_a_source_that_gives_a_split_no_rows_is_named(tmp_path, monkeypatch):
     subsampled, for every source, not left to fail later on no rows."""
     from papa.data import task as T
 
-    frame = pd.DataFrame({"id": ["0", "1"], "text": ["a", "b"], "text_b": [None, None], "label": [0, 1]})
+    frame = _canonical_split()
     monkeypatch.setattr(T, "load_local", lambda name, spec, cache: ("sequence", ["no", "yes"],
                         {"train": frame, "validation": frame.iloc[:0]}, {}))  # fmt: skip
     spec = {"name": "x", "source": "local", "kind": "sequence", "train": "unused.csv"}
