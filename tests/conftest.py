@@ -1,6 +1,8 @@
+import atexit
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +16,31 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # of two copies of one model's weights differ in the last bits (MKL's float32 products follow the data's alignment)
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
+# Snakemake's Slurm executor plugin (a project dependency) runs `scontrol show config`, with a 10 s timeout, whenever
+# Snakemake's scheduler is imported: each `snakemake` start, and a test importing `snakemake.cli` or `snakemake.api`.
+# With Slurm installed but no controller up (CI after test_slurm.py's cluster stopped, a contributor's machine after
+# `make test`) each waits those 10 s (two tests of the fast tier waited 9 s each, 15 s of its wall time). Only
+# test_slurm.py talks to a cluster (it takes this folder off its PATH: `real_slurm_path`); for every other test and
+# the runs it starts, a `scontrol` that fails at once says there is no cluster, which the plugin reads as no Slurm.
+NO_SLURM_PREFIX = "papa-tests-no-slurm-"
+
+
+def _no_slurm_first_on_path() -> None:
+    """Put a folder holding a `scontrol` that fails at once first on PATH (once: pytest-xdist's workers inherit the
+    controller's)."""
+    if any(Path(p).name.startswith(NO_SLURM_PREFIX) for p in os.environ.get("PATH", "").split(os.pathsep)):
+        return
+    folder = Path(tempfile.mkdtemp(prefix=NO_SLURM_PREFIX))
+    atexit.register(shutil.rmtree, folder, True)
+    (folder / "scontrol").write_text("#!/bin/sh\nexit 1\n")
+    (folder / "scontrol").chmod(0o755)
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def real_slurm_path(path: str) -> str:
+    """``path`` (a PATH value) without the tests' failing ``scontrol`` (above): the real Slurm commands'."""
+    return os.pathsep.join(p for p in path.split(os.pathsep) if not Path(p).name.startswith(NO_SLURM_PREFIX))
+
 
 def pytest_configure(config):
     """Settings of the test processes, made when pytest starts, not when this module is imported (benchmarks/
@@ -26,6 +53,7 @@ def pytest_configure(config):
     # pre-flight) set it.
     if os.environ.get("PAPA_TEST_CUDA") != "1":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    _no_slurm_first_on_path()
     # One torch thread per pytest-xdist worker: `make test` runs three workers on CI's 2 cores beside whole-workflow
     # runs, and there a second OpenMP thread spins between the tiny models' small operations, CPU the workflows then
     # lack (the 107 tests of test_patching/test_effective/test_analyses beside a workflow run: 58.6 s of CPU with two

@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a fresh Python process importing the benchmark and torch (~3 s): `make test`, not the fast tier
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux /proc only")
 def test_child_peak_rss_is_not_the_parents():
     """A subprocess's ru_maxrss also carries its parent's peak (fork/vfork + exec); the memory

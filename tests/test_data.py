@@ -330,6 +330,7 @@ def test_a_split_depends_on_its_split_spec_alone(cache_dir, name):
         D.split_provenance(full.provenance, "test")
 
 
+@pytest.mark.slow  # fresh Python processes side by side (~3 s): `make test`, not the fast tier
 def test_jobs_extracting_one_file_wait_for_each_other(tmp_path, cache_dir, hedge):
     """The two split jobs of a dataset extract its raw file at once (a cold cache): the later waits on the
     earlier's lock (papa.data.downloads) and finds the file done, instead of clearing the other's temporary

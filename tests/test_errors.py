@@ -587,6 +587,7 @@ def test_hub_model_revision_pins_and_is_recorded(tmp_path):
     assert model_revision(model) is None  # a local folder: no hub commit
 
 
+@pytest.mark.slow  # a fresh Python process importing torch and transformers (~5 s): `make test`, not the fast tier
 def test_a_hub_model_records_the_commit_it_resolved_to(tmp_path):
     """A hub id, pinned or not, records the commit of the snapshot it loaded (transformers 5 no longer sets
     config._commit_hash, so every model_revision column was empty): here a hub cache built offline."""

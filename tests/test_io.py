@@ -114,6 +114,7 @@ def test_a_failed_rehearsal_model_build_leaves_the_old_folder(tmp_path, monkeypa
     assert _tree(target) == {"config.json": "{}"} and [p.name for p in tmp_path.iterdir()] == ["bert"]
 
 
+@pytest.mark.slow  # a fresh Python process importing torch (~3 s): `make test`, not the fast tier
 def test_seed_everything_sets_torchs_deterministic_state_without_importing_inductor():
     """`io.seed_everything` leaves torch as ``torch.use_deterministic_algorithms(True, warn_only=True)`` does
     (the global flag, warn-only, and inductor's ``deterministic`` once inductor is imported) but without
@@ -644,6 +645,7 @@ def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypat
     assert first == ["Toy: 2 input file(s), 1 thread(s), seed 0", "inputs: a, b"], first
 
 
+@pytest.mark.slow  # a fresh Python process (~2 s): `make test`, not the fast tier
 def test_a_job_log_is_utf8_whatever_the_locale(tmp_path):
     """A job's log file is UTF-8 under a locale that is not (LANG=C with PYTHONUTF8=0: ASCII; a Latin-1 one): its
     FileHandler took the locale's encoding, so a line naming a label, file or text it could not encode
@@ -881,6 +883,7 @@ def test_constants_read_back_as_written_and_save_again(tmp_path):
     assert len(digests) == 4  # the same bytes as another shape or dtype are other tensors
 
 
+@pytest.mark.slow  # fresh Python processes importing torch (~3 s): `make test`, not the fast tier
 def test_a_jobs_thread_count_does_not_change_its_numbers():
     """A job's ``threads`` is a resource, not a param: changing it reruns nothing, so it must change no number.
     MKL's float32 products of a few rows (5 to 11: a probe's last batch, an MLM batch's masked tokens) rounded

@@ -599,6 +599,7 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
     assert torch.equal(tf32_cpu, a @ a)  # the CPU's products are exactly as without it
 
 
+@pytest.mark.slow  # a fresh Python process importing papa whole (~3 s): `make test`, not the fast tier
 def test_every_submodule_is_reachable_after_a_plain_import():
     """`papa.probe.run_probe` after `import papa`, as the README writes it (it raised AttributeError), for every
     module of the package, and `dir(papa)` lists them and the exported names; names stay lazy: importing papa

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import real_slurm_path
 from tests.test_workflow import copy_repo, copy_without_task, ctrl_c_works, dry_run_jobs
 
 pytestmark = pytest.mark.slurm
@@ -108,7 +109,7 @@ def _env(**extra: str) -> dict[str, str]:
             del env[key]
     env["PAPA_SLURM_GPUS"] = "0"  # the test cluster has no GPUs
     # the venv's bin first, so jobs find the same snakemake/python
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{real_slurm_path(env.get('PATH', ''))}"
     env.update(extra)
     return env
 
@@ -256,7 +257,7 @@ def slurm_cluster(tmp_path_factory):
     # pid records of this session only: `stop` then stops what this session
     # started and leaves daemons that were already running alone
     run_dir = tmp_path_factory.mktemp("slurm-run")
-    env = dict(os.environ, PAPA_SLURM_RUN_DIR=str(run_dir))
+    env = dict(os.environ, PAPA_SLURM_RUN_DIR=str(run_dir), PATH=real_slurm_path(os.environ.get("PATH", "")))
     try:
         started = subprocess.run(
             ["bash", str(CLUSTER_SCRIPT), "start"],

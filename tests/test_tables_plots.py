@@ -1413,6 +1413,7 @@ def _drawn(folder: Path) -> dict:
     return out
 
 
+@pytest.mark.slow  # every figure of the workflow drawn twice (~8 s): `make test`, not the fast tier
 def test_the_workflow_figures_are_drawn_whatever_matplotlibrc_is_found(report, tmp_path):
     """matplotlib reads a matplotlibrc as it is imported (the working folder's, where Snakemake runs the jobs;
     $MATPLOTLIBRC's; ~/.config/matplotlib's): a file the plot and mlm_table jobs read that is no input of theirs. One

@@ -3,7 +3,6 @@
 One smoke run in a copy of the repository; dry runs then check what a change reruns.
 """
 
-import atexit
 import json
 import os
 import re
@@ -11,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,14 +26,8 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
 SMOKE = "config/smoke.yaml"
 
-# Snakemake's Slurm executor plugin (a project dependency) runs `scontrol show config`, with a 10 s timeout, every
-# time Snakemake starts; with Slurm installed but no controller up (CI before and after test_slurm.py's cluster) each
-# start waits those 10 s. The runs here are local, so a `scontrol` that fails at once answers for the cluster.
-_NO_SLURM = Path(tempfile.mkdtemp(prefix="papa-local-runs-"))
-atexit.register(shutil.rmtree, _NO_SLURM, True)
-(_NO_SLURM / "scontrol").write_text("#!/bin/sh\nexit 1\n")
-(_NO_SLURM / "scontrol").chmod(0o755)
-LOCAL_ENV = {**os.environ, "PATH": f"{_NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"}
+# the local runs' environment: tests/conftest.py put a `scontrol` that fails at once first on PATH (no Slurm here)
+LOCAL_ENV = dict(os.environ)
 
 
 def ctrl_c_works():
