@@ -223,8 +223,12 @@ def test_build_model_is_seeded(tmp_path, built_models):
     from safetensors.torch import load_file
 
     again = rehearsal.build_model("bert", tmp_path / "a", seed=0)
-    other = rehearsal.build_model("bert", tmp_path / "b", seed=1, record={"stage": "BuildModelStage"})
-    assert json.loads((other / "rehearsal.json").read_text())["provenance"] == {"stage": "BuildModelStage"}
+    overrides = {"attention_probs_dropout_prob": 0.25}  # no size: the weights compare below
+    other = rehearsal.build_model("bert", tmp_path / "b", overrides, seed=1, record={"stage": "BuildModelStage"})
+    kept = json.loads((other / "rehearsal.json").read_text())
+    assert kept["provenance"] == {"stage": "BuildModelStage"} and kept["config"] == overrides
+    assert json.loads((other / "config.json").read_text())["attention_probs_dropout_prob"] == 0.25
+    assert json.loads((again / "rehearsal.json").read_text())["config"] == {}
     w0, w1, w2 = (load_file(p / "model.safetensors") for p in (built_models["bert"], again, other))
     assert all((w0[k] == w1[k]).all() for k in w0)
     assert any((w0[k] != w2[k]).any() for k in w0)
@@ -512,6 +516,9 @@ def test_the_bpe_is_the_one_trained_on_the_wiki_corpus_train_split_of_the_builds
     assert len(tok) == 600 and tok.get_vocab() == naive("train", 600)
     assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == specials
     assert naive("validation", 600) != tok.get_vocab()  # the test can tell the splits apart
+    # a size the corpus cannot fill: every merge seen at least twice, none seen once (60,000 -> ~30,000 here)
+    big = rehearsal.build_tokenizer("roberta", vocab_size=60000, seed=3, cache_dir=tmp_path)
+    assert len(big) < 60000 and big.get_vocab() == naive("train", 60000)
 
 
 @pytest.mark.slow
@@ -620,6 +627,48 @@ def test_cola_files_label_certain_sentences_acceptable(built_data):
     assert all(int(y) == 1 - label_of[s] for s, y in rows)
 
 
+def test_each_split_file_holds_a_draw_of_its_own_seed_stream_in_the_corpus_order(built_data):
+    """`build_data` draws a split's rows from the source's split of the same name without replacement, with the
+    stream ``default_rng([seed, k])`` (k: the split's place in `SHAPES`, train 0, validation 1: a stream per split),
+    and writes them in the corpus's order: a naive reference of the draw gives the same rows."""
+    import numpy as np
+
+    rt = data.load_task({"name": "rt_sentiment", "source": "package"}, seed=0)
+    files = built_data["sst2"][0]
+    for k, (split, n) in enumerate((("train", 12), ("validation", 9))):
+        src = rt[split]
+        idx = sorted(np.random.default_rng([0, k]).permutation(len(src))[:n])
+        want = [[rehearsal._clean(t), str(y)] for t, y in zip(src["text"].iloc[idx], src["label"].iloc[idx])]
+        assert [ln.split("\t") for ln in files[split].read_text().splitlines()[1:]] == want, split
+
+
+def test_mnli_neutral_hypotheses_are_wiki_sentences_of_the_files_own_split(built_data):
+    """MNLI's neutral hypotheses are Wikipedia sentences of the split the file is (validation's from the wiki
+    corpus' validation split): the validation file holds no train text."""
+    wiki = data.load_task({"name": "wiki", "source": "package"}, seed=0)
+    sents = {
+        split: {rehearsal._clean(x) for _, ss in rehearsal._wiki_sentences(wiki[split]) for x in ss}
+        for split in ("train", "validation")
+    }
+    for split, path in built_data["mnli"][0].items():
+        neutral = [h for _, h, y in (ln.split("\t") for ln in path.read_text().splitlines()[1:]) if y == "neutral"]
+        assert len(neutral) == {"train": 4, "validation": 3}[split], neutral  # every third row of 12 and 9
+        assert all(h in sents[split] for h in neutral), (split, neutral)
+
+
+@pytest.mark.parametrize("family", rehearsal.FAMILIES)
+def test_build_problem_names_a_model_without_layers_or_heads(family):
+    """A config override that leaves no attention head to replace (no layer, or a negative head count that
+    transformers builds) is said before any job; the library's sizes build."""
+    assert rehearsal.build_problem(family) is None
+    assert rehearsal.build_problem(family, {"num_hidden_layers": 0}) == (
+        "it would have 0 layers of 8 heads: PAPA needs attention heads to replace"
+    )
+    assert rehearsal.build_problem(family, {"num_attention_heads": -2}) == (
+        "it would have 2 layers of -2 heads: PAPA needs attention heads to replace"
+    )
+
+
 def test_config_values_and_model_config():
     """ELECTRA's embedding size follows its hidden size; a config's own value wins over the family's default;
     RoBERTa's begin and end ids are its tokenizer's."""
@@ -627,6 +676,10 @@ def test_config_values_and_model_config():
     assert rehearsal.config_values("electra")["embedding_size"] == 64
     assert rehearsal.config_values("roberta", {"layer_norm_eps": 1e-6})["layer_norm_eps"] == 1e-6
     assert rehearsal.config_values("deberta", {"type_vocab_size": 2})["type_vocab_size"] == 2
+    # RoBERTa's 2 positions more (its padding index's) where the size is the library's; a config's size is its own
+    n = rehearsal.TINY["max_position_embeddings"]
+    assert [rehearsal.config_values(f)["max_position_embeddings"] for f in ("roberta", "bert")] == [n + 2, n]
+    assert rehearsal.config_values("roberta", {"max_position_embeddings": 40})["max_position_embeddings"] == 40
 
     class Tok:
         pad_token_id, bos_token_id, eos_token_id = 7, 5, 6
