@@ -1328,6 +1328,24 @@ def test_an_error_inside_a_patch_or_a_recording_propagates_and_the_model_is_rest
     assert not any(hasattr(m, "_papa") for m in model.modules()) and torch.equal(hidden(model, batch), ref)
 
 
+def test_check_layout_compares_only_layouts_both_sides_name():
+    """`check_layout` refuses inputs in another layout than the constants were averaged on, and only then: constants
+    that recorded no layout (built by hand, an older file) and inputs that name none (features a notebook built)
+    have nothing to compare, and pass."""
+    from types import SimpleNamespace as NS
+
+    from papa.patching import check_layout
+
+    made_on_papa = NS(metadata={"layout": "papa"})
+    check_layout(made_on_papa, NS(layout="papa"), object())
+    check_layout(NS(metadata={}), NS(layout="standard"))
+    check_layout(object(), NS(layout="standard"))
+    with pytest.raises(
+        ValueError, match="averaged on inputs in layout 'papa', and these inputs are in layout 'standard'"
+    ):
+        check_layout(made_on_papa, object(), NS(layout="standard"))
+
+
 def test_an_additive_float_mask_reads_as_the_boolean_mask_it_stands_for():
     """`bool_mask`: an additive mask (0 where a query may attend, the dtype's minimum where not: what transformers
     builds for eager attention) is True exactly at its 0 entries; a bool mask and None pass unchanged."""
