@@ -1304,6 +1304,36 @@ def test_patching_warns_of_unused_trainable_tensors_only_where_no_head_uses_them
         papa.patch(model, C, mix=True, static=torch.ones(L, H, dtype=torch.bool)).remove()
 
 
+def test_trainable_constants_no_head_uses_still_get_a_zero_gradient_and_leave_the_output_as_it_was():
+    """``trainable_constants`` with no static head and no mix (warned of: no head uses them) is installed all the
+    same: a backward pass gives the constants a zero gradient, not none (a training loop that reads, clips or logs
+    every parameter's gradient finds one), and the output is the model's own."""
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    ref = hidden(model, batch)
+    with pytest.warns(UserWarning, match="no head uses the constant matrices"):
+        handle = papa.patch(model, papa.data_free("toeplitz", L, H, N), trainable_constants=True)
+    with handle:
+        model(**batch).last_hidden_state.sum().backward()
+        grad = handle.constants.grad
+        assert grad is not None and grad.shape == (L, H, N, N) and not grad.any()
+        torch.testing.assert_close(hidden(model, batch), ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype,trained", [(torch.float64, torch.float64), (torch.float32, torch.float32),
+                                           (torch.bfloat16, torch.float32)])  # fmt: skip
+def test_lambdas_are_kept_and_read_in_float32_at_least(dtype, trained):
+    """The lambda logits are float32 however low the model's precision (a bfloat16 model's stay float32), and a
+    float64 model's are float64: `lambdas()` returns them in that dtype, not rounded to float32."""
+    model = tiny_model("bert").to(dtype)
+    L, H = papa.model_shape(model)
+    with papa.patch(model, papa.data_free("toeplitz", L, H, N), mix=True) as handle:
+        handle.set_lambdas(1 / 3)
+        assert handle.lambda_logits.dtype == trained and handle.lambdas().dtype == trained
+        assert handle.lambdas()[0, 0].item() == torch.sigmoid(torch.logit(torch.tensor(1 / 3, dtype=trained))).item()
+
+
 @pytest.mark.parametrize("family", ["bert", "deberta-v2"])
 def test_an_error_inside_a_patch_or_a_recording_propagates_and_the_model_is_restored(family):
     """An exception raised in a ``with papa.patch(...)`` block or by a recording's callback reaches the caller (the
