@@ -1264,6 +1264,28 @@ def test_a_model_configured_to_return_attentions_returns_the_patched_ones(family
     torch.testing.assert_close(configured.attentions[0][:, ::2], want, atol=1e-6, rtol=1e-6)
 
 
+def test_a_recording_asked_for_attention_maps_is_the_models_own_pass():
+    """Recording attention in a forward pass that also asks for the maps (``output_attentions=True``): the hidden
+    states are the model's own and each layer hands the recorder the maps the unpatched model returns (record mode
+    computes the probabilities and applies them itself; it is no combination of patched heads to return)."""
+    from papa.patching import record_attention
+
+    model = tiny_model("bert")
+    model.set_attn_implementation("eager")
+    L, _ = papa.model_shape(model)
+    batch = papa_batch(model, [7, 12])
+    with torch.no_grad():
+        ref = model(**batch, output_attentions=True, output_hidden_states=True)
+    got = {}
+    with record_attention(model, lambda layer, probs, *_: got.setdefault(layer, probs.clone())), torch.no_grad():
+        out = model(**batch, output_attentions=True, output_hidden_states=True)
+    for a, b in zip(ref.hidden_states, out.hidden_states, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-6)
+    assert sorted(got) == list(range(L))
+    for layer, probs in got.items():
+        torch.testing.assert_close(probs, ref.attentions[layer], rtol=0, atol=1e-6)
+
+
 def test_a_layer_the_patch_stops_reaching_fails_the_next_forward_pass():
     """Whether every patched layer ran its patch is decided per forward pass: a layer reached in one pass and no
     longer in the next (here its state taken off the module, so the stock attention runs) fails that next pass."""
@@ -1306,8 +1328,9 @@ def test_patching_warns_of_unused_trainable_tensors_only_where_no_head_uses_them
 
 def test_trainable_constants_no_head_uses_still_get_a_zero_gradient_and_leave_the_output_as_it_was():
     """``trainable_constants`` with no static head and no mix (warned of: no head uses them) is installed all the
-    same: a backward pass gives the constants a zero gradient, not none (a training loop that reads, clips or logs
-    every parameter's gradient finds one), and the output is the model's own."""
+    same: on the registry route a backward pass gives the constants a zero gradient, not none (a training loop that
+    reads, clips or logs every parameter's gradient finds one; the dropout route hands such a layer's probabilities
+    back untouched, `papa.patching.routes`), and the output is the model's own."""
     model = tiny_model("bert")
     L, H = papa.model_shape(model)
     batch = papa_batch(model, [7, 12])
