@@ -979,6 +979,7 @@ def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, ca
         pipeline.plot_figures(stage)
 
 
+@pytest.mark.slow  # every workflow figure drawn twice (~7 s): `make test`, not the fast tier
 def test_plot_stage_notes_a_models_comparison_without_a_defined_drop(report, tmp_path, caplog):
     """Where every task the models share has an original main score <= 0 in some model (an MCC below 0 on the one task
     of a run), Fig. 3 has no relative drop to draw: its figure says so and the other figures are drawn, as for the
