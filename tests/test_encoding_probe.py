@@ -168,9 +168,9 @@ def test_a_tokenizer_that_truncates_on_the_left_keeps_the_end_of_a_text(family, 
 
     tok = copy.deepcopy(minilm[1]) if family == "bert" else TOKENIZERS[family]()
     tok.truncation_side = "left"
-    A = [" ".join(WORDS), "good movie", ""]
-    B = ["very good", " ".join(WORDS[::-1]), "test"]
-    for pairs in (None, B):
+    A = [" ".join(WORDS), "good movie", "", " ".join(WORDS)]
+    B = ["very good", " ".join(WORDS[::-1]), "test", ""]  # an empty second text: a fast tokenizer keeps the pair's
+    for pairs in (None, B):  # separators (the Python backend lays it out as a single text: the test below)
         e = papa.encode(tok, A, pairs, max_length=9, layout="standard")
         d = tok(A, pairs, truncation=True, max_length=9, padding="max_length", return_tensors="np")
         assert np.array_equal(e.input_ids, d["input_ids"]) and np.array_equal(e.attention_mask, d["attention_mask"])
@@ -181,6 +181,10 @@ def test_a_tokenizer_that_truncates_on_the_left_keeps_the_end_of_a_text(family, 
     P = len(papa.encoding.special_template(tok, False).prefix)
     S = len(papa.encoding.special_template(tok, False).suffix)
     assert list(e.input_ids[0, P : 8 - S]) == pieces(A[0])[-(8 - P - S) :] and e.n_truncated == 1
+    # the authors' single cap (N/2 - P pieces): the leading ones of what the tokenizer keeps at N, so of the text's end
+    c = papa.encode(tok, A[:1], max_length=8, single_cap="authors")
+    kept = pieces(A[0])[-(8 - P - S) :][: 8 // 2 - P]
+    assert list(c.input_ids[0, P : P + len(kept)]) == kept and c.attention_mask[0, P + len(kept) : 8 - S].sum() == 0
     p = papa.encode(tok, A[:1], [WORDS[0] + " " + A[0]], max_length=16)
     tpl = papa.encoding.special_template(tok, True)
     a_room, b_room = 8 - len(tpl.prefix), 8 - len(tpl.mid) - len(tpl.suffix)
