@@ -31,6 +31,11 @@ def load(path):
     return yaml.safe_load((ROOT / path).read_text())
 
 
+def _tsv_rows(path: Path) -> list[list[str]]:
+    """The rows of a TSV file `build_data` wrote, its header left out, each as its cells."""
+    return [ln.split("\t") for ln in path.read_text().splitlines()[1:]]
+
+
 def local_spec(cfg: dict, name: str, root: Path) -> dict:
     """The papa.data spec the workflow gives a built dataset (common.smk::dataset_spec), files under ``root``."""
     spec = {"name": name, **cfg["datasets"][name]}
@@ -622,7 +627,7 @@ def test_cola_files_label_certain_sentences_acceptable(built_data):
     hedge = data.load_task({"name": "hedge", "source": "package"}, seed=0)
     label_of = dict(zip(hedge["train"]["text"].map(rehearsal._clean), hedge["train"]["label"]))
     files = built_data["cola"][0]
-    rows = [ln.split("\t") for ln in files["train"].read_text().splitlines()[1:]]
+    rows = _tsv_rows(files["train"])
     assert len(rows) == 12 and {y for _, y in rows} == {"0", "1"}
     assert all(int(y) == 1 - label_of[s] for s, y in rows)
 
@@ -639,7 +644,7 @@ def test_each_split_file_holds_a_draw_of_its_own_seed_stream_in_the_corpus_order
         src = rt[split]
         idx = sorted(np.random.default_rng([0, k]).permutation(len(src))[:n])
         want = [[rehearsal._clean(t), str(y)] for t, y in zip(src["text"].iloc[idx], src["label"].iloc[idx])]
-        assert [ln.split("\t") for ln in files[split].read_text().splitlines()[1:]] == want, split
+        assert _tsv_rows(files[split]) == want, split
 
 
 def test_mnli_neutral_hypotheses_are_wiki_sentences_of_the_files_own_split(built_data):
@@ -651,7 +656,7 @@ def test_mnli_neutral_hypotheses_are_wiki_sentences_of_the_files_own_split(built
         for split in ("train", "validation")
     }
     for split, path in built_data["mnli"][0].items():
-        neutral = [h for _, h, y in (ln.split("\t") for ln in path.read_text().splitlines()[1:]) if y == "neutral"]
+        neutral = [h for _, h, y in _tsv_rows(path) if y == "neutral"]
         assert len(neutral) == {"train": 4, "validation": 3}[split], neutral  # every third row of 12 and 9
         assert all(h in sents[split] for h in neutral), (split, neutral)
 
