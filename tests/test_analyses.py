@@ -70,8 +70,10 @@ def test_cholesky_projector_equals_the_svd_projector_on_generic_values(monkeypat
     assert seen == []  # every matrix certified: the fast path, no SVD
     assert torch.allclose(P, svd(v), atol=1e-12)
     assert torch.allclose(P @ P, P, atol=1e-12) and torch.allclose(P, P.transpose(-1, -2))
-    # short examples (<= d real rows): the projector keeps exactly the real rows
-    assert torch.equal(P[4:], torch.diag_embed((v[4:].abs().amax(-1) > 0).double()))
+    # short examples (<= d real rows, d of them included): the projector keeps exactly the real rows, so effective
+    # attention equals raw attention there to the bit (mutation testing: the example of exactly d rows was unchecked)
+    assert (v[3:].abs().amax(-1) > 0).sum(-1).tolist() == [[8] * 4, [5] * 4, [3] * 4]
+    assert torch.equal(P[3:], torch.diag_embed((v[3:].abs().amax(-1) > 0).double()))
 
 
 def test_cholesky_projector_falls_back_to_the_svd_on_rank_deficient_values(monkeypatch):
@@ -87,6 +89,25 @@ def test_cholesky_projector_falls_back_to_the_svd_on_rank_deficient_values(monke
     assert seen == [4]  # exactly the four matrices above
     assert torch.allclose(P, svd(v), atol=1e-12)
     assert torch.linalg.matrix_rank(P[0, 0]).item() == 3 and P[4, 1].trace().round().item() == 4
+
+
+def test_the_projectors_rank_threshold_is_relative_to_the_largest_singular_value(monkeypatch):
+    """Singular values below ``rtol`` times the largest count as zero (numpy's ``matrix_rank`` rule), so the
+    projector of values scaled by any factor is the same (mutation testing: a threshold on the singular values
+    themselves passed every test; values of a small scale then had rank 0, of a large one kept their noise)."""
+    from papa.constants import projector_cholesky_qr, projector_svd
+
+    g = torch.Generator().manual_seed(4)
+    U = torch.linalg.qr(torch.randn(6, 3, generator=g, dtype=torch.float64))[0]
+    W = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))[0]
+    V = (U * torch.tensor([1.0, 1e-6, 1e-17], dtype=torch.float64)) @ W.T  # rank 2 to float64 precision
+    assert np.linalg.matrix_rank(V.numpy()) == 2
+    seen, _ = _spy_svd(monkeypatch)
+    for scale in (1e-30, 1e-12, 1.0, 1e12, 1e30):
+        for project in (projector_svd, projector_cholesky_qr):
+            P = project(V * scale)
+            assert P.trace().round().item() == 2 and torch.allclose(P, U[:, :2] @ U[:, :2].T, atol=1e-9), scale
+    assert len(seen) == 5  # the Cholesky path hands each scale's rank-deficient matrix to the SVD
 
 
 def test_effective_attention_methods_agree_and_are_checked():

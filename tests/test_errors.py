@@ -316,6 +316,7 @@ def test_constants_load_checks_the_file(tmp_path):
             "NaN/inf",
         ),
         "shape": ({"mean": C.mean[0], "count": C.count}, {"papa": "{}"}, r"expected \[layers, heads, N, N\]"),
+        "square": ({"mean": C.mean[..., :7, :], "count": C.count}, {"papa": "{}"}, r"expected \[layers, heads, N, N\]"),
         "stated": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": 4}'}, "metadata states"),
         "statedtext": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": "six"}'}, "metadata states"),
         "meta": ({"mean": C.mean, "count": C.count}, {"papa": "not json"}, "metadata is not a JSON object"),
@@ -372,6 +373,9 @@ def test_constants_that_load_would_refuse_are_refused_when_built():
         ((C.mean, C.count.clone().fill_(float("nan")), C.metadata), "count holds negative or non-finite entries"),
         ((nan, C.count, C.metadata), "mean holds 1 NaN/inf values"),
         ((C.mean, C.count, {**C.metadata, "N": 64, "layers": 3}), r"the metadata states \{'layers': 3, .*'N': 64\}"),
+        # matrices that are not square (mutation testing: only load refused them)
+        ((C.mean[..., :7, :], C.count, C.metadata), r"mean has shape \(2, 3, 7, 8\) and count \(8, 8\); expected"),
+        ((C.mean[0], C.count, C.metadata), r"mean has shape \(3, 8, 8\) and count \(8, 8\); expected"),
         # integer matrices: an average rounded to 0 or 1 (patch refused them only when used; load took them)
         ((C.mean.long(), C.count, C.metadata), "mean is int64: constants are real-valued matrices"),
         ((C.mean, C.count, C.metadata, C.mean > 0), "norm is bool: constants are real-valued matrices"),

@@ -881,6 +881,14 @@ def test_constants_read_back_as_written_and_save_again(tmp_path):
     t = torch.arange(6, dtype=torch.float32)
     digests = {_tensors_digest({"mean": x}) for x in (t, t.reshape(2, 3), t.reshape(3, 2), t.view(torch.int32))}
     assert len(digests) == 4  # the same bytes as another shape or dtype are other tensors
+    # the matrices are written as float32 whatever their dtype in memory (a float64 average of a notebook's, a
+    # bfloat16 model's), the count as float64 (mutation testing: a float64 mean was written as it was)
+    for dtype in (torch.float64, torch.bfloat16):
+        odd = papa.ConstantAttention(C.mean.to(dtype), C.count.float(), dict(C.metadata), norm.to(dtype))
+        odd.save(tmp_path / "odd.safetensors")
+        back = papa.ConstantAttention.load(tmp_path / "odd.safetensors")
+        assert (back.mean.dtype, back.norm.dtype, back.count.dtype) == (torch.float32, torch.float32, torch.float64)
+        assert torch.equal(back.mean, C.mean.to(dtype).float()) and torch.equal(back.norm, norm.to(dtype).float())
 
 
 @pytest.mark.slow  # fresh Python processes importing torch (~3 s): `make test`, not the fast tier
@@ -1522,6 +1530,14 @@ def test_a_killed_writers_scratch_folder_is_removed_by_the_next(tmp_path):
             assert not left.exists() and work.parent == tmp_path
             raise RuntimeError
     assert not list(tmp_path.iterdir())
+    # an older papa's scratch name (`older`: ".<name>.XXXXXXXX", the model assembly's) goes too; names of that form
+    # with another count of random characters, or another tag, are no writer's of it and stay (mutation testing:
+    # neither was checked)
+    for name in (".pkg.whl.ab12CD34", ".pkg.whl.pip-ab12CD34", ".pkg.whl.pip-abc", ".pkg.whl.ab12CD345"):
+        (tmp_path / name).mkdir()
+    with io.scratch_dir(target, "pip", older=(".",)) as work:
+        assert sorted(p.name for p in tmp_path.iterdir() if p != work) == [".pkg.whl.ab12CD345", ".pkg.whl.pip-abc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".pkg.whl.ab12CD345", ".pkg.whl.pip-abc"]
 
 
 def test_a_model_card_in_capitals_is_no_input(tmp_path):
@@ -1661,3 +1677,41 @@ def test_a_jobs_console_tag_and_its_kept_logs_names(tmp_path):
     Path(f"{log}.unfinished-1").write_text("")
     Path(f"{log}.unfinished-2").symlink_to(tmp_path / "gone")
     assert pipeline.unfinished_log_path(str(log)) == f"{log}.unfinished-3"
+
+
+def test_real_number_takes_one_real_number_of_any_type_and_nothing_else():
+    """`real_number` (the MLM's mask share, the pattern thresholds): each kind of real number its docstring names as
+    its float, and None for what is no real number, a 0-d bool tensor among them (mutation testing: no test called
+    it directly; a bool tensor was read as 1.0)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import numpy as np
+    import torch
+
+    numbers = ((3, 3.0), (0.25, 0.25), (np.float32(0.5), 0.5), (np.int64(2), 2.0), (np.array(0.75), 0.75),
+               (torch.tensor(0.125), 0.125), (torch.tensor(4), 4.0), (Fraction(1, 4), 0.25), (Decimal("0.5"), 0.5),
+               (np.array(0.5, dtype=object), 0.5))  # fmt: skip
+    for value, expected in numbers:
+        got = io.real_number(value)
+        assert type(got) is float and got == expected, value
+    for value in (True, np.bool_(False), "0.5", b"1", None, [0.5], (0.5,), np.array([0.5]), torch.tensor([0.5]),
+                  1 + 0j, np.complex128(1), np.array(1 + 0j), torch.tensor(1 + 0j), torch.tensor(True),
+                  np.array(True), np.array("0.5"), np.array("0.5", dtype=object), object()):  # fmt: skip
+        assert io.real_number(value) is None, value
+
+
+def test_seed_everything_asks_cublas_and_mkl_for_reproducible_kernels_unless_told_otherwise(monkeypatch):
+    """`seed_everything` sets the variables cuBLAS and MKL read at their first use (the slow thread-count test shows
+    MKL's effect in fresh processes; mutation testing: the fast tier did not see the setting dropped), each where
+    it is unset, a value of the user's kept; ``deterministic=False`` sets neither."""
+    for name in ("MKL_CBWR", "CUBLAS_WORKSPACE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    io.seed_everything(0, deterministic=False)
+    assert "MKL_CBWR" not in os.environ and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    io.seed_everything(0)
+    assert os.environ["MKL_CBWR"] == "AUTO,STRICT" and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    io.seed_everything(0)
+    assert os.environ["MKL_CBWR"] == "COMPATIBLE" and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"

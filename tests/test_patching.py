@@ -471,6 +471,11 @@ def test_average_matches_naive_reference(minilm):
     bare = papa.average_attention(model, [{"input_ids": full["input_ids"]}])
     assert torch.equal(bare.count, torch.full((N, N), 2.0, dtype=torch.float64))
     torch.testing.assert_close(bare.mean, papa.average_attention(model, [full]).mean)
+    # a batch that carries its labels (a tokenized dataset's) averages as the one without them: they are left out of
+    # the encoder's inputs (mutation testing: leaving them in is equivalent under the pinned transformers 5, whose
+    # encoders ignore a keyword they do not take; an encoder that refuses it would fail here)
+    labelled = [{**b, "labels": torch.zeros(len(b["input_ids"]), dtype=torch.long)} for b in batches]
+    assert torch.equal(papa.average_attention(model, labelled).mean, C.mean)
 
 
 def test_constant_attention_save_load(tmp_path, minilm):

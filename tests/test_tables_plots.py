@@ -137,6 +137,37 @@ def test_probe_table_validation(frames):
     bad["seed"] = 0.5
     with pytest.raises(ValueError, match="'seed'.*non-integer"):
         tables.probe_table([bad])
+    # a label that is missing, a number that is text, a fraction that is NaN: refused, not kept as "nan" or NaN
+    # (mutation testing: none of the three was checked)
+    with pytest.raises(ValueError, match="probe_table: column 'model' has missing values"):
+        tables.probe_table([frames[0].assign(model=[None] + ["m"] * (len(frames[0]) - 1))])
+    with pytest.raises(ValueError, match=r"probe_table: fraction_dynamic must lie in \[0, 1\]; 4 rows hold \[nan"):
+        tables.probe_table([frames[0].assign(fraction_dynamic=float("nan"))])
+    with pytest.raises(ValueError, match="probe_table: column 'score' has non-numeric values"):
+        tables.probe_table([frames[0].assign(score="0.9 (best)")])
+
+
+def test_an_empty_frame_among_the_frames_changes_no_column_type(frames):
+    """A run's frame without rows (its columns but no dtype: pandas makes them object) is left out of the
+    concatenation: with it the extra columns (``train_loss``) became objects (mutation testing: unchecked)."""
+    empty = pd.DataFrame(columns=frames[0].columns)
+    assert all(dtype is np.dtype(object) for dtype in empty.dtypes)
+    with_empty = tables.probe_table([frames[0], empty, frames[1]])
+    pd.testing.assert_frame_equal(with_empty, tables.probe_table([frames[0], frames[1]]))
+    assert with_empty["train_loss"].dtype == np.float64
+
+
+def test_mlm_table_refuses_a_score_that_is_no_number():
+    """A masked-LM score written as text that is no number (a hand-edited file) is refused, naming the column, not
+    averaged as NaN (mutation testing: the numeric columns' check was unchecked; the probe table's NaN-score check
+    hid it there); numbers written as text are read as numbers, and the model's hub commit is kept (unchecked too)."""
+    curve = pd.DataFrame(dict(model="m", dataset="d", head="probe", n_eval=10, fraction_dynamic=[1.0, 0.0],
+                              n_dynamic=[4, 0], neg_log_ppl=["-2.0", "-3.5"], perplexity=1.0,
+                              model_revision="abc"))  # fmt: skip
+    table = tables.mlm_table([curve])
+    assert table["drop"].tolist() == [0.0, 1.5] and table["model_revision"].tolist() == ["abc", "abc"]
+    with pytest.raises(ValueError, match="mlm_table: column 'neg_log_ppl' has non-numeric values"):
+        tables.mlm_table([curve.assign(neg_log_ppl=["-2.0", "about -3"])])
 
 
 # --------------------------------------------------------------------------- summary_table
@@ -323,6 +354,10 @@ def test_lambdas_table_concat_sort_validate():
     bad.loc[0, "rank"] = bad.loc[1, "rank"]
     with pytest.raises(ValueError, match="permutation"):
         tables.lambdas_table([bad])
+    # distinct ranks that are not 0..n-1 (counted from 1): rank 0 is the head replaced first (mutation testing:
+    # only a repeated rank was refused)
+    with pytest.raises(ValueError, match=r"ranks of .*'roberta-base'.* are not a permutation of 0\.\.23"):
+        tables.lambdas_table([a.assign(rank=a["rank"] + 1)])
 
 
 # --------------------------------------------------------------------------- plots
@@ -1512,9 +1547,12 @@ def test_lambdas_table_takes_the_ends_of_the_sigmoid_and_ranks_each_constants_sp
 
 def test_constant_kinds_table_refuses_one_kind_given_as_text(summary):
     """``kinds`` as one text (``"average"``, not ``["average"]``) is refused as such, not read as the kinds ``a``,
-    ``v``, ... (mutation testing found the check unchecked, review DL)."""
+    ``v``, ... (mutation testing found the check unchecked, review DL); a kind that is no constants spec is refused
+    too (unchecked as well)."""
     with pytest.raises(TypeError, match="kinds must be a list of constants specs, got 'average'"):
         tables.constant_kinds_table(summary, "average")
+    with pytest.raises(ValueError, match="'avrage'"):  # a misspelt kind would give no row, without a word
+        tables.constant_kinds_table(summary, ["average", "avrage"])
 
 
 def test_patterns_table_refuses_one_frame_or_text_even_empty():
