@@ -235,6 +235,32 @@ def test_pattern_masses_are_the_corpus_mean_attention_of_every_token():
     assert df.cls_mass.idxmax() == 0 and df.diag_mass.idxmax() == 1 and df.sep_mass.idxmax() == 2
 
 
+def test_sep_mass_counts_each_separator_column_once_and_neg_mass_is_the_corpus_share():
+    """``separators`` is a set of columns (a position given twice, or out of order, is the same set: mutation
+    testing found a repeated one counted twice), and ``neg_mass`` is the module docstring's corpus share,
+    ``sum_j max(-C_ij, 0) n_ij / sum_j |C_ij| n_ij`` per query, averaged over the queries by how often they occurred
+    (``n_ii``), with the keys' counts varying along a row (the matrices' own signs alone passed every test)."""
+    N = 12
+    corpus = _corpus_attention([3, 4, 5, 5, 6, 8, 12, 3, 4, 7], N)
+    sums, count = np.zeros((3, N, N)), np.zeros((N, N))
+    for A, valid in corpus:
+        both = valid[:, None] & valid[None, :]
+        sums += A * both
+        count += both
+    mean = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    signed = np.where(count > 0, mean - 0.05 * np.arange(N)[None, None, :] / N, 0.0)  # far keys lean negative
+    C, n = torch.tensor(signed)[None], torch.tensor(count)
+    assert (count[count.diagonal() > 0] != count[count.diagonal() > 0][:, :1]).any()  # counts vary along a row
+    once = head_patterns(C, n, separators=[5, N - 1])
+    for again in ([N - 1, 5], [5, N - 1, 5, N - 1]):
+        pd.testing.assert_frame_equal(head_patterns(C, n, separators=again), once)
+    rows = [i for i in range(N) if count[i, i] > 0]
+    for h in range(3):
+        share = [np.maximum(-signed[h, i], 0) @ count[i] / (np.abs(signed[h, i]) @ count[i]) for i in rows]
+        expected = np.average(share, weights=count.diagonal()[rows])
+        assert 0 < expected and once.neg_mass[h] == pytest.approx(expected, rel=1e-12)
+
+
 def test_one_heads_empty_row_leaves_the_other_heads_alone():
     """A query row that is all zero in one head (a matrix with a hole) drops that row from that head's average
     only: before, it dropped the query from every head's statistics, and Fig. 4's picks with them."""
@@ -324,6 +350,9 @@ def test_bad_pattern_inputs_fail_naming_the_argument():
         ((mean, None), {}, TypeError, r"head_patterns needs the constants' mean and count"),
         ((mean, count), {"band": -1}, ValueError, r"band is the diagonal band's half-width, an integer >= 0"),
         ((mean, count), {"band": 1.5}, ValueError, r"band is the diagonal band's half-width"),
+        # a separator position counted from the end would be read as the last column (mutation testing: unchecked)
+        ((mean, count), {"separators": [-1]}, ValueError, r"separator positions \[-1\] lie outside the 5 positions"),
+        ((mean, count), {"separators": [5]}, ValueError, r"separator positions \[5\] lie outside the 5 positions"),
     ):  # fmt: skip
         with pytest.raises(error, match=match):
             head_patterns(*args, **kwargs)

@@ -245,6 +245,35 @@ def test_what_it_leaves_alone(minilm):
         assert on.enabled
 
 
+def test_a_dense_layer_called_between_passes_runs_on_its_whole_input_and_a_model_off_the_cpu_is_left_alone(minilm):
+    """The rows of a pass are forgotten when it ends, also when it fails: a dense layer a notebook calls by itself
+    inside the block, after a pass, computes its whole input (mutation testing: the end of a pass, and of a failed
+    one, went unchecked; the layer then gathered a pass's rows out of an input of that shape). By default a model
+    on another device than the CPU (here the meta device) is left as it is."""
+    model = minilm[0]
+    part = batch_of(model, LENGTHS)
+    layer = model.encoder.layer[0].intermediate.dense
+    x = torch.randn(*part["attention_mask"].shape, layer.in_features, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        whole = layer(x)
+        with dense_on_real_tokens(model) as rows:
+            states(model, part)
+            assert 0 < rows.computed < rows.positions  # the pass gathered
+            assert torch.equal(layer(x), whole)
+            fail = model.encoder.layer[1].register_forward_hook(lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+            try:
+                with pytest.raises(RuntimeError, match="boom"):
+                    states(model, part)
+            finally:
+                fail.remove()
+            assert torch.equal(layer(x), whole)
+    with torch.device("meta"):
+        elsewhere = type(model)(model.config)
+    before = hooks(elsewhere)
+    with dense_on_real_tokens(elsewhere) as off:
+        assert not off.enabled and hooks(elsewhere) == before
+
+
 def test_the_scatter_copies_into_its_zero_buffer_in_place(minilm):
     """Each gathered layer's output goes back into a fresh zero buffer in place (``index_copy_``): the out-of-place
     ``index_copy`` cloned the whole padded buffer first, a fifth of the CPU of a probe job's encoding (the numbers,
