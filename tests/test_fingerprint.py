@@ -326,6 +326,21 @@ def test_the_two_constants_rules_count_their_own_branch():
     assert not {k.split(":")[1] for k in spec.AVERAGING_ONLY} & called[0]  # the data-free branch calls none
     assert not {k.split(":")[1] for k in spec.DATA_FREE_ONLY} & called[1]  # the averaging branch calls none
     assert {"average_attention", "load_encoder", "draw_rows"} <= called[1]  # the branch is the one meant
+    # and so for every block of average_constants that runs for one kind of matrices alone (the metadata's
+    # separator positions come after the first branch; mutation testing: AVERAGING_ONLY without them passed):
+    # nothing only the averaging calls is in the data-free rule's reach, but for real_tokens_only (and the
+    # papa.unpad code it reaches), added to the averaging after AVERAGING_ONLY was written and left out of it on
+    # purpose: naming it now changes the data-free rule's code param, so every finished run's data-free matrices,
+    # and the probes that read them, would compute again once
+    averaging_only = set()
+    for node in ast.walk(ast.parse(inspect.getsource(pipeline.average_constants))):
+        if isinstance(node, ast.If) and "data_free" in ast.unparse(node.test):
+            negated = isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
+            body = node.body if negated else node.orelse
+            averaging_only |= {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)}
+    assert {"separator_positions", "stream_tokens", "real_tokens_only"} <= averaging_only
+    leaked = {d for d in data_free if d.rpartition(":")[2] in averaging_only}
+    assert leaked == {"papa.pipeline:real_tokens_only"}, leaked
     with parsed_workflow(ROOT / "config/config.yaml") as wf:
         codes = {r: wf.get_rule(r).params["code"] for r in ("average_attention", "data_free_constants")}
     assert codes == {

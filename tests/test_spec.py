@@ -3,6 +3,7 @@ config schema's enums, patterns and defaults held equal to the library's (a kind
 default added in one place only fails here)."""
 
 import inspect
+import re
 import warnings
 from pathlib import Path
 
@@ -117,6 +118,15 @@ def test_fraction_dynamic_helpers():
     assert [run[-1] for run in probe_runs(cfg)] == ["1", "0"]
     with pytest.raises(ValueError, match="Unknown head order"):
         spec.needs_lambdas("lambdas", 0.5)
+    # one number, not a list or an array of one (float() takes np.array([0.5]) as 0.5: mutation testing found the
+    # scalar check unchecked), and every fraction as it is written in paths is one the rules' wildcard
+    # (spec.FRACTION_PATTERN) matches, exponents too (unchecked as well)
+    for many in ([0.5], (0.5,), np.array([0.5]), np.array([[0.5]])):
+        with pytest.raises(TypeError, match="fraction_dynamic must be a number in"):
+            spec.check_fraction(many)
+    assert spec.check_fraction(np.array(0.5)) == 0.5 and spec.check_fraction(np.float32(0.25)) == 0.25
+    written = [spec.format_fraction(f) for f in (1, 0.5, 1 / 3, 1 / 16, 1e-5, 2.5e-7, 0)]
+    assert "1e-05" in written and all(re.fullmatch(spec.FRACTION_PATTERN, w) for w in written), written
 
 
 def test_every_fraction_is_exactly_one_of_all_constant_partial_original():
