@@ -206,6 +206,16 @@ def _corpus_attention(lengths, N, heads=3, seed=0):
     return out
 
 
+def _masked_mean(corpus):
+    """The masked mean of `average_attention` over ``_corpus_attention``'s examples, and its counts: each entry
+    (i, j) a mean over the examples where both i and j are real tokens, 0 where none is."""
+    sums, count = 0.0, 0.0
+    for A, valid in corpus:
+        both = valid[:, None] & valid[None, :]
+        sums, count = sums + A * both, count + both
+    return np.divide(sums, count, out=np.zeros_like(sums), where=count > 0), count
+
+
 def test_pattern_masses_are_the_corpus_mean_attention_of_every_token():
     """cls_mass, sep_mass and diag_mass of the averaged matrix equal the naive mean, over every real token of
     every example, of the weight it puts on [CLS], the separator and its band (Clark et al. 2019's
@@ -214,12 +224,7 @@ def test_pattern_masses_are_the_corpus_mean_attention_of_every_token():
     N, band = 12, 1
     lengths = [3, 4, 5, 5, 6, 8, 12, 3, 4, 7]
     corpus = _corpus_attention(lengths, N)
-    sums, count = np.zeros((3, N, N)), np.zeros((N, N))
-    for A, valid in corpus:  # the masked mean of average_attention
-        both = valid[:, None] & valid[None, :]
-        sums += A * both
-        count += both
-    mean = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    mean, count = _masked_mean(corpus)
     assert (mean.sum(-1)[:, count.diagonal() > 0] > 1.05).any()  # the rows are no distribution
     df = head_patterns(torch.tensor(mean)[None], torch.tensor(count), band=band)
     i = np.arange(N)
@@ -242,12 +247,7 @@ def test_sep_mass_counts_each_separator_column_once_and_neg_mass_is_the_corpus_s
     (``n_ii``), with the keys' counts varying along a row (the matrices' own signs alone passed every test)."""
     N = 12
     corpus = _corpus_attention([3, 4, 5, 5, 6, 8, 12, 3, 4, 7], N)
-    sums, count = np.zeros((3, N, N)), np.zeros((N, N))
-    for A, valid in corpus:
-        both = valid[:, None] & valid[None, :]
-        sums += A * both
-        count += both
-    mean = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    mean, count = _masked_mean(corpus)
     signed = np.where(count > 0, mean - 0.05 * np.arange(N)[None, None, :] / N, 0.0)  # far keys lean negative
     C, n = torch.tensor(signed)[None], torch.tensor(count)
     assert (count[count.diagonal() > 0] != count[count.diagonal() > 0][:, :1]).any()  # counts vary along a row
@@ -379,12 +379,7 @@ def test_diag_lift_is_diag_mass_over_that_of_a_head_spread_as_the_keys_occurred(
     N, band = 12, 1
     lengths = [3, 4, 5, 5, 6, 8, 12, 3, 4, 7]
     corpus = _corpus_attention(lengths, N)
-    sums, count = np.zeros((3, N, N)), np.zeros((N, N))
-    for A, valid in corpus:
-        both = valid[:, None] & valid[None, :]
-        sums += A * both
-        count += both
-    mean = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    mean, count = _masked_mean(corpus)
     spread = (count > 0) * np.random.default_rng(1).uniform(0.5, 2.0, size=(N, 1))  # a constant per query row
     heads = np.concatenate([mean, spread[None]])
     df = head_patterns(torch.tensor(heads)[None], torch.tensor(count), band=band)
