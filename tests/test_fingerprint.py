@@ -311,35 +311,29 @@ def test_the_two_constants_rules_count_their_own_branch():
     assert "papa.constants:data_free" not in averaging and "papa.constants:data_free" in data_free
     assert "papa.constants:effective_attention" in averaging - data_free
     assert "papa.pipeline:average_constants" in averaging & data_free
-    # each list names what only the other branch of average_constants calls (a later call would go unhashed)
+    # each list names what only the other kind's blocks of average_constants call (a later call would go unhashed):
+    # every block that runs for one kind of matrices alone, not only the first branch (the metadata's separator
+    # positions come after it; mutation testing: AVERAGING_ONLY without them passed)
     import ast
     import inspect
 
     from papa import pipeline
 
-    branch = next(
-        n for n in ast.walk(ast.parse(inspect.getsource(pipeline.average_constants))) if isinstance(n, ast.If)
-    )
-    called = [
-        {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)} for body in (branch.body, branch.orelse)
-    ]
-    assert not {k.split(":")[1] for k in spec.AVERAGING_ONLY} & called[0]  # the data-free branch calls none
-    assert not {k.split(":")[1] for k in spec.DATA_FREE_ONLY} & called[1]  # the averaging branch calls none
-    assert {"average_attention", "load_encoder", "draw_rows"} <= called[1]  # the branch is the one meant
-    # and so for every block of average_constants that runs for one kind of matrices alone (the metadata's
-    # separator positions come after the first branch; mutation testing: AVERAGING_ONLY without them passed):
-    # nothing only the averaging calls is in the data-free rule's reach, but for real_tokens_only (and the
-    # papa.unpad code it reaches), added to the averaging after AVERAGING_ONLY was written and left out of it on
-    # purpose: naming it now changes the data-free rule's code param, so every finished run's data-free matrices,
-    # and the probes that read them, would compute again once
-    averaging_only = set()
+    only = {True: set(), False: set()}  # the names each kind's own blocks use (data-free: True)
     for node in ast.walk(ast.parse(inspect.getsource(pipeline.average_constants))):
         if isinstance(node, ast.If) and "data_free" in ast.unparse(node.test):
             negated = isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
-            body = node.body if negated else node.orelse
-            averaging_only |= {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)}
-    assert {"separator_positions", "stream_tokens", "real_tokens_only"} <= averaging_only
-    leaked = {d for d in data_free if d.rpartition(":")[2] in averaging_only}
+            for free, body in ((not negated, node.body), (negated, node.orelse)):
+                only[free] |= {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)}
+    assert not {k.split(":")[1] for k in spec.AVERAGING_ONLY} & only[True]  # the data-free blocks call none
+    assert not {k.split(":")[1] for k in spec.DATA_FREE_ONLY} & only[False]  # the averaging blocks call none
+    averaging_calls = {"average_attention", "load_encoder", "draw_rows", "stream_tokens", "separator_positions"}
+    assert averaging_calls | {"real_tokens_only"} <= only[False]  # the blocks are the ones meant
+    # nothing only the averaging calls is in the data-free rule's reach, but for real_tokens_only (and the papa.unpad
+    # code it reaches), added to the averaging after AVERAGING_ONLY was written and left out of it on purpose: naming
+    # it now changes the data-free rule's code param, so every finished run's data-free matrices, and the probes that
+    # read them, would compute again once
+    leaked = {d for d in data_free if d.rpartition(":")[2] in only[False]}
     assert leaked == {"papa.pipeline:real_tokens_only"}, leaked
     with parsed_workflow(ROOT / "config/config.yaml") as wf:
         codes = {r: wf.get_rule(r).params["code"] for r in ("average_attention", "data_free_constants")}
