@@ -1535,9 +1535,10 @@ def test_a_killed_writers_scratch_folder_is_removed_by_the_next(tmp_path):
     # neither was checked)
     for name in (".pkg.whl.ab12CD34", ".pkg.whl.pip-ab12CD34", ".pkg.whl.pip-abc", ".pkg.whl.ab12CD345"):
         (tmp_path / name).mkdir()
+    kept = [".pkg.whl.ab12CD345", ".pkg.whl.pip-abc"]
     with io.scratch_dir(target, "pip", older=(".",)) as work:
-        assert sorted(p.name for p in tmp_path.iterdir() if p != work) == [".pkg.whl.ab12CD345", ".pkg.whl.pip-abc"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".pkg.whl.ab12CD345", ".pkg.whl.pip-abc"]
+        assert sorted(p.name for p in tmp_path.iterdir() if p != work) == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == kept
 
 
 def test_a_model_card_in_capitals_is_no_input(tmp_path):

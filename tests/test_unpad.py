@@ -28,6 +28,15 @@ def hooks(model):
     return [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
 
 
+def failing_pass(model, batch):
+    """A forward pass of a BERT-type ``model`` that fails in its second layer (RuntimeError "boom")."""
+    fail = model.encoder.layer[1].register_forward_hook(lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    try:
+        states(model, batch)
+    finally:
+        fail.remove()
+
+
 def assert_same_on_real_tokens(a, b, mask, tol=1e-6):
     real = mask.bool()
     diff = (a.transpose(1, 2)[real] - b.transpose(1, 2)[real]).abs().max().item()
@@ -229,12 +238,8 @@ def test_what_it_leaves_alone(minilm):
         assert not off.enabled and off.positions == 0
         with pytest.raises(RuntimeError, match="boom"), dense_on_real_tokens(model):
             raise RuntimeError("boom")
-        fail = model.encoder.layer[1].register_forward_hook(lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
-        try:
-            with pytest.raises(RuntimeError, match="boom"), dense_on_real_tokens(model):  # mid-forward
-                states(model, part)
-        finally:
-            fail.remove()
+        with pytest.raises(RuntimeError, match="boom"), dense_on_real_tokens(model):  # mid-forward
+            failing_pass(model, part)
         with dense_on_real_tokens(model) as rows:  # nothing stale from the failed pass
             real = states(model, part)
         assert rows.computed < rows.positions
@@ -260,12 +265,8 @@ def test_a_dense_layer_called_between_passes_runs_on_its_whole_input_and_a_model
             states(model, part)
             assert 0 < rows.computed < rows.positions  # the pass gathered
             assert torch.equal(layer(x), whole)
-            fail = model.encoder.layer[1].register_forward_hook(lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
-            try:
-                with pytest.raises(RuntimeError, match="boom"):
-                    states(model, part)
-            finally:
-                fail.remove()
+            with pytest.raises(RuntimeError, match="boom"):
+                failing_pass(model, part)
             assert torch.equal(layer(x), whole)
     with torch.device("meta"):
         elsewhere = type(model)(model.config)
