@@ -100,6 +100,13 @@ def test_the_rule_of_a_result_is_told_by_its_fields():
         "r/tokens/m/d/N64/test.parquet",  # a split the workflow does not prepare
         "r/constants/m/d/N64/average.safetensors/x",
         "elsewhere/constants/m/d/N64/average.safetensors",  # outside the results folder
+        # a layout's path relative to another folder than the results (the checkout's own data/, say): not read from
+        # its end
+        "constants/m/d/N64/average.safetensors",
+        "data/d/train.parquet",
+        "r/data/d/x/train.parquet",  # a name is one path segment
+        "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seedx.parquet",  # a seed is digits
+        "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seed-1.parquet",
         # the patterns' characters, but no rule writes them: what is read back is what the builders write (BC)
         "r/probe/m/t/average/lambda/fraction_dynamic=0.50/seed0.parquet",
         "r/probe/m/t/average/lambda/fraction_dynamic=.5/seed0.parquet",
