@@ -56,6 +56,7 @@ def test_aliases_folders_built_and_pinned_entries_are_left_alone(tmp_path):
             "built": {"build": {"family": "bert"}},
             "pinned": f"bert-base-uncased@{sha('x')}",
             "tagged": "bert-base-uncased@v1.0",
+            "branch": f"bert-base-uncased@{sha('x')}-dev",  # a branch whose name begins like a commit
         },
         "datasets": {
             "rt": {"source": "package"},
@@ -67,10 +68,14 @@ def test_aliases_folders_built_and_pinned_entries_are_left_alone(tmp_path):
     models, datasets = Hub(), Hub()
     pins = pin.hub_pins(config, models, datasets)
     assert pins == {
-        "models": {"tagged": f"bert-base-uncased@{sha('bert-base-uncased', 'v1.0')}"},  # a tag is not a commit
+        "models": {
+            "tagged": f"bert-base-uncased@{sha('bert-base-uncased', 'v1.0')}",  # a tag is not a commit
+            "branch": f"bert-base-uncased@{sha('bert-base-uncased', sha('x') + '-dev')}",
+        },
         "datasets": {"other": {"revision": sha("me/corpus", None)}},
     }
-    assert models.asked == [("bert-base-uncased", "v1.0")] and datasets.asked == [("me/corpus", None)]
+    assert models.asked == [("bert-base-uncased", "v1.0"), ("bert-base-uncased", f"{sha('x')}-dev")]
+    assert datasets.asked == [("me/corpus", None)]
 
 
 def test_a_failed_or_odd_answer_names_the_entry():
@@ -82,6 +87,9 @@ def test_a_failed_or_odd_answer_names_the_entry():
         pin.hub_pins(config, unreachable)
     with pytest.raises(RuntimeError, match=r"models\.bert-base: the hub answered 'main'"):
         pin.hub_pins(config, lambda hub_id, revision: "main")
+    tagged = {"models": {"bert-base": "bert-base-uncased@v1.0"}}  # the revision asked for is named
+    with pytest.raises(RuntimeError, match=r"could not resolve 'bert-base-uncased' at revision 'v1\.0' on the hub"):
+        pin.hub_pins(tagged, unreachable)
 
 
 @pytest.mark.slow  # a Snakemake run (make check skips it)
@@ -142,6 +150,16 @@ def test_hub_requests_carry_a_timeout(monkeypatch):
     assert seen == {"repo_id": "bert-base-uncased", "revision": "main", "timeout": pin.HUB_TIMEOUT}
     assert pin.HUB_TIMEOUT > 0
 
+    asked = {}
+
+    def dataset_info(self, repo_id, revision=None, timeout=None, **kw):
+        asked.update(repo_id=repo_id, revision=revision, timeout=timeout)
+        return type("Info", (), {"sha": "b" * 40})()
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
+    assert pin._hub_dataset_commit("nyu-mll/glue", None) == "b" * 40
+    assert asked == {"repo_id": "nyu-mll/glue", "revision": None, "timeout": pin.HUB_TIMEOUT}
+
 
 def _no_hub(monkeypatch):
     """Resolvers that fail the test if asked: the checks below come before any hub request."""
@@ -180,6 +198,11 @@ def test_a_config_that_does_not_read_is_named_without_a_traceback(tmp_path, monk
         pin.main([str(config), "-o", str(tmp_path / "pins.yaml")])
     assert exited.value.code != 0
     assert not (tmp_path / "pins.yaml").exists()
+    assert str(exited.value.code).count(str(config)) == 1  # a message naming the file already is not prefixed again
+
+
+def test_an_os_error_without_a_reason_is_named_by_its_message():
+    assert pin._config_problem("run.yaml", OSError("the disk went away")) == "run.yaml: the disk went away"
 
 
 def test_o_never_replaces_the_config_a_folder_or_another_file(tmp_path, monkeypatch):
