@@ -969,3 +969,62 @@ def test_a_smaller_batch_never_runs_at_a_higher_rate_than_the_full_one():
     t = Throughput(models, forward_batch=64)
     for n, batch in ((256, 8), (256, 32), (128, 4), (128, 16)):
         assert t.tokens_per_s("bert-large-uncased", n, batch) == t.tokens_per_s("bert-large-uncased", n)
+
+
+def test_throughput_reads_each_timing_at_its_own_length():
+    """`Throughput` at lengths between the timed ones (mutation review of papa/cost.py): a tie goes to the shorter
+    length whatever the JSON's order; a timing whose name goes on after the length is not a length; the small pass's
+    share is taken against a full pass at its own length only, and averaging's cost against a feature pass at its
+    own length only (else the rate or cost is not compared across lengths: the full rate, the assumption)."""
+    from papa.cost import Throughput
+
+    m = "bert-large-uncased"
+    t = Throughput({m: {"forward_N128": {"tokens_per_s": 2e5}, "forward_N64": {"tokens_per_s": 1e5},
+                        "forward_N64_half": {"tokens_per_s": 9e9}}})  # fmt: skip
+    assert t.tokens_per_s(m, 96) == 1e5 and t.tokens_per_s(m, 97) == 2e5
+    assert t.tokens_per_s(m, 64) == 1e5  # not the half-precision timing's
+    # the small pass at N 128, full passes at 64 and 256 only: no share to take
+    apart = {m: {"forward_N64": {"tokens_per_s": 8e4}, "forward_N256": {"tokens_per_s": 1e5},
+                 "forward_batch16_N128": {"tokens_per_s": 4e4}}}  # fmt: skip
+    assert Throughput(apart, forward_batch=64).tokens_per_s(m, 256, 8) == 1e5
+    timed = {m: {"forward_N64": {"tokens_per_s": 1e5}, "forward_N256": {"tokens_per_s": 1e5},
+                 "average_N128": {"tokens_per_s": 5e4}, "average_N256": {"tokens_per_s": 8e4}}}  # fmt: skip
+    assert Throughput(timed).average_cost(m, 128, "average") is None
+    assert Throughput(timed).average_cost(m, 256, "average") == pytest.approx(1.25)
+
+
+def test_a_compiled_step_that_failed_keeps_its_eager_cost(tmp_path):
+    """gpu_compile.py records a step that failed to compile as ``{"error": ...}`` (no ``s``): `Throughput.compiled`
+    keeps that step's eager cost and gives it no speed-up, and takes the other step's."""
+    from papa.cost import Throughput
+
+    m = "bert-base-uncased"
+    base = Throughput({m: {"forward_N128": {"tokens_per_s": 1e5}, "grad_pass_cost": {"lambda": 3.0, "trained": 4.0}}})
+    ref = tmp_path / "compile.json"
+    ref.write_text(json.dumps({"models": {m: {
+        "lambda_batch16_eager": {"s": 0.03}, "lambda_batch16_default": {"error": "BackendCompilerFailed: ..."},
+        "trained_batch16_eager": {"s": 0.04}, "trained_batch16_default": {"s": 0.02}}}}))  # fmt: skip
+    fast = base.compiled(ref, "default")
+    assert (fast.grad_pass_cost(m, "lambda"), fast.speedup(m, "lambda")) == (3.0, 1.0)
+    assert (fast.grad_pass_cost(m, "trained"), fast.speedup(m, "trained")) == (pytest.approx(2.0), pytest.approx(2.0))
+
+
+def test_the_cache_estimate_is_every_layers_hidden_states_of_the_kept_tokens():
+    """A probe's cache holds the embeddings' and every layer's hidden states (L + 1) of each kept token, at most N a
+    sequence: a task padded below its published mean length keeps N tokens an example (mutation review of
+    papa/cost.py: the estimate with L layers, or with the mean length past N, passed every test)."""
+    import yaml
+
+    from papa.cost import MODELS, SPLIT_SIZES, estimate
+    from papa.probe import MB, features_nbytes
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["tasks"]["mrpc"]["max_length"] = 32  # MRPC's sentence pairs: ~53 word pieces
+    probes = [("bert-large", "mrpc", "average", "lambda", 0.5), ("bert-large", "cola", "average", "lambda", 0.5)]
+    df = estimate(paper, probes, [], 2e5, None).set_index("task")
+    layers, hidden, _ = MODELS["bert-large-uncased"]
+    dtype = paper["cache"]["dtype"]
+    for task, kept in (("mrpc", 32), ("cola", SPLIT_SIZES["cola"]["tokens"])):
+        examples = SPLIT_SIZES[task]["train"] + SPLIT_SIZES[task]["validation"]
+        expected = features_nbytes(round(examples * kept), layers + 1, hidden, dtype) / MB
+        assert df.loc[task, "cache_mb"] == pytest.approx(expected)

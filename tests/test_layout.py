@@ -171,6 +171,11 @@ def test_cost_reads_snakemakes_plan_through_the_layout(monkeypatch):
     )
     with pytest.raises(RuntimeError, match=r"unexpected probe output .*/probe/m/t/average/lambda/seed0.parquet"):
         cost.workflow_jobs("config/smoke.yaml")
+    # a file of the layout that another rule writes (trained constants: rule probe_trained) is not the rule's either
+    trained = "probe/m/t/average_trained/lambda/fraction_dynamic=0.5/seed0.parquet"
+    monkeypatch.setattr(cost.subprocess, "run", _summary_run([(trained, "probe")], seen))
+    with pytest.raises(RuntimeError, match=rf"unexpected probe output .*/{trained}: not papa.layout's probe layout"):
+        cost.workflow_jobs("config/smoke.yaml")
 
 
 @pytest.mark.parametrize("tmpdir", ["my tmp", "tmp{job}", "tmp$HOME"])
