@@ -248,9 +248,11 @@ def _references(node: ast.AST, mod: _Module, root: Path):
                 if not inner or _module_file(module, root):  # not a class's attribute: spec.ConstantsSpec.parse
                     yield module, n.attr
         elif isinstance(n, ast.Name):
+            # a name both imported and bound at the top of the module (``K = K + 1`` after ``from .c import K``):
+            # both count, whichever the code sees where it runs
             if n.id in imports and imports[n.id][1] is not None:
                 yield imports[n.id]
-            elif n.id in mod.defs:
+            if n.id in mod.defs:
                 yield mod.name, n.id
 
 

@@ -518,6 +518,8 @@ def test_class_docstrings_and_docstring_only_bodies_keep_the_fingerprint(pkg):
     for old in ('"""Kind."""', '"""Failed."""', '"""Stub."""'):
         _edit(root, "e", old, old.replace('."""', ', said otherwise."""'))
         assert code_fingerprint(script, root) == before, old
+    _edit(root, "e", '"""Failed, said otherwise."""\n', '"""Failed, said otherwise."""\n\n    pass\n')
+    assert code_fingerprint(script, root) == before  # a pass after the docstring alone: the same empty body
     _edit(root, "e", "size = 1", "size = 2")
     assert code_fingerprint(script, root) != before
 
@@ -696,3 +698,30 @@ def test_a_module_re_exported_under_another_name_counts_whole(pkg):
     before = code_fingerprint(script, root)
     _edit(root, "b", "return x + 1", "return x + 2")
     assert code_fingerprint(script, root) != before
+
+
+def test_a_module_beside_the_package_whose_name_begins_like_it_is_not_followed(pkg):
+    """Only ``papa`` and its modules are followed (mutation review of papa/fingerprint.py): a module beside the package
+    whose name begins with "papa" (``papaya.py`` in the checkout) is another package's code, as numpy's is."""
+    root, script = pkg
+    (root / "papaya.py").write_text("def k():\n    return 1\n")
+    script.write_text("import papaya\nfrom papaya import k\nfrom papa import a\nprint(a.f(1), k(), papaya.k())\n")
+    before = code_fingerprint(script, root)
+    assert not [r for r in reached(script, root) if not r.startswith("papa.")]
+    (root / "papaya.py").write_text("def k():\n    return 2\n")
+    assert code_fingerprint(script, root) == before
+
+
+def test_a_name_imported_and_bound_again_counts_both(pkg):
+    """A module that imports a name and binds it again (``K = K + 1`` after ``from .c import K``) runs its own
+    binding: an edit of either changes the fingerprint (mutation review of papa/fingerprint.py: a name among the
+    imports was followed to its import alone)."""
+    root, _ = pkg
+    script = _runs_e(root, "from .c import K\n\nK = K + 1\n\n\ndef run():\n    return K\n")
+    before = code_fingerprint(script, root)
+    assert {"papa.c:K", "papa.e:K"} <= set(reached(script, root))
+    _edit(root, "e", "K = K + 1", "K = K + 2")
+    assert code_fingerprint(script, root) != before
+    edited = code_fingerprint(script, root)
+    _edit(root, "c", "K = 3", "K = 4")
+    assert code_fingerprint(script, root) != edited
