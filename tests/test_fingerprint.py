@@ -705,7 +705,7 @@ def test_a_module_beside_the_package_whose_name_begins_like_it_is_not_followed(p
     whose name begins with "papa" (``papaya.py`` in the checkout) is another package's code, as numpy's is."""
     root, script = pkg
     (root / "papaya.py").write_text("def k():\n    return 1\n")
-    script.write_text("import papaya\nfrom papaya import k\nfrom papa import a\nprint(a.f(1), k(), papaya.k())\n")
+    script.write_text("import papaya as pp\nfrom papaya import k\nfrom papa import a\nprint(a.f(1), k(), pp.k())\n")
     before = code_fingerprint(script, root)
     assert not [r for r in reached(script, root) if not r.startswith("papa.")]
     (root / "papaya.py").write_text("def k():\n    return 2\n")
