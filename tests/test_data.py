@@ -2456,10 +2456,10 @@ def _fake_conll2003():
     return DatasetDict(train=split(3), validation=split(2), test=split(2))
 
 
-def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp_path):
-    """A successful hub load, with DatasetDicts shaped like nyu-mll/glue's MNLI and eriktks/conll2003 (ClassLabel
-    features, -1 labels in the test splits): the paper's validation split (MNLI mismatched), the test splits never
-    used, unlabeled rows dropped, label ids in the hub's order, the resolved commit passed on as the revision."""
+def _serve_hub(monkeypatch, serve, timeouts=None) -> list:
+    """The hub as a stand-in: ``datasets.load_dataset(hub_id, config, **kw)`` answers ``serve(hub_id, config)``, hub
+    access is on, and every revision resolves to the commit ``0123abcd`` (each timeout it was given appended to
+    ``timeouts``). Returns the list the load calls are recorded in, as ``(hub_id, config, kw)``."""
     import datasets
 
     from papa.data import hub
@@ -2468,11 +2468,23 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
 
     def load_dataset(hub_id, config, **kw):
         calls.append((hub_id, config, kw))
-        return _fake_glue_mnli() if config == "mnli" else _fake_conll2003()
+        return serve(hub_id, config)
+
+    def resolve_revision(name, hub_id, revision, timeout):
+        (timeouts if timeouts is not None else []).append(timeout)
+        return "0123abcd"
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     monkeypatch.setattr(hub, "_hub_offline", lambda: False)
-    monkeypatch.setattr(hub, "resolve_revision", lambda name, hub_id, revision, timeout: "0123abcd")
+    monkeypatch.setattr(hub, "resolve_revision", resolve_revision)
+    return calls
+
+
+def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp_path):
+    """A successful hub load, with DatasetDicts shaped like nyu-mll/glue's MNLI and eriktks/conll2003 (ClassLabel
+    features, -1 labels in the test splits): the paper's validation split (MNLI mismatched), the test splits never
+    used, unlabeled rows dropped, label ids in the hub's order, the resolved commit passed on as the revision."""
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: _fake_glue_mnli() if config == "mnli" else _fake_conll2003())
     t = D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
     assert calls[-1][:2] == ("nyu-mll/glue", "mnli") and calls[-1][2]["revision"] == "0123abcd"
     assert t.label_names == ["entailment", "neutral", "contradiction"]
@@ -2496,12 +2508,9 @@ def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_mi
     corpus (WikiText-103, the MLM analysis's) keeps one paragraph a row, blank and "= Heading =" rows dropped and
     counted; a sequence dataset's ids are its ``idx`` column's; a split the hub lacks is named (mutation review of
     papa/data/hub.py: each of these passed every test undone)."""
-    import datasets
     from datasets import Dataset, DatasetDict
 
-    from papa.data import hub
-
-    calls, timeouts = [], []
+    timeouts = []
     lines = ["", " = Valkyria Chronicles = ", " The game began in 2010 . ", " = = Plot = = ", "Second paragraph", ""]
     served = {
         "wikitext": DatasetDict(
@@ -2509,17 +2518,7 @@ def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_mi
         )
     }
 
-    def load_dataset(hub_id, config, **kw):
-        calls.append((hub_id, config, kw))
-        return served[hub_id.split("/")[-1]]
-
-    def resolve_revision(name, hub_id, revision, timeout):
-        timeouts.append(timeout)
-        return "0123abcd"
-
-    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    monkeypatch.setattr(hub, "_hub_offline", lambda: False)
-    monkeypatch.setattr(hub, "resolve_revision", resolve_revision)
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: served[hub_id.split("/")[-1]], timeouts)
     spec = {"name": "wikitext103", "source": "hub", "hub_config": "wikitext-2-raw-v1", "data_dir": "raw",
             "hf_cache_dir": str(tmp_path / "hf"), "hub_timeout": 3}  # fmt: skip
     t = D.load_task(spec, tmp_path)
@@ -2627,20 +2626,11 @@ def test_glues_other_classification_tasks_load_from_the_hub(class_label, monkeyp
     where the data has no ClassLabel: the same names, in the same id order), train and validation only (the test
     splits, label -1, are not read, so not scored); mnli_matched is scored on validation_matched and keeps
     validation_mismatched as an extra split (the paper's mnli, the other way round)."""
-    import datasets
 
-    from papa.data import hub
+    def serve(hub_id, config):
+        return _fake_glue(*next(v for v in OTHER_GLUE.values() if v[0] == config), class_label=class_label)
 
-    calls = []
-
-    def load_dataset(hub_id, config, **kw):
-        calls.append((hub_id, config, kw))
-        spec = next(v for v in OTHER_GLUE.values() if v[0] == config)
-        return _fake_glue(*spec, class_label=class_label)
-
-    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    monkeypatch.setattr(hub, "_hub_offline", lambda: False)
-    monkeypatch.setattr(hub, "resolve_revision", lambda name, hub_id, revision, timeout: "0123abcd")
+    calls = _serve_hub(monkeypatch, serve)
     for name, (config, a, b, names) in OTHER_GLUE.items():
         assert name in D.HUB_TASKS and D.LABEL_SETS[name] == ("sequence", names)
         t = D.load_task({"name": name, "source": "hub"}, tmp_path)
