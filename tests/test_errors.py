@@ -1289,6 +1289,10 @@ def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     cfg = _config()
     cfg["sweep"]["fraction_dynamic"] = [1, 0.5, 0.0625, 0.05, 0]  # 5 and 4 of 72: two runs
     check_config(cfg)
+    # values written as one run folder are said as such, not again as values leaving the same heads (mutation review
+    # of papa/checks.py)
+    msg = problems([1, 0.5, 0.5000001, 0])
+    assert "0.5, 0.5000001 are all written fraction_dynamic=0.5" in msg and "all leave" not in msg
 
 
 def test_check_config_refuses_fractions_at_one_end_whatever_the_model():
@@ -1314,6 +1318,11 @@ def test_check_config_refuses_fractions_at_one_end_whatever_the_model():
     cfg = _config()
     hub([1, 0.5, 0.1 + 0.2 - 0.3])(cfg)
     check_config(cfg)
+    # a value listed twice is said once, as such: not as two values one run folder or one end stands for (mutation
+    # review of papa/checks.py)
+    for fractions, twice in (([1, 0.5, 0.5, 0], "0.5"), ([1, 1.0, 0.5, 0], "1")):
+        msg = _problems(hub(fractions))
+        assert msg == f"Invalid config:\n  - sweep.fraction_dynamic lists {twice} more than once; list each once"
 
 
 def test_settings_that_change_nothing_warn():
@@ -1968,6 +1977,15 @@ def test_a_per_rule_resource_one_letter_off_a_rules_own_is_warned_about():
     assert len(said) == 1
     check_rule_overrides({"plot": {"gpus": 1}}, None, rules, said.append)  # plot has no gpu: it keeps none
     assert said[1] == "--set-resources plot:gpus=...: no rule asks for a resource 'gpus': did you mean 'gpu'?"
+    # Snakemake's own resources pass, and a name one letter off one of them is warned about as for a rule's own
+    # (mutation review of papa/checks.py)
+    check_rule_overrides(
+        {"plot": {"mem": "8G", "disk": "1G", "disk_mb": 9, "tmpdir": "/scratch"}}, None, rules, said.append
+    )
+    check_rule_overrides({"plot": {"diskmb": 1000}}, None, rules, said.append)
+    assert said[2:] == [
+        "--set-resources plot:diskmb=...: no rule asks for a resource 'diskmb': did you mean 'disk_mb'?"
+    ]
     with pytest.raises(ConfigError, match=r"--set-threads plott=\.\.\.: the workflow has no rule 'plott' \(did you "
                        r"mean 'plot'\?\)\. Its rules: plot, probe"):  # fmt: skip
         check_rule_overrides(None, {"plott": 2}, rules)
@@ -2052,6 +2070,9 @@ def test_only_the_command_lines_texts_are_read_as_yaml_and_an_ambiguous_prefix_g
 
     assert closest("m", ["mcc", "macro_f1", "accuracy"]) is None
     assert closest("ma", ["mcc", "macro_f1", "accuracy"]) == "macro_f1"
+    # a value that goes on past an allowed one is offered it where difflib finds nothing that close (review of
+    # papa/checks.py's mutants): f1_macro is f1 and something else
+    assert closest("f1_macro", ["accuracy", "f1", "mcc"]) == "f1"
     task = next(iter(_config()["tasks"]))
     cfg = _config()
     cfg["tasks"][task]["metrics"] = ["m"]
