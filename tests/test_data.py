@@ -24,6 +24,7 @@ import pytest
 
 from papa import data as D
 from papa.data import downloads, packages
+from papa.data.wikitext import sentence_chunks
 
 from .conftest import split_zip_wheels
 
@@ -193,6 +194,30 @@ def test_wiki_markup_stripping():
         "== References ==\nLost text.\n[[Category:Things]]"
     )
     assert D.wiki_paragraphs(wt) == ["Foo is a bar and baz. See the site.", "It grew. Then stopped."]
+
+
+def test_wiki_markup_of_nested_tables_lists_magic_words_and_dropped_tags_and_how_sentences_pack():
+    """Mutation review of papa/data/wikitext.py: a table inside a table is dropped whole (its outer rows after the
+    inner one too); table lines outside a table and magic words (``__NOTOC__``) are no text; list and indent markers,
+    the "( )" a template leaves and a space before punctuation go; a ``<math>`` element goes with its content; a
+    self-closing ref takes no text after it; bare URLs and unclosed link or template brackets go.
+    Sentences pack up to exactly ``chunk_words`` words a chunk, and a sentence longer than that flushes the chunk
+    before it and is cut into windows, in order."""
+    wt = (
+        "__NOTOC__\n{| class=wikitable\n|-\n| outer\n{|\n| inner\n|}\n| outer again,\nits cell going on\n|}\n"
+        "* A listed [[item]] ({{lang|fr|x}}) here .\n: An indented line , said.\n"
+        "The formula <math>x^2</math> is old.\n|} stray\n! stray header\n"
+        "A fact.<ref name=a/> More text.<ref>c</ref> End.\nSee https://x.org/a for more.\n"
+        "An [[unclosed link and {{open template."
+    )
+    assert D.wiki_paragraphs(wt) == [
+        "A listed item here.", "An indented line, said.", "The formula is old.",
+        "A fact. More text. End.",  # a self-closing ref takes nothing after it
+        "See for more.", "An unclosed link and open template.",
+    ]  # fmt: skip
+    assert sentence_chunks("One two. Three four.", 4) == ["One two. Three four."]
+    long = "A b. One two three four five six seven eight nine ten."
+    assert sentence_chunks(long, 4) == ["A b.", "One two three four", "five six seven eight", "nine ten."]
 
 
 def test_parse_rt_labels_each_rating_by_its_sign_and_drops_a_rating_of_zero(tmp_path):
