@@ -242,12 +242,15 @@ def test_parse_wsj_splits_sentences_after_a_period_with_their_closing_quotes_and
     brackets after it (one or several) stay with the sentence they close, and a last sentence without a period is
     kept; ids count the file's lines (a blank one too) and each line's sentences."""
     p = tmp_path / "wsj.txt"
-    p.write_text("\nHe/PRP said/VBD ./. ''/'' Then/RB it/PRP fell/VBD ./. ''/'' )/) Yes/UH ./. and/CC more/JJR\n"
-                 "Done/VBN ./.\n")  # fmt: skip
+    # a word holding a slash (3\/4, as the file escapes it) is tagged after its last one
+    p.write_text(
+        "\nHe/PRP said/VBD ./. ''/'' Then/RB it/PRP fell/VBD ./. ''/'' )/) Yes/UH ./. and/CC more/JJR\n"
+        "Done/VBN 3\\/4/CD ./.\n"
+    )
     df, prov = packages.parse_wsj(p, {}, list(D.PTB_TAGS))
     assert df["id"].tolist() == ["wsj-2-0", "wsj-2-1", "wsj-2-2", "wsj-2-3", "wsj-3-0"]
     assert df["tokens"].tolist() == [["He", "said", ".", "''"], ["Then", "it", "fell", ".", "''", ")"],
-                                     ["Yes", "."], ["and", "more"], ["Done", "."]]  # fmt: skip
+                                     ["Yes", "."], ["and", "more"], ["Done", "3\\/4", "."]]  # fmt: skip
     assert df["tags"].iloc[1] == [D.PTB_TAGS.index(t) for t in ("RB", "PRP", "VBD", ".", "''", ")")]
     assert (prov["n_raw_lines"], prov["n_raw"], prov["n_dropped"]) == (2, 5, 0)
     for bad, says in (("/NN", "token '/NN' is not word/TAG"), ("word", "token 'word' is not word/TAG"),
@@ -2731,6 +2734,11 @@ def test_the_loader_refuses_keys_its_task_or_format_does_not_read(tmp_path):
 
     assert spec_problems("rt_sentiment", {"chunk_words": None}) == []  # null: the default, as for local keys
     assert spec_problems("wiki", {"chunk_words": None, "min_words": None}) == []
+    # a null min_words is its default (8), which chunk_words 5 is below (mutation review of papa/data/packages.py)
+    assert spec_problems("wiki", {"chunk_words": 5, "min_words": None}) == [
+        "min_words (8) exceeds chunk_words (5), so every chunk would be dropped: lower min_words (default 8), or "
+        "raise chunk_words"
+    ]
 
 
 def test_a_local_format_is_one_the_config_schema_takes(tmp_path):
