@@ -2580,6 +2580,37 @@ def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_mi
         D.load_task({"name": "rte", "source": "hub"}, tmp_path)
 
 
+def test_the_hub_loads_ask_for_the_papers_revision_config_and_split(monkeypatch, tmp_path):
+    """CoNLL-2003 is read from its Parquet export (revision ``refs/convert/parquet``, folder ``conll2003``: ``datasets``
+    >= 4 runs no loading script, which is what eriktks/conll2003's main branch holds) and scored on its validation
+    split (eng.testa, the paper's development set), not on test; WikiText-103 is the raw config (the original text,
+    which a subword tokenizer reads; the other config has rare words replaced by ``<unk>``) (mutation review of
+    papa/data/registry.py: each passed every test undone)."""
+    from datasets import Dataset, DatasetDict
+
+    from papa.data import hub
+
+    conll = _fake_conll2003()
+    served = {
+        "conll2003": DatasetDict(train=conll["train"], validation=conll["validation"], test=conll["test"].select([0])),
+        "wikitext": DatasetDict(
+            train=Dataset.from_dict({"text": ["a b c"]}), validation=Dataset.from_dict({"text": ["d e"]})
+        ),
+    }
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: served[hub_id.split("/")[-1]])
+    asked = []
+    monkeypatch.setattr(
+        hub, "resolve_revision", lambda name, hub_id, revision, timeout: asked.append(revision) or "0123abcd"
+    )
+    for name in ("conll2003_ner", "conll2003_pos"):
+        t = D.load_task({"name": name, "source": "hub"}, tmp_path)
+        assert asked[-1] == "refs/convert/parquet" and calls[-1][2]["data_dir"] == "conll2003"
+        assert len(t.splits["validation"]) == 2 and set(t.splits) == {"train", "validation", "test"}
+    t = D.load_task({"name": "wikitext103", "source": "hub"}, tmp_path)
+    assert calls[-1][:2] == ("Salesforce/wikitext", "wikitext-103-raw-v1") and asked[-1] is None
+    assert t.splits["validation"]["text"].tolist() == ["d e"]
+
+
 def test_a_dataset_or_revision_the_hub_does_not_have_is_named_not_taken_for_no_network(monkeypatch):
     """`resolve_revision`: a repository or revision that is not there, or gated, says so (check hub_id / revision);
     anything else reads as the hub being out of reach; a request that does not answer fails after its timeout (plus
