@@ -500,6 +500,16 @@ def test_registry_entries_agree_with_their_sources_and_each_other():
     assert mm.source.splits["validation"] == "validation_matched" and "validation_mismatched" in mm.source.splits
 
 
+def test_the_data_packages_exports_are_what_it_imports():
+    """``papa.data.__all__`` names every public name the package imports from its modules, and each is there:
+    ``from papa.data import *`` (a notebook's) gives the documented names, no more, no fewer (mutation review of
+    papa/data/__init__.py)."""
+    import inspect
+
+    public = {n for n, v in vars(D).items() if not n.startswith("_") and not inspect.ismodule(v)}
+    assert set(D.__all__) == public and len(set(D.__all__)) == len(D.__all__)  # what a star import takes
+
+
 def test_spec_keys_are_the_union_of_the_sources_keys():
     from papa.data import hub, local, packages, task
 
