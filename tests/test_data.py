@@ -3421,3 +3421,129 @@ def test_a_seeded_split_holds_out_round_fraction_whole_groups_and_at_least_one_r
     assert (len(train), len(val)) == (2, 1) and set(train["text"]) | set(val["text"]) == {"x", "y", "z"}
     with pytest.raises(D.TaskSpecError, match=r"validation_fraction=0.2 of 4 rows leaves an empty split"):
         T._seeded_split(pd.DataFrame({"text": list("abcd"), "label": [0, 0, 1, 1]}), 0.2, 0, stratify=True)
+
+
+def test_a_comment_hints_grep_escapes_the_regex_characters_of_the_lines_first_word(tmp_path):
+    """The grep a comment hint names removes the line it names when that line's first word holds characters a
+    regular expression reads (``#[a].b``): unescaped, ``'^#[a].b'`` matched ``#a.b`` and left the line in place."""
+    import subprocess
+
+    odd = _write(tmp_path / "odd.conll", "EU B-ORG\n#[a].b x y\nrejects O\n")
+    with pytest.raises(D.TaskSpecError, match=r"odd\.conll:2 has 3 columns but line 1 has 2.*line 2 starts") as err:
+        D.read_conll(odd)
+    grep = re.search(r"\((grep -v '[^']*') removes every line starting with '#\[a\]\.b'", str(err.value)).group(1)
+    kept = subprocess.run(grep + " " + str(odd), shell=True, capture_output=True, text=True).stdout
+    assert kept == "EU B-ORG\nrejects O\n"
+
+
+def test_a_zip_member_under_two_underscores_is_hidden_and_a_conll_zip_holds_one_file(tmp_path):
+    """A zip member on a path starting with ``__`` (macOS Finder's ``__MACOSX/``, whatever the file's own name) is
+    no file of the data, as one starting with ``.`` is not; a CoNLL archive of two files is refused naming how many
+    (its first file alone was read)."""
+    import zipfile
+
+    text = "EU B-ORG\nrejects O\n"
+    p = tmp_path / "train.conll.zip"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("train.conll", text)
+        z.writestr("__MACOSX/train.conll", "Finder O\n")
+    assert D.read_conll(p) == [(["EU", "rejects"], ["B-ORG", "O"])]
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("train.conll", text)
+        z.writestr("more.conll", "Peter B-PER\n")
+    with pytest.raises(D.TaskSpecError, match=r"train\.conll\.zip could not be decompressed \(OSError: .* holds 2 "
+                                              r"files, not one\)"):  # fmt: skip
+        D.read_conll(p)
+
+
+def test_one_json_object_over_lines_is_one_record_and_a_list_not_all_objects_holds_no_records(tmp_path):
+    """A JSON file holding one object written over several lines (pretty-printed) is one record; a one-object file
+    whose key holds a list mixing objects and other values is no file of records under that key: the text column
+    it lacks is named, not the key's list as records."""
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"sentence": "c d", "label": "pos"}, indent=2))
+    train = _csv(tmp_path, text="a,pos\nb,neg\n")
+    t = D.load_task(_seq_spec(train, one), tmp_path)
+    assert t.splits["validation"]["text"].tolist() == ["c d"] and t.splits["validation"]["label"].tolist() == [1]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(json.dumps({"data": [{"sentence": "a", "label": "pos"}, "b"]}) + "\n")
+    with pytest.raises(D.TaskSpecError, match=r"column 'sentence' not found .*\['data'\]"):
+        D.load_task(_seq_spec(mixed), tmp_path)
+
+
+def test_a_text_spanning_lines_leaves_rows_unnumbered_by_line_and_a_tsv_quote_opens_nothing(tmp_path):
+    """A quoted CSV text holding a line break puts rows and lines out of step: messages name the row alone (the
+    line after it was named one line short); a TSV text starting with a quote that never closes is text (quotes
+    are text in TSV), and the field-count check reads it so too (it swallowed the rest of the file)."""
+    p = _csv(tmp_path, text='"a\nb",pos\nc,pos\nd,\n')
+    with pytest.raises(D.TaskSpecError, match=r"t\.csv, row 3 has no label"):
+        D.load_task(_seq_spec(p), tmp_path)
+    tsv = tmp_path / "q.tsv"
+    tsv.write_text('sentence\tlabel\n"open quote\tpos\nnext\tneg\n')
+    t = D.load_task(_seq_spec(tsv, tsv), tmp_path)
+    assert t.splits["train"]["text"].tolist() == ['"open quote', "next"] and t.label_names == ["neg", "pos"]
+
+
+def test_listed_integer_labels_are_names_a_non_ascii_digit_no_position_and_decimals_among_words_classes(tmp_path):
+    """``labels: [0, 1]`` (YAML's integers) are the names "0", "1", and ``[1, "1"]`` names one class twice; a label
+    written in other digits (Arabic-Indic ``١``) is no position among listed labels (pandas reads no integer
+    there); labels that look like decimals among words ("1.5", "unrated") are classes, not scores."""
+    p = _csv(tmp_path, text="a,0\nb,1\n")
+    t = D.load_task(_seq_spec(p, p, labels=[0, 1]), tmp_path)
+    assert t.label_names == ["0", "1"] and t.splits["train"]["label"].tolist() == [0, 1]
+    with pytest.raises(D.TaskSpecError, match=r"\"labels\" names '1' more than once"):
+        D.load_task(_seq_spec(p, p, labels=[1, "1"]), tmp_path)
+    arabic = _csv(tmp_path, "arabic.csv", "a,neg\nb,\u0661\n")
+    with pytest.raises(D.TaskSpecError, match=r"label '\u0661' at .*arabic\.csv, row 2 \(line 3\) is not in labels"):
+        D.load_task(_seq_spec(arabic, labels=["neg", "pos"]), tmp_path)
+    rated = _csv(tmp_path, "rated.csv", "a,1.5\nb,unrated\nc,2.5\nd,1.5\n")
+    t = D.load_task(_seq_spec(rated, rated), tmp_path)
+    assert t.label_names == ["1.5", "2.5", "unrated"] and t.splits["train"]["label"].tolist() == [0, 2, 1, 0]
+
+
+def test_ids_are_those_of_the_rows_kept(tmp_path):
+    """With a row dropped for no text, id_column's ids are the kept rows' own (they were shifted onto the rows
+    after it)."""
+    p = _csv(tmp_path, text="x1,a,pos\nx2, ,neg\nx3,c,neg\nx4,d,pos\n", header="id,sentence,label\n")
+    t = D.load_task(_seq_spec(p, p, id_column="id"), tmp_path)
+    train = t.splits["train"]
+    assert train["id"].tolist() == ["x1", "x3", "x4"] and train["text"].tolist() == ["a", "c", "d"]
+
+
+def test_a_token_files_own_tag_names_are_recorded_under_its_tags_column(tmp_path):
+    """A token Parquet file saved by `datasets` whose tags (a ClassLabel list) sit under another column than "tags"
+    records its label names as the file's own, as the default column does."""
+    import datasets
+
+    feats = datasets.Features({"words": datasets.List(datasets.Value("string")),
+                               "ner": datasets.List(datasets.ClassLabel(names=["O", "B-PER"]))})  # fmt: skip
+    q = tmp_path / "ner.parquet"
+    datasets.Dataset.from_dict({"words": [["Ann", "ran"]], "ner": [[1, 0]]}, features=feats).to_parquet(q)
+    t = D.load_task({"name": "mine", "source": "local", "kind": "token", "train": str(q), "validation": str(q),
+                     "tokens_column": "words", "tags_column": "ner"}, tmp_path)  # fmt: skip
+    assert t.label_names == ["O", "B-PER"] and t.splits["train"]["tags"].tolist() == [[1, 0]]
+    assert t.provenance["label_names_source"] == "the train file's label names"
+
+
+def test_integer_labels_written_as_text_are_checked_and_ordered_as_integers(tmp_path):
+    """Integers written as text (JSON's "0", a Parquet string column) are the integer labels a CSV column of the same
+    cells gives: -1 beside 0 is refused (GLUE's mark of an unlabeled row, which as a class shifted every other), a
+    gap is refused, and twelve classes are 0, 1, 2, ..., 11 (text order made label "2" class 4). A defect the mutation
+    review of papa/data/local.py found: each was taken as the sorted texts."""
+
+    def jsonl(name, labels):
+        p = tmp_path / name
+        p.write_text("".join(json.dumps({"sentence": f"s{i}", "label": v}) + "\n" for i, v in enumerate(labels)))
+        return p
+
+    for as_text in (False, True):
+        shown = (lambda v: str(v)) if as_text else (lambda v: v)
+        p = jsonl("minus.jsonl", [shown(v) for v in (0, 1, -1, 1)])
+        with pytest.raises(D.TaskSpecError, match=r"row 3 \(line 3\) has the label -1 beside label 0"):
+            D.load_task(_seq_spec(p, p), tmp_path)
+        p = jsonl("gap.jsonl", [shown(v) for v in (1, 2, 2)])
+        with pytest.raises(D.TaskSpecError, match=r"integer labels of .*gap.jsonl skip \[0\]"):
+            D.load_task(_seq_spec(p, p), tmp_path)
+        p = jsonl("twelve.jsonl", [shown(v) for v in range(12)])
+        t = D.load_task(_seq_spec(p, p), tmp_path)
+        assert t.label_names == [str(i) for i in range(12)] and t.splits["train"]["label"].tolist() == list(range(12))

@@ -935,13 +935,16 @@ def _check_dropped(dropped: list[str], n: int, cols: list[str], where: str) -> N
 
 
 def _infer_label_names(values: list, where: str = "the train split", rows: list[str] | None = None) -> list[str]:
-    """Label names when the spec gives none, from the train split's values: integers 0..max as
-    "0".."max" (a gap fails: those classes would never occur), else sorted unique strings."""
+    """Label names when the spec gives none, from the train split's values: integers 0..max (typed, or every value
+    an integer written as text) as "0".."max" (a gap fails: those classes would never occur), else sorted unique
+    strings."""
     for i, v in enumerate(values):
         if _is_missing(v):
             raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has no label (empty cell); "
                                 f"fill it in or remove the row")  # fmt: skip
     vals = list(values)
+    if vals and all(isinstance(v, str) and _integer_label(v) for v in vals):  # integers written as text (JSON "0", a
+        vals = [int(v.strip()) for v in vals]  # Parquet string column): checked and ordered as the integers they are
     numbers = [(i, float(v)) for i, v in enumerate(vals)
                if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]  # fmt: skip
     # scores, typed (JSON, Parquet, a CSV column of numbers) or written as text in every row (JSON strings "3.2")
