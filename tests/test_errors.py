@@ -97,6 +97,34 @@ def test_invalid_config_names_the_key(edit, needle):
     validate_config(_config(), warn=lambda msg: None)  # the unedited config passes
 
 
+def test_the_schema_messages_hold_for_any_schema_they_are_given():
+    """`unknown_keys` and `schema_errors` read the schema they are given, whichever branches it has (mutation review
+    of papa/checks.py: each of these passed every test undone, as the config schema has no such case today): a key
+    the other branch of an if/then/else allows where it stands is not offered as a place "elsewhere"; a refusal the
+    schema states twice (a $ref and a branch) is one line; a number refused where text or an integer goes is not
+    told to be quoted as text."""
+    from papa.checks import integers_as_int, schema_errors, unknown_keys
+
+    branches = {"properties": {"kind": {"enum": ["a", "b"]}}, "if": {"properties": {"kind": {"const": "a"}}},
+                "then": {"properties": {"kind": {}, "x": {}}, "additionalProperties": False},
+                "else": {"properties": {"kind": {}, "y": {}}, "additionalProperties": False}}  # fmt: skip
+    assert unknown_keys({"kind": "a", "y": 1}, branches) == [
+        "config key 'y' is not known: the keys allowed at the top level are kind, x"
+    ]
+    twice = {"allOf": [{"properties": {"n": {"type": "integer"}}}] * 2}
+    assert schema_errors({"n": "x"}, twice) == ["config key 'n': 'x' is not of type 'integer'"]
+    either = {"properties": {"k": {"type": ["string", "integer"]}}}
+    assert schema_errors({"k": 1.5}, either) == ["config key 'k': 1.5 is not of type 'string', 'integer'"]
+    # a $ref inside the schema it points to is walked once; a pointer's escaped '/' (~1) and '~' (~0) are read
+    node = {"properties": {"child": {"$ref": "#/$defs/node"}, "leaf": {}}, "additionalProperties": False}
+    tree = {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+    assert unknown_keys({"child": {"leef": 1}}, tree) == [
+        "config key 'child.leef' is not known: did you mean 'leaf'? the keys allowed under child are child, leaf"
+    ]
+    escaped = {"$defs": {"a/b~c": {"type": "integer"}}, "properties": {"n": {"$ref": "#/$defs/a~1b~0c"}}}
+    assert type(integers_as_int({"n": 2.0}, escaped)["n"]) is int
+
+
 def test_misspelt_keys_are_named_with_their_path_and_the_key_meant():
     """Every key the schema does not allow where it stands, at any depth (behind a $ref, under if/then), in one
     error before Snakemake's validation; names the user chooses (models, tasks) are not keys to check."""
@@ -1879,6 +1907,11 @@ def test_lambda_settings_where_no_lambda_stage_runs_and_cache_settings_nothing_c
     said = []
     validate_config(cfg, warn=said.append)
     assert said == []
+    cfg = _config(model_tasks={"minilm": ["rt_sentiment"]})  # a task no model runs: said once, as that (mutation
+    cfg["tasks"]["wsj_pos"]["lambda"] = {"lr": 0.5}  # review of papa/checks.py: its lambda block was said too)
+    said = []
+    validate_config(cfg, warn=said.append)
+    assert [m.split(":")[0] for m in said] == ["tasks.wsj_pos is run by no model"], said
 
 
 def test_a_config_error_comes_alone_and_a_literal_dollar_is_a_path(tmp_path):
@@ -1902,6 +1935,72 @@ def test_a_config_error_comes_alone_and_a_literal_dollar_is_a_path(tmp_path):
     cfg["models"]["minilm"] = str(folder)
     with pytest.raises(ConfigError, match="its config.json has no model_type"):
         validate_config(cfg, warn=lambda msg: None)
+
+
+def test_sweep_labels_name_each_task_once_whatever_the_models():
+    """`sweep_constants` and `sweep_own_tasks` (rule plot's params): a spec on a task's own corpus is that task's
+    bare kind, listed once, and the task is named once however many models run it (mutation review of
+    papa/checks.py: named once per model, adding a model changed the plot's param)."""
+    from papa.checks import sweep_constants, sweep_own_tasks, validate_config
+
+    cfg = _config()
+    cfg["models"]["again"] = "minilm"
+    cfg["sweep"]["constants"] = ["average@rt_sentiment", "identity"]
+    validate_config(cfg, warn=lambda m: None)
+    assert sweep_constants(cfg) == ["average", "identity", "average@rt_sentiment"]
+    assert sweep_own_tasks(cfg) == {"average": ["rt_sentiment"]}
+
+
+def test_fig3_compares_the_models_that_run_every_task_else_those_that_run_one():
+    """`compared_models` (Fig. 3): the models that run every task; where none does, every model that runs a task,
+    not an MLM-only model (``model_tasks: []``) (mutation review of papa/checks.py)."""
+    from papa.checks import compared_models
+
+    cfg = {"tasks": {"a": {}, "b": {}}, "models": dict.fromkeys("xyz", "minilm")}
+    cfg["model_tasks"] = {"x": ["a"], "y": ["b"], "z": []}
+    assert compared_models(cfg) == ["x", "y"]
+    cfg["models"]["w"] = "minilm"
+    assert compared_models(cfg) == ["w"]  # every task, by default
+
+
+def test_analyses_turned_off_name_no_model_and_a_config_json_without_heads_counts_none(tmp_path):
+    """``analyses.tasks: []`` beside ``analyses.models`` (with the sweep's own 'average' runs) is a valid config: no
+    model is said to analyse nothing; `head_count` of a model folder whose config.json gives layers but no heads is
+    unknown (None), not a TypeError (mutation review of papa/checks.py)."""
+    import json
+
+    from papa.checks import head_count, validate_config
+
+    cfg = _config()
+    cfg["analyses"].update(tasks=[], models=["minilm"])
+    assert cfg["sweep"]["constants"] == ["average"]
+    validate_config(cfg, warn=lambda m: None)
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
+    assert head_count(str(folder)) is None
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 3})
+    )
+    assert head_count(str(folder)) == 6
+
+
+def test_each_tokenization_is_named_by_the_first_key_that_asks_for_it():
+    """`tokenized_inputs` (what the config checks name when an N does not fit a dataset): a dataset two tasks read at
+    one N is one tokenization, named by the first task's key (mutation review of papa/checks.py: the last's)."""
+    from papa.checks import tokenized_inputs
+
+    tasks = {t: {"dataset": "d", "max_length": 8} for t in ("a", "b")}
+    cfg = {
+        "datasets": {"d": {}, "e": {}},
+        "tasks": tasks,
+        "models": {"m": "minilm"},
+        "sweep": {"constants": ["average@e"]},
+    }
+    assert tokenized_inputs(cfg) == [
+        ("tasks.a.max_length = 8", "d", 8),
+        ("tasks.a.max_length = 8 (the N at which sweep.constants entry 'average@e' averages 'e')", "e", 8),
+    ]
 
 
 def test_probe_runs_are_the_sweep_then_the_analyses_without_duplicates_and_lambda_tasks_follow_them(local_files):

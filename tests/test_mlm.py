@@ -1,9 +1,11 @@
 """The masked-LM analysis (paper Sec. 5.5, Fig. 6a) on tiny random models: the paper's trained
 probe (any encoder, ELECTRA's discriminator included) and the frozen pretrained MLM head."""
 
+import json
 import os
 import re
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -744,6 +746,25 @@ def test_a_missing_mlm_head_is_a_config_error_when_the_checkpoint_is_here(tmp_pa
             with pytest.raises(ConfigError, match=f"models.{name} = .* has no masked-LM head"):
                 check_config(cfg)
         assert loads == (name in ("bert", "roberta", "deberta")), name
+    # a sharded checkpoint: the tensor names its index lists (mutation review of papa/checks.py: a sharded one's
+    # missing head passed the check)
+    from safetensors import safe_open
+
+    for name in ("electra", "bert"):
+        folder = Path(folders[name])
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+            names = list(f.keys())
+        shard = "model-00001-of-00001.safetensors"
+        (folder / "model.safetensors").rename(folder / shard)
+        index = {"metadata": {}, "weight_map": dict.fromkeys(names, shard)}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+        cfg["models"], cfg["model_tasks"] = {name: str(folder)}, {name: []}
+        cfg["analyses"]["mlm"]["models"] = [name]
+        if name == "bert":
+            check_config(cfg)
+        else:
+            with pytest.raises(ConfigError, match=f"models.{name} = .* has no masked-LM head"):
+                check_config(cfg)
 
 
 def test_a_checkpoints_mlm_head_is_found_under_tensorflow_era_and_unprefixed_names():

@@ -616,6 +616,17 @@ def test_validate_config_fills_the_derived_defaults_once():
     assert cfg["analyses"]["mlm"]["seed"] == 7
     assert all(cfg["models"][m]["build"]["seed"] == 7 for m in built)
     assert all(block["seed"] == 7 for block in cfg["build_data"].values())
+    # a seed a block gives is its own: the top-level seed fills in only where one is left out
+    given = _config("rehearsal")
+    given["seed"] = 7
+
+    def blocks(c):
+        return [c["analyses"]["mlm"], *(c["models"][m]["build"] for m in built), *c["build_data"].values()]
+
+    for i, block in enumerate(blocks(given)):
+        block["seed"] = 11 + i
+    validate_config(given)
+    assert [b["seed"] for b in blocks(given)] == [11 + i for i in range(len(blocks(given)))]
     # a filled config validates (tasks.<t>.lambda is a complete hparams block) and fills to itself
     again = copy.deepcopy(cfg)
     assert validate_config(again) == cfg
@@ -656,6 +667,13 @@ def test_validate_config_makes_integer_valued_floats_of_integer_keys_ints():
     schema = {"definitions": {"n": {"type": ["integer", "null"]}},
               "type": "array", "items": {"$ref": "#/definitions/n"}}  # fmt: skip
     assert [type(v) for v in integers_as_int([1.0, None, 2], schema)] == [int, type(None), int]
+    # every branch: an integer in anyOf's second subschema, under else as well as then (mutation review of
+    # papa/checks.py: a walk of the first branch, or of then only, passed every test)
+    assert type(integers_as_int(3.0, {"anyOf": [{"type": "string"}, {"type": "integer"}]})) is int
+    schema = {"if": {"required": ["x"]}, "then": {"properties": {"a": {"type": "integer"}}},
+              "else": {"properties": {"b": {"type": "integer"}}}}  # fmt: skip
+    assert [type(v) for v in integers_as_int({"a": 2.0, "b": 4.0, "c": 5.0}, schema).values()] == [int, int, float]
+    assert type(integers_as_int(2.5, {"type": "integer"})) is float  # (not an integer-valued float: the schema's)
 
 
 def test_a_partial_lambda_block_takes_the_probes_other_keys():

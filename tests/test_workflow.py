@@ -779,6 +779,26 @@ INVALID_CONFIGS = [
         lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr="0.5"),
         "is the text '0.5', not a number: write it without quotes",
     ),  # fmt: skip
+    # text that reads as no number (YAML's true is a bool) is not told to lose its quotes; a long value is cut short;
+    # a seed list given as 0 is not read as a count of seeds; a key of many sections written at the top level gets
+    # no guess of a place (mutation review of papa/checks.py: each passed every test undone)
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr="true"),
+        "config key 'tasks.rt_sentiment.probe.lr': 'true' is not of type 'number'",
+    ),
+    (
+        lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=list(range(60))),
+        "config key 'tasks.rt_sentiment.probe.lr': [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, "
+        "18, 19, 20, 21... is not of type 'number'",
+    ),
+    (lambda c: c["sweep"].update(seeds=0), "config key 'sweep.seeds' is 0, and it takes a list: write [0]"),
+    (lambda c: c.update(lr=1e-3), "config key 'lr' is not known: the keys allowed at the top level are analyses,"),
+    (lambda c: c["tasks"]["rt_sentiment"].update({True: 1}), "config key 'tasks.rt_sentiment.True': the name True is"),
+    (
+        lambda c: c["analyses"].update(mlm={"models": ["minilm"], "dataset": ""}),
+        "analyses.mlm.dataset = '' is not a key of 'datasets'",
+    ),
+    (lambda c: c["sweep"].update(fraction_dynamic=[1.0, 1, 0.5, 0]), "sweep.fraction_dynamic lists 1 more than once;"),
     (lambda c: c["sweep"].update(constants=["averag@wiki"]), "'sweep.constants[0]': Constants spec 'averag@wiki'"),
     # what the schema cannot say (papa.checks): caught before any job, not hours later inside one
     (
@@ -939,6 +959,11 @@ INVALID_CONFIGS = [
         _built_dataset("wikitext", "corpus"),
         "datasets.corpus.label_column = 'label' (the default) is not a column of the files build_data.x writes (shape "
         "wikitext: text): set label_column: null (an unlabeled corpus)",
+    ),
+    (
+        _built_dataset("sst2", "mine", text_column="sentence", label_column="gold"),  # labelled files: no null offered
+        "datasets.mine.label_column = 'gold' is not a column of the files build_data.x writes (shape sst2: sentence, "
+        "label): set label_column to one of them",
     ),
     (
         lambda c: c["models"].update(tiny={"build": {"family": ["bert"]}}),
