@@ -3547,3 +3547,8 @@ def test_integer_labels_written_as_text_are_checked_and_ordered_as_integers(tmp_
         p = jsonl("twelve.jsonl", [shown(v) for v in range(12)])
         t = D.load_task(_seq_spec(p, p), tmp_path)
         assert t.label_names == [str(i) for i in range(12)] and t.splits["train"]["label"].tolist() == list(range(12))
+    p = jsonl("spelt.jsonl", ["01", "1", "01"])  # one integer written two ways: said so (not as the gap before 1)
+    with pytest.raises(
+        D.TaskSpecError, match=r"row 2 \(line 2\) has the label '1' and row 1 \(line 1\) '01': both read"
+    ):
+        D.load_task(_seq_spec(p, p), tmp_path)

@@ -944,7 +944,8 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
                                 f"fill it in or remove the row")  # fmt: skip
     vals = list(values)
     if vals and all(isinstance(v, str) and _integer_label(v) for v in vals):  # integers written as text (JSON "0", a
-        vals = [int(v.strip()) for v in vals]  # Parquet string column): checked and ordered as the integers they are
+        _check_one_spelling(vals, where, rows)  # Parquet string column; "1" beside "01" said as that, not as a gap)
+        vals = [int(v.strip()) for v in vals]  # checked and ordered as the integers they are
     numbers = [(i, float(v)) for i, v in enumerate(vals)
                if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]  # fmt: skip
     # scores, typed (JSON, Parquet, a CSV column of numbers) or written as text in every row (JSON strings "3.2")
