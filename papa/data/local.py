@@ -761,6 +761,17 @@ def _number(text: str) -> bool:
         return False
 
 
+def _text_integers(values: list, where: str, rows: list[str] | None) -> list | None:
+    """``values`` as ints where every filled one is an integer written as text (a CSV cell, JSON's ``"0"``, a Parquet
+    string column; missing ones kept), else None. "01" beside "1", one integer written two ways, is refused while
+    still text (`_check_one_spelling`)."""
+    filled = [v for v in values if not _is_missing(v)]
+    if not filled or not all(isinstance(v, str) and _integer_label(v) for v in filled):
+        return None
+    _check_one_spelling(values, where, rows)
+    return [v if _is_missing(v) else int(v) for v in values]
+
+
 def _typed_labels(values: list, where: str, rows: list[str]) -> list:
     """A CSV/TSV label column read as text, typed as pandas types a whole column: integers when every filled cell
     is one, numbers when every one is a number (a score: `_infer_label_names` refuses it), booleans, else the
@@ -771,10 +782,9 @@ def _typed_labels(values: list, where: str, rows: list[str]) -> list:
     filled = [(i, v.strip()) for i, v in enumerate(values) if not _is_missing(v)]
     if not filled:
         return values
+    if (typed := _text_integers(values, where, rows)) is not None:
+        return typed
     integers = [i for i, v in filled if _integer_label(v)]
-    if len(integers) == len(filled):
-        _check_one_spelling(values, where, rows)  # typed, "01" and "1" are one integer: checked while text
-        return [v if _is_missing(v) else int(v) for v in values]
     if all(_number(v) for _, v in filled):
         if integers:
             odd, first = next((i, v) for i, v in filled if not _integer_label(v)), integers[0]
@@ -943,9 +953,8 @@ def _infer_label_names(values: list, where: str = "the train split", rows: list[
             raise TaskSpecError(f"{where}, {rows[i] if rows else f'row {i + 1}'} has no label (empty cell); "
                                 f"fill it in or remove the row")  # fmt: skip
     vals = list(values)
-    if vals and all(isinstance(v, str) and _integer_label(v) for v in vals):  # integers written as text (JSON "0", a
-        _check_one_spelling(vals, where, rows)  # Parquet string column; "1" beside "01" said as that, not as a gap)
-        vals = [int(v.strip()) for v in vals]  # checked and ordered as the integers they are
+    if (typed := _text_integers(vals, where, rows)) is not None:  # JSON's "0", a Parquet string column: checked and
+        vals = typed  # ordered as the integers they are, as a CSV column of the same cells
     numbers = [(i, float(v)) for i, v in enumerate(vals)
                if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]  # fmt: skip
     # scores, typed (JSON, Parquet, a CSV column of numbers) or written as text in every row (JSON strings "3.2")
