@@ -2494,10 +2494,11 @@ def _fake_conll2003():
     return DatasetDict(train=split(3), validation=split(2), test=split(2))
 
 
-def _serve_hub(monkeypatch, serve, timeouts=None) -> list:
+def _serve_hub(monkeypatch, serve, timeouts=None, revisions=None) -> list:
     """The hub as a stand-in: ``datasets.load_dataset(hub_id, config, **kw)`` answers ``serve(hub_id, config)``, hub
     access is on, and every revision resolves to the commit ``0123abcd`` (each timeout it was given appended to
-    ``timeouts``). Returns the list the load calls are recorded in, as ``(hub_id, config, kw)``."""
+    ``timeouts``, each revision asked for to ``revisions``). Returns the list the load calls are recorded in, as
+    ``(hub_id, config, kw)``."""
     import datasets
 
     from papa.data import hub
@@ -2510,6 +2511,7 @@ def _serve_hub(monkeypatch, serve, timeouts=None) -> list:
 
     def resolve_revision(name, hub_id, revision, timeout):
         (timeouts if timeouts is not None else []).append(timeout)
+        (revisions if revisions is not None else []).append(revision)
         return "0123abcd"
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
@@ -2598,8 +2600,6 @@ def test_the_hub_loads_ask_for_the_papers_revision_config_and_split(monkeypatch,
     papa/data/registry.py: each passed every test undone)."""
     from datasets import Dataset, DatasetDict
 
-    from papa.data import hub
-
     conll = _fake_conll2003()
     served = {
         "conll2003": DatasetDict(train=conll["train"], validation=conll["validation"], test=conll["test"].select([0])),
@@ -2607,11 +2607,8 @@ def test_the_hub_loads_ask_for_the_papers_revision_config_and_split(monkeypatch,
             train=Dataset.from_dict({"text": ["a b c"]}), validation=Dataset.from_dict({"text": ["d e"]})
         ),
     }
-    calls = _serve_hub(monkeypatch, lambda hub_id, config: served[hub_id.split("/")[-1]])
     asked = []
-    monkeypatch.setattr(
-        hub, "resolve_revision", lambda name, hub_id, revision, timeout: asked.append(revision) or "0123abcd"
-    )
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: served[hub_id.split("/")[-1]], revisions=asked)
     for name in ("conll2003_ner", "conll2003_pos"):
         t = D.load_task({"name": name, "source": "hub"}, tmp_path)
         assert asked[-1] == "refs/convert/parquet" and calls[-1][2]["data_dir"] == "conll2003"
@@ -3426,8 +3423,6 @@ def test_a_seeded_split_holds_out_round_fraction_whole_groups_and_at_least_one_r
 def test_a_comment_hints_grep_escapes_the_regex_characters_of_the_lines_first_word(tmp_path):
     """The grep a comment hint names removes the line it names when that line's first word holds characters a
     regular expression reads (``#[a].b``): unescaped, ``'^#[a].b'`` matched ``#a.b`` and left the line in place."""
-    import subprocess
-
     odd = _write(tmp_path / "odd.conll", "EU B-ORG\n#[a].b x y\nrejects O\n")
     with pytest.raises(D.TaskSpecError, match=r"odd\.conll:2 has 3 columns but line 1 has 2.*line 2 starts") as err:
         D.read_conll(odd)
@@ -3537,7 +3532,7 @@ def test_integer_labels_written_as_text_are_checked_and_ordered_as_integers(tmp_
         return p
 
     for as_text in (False, True):
-        shown = (lambda v: str(v)) if as_text else (lambda v: v)
+        shown = str if as_text else (lambda v: v)
         p = jsonl("minus.jsonl", [shown(v) for v in (0, 1, -1, 1)])
         with pytest.raises(D.TaskSpecError, match=r"row 3 \(line 3\) has the label -1 beside label 0"):
             D.load_task(_seq_spec(p, p), tmp_path)
