@@ -620,6 +620,22 @@ def test_every_submodule_is_reachable_after_a_plain_import():
     assert out.returncode == 0 and out.stdout.strip() == "run_probe", out.stderr[-2000:]
 
 
+def test_papa_lists_exactly_its_modules_and_refuses_other_names():
+    """What the slow test above cannot see in one process: the lazy submodule list is exactly the package's modules
+    (a name with no module behind it would be listed by `dir(papa)` and fail on use), `dir(papa)` keeps the module's
+    own attributes beside the lazy ones, and a misspelt name is an AttributeError naming it, not a silent None
+    (``hasattr`` and ``from papa import lod_encoder`` rely on it)."""
+    import papa
+
+    modules = {p.stem if p.is_file() else p.name for p in (ROOT / "papa").iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}  # fmt: skip
+    assert papa._SUBMODULES == modules
+    assert set(vars(papa)) <= set(dir(papa))  # __doc__, __getattr__, ... as well as the lazy names
+    with pytest.raises(AttributeError, match="module 'papa' has no attribute 'lod_encoder'"):
+        papa.lod_encoder  # noqa: B018
+    assert not hasattr(papa, "lod_encoder")
+
+
 def test_what_type_checkers_see_of_papa_is_what_runs():
     """``papa.__all__`` and the ``TYPE_CHECKING`` imports are written out for editors and type checkers (a computed
     ``__all__`` left ``papa.load_encoder`` typed Any: review AG); they name exactly the lazily exported names, each
