@@ -1010,6 +1010,14 @@ def test_error_bad_options(tmp_path):
     base = {"name": "x", "source": "local", "kind": "sequence", "train": str(p), "text_column": "sentence"}
     with pytest.raises(D.TaskSpecError, match="max_train must be a positive integer"):
         D.load_task({**base, "max_train": 0}, tmp_path)
+    for key, bad in (("max_train", 2.5), ("max_validation", "5"), ("max_train", True)):  # no count: not cut to one
+        with pytest.raises(D.TaskSpecError, match=rf"{key} must be a positive integer, got {re.escape(repr(bad))}$"):
+            D.load_task({**base, key: bad}, tmp_path)
+    from papa.data.errors import positive_int
+
+    assert type(positive_int({"max_train": np.int64(3)}, "max_train")) is int  # a NumPy count is made a Python int
+    with pytest.raises(ValueError, match="max_train"):  # a wrong spec is a ValueError, as Python's own bad arguments
+        positive_int({"max_train": -2}, "max_train")
     with pytest.raises(D.TaskSpecError, match="validation_fraction"):
         D.load_task({**base, "validation_fraction": 1.5}, tmp_path)
     # the bounds are open at both ends, also where the source gives a validation split and the fraction is not used
@@ -1888,6 +1896,8 @@ def test_a_column_key_given_as_a_number_says_to_write_it_as_text(tmp_path):
     spec = {**_seq_spec(p, p, header=False, label_column=1), "text_column": "0"}
     with pytest.raises(D.TaskSpecError, match=r"column names are text: write label_column as '1'"):
         D.load_task(spec, tmp_path)
+    with pytest.raises(D.TaskSpecError, match=r"column 7 not found .*\['0', '1'\]; set label_column to one of them$"):
+        D.load_task({**spec, "label_column": 7}, tmp_path)  # no column is named "7" either: nothing to requote
 
 
 def test_listed_labels_that_are_integers_match_integer_cells_by_value_not_position(tmp_path):
