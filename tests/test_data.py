@@ -704,6 +704,8 @@ def test_local_sequence_formats(fmt, tmp_path):
     v = t.splits["validation"]
     assert t.label_names == ["negative", "positive"] and t.is_pair
     assert v["label"].tolist() == [1, 0, 1, 1, 0]
+    # a pair task is one whose some split holds a second text: a test split without them leaves it one
+    assert D.TaskData(t.name, t.kind, t.label_names, {**t.splits, "test": v.assign(text_b=None)}).is_pair
     assert v["text"].iloc[2] == "NA" and v["text_b"].iloc[2] == "null"
     assert v["text"].iloc[0] == ('a "fine film' if fmt == "tsv" else "a fine film")
     assert t.provenance["files"]["train"]["sha256"] == D.sha256_file(path)
@@ -1174,6 +1176,25 @@ def test_a_split_file_describes_itself(tmp_path, rt, wsj):
         "validation", mixed / "validation.parquet")  # fmt: skip
     with pytest.raises(D.DataIntegrityError, match="disagree on the task's label_names"):
         D.read_task(mixed)
+    D.TaskData(rt.name, "token", rt.label_names, {"validation": wsj.splits["validation"]}).save_split(
+        "validation", mixed / "validation.parquet")  # fmt: skip
+    with pytest.raises(D.DataIntegrityError, match=r"disagree on the task's kind: 'sequence' \(train\), 'token' "
+                                                   r"\(validation\)"):  # fmt: skip
+        D.read_task(mixed)
+    # save's own meta.json reads its split files as an older papa's (no metadata of their own): the rows it counts
+    older = tmp_path / "older"
+    rt.save(older)
+    for f in older.glob("*.parquet"):
+        pq.write_table(pq.read_table(f).replace_schema_metadata({}), f)
+    back = D.read_task(older)
+    assert back.sizes == rt.sizes and back.label_names == rt.label_names
+    pd.testing.assert_frame_equal(back["validation"], rt["validation"])
+    # a split name that is no file name is refused before anything is written; a missing split names those there are
+    with pytest.raises(D.TaskSpecError, match=r"split name 'dev set' cannot be a file name"):
+        D.TaskData(rt.name, rt.kind, rt.label_names, {"dev set": rt["validation"]}).save(tmp_path / "names")
+    assert not (tmp_path / "names").exists()
+    with pytest.raises(KeyError, match=r"task 'rt_sentiment' has no split 'test'; it has \['train', 'validation'\]"):
+        rt["test"]
 
 
 # --------------------------------------------------------------------------- bad local data fails, naming the place
@@ -3368,6 +3389,7 @@ def test_the_split_and_each_subsample_draw_from_their_own_numbered_stream_of_the
         assert t.splits["train"]["text"].tolist() == pick(train_all, 12, seed, 1)
         assert t.splits["validation"]["text"].tolist() == pick(val_all, 4, seed, 2)
         assert t.provenance["split"]["subsample"]["sizes_before"] == {"train": 30, "validation": 10}
+        assert t.provenance["split"]["method"] == "seeded random split"  # no labels to stratify by
         # labeled: stratified, one stream 0 drawn label by label in label order
         s = D.load_task({**base, "name": "three_way"}, tmp_path, seed=seed)
         g, val = rng(seed, 0), set()
@@ -3400,6 +3422,8 @@ def test_labels_and_tags_at_the_number_of_label_names_fail_the_last_check():
     T._check_labels("t", "token", names, tok)
     with pytest.raises(D.DataIntegrityError, match=r"split 'validation' has labels outside 0\.\.1"):
         T._check_labels("t", "token", names, {**tok, "validation": pd.DataFrame({"tags": [[0, 2]]})})
+    with pytest.raises(D.DataIntegrityError, match=r"split 'train' has labels outside 0\.\.1"):  # a hub's -1 tag too
+        T._check_labels("t", "token", names, {**tok, "train": pd.DataFrame({"tags": [[0, 1], [-1, 1]]})})
 
 
 def test_a_seeded_split_holds_out_round_fraction_whole_groups_and_at_least_one_row():
