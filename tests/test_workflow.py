@@ -3,6 +3,7 @@
 One smoke run in a copy of the repository; dry runs then check what a change reruns.
 """
 
+import inspect
 import json
 import os
 import re
@@ -1310,6 +1311,111 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     assert data_params(default) == data
     default["datasets"]["rt_sentiment"]["validation_fraction"] = 0.3
     assert all(changed["validation_fraction"] == 0.3 for changed in data_params(default))
+
+
+#: A setting of config/smoke.yaml (with an MLM analysis) -> the rules whose params it changes for one job each (below):
+#: what it reruns.
+SETTING_REACHES = [
+    (
+        lambda c: c.update(seed=1),
+        {"prepare_data", "average_attention", "learn_lambda", "probe", "probe_trained", "mlm"},
+    ),
+    (lambda c: c.update(precision="tf32"), {"average_attention", "learn_lambda", "probe", "probe_trained", "mlm"}),
+    (lambda c: c.update(compile="reduce-overhead"), {"learn_lambda", "probe_trained"}),
+    (lambda c: c.update(layout="standard"), {"tokenize"}),
+    (lambda c: c["datasets"]["rt_sentiment"].update(max_train=90), {"prepare_data"}),
+    (lambda c: c["averaging"].update(batch_size=8), {"average_attention"}),
+    (lambda c: c["averaging"].update(max_examples=50), {"average_attention"}),
+    (lambda c: c["tasks"]["rt_sentiment"].update(metrics=["accuracy"]), {"learn_lambda", "probe", "probe_trained"}),
+    (lambda c: c["tasks"]["rt_sentiment"].update(main_metric="f1"), {"aggregate"}),
+    (lambda c: c["tasks"]["rt_sentiment"]["lambda"].update(lr=0.01), {"learn_lambda"}),
+    (lambda c: c["tasks"]["rt_sentiment"]["probe"].update(lr=0.01), {"probe", "probe_trained"}),
+    (lambda c: c["sweep"].update(batch_order="shared"), {"probe", "probe_trained"}),
+    (lambda c: c["cache"].update(dtype="float16"), {"probe", "probe_trained"}),
+    (lambda c: c["cache"].update(budget_mb=64, batch_size=8), set()),
+    (lambda c: c["analyses"].update(patterns={"band": 2}), {"patterns"}),
+    (lambda c: c["analyses"]["mlm"].update(lr=0.01), {"mlm"}),
+    (lambda c: c["sweep"].update(seeds=[0, 1, 2]), {"mlm"}),  # the probes' seeds are their outputs: no param
+    (lambda c: c["sweep"].update(seeds=[1, 0], fraction_dynamic=[0, 0.5, 1]), set()),  # each seeded on its own
+    (lambda c: c["sweep"].update(fraction_dynamic=[1, 0.5, 0.25, 0]), {"mlm"}),
+]
+
+
+def test_each_setting_is_a_param_of_exactly_the_rules_it_reaches(tmp_path):
+    """The smoke runs' rerun tests check a few settings end to end (minutes each); this holds every setting a job's
+    numbers depend on to the params of exactly the rules whose jobs read it, for one job of each rule, at the params
+    level (seconds): the seed reaches the data split, the averaging's draw and every training, but no data-free
+    matrix; the precision every job that runs a model, and no tokenization or data-free matrix; compile the
+    jobs whose encoder runs in the loop; the cache's dtype the probes, its budget nothing."""
+    smoke = yaml.safe_load((ROOT / SMOKE).read_text())
+    smoke["analyses"]["mlm"] = {"models": ["minilm"], "head": "probe", "dataset": "rt_sentiment", "max_length": 32}
+    job = dict(model="minilm", dataset="rt_sentiment", task="rt_sentiment", n="32", split="train", seed="1",
+               selection="lambda", fraction_dynamic="0.5")  # fmt: skip
+
+    def params(config):
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+        out = {}
+        with parsed_workflow(tmp_path / "c.yaml") as wf:
+            for rule in wf.rules:
+                if rule.name.startswith("build_"):  # no model or data is built here
+                    continue
+                kind = "identity" if rule.name == "data_free_constants" else "average"
+                constants = "average_trained" if rule.name == "probe_trained" else "average"
+                wc = SimpleNamespace(**job, kind=kind, constants=constants)
+                out[rule.name] = {k: v(wc) if callable(v) else v for k, v in rule.params.items()}
+        return out
+
+    before = params(smoke)
+    assert {"prepare_data", "tokenize", "data_free_constants", "mlm", "aggregate", "plot"} <= set(before)
+    for edit, reached in SETTING_REACHES:
+        config = json.loads(json.dumps(smoke))
+        edit(config)
+        after = params(config)
+        assert {r for r in before if after[r] != before[r]} == reached, inspect.getsource(edit).strip()
+    # analyses.patterns: null turns the analysis off: the tables are made from no pattern table (no patterns job)
+    for patterns, tables in (({"band": 1}, 1), (None, 0)):
+        (tmp_path / "c.yaml").write_text(
+            yaml.safe_dump({**smoke, "analyses": {**smoke["analyses"], "patterns": patterns}})
+        )
+        with parsed_workflow(tmp_path / "c.yaml") as wf:
+            assert len([f for f in wf.get_rule("aggregate").input if "/patterns/" in f]) == tables, patterns
+
+
+def test_a_local_models_files_are_the_inputs_and_release_of_the_jobs_that_read_them(tmp_path):
+    """The smoke test of a rewritten model file reruns by file times alone (``--rerun-triggers mtime``); this holds
+    the params: of a local model folder, each job's inputs are the files it reads and its ``release`` param their
+    digest (what a file replaced with an older time changes): a tokenization the tokenizer's files and
+    config.json, not the weights; a data-free matrix config.json alone; a job that runs the model every file. So
+    other weights rerun the model's jobs alone, another tokenizer those and the tokenizations, another config.json
+    every job."""
+    from papa.models import resolve_model_path
+
+    folder = tmp_path / "local-minilm"
+    shutil.copytree(resolve_model_path("minilm"), folder)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**yaml.safe_load((ROOT / SMOKE).read_text()),
+                                                     "models": {"minilm": str(folder)}}))  # fmt: skip
+    runs_model = {"average_attention", "learn_lambda", "probe", "probe_trained", "mlm"}
+    wc = SimpleNamespace(model="minilm")
+
+    def jobs():
+        with parsed_workflow(tmp_path / "c.yaml") as wf:
+            rules = [wf.get_rule(r) for r in (*runs_model, "tokenize", "data_free_constants")]
+            return {r.name: ({Path(f).name for f in r.input.model(wc)}, r.params.release(wc)) for r in rules}
+
+    before = jobs()
+    every = {p.name for p in folder.iterdir() if p.is_file() and p.name not in (".gitattributes", "README.md")}
+    assert {r: files for r, (files, _) in before.items()} == {
+        **dict.fromkeys(runs_model, every),
+        "tokenize": every - {"model.safetensors"},
+        "data_free_constants": {"config.json"},
+    }
+    for name, reruns in (("model.safetensors", runs_model), ("tokenizer.json", runs_model | {"tokenize"}),
+                         ("config.json", set(before))):  # fmt: skip
+        with open(folder / name, "ab") as f:
+            f.write(b" ")
+        after = jobs()
+        assert {r for r in before if after[r][1] != before[r][1]} == reruns, name
+        before = after
 
 
 def test_a_local_files_path_spelt_another_way_is_the_same_input(tmp_path):
