@@ -145,6 +145,13 @@ def test_probe_table_validation(frames):
         tables.probe_table([frames[0].assign(fraction_dynamic=float("nan"))])
     with pytest.raises(ValueError, match="probe_table: column 'score' has non-numeric values"):
         tables.probe_table([frames[0].assign(score="0.9 (best)")])
+    # one frame, not a list of them; a list of records, not frames; main_metric a list, not task -> metric
+    with pytest.raises(ValueError, match="probe_table: expected a list of DataFrames$"):
+        tables.probe_table(frames[0])
+    with pytest.raises(ValueError, match="summary_table: expected a pandas DataFrame, got list"):
+        tables.summary_table(frames[0].to_dict("records"))
+    with pytest.raises(ValueError, match="summary_table: main_metric must be a dict task -> metric"):
+        tables.summary_table(tables.probe_table(frames), ["accuracy"])
 
 
 def test_an_empty_frame_among_the_frames_changes_no_column_type(frames):
@@ -155,6 +162,10 @@ def test_an_empty_frame_among_the_frames_changes_no_column_type(frames):
     with_empty = tables.probe_table([frames[0], empty, frames[1]])
     pd.testing.assert_frame_equal(with_empty, tables.probe_table([frames[0], frames[1]]))
     assert with_empty["train_loss"].dtype == np.float64
+    # the documented columns first, in their order, then the extras, however a frame orders its columns
+    backwards = [f[list(f.columns)[::-1]] for f in frames]
+    assert list(tables.probe_table(backwards).columns) == list(with_empty.columns)
+    assert list(with_empty.columns[: len(tables.PROBE_COLUMNS)]) == list(tables.PROBE_COLUMNS)
 
 
 def test_mlm_table_refuses_a_score_that_is_no_number():
@@ -1529,6 +1540,13 @@ def test_models_compared_defaults_to_the_method_order_else_the_most_frequent(sum
         (summary.selection != "lambda") & ~((summary.selection == "random") & (summary.fraction_dynamic == 0.5))
     ]
     assert set(tables.models_compared_table(other)["selection"]) == {"reversed"}
+    # a tie: the first in order of their names, wherever the rows put the other first
+    tie = summary[summary.selection.isin(["random", "reversed"])]
+    assert (tie.selection == "random").sum() == (tie.selection == "reversed").sum()
+    assert set(tables.models_compared_table(tie.iloc[::-1])["selection"]) == {"random"}
+    # one model named as text is that model (not its letters)
+    one = tables.models_compared_table(summary, models="bert-base")
+    assert one["model"].tolist() == ["bert-base"]
 
 
 def test_lambdas_table_takes_the_ends_of_the_sigmoid_and_ranks_each_constants_spec_apart():
