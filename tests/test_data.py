@@ -704,7 +704,7 @@ def test_local_sequence_formats(fmt, tmp_path):
     v = t.splits["validation"]
     assert t.label_names == ["negative", "positive"] and t.is_pair
     assert v["label"].tolist() == [1, 0, 1, 1, 0]
-    # a pair task is one whose some split holds a second text: a test split without them leaves it one
+    # a task is a pair task where any split holds a second text: a test split without them leaves it one
     assert D.TaskData(t.name, t.kind, t.label_names, {**t.splits, "test": v.assign(text_b=None)}).is_pair
     assert v["text"].iloc[2] == "NA" and v["text_b"].iloc[2] == "null"
     assert v["text"].iloc[0] == ('a "fine film' if fmt == "tsv" else "a fine film")

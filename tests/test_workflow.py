@@ -1342,8 +1342,8 @@ SETTING_REACHES = [
 
 
 def test_each_setting_is_a_param_of_exactly_the_rules_it_reaches(tmp_path):
-    """The smoke runs' rerun tests check a few settings end to end (minutes each); this holds every setting a job's
-    numbers depend on to the params of exactly the rules whose jobs read it, for one job of each rule, at the params
+    """The smoke runs' rerun tests check a few settings end to end (minutes each); this holds each setting of
+    `SETTING_REACHES` to the params of exactly the rules whose jobs read it, for one job of each rule, at the params
     level (seconds): the seed reaches the data split, the averaging's draw and every training, but no data-free
     matrix; the precision every job that runs a model, and no tokenization or data-free matrix; compile the
     jobs whose encoder runs in the loop; the cache's dtype the probes, its budget nothing."""
