@@ -1381,6 +1381,41 @@ def test_each_setting_is_a_param_of_exactly_the_rules_it_reaches(tmp_path):
             assert len([f for f in wf.get_rule("aggregate").input if "/patterns/" in f]) == tables, patterns
 
 
+def test_every_param_a_stage_reads_is_one_its_rule_declares():
+    """A job's stage config reads its params (`papa.pipeline`'s ``_from_snakemake``: ``sm.params.<name>``, or
+    ``getattr`` with a default); a rule without one of them failed that job only as it ran (mutation testing: the
+    plot rule's ``compared_models`` removed was found by the smoke run's plot job, minutes in, and the MLM rule's
+    by no test before the rehearsal). Each rule with a script declares every param its stage reads without a
+    default: the stage of the ``from_snakemake`` its script calls, with its base classes'."""
+    import ast
+
+    from papa import pipeline
+
+    classes = {n.name: n for n in ast.parse(Path(pipeline.__file__).read_text()).body if isinstance(n, ast.ClassDef)}
+
+    def reads(stage):
+        node, names = classes[stage], set()
+        for fn in node.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name in ("from_snakemake", "_from_snakemake"):
+                names |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)
+                          and ast.unparse(n.value) == "sm.params"}  # fmt: skip
+        return names.union(*(reads(b.id) for b in node.bases if isinstance(b, ast.Name) and b.id in classes))
+
+    stages = {}
+    with parsed_workflow(ROOT / SMOKE) as wf:
+        for rule in wf.rules:
+            if not rule.script:
+                continue
+            script = ast.parse((ROOT / "workflow/scripts" / Path(rule.script).name).read_text())
+            (stage,) = {n.value.id for n in ast.walk(script) if isinstance(n, ast.Attribute)
+                        and n.attr == "from_snakemake" and isinstance(n.value, ast.Name)}  # fmt: skip
+            stages[rule.name] = stage
+            missing = reads(stage) - set(rule.params.keys())
+            assert not missing, f"rule {rule.name} ({stage}) lacks the params {sorted(missing)}"
+    assert stages["plot"] == "PlotStage" and "compared_models" in reads("PlotStage") and len(stages) >= 13
+    assert {"model", "hp", "fraction_dynamic", "seeds"} <= reads("MLMStage")
+
+
 def test_a_local_models_files_are_the_inputs_and_release_of_the_jobs_that_read_them(tmp_path):
     """The smoke test of a rewritten model file reruns by file times alone (``--rerun-triggers mtime``); this holds
     the params: of a local model folder, each job's inputs are the files it reads and its ``release`` param their
