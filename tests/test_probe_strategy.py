@@ -1201,9 +1201,19 @@ def test_entity_f1_needs_tags_that_mark_chunks():
     with pytest.raises(ValueError, match="metric 'entity_f1' scores entity chunks of BIO tags .* use pos_seqeval_f1"):
         check_metrics(["entity_f1"], "token", 3, ["NN", "VBD", "DT"])
     assert check_metrics(["pos_seqeval_f1"], "token", 3, ["NN", "VBD", "DT"]) == ["pos_seqeval_f1"]
+    with pytest.raises(ValueError, match=r"the tags here \(NN, VB, DT, IN, JJ, \.\.\.\) have no chunk prefix"):
+        check_metrics(["entity_f1"], "token", 7, ["NN", "VB", "DT", "IN", "JJ", "RB", "CC"])  # the first five shown
+    from papa.metrics import compute
+
+    pos = ["NN", "VBD", "DT"]  # POS tags read by seqeval: no warning per tag in the job's log
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compute("pos_seqeval_f1", np.array([[0, 1, 2]]), np.array([[0, 1, 2]]), pos) == 1.0
+    with pytest.raises(ValueError, match=r"pos_seqeval_f1: y_pred holds tag id -1, and label_names names 3 tags"):
+        compute("pos_seqeval_f1", np.array([[0, 1, 2]]), np.array([[0, 1, -1]]), pos)  # not the last tag's id
     for names in (["O", "B-PER", "I-PER"], ["O", "S-LOC", "E-LOC"], ["B-NP", "I-NP"]):
         assert chunk_tagged(names) and check_metrics(["entity_f1"], "token", len(names), names) == ["entity_f1"]
-    assert not chunk_tagged(["O", "B", "-LRB-", "IN"])
+    assert not chunk_tagged(["O", "B", "-LRB-", "IN"]) and not chunk_tagged(["", "O"])  # an empty tag name too
 
 
 def test_binary_metrics_take_two_labels_and_refuse_more():
@@ -1216,6 +1226,20 @@ def test_binary_metrics_take_two_labels_and_refuse_more():
         with pytest.raises(ValueError, match=rf"metric 'f1' is binary F1 .* the task has {n} labels; use macro_f1"):
             check_metrics(["accuracy", "f1"], "sequence", n_labels=n)
         assert check_metrics(["macro_f1", "mcc"], "sequence", n_labels=n) == ["macro_f1", "mcc"]
+    # the labels, gold or predicted, hold a third class: refused naming binary F1, not sklearn's "multiclass"
+    from papa.metrics import compute
+
+    for gold, pred in (([0, 1, 1], [0, 2, 1]), ([0, 2, 1], [0, 1, 1])):
+        with pytest.raises(
+            ValueError, match=r"f1 is binary F1 \(positive class = label 1\), and the labels hold \[2\]"
+        ):
+            compute("f1", np.array(gold), np.array(pred))
+    assert compute("accuracy", np.array([True, False, True]), np.array([1, 0, 0])) == 2 / 3  # bools are 1 and 0
+    with warnings.catch_warnings():  # no positive label at all: 0.0, without sklearn's warning in every job's log
+        warnings.simplefilter("error")
+        assert compute("f1", np.array([0, 0, 0]), np.array([0, 0, 0])) == 0.0
+    with pytest.raises(TypeError, match="metrics must be a list of metric names .* got 5"):
+        check_metrics(5)
 
 
 def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path):
