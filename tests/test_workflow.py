@@ -3,6 +3,7 @@
 One smoke run in a copy of the repository; dry runs then check what a change reruns.
 """
 
+import copy
 import inspect
 import json
 import os
@@ -1313,6 +1314,14 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     assert all(changed["validation_fraction"] == 0.3 for changed in data_params(default))
 
 
+@contextmanager
+def parsed_config(config: dict, folder: Path):
+    """`parsed_workflow` of a config given as a dict (written to ``folder``/c.yaml)."""
+    (folder / "c.yaml").write_text(yaml.safe_dump(config))
+    with parsed_workflow(folder / "c.yaml") as wf:
+        yield wf
+
+
 #: A setting of config/smoke.yaml (with an MLM analysis) -> the rules whose params it changes for one job each (below):
 #: what it reruns.
 SETTING_REACHES = [
@@ -1353,9 +1362,8 @@ def test_each_setting_is_a_param_of_exactly_the_rules_it_reaches(tmp_path):
                selection="lambda", fraction_dynamic="0.5")  # fmt: skip
 
     def params(config):
-        (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
         out = {}
-        with parsed_workflow(tmp_path / "c.yaml") as wf:
+        with parsed_config(config, tmp_path) as wf:
             for rule in wf.rules:
                 if rule.name.startswith("build_"):  # no model or data is built here
                     continue
@@ -1368,16 +1376,13 @@ def test_each_setting_is_a_param_of_exactly_the_rules_it_reaches(tmp_path):
     before = params(smoke)
     assert {"prepare_data", "tokenize", "data_free_constants", "mlm", "aggregate", "plot"} <= set(before)
     for edit, reached in SETTING_REACHES:
-        config = json.loads(json.dumps(smoke))
+        config = copy.deepcopy(smoke)
         edit(config)
         after = params(config)
         assert {r for r in before if after[r] != before[r]} == reached, inspect.getsource(edit).strip()
     # analyses.patterns: null turns the analysis off: the tables are made from no pattern table (no patterns job)
     for patterns, tables in (({"band": 1}, 1), (None, 0)):
-        (tmp_path / "c.yaml").write_text(
-            yaml.safe_dump({**smoke, "analyses": {**smoke["analyses"], "patterns": patterns}})
-        )
-        with parsed_workflow(tmp_path / "c.yaml") as wf:
+        with parsed_config({**smoke, "analyses": {**smoke["analyses"], "patterns": patterns}}, tmp_path) as wf:
             assert len([f for f in wf.get_rule("aggregate").input if "/patterns/" in f]) == tables, patterns
 
 
@@ -1427,13 +1432,12 @@ def test_a_local_models_files_are_the_inputs_and_release_of_the_jobs_that_read_t
 
     folder = tmp_path / "local-minilm"
     shutil.copytree(resolve_model_path("minilm"), folder)
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**yaml.safe_load((ROOT / SMOKE).read_text()),
-                                                     "models": {"minilm": str(folder)}}))  # fmt: skip
+    config = {**yaml.safe_load((ROOT / SMOKE).read_text()), "models": {"minilm": str(folder)}}
     runs_model = {"average_attention", "learn_lambda", "probe", "probe_trained", "mlm"}
     wc = SimpleNamespace(model="minilm")
 
     def jobs():
-        with parsed_workflow(tmp_path / "c.yaml") as wf:
+        with parsed_config(config, tmp_path) as wf:
             rules = [wf.get_rule(r) for r in (*runs_model, "tokenize", "data_free_constants")]
             return {r.name: ({Path(f).name for f in r.input.model(wc)}, r.params.release(wc)) for r in rules}
 
