@@ -1083,6 +1083,15 @@ def parsed_workflow(configfile: Path | list[Path], **resource_settings):
         )._workflow
 
 
+@contextmanager
+def parsed_config(config: dict, folder: Path):
+    """`parsed_workflow` of a config given as a dict, written to ``folder``/c.yaml in the dict's own key order (as
+    a user's file has it: the tasks' order is the tables' and figures' order)."""
+    (folder / "c.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    with parsed_workflow(folder / "c.yaml") as wf:
+        yield wf
+
+
 def test_the_authors_overlay_runs_the_paper_grids_jobs_with_their_settings():
     """config/paper-authors.yaml after config/paper.yaml, as Snakemake merges two --configfile files and the
     Snakefile validates them: the authors' settings on the tasks' probe and (filled in) lambda blocks, Table 3's
@@ -1194,8 +1203,7 @@ def test_extra_lr_is_a_param_of_trained_constants_only(tmp_path):
     with parsed_workflow(ROOT / "config/paper.yaml") as wf:
         lambdas = wf.get_rule("learn_lambda").params["hp"](cola)
     paper["tasks"]["cola"]["probe"]["extra_lr"] = 0.01
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
-    with parsed_workflow(tmp_path / "c.yaml") as wf:
+    with parsed_config(paper, tmp_path) as wf:
         fixed, trained = (wf.get_rule(r).params["hp"](cola) for r in ("probe", "probe_trained"))
         # nor of the lambdas (the lambda block takes the probe's hparams, but not this one): it reran them, with
         # the trained matrices' learning rate as the lambdas'
@@ -1210,8 +1218,7 @@ def test_fig2_draws_a_sweep_spec_on_a_tasks_own_corpus_as_its_runs_are_labelled(
     curve was missing, and with no other task rule plot failed with nothing to plot, after every probe)."""
     smoke = yaml.safe_load((ROOT / SMOKE).read_text())
     smoke["sweep"]["constants"] = ["average@rt_sentiment"]
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(smoke))
-    with parsed_workflow(tmp_path / "c.yaml") as wf:
+    with parsed_config(smoke, tmp_path) as wf:
         sweep = wf.get_rule("plot").params["sweep"]
         runs = {c for m, t, c, s, f in checks.probe_runs(wf.config) if t == "rt_sentiment" and s in sweep["selections"]}
     assert sweep["constants"] == ["average", "average@rt_sentiment"]
@@ -1230,8 +1237,7 @@ def test_fig2_draws_no_analysis_run_of_a_kind_the_sweep_runs_on_another_task_onl
     smoke = yaml.safe_load((ROOT / SMOKE).read_text())
     smoke["sweep"]["constants"] = ["average@rt_sentiment"]
     smoke["analyses"]["tasks"] = None
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(smoke))
-    with parsed_workflow(tmp_path / "c.yaml") as wf:
+    with parsed_config(smoke, tmp_path) as wf:
         sweep = wf.get_rule("plot").params["sweep"]
         runs = checks.probe_runs(wf.config)
     summary = pd.DataFrame(runs, columns=["model", "task", "constants", "selection", "fraction_dynamic"])
@@ -1256,8 +1262,7 @@ def test_the_batch_order_is_a_param_of_the_trained_seeds_that_follow_another(tmp
     got = {}
     for order in ("per_seed", "shared"):
         paper["sweep"]["batch_order"] = order
-        (tmp_path / f"{order}.yaml").write_text(yaml.safe_dump(paper))
-        with parsed_workflow(tmp_path / f"{order}.yaml") as wf:
+        with parsed_config(paper, tmp_path) as wf:
             trained, fixed = wf.get_rule("probe_trained").params, wf.get_rule("probe").params
             got[order] = {
                 seed: (
@@ -1283,8 +1288,7 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     rules = ("learn_lambda", "probe", "probe_trained")
 
     def params(config):
-        (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-        with parsed_workflow(tmp_path / "c.yaml") as wf:
+        with parsed_config(config, tmp_path) as wf:
             return {(r, wc.task): wf.get_rule(r).params["hp"](wc) for r in rules for wc in (cola, ner)}
 
     before = params(paper)
@@ -1302,8 +1306,7 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 
     def data_params(config):
-        (tmp_path / "d.yaml").write_text(yaml.safe_dump(config))
-        with parsed_workflow(tmp_path / "d.yaml") as wf:
+        with parsed_config(config, tmp_path) as wf:
             spec = wf.get_rule("prepare_data").params["spec"]
             return [spec(SimpleNamespace(dataset="rt_sentiment", split=s)) for s in ("train", "validation")]
 
@@ -1312,14 +1315,6 @@ def test_a_default_written_out_or_a_token_tasks_dropout_is_no_param(tmp_path):
     assert data_params(default) == data
     default["datasets"]["rt_sentiment"]["validation_fraction"] = 0.3
     assert all(changed["validation_fraction"] == 0.3 for changed in data_params(default))
-
-
-@contextmanager
-def parsed_config(config: dict, folder: Path):
-    """`parsed_workflow` of a config given as a dict (written to ``folder``/c.yaml)."""
-    (folder / "c.yaml").write_text(yaml.safe_dump(config))
-    with parsed_workflow(folder / "c.yaml") as wf:
-        yield wf
 
 
 #: A setting of config/smoke.yaml (with an MLM analysis) -> the rules whose params it changes for one job each (below):
@@ -1472,8 +1467,7 @@ def test_a_local_files_path_spelt_another_way_is_the_same_input(tmp_path):
     def prepare_data(train, validation):
         cfg["datasets"]["rt_sentiment"] = {"source": "local", "kind": "sequence", "train": train,
                                            "validation": validation}  # fmt: skip
-        (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-        with parsed_workflow(tmp_path / "c.yaml") as wf:
+        with parsed_config(cfg, tmp_path) as wf:
             rule = wf.get_rule("prepare_data")
             wc = SimpleNamespace(dataset="rt_sentiment", split="train")
             return rule.input[0](wc), rule.params["spec"](wc), rule.params["files"](wc)
@@ -1575,10 +1569,9 @@ def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     paper["sweep"]["batch_order"] = batch_order
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
     first = paper["sweep"]["seeds"][0] if batch_order == "shared" else None
     seeds = paper["sweep"]["seeds"]
-    with parsed_workflow(tmp_path / "c.yaml") as wf:
+    with parsed_config(paper, tmp_path) as wf:
         params = wf.get_rule("probe").params
         assert "seeds" not in params.keys() and params["first_seed"] == first
         trained = wf.get_rule("probe_trained").params
@@ -1610,8 +1603,7 @@ def test_analyses_models_keep_the_sec5_runs_to_those_models(tmp_path):
         every, every_patterns = wf.globals["runs"](), wf.globals["pattern_files"]()
     scope = ["roberta-base", "roberta-large"]
     paper["analyses"]["models"] = scope
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))  # the tasks in paper.yaml's order
-    with parsed_workflow(tmp_path / "c.yaml") as wf:
+    with parsed_config(paper, tmp_path) as wf:  # the tasks in paper.yaml's order
         scoped, scoped_patterns = wf.globals["runs"](), wf.globals["pattern_files"]()
     sweep = paper["sweep"]
     fractions = {spec.format_fraction(f) for f in sweep["fraction_dynamic"]}
@@ -1696,8 +1688,7 @@ def test_an_encoding_option_is_a_param_of_the_datasets_it_reaches(tmp_path, mini
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     paper["encoding"] = {"pair_segments": "authors"}
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(paper))
-    with parsed_workflow(tmp_path / "c.yaml") as wf:
+    with parsed_config(paper, tmp_path) as wf:
         params = wf.get_rule("tokenize").params
         got = {d: (params["input_shape"](SimpleNamespace(dataset=d)), params["encoding"](SimpleNamespace(dataset=d)))
                for d in ("mrpc", "mnli", "sst2", "cola", "conll2003_ner", "wikitext103")}  # fmt: skip
