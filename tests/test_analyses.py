@@ -346,6 +346,9 @@ def test_bad_pattern_inputs_fail_naming_the_argument():
     for args, kwargs, error, match in (
         ((mean[0], count), {}, ValueError, r"mean must be \[layers, heads, N, N\] constant matrices, got shape "
                                            r"\(3, 5, 5\)"),
+        # a matrix of N queries and another number of keys (torch's broadcast error against the count)
+        ((torch.rand(2, 3, 5, 4), count), {}, ValueError, r"mean must be \[layers, heads, N, N\] constant matrices, "
+                                                           r"got shape \(2, 3, 5, 4\)"),
         ((mean, torch.ones(4, 4)), {}, ValueError, r"count must be the matrices' \[N, N\] = \[5, 5\] pair counts"),
         ((mean, None), {}, TypeError, r"head_patterns needs the constants' mean and count"),
         ((mean, count), {"band": -1}, ValueError, r"band is the diagonal band's half-width, an integer >= 0"),
@@ -365,6 +368,9 @@ def test_bad_pattern_inputs_fail_naming_the_argument():
     with pytest.raises(ValueError, match=r"the table lacks 'diagonal', 'cls_sep': pass classify's table"):
         summary_line(stats)
     assert summary_line(classify(stats)).endswith("(6 heads)")
+    for table in (stats.to_dict("records"), None):  # records of the table, or none: no AttributeError of a list
+        with pytest.raises(TypeError, match=r"expected head_patterns' table \(a DataFrame\), got"):
+            classify(table)
     # numbers of other types mean the same (a 0-d tensor or array, a NumPy integer)
     assert head_patterns(mean, count, band=torch.tensor(2)).equals(head_patterns(mean, count, band=2))
     assert head_patterns(mean, count, band=np.int64(0)).equals(head_patterns(mean, count, band=0))
@@ -408,3 +414,34 @@ def test_classify_counts_a_head_at_its_threshold():
     assert out.diagonal.tolist() == [True, False] and out.cls_sep.tolist() == [True, True]
     below = classify(df.assign(cls_mass=0.25 - 1e-9), diag_threshold=0.375, special_threshold=0.5)
     assert bool(below.cls_sep.iloc[0]) is False and below.cls_sep.isna().tolist() == [False, True]
+
+
+def test_each_row_is_the_head_it_names():
+    """Row (layer l, head h) holds the statistics of ``mean[l, h]``, for a model of more layers than heads and one
+    of more heads than layers (mutation testing: the layer and head columns read off transposed went unseen, every
+    known-matrix test having one layer, or as many layers as heads)."""
+    N = 6
+    for L, H in ((3, 2), (2, 3)):
+        mean = torch.ones(L, H, N, N) / N
+        for layer, head in ((L - 1, 0), (0, H - 1)):
+            mean[layer, head] = 0
+            mean[layer, head, :, 0] = 1  # all its weight on [CLS]
+        df = head_patterns(mean, torch.ones(N, N))
+        assert df[["layer", "head"]].to_numpy().tolist() == [[i, j] for i in range(L) for j in range(H)]
+        on_cls = df.loc[df.cls_mass > 0.99, ["layer", "head"]].to_numpy().tolist()
+        assert on_cls == [[0, H - 1], [L - 1, 0]]
+
+
+def test_classify_adds_its_columns_to_a_copy_and_keeps_them_plain_where_nothing_is_unknown():
+    """classify returns a new table (the caller's, head_patterns' output, keeps its columns), and ``cls_sep`` is a
+    plain bool column where every head's sep_mass is known, nullable only where one is missing, as its docstring
+    says (mutation testing: neither was checked)."""
+    N = 6
+    mean = torch.ones(1, 2, N, N) / N
+    stats = head_patterns(mean, torch.ones(N, N))
+    columns = list(stats.columns)
+    out = classify(stats)
+    assert list(stats.columns) == columns and {"diagonal", "cls_sep"} <= set(out.columns)
+    assert out.cls_sep.dtype == bool and out.diagonal.dtype == bool
+    unknown = classify(stats.assign(sep_mass=np.nan))
+    assert unknown.cls_sep.dtype == "boolean" and unknown.cls_sep.isna().all()
