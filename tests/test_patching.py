@@ -704,7 +704,10 @@ def test_selection_orders():
 def test_selection_refuses_infinite_lambdas_empty_shapes_and_masks_given_as_rankings():
     """`papa.selection`'s checks each refuse what they name: an infinite lambda as a NaN is (no order of the heads),
     a shape with no layer or no head, and a bool mask passed where a ranking goes (a mask of two heads sorts as the
-    indices 0, 1), named as a mask's dtype rather than as a ranking that is no permutation."""
+    indices 0, 1), named as a mask's dtype rather than as a ranking that is no permutation; and a ranking that is no
+    permutation (mutation testing: none was tried, so a check of distinct indices alone passed)."""
+    import numpy as np
+
     from papa.selection import check_shape, head_order, rank_heads, select_static
 
     for bad in (float("inf"), float("-inf"), float("nan")):
@@ -717,10 +720,21 @@ def test_selection_refuses_infinite_lambdas_empty_shapes_and_masks_given_as_rank
         with pytest.raises(ValueError, match=r"shape must be \(layers, heads\), two positive integers"):
             check_shape(shape)
     assert check_shape((1, 1)) == (1, 1)
+    # a shape of NumPy integers (a model's config read through NumPy) comes back in Python's
+    got = check_shape((np.int64(2), np.int32(3)))
+    assert got == (2, 3) and all(type(n) is int for n in got)
     for mask in (torch.tensor([False, True]), torch.tensor([[True, False]])):
         with pytest.raises(ValueError, match=r"ranking must be flat head indices \(integers, .*got torch.bool"):
             select_static(mask, 0.5, (1, 2))
     assert select_static(torch.tensor([1, 0]), 0.5, (1, 2)).tolist() == [[False, True]]
+    # the flat head indices as a list, or laid out [layers, heads], are the same ranking
+    for ranking in ([2, 0, 3, 1], torch.tensor([[2, 0], [3, 1]])):
+        assert select_static(ranking, 0.5, (2, 2)).tolist() == [[True, False], [True, False]]
+    # a ranking that is no permutation: a head twice, one counted from the end (read as the last head's index), one
+    # past the last head
+    for ranking in ([0, 0, 1], [-1, 0, 1], [0, 1, 3]):
+        with pytest.raises(ValueError, match=r"ranking must order every head index 0\.\.2 once \(a permutation\)"):
+            select_static(torch.tensor(ranking), 0.5, (1, 3))
 
 
 def test_selection_invariants_nesting_lambda_extremes_and_ties():
@@ -1045,7 +1059,8 @@ def test_training_attention_dropout_acts_on_the_combined_attention(family, mode,
     use, as combined, as in the authors' BertSelfAttention: the constant matrices of static heads and the mixed
     lambda A + (1 - lambda) C of every head, not on the input-dependent A alone. What the dropout receives is
     that combination (every layer's C_masked; the first layer's mix, with A recorded on the unpatched model);
-    with the dropout drawing nothing, the model's output is the eval-mode one."""
+    with the dropout drawing nothing, the model's output is the eval-mode one; on the registry route what it
+    returns is what the values are multiplied by (mutation testing: the combination applied undropped passed)."""
     from types import SimpleNamespace
 
     import torch.nn.functional as F
@@ -1087,10 +1102,15 @@ def test_training_attention_dropout_acts_on_the_combined_attention(family, mode,
                 hooks.append(drop_mod.register_forward_hook(lambda m, inp, out: seen.append(inp[0].detach().clone())))
         try:
             train_out = hidden(model, batch)
+            if fam.route == "registry":  # what the dropout returns is what multiplies the values (it drops all)
+                drop.dropout = lambda x, p, training: torch.zeros_like(x)
+                dropped_all = hidden(model, batch)
         finally:
             model.eval()
             for h in hooks:
                 h.remove()
+    if fam.route == "registry":
+        assert not torch.allclose(dropped_all, eval_out, rtol=1e-2, atol=1e-2)
     assert len(seen) == L
     for layer, got in enumerate(seen):
         if mode == "mix" and layer:
@@ -1138,6 +1158,10 @@ def test_a_patch_no_layer_reaches_fails_instead_of_leaving_the_model_as_it_was(m
                                            r"model with 'sdpa' attention: the BertSelfAttention modules never called "
                                            r"the attention function"):  # fmt: skip
         papa.average_attention(tiny_model("bert"), [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}])
+    # a deep model's message names its first eight layers and says there are more
+    deep = tf.BertModel(tf.BertConfig(**{**TINY, "num_hidden_layers": 10})).eval()
+    with pytest.raises(RuntimeError, match=r"not reached in 10 of 10 layers \(0, 1, 2, 3, 4, 5, 6, 7, \.\.\.\) in"):
+        papa.average_attention(deep, [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}])
     monkeypatch.undo()
 
     # a family on transformers' attention interface given the dropout route: its eager attention calls a dropout
@@ -1497,3 +1521,18 @@ def test_constants_and_static_masks_of_the_wrong_shape_are_refused():
     with pytest.raises(ValueError, match=r"static must be a bool mask of shape \[layers=2, heads=4\], got \(3, 4\)"):
         papa.patch(model, C, static=torch.ones(L + 1, H, dtype=torch.bool))
     assert not any(hasattr(m, "_papa") for m in model.modules())
+
+
+def test_the_registered_attention_function_scales_as_transformers_does_when_a_model_passes_no_scaling():
+    """`papa_attention` is called as transformers' attention functions are: a model that passes no ``scaling``
+    gets 1/sqrt(head_dim), as from stock sdpa, on an unpatched module (mutation testing: no family leaves it out,
+    and a scaling of 1 went unseen); it returns [B, N, H, d] and no weights."""
+    from papa.patching.routes import papa_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=g) for _ in range(3))  # [B, H, N, d]
+    out, weights = papa_attention(torch.nn.Module(), q, k, v, None)
+    naive = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, dim=-1) @ v
+    assert weights is None and out.shape == (2, 5, 3, 8)
+    torch.testing.assert_close(out, naive.transpose(1, 2), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(papa_attention(torch.nn.Module(), q, k, v, None, scaling=8**-0.5)[0], out)
