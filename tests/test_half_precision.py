@@ -57,6 +57,14 @@ def test_a_half_precision_patch_trains_float32_tensors_and_runs_in_the_models_dt
         assert out.dtype == dtype and torch.equal(out, stock)
         handle.set_lambdas(0.3)
         assert torch.allclose(handle.lambdas(), torch.tensor(0.3))  # not 0.30078 (bfloat16's nearest)
+        # asked for its attention maps, the patch runs its heads as probabilities applied to the values (no test
+        # ran that path in half precision): in the model's dtype, to the same outputs up to the rounding of half
+        # precision's other order of products (up to 0.02 here)
+        with torch.no_grad():
+            fused = model(**batch).last_hidden_state
+            maps = model(**batch, output_attentions=True)
+        assert maps.last_hidden_state.dtype == dtype and {a.dtype for a in maps.attentions} == {dtype}
+        torch.testing.assert_close(maps.last_hidden_state, fused, rtol=0.05, atol=0.05)
     static = torch.ones(6, 12, dtype=torch.bool)
     with papa.patch(model, C, static=static, trainable_constants=True) as handle:
         (param,) = handle.parameters()
@@ -65,6 +73,10 @@ def test_a_half_precision_patch_trains_float32_tensors_and_runs_in_the_models_dt
         assert out.dtype == dtype
         out.float().square().mean().backward()
         assert param.grad is not None and param.grad.dtype == torch.float32 and param.grad.abs().sum() > 0
+        with torch.no_grad():  # its static heads as probabilities too
+            maps = model(**batch, output_attentions=True)
+        assert maps.last_hidden_state.dtype == dtype and {a.dtype for a in maps.attentions} == {dtype}
+        torch.testing.assert_close(maps.last_hidden_state, out.detach(), rtol=0.05, atol=0.05)
     assert papa.average_attention(model, enc.batches(16)).metadata["dtype"] == str(dtype).removeprefix("torch.")
 
 
