@@ -1511,15 +1511,28 @@ def test_effective_constants_on_some_heads_use_those_heads_normalisers(family):
 
 
 def test_constants_and_static_masks_of_the_wrong_shape_are_refused():
-    """Non-square constant matrices and a static mask with a layer too many are refused naming the shape expected
-    (without the check the mask's extra layer was ignored and the others read as given)."""
+    """Non-square constant matrices, or of a head too few or too many, and a static mask with a layer too many, laid
+    out [heads, layers], or flat are refused naming the shape expected (without the check the mask's extra layer was
+    ignored and the others read as given)."""
     model = tiny_model("bert")
     L, H = papa.model_shape(model)
     C = papa.data_free("uniform", L, H, N)
     with pytest.raises(ValueError, match=r"this model needs \[layers=2, heads=4, N, N\]"):
         papa.patch(model, C.mean[..., :-1], static=torch.ones(L, H, dtype=torch.bool))
+    # a head too few or too many in every layer (mutation testing: a check of the layers alone passed; a head too
+    # many is read silently, the static heads' matrices taken by index)
+    for mean in (C.mean[:, :-1], torch.cat([C.mean, C.mean[:, :1]], dim=1)):
+        with pytest.raises(ValueError, match=rf"Constant matrices have shape \({L}, {mean.shape[1]}, {N}, {N}\); "
+                                             r"this model needs \[layers=2, heads=4, N, N\]"):  # fmt: skip
+            papa.patch(model, mean, static=torch.ones(L, H, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"static must be a bool mask of shape \[layers=2, heads=4\], got \(3, 4\)"):
         papa.patch(model, C, static=torch.ones(L + 1, H, dtype=torch.bool))
+    # a mask laid out [heads, layers] holds as many entries, but its rows are no layers (mutation testing: a count
+    # of entries alone passed); flat, it holds no layers at all
+    for static in (torch.eye(H, L, dtype=torch.bool), torch.ones(L * H, dtype=torch.bool)):
+        with pytest.raises(ValueError, match=rf"static must be a bool mask of shape \[layers=2, heads=4\], got "
+                                             rf"\({', '.join(map(str, static.shape))},?\)"):  # fmt: skip
+            papa.patch(model, C, static=static)
     assert not any(hasattr(m, "_papa") for m in model.modules())
 
 
@@ -1536,3 +1549,16 @@ def test_the_registered_attention_function_scales_as_transformers_does_when_a_mo
     assert weights is None and out.shape == (2, 5, 3, 8)
     torch.testing.assert_close(out, naive.transpose(1, 2), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(papa_attention(torch.nn.Module(), q, k, v, None, scaling=8**-0.5)[0], out)
+
+
+def test_a_static_patch_has_no_lambdas_to_read_or_set():
+    """A patch without ``mix`` has no lambdas: reading or setting them says to patch with ``mix=True`` (mutation
+    testing: neither message was reached; without them an AttributeError of None)."""
+    model = tiny_model("bert")
+    L, H = papa.model_shape(model)
+    with papa.patch(model, papa.data_free("uniform", L, H, N), static=torch.ones(L, H, dtype=torch.bool)) as h:
+        assert h.lambda_logits is None and h.parameters() == []
+        with pytest.raises(RuntimeError, match=r"lambdas\(\) needs patch\(\.\.\., mix=True\)"):
+            h.lambdas()
+        with pytest.raises(RuntimeError, match=r"set_lambdas\(\) needs patch\(\.\.\., mix=True\)"):
+            h.set_lambdas(0.5)
