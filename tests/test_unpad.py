@@ -248,6 +248,13 @@ def test_what_it_leaves_alone(minilm):
     # on by default for a model on the CPU
     with dense_on_real_tokens(model) as on:
         assert on.enabled
+    # enabled as a number (a config's 0 or 1) reads as the bool it stands for: 0 hooks nothing (mutation testing:
+    # an `is False` check hooked the model while saying off), 1 says so as True
+    with dense_on_real_tokens(model, enabled=0) as off:
+        assert hooks(model) == before
+    assert off.enabled is False
+    with dense_on_real_tokens(model, enabled=1) as on:
+        assert on.enabled is True
 
 
 def test_a_dense_layer_called_between_passes_runs_on_its_whole_input_and_a_model_off_the_cpu_is_left_alone(minilm):
