@@ -389,6 +389,9 @@ def test_concat_checks_its_parts_and_sums_their_truncations(minilm):
             papa.Encoded.concat([a, other])
     with pytest.raises(ValueError, match="no parts"):
         papa.Encoded.concat([])
+    # a part that is no encoding (a model-input dict, a batch of it) is named as such, not an AttributeError
+    with pytest.raises(TypeError, match=r"Encoded\.concat takes Encoded parts; part 1 is dict"):
+        papa.Encoded.concat([a, b.model_inputs()])
 
 
 def test_model_inputs_are_copies_of_the_encoding(minilm):

@@ -50,7 +50,7 @@ def test_arrow_round_trip_sequence_and_token_labels(minilm):
 
 def test_ragged_rows_are_rejected():
     table = pa.table({"input_ids": pa.array([[1, 2, 3], [1, 2]]), "attention_mask": pa.array([[1, 1, 1], [1, 1]])})
-    with pytest.raises(ValueError, match="expected max_length=3"):
+    with pytest.raises(ValueError, match="have length 2 in column 'input_ids', expected max_length=3"):
         papa.Encoded.from_arrow(table, "papa", 3)
     # a row longer than max_length names it too (review DR's mutation testing: only a shorter one was tried)
     with pytest.raises(ValueError, match="have length 3 in column 'input_ids', expected max_length=2"):
@@ -97,6 +97,25 @@ def test_a_token_file_keeps_its_truncation_count(minilm, tmp_path):
     enc = papa.encode(minilm[1], ["hello world " * 20, "a good movie"], max_length=8)
     enc.save(tmp_path / "t.parquet")
     assert enc.n_truncated == papa.Encoded.load(tmp_path / "t.parquet").n_truncated == 1
+
+
+def test_a_token_file_holds_what_an_encoding_holds_whatever_made_it(tmp_path):
+    """An `Encoded` built by hand (its ``meta`` empty) saves and loads whole: its truncation count (from the footer's
+    own key, not the meta's), token labels of a tag set past 127 (int8 would wrap them), and a split of no
+    examples, which reads back as [0, max_length] (mutation testing: each passed dropped)."""
+    N = 6
+    g = np.random.default_rng(0)
+    ids = g.integers(0, 30_000, (4, N))
+    labels = np.where(g.random((4, N)) < 0.3, -100, g.integers(0, 200, (4, N)))
+    enc = papa.Encoded(ids, np.ones((4, N), np.int64), None, labels, "papa", N, n_truncated=3)
+    for rows in (np.arange(4), np.arange(0)):
+        part = enc.subset(rows)
+        part.n_truncated = 3
+        part.save(tmp_path / "t.parquet")
+        back = papa.Encoded.load(tmp_path / "t.parquet")
+        assert back.n_truncated == 3 and back.input_ids.shape == back.labels.shape == (len(rows), N)
+        assert np.array_equal(back.input_ids, part.input_ids) and np.array_equal(back.labels, part.labels)
+        assert back.token_type_ids is None and back.token_level
 
 
 def test_pipeline_token_functions_are_kept_for_notebooks(tmp_path):
