@@ -703,9 +703,10 @@ def test_selection_orders():
 
 def test_selection_refuses_infinite_lambdas_empty_shapes_and_masks_given_as_rankings():
     """`papa.selection`'s checks each refuse what they name: an infinite lambda as a NaN is (no order of the heads),
-    a shape with no layer or no head, and a bool mask passed where a ranking goes (a mask of two heads sorts as the
-    indices 0, 1), named as a mask's dtype rather than as a ranking that is no permutation; and a ranking that is no
-    permutation (mutation testing: none was tried, so a check of distinct indices alone passed)."""
+    a shape with no layer or no head, a bool mask passed where a ranking goes (a mask of two heads sorts as the
+    indices 0, 1), named as a mask's dtype rather than as a ranking that is no permutation, and a ranking that is
+    no permutation (mutation testing: none was tried, so a check of distinct indices alone passed). A shape of
+    NumPy integers, and a ranking as a list or laid out [layers, heads], are read as the plain ones."""
     import numpy as np
 
     from papa.selection import check_shape, head_order, rank_heads, select_static

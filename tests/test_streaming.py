@@ -102,7 +102,8 @@ def test_a_token_file_keeps_its_truncation_count(minilm, tmp_path):
 def test_a_token_file_holds_what_an_encoding_holds_whatever_made_it(tmp_path):
     """An `Encoded` built by hand (its ``meta`` empty) saves and loads whole: its truncation count (from the footer's
     own key, not the meta's), token labels of a tag set past 127 (int8 would wrap them), and a split of no
-    examples, which reads back as [0, max_length] (mutation testing: each passed dropped)."""
+    examples, which reads back as [0, max_length] (mutation testing: a footer without the count, int8 token labels
+    and a read that failed on an empty column each passed)."""
     N = 6
     g = np.random.default_rng(0)
     ids = g.integers(0, 30_000, (4, N))
