@@ -348,6 +348,8 @@ def test_constants_load_checks_the_file(tmp_path):
         "stated": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": 4}'}, "metadata states"),
         "statedtext": ({"mean": C.mean, "count": C.count}, {"papa": '{"layers": "six"}'}, "metadata states"),
         "meta": ({"mean": C.mean, "count": C.count}, {"papa": "not json"}, "metadata is not a JSON object"),
+        # JSON, but a list: no metadata to read (mutation testing: an AttributeError of the list passed untested)
+        "meta_list": ({"mean": C.mean, "count": C.count}, {"papa": "[1, 2]"}, r"metadata is not a JSON object \(not"),
         "names": ({"avg": C.mean}, {"papa": "{}"}, "not 'mean' and 'count'"),
         # effective constants' row normalisers: of the matrices' shape, never negative
         "normshape": ({"mean": C.mean, "count": C.count, "norm": C.mean[0].clone()}, {"papa": "{}"}, "norm has shape"),

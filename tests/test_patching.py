@@ -1563,3 +1563,21 @@ def test_a_static_patch_has_no_lambdas_to_read_or_set():
             h.lambdas()
         with pytest.raises(RuntimeError, match=r"set_lambdas\(\) needs patch\(\.\.\., mix=True\)"):
             h.set_lambdas(0.5)
+
+
+def test_constants_print_their_shape_and_what_they_are():
+    """``repr`` of constants names their shape, kind, model and examples (and a norm where they have one), not
+    their numbers (mutation testing: no test read it)."""
+    C = papa.data_free("uniform", 2, 4, 8, metadata={"model": "toy"})
+    assert repr(C) == "ConstantAttention(shape=(2, 4, 8, 8), kind='uniform', model='toy', n_examples=0)"
+    bare = papa.ConstantAttention(C.mean, C.count, {}, norm=C.mean.clone())
+    assert repr(bare) == "ConstantAttention(shape=(2, 4, 8, 8), norm)"
+
+
+def test_data_free_heads_are_matrices_of_their_own():
+    """Every head of `papa.data_free` holds its own matrix: setting one head's (a notebook editing a head) leaves
+    the others as they were (mutation testing: one matrix expanded over every head, each head a view of it, passed)."""
+    C = papa.data_free("toeplitz", 2, 3, 6)
+    before = C.mean.clone()
+    C.mean[0, 1].zero_()
+    assert C.mean[0, 1].sum() == 0 and torch.equal(C.mean[1], before[1]) and torch.equal(C.mean[0, 0], before[0, 0])
