@@ -96,22 +96,17 @@ def test_effective_constants_in_float16_leave_every_token_finite(minilm):
 
 def test_a_half_precision_models_averages_are_summed_in_float32(minilm):
     """A bfloat16 model's attention maps are summed over a batch in float32, then over batches in float64: the
-    average is the naive float64 mean of the maps it computed to float32's last bits (mutation testing: a batch
+    average is the naive float64 mean of its eager attention maps to float32's last bits (mutation testing: a batch
     summed in bfloat16, 32 examples, off by up to 3e-3 here, passed every test)."""
-    from papa.patching import record_attention
-
+    from .test_effective import _naive_average
     from .test_patching import papa_batch
 
     model = copy.deepcopy(minilm[0]).to(torch.bfloat16)
     lengths = np.random.default_rng(0).integers(3, 17, 32).tolist()
     batch = papa_batch(model, lengths, seed=1, n=16)
-    maps = {}
-    with torch.no_grad(), record_attention(model, lambda layer, probs, *_: maps.setdefault(layer, probs.double())):
-        model(**batch)
-    valid = batch["attention_mask"].bool()
-    pair = (valid[:, :, None] & valid[:, None, :])[:, None].double()  # [B, 1, N, N]
-    count = pair.sum(0)[0]
-    naive = torch.stack([(maps[layer] * pair).sum(0) for layer in sorted(maps)]) / count.clamp_min(1)
     C = papa.average_attention(model, [batch])
-    assert C.metadata["dtype"] == "bfloat16" and torch.equal(C.count, count)
-    torch.testing.assert_close(C.mean.double(), naive, rtol=0, atol=1e-6)
+    model.set_attn_implementation("eager")  # its maps, as the average's recording computes them
+    valid = batch["attention_mask"].bool()
+    pair = valid[:, :, None] & valid[:, None, :]
+    assert C.metadata["dtype"] == "bfloat16" and torch.equal(C.count, pair.sum(0).double())
+    torch.testing.assert_close(C.mean.double(), _naive_average(model, "bert", batch, False), rtol=0, atol=1e-6)
