@@ -1413,8 +1413,8 @@ def test_an_error_inside_a_patch_or_a_recording_propagates_and_the_model_is_rest
 
 def test_check_layout_compares_only_layouts_both_sides_name():
     """`check_layout` refuses inputs in another layout than the constants were averaged on, and only then: constants
-    that recorded no layout (built by hand, an older file) and inputs that name none (features a notebook built)
-    have nothing to compare, and pass."""
+    that recorded no layout (built by hand, an older file, metadata None) and inputs that name none (features a
+    notebook built) have nothing to compare, and pass."""
     from types import SimpleNamespace as NS
 
     from papa.patching import check_layout
@@ -1422,6 +1422,7 @@ def test_check_layout_compares_only_layouts_both_sides_name():
     made_on_papa = NS(metadata={"layout": "papa"})
     check_layout(made_on_papa, NS(layout="papa"), object())
     check_layout(NS(metadata={}), NS(layout="standard"))
+    check_layout(NS(metadata=None), NS(layout="standard"))  # a duck-typed constants object's unset metadata
     check_layout(object(), NS(layout="standard"))
     with pytest.raises(
         ValueError, match="averaged on inputs in layout 'papa', and these inputs are in layout 'standard'"
