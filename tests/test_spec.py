@@ -38,8 +38,10 @@ def _validated(cfg):
 
 
 @pytest.mark.parametrize("kind", spec.SPEC_KINDS)
-@pytest.mark.parametrize("corpus", [None, "wiki", "my-corpus.v2"])
+@pytest.mark.parametrize("corpus", [None, "wiki", "my-corpus.v2", "wiki_trained"])
 def test_constants_spec_round_trips(kind, corpus):
+    """Every spec kind, with or without a corpus, parses and prints back; ``_trained`` is read off the kind alone
+    (a corpus named ``wiki_trained`` trains nothing)."""
     text = kind + (f"@{corpus}" if corpus else "")
     c = ConstantsSpec.parse(text)
     assert str(c) == text and ConstantsSpec.parse(c) is c
@@ -894,7 +896,8 @@ def test_a_config_datasets_name_is_read_in_one_place():
 def test_the_helpers_refuse_what_the_config_check_would_have_caught_elsewhere():
     """Cases mutation testing found unchecked (review DI): a corpus that is no dataset name given to the
     constructor (not through `ConstantsSpec.parse`), a bool (numpy's too) as fraction_dynamic, no heads or a bool
-    as the number of heads, the text of no number, and a file of a probe seed's name with another suffix."""
+    as the number of heads, the text of no number, a fraction outside [0, 1] or NaN (to `n_dynamic` too), and a file
+    of a probe seed's name with another suffix."""
     for corpus in ("a/b", "", "wiki news"):
         with pytest.raises(ValueError, match="is not a dataset name"):
             ConstantsSpec("average", corpus=corpus)
@@ -910,6 +913,11 @@ def test_the_helpers_refuse_what_the_config_check_would_have_caught_elsewhere():
         with pytest.raises(ValueError, match="total must be the number of heads"):
             spec.n_dynamic(0.5, total)
     assert spec.n_dynamic(0.5, 1) == 1 and spec.n_dynamic(1, np.int64(12)) == 12
+    for fraction in (1.5, -0.5, float("nan")):  # NaN lies nowhere: no comparison of it holds, each check refuses it
+        with pytest.raises(ValueError, match=r"fraction_dynamic must be in \[0, 1\]"):
+            spec.check_fraction(fraction)
+        with pytest.raises(ValueError, match=r"fraction_dynamic must be in \[0, 1\]"):
+            spec.n_dynamic(fraction, 12)  # not 18 of 12 heads
     assert spec.seed_of_file("results/probe/x/seed12.parquet") == 12
     for name in ("seed3.tsv", "seed3.parquet.tmp", "seed3.log"):
         with pytest.raises(ValueError, match="not a probe seed's file"):
