@@ -423,6 +423,17 @@ def test_selection_orders_share_their_end_points(summary):
                 "model == 'roberta-base' and task == 'sst2'"
             )["mean"].item()
         )
+    # an order that ran its own end points (a notebook's, a config's) keeps them, and gets no copy of the method's
+    own = plots.selection_orders_frame(summary)
+    for order in ("reversed", "random"):
+        curve = own[own.selection == order]
+        ran_own = summary.query("selection == @order and is_main and model == 'roberta-base' and task == 'sst2'")
+        assert sorted(curve.fraction_dynamic) == sorted(FRACTIONS) == sorted(ran_own.fraction_dynamic), order
+        assert (
+            curve.set_index("fraction_dynamic")["mean"]
+            .sort_index()
+            .equals(ran_own.set_index("fraction_dynamic")["mean"].sort_index())
+        )
     # without other orders, every (model, task) is drawn, unchanged
     alone = ran[ran.selection == "lambda"]
     pd.testing.assert_frame_equal(plots.selection_orders_frame(alone), alone[alone.is_main.astype(bool)])
@@ -534,7 +545,8 @@ def test_plot_models_compared(summary, plot_dir):
 
 def test_figures_carry_the_record_of_a_recorded_block(plot_dir):
     """A figure saved in `papa.plots.recorded` carries the record in both formats (the plot stage's provenance),
-    one saved outside none; the record holds no time, so the same record and data give the same bytes."""
+    one saved outside none; the record holds no time, so the same record (in any key order) and data give the same
+    bytes."""
     lam = tables.lambdas_table([lambdas_frame()])
     record = {"stage": "PlotStage", "inputs": {"tables/lambdas.parquet": "sha256:" + "0" * 64}, "note": "<&>"}
     stem = plot_dir / "recorded"
@@ -546,6 +558,35 @@ def test_figures_carry_the_record_of_a_recorded_block(plot_dir):
         plots.plot_lambda_heatmap(lam, stem)
     assert all(Path(p).read_bytes() == b for p, b in first.items())
     assert [plots.figure_record(p) for p in plots.plot_lambda_heatmap(lam, plot_dir / "plain")] == [None, None]
+    reordered = dict(reversed(record.items()))  # the same record built in another key order: the same bytes
+    with plots.recorded(reordered):
+        plots.plot_lambda_heatmap(lam, stem)
+    assert all(Path(p).read_bytes() == b for p, b in first.items())
+    renamed = plot_dir / "recorded_copy.PNG"  # a suffix in capitals (copied, renamed) is still a PNG's
+    renamed.write_bytes(Path(written[0]).read_bytes())
+    assert written[0].endswith(".png") and plots.figure_record(renamed) == record
+
+
+def test_an_output_named_with_a_figure_suffix_in_any_case_is_its_stem(plot_dir):
+    """A figure's ``out`` is a path stem; one that names a format (``fig.png``, ``fig.PNG``) stands for its stem, so
+    the figure is ``fig.png`` and ``fig.svg`` (not ``fig.PNG.png``)."""
+    lam = tables.lambdas_table([lambdas_frame()])
+    for name in ("lower.png", "upper.PNG", "mixed.Svg"):
+        stem = plot_dir / Path(name).stem
+        assert_written(plots.plot_lambda_heatmap(lam, plot_dir / name), stem)
+
+
+def test_default_style_draws_in_matplotlibs_defaults_and_restores_the_callers_settings():
+    """Inside `plots.default_style` the settings are matplotlib's own defaults whatever the caller set (a
+    matplotlibrc's, a style's); after it, the caller's again (the fast tier's check; the slow tier draws every
+    workflow figure under a matplotlibrc)."""
+    import matplotlib
+
+    with matplotlib.rc_context({"lines.linewidth": 6.0, "axes.facecolor": "yellow"}):
+        with plots.default_style():
+            assert matplotlib.rcParams["lines.linewidth"] == matplotlib.rcParamsDefault["lines.linewidth"]
+            assert matplotlib.rcParams["axes.facecolor"] == matplotlib.rcParamsDefault["axes.facecolor"]
+        assert matplotlib.rcParams["lines.linewidth"] == 6.0 and matplotlib.rcParams["axes.facecolor"] == "yellow"
 
 
 def test_plot_lambda_heatmap(plot_dir):
@@ -555,6 +596,10 @@ def test_plot_lambda_heatmap(plot_dir):
     two = tables.lambdas_table([lambdas_frame(), lambdas_frame("bert-base")])
     with pytest.raises(ValueError, match="one \\(model, task"):
         plots.plot_lambda_heatmap(two, plot_dir / "x")
+    with pytest.raises(ValueError, match="plot_lambda_heatmap: expected a pandas DataFrame, got list"):
+        plots.plot_lambda_heatmap(lam.to_dict("records"), plot_dir / "x")  # not pandas' AttributeError
+    with pytest.raises(ValueError, match="plot_models_compared: expected a pandas DataFrame, got list"):
+        plots.plot_models_compared(lam.to_dict("records"), plot_dir / "x")
 
 
 def synthetic_constants(layers=3, heads=4, n=24) -> np.ndarray:
@@ -575,6 +620,15 @@ def test_representative_heads():
     assert [why for *_, why in picked] == ["diagonal", "[CLS]/[SEP]", "spread"]
     with pytest.raises(ValueError, match="shape"):
         plots.representative_heads(np.zeros((2, 3, 4)))
+    # [CLS]/[SEP] is the mass on both: a head on the final separator alone beats one with less on [CLS] alone
+    n = 8
+    c = np.full((1, 3, n, n), 1.0 / n)
+    c[0, 0] = np.eye(n)  # the diagonal head
+    c[0, 1] = 0.5 / (n - 1)
+    c[0, 1, :, 0] = 0.5  # half its mass on [CLS]
+    c[0, 2] = 0.1 / (n - 1)
+    c[0, 2, :, n - 1] = 0.9  # 0.9 on the final separator
+    assert plots.representative_heads(c)[1] == (0, 2, "[CLS]/[SEP]")
 
 
 def test_plot_constant_heads(plot_dir):
@@ -767,7 +821,7 @@ def test_constant_kinds_axis_keeps_every_confidence_interval(plot_dir, monkeypat
 def test_every_metric_has_a_readable_label():
     """The figures named a metric by its id (``mcc``, ``pos_seqeval_f1``): every metric papa computes
     (`papa.spec.ALL_METRICS`, all that `papa.metrics.check_metrics` lets a task score) has one label of its own, as
-    the paper's figures write it, and a notebook's own metric name is shown as it is."""
+    the paper's figures write it, and a notebook's own metric name is shown as it is (as text)."""
     from papa import spec
 
     assert set(spec.METRIC_LABELS) == set(spec.ALL_METRICS)
@@ -776,6 +830,7 @@ def test_every_metric_has_a_readable_label():
     assert [spec.metric_label(m) for m in ("mcc", "f1", "accuracy", "pos_seqeval_f1")] == [
         "MCC", "F1 (label 1)", "accuracy", "span F1 (seqeval)"]  # fmt: skip
     assert spec.metric_label("bleu") == "bleu"
+    assert spec.metric_label(3) == "3" and spec.metric_label(None) == "None"  # a notebook's own ids: text, to join
 
 
 def test_every_head_order_has_one_legend_label():
@@ -841,6 +896,11 @@ def test_figures_name_metrics_readably(summary, plot_dir, monkeypatch):
     own = tables.models_compared_table(summary).drop(columns="metrics")
     fig3 = _axis_labels(monkeypatch, lambda: plots.plot_models_compared(own, plot_dir / "labels3own"))
     assert [y for _, y in fig3] == ["original score (all heads input-dependent)"]
+    # two tasks scored by one metric: the axis names it; a metrics entry per task or the tasks as they are
+    two = pd.DataFrame({"tasks": ["cola, rte"], "metrics": ["mcc, mcc"]})
+    assert plots._models_compared_text(two) == ("original MCC (all heads input-dependent)", "cola=MCC, rte=MCC")
+    unpaired = pd.DataFrame({"tasks": ["cola, rte"], "metrics": ["mcc"]})  # no models_compared_table's
+    assert plots._models_compared_text(unpaired) == ("original score (all heads input-dependent)", "cola, rte")
 
 
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
