@@ -80,6 +80,9 @@ def test_built_datasets_have_the_papers_task_shapes(built_data):
             assert set(task["train"]["label"]) == set(range(len(labels))), name
     wiki = built_data["wikitext103"][1]
     assert (wiki["train"]["label"] == -1).all() and wiki["train"]["text"].str.split().str.len().min() >= 8
+    # MNLI's stands for the paper's split, validation_mismatched (the registry's mnli), in GLUE's file of it
+    assert built_data["mnli"][0]["validation"].name == "dev_mismatched.tsv"
+    assert data.registry.DATASETS["mnli"].source.splits["validation"] == "validation_mismatched"
 
 
 def test_conll_files_have_the_conll2003_layout(built_data):
