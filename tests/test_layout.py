@@ -70,6 +70,10 @@ def test_builders_write_the_wildcards_they_are_not_given():
     assert layout.RESULTS["probe"].endswith("/" + spec.seed_file("{seed}"))  # the seed's name is papa.spec's
     with pytest.raises(TypeError, match="no field seed"):
         result_path("R", "lambda", seed=0)
+    with pytest.raises(TypeError, match="no field seed"):  # a log's or benchmark's job checks its fields too
+        log_path("R", "learn_lambda", seed=0)
+    with pytest.raises(TypeError, match="no field kind"):
+        benchmark_path("R", "probe", kind="average")
 
 
 def test_the_rule_of_a_result_is_told_by_its_fields():
@@ -113,6 +117,8 @@ def test_the_rule_of_a_result_is_told_by_its_fields():
         "r/probe/m/t/average/lambda/fraction_dynamic=1e-1/seed0.parquet",
         "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seed007.parquet",
         "r/tokens/m/d/N0128/train.parquet",
+        "r/tokens/m/d/Nx/train.parquet",  # N is digits
+        "r/constants/m/d/N64/bogus.safetensors",  # a kind papa does not make
         "r/data/../train.parquet",
         "r/data/d/..",
         "r/logs/probe/m/t/average/lambda/fraction_dynamic=0.5/seed1.log",  # a seed's log: trained constants only
