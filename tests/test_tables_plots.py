@@ -896,10 +896,11 @@ def test_figures_name_metrics_readably(summary, plot_dir, monkeypatch):
     own = tables.models_compared_table(summary).drop(columns="metrics")
     fig3 = _axis_labels(monkeypatch, lambda: plots.plot_models_compared(own, plot_dir / "labels3own"))
     assert [y for _, y in fig3] == ["original score (all heads input-dependent)"]
-    # two tasks scored by one metric: the axis names it; a metrics entry per task or the tasks as they are
+    # two tasks scored by one metric: the axis names it; metrics that do not pair with the tasks (a table that is no
+    # models_compared_table's): the tasks as they are
     two = pd.DataFrame({"tasks": ["cola, rte"], "metrics": ["mcc, mcc"]})
     assert plots._models_compared_text(two) == ("original MCC (all heads input-dependent)", "cola=MCC, rte=MCC")
-    unpaired = pd.DataFrame({"tasks": ["cola, rte"], "metrics": ["mcc"]})  # no models_compared_table's
+    unpaired = pd.DataFrame({"tasks": ["cola, rte"], "metrics": ["mcc"]})
     assert plots._models_compared_text(unpaired) == ("original score (all heads input-dependent)", "cola, rte")
 
 
