@@ -978,7 +978,8 @@ def test_the_curve_replaces_the_lowest_lambdas_and_reports_the_last_epochs_loss(
 
 def test_the_lambdas_probe_is_seeded_with_cfg_seed_and_the_probe_takes_the_models_activation(monkeypatch):
     """`learn_mlm_lambdas` starts its probe from ``cfg.seed``; the probe's hidden activation is the model's
-    (``hidden_act``; DistilBERT's ``activation``, ModernBERT's ``hidden_activation``), not GELU whatever the model."""
+    (``hidden_act``; DistilBERT's ``activation``, ModernBERT's ``hidden_activation``), not GELU whatever the model,
+    applied between its two projections."""
     import transformers as tf
 
     import papa.mlm
@@ -1002,6 +1003,13 @@ def test_the_lambdas_probe_is_seeded_with_cfg_seed_and_the_probe_takes_the_model
     assert not hasattr(modern.config, "hidden_act") and not hasattr(modern.config, "activation")
     modern.config.hidden_activation = "relu"
     assert isinstance(new_probe(modern, 0).act, torch.nn.ReLU)
+    # and it runs between the probe's two projections: the output is their naive composition through it
+    probe = papa.mlm.MLMProbe(2, 4, 5, "relu")
+    x = torch.randn(3, 2, 4, generator=torch.Generator().manual_seed(0))
+    hidden = x.flatten(1) @ probe.dense.weight.T + probe.dense.bias
+    assert (hidden < 0).any()  # so ReLU changes something
+    expected = hidden.clamp_min(0) @ probe.decoder.weight.T + probe.decoder.bias
+    torch.testing.assert_close(probe(x), expected)
 
 
 def test_the_pretrained_head_scores_with_dropout_only_where_asked_and_train_mlm_names_itself_in_its_errors():
