@@ -459,8 +459,9 @@ def test_cost_of_averaging_and_the_mlm_analysis():
 
 
 def test_cost_estimate_counts_the_examples_a_config_draws():
-    """A dataset's ``max_train``/``max_validation`` and a stage's own ``max_train`` draw the published splits down:
-    the probe and lambda jobs, and averaging over the dataset, pass over what is drawn."""
+    """A dataset's ``max_train``/``max_validation`` and a stage's own ``max_train`` (the MLM analysis's ``max_eval``)
+    draw the published splits down: the probe and lambda jobs, averaging over the dataset and the MLM analysis pass
+    over what is drawn."""
     import yaml
 
     from papa.cost import estimate
@@ -469,12 +470,18 @@ def test_cost_estimate_counts_the_examples_a_config_draws():
     paper["datasets"]["cola"].update(max_train=2_000, max_validation=500)
     paper["tasks"]["cola"]["probe"]["max_train"] = 800
     paper["tasks"]["cola"]["lambda"] = {"max_train": 1_500}  # the probe's other settings (15 epochs)
+    paper["analyses"]["mlm"].update(max_train=4_000, max_eval=1_000)  # below the corpus's 20,000 and 3,000 rows
     probes, lambdas = [("bert-base", "cola", "average", "lambda", 0.5)], [("bert-base", "cola", "average")]
-    df = estimate(paper, probes, lambdas, 2e5, None, average_jobs=[("bert-base", "cola", 64, "average")])
+    df = estimate(paper, probes, lambdas, 2e5, None, average_jobs=[("bert-base", "cola", 64, "average")],
+                  mlm_jobs=[("bert-base", "wikitext103", 128)])  # fmt: skip
     df = df.set_index("stage")
     assert df.loc["probe"].passes_ours == 800 + 500  # encoded once (memory)
     assert df.loc["lambda"].passes_ours == 15 * (1_500 + 500)
     assert df.loc["average"].passes_ours == 2_000
+    # the lambdas 2 epochs of 4,000 rows; 5 fractions x 3 seeds of a probe's 2 epochs and its 1,000 rows scored
+    assert df.loc["mlm"].passes_ours == 2 * 4_000 + 5 * 3 * (2 * 4_000 + 1_000)
+    # a probe run's seeds are its own; a lambda job, an averaging job and the MLM job are one run each
+    assert df["seeds"].to_dict() == {"probe": 3, "lambda": 1, "average": 1, "mlm": 1}
 
 
 def test_cost_knows_the_split_sizes_of_every_hub_dataset():
@@ -991,6 +998,11 @@ def test_throughput_reads_each_timing_at_its_own_length():
                  "average_N128": {"tokens_per_s": 5e4}, "average_N256": {"tokens_per_s": 8e4}}}  # fmt: skip
     assert Throughput(timed).average_cost(m, 128, "average") is None
     assert Throughput(timed).average_cost(m, 256, "average") == pytest.approx(1.25)
+    # averaging timed at 128 only, feature passes at 128 and 256: at N 200 the feature pass compared is 128's (the
+    # averaging's length), not the one closest to 200
+    once = {m: {"forward_N128": {"tokens_per_s": 1e5}, "forward_N256": {"tokens_per_s": 9e4},
+                "average_N128": {"tokens_per_s": 8e4}}}  # fmt: skip
+    assert Throughput(once).average_cost(m, 200, "average") == pytest.approx(1.25)
 
 
 def test_a_compiled_step_that_failed_keeps_its_eager_cost(tmp_path):
