@@ -2554,7 +2554,10 @@ def _serve_hub(monkeypatch, serve, timeouts=None, revisions=None) -> list:
 def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp_path):
     """A successful hub load, with DatasetDicts shaped like nyu-mll/glue's MNLI and eriktks/conll2003 (ClassLabel
     features, -1 labels in the test splits): the paper's validation split (MNLI mismatched), the test splits never
-    used, unlabeled rows dropped, label ids in the hub's order, the resolved commit passed on as the revision."""
+    used, unlabeled rows dropped, label ids in the hub's order, the resolved commit passed on as the revision; a pair
+    task's second column missing on the hub named."""
+    from datasets import DatasetDict
+
     calls = _serve_hub(monkeypatch, lambda hub_id, config: _fake_glue_mnli() if config == "mnli" else _fake_conll2003())
     t = D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
     assert calls[-1][:2] == ("nyu-mll/glue", "mnli") and calls[-1][2]["revision"] == "0123abcd"
@@ -2572,6 +2575,12 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
         assert t.splits["train"]["tags"].tolist() == [tags] * 3 and len(t.splits["validation"]) == 2
         assert t.provenance["label_names_source"] == "hub features"
     assert t.label_names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    # a pair task whose second sentence's column is not on the hub is named, not a KeyError
+    mnli = _fake_glue_mnli()
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: DatasetDict({k: v.remove_columns("hypothesis")
+                                                                        for k, v in mnli.items()}))  # fmt: skip
+    with pytest.raises(D.TaskSpecError, match=r"column 'hypothesis' not found in nyu-mll/glue split train"):
+        D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
 
 
 def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_missing_split(monkeypatch, tmp_path):
@@ -2582,7 +2591,9 @@ def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_mi
     from datasets import Dataset, DatasetDict
 
     timeouts = []
-    lines = ["", " = Valkyria Chronicles = ", " The game began in 2010 . ", " = = Plot = = ", "Second paragraph", ""]
+    # a row opening with "=" but not closing with it is text, not a heading
+    lines = ["", " = Valkyria Chronicles = ", " The game began in 2010 . ", " = = Plot = = ", "Second paragraph",
+             " = 3 @.@ 5 m , said the log . ", ""]  # fmt: skip
     served = {
         "wikitext": DatasetDict(
             train=Dataset.from_dict({"text": lines}), validation=Dataset.from_dict({"text": lines[2:]})
@@ -2596,8 +2607,8 @@ def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_mi
     assert calls[-1] == ("Salesforce/wikitext", "wikitext-2-raw-v1",
                          {"revision": "0123abcd", "data_dir": "raw", "cache_dir": str(tmp_path / "hf")})  # fmt: skip
     assert timeouts == [3.0]
-    assert t.splits["train"]["text"].tolist() == ["The game began in 2010 .", "Second paragraph"]
-    assert t.splits["validation"]["text"].tolist() == ["The game began in 2010 .", "Second paragraph"]
+    kept = ["The game began in 2010 .", "Second paragraph", "= 3 @.@ 5 m , said the log ."]
+    assert t.splits["train"]["text"].tolist() == kept and t.splits["validation"]["text"].tolist() == kept
     assert t.provenance["dropped_per_split"] == {"train": 4, "validation": 2} and t.provenance["n_dropped"] == 6
     assert t.provenance["dropped_reason"] == "blank or heading lines" and t.provenance["resolved_sha"] == "0123abcd"
     # CoNLL-2003: ids from its id column; an empty sentence dropped and counted
@@ -2621,6 +2632,25 @@ def test_a_hub_load_takes_the_specs_settings_reads_unlabeled_text_and_names_a_mi
     served["glue"] = DatasetDict(train=rte["train"])  # no validation split on the hub
     with pytest.raises(D.DataUnavailableError, match=r"'nyu-mll/glue' has no split 'validation'; it has \['train'\]"):
         D.load_task({"name": "rte", "source": "hub"}, tmp_path)
+
+
+def test_hub_offline_mode_reads_the_cache_and_asks_the_hub_nothing(monkeypatch, tmp_path):
+    """With hub access switched off (HF_HUB_OFFLINE) a dataset in the Hugging Face cache loads at the revision the
+    spec or registry names, with no request to resolve it (which would fail, or wait on a network that is not
+    there); its provenance says it came from the cache, with no resolved commit (mutation review of
+    papa/data/hub.py)."""
+    from papa.data import hub
+
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: _fake_conll2003())
+
+    def no_request(*a, **k):
+        raise AssertionError("the hub was asked while offline")
+
+    monkeypatch.setattr(hub, "_hub_offline", lambda: True)
+    monkeypatch.setattr(hub, "resolve_revision", no_request)
+    t = D.load_task({"name": "conll2003_ner", "source": "hub"}, tmp_path)
+    assert calls[-1][2]["revision"] == "refs/convert/parquet"
+    assert t.provenance["offline_cache"] is True and t.provenance["resolved_sha"] is None
 
 
 def test_the_hub_loads_ask_for_the_papers_revision_config_and_split(monkeypatch, tmp_path):
@@ -2652,7 +2682,7 @@ def test_the_hub_loads_ask_for_the_papers_revision_config_and_split(monkeypatch,
 def test_a_dataset_or_revision_the_hub_does_not_have_is_named_not_taken_for_no_network(monkeypatch):
     """`resolve_revision`: a repository or revision that is not there, or gated, says so (check hub_id / revision);
     anything else reads as the hub being out of reach; a request that does not answer fails after its timeout (plus
-    5 s), not never (mutation review of papa/data/hub.py)."""
+    5 s), not never, and one answering within those 5 s is taken (mutation review of papa/data/hub.py)."""
     import threading
 
     import huggingface_hub
@@ -2681,6 +2711,26 @@ def test_a_dataset_or_revision_the_hub_does_not_have_is_named_not_taken_for_no_n
     finally:
         release.set()
     assert time.monotonic() - t0 < 10
+    # a slow hub's answer, past the request's own timeout but within the 5 s beyond it, is taken
+    info = type("DatasetInfo", (), {"sha": "0123abcd"})()
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, *a, **kw: time.sleep(0.3) or info)
+    assert hub.resolve_revision("mnli", "nyu-mll/glue", None, timeout=0.05) == "0123abcd"
+
+
+def test_a_hub_datasets_own_id_and_revision_replace_the_registrys():
+    """`hub_revision`: a spec's ``hub_id`` (a mirror of GLUE) and ``revision`` replace the registry's, a ``revision``
+    of null is the hub's default branch (the registry's pin is not taken for it), and a dataset the registry does
+    not know has what its spec gives (mutation review of papa/data/hub.py)."""
+    from papa.data import hub
+    from papa.data.registry import HUB_SPECS
+
+    conll = HUB_SPECS["conll2003_ner"]
+    assert conll.revision  # pinned: refs/convert/parquet
+    assert hub.hub_revision("conll2003_ner", {}) == (conll.hub_id, conll.revision)
+    assert hub.hub_revision("conll2003_ner", {"hub_id": "me/conll"}) == ("me/conll", conll.revision)
+    assert hub.hub_revision("conll2003_ner", {"revision": None}) == (conll.hub_id, None)
+    assert hub.hub_revision("conll2003_ner", {"revision": "v2"}) == (conll.hub_id, "v2")
+    assert hub.hub_revision("mine", {"hub_id": "me/mine"}) == ("me/mine", None)
 
 
 #: GLUE's other classification tasks on the hub (nyu-mll/glue): our name -> (hub config, sentence A and B columns,
@@ -3018,6 +3068,7 @@ def test_a_pip_that_is_killed_hangs_or_writes_another_file_says_so(tmp_path, mon
 
     def pip(rc, out="", err="", write=None, raises=None):
         def run(cmd, **k):
+            assert k.get("timeout"), "pip ran with no time limit: a package index that never answers hangs the job"
             if raises:
                 raise raises
             if write:
@@ -3045,7 +3096,7 @@ def test_a_pip_that_is_killed_hangs_or_writes_another_file_says_so(tmp_path, mon
 
 
 def test_read_member_names_a_missing_member_a_folder_and_an_unreadable_archive(tmp_path):
-    """A member that is not there or is a folder, and bytes that are no archive (tar or zip), are a
+    """A member that is not there or is a folder, and bytes that are no archive (tar or zip) or a damaged one, are a
     DataIntegrityError naming the member or the archive; a zip (a wheel) is read as a zip."""
     import io
     import tarfile
@@ -3069,6 +3120,10 @@ def test_read_member_names_a_missing_member_a_folder_and_an_unreadable_archive(t
     assert downloads.read_member(zbuf.getvalue(), "pkg/x.txt") == b"zipped"
     with pytest.raises(D.DataIntegrityError, match=r"'pkg/y' not found in archive"):
         downloads.read_member(zbuf.getvalue(), "pkg/y")
+    # a damaged zip (a wheel cut short: its signature, no central directory) is unreadable too, not zipfile's own
+    # BadZipFile (mutation review of papa/data/downloads.py)
+    with pytest.raises(D.DataIntegrityError, match=r"cannot read archive \(nested archive\)"):
+        downloads.read_member(zbuf.getvalue()[:40], "pkg/x.txt")
     # an uncompressed tar whose first member's name begins "PK" (an sdist's PKG-INFO) is a tar: a zip is told by
     # its whole signature (mutation review of papa/data/downloads.py)
     tbuf = io.BytesIO()
@@ -3152,6 +3207,20 @@ def test_a_split_zip_without_its_required_file_is_refused_and_subfolders_come_wh
     folder = downloads.fetch_split_zip("toy", parts, sha, tmp_path / "models", tmp_path, {"zip_sha256": sha},
                                        required="config.json")  # fmt: skip
     assert (folder / "sub" / "w.bin").read_bytes() == b"w" and (folder / "config.json").read_bytes() == b"{}"
+
+
+def test_a_split_zip_folder_whose_provenance_is_no_json_is_assembled_again(tmp_path):
+    """A folder whose ``.papa-provenance.json`` is damaged (not JSON: a disk that filled, a hand edit) is not the
+    pinned folder: it is assembled again and given its provenance, not a JSONDecodeError (mutation review of
+    papa/data/downloads.py)."""
+    parts, sha = _split_zip_parts(tmp_path, {"toy/config.json": b"{}"})
+    stale = tmp_path / "models" / "toy"
+    stale.mkdir(parents=True)
+    (stale / "config.json").write_bytes(b"stale")
+    (stale / ".papa-provenance.json").write_text('{"zip_sha256": "')
+    folder = downloads.fetch_split_zip("toy", parts, sha, tmp_path / "models", tmp_path, {"zip_sha256": sha})
+    assert (folder / "config.json").read_bytes() == b"{}"
+    assert json.loads((folder / ".papa-provenance.json").read_text()) == {"zip_sha256": sha}
 
 
 def test_a_split_zip_assembled_while_waiting_for_the_lock_is_taken_as_it_is(tmp_path, monkeypatch):
