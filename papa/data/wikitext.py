@@ -30,8 +30,12 @@ _RE_BARE_URL = re.compile(r"https?://\S+")
 _RE_QUOTES = re.compile(r"'{2,}")
 _RE_HEADING = re.compile(r"^(=+)\s*(.*?)\s*\1\s*$")
 _RE_SPACE = re.compile(r"[ \t\u00a0]+")
-#: Where a sentence ends: after . ! ? (and closing quotes or brackets), before an upper-case letter or digit.
-SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+#: Where a sentence ends: the space after . ! ? and up to three closing quotes or brackets, which stay with the
+#: sentence they close (a split consumed them: 'He said "Go." Then' lost its closing quote), before an upper-case
+#: letter or digit (or an opening quote or bracket and one).
+SENTENCE_BREAK = re.compile(
+    r"(?:(?<=[.!?])|(?<=[.!?][\"')\]])|(?<=[.!?][\"')\]]{2})|(?<=[.!?][\"')\]]{3}))\s+(?=[\"'(\[]?[A-Z0-9])"
+)
 _LINK_DROP_PREFIX = re.compile(r"^\s*:?\s*(file|image|category|media|wikipedia|wp|template|help|portal|"
                                r"[a-z]{2,3}(-[a-z]+)?)\s*:", re.I)  # fmt: skip
 
