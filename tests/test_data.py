@@ -278,6 +278,10 @@ def test_parse_wsj_splits_sentences_after_a_period_with_their_closing_quotes_and
                                      ["Yes", "."], ["and", "more"], ["Done", "3\\/4", "."]]  # fmt: skip
     assert df["tags"].iloc[1] == [D.PTB_TAGS.index(t) for t in ("RB", "PRP", "VBD", ".", "''", ")")]
     assert (prov["n_raw_lines"], prov["n_raw"], prov["n_dropped"]) == (2, 5, 0)
+    # the treebank's bracket word -RRB- and a closing single quote close a sentence too (mutation review)
+    p.write_text("It/PRP rose/VBD ./. -RRB-/) So/RB did/VBD we/PRP ./. '/'' Next/JJ ./.\n")
+    df, _ = packages.parse_wsj(p, {}, list(D.PTB_TAGS))
+    assert df["tokens"].tolist() == [["It", "rose", ".", "-RRB-"], ["So", "did", "we", ".", "'"], ["Next", "."]]
     for bad, says in (("/NN", "token '/NN' is not word/TAG"), ("word", "token 'word' is not word/TAG"),
                       ("a/XYZ", "tag 'XYZ' is not in the CoNLL-2003 POS tag set")):  # fmt: skip
         p.write_text(f"Fine/JJ {bad}\n")
