@@ -170,6 +170,26 @@ def test_every_top_level_statement_of_a_reached_module_counts(pkg, edit, changes
     assert (code_fingerprint(script, root) != before) is changes
 
 
+def test_an_augmented_assignment_of_a_name_is_that_names_definition(pkg):
+    """``LIMIT += 1`` at the top of a module binds a name alone, as ``LIMIT = 2`` does: it is that name's
+    definition (an edit reruns the stages that use it), not the module's body, which would rerun every stage reaching
+    any of the module's code (mutation review of papa/fingerprint.py)."""
+    root, _ = pkg
+    (root / "papa" / "e.py").write_text(
+        "LIMIT = 1\nLIMIT += 1\nUNUSED = [0]\nUNUSED += [1]\n\n\ndef f():\n    return LIMIT\n\n\n"
+        "def g():\n    return 2\n"
+    )
+    uses_f, uses_g = root / "script_f.py", root / "script_g.py"
+    uses_f.write_text("from papa.e import f\nf()\n")
+    uses_g.write_text("from papa.e import g\ng()\n")
+    before_f, before_g = code_fingerprint(uses_f, root), code_fingerprint(uses_g, root)
+    assert reached(uses_g, root) == ["papa.e:g"]
+    _edit(root, "e", "UNUSED += [1]", "UNUSED += [2]")
+    assert (code_fingerprint(uses_f, root), code_fingerprint(uses_g, root)) == (before_f, before_g)
+    _edit(root, "e", "LIMIT += 1", "LIMIT += 2")
+    assert code_fingerprint(uses_f, root) != before_f and code_fingerprint(uses_g, root) == before_g
+
+
 def test_a_packages_init_statements_count_for_its_modules(pkg):
     """A package's ``__init__`` runs before any of its modules: a statement there with an effect (a torch
     default, an environment variable, a registration) changes what every job importing one of them computes, so it

@@ -6,6 +6,7 @@ import base64
 import html
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -466,6 +467,13 @@ def test_a_report_is_set_aside_and_prune_removes_only_files_inside_the_results(t
     with pytest.raises(ValueError, match="not inside"):
         records.remove_files([stale, outside], under=results)
     assert stale.exists() and outside.exists()
+    # a sibling whose name begins with the folder's (results2 beside results) is not inside it (mutation review)
+    sibling = results.with_name(results.name + "2") / "probe.parquet"
+    sibling.parent.mkdir()
+    sibling.write_text("x")
+    with pytest.raises(ValueError, match=f"not inside {re.escape(str(results))}: {re.escape(str(sibling))}"):
+        records.remove_files([sibling], under=results)
+    assert sibling.exists()
     log = results / "logs/prune.log"
     assert records.remove_files([stale, other], under=results, log=log) == [str(stale), str(other)]
     assert kept.exists() and not other.parent.exists() and (results / "probe").is_dir()
@@ -533,6 +541,9 @@ def test_outputs_written_by_other_papa_code_are_counted_per_rule(wd):
     record("results-other/probe/x.parquet", "probe", [f"'{old}'"])  # another folder's
     (Path(".snakemake") / "metadata" / b64("results/probe/broken.parquet")).write_text("{not json")
     Path("results/probe/broken.parquet").write_text("x")
+    # a record that is JSON but no mapping (another tool's file under Snakemake's name) is left out too
+    (Path(".snakemake") / "metadata" / b64("results/probe/listed.parquet")).write_text(json.dumps([f"'{old}'"]))
+    Path("results/probe/listed.parquet").write_text("x")
     assert written_by_other_code("results", {new, other_rule}) == {"probe": 2, "tokenize": 1}
     assert written_by_other_code("./results/", [new, old]) == {}  # every record's code is computed now
     assert written_by_other_code("results", {new}, records="nowhere") == {}
