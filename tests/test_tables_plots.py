@@ -131,8 +131,11 @@ def test_probe_table_validation(frames):
         tables.probe_table([])
     with pytest.raises(ValueError, match="'n_dynamic'"):
         tables.probe_table([frames[0].drop(columns="n_dynamic")])
-    with pytest.raises(ValueError, match="same key"):
+    # every row of a repeated key counted (both of a pair), and a negative epoch refused as a negative seed is
+    with pytest.raises(ValueError, match=f"probe_table: {2 * len(frames[0])} rows share the same key"):
         tables.probe_table([frames[0], frames[0]])
+    with pytest.raises(ValueError, match=f"probe_table: epoch is negative in {len(frames[0])} rows"):
+        tables.probe_table([frames[0].assign(epoch=frames[0]["epoch"] - 100)])
     bad = frames[0].copy()
     bad["seed"] = 0.5
     with pytest.raises(ValueError, match="'seed'.*non-integer"):
