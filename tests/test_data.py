@@ -2606,8 +2606,9 @@ def test_hub_load_reads_the_papers_splits_labels_and_provenance(monkeypatch, tmp
     assert t.label_names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
     # a pair task whose second sentence's column is not on the hub is named, not a KeyError
     mnli = _fake_glue_mnli()
-    calls = _serve_hub(monkeypatch, lambda hub_id, config: DatasetDict({k: v.remove_columns("hypothesis")
-                                                                        for k, v in mnli.items()}))  # fmt: skip
+    _serve_hub(
+        monkeypatch, lambda hub_id, config: DatasetDict({k: v.remove_columns("hypothesis") for k, v in mnli.items()})
+    )
     with pytest.raises(D.TaskSpecError, match=r"column 'hypothesis' not found in nyu-mll/glue split train"):
         D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
 
