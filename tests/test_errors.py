@@ -1690,6 +1690,8 @@ def test_check_positions_takes_n_at_the_limit_and_roberta_loses_pad_plus_one():
         check_positions({"model_type": "bert", "max_position_embeddings": 40}, 41)
     roberta = {"model_type": "roberta", "max_position_embeddings": 514}
     assert position_limit_of({**roberta, "pad_token_id": 1}) == 512 and position_limit_of(roberta) == 512
+    # a padding index of 0 (a RoBERTa-style model trained so) loses one position, not the two of the default's
+    assert position_limit_of({**roberta, "pad_token_id": 0}) == 513
 
 
 def test_family_of_refuses_a_decoder_and_a_folder_is_the_same_model_however_spelt(tmp_path, monkeypatch):

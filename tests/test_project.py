@@ -597,6 +597,14 @@ def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():
         assert torch.get_float32_matmul_precision() == "high" and matmul.allow_tf32
         assert torch.backends.mkldnn.matmul.fp32_precision == cpu_setting
     assert torch.equal(tf32_cpu, a @ a)  # the CPU's products are exactly as without it
+    # a notebook that turned TF32 on itself gets it back after a float32 stage, not torch's default (mutation review)
+    matmul.allow_tf32 = True
+    try:
+        with cuda_matmul_precision("fp32"):
+            assert not matmul.allow_tf32
+        assert matmul.allow_tf32
+    finally:
+        matmul.allow_tf32 = before[0]
 
 
 @pytest.mark.slow  # a fresh Python process importing papa whole (~3 s): `make test`, not the fast tier
