@@ -235,6 +235,9 @@ def test_summary_mean_and_ci_by_hand():
     assert row["ci_high"] == pytest.approx(0.9 + ci, rel=1e-6)
     assert row["baseline"] == pytest.approx(0.9) and row["relative_drop"] == pytest.approx(0.0)
     assert bool(row["is_main"])
+    # the seeds' mean, not their median (the scores above are symmetric: both 0.9) (mutation review)
+    skewed = [dict(r, score=(0.6 if r["seed"] == 0 else 0.9) if r["epoch"] == 3 else 0.0) for r in rows]
+    assert tables.summary_table(tables.probe_table([pd.DataFrame(skewed)]))["mean"].iloc[0] == pytest.approx(0.8)
 
 
 def test_t_critical_matches_known_values():
