@@ -493,6 +493,8 @@ def test_metrics_match_sklearn_and_seqeval():
     # sentence metrics take a sentence a row: 1-D arrays scored each token as a sentence (B-PER I-PER against
     # B-PER B-PER gave 1.0, not 0.0), ragged lists failed in numpy, an id past the names raised a bare IndexError
     assert compute("entity_f1", [[1, 2]], [[1, 1]], ["O", "B-PER", "I-PER"]) == 0.0
+    # no entity in gold or prediction: seqeval's undefined F1 scores 0, as the authors' default (mutation review)
+    assert compute("entity_f1", [[0, 0]], [[0, 0]], ["O", "B-PER", "I-PER"]) == 0.0
     for t, p, needle in (
         ([1, 2], [1, 1], r"got shapes \(2,\) and \(2,\)"),
         ([[1, 2], [1]], [[1, 1], [1]], "got shapes ragged and ragged"),

@@ -2133,6 +2133,11 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
          r"kind must be 'sequence' or 'token', got 'seq'"),
         (lambda: metrics.check_metrics([]), ValueError, r"metrics is empty; choose from accuracy"),
         (lambda: metrics.check_metrics(["entity_f1"]), ValueError, r"needs label_names \(the tag strings\)"),
+        (lambda: metrics.check_metrics(["mcc", "accuracy", "mcc"]), ValueError,
+         r"metrics lists a metric more than once \(\['mcc', 'accuracy', 'mcc'\]\): each row would be there twice"),
+        (lambda: metrics.check_metrics(["pos_f1"], label_names="NN"), TypeError,
+         r"label_names must be a list of the label strings, got the string 'NN'"),
+        (lambda: metrics.compute_all(["accuracy", "accuracy"], [0], [0]), ValueError, r"metrics lists a metric more"),
         (lambda: selection.check_shape((2,)), ValueError, r"shape must be \(layers, heads\), got \(2,\)"),
         (lambda: selection.select_static(torch.arange(8), 0.5), ValueError, r"select_static needs shape=\(layers, "
                                                                             r"heads\)"),
