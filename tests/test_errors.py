@@ -1710,6 +1710,17 @@ def test_family_of_refuses_a_decoder_and_a_folder_is_the_same_model_however_spel
     (tmp_path / "m").mkdir()
     model = SimpleNamespace(config=SimpleNamespace(_name_or_path=str(tmp_path / "m"), _commit_hash=None))
     assert model_differs("./m", None, model) is None and model_differs("m", None, model) is None
+    # a model built in memory (no name) or loaded from a folder (no hub commit) cannot be told apart: no warning; a
+    # hub model of another commit than the one recorded can (mutation review of papa/models.py)
+    built = SimpleNamespace(config=SimpleNamespace(_name_or_path="", _commit_hash=None))
+    assert model_differs("bert-base-uncased", "abc123", built) is None
+    assert model_differs(str(tmp_path / "m"), "abc123", model) is None
+    hub = SimpleNamespace(config=SimpleNamespace(_name_or_path="org/x", _commit_hash="def456"))
+    assert model_differs("org/x", "def456", hub) is None
+    assert (
+        model_differs("org/x", "abc123", hub)
+        == "revision abc123 of 'org/x', and the model patched is its revision def456"
+    )
 
 
 def test_a_file_that_does_not_read_is_told_from_one_that_does_not_fit():
