@@ -2372,3 +2372,20 @@ def test_load_encoder_refuses_a_max_length_or_num_labels_of_zero():
                          ({"num_labels": 0}, "num_labels must be a positive integer")):  # fmt: skip
         with pytest.raises(ValueError, match=f"{says} .*, got 0"):
             papa.load_encoder("minilm", device="cpu", **kwargs)
+
+
+def test_frozen_trains_what_it_keeps_and_gives_every_parameter_back_as_it_was():
+    """`papa.models.frozen`: inside, the model's own parameters are frozen except those handed to the trainer
+    (``keep``: a LayerNorm bias trained beside the probe, whether or not the model had it trainable), and an outside
+    tensor it keeps needs a gradient; after it each is as it was (the stages check it through training alone)."""
+    import torch
+
+    from papa.models import frozen
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2))
+    weight, bias = model[0].weight, model[1].bias
+    model[0].bias.requires_grad_(False)
+    extra = torch.zeros(3)
+    with frozen(model, keep=[bias, model[0].bias, extra]):
+        assert not weight.requires_grad and bias.requires_grad and model[0].bias.requires_grad and extra.requires_grad
+    assert weight.requires_grad and bias.requires_grad and not model[0].bias.requires_grad and not extra.requires_grad
