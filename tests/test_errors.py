@@ -1721,6 +1721,15 @@ def test_family_of_refuses_a_decoder_and_a_folder_is_the_same_model_however_spel
         model_differs("org/x", "abc123", hub)
         == "revision abc123 of 'org/x', and the model patched is its revision def456"
     )
+    # an alias is one model however it is cased ('MPNet' as 'mpnet'), told from where it would be assembled, never
+    # by assembling it (a 400 MB fetch of five PyPI wheels) to compare two paths
+    import papa.models
+
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(papa.models, "fetch_split_zip_model", lambda *a, **k: pytest.fail("model_differs fetched"))
+    where = str(papa.models.split_zip_model_dir("all-mpnet-base-v2"))
+    assembled = SimpleNamespace(config=SimpleNamespace(_name_or_path=where, _commit_hash=None))
+    assert model_differs("MPNet", None, assembled) is None and model_differs("mpnet", None, assembled) is None
 
 
 def test_a_file_that_does_not_read_is_told_from_one_that_does_not_fit():

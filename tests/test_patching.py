@@ -1200,6 +1200,12 @@ def test_every_family_papa_patches_has_a_tiny_model_and_runs_every_invariant():
         model = tiny_model(family)
         assert models.family_of(model) is models.FAMILIES[family]
         assert len(models.attention_modules(model)) == model.config.num_hidden_layers  # each entry's modules exist
+    # a module is an attention module by its exact class name: one whose name merely holds it (a head or wrapper a
+    # notebook adds, say) is not patched as a layer of its own
+    model = tiny_model("bert")
+    model.add_module("extra", type("BertSelfAttentionProbe", (torch.nn.Module,), {})())
+    mods = models.attention_modules(model)
+    assert [type(m).__name__ for m in mods] == ["BertSelfAttention"] * model.config.num_hidden_layers
 
 
 def test_a_family_entry_naming_a_missing_module_fails_naming_the_entry(monkeypatch):
