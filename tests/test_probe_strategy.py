@@ -268,6 +268,8 @@ def test_seeds_of_a_job_equal_seeds_trained_alone(minilm):
         )
     assert [r for r in own if r["seed"] == 5] == alone_live5
     assert [r for r in lockstep if r["seed"] == 5] == live5
+    # the first seed side by side keeps its own random state too (its dropout is not the last-built probe's)
+    assert [r for r in lockstep if r["seed"] == 3] == [r for r in own if r["seed"] == 3]
 
 
 def test_a_probe_stage_with_outputs_or_labels_that_do_not_fit_fails_before_training(job, tmp_path):
@@ -514,6 +516,13 @@ def test_features_of_another_split_of_the_same_size_are_refused(minilm):
             with pytest.raises(ValueError, match=r"the train features were not prepared from the train split given "
                                r"beside them \(6 examples\)"):  # fmt: skip
                 run_probe(model, tr, tr, "sequence", 2, ["accuracy"], cfg, features=feats)
+    # a token task's cache with one scored word per example holds as many rows and the same labels as tr: its
+    # kind tells it apart (a sequence probe fed token rows failed inside torch; mutation review of papa/probe.py)
+    words = papa.encode(tok, [t.split()[:1] for t in TEXTS], labels=[[y] for y in tr.labels], max_length=16)
+    cache = extract_features(model, words)
+    assert len(cache) == len(tr) and cache.token_level and cache.labels.tolist() == tr.labels.tolist()
+    with pytest.raises(ValueError, match=r"the train features were not prepared from the train split given beside"):
+        run_probe(model, tr, tr, "sequence", 2, ["accuracy"], cfg, features=(cache, cache))
 
 
 def test_a_sequence_tasks_unlabeled_examples_are_refused_before_training(minilm):
@@ -1259,10 +1268,12 @@ def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path)
 @pytest.mark.parametrize(
     "bad",
     [{"lr": 0}, {"extra_lr": 0.0}, {"extra_lr": -0.05}, {"epochs": 0}, {"dropout": 1.0}, {"shuffle_seed": 2**32}]
-    + [{"lr": True}, {"weight_decay": False}],
+    + [{"lr": True}, {"weight_decay": False}, {"weight_decay": -0.01}],
 )
 def test_train_config_refuses_settings_that_do_not_train(bad):
-    """extra_lr 0 used to mean the probe's lr (``extra_lr or lr``) and a negative one ascended the gradient."""
+    """extra_lr 0 used to mean the probe's lr (``extra_lr or lr``) and a negative one ascended the gradient; a
+    negative weight decay, which AdamW refused only when a probe's optimizer was built (after the features were
+    encoded), fails here too (mutation review of papa/probe.py)."""
     with pytest.raises(ValueError, match="TrainConfig: " + next(iter(bad))):
         TrainConfig(**{"lr": 1e-3, **bad})
 
