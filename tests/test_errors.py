@@ -726,6 +726,7 @@ def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(
         ("runs/papa results", "contains whitespace"),
         ("~/papa-results", "Snakemake does not expand '~'"),
         ("res{x}", "reads as wildcards"),
+        ("res}x", "reads as wildcards"),  # a closing brace alone too (mutation review of papa/checks.py)
     ):
         assert says in _problems(lambda c, r=results: c.update(results=r)), results
     # what is fine stays fine: analyses.tasks: [] (no analyses), an MLM-only model beside a probing one
@@ -793,6 +794,8 @@ def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
     )
     msg = _problems(lambda c: local(c, "mydata/tr{a}.csv"))
     assert "datasets.mine.train = 'mydata/tr{a}.csv' contains '{' or '}'" in msg
+    msg = _problems(lambda c: local(c, "mydata/tr}.csv"))  # a closing brace alone (mutation review of papa/checks.py)
+    assert "datasets.mine.train = 'mydata/tr}.csv' contains '{' or '}'" in msg
     # a new folder, an empty one, and one that holds papa's results (its logs) are fine
     (tmp_path / "empty").mkdir()
     (tmp_path / "done" / "logs").mkdir(parents=True)
@@ -920,6 +923,9 @@ def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
     msg = str(e.value)
     assert "analyses.mlm.max_length = 6 is too short for model 'roberta', whose tokenizer puts two separators" in msg
     assert "use at least 8" in msg and "model 'bert'" not in msg
+    built = yaml_config("rehearsal.yaml")  # N = 8, the least it names, fits (mutation review of papa/checks.py)
+    built["analyses"]["mlm"].update(dataset="mrpc", max_length=8)
+    validate_config(built, warn=lambda m: None)
     built = yaml_config("rehearsal.yaml")
     built["tasks"]["mrpc"]["max_length"] = 63
     validate_config({**built, "layout": "standard"})
@@ -1313,7 +1319,9 @@ def test_check_config_refuses_fractions_that_leave_a_model_the_same_heads():
     assert "list one of them" in msg
     msg = problems([1, 0.5, 0.001, 0])
     assert "0.001, 0 all leave 0 of the 72 heads of model 'minilm' input-dependent (every head constant)" in msg
-    assert "0.999, 1 all leave 72 of the 72 heads" in problems([0.999, 1, 0.5, 0])
+    assert "0.999, 1 all leave 72 of the 72 heads of model 'minilm' input-dependent (the original model)" in problems(
+        [0.999, 1, 0.5, 0]
+    )
     built = yaml_config("rehearsal.yaml")  # 16 heads: 0.0625 leaves 1, and 0.04 x 16 = 0.64 rounds to 1
     assert "0.0625, 0.04 all leave 1 of the 16 heads of model 'bert'" in problems([1, 0.0625, 0.04, 0], built)
     cfg = _config()
@@ -1423,6 +1431,9 @@ def test_settings_that_change_nothing_warn():
         (lambda c: c["sweep"].update(seeds=3),
          "config key 'sweep.seeds' is 3, and it takes a list of seeds: write [3] for the seed 3, or [0, 1, 2] for 3 "
          "seeds"),
+        # four levels down (mutation review of papa/checks.py)
+        (lambda c: c["tasks"]["rt_sentiment"].setdefault("probe", {}).__setitem__(True, 1),
+         "config key 'tasks.rt_sentiment.probe.True': the name True is a bool, not text, to YAML"),
         (lambda c: c["tasks"].__setitem__(None, c["tasks"].pop("wsj_pos")),
          "config key 'tasks.None': the name None is null to YAML (an empty key, null or ~): give it a name"),
         (lambda c: c["models"].update(tiny={"build": {"family": "bert", "config": {"is_decoder": True}}}),
@@ -2109,6 +2120,10 @@ def test_a_per_rule_resource_one_letter_off_a_rules_own_is_warned_about():
     assert said[2:] == [
         "--set-resources plot:diskmb=...: no rule asks for a resource 'diskmb': did you mean 'disk_mb'?"
     ]
+    # the Slurm executor's mem_mb_per_cpu and mpi are its own, not typos of mem_mb and tmpdir (mutation review of
+    # papa/checks.py)
+    check_rule_overrides({"plot": {"mem_mb_per_cpu": 4000, "mpi": "srun"}}, None, rules, said.append)
+    assert len(said) == 3
     with pytest.raises(ConfigError, match=r"--set-threads plott=\.\.\.: the workflow has no rule 'plott' \(did you "
                        r"mean 'plot'\?\)\. Its rules: plot, probe"):  # fmt: skip
         check_rule_overrides(None, {"plott": 2}, rules)

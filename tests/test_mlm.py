@@ -710,6 +710,10 @@ def test_the_tied_decoder_on_embeddings_narrower_than_the_hidden_states_is_a_con
 
     assert f"models.narrow's input embeddings are 16 wide, its hidden states {BUILT['hidden_size']}" in str(e.value)
     assert "write decoder: fresh" in str(e.value) and "models.wide" not in str(e.value)
+    # embeddings wider than the hidden states cannot be tied either (mutation review of papa/checks.py)
+    cfg["models"]["narrow"]["build"]["config"]["embedding_size"] = 2 * BUILT["hidden_size"]
+    with pytest.raises(ConfigError, match=f"are {2 * BUILT['hidden_size']} wide, its hidden states"):
+        validate_config(yaml.safe_load(yaml.safe_dump(cfg)), warn=lambda m: None)
     cfg["analyses"]["mlm"]["decoder"] = "fresh"
     validate_config(cfg, warn=lambda m: None)
 

@@ -396,6 +396,7 @@ def test_a_retry_asks_for_more_up_to_the_limits_and_a_request_at_a_limit_is_allo
     limited = {"resources": {"limits": {"runtime": 24, "mem_mb": None}}}
     assert [retry_request(limited, "runtime", 10, a) for a in (1, 2, 3)] == [10, 20, 24]
     assert retry_request(limited, "mem_mb", 1000, 3) == 3000 and retry_request({"resources": {}}, "runtime", 7, 2) == 14
+    assert retry_request(limited, "runtime", 30, 2) == 30  # never below the first request (mutation review)
     from papa.checks import validate_config
 
     at_limit = _config()
