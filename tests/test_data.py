@@ -3586,8 +3586,9 @@ def test_a_zip_member_under_two_underscores_is_hidden_and_a_conll_zip_holds_one_
 
 def test_one_json_object_over_lines_is_one_record_and_a_list_not_all_objects_holds_no_records(tmp_path):
     """A JSON file holding one object written over several lines (pretty-printed) is one record; a one-object file
-    whose key holds a list mixing objects and other values is no file of records under that key: the text column
-    it lacks is named, not the key's list as records."""
+    whose key holds a list mixing objects and other values, or an empty list, is no file of records under that
+    key, nor is a file of several rows each holding a list of objects: the text column it lacks is named, not the
+    key's list as records."""
     one = tmp_path / "one.json"
     one.write_text(json.dumps({"sentence": "c d", "label": "pos"}, indent=2))
     train = _csv(tmp_path, text="a,pos\nb,neg\n")
@@ -3597,6 +3598,14 @@ def test_one_json_object_over_lines_is_one_record_and_a_list_not_all_objects_hol
     mixed.write_text(json.dumps({"data": [{"sentence": "a", "label": "pos"}, "b"]}) + "\n")
     with pytest.raises(D.TaskSpecError, match=r"column 'sentence' not found .*\['data'\]"):
         D.load_task(_seq_spec(mixed), tmp_path)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps({"text": "a", "spans": [], "label": "pos"}) + "\n")
+    with pytest.raises(D.TaskSpecError, match=r"column 'sentence' not found .*\['text', 'spans', 'label'\]"):
+        D.load_task(_seq_spec(empty), tmp_path)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(2 * (json.dumps({"data": [{"sentence": "a", "label": "pos"}]}) + "\n"))
+    with pytest.raises(D.TaskSpecError, match=r"column 'sentence' not found .*\['data'\]"):
+        D.load_task(_seq_spec(rows), tmp_path)
 
 
 def test_a_text_spanning_lines_leaves_rows_unnumbered_by_line_and_a_tsv_quote_opens_nothing(tmp_path):
@@ -3615,7 +3624,8 @@ def test_a_text_spanning_lines_leaves_rows_unnumbered_by_line_and_a_tsv_quote_op
 def test_listed_integer_labels_are_names_a_non_ascii_digit_no_position_and_decimals_among_words_classes(tmp_path):
     """``labels: [0, 1]`` (YAML's integers) are the names "0", "1", and ``[1, "1"]`` names one class twice; a label
     written in other digits (Arabic-Indic ``١``) is no position among listed labels (pandas reads no integer
-    there); labels that look like decimals among words ("1.5", "unrated") are classes, not scores."""
+    there); labels that look like decimals among words ("1.5", "unrated", or "nan", text here) are classes, not
+    scores; a listed label's surrounding spaces are ignored."""
     p = _csv(tmp_path, text="a,0\nb,1\n")
     t = D.load_task(_seq_spec(p, p, labels=[0, 1]), tmp_path)
     assert t.label_names == ["0", "1"] and t.splits["train"]["label"].tolist() == [0, 1]
@@ -3627,6 +3637,14 @@ def test_listed_integer_labels_are_names_a_non_ascii_digit_no_position_and_decim
     rated = _csv(tmp_path, "rated.csv", "a,1.5\nb,unrated\nc,2.5\nd,1.5\n")
     t = D.load_task(_seq_spec(rated, rated), tmp_path)
     assert t.label_names == ["1.5", "2.5", "unrated"] and t.splits["train"]["label"].tolist() == [0, 2, 1, 0]
+    # "nan" is text here (no NA values), so decimals beside it are classes too, none of them a missing label
+    nan = _csv(tmp_path, "nan.csv", "a,0.5\nb,nan\nc,0.7\n")
+    t = D.load_task(_seq_spec(nan, nan), tmp_path)
+    assert t.label_names == ["0.5", "0.7", "nan"] and t.splits["train"]["label"].tolist() == [0, 2, 1]
+    # a listed label's surrounding spaces are ignored as the data's are
+    words = _csv(tmp_path, "words.csv", "a,pos\nb,neg\n")
+    t = D.load_task(_seq_spec(words, words, labels=[" neg", "pos "]), tmp_path)
+    assert t.splits["train"]["label"].tolist() == [1, 0]
 
 
 def test_ids_are_those_of_the_rows_kept(tmp_path):
