@@ -529,6 +529,42 @@ def test_registry_entries_agree_with_their_sources_and_each_other():
     assert mm.source.splits["validation"] == "validation_matched" and "validation_mismatched" in mm.source.splits
 
 
+def test_ptb_tags_are_in_the_conll2003_classlabel_order():
+    """The POS tags' order is the CoNLL-2003 ``pos_tags`` ClassLabel's (its ids index them where the hub's features
+    give no names): ten punctuation tags, then the word tags in code-point order ("NN|SYM" after "NNS")."""
+    assert D.PTB_TAGS[:10] == ['"', "''", "#", "$", "(", ")", ",", ".", ":", "``"]
+    assert D.PTB_TAGS[10:] == sorted(D.PTB_TAGS[10:]) and D.PTB_TAGS[10] == "CC" and D.PTB_TAGS[25] == "NN|SYM"
+
+
+def test_each_local_example_reads_its_dataset_as_distributed(tmp_path):
+    """The local spec a hub task suggests when the hub is out of reach reads the files as their authors distribute
+    them: GLUE's CoLA TSV (no header; source, label, the original's "*" mark, sentence) with its 0/1 labels, and
+    CoNLL-2003's ``eng.train`` (word, POS, chunk, NER) with each task's own column of tags."""
+
+    def example(name):
+        spec = json.loads(D.HUB_SPECS[name].local_example)
+        return {**spec, "train": str(tmp_path / spec["train"]), "validation": str(tmp_path / spec["validation"])}
+
+    (tmp_path / "CoLA").mkdir()
+    cola = [("gj04", 1, "", "Our friends won't buy this analysis."), ("gj04", 0, "*", "They drank the pub."),
+            ("bc01", 1, "", "The sailors rode the breeze clear."), ("bc01", 0, "*", "Rory ate the.")]  # fmt: skip
+    for name, rows in (("train.tsv", cola), ("dev.tsv", cola[::-1])):
+        (tmp_path / "CoLA" / name).write_text("".join(f"{s}\t{y}\t{m}\t{t}\n" for s, y, m, t in rows))
+    t = D.load_task(example("cola"), tmp_path)
+    train = t.splits["train"]
+    assert [t.label_names[y] for y in train["label"]] == ["acceptable", "unacceptable"] * 2
+    assert train["text"].tolist() == [r[3] for r in cola]
+    doc = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\n. . O O\n\n"
+    (tmp_path / "eng.train").write_text(doc + "Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
+    (tmp_path / "eng.testa").write_text(doc)
+    want = {"conll2003_ner": [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]],
+            "conll2003_pos": [["NNP", "VBZ", "JJ", "."], ["NNP", "NNP"]]}  # fmt: skip
+    for name, tags in want.items():
+        t = D.load_task(example(name), tmp_path)
+        assert t.label_names == D.LABEL_SETS[name][1], name
+        assert [[t.label_names[i] for i in s] for s in t.splits["train"]["tags"]] == tags, name
+
+
 def test_the_data_packages_exports_are_what_it_imports():
     """``papa.data.__all__`` names every public name the package imports from its modules, and each is there:
     ``from papa.data import *`` (a notebook's) gives the documented names, no more, no fewer (mutation review of
