@@ -94,7 +94,8 @@ def test_cholesky_projector_falls_back_to_the_svd_on_rank_deficient_values(monke
 def test_the_projectors_rank_threshold_is_relative_to_the_largest_singular_value(monkeypatch):
     """Singular values below ``rtol`` times the largest count as zero (numpy's ``matrix_rank`` rule), so the
     projector of values scaled by any factor is the same (mutation testing: a threshold on the singular values
-    themselves passed every test; values of a small scale then had rank 0, of a large one kept their noise)."""
+    themselves passed every test; values of a small scale then had rank 0, of a large one kept their noise), and
+    ``rtol`` defaults to numpy's ``max(N, d) * eps``."""
     from papa.constants import projector_cholesky_qr, projector_svd
 
     g = torch.Generator().manual_seed(4)
@@ -108,6 +109,13 @@ def test_the_projectors_rank_threshold_is_relative_to_the_largest_singular_value
             P = project(V * scale)
             assert P.trace().round().item() == 2 and torch.allclose(P, U[:, :2] @ U[:, :2].T, atol=1e-9), scale
     assert len(seen) == 5  # the Cholesky path hands each scale's rank-deficient matrix to the SVD
+    # the default rtol scales with the larger of N and d, as numpy's: a 64 x 8 matrix whose second singular value
+    # is 5e-15 of the first (below 64 eps, above 8 eps) has rank 1, either way round
+    U = torch.linalg.qr(torch.randn(64, 2, generator=g, dtype=torch.float64))[0]
+    W = torch.linalg.qr(torch.randn(8, 2, generator=g, dtype=torch.float64))[0]
+    V = (U * torch.tensor([1.0, 5e-15], dtype=torch.float64)) @ W.T
+    assert np.linalg.matrix_rank(V.numpy()) == 1
+    assert projector_svd(V).trace().round().item() == 1 and projector_svd(V.T.contiguous()).trace().round().item() == 1
 
 
 def test_effective_attention_methods_agree_and_are_checked():

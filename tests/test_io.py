@@ -857,7 +857,8 @@ def test_constants_read_back_as_written_and_save_again(tmp_path):
     """What load gives back of saved constants beyond the mean (review DR's mutation testing: none of it was checked
     in the fast tier): the count as float64, the effective normaliser, the metadata without the digest save adds
     (left in, loaded constants could not be saved again), the same file when saved again; a missing file is a
-    FileNotFoundError (not an unreadable file to delete); the digest covers each tensor's dtype and shape."""
+    FileNotFoundError (not an unreadable file to delete); the digest covers each tensor's dtype and shape; the
+    metadata's key order and NumPy matrices make no other file."""
     import torch
 
     import papa
@@ -889,6 +890,13 @@ def test_constants_read_back_as_written_and_save_again(tmp_path):
         back = papa.ConstantAttention.load(tmp_path / "odd.safetensors")
         assert (back.mean.dtype, back.norm.dtype, back.count.dtype) == (torch.float32, torch.float32, torch.float64)
         assert torch.equal(back.mean, C.mean.to(dtype).float()) and torch.equal(back.norm, norm.to(dtype).float())
+    # the same metadata in another key order is the same file (a record read back and saved again); NumPy
+    # matrices are taken as tensors
+    for name, meta in (("ab", {"a": 1, "b": [2]}), ("ba", {"b": [2], "a": 1})):
+        papa.ConstantAttention(C.mean.numpy(), C.count.numpy(), meta).save(tmp_path / f"{name}.safetensors")
+    assert (tmp_path / "ab.safetensors").read_bytes() == (tmp_path / "ba.safetensors").read_bytes()
+    back = papa.ConstantAttention.load(tmp_path / "ab.safetensors")
+    assert torch.equal(back.mean, C.mean) and torch.equal(back.count, C.count)
 
 
 @pytest.mark.slow  # fresh Python processes importing torch (~3 s): `make test`, not the fast tier

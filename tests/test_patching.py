@@ -438,6 +438,16 @@ def test_uncovered_queries_count_the_tokens_constant_heads_zero():
         hook.remove()
     ctx = outs[0][0]  # [N, hidden]: the first layer's heads' outputs before the output projection
     assert (ctx[4:8] == 0).all() and (ctx[:4] != 0).any(1).all()
+    # a position is covered where an example had it valid (count's diagonal), though the first position of a
+    # left-padded batch never is (its row of counts is all zero)
+    mask = (torch.arange(N) >= torch.tensor([[N - 4], [N - 3]])).long()  # real tokens at the end
+    left = {
+        "input_ids": torch.randint(5, 100, (2, N), generator=torch.Generator().manual_seed(0)),
+        "attention_mask": mask,
+    }
+    C = papa.average_attention(model, [left])
+    assert (C.count[0] == 0).all() and (C.count.diagonal()[-4:] > 0).all()
+    assert C.uncovered_queries(mask) == 0 and C.uncovered_queries(long["attention_mask"]) == 8
 
 
 def test_average_matches_naive_reference(minilm):
