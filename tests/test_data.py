@@ -2550,6 +2550,9 @@ def test_prepare_data_names_the_dataset_key_and_refuses_a_validation_split_of_on
     check_scored_classes(task, {"mine": ["accuracy"]})
     val.loc[1, "label"] = 0
     check_scored_classes(task, {"mine": ["accuracy", "mcc"]})
+    # no labelled row (an unlabelled split) or no label column is no class to check (mutation testing)
+    for no_labels in (pd.DataFrame({"label": [-1, -1]}), pd.DataFrame({"text": ["a", "b"]})):
+        check_scored_classes(SimpleNamespace(**{**vars(task), "splits": {"validation": no_labels}}), {"mine": ["mcc"]})
 
 
 def _fake_glue_mnli():

@@ -803,6 +803,24 @@ def test_the_tokenize_stage_keeps_a_split_of_one_class_and_an_empty_second_text_
         pipeline.tokenize(dataclasses.replace(stage, split="validation", out=str(tmp_path / "v.parquet")))
 
 
+def test_the_tokenize_stage_keeps_partial_labels_and_pairs(tmp_path):
+    """A split with some unlabelled rows (-1, a hub split's) keeps its labels, and one with some empty second texts
+    is pairs (a config that says ``pair`` is not refused; mutation testing: neither was checked)."""
+    import pandas as pd
+
+    from papa import pipeline
+    from papa.data import TaskData
+
+    rows = pd.DataFrame({"id": ["d-0", "d-1"], "text": ["a b", "c d"], "text_b": ["e f", None], "label": [1, -1]})
+    TaskData("d", "sequence", ["no", "yes"], {"train": rows, "validation": rows}).save(tmp_path / "data")
+    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
+                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={},
+                                   input_shape="pair")  # fmt: skip
+    enc = pipeline.tokenize(stage)
+    assert enc.labels is not None and list(enc.labels) == [1, -1]
+    assert pipeline.token_meta(tmp_path / "t.parquet")["pair"] is True
+
+
 def test_token_probe_trains_on_first_subwords(minilm):
     from papa.probe import TrainConfig, extract_features, run_probe
 
@@ -861,7 +879,8 @@ def test_the_tokenize_stage_counts_the_words_a_cut_sentence_loses(tmp_path, capl
     rows = pd.DataFrame({"id": ["a", "b"], "tokens": [["a", "b"], long], "tags": [[0, 1], [0, 1] * 10]})
     TaskData("d", "token", ["O", "X"], {"train": rows, "validation": rows}).save(tmp_path / "data")
     stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
-                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={})  # fmt: skip
+                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={},
+                                   input_shape="token")  # fmt: skip
     with caplog.at_level(logging.INFO, logger="papa"):
         pipeline.tokenize(stage)
     enc = papa.Encoded.load(tmp_path / "t.parquet")

@@ -553,7 +553,8 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch, job_loggin
         kinds = [type(h) for h in root.handlers]
         assert logging.FileHandler in kinds
         assert (logging.StreamHandler in kinds) is want_stderr, (slurm, tty, kinds)
-    pipeline.setup(None)  # no log file: stderr, in a Slurm job too
+    monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda: False, write=sys.stderr.write))
+    pipeline.setup(None)  # no log file: stderr, in a Slurm batch job too (stderr no terminal)
     assert [type(h) for h in root.handlers] == [logging.StreamHandler]
 
 
@@ -643,6 +644,40 @@ def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypat
     assert registered == [pipeline._log_job_end] and handlers == [()]
     first = [line.split(" ", 4)[-1] for line in log.read_text().splitlines()][:2]
     assert first == ["Toy: 2 input file(s), 1 thread(s), seed 0", "inputs: a, b"], first
+
+    class Seeded(Toy):  # the stage's own seed, not setup's 0, seeds the job (mutation testing: nothing checked it)
+        @classmethod
+        def _from_snakemake(cls, sm):
+            return {"seed": 7}
+
+    import torch
+
+    assert Seeded.from_snakemake(sm).seed == 7 and torch.initial_seed() == 7
+
+
+def test_a_failed_job_without_a_log_file_keeps_none_and_an_unreadable_file_is_a_users_error(monkeypatch, caplog):
+    """A job with no log file that failed says nothing more at its end (its error is above; no log to keep), one a
+    signal stopped says so without a kept log; an unreadable input file is a bad input (`_user_errors`: one line on
+    the console, no traceback), as a task's spec error is (mutation testing: neither was checked)."""
+    import logging
+    import time
+
+    from papa import pipeline
+    from papa.data.errors import TaskSpecError
+
+    monkeypatch.setattr(io, "STOPPED_BY", [])
+    for job, said in (({"failed": True}, []), ({"interrupted": True}, ["Toy stopped by signal 2 after"])):
+        monkeypatch.setattr(pipeline, "_JOB", {"failed": False, "stage": "Toy", "t0": time.monotonic(), "log": None,
+                                               **job})  # fmt: skip
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="papa"):
+            pipeline._log_job_end()
+        lines = [r.getMessage() for r in caplog.records]
+        assert [m[: len(s)] for m, s in zip(lines, said, strict=False)] == said and len(lines) == len(said), lines
+        assert not any("kept as" in m for m in lines), lines
+    errors = pipeline._user_errors()
+    assert issubclass(io.UnreadableFileError, errors) and issubclass(TaskSpecError, errors)
+    assert not issubclass(RuntimeError, errors)
 
 
 @pytest.mark.slow  # a fresh Python process (~2 s): `make test`, not the fast tier

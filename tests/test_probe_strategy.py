@@ -190,6 +190,10 @@ def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path)
         pipeline.check_train_classes(one, info, "lambda", "pos", 9)
     tags[1, 2] = 1
     pipeline.check_train_classes(one, info, "lambda", "pos", 9)
+    tags[1, 2] = -100
+    tags[:, 1] = 1  # the one class is named, whichever it is (mutation testing: only class 0 was)
+    with pytest.raises(ValueError, match=r"one class \('VB' of \['NN', 'VB'\]\)"):
+        pipeline.check_train_classes(one, info, "lambda", "pos", 9)
 
 
 def test_a_stages_max_train_draw_is_the_stages_seeds_and_unlabeled_tokens_are_refused(job):
@@ -987,6 +991,25 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path, monkey
     pipeline.run_lambda(*args, {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1},
                         tmp_path / "l.parquet", tmp_path / "m.parquet", {"task": "toy"})  # fmt: skip
     assert stages[0].seed == stages[0].hparams.seed == 0
+
+
+def test_the_lambda_stage_runs_its_model_padded_under_torch_compile(job, tmp_path, monkeypatch):
+    """`learn_lambda` passes its ``compile`` on to `real_tokens_only`: under ``torch.compile`` the dense layers run
+    padded (the gather's shapes depend on the data; mutation testing: not checked). The training is faked."""
+    seen = []
+    unpad = pipeline.dense_on_real_tokens
+    monkeypatch.setattr(pipeline, "dense_on_real_tokens",
+                        lambda m, enabled=None: seen.append(enabled) or unpad(m, enabled=enabled))  # fmt: skip
+    monkeypatch.setattr(pipeline, "learn_lambdas",
+                        lambda m, *a, **kw: (torch.rand(*pipeline.model_shape(m)), [{"epoch": 1}]))  # fmt: skip
+    stage = pipeline.LambdaStage(
+        model="minilm", constants=str(job / "average.safetensors"), train=str(job / "train.parquet"),
+        validation=str(job / "validation.parquet"), out_lambdas=str(tmp_path / "l.parquet"),
+        out_metrics=str(tmp_path / "m.parquet"), metrics=["accuracy"], compile="default", labels={"task": "toy"},
+        hparams=pipeline.train_config({"lr": 1e-2, "batch_size": 8, "epochs": 1}, 0),
+    )  # fmt: skip
+    pipeline.learn_lambda(stage)
+    assert seen == [False]
 
 
 def test_backbone_dropout_runs_the_pipeline_by_reencoding(job, tmp_path):
@@ -1882,6 +1905,7 @@ def test_a_lambda_jobs_log_says_the_lambdas_spread_and_the_heads_replaced_first(
     assert lambda_summary(lam, first=3) == (
         "lambdas: min 0.100, median 0.400, max 0.900; replaced first: L0H1 0.100, L1H2 0.200, L1H0 0.300"
     )
+    assert lambda_summary(lam).endswith("L1H0 0.300, L0H2 0.500, L1H1 0.700")  # five heads by default
 
 
 def test_dropout_authors_is_each_familys_as_the_authors_heads_had_it():

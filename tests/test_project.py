@@ -548,6 +548,12 @@ def test_stage_configs_read_a_snakemake_job():
     assert (tok["data_dir"], tok["max_length"], tok["split"]) == ("d/wiki", 64, "train")
     assert tok["input_shape"] == "single"
     pipeline.TokenizeStage(**tok)
+    # the labels' order is the output columns' (each inserted first: constants, task, model, ...)
+    assert list(lam["labels"]) == ["model", "task", "constants"]
+    build = {"shape": "mrpc", "n_train": "10", "n_validation": 5, "seed": "2"}
+    data = pipeline.BuildDataStage._from_snakemake(NS(output=["d/toy"], params=NS(build=build)))
+    assert data == {"shape": "mrpc", "out": "d/toy", "n_train": 10, "n_validation": 5, "seed": 2}
+    pipeline.BuildDataStage(**data)
 
 
 def test_precision_reaches_the_stages_that_run_a_model_and_is_undone():

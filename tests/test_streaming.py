@@ -180,7 +180,7 @@ def test_make_constants_streams_exactly_the_in_memory_average(minilm, token_file
     assert torch.equal(papa.ConstantAttention.load(tmp_path / "C.safetensors").mean, ref.mean)
 
 
-def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, tmp_path):
+def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, tmp_path, monkeypatch):
     """``averaging.max_examples`` draws its subset with the config's top-level seed (the stage's), not a
     fixed one: seed 5 averages rng(5)'s 50 examples, which differ from seed 0's."""
     model = minilm[0]
@@ -189,7 +189,15 @@ def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, t
         model="minilm", kind="average", tokens=str(path), out=str(tmp_path / "C5.safetensors"), batch_size=16,
         max_examples=50, seed=5,
     )  # fmt: skip
+    totals, average = [], pipeline.average_attention
+
+    def counted(*args, total=None, **kw):
+        totals.append(total)
+        return average(*args, total=total, **kw)
+
+    monkeypatch.setattr(pipeline, "average_attention", counted)
     C = pipeline.average_constants(stage)
+    assert totals == [50]  # its progress lines count the drawn examples, not the corpus's (mutation testing)
     rows = np.sort(np.random.default_rng(5).permutation(len(enc))[:50])
     assert not np.array_equal(rows, np.sort(np.random.default_rng(0).permutation(len(enc))[:50]))
     assert torch.equal(C.mean, papa.average_attention(model, enc.subset(rows).batches(16)).mean)

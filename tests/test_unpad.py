@@ -334,3 +334,17 @@ def test_a_batch_at_the_real_share_limit_is_gathered_and_its_pad_rows_are_zero(m
     pad = ~batch["attention_mask"].bool()
     assert out.shape[:2] == pad.shape and (out[pad] == 0).all() and (out[~pad] != 0).any(-1).all()
     assert_same_on_real_tokens(real, states(model, batch).detach(), batch["attention_mask"])
+
+
+def test_a_stages_model_runs_padded_under_torch_compile():
+    """`papa.pipeline.real_tokens_only`: a stage's model on the CPU computes its real tokens only when eager, and
+    padded under ``torch.compile`` (the gather's shapes depend on the data; mutation testing: not checked)."""
+    from papa import pipeline
+
+    model = tiny_model("bert")
+    for compile in ("default", "reduce-overhead"):
+        with pipeline.real_tokens_only(model, compile) as rows:
+            assert not rows.enabled, compile
+    with pipeline.real_tokens_only(model) as rows:
+        assert rows.enabled
+    assert hooks(model) == [(0, 0)] * len(hooks(model))
