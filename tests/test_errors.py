@@ -452,6 +452,8 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
 
     with pytest.raises(ValueError, match="metadata layout='mine' contradicts the batches' layout 'standard'"):
         papa.average_attention(model, Unread(), metadata={"layout": "mine"})
+    with pytest.raises(ValueError, match="metadata layout='' contradicts"):  # an empty one too (mutation testing)
+        papa.average_attention(model, Unread(), metadata={"layout": ""})
     assert papa.average_attention(model, std.batches(4), metadata={"layout": "standard"}).metadata == C.metadata
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     with pytest.raises(ValueError, match="averaged on inputs in layout .standard., and these inputs are in layout"):

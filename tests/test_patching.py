@@ -528,6 +528,15 @@ def test_mismatched_length_fails_clearly(minilm):
         papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"] * 0.5}])
     with pytest.raises(ValueError, match="total must be the number of examples"):  # 0 passed (only -3 was tried)
         papa.average_attention(model, [batch], total=0)
+    # one example without a real token among others that have some: refused, counted (mutation testing: only a
+    # batch of such examples was tried)
+    two = papa_batch(model, [8, 5])
+    two["attention_mask"][1] = 0
+    with pytest.raises(ValueError, match=r"1 example\(s\) have no real token \(attention_mask all 0\): drop them"):
+        papa.average_attention(model, [two])
+    # a batch's labels (a list too) ride along unread: not the encoder's input, not moved (mutation testing)
+    labelled = papa.average_attention(model, [{**batch, "labels": [1]}])
+    assert torch.equal(labelled.mean, C.mean) and torch.equal(labelled.count, C.count)
     # one average is over one length: a later batch of another fails naming both (review DR's mutation testing)
     with pytest.raises(ValueError, match="batch 1 has length N=8, the batches before it N=16; one average"):
         papa.average_attention(model, [papa_batch(model, [8]), papa_batch(model, [5], n=8)])
