@@ -524,8 +524,11 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
     assert list(table.columns[:4]) == ["model", "dataset", "head", "n_eval"] and table["drop"].iloc[0] == 0
     lam = pd.read_parquet(d / "lambdas.parquet")
     assert sorted(lam["rank"]) == list(range(8)) and {"layer", "head", "lambda"} <= set(lam.columns)
-    with pytest.raises(ValueError, match="no pretrained masked-LM head"):
-        pipeline.run_mlm(*args, {**hp, "head": "pretrained"}, [1], d / "s2.parquet", d / "l2.parquet", {})
+    # the tied decoder (the default) is the probe's: the pretrained head needs its own, whichever decoder is set
+    for decoder in ("fresh", "tied"):
+        with pytest.raises(ValueError, match="no pretrained masked-LM head"):
+            pipeline.run_mlm(*args, {**hp, "head": "pretrained", "decoder": decoder}, [1], d / "s2.parquet",
+                             d / "l2.parquet", {})  # fmt: skip
     with pytest.raises(ValueError, match="analyses.mlm.head must be one of probe, pretrained"):
         pipeline.run_mlm(*args, {**hp, "head": "frozen"}, [1], d / "s2.parquet", d / "l2.parquet", {})
 
@@ -559,6 +562,16 @@ def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job,
         with pytest.raises(Scored):
             pipeline.run_mlm(*args, {**hp, "max_train": max_train}, [1], tmp_path / "s", tmp_path / "l", {})
     assert len(scored[0]) == 5 and np.array_equal(scored[0], scored[1])
+    # the rows are the seed's own draw, as the first draw of one generator took them
+    val = papa.Encoded.load(tmp_path / "validation.parquet")
+    assert np.array_equal(scored[0], pipeline.subsample(val, 5, np.random.default_rng(0)).input_ids)
+    # an empty split is refused, whichever of the two it is, before any training
+    train = papa.Encoded.load(tmp_path / "train.parquet")
+    pipeline.write_tokens(train.subset(np.arange(0)), tmp_path / "empty.parquet", {})
+    with pytest.raises(ValueError, match=r"MLM analysis: empty split \(train 0, validation 5 examples\)"):
+        pipeline.run_mlm(
+            args[0], args[1], tmp_path / "empty.parquet", args[3], hp, [1], tmp_path / "s", tmp_path / "l", {}
+        )
 
 
 def test_the_lambdas_eta_counts_the_probe_trainings_in_their_own_epochs(electra_job, monkeypatch):
@@ -575,12 +588,13 @@ def test_the_lambdas_eta_counts_the_probe_trainings_in_their_own_epochs(electra_
         pass
 
     def lambdas(model, constants, encoded, mask_token_id, special_ids, cfg, *args, runs_after=0, **kwargs):
-        seen.update(n=len(encoded), epochs=cfg.epochs, runs_after=runs_after)
+        seen.update(n=len(encoded), epochs=cfg.epochs, runs_after=runs_after, dropout=kwargs["backbone_dropout"])
         raise Stop
 
     monkeypatch.setattr(papa.mlm, "learn_mlm_lambdas", lambdas)
+    # the probes' backbone dropout on, the lambda stage's off: the lambdas train with their block's
     hp = {"head": "probe", "decoder": "fresh", "lr": 1e-2, "batch_size": 4, "epochs": 4, "seed": 0,
-          "lambda": {"epochs": 1, "extra_lr": 0.1}}  # fmt: skip
+          "backbone_dropout": True, "lambda": {"epochs": 1, "extra_lr": 0.1, "backbone_dropout": False}}  # fmt: skip
     stage = pipeline.MLMStage(
         model=str(d / "model"), constants=str(d / "C.safetensors"), train=str(d / "train.parquet"),
         validation=str(d / "validation.parquet"), out_scores="s", out_lambdas="l", fraction_dynamic=[1, 0.5, 0],
@@ -590,6 +604,7 @@ def test_the_lambdas_eta_counts_the_probe_trainings_in_their_own_epochs(electra_
         pipeline.mlm_curves(stage)
     counted = (1 + seen["runs_after"]) * seen["epochs"] * seen["n"]
     assert seen["epochs"] == 1 and counted == seen["n"] * (1 + 3 * 2 * 4)  # the lambdas', then 3 fractions x 2 seeds
+    assert stage.backbone_dropout is True and seen["dropout"] is False
 
 
 def test_mlm_table_keeps_heads_apart():

@@ -300,6 +300,57 @@ def test_a_probe_stage_with_outputs_or_labels_that_do_not_fit_fails_before_train
     assert not list(tmp_path.glob("*.parquet"))
 
 
+def test_a_probe_stage_warns_of_one_uncovered_token_and_keeps_the_batch_order_its_hparams_give(
+    job, minilm, tmp_path, monkeypatch, caplog
+):
+    """probe_heads warns where even one token of a split sits at a position no averaged example reached (constant heads
+    give it a zero output), and under batch_order shared a batch order its hparams give (shuffle_seed) is kept, not
+    replaced by the first seed's; trained constants need matrices at every fraction and record their hidden states'
+    size, train and validation."""
+    import contextlib
+    from types import SimpleNamespace
+
+    class Stop(Exception):
+        pass
+
+    got = []
+
+    def probe(*args, **kwargs):
+        got.append(args[6])  # the trainer settings
+        raise Stop
+
+    @contextlib.contextmanager
+    def features(*args, **kwargs):
+        yield SimpleNamespace(strategy="memory", nbytes=0)
+
+    monkeypatch.setattr(papa.ConstantAttention, "uncovered_queries", lambda self, mask: 1)
+    monkeypatch.setattr(pipeline, "prepare_features", features)
+    monkeypatch.setattr(pipeline, "run_probe", probe)
+    stage = pipeline.ProbeStage(
+        model="minilm", constants=str(job / "average.safetensors"), lambdas=None, train=str(job / "train.parquet"),
+        validation=str(job / "validation.parquet"), outs=[str(tmp_path / "seed1.parquet")], metrics=["accuracy"],
+        selection="first_to_last", fraction_dynamic=0.5, seeds=[1], batch_order="shared", first_seed=0,
+        hparams=TrainConfig(lr=1e-3, batch_size=8, epochs=1, seed=1, shuffle_seed=7),
+        labels={"model": "minilm", "task": "toy", "constants": "average", "selection": "first_to_last"},
+    )  # fmt: skip
+    with caplog.at_level("WARNING", logger="papa"), pytest.raises(Stop):
+        pipeline.probe_heads(stage)
+    said = [r.getMessage() for r in caplog.records if "no averaged example reached" in r.getMessage()]
+    assert [m.split("'s ")[0] for m in said] == ["1 of the train split", "1 of the validation split"], said
+    assert got[0].shuffle_seed == 7
+    # trained constants replace heads at fraction_dynamic 1 too (the matrices train with the probe): they need them
+    with pytest.raises(ValueError, match="fraction_dynamic 1.0 replaces heads: it needs constant matrices"):
+        pipeline.probe_heads(replace(stage, constants=None, fraction_dynamic=1.0, trained_constants=True))
+    # trained constants keep no cache: their files record the size of the train and validation hidden states alike
+    rows = [{"seed": 1, "epoch": 1, "metric": "accuracy", "score": 0.5}]
+    monkeypatch.setattr(pipeline, "run_probe", lambda *args, **kwargs: rows)
+    df = pipeline.probe_heads(replace(stage, trained_constants=True))[0]
+    nbytes = sum(
+        cache_nbytes(minilm[0], papa.Encoded.load(job / f"{s}.parquet"), "float16") for s in ("train", "validation")
+    )
+    assert df.cache_strategy.tolist() == ["live"] and df.cache_mb.tolist() == [nbytes / MB]
+
+
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
 def test_trained_constants_one_job_per_seed_score_as_one_job(job, tmp_path, batch_order):
     """Rule probe_trained runs each seed of trained constants as a job of its own (ProbeStage with one
@@ -991,6 +1042,16 @@ def test_notebook_entry_points_refuse_a_misspelled_setting(job, tmp_path, monkey
     pipeline.run_lambda(*args, {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1},
                         tmp_path / "l.parquet", tmp_path / "m.parquet", {"task": "toy"})  # fmt: skip
     assert stages[0].seed == stages[0].hparams.seed == 0
+    pipeline.run_lambda(*args, {"metrics": ["accuracy"]}, {"lr": 1e-2, "batch_size": 8, "epochs": 1, "seed": 3},
+                        tmp_path / "l.parquet", tmp_path / "m.parquet", {"task": "toy"})  # fmt: skip
+    assert stages[1].seed == stages[1].hparams.seed == 3  # the block's seed draws max_train's subset too
+    # a notebook's cache block without budget_mb keeps its hidden states in memory without a limit, as before; the
+    # order seed seeds the random head order and the max_train draw
+    probes = []
+    monkeypatch.setattr(pipeline, "probe_heads", probes.append)
+    _run(job, tmp_path, {}, seeds=[0])
+    _run(job, tmp_path, {"budget_mb": 100}, seeds=[0], hp={"order_seed": 2})
+    assert [s.cache.budget_mb for s in probes] == [None, 100] and probes[1].order_seed == probes[1].seed == 2
 
 
 def test_the_lambda_stage_runs_its_model_padded_under_torch_compile(job, tmp_path, monkeypatch):
@@ -1328,6 +1389,10 @@ def test_lambdas_of_another_model_or_not_finite_are_refused(minilm, tmp_path):
         with pytest.raises(ValueError, match="learn them again|Learn them again") as e:
             pipeline.static_mask(model, path, "lambda", 0.5)
         assert str(path) in str(e.value)
+    with pytest.raises(
+        ValueError, match=rf"16 lambdas \(layers 0-1, heads 0-7\), but the model has {L} layers x {H} heads"
+    ):
+        pipeline.static_mask(model, tmp_path / "other.parquet", "lambda", 0.5)
     papa.io.write_parquet(good, tmp_path / "good.parquet")
     mask = pipeline.static_mask(model, tmp_path / "good.parquet", "lambda", 0.5)
     n_static = L * H - papa.spec.n_dynamic(0.5, L * H)

@@ -1041,7 +1041,7 @@ def report(tmp_path_factory, frames):
     return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
 
 
-def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, caplog):
+def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, caplog, monkeypatch):
     """Two configs the default run never meets, in one plot stage (each figure costs seconds):
 
     * The heads folder named each figure by its labels joined with '_', which names may hold: model bert_x with
@@ -1090,6 +1090,23 @@ def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, ca
     with pytest.raises(ValueError, match="missing required column"):  # not an empty table: fails as before
         io.write_parquet(pd.DataFrame({"model": ["m"]}), kinds, {})
         pipeline.plot_figures(stage)
+
+    # probes on the method's matrices, none of them replacing every head (no fraction_dynamic 0): the constant kinds
+    # may be empty, a note, not a failed job (the figures after it are not needed here)
+    class Drawn(Exception):
+        pass
+
+    def orders(frame, out):
+        raise Drawn
+
+    io.write_parquet(io.read_parquet(report.agg.out_constant_kinds).iloc[:0], kinds, {})
+    io.write_parquet(full[full.fraction_dynamic.astype(float) > 0].reset_index(drop=True), summary, {})
+    monkeypatch.setattr(plots, "plot_fraction_curves", lambda frame, out: None)
+    monkeypatch.setattr(plots, "plot_selection_orders", orders)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="papa.pipeline"), pytest.raises(Drawn):
+        pipeline.plot_figures(replace(stage, sweep_constants=["average"]))
+    assert "constant_kinds: nothing to draw, no probe of this config replaced" in caplog.text
 
 
 @pytest.mark.slow  # every workflow figure drawn twice (~7 s): `make test`, not the fast tier
