@@ -333,6 +333,11 @@ def test_word_alignment_first_subword(minilm):
     firsts = [j for j, w in enumerate(wid) if w is not None and (j == 0 or wid[j - 1] != w)]
     assert [lab[1 + j] for j in firsts] == [1, 0, 0, 2]
     assert (lab != IGNORE).sum() == 4
+    # the words as a tuple or a NumPy array (a list column read back from Parquet) are the same words (mutation
+    # testing: only lists were tried, and a tuple read as a text failed on the string check)
+    for same in ([tuple(words[0])], [np.array(words[0])]):
+        other = papa.encode(tok, same, labels=[[1, 0, 0, 2]], max_length=16)
+        assert np.array_equal(other.input_ids, e.input_ids) and np.array_equal(other.labels, e.labels)
 
 
 def test_bad_inputs_fail_clearly(minilm):
