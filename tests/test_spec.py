@@ -62,6 +62,12 @@ def test_trained_and_fixed_patterns_split_every_spec(corpus):
         trained = bool(re.fullmatch(spec.TRAINED_CONSTANTS_PATTERN, text))
         assert trained == ConstantsSpec.parse(text).trained, text
         assert bool(re.fullmatch(spec.FIXED_CONSTANTS_PATTERN, text)) != trained, text
+    # a spec the parser refuses (two corpora) is in neither (mutation testing: the trained pattern took it)
+    for text in (f"{k}@{corpus or 'a'}@b" for k in spec.SPEC_KINDS):
+        with pytest.raises(ValueError, match="is not kind"):
+            ConstantsSpec.parse(text)
+        matched = [p for p in (spec.TRAINED_CONSTANTS_PATTERN, spec.FIXED_CONSTANTS_PATTERN) if re.fullmatch(p, text)]
+        assert not matched, (text, matched)
 
 
 def test_constants_spec_fields():
@@ -161,8 +167,11 @@ def test_renamed_arguments_map_an_old_keyword_to_its_new_name():
     def f(a, fraction_dynamic=1.0):
         return a, fraction_dynamic
 
-    with pytest.warns(DeprecationWarning, match=r"f\(fraction=...\) is deprecated; use fraction_dynamic="):
+    with pytest.warns(DeprecationWarning, match=r"f\(fraction=...\) is deprecated; use fraction_dynamic=") as rec:
         assert f(1, fraction=0.5) == (1, 0.5)
+    # the warning names the caller's line (Python shows a DeprecationWarning raised in __main__, a notebook's cell;
+    # mutation testing: it named papa's decorator)
+    assert rec[0].filename == __file__, rec[0].filename
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new name, by keyword or position: no warning
         assert f(1, fraction_dynamic=0.25) == (1, 0.25) and f(1, 0.125) == (1, 0.125)
