@@ -1627,6 +1627,13 @@ def test_write_parquet_drops_the_index_and_stores_provenance_beside_pandas_metad
     assert io.read_parquet(tmp_path / "a.parquet").to_dict("list") == {"x": [1.0, 2.0]}
     assert io.read_provenance(tmp_path / "a.parquet") == {"path": "/data/x.csv", "stage": "Toy"}
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    # a data split's description without a provenance (hand-written, say) has none: None, as a file without papa's
+    # metadata (mutation testing: a KeyError)
+    import pyarrow as pa
+
+    table = pa.table({"x": [1]}).replace_schema_metadata({b"papa.task": b'{"name": "t"}'})
+    pq.write_table(table, tmp_path / "split.parquet")
+    assert io.read_provenance(tmp_path / "split.parquet") is None
 
 
 def test_the_environment_records_this_processs_values():
