@@ -771,9 +771,16 @@ def test_local_sequence_formats(fmt, tmp_path):
     assert v["label"].tolist() == [1, 0, 1, 1, 0]
     # a task is a pair task where any split holds a second text: a test split without them leaves it one
     assert D.TaskData(t.name, t.kind, t.label_names, {**t.splits, "test": v.assign(text_b=None)}).is_pair
+    # and where a split holds some: one row without a second text does not make it single texts (mutation testing)
+    partly = v.assign(text_b=[None, *v["text_b"].iloc[1:]])
+    assert D.TaskData(t.name, t.kind, t.label_names, {"validation": partly}).is_pair
     assert v["text"].iloc[2] == "NA" and v["text_b"].iloc[2] == "null"
     assert v["text"].iloc[0] == ('a "fine film' if fmt == "tsv" else "a fine film")
     assert t.provenance["files"]["train"]["sha256"] == D.sha256_file(path)
+    # local files need no download cache: none is made (where it cannot be, local data load all the same; mutation
+    # testing)
+    D.load_task(spec, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
 
 
 def test_a_json_file_of_records_under_a_key_says_how_to_write_it(tmp_path):
@@ -1141,6 +1148,12 @@ def test_save_read_round_trip(tmp_path, wsj, rt):
         assert list(back.splits) == list(task.splits)
         for split in task.splits:
             pd.testing.assert_frame_equal(back.splits[split], task.splits[split])
+    # meta.json keeps a name's letters as they are (a file to read), and provenance keys of any type as text, in
+    # memory as on disk (mutation testing: \u-escaped; a Path key failed json.dumps)
+    odd = D.TaskData("é", "sequence", ["négatif", "positif"], {"train": rt.splits["train"]}, {1: "a", Path("p"): 2})
+    odd.save(tmp_path / "odd")
+    assert '"négatif"' in (tmp_path / "odd" / "meta.json").read_text(encoding="utf-8")
+    assert D.TaskData.read(tmp_path / "odd").provenance == {"1": "a", "p": 2}
     back = D.read_task(tmp_path / "wsj_pos")
     assert isinstance(back.splits["train"]["tokens"].iloc[0], list)
     assert isinstance(back.splits["train"]["tags"].iloc[0][0], int)
@@ -3585,6 +3598,8 @@ def test_a_seeded_split_holds_out_round_fraction_whole_groups_and_at_least_one_r
         assert list(val.index) == list(range(len(val))) and method.startswith("seeded split by article")
     with pytest.raises(D.TaskSpecError, match=r"leaves no training data \(2 groups\)"):
         T._seeded_split(df[df["_group"].isin(["a", "b"])], 0.8, 0, stratify=False)  # round(1.6) = 2 of 2
+    train, val, _ = T._seeded_split(df[df["_group"].isin(["a", "b"])], 0.2, 0, stratify=False)  # round(0.4) = 0: 1
+    assert (train["_group"].nunique(), val["_group"].nunique()) == (1, 1)
     small = pd.DataFrame({"text": ["x", "y", "z"], "label": -1})
     train, val, _ = T._seeded_split(small, 0.1, 0, stratify=False)  # round(0.3) = 0, raised to 1
     assert (len(train), len(val)) == (2, 1) and set(train["text"]) | set(val["text"]) == {"x", "y", "z"}

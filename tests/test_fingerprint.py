@@ -312,6 +312,8 @@ def test_a_package_corpus_preparation_reaches_its_own_parser_alone():
     assert unreached_code({"source": "hub", "name": "sst2"})[:2] == ["papa.data.packages:load_package",
                                                                       "papa.data.local:load_local"]  # fmt: skip
     assert unreached_code({"source": "ftp", "name": "x"}) == []
+    # a local dataset named as a package corpus reaches no package parser either (mutation testing)
+    assert "papa.data.packages:parse_rt" in unreached_code({"source": "local", "name": "rt_sentiment"})
 
 
 def test_the_two_constants_rules_count_their_own_branch():
