@@ -327,6 +327,16 @@ def test_a_run_holds_its_results_folder_against_a_second_run_and_make_clean(wd):
         done.set()
         first.join(30)
     assert running_on("results") is None and main(["removable", "results"]) == 0
+    # a later run's holder is named alone: the lock file keeps no earlier run's line (mutation testing)
+    ready, done = ctx.Event(), ctx.Event()
+    second = ctx.Process(target=_hold_until, args=("results", ready, done))
+    second.start()
+    try:
+        assert ready.wait(30)
+        assert running_on("results") == f"pid {second.pid} on {os.uname().nodename}"
+    finally:
+        done.set()
+        second.join(30)
     hold_results("results")  # free again; held by this process now, which may take it again
     hold_results("results")
     assert running_on("results") == "this process"
@@ -441,6 +451,10 @@ def test_a_forgotten_folder_that_comes_back_is_refused_until_made_anew(wd, tmp_p
     forgotten_while_away("spelt", "spelt")
     with pytest.raises(ForeignResultsError, match="removed by make clean"):
         check_results("./spelt/")
+    # made anew under that spelling: its claim drops the folder's one spelling from the forgotten (mutation testing)
+    shutil.rmtree("spelt")
+    claim_results("./spelt/")
+    check_results("./spelt/")
 
 
 def test_a_report_is_set_aside_and_prune_removes_only_files_inside_the_results(tmp_path):
