@@ -359,6 +359,15 @@ def test_the_tied_decoder_is_the_frozen_input_embeddings_with_the_checkpoints_bi
     assert probe.decoder.weight.data_ptr() == enc.get_input_embeddings().weight.data_ptr()
     assert not any(p is enc.get_input_embeddings().weight for p in probe.parameters())
     assert torch.equal(probe.decoder.bias.detach(), bias) and probe.decoder.bias.requires_grad
+    # a probe's saved state is what it trains: the bias, not a copy of the model's embeddings (mutation testing)
+    assert "decoder.bias" in probe.state_dict() and "decoder.weight" not in probe.state_dict()
+    # a model loaded in half precision: its embeddings meet the probe's float32 hidden state in the latter's dtype
+    from papa.mlm import TiedDecoder
+
+    half = TiedDecoder(enc.get_input_embeddings().weight.bfloat16(), bias)
+    x32 = torch.randn(3, enc.config.hidden_size)
+    assert half(x32).dtype == torch.float32
+    torch.testing.assert_close(half(x32), x32 @ half.weight.float().T + bias)
     state = {k: v.clone() for k, v in enc.state_dict().items()}
     train_mlm(enc, tiny_corpus(n=8, vocab=120), MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=4, epochs=1),
               probe=probe)  # fmt: skip
@@ -374,7 +383,7 @@ def test_the_tied_decoder_is_the_frozen_input_embeddings_with_the_checkpoints_bi
         new_probe(enc, 0, decoder="frozen")
 
 
-def test_a_probe_per_seed_on_the_same_masked_tokens():
+def test_a_probe_per_seed_on_the_same_masked_tokens(monkeypatch):
     """The paper runs every experiment with three seeds (Sec. 4.1): a fresh probe per seed at every fraction,
     its initialisation and batch order that seed's, scored on the same masked tokens (cfg.seed); seed 0's row is
     the single-seed curve's."""
@@ -383,7 +392,13 @@ def test_a_probe_per_seed_on_the_same_masked_tokens():
     C = papa.average_attention(model, train.batches(8))
     lam = torch.rand(2, 4, generator=torch.Generator().manual_seed(0))
     cfg = TrainConfig(lr=1e-2, batch_size=4, epochs=1, seed=0)
+    from papa import mlm
+
+    after, train_mlm = [], mlm.train_mlm
+    monkeypatch.setattr(mlm, "train_mlm", lambda *a, runs_after=0, **kw: after.append(runs_after)
+                        or train_mlm(*a, runs_after=runs_after, **kw))  # fmt: skip
     rows = mlm_curve(model, C, lam, val, [1, 0], MASK, SPECIAL, cfg, train=train, seeds=[0, 1, 2])
+    assert after == [5, 4, 3, 2, 1, 0]  # each training's ETA counts the trainings left after it (mutation testing)
     assert [(r["fraction_dynamic"], r["seed"]) for r in rows] == [
         (1.0, 0),
         (1.0, 1),
@@ -848,6 +863,7 @@ def test_bad_mlm_arguments_fail_naming_the_argument():
     for args, kwargs, error, match in (
         ((lam, val, 0.5, MASK), {}, TypeError, r"fraction_dynamic is a list of fractions in \[0, 1\] \(e\.g\. \[1, "
                                                 r"0\.5, 0\]\), got 0\.5"),
+        ((lam, val, "1", MASK), {}, TypeError, r"fraction_dynamic is a list of fractions .*got '1'"),  # not ["1"]
         ((lam, val, [], MASK), {}, ValueError, r"fraction_dynamic is empty"),
         ((lam, val, [1.5], MASK), {}, ValueError, r"fraction_dynamic must be in \[0, 1\], got 1\.5"),
         ((lam, val, [1], MASK), {"seeds": 3}, TypeError, r"seeds must be a list of integers, got 3"),
@@ -909,7 +925,7 @@ def test_an_epochs_loss_is_the_token_mean_over_that_epochs_own_masks():
     assert abs(second + negative_log_perplexity(model, enc, MASK, SPECIAL, seed=5, probe=after_one)) > 1e-3
 
 
-def test_the_batch_order_follows_shuffle_seed_and_the_gradient_is_clipped_each_step(monkeypatch):
+def test_the_batch_order_follows_shuffle_seed_and_the_gradient_is_clipped_each_step(monkeypatch, caplog):
     """``cfg.shuffle_seed`` orders the batches (None: ``cfg.seed``), the masks staying ``cfg.seed``'s; with
     ``max_grad_norm`` every step clips the gradient of what trains (probe and extra parameters) at that norm."""
     model = tiny_model("bert")
@@ -930,6 +946,29 @@ def test_the_batch_order_follows_shuffle_seed_and_the_gradient_is_clipped_each_s
     assert len(clipped) == 4 and all(n == 0.5 for _, n in clipped)  # 12 rows, batches of 3
     params = clipped[0][0]
     assert {id(p) for p in params} == {id(p) for p in [*probe.parameters(), extra]}
+    # the job's ETA counts this training's examples and runs_after more of its size; a probe alone trains on the
+    # frozen encoder without autograd through it (the lambdas, extra parameters, need it; mutation testing)
+    import papa.mlm as mlm
+    from papa.probe import LiveFeatures
+
+    totals, grads = [], []
+
+    class Counted(mlm.Progress):
+        def eta_text(self, done, total):
+            totals.append(total)
+            return super().eta_text(done, total)
+
+    monkeypatch.setattr(mlm, "Progress", Counted)
+    batch = LiveFeatures.batch
+    monkeypatch.setattr(LiveFeatures, "batch", lambda self, i, grad=False: grads.append(grad) or batch(self, i, grad))
+    with caplog.at_level("INFO", logger="papa.mlm"):  # a progress line each batch, counting the epoch's examples
+        train_mlm(model, enc, MASK, SPECIAL, replace(cfg, epochs=2), probe=new_probe(model, 0), runs_after=1.5,
+                  log_every=0)  # fmt: skip
+    assert totals and set(totals) == {2.5 * 2 * 12} and grads == [False] * 8, (totals, grads)
+    said = [re.match(r"mlm epoch (\d)/2: (\d+)/12 examples", r.getMessage()) for r in caplog.records]
+    assert [m.groups() for m in said if m] == [(e, str(k)) for e in "12" for k in (3, 6, 9, 12)], caplog.text
+    train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 0), extra_params=[extra])
+    assert grads[8:] == [True] * 4
 
 
 def test_a_batch_without_a_real_token_is_skipped_and_a_non_finite_loss_is_refused():
