@@ -951,12 +951,16 @@ def test_the_batch_order_follows_shuffle_seed_and_the_gradient_is_clipped_each_s
     import papa.mlm as mlm
     from papa.probe import LiveFeatures
 
-    totals, grads = [], []
+    totals, grads, marks = [], [], []
 
     class Counted(mlm.Progress):
         def eta_text(self, done, total):
             totals.append(total)
             return super().eta_text(done, total)
+
+        def mark(self):  # after each epoch's own line the interval starts again: no progress line right after it
+            marks.append(1)
+            super().mark()
 
     monkeypatch.setattr(mlm, "Progress", Counted)
     batch = LiveFeatures.batch
@@ -964,7 +968,7 @@ def test_the_batch_order_follows_shuffle_seed_and_the_gradient_is_clipped_each_s
     with caplog.at_level("INFO", logger="papa.mlm"):  # a progress line each batch, counting the epoch's examples
         train_mlm(model, enc, MASK, SPECIAL, replace(cfg, epochs=2), probe=new_probe(model, 0), runs_after=1.5,
                   log_every=0)  # fmt: skip
-    assert totals and set(totals) == {2.5 * 2 * 12} and grads == [False] * 8, (totals, grads)
+    assert totals and set(totals) == {2.5 * 2 * 12} and grads == [False] * 8 and len(marks) == 2, (totals, grads)
     said = [re.match(r"mlm epoch (\d)/2: (\d+)/12 examples", r.getMessage()) for r in caplog.records]
     assert [m.groups() for m in said if m] == [(e, str(k)) for e in "12" for k in (3, 6, 9, 12)], caplog.text
     train_mlm(model, enc, MASK, SPECIAL, cfg, probe=new_probe(model, 0), extra_params=[extra])
