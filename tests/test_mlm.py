@@ -641,6 +641,9 @@ def test_mlm_table_keeps_heads_apart():
     assert table.groupby("head")["drop"].apply(list).to_dict() == {"pretrained": [0.0, 1.5], "probe": [0.0, 1.5]}
     with pytest.raises(ValueError, match="share the same key"):
         tables.mlm_table([rows("probe", -3.0), rows("probe", -2.0)])
+    # a curve without seeds is seed 0's: beside the same curve of seed 0 it is that seed twice (mutation testing)
+    with pytest.raises(ValueError, match="share the same key"):
+        tables.mlm_table([rows("probe", -3.0).assign(seed=0), rows("probe", -2.0)])
 
 
 # ----------------------------------------------------------------------------- through the workflow

@@ -132,12 +132,19 @@ def test_probe_table_validation(frames):
     with pytest.raises(ValueError, match="'n_dynamic'"):
         tables.probe_table([frames[0].drop(columns="n_dynamic")])
     # every row of a repeated key counted (both of a pair), and a negative epoch refused as a negative seed is
-    with pytest.raises(ValueError, match=f"probe_table: {2 * len(frames[0])} rows share the same key"):
+    with pytest.raises(ValueError, match=f"probe_table: {2 * len(frames[0])} rows share the same key") as e:
         tables.probe_table([frames[0], frames[0]])
+    first = frames[0].iloc[0]  # the example is the first repeated row's key (mutation testing: not checked)
+    import ast
+
+    assert ast.literal_eval(str(e.value).split("e.g. ", 1)[1]) == {k: first[k] for k in tables.PROBE_KEY}, e.value
     with pytest.raises(ValueError, match=f"probe_table: epoch is negative in {len(frames[0])} rows"):
         tables.probe_table([frames[0].assign(epoch=frames[0]["epoch"] - 100)])
     bad = frames[0].copy()
     bad["seed"] = 0.5
+    with pytest.raises(ValueError, match="'seed'.*non-integer"):
+        tables.probe_table([bad])
+    bad["seed"] = float("inf")  # no integer either (it was cast to int64's minimum; mutation testing)
     with pytest.raises(ValueError, match="'seed'.*non-integer"):
         tables.probe_table([bad])
     # a label that is missing, a number that is text, a fraction that is NaN: refused, not kept as "nan" or NaN
@@ -155,6 +162,12 @@ def test_probe_table_validation(frames):
         tables.summary_table(frames[0].to_dict("records"))
     with pytest.raises(ValueError, match="summary_table: main_metric must be a dict task -> metric"):
         tables.summary_table(tables.probe_table(frames), ["accuracy"])
+    # any mapping is one (a read-only view of a config's, say; mutation testing: only a dict was tried)
+    from types import MappingProxyType
+
+    probe, main = tables.probe_table(frames), {t: "accuracy" for t in frames[0]["task"]}
+    view = tables.summary_table(probe, MappingProxyType(main))
+    pd.testing.assert_frame_equal(view, tables.summary_table(probe, main))
 
 
 def test_an_empty_frame_among_the_frames_changes_no_column_type(frames):
@@ -1237,6 +1250,7 @@ def test_all_constant_drop_by_hand():
     pd.testing.assert_frame_equal(got, want)
     none = tables.all_constant_drop(summary[summary.fraction_dynamic > 0])
     assert none.empty and list(none.columns) == list(want.columns)
+    assert none.dtypes.to_dict() == got.dtypes.to_dict()  # typed as a table of rows (mutation testing: objects)
     with pytest.raises(ValueError, match="task 't1' \\(m1\\) marks several main metrics \\(accuracy, mcc\\)"):
         tables.all_constant_drop(summary.assign(is_main=True))
 
