@@ -2182,6 +2182,8 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
                                                                                  r"indices"),
         (lambda: selection.select_static(torch.arange(6), 0.5, (2, 4)), ValueError, r"ranking has 6 heads, shape "
                                                                                    r"\(2, 4\) has 8: rank the heads"),
+        (lambda: selection.select_static(torch.tensor([0, 0, 2, 3, 4, 5, 6, 7]), 0.5, (2, 4)), ValueError,
+         r"ranking must order every head index 0\.\.7 once \(a permutation\)"),  # head 0 twice, 1 never
         (lambda: pipeline.static_mask(model, None, "lambda", 0.5), ValueError, r"Head order 'lambda' needs learned "
                                                                               r"lambdas"),
         (lambda: extract_features(model, empty), ValueError, r"extract_features got an empty split"),

@@ -1608,6 +1608,8 @@ def test_models_and_matrices_without_values_and_masks_that_are_no_masks_are_refu
         rank_heads("x")
     with pytest.raises(ValueError, match="lambdas contain NaN"):
         rank_heads(torch.tensor([0.5, float("nan")]))
+    # lambdas given as a list (a notebook's) are ranked in double precision: no tie made by float32 (mutation testing)
+    assert rank_heads([0.1 + 1e-12, 0.1]).tolist() == [1, 0]
     (tmp_path / "file").write_text("")
     with pytest.raises(papa.data.TaskSpecError, match=r"cache_dir .*file' is a file: give a folder"):
         papa.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir=tmp_path / "file")
