@@ -371,6 +371,11 @@ def test_bad_pattern_inputs_fail_naming_the_argument():
     for bad in (float("nan"), 5, -0.1, "0.3"):
         with pytest.raises(ValueError, match=r"diag_threshold is a share of a head's attention mass, in \[0, 1\]"):
             classify(stats, diag_threshold=bad)
+    # the ends are shares too: 0 calls every head diagonal (mutation testing: 0 was not tried)
+    assert (
+        classify(stats, diag_threshold=0)["diagonal"].all()
+        and classify(stats, diag_threshold=1, special_threshold=0)["cls_sep"].all()
+    )
     with pytest.raises(ValueError, match=r"the table lacks 'diag_mass'.*pass head_patterns' table"):
         classify(stats.drop(columns="diag_mass"))
     with pytest.raises(ValueError, match=r"the table lacks 'diagonal', 'cls_sep': pass classify's table"):
