@@ -3,6 +3,7 @@ Snakemake under other records (deleted and made anew, another working directory'
 The workflow's use of it (the Snakefile's ``onstart``, common.smk's check) is in tests/test_workflow.py."""
 
 import base64
+import contextlib
 import html
 import json
 import os
@@ -298,45 +299,46 @@ def _hold_until(results: str, ready, done) -> None:
     done.wait(60)
 
 
+@contextlib.contextmanager
+def _held_by_another_process(results: str):
+    """Within the block another process (forked) holds `hold_results`' lock on ``results``; yields its pid."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    ready, done = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_until, args=(results, ready, done))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        yield holder.pid
+    finally:
+        done.set()
+        holder.join(30)
+
+
 def test_a_run_holds_its_results_folder_against_a_second_run_and_make_clean(wd):
     """Snakemake 9 ends every run by deleting .snakemake/locks whole, another run's lock too, so a second run of a
     folder being written was not refused (it deleted the first run's outputs as it started their jobs), and make
     clean removed a folder a run was writing. A run holds an OS lock on its folder (onstart: hold_results): a second
     holder is refused naming the first, forget (make clean) refuses the folder; another folder is free; the lock
     goes with the process."""
-    import multiprocessing
 
     from papa.records import forget_results, hold_results, main, running_on
 
-    ctx = multiprocessing.get_context("fork")
-    ready, done = ctx.Event(), ctx.Event()
-    first = ctx.Process(target=_hold_until, args=("results", ready, done))
-    first.start()
-    try:
-        assert ready.wait(30)
+    with _held_by_another_process("results") as first:
         who = running_on("./results/")  # however the folder is written
-        assert who == f"pid {first.pid} on {os.uname().nodename}", who
+        assert who == f"pid {first} on {os.uname().nodename}", who
         with pytest.raises(ForeignResultsError, match=f"another Snakemake is running on results folder 'results' "
-                                                      f"\\(pid {first.pid} "):  # fmt: skip
+                                                      f"\\(pid {first} "):  # fmt: skip
             hold_results("results")
         with pytest.raises(ForeignResultsError, match="running on results/ .*stop it first"):
             forget_results("results")
         assert main(["removable", "results"]) == 1 and main(["forget", "results"]) == 1
         assert running_on("results-smoke") is None and main(["removable", "results-smoke"]) == 0
-    finally:
-        done.set()
-        first.join(30)
     assert running_on("results") is None and main(["removable", "results"]) == 0
     # a later run's holder is named alone: the lock file keeps no earlier run's line (mutation testing)
-    ready, done = ctx.Event(), ctx.Event()
-    second = ctx.Process(target=_hold_until, args=("results", ready, done))
-    second.start()
-    try:
-        assert ready.wait(30)
-        assert running_on("results") == f"pid {second.pid} on {os.uname().nodename}"
-    finally:
-        done.set()
-        second.join(30)
+    with _held_by_another_process("results") as second:
+        assert running_on("results") == f"pid {second} on {os.uname().nodename}"
     hold_results("results")  # free again; held by this process now, which may take it again
     hold_results("results")
     assert running_on("results") == "this process"
@@ -946,26 +948,17 @@ def test_an_output_marked_incomplete_by_a_run_writing_it_now_is_not_said_to_need
     stopped" and to run with --rerun-incomplete, under the line saying a Snakemake is running on the folder (seen
     on a local run: review DG). While another process holds the folder (`hold_results`), such an output is said to
     be that run's, being written, without the advice; once it ends, the advice again."""
-    import multiprocessing
 
     from papa.records import lost_targets
 
     Path("results/probe").mkdir(parents=True)
     Path("results/probe/written.parquet").write_text("x")
     _marker(wd, "results/probe/written.parquet")
-    ctx = multiprocessing.get_context("fork")
-    ready, done = ctx.Event(), ctx.Event()
-    first = ctx.Process(target=_hold_until, args=("results", ready, done))
-    first.start()
     said = []
-    try:
-        assert ready.wait(30)
+    with _held_by_another_process("results") as first:
         assert lost_targets("results", lambda f: True, said.append) == []
-    finally:
-        done.set()
-        first.join(30)
     assert said == [
-        f"results/probe/written.parquet is marked incomplete by the Snakemake running on results/ (pid {first.pid} "
+        f"results/probe/written.parquet is marked incomplete by the Snakemake running on results/ (pid {first} "
         f"on {os.uname().nodename}): its job is writing it, and it is complete when that job ends"
     ], said
     said.clear()
