@@ -673,7 +673,7 @@ def test_a_failed_job_without_a_log_file_keeps_none_and_an_unreadable_file_is_a_
         with caplog.at_level(logging.INFO, logger="papa"):
             pipeline._log_job_end()
         lines = [r.getMessage() for r in caplog.records]
-        assert [m[: len(s)] for m, s in zip(lines, said, strict=False)] == said and len(lines) == len(said), lines
+        assert len(lines) == len(said) and all(m.startswith(s) for m, s in zip(lines, said, strict=True)), lines
         assert not any("kept as" in m for m in lines), lines
     errors = pipeline._user_errors()
     assert issubclass(io.UnreadableFileError, errors) and issubclass(TaskSpecError, errors)

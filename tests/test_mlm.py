@@ -366,8 +366,9 @@ def test_the_tied_decoder_is_the_frozen_input_embeddings_with_the_checkpoints_bi
 
     half = TiedDecoder(enc.get_input_embeddings().weight.bfloat16(), bias)
     x32 = torch.randn(3, enc.config.hidden_size)
-    assert half(x32).dtype == torch.float32
-    torch.testing.assert_close(half(x32), x32 @ half.weight.float().T + bias)
+    out = half(x32)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, x32 @ half.weight.float().T + bias)
     state = {k: v.clone() for k, v in enc.state_dict().items()}
     train_mlm(enc, tiny_corpus(n=8, vocab=120), MASK, SPECIAL, TrainConfig(lr=1e-2, batch_size=4, epochs=1),
               probe=probe)  # fmt: skip
