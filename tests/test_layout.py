@@ -111,6 +111,8 @@ def test_the_rule_of_a_result_is_told_by_its_fields():
         "r/data/d/x/train.parquet",  # a name is one path segment
         "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seedx.parquet",  # a seed is digits
         "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seed-1.parquet",
+        "r/probe/m/t/average/lambda/fraction_dynamic=0.5/seed.parquet",  # at least one digit
+        "r/tokens/m/d/N/train.parquet",
         # the patterns' characters, but no rule writes them: what is read back is what the builders write (BC)
         "r/probe/m/t/average/lambda/fraction_dynamic=0.50/seed0.parquet",
         "r/probe/m/t/average/lambda/fraction_dynamic=.5/seed0.parquet",
