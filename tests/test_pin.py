@@ -57,6 +57,7 @@ def test_aliases_folders_built_and_pinned_entries_are_left_alone(tmp_path):
             "pinned": f"bert-base-uncased@{sha('x')}",
             "tagged": "bert-base-uncased@v1.0",
             "branch": f"bert-base-uncased@{sha('x')}-dev",  # a branch whose name begins like a commit
+            "upper": f"bert-base-uncased@{sha('x').upper()}",  # the hub writes commits in lower case: a name to ask
         },
         "datasets": {
             "rt": {"source": "package"},
@@ -71,10 +72,15 @@ def test_aliases_folders_built_and_pinned_entries_are_left_alone(tmp_path):
         "models": {
             "tagged": f"bert-base-uncased@{sha('bert-base-uncased', 'v1.0')}",  # a tag is not a commit
             "branch": f"bert-base-uncased@{sha('bert-base-uncased', sha('x') + '-dev')}",
+            "upper": f"bert-base-uncased@{sha('bert-base-uncased', sha('x').upper())}",
         },
         "datasets": {"other": {"revision": sha("me/corpus", None)}},
     }
-    assert models.asked == [("bert-base-uncased", "v1.0"), ("bert-base-uncased", f"{sha('x')}-dev")]
+    assert models.asked == [
+        ("bert-base-uncased", "v1.0"),
+        ("bert-base-uncased", f"{sha('x')}-dev"),
+        ("bert-base-uncased", sha("x").upper()),
+    ]
     assert datasets.asked == [("me/corpus", None)]
 
 
@@ -90,6 +96,14 @@ def test_a_failed_or_odd_answer_names_the_entry():
     tagged = {"models": {"bert-base": "bert-base-uncased@v1.0"}}  # the revision asked for is named
     with pytest.raises(RuntimeError, match=r"could not resolve 'bert-base-uncased' at revision 'v1\.0' on the hub"):
         pin.hub_pins(tagged, unreachable)
+
+    def malformed(hub_id, revision):  # huggingface_hub's HFValidationError (a bad repo id) is a ValueError
+        raise ValueError("Repo id must use alphanumeric chars")
+
+    with pytest.raises(RuntimeError, match=r"models\.bert-base: could not resolve .*ValueError: Repo id must"):
+        pin.hub_pins(config, malformed)
+    with pytest.raises(RuntimeError, match=r"models\.bert-base: the hub answered '[0-9a-f]{41}'"):
+        pin.hub_pins(config, lambda hub_id, revision: sha(hub_id) + "0")  # a commit sha is 40 digits, no more
 
 
 @pytest.mark.slow  # a Snakemake run (make check skips it)
