@@ -190,6 +190,37 @@ def test_an_augmented_assignment_of_a_name_is_that_names_definition(pkg):
     assert code_fingerprint(uses_f, root) != before_f and code_fingerprint(uses_g, root) == before_g
 
 
+def test_an_unpacking_assignment_binds_its_names_alone(pkg):
+    """``FIRST, *REST = ...`` and ``[X, Y] = ...`` at the top of a module bind names, as ``X = ...`` does: each is
+    the definition of its names, not the module's body, which every stage reaching any of the module's code would
+    hash (mutation review of papa/fingerprint.py)."""
+    root, _ = pkg
+    (root / "papa" / "e.py").write_text(
+        "FIRST, *REST = 1, 2, 3\n[X, Y] = 4, 5\n\n\ndef f():\n    return REST + [Y]\n\n\ndef g():\n    return 2\n"
+    )
+    uses_f, uses_g = root / "script_f.py", root / "script_g.py"
+    uses_f.write_text("from papa.e import f\nf()\n")
+    uses_g.write_text("from papa.e import g\ng()\n")
+    assert reached(uses_g, root) == ["papa.e:g"]
+    # a statement's names are reached together (one statement binds them)
+    assert reached(uses_f, root) == ["papa.e:FIRST", "papa.e:REST", "papa.e:X", "papa.e:Y", "papa.e:f"]
+    before_f, before_g = code_fingerprint(uses_f, root), code_fingerprint(uses_g, root)
+    _edit(root, "e", "[X, Y] = 4, 5", "[X, Y] = 4, 6")
+    assert code_fingerprint(uses_f, root) != before_f and code_fingerprint(uses_g, root) == before_g
+
+
+def test_a_script_in_a_folder_whose_name_holds_a_colon_is_read_as_a_file(pkg, tmp_path):
+    """A ``module:name`` entry is told from a script's path by the path not existing: a checkout under a folder
+    named ``run:1`` (a date, a job id) reaches its script's code, not a module ``<folder>`` (mutation review of
+    papa/fingerprint.py)."""
+    root, script = pkg
+    colon = tmp_path / "run:1" / "script.py"
+    colon.parent.mkdir()
+    colon.write_text(script.read_text())
+    assert reached(str(colon), root) == reached(script, root) != []
+    assert code_fingerprint(str(colon), root) == code_fingerprint(script, root)
+
+
 def test_a_packages_init_statements_count_for_its_modules(pkg):
     """A package's ``__init__`` runs before any of its modules: a statement there with an effect (a torch
     default, an environment variable, a registration) changes what every job importing one of them computes, so it
@@ -374,7 +405,9 @@ def test_changed_scripts_are_those_whose_reached_code_changed_since_recorded(pkg
     root, script = pkg
     (tmp_path / "other.py").write_text("from papa import b\nprint(b.other())\n")
     recorded = {(s, ()): code_fingerprint(tmp_path / s, root) for s in ("script.py", "other.py")}
-    recorded["script.py", ("papa.a:unrelated",)] = code_fingerprint(script, root, skip=["papa.a:unrelated"])
+    # a skip the script reaches: its fingerprint is another, compared with the skip it was recorded with
+    recorded["script.py", ("papa.c:K",)] = code_fingerprint(script, root, skip=["papa.c:K"])
+    assert recorded["script.py", ("papa.c:K",)] != recorded["script.py", ()]
     assert changed_scripts(recorded, tmp_path, root) == [] and changed_notice([]) is None
     _edit(root, "a", "return 0", "return 1")  # unreached by either script
     assert changed_scripts(recorded, tmp_path, root) == []
@@ -668,9 +701,10 @@ def test_a_kept_file_that_holds_no_mapping_is_written_anew(pkg, tmp_path):
     package, entry = fp._disk_key(script, root, ())
     folder = tmp_path / "own-cache" / "fingerprints"
     folder.mkdir(parents=True)
-    (folder / f"{package}.json").write_text("[1, 2]")
-    first = code_fingerprint(script, root)
-    assert json.loads((folder / f"{package}.json").read_text()) == {entry: first}
+    for other in ("[1, 2]", "{not json", "\x00\xff"):  # nor one that is no JSON at all (cut short, overwritten)
+        (folder / f"{package}.json").write_text(other)
+        first = code_fingerprint(script, root)
+        assert json.loads((folder / f"{package}.json").read_text()) == {entry: first}
 
 
 def test_a_module_named_through_its_package_is_followed(pkg):
