@@ -517,6 +517,27 @@ def test_cost_knows_a_datasets_sizes_under_another_key():
     assert df.loc["probe"].passes_ours == 2_490 + 277 and df.loc["average"].passes_ours == 2_490
 
 
+def test_cost_estimate_reads_the_lambda_stages_own_settings_and_names_a_model_without_sizes():
+    """A lambda job's row takes the task's ``lambda`` block (its epochs, where they differ from the probe's) and rule
+    learn_lambda's time limit, not the probe's; a hub model `papa.cost.MODELS` lacks stops the estimate naming the
+    table to extend (mutation review of papa/cost.py)."""
+    import yaml
+
+    from papa.cost import estimate, split_sizes
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    paper["tasks"]["cola"]["lambda"] = {**paper["tasks"]["cola"]["probe"], "epochs": 7}
+    paper["resources"]["learn_lambda"]["runtime"] = 300
+    df = estimate(paper, [("bert-base", "cola", "average", "lambda", 0.5)], [("bert-base", "cola", "average")], 2e5,
+                  None).set_index("stage")  # fmt: skip
+    lam, probe = df.loc["lambda"], df.loc["probe"]
+    assert (lam.epochs, lam.passes_ours) == (7, 7 * sum(split_sizes(paper, "cola")))
+    assert (lam.runtime_min, probe.runtime_min, probe.epochs) == (300, 720, 15)
+    paper["models"]["mine"] = "me/encoder"
+    with pytest.raises(KeyError, match=r"no published size for 'me/encoder'; add it to papa\.cost\.MODELS"):
+        estimate(paper, [("mine", "cola", "average", "lambda", 0.5)], [], 2e5, None)
+
+
 def test_cost_estimate_re_encodes_a_probe_under_backbone_dropout_and_the_authors_overlay_costs_their_procedure():
     """A probe job with ``backbone_dropout`` re-encodes every epoch of every seed, whatever the cache could hold
     (`papa.probe.prepare_features`); papa.cost costed it as cached (memory or disk), so the authors' overlay
@@ -584,6 +605,9 @@ def test_cost_estimate_takes_each_models_measured_throughput():
     assert df.loc[("probe", "bert-large", "cola")].runtime_min == 720
     reference = Throughput.load(ROOT / "benchmarks/reference/gpu_cost-h100.json")
     assert all(reference.tokens_per_s(m, 128) and reference.grad_pass_cost(m, "trained") for m in reference.models)
+    # paper_cost.py's header names the file and the GPU it was measured on
+    device = json.loads((ROOT / "benchmarks/reference/gpu_cost-h100.json").read_text())["device"]
+    assert "H100" in device and reference.source == f"gpu_cost-h100.json ({device})"
 
 
 def test_cost_of_a_probe_that_re_encodes_runs_at_the_probes_batch():
@@ -976,6 +1000,12 @@ def test_a_smaller_batch_never_runs_at_a_higher_rate_than_the_full_one():
     t = Throughput(models, forward_batch=64)
     for n, batch in ((256, 8), (256, 32), (128, 4), (128, 16)):
         assert t.tokens_per_s("bert-large-uncased", n, batch) == t.tokens_per_s("bert-large-uncased", n)
+    # nor where the full batch holds fewer tokens than the small pass timed (64 x 16 = 1,024 against 16 x 128): no
+    # share to take between them, the full batch's rate (mutation review of papa/cost.py)
+    short = {"bert-large-uncased": {"forward_N16": {"tokens_per_s": 5e4}, "forward_N128": {"tokens_per_s": 8e4},
+                                    "forward_batch16_N128": {"tokens_per_s": 4e4}}}  # fmt: skip
+    assert Throughput(short, forward_batch=64).tokens_per_s("bert-large-uncased", 16, 8) == 5e4
+    assert Throughput(short, forward_batch=64).tokens_per_s("bert-large-uncased", 128, 8) == 4e4  # a share, there
 
 
 def test_throughput_reads_each_timing_at_its_own_length():
@@ -1015,10 +1045,19 @@ def test_a_compiled_step_that_failed_keeps_its_eager_cost(tmp_path):
     ref = tmp_path / "compile.json"
     ref.write_text(json.dumps({"models": {m: {
         "lambda_batch16_eager": {"s": 0.03}, "lambda_batch16_default": {"error": "BackendCompilerFailed: ..."},
-        "trained_batch16_eager": {"s": 0.04}, "trained_batch16_default": {"s": 0.02}}}}))  # fmt: skip
+        "trained_batch16_eager": {"s": 0.04}, "trained_batch16_default": {"s": 0.02},
+        "lambda_batch32_eager": {"s": 0.04}, "lambda_batch32_default": {"s": 0.01}}}}))  # fmt: skip
     fast = base.compiled(ref, "default")
     assert (fast.grad_pass_cost(m, "lambda"), fast.speedup(m, "lambda")) == (3.0, 1.0)
     assert (fast.grad_pass_cost(m, "trained"), fast.speedup(m, "trained")) == (pytest.approx(2.0), pytest.approx(2.0))
+    # another batch's steps, where asked for (mutation review of papa/cost.py): those timed at it, not batch 16's
+    at32 = base.compiled(ref, "default", batch=32)
+    assert (at32.grad_pass_cost(m, "lambda"), at32.speedup(m, "lambda")) == (pytest.approx(0.75), pytest.approx(4.0))
+    assert (at32.grad_pass_cost(m, "trained"), at32.speedup(m, "trained")) == (4.0, 1.0)
+    # a model whose gradient steps were not timed (``grad_pass_cost`` null): no measured cost, none to speed up
+    untimed = Throughput({m: {"forward_N128": {"tokens_per_s": 1e5}, "grad_pass_cost": None}})
+    assert untimed.grad_pass_cost(m, "lambda") is None
+    assert untimed.compiled(ref, "default").grad_pass_cost(m, "trained") is None
 
 
 def test_the_cache_estimate_is_every_layers_hidden_states_of_the_kept_tokens():

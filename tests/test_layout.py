@@ -186,6 +186,30 @@ def test_cost_reads_snakemakes_plan_through_the_layout(monkeypatch):
         cost.workflow_jobs("config/smoke.yaml")
 
 
+def test_cost_plans_with_the_configs_the_user_names_and_stops_on_snakemakes_error(tmp_path, monkeypatch):
+    """`workflow_jobs` runs ``snakemake --summary`` in the workflow's root with configs named relative to the current
+    folder, as every command takes them: it passes them resolved; a summary that fails stops it with Snakemake's
+    error, not an empty plan (mutation review of papa/cost.py)."""
+    import papa.cost as cost
+
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        return subprocess.CompletedProcess(cmd, 1, "", "WorkflowError: no such rule\n")
+
+    monkeypatch.setattr(cost.subprocess, "run", run)
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "repo"
+    root.mkdir()
+    with pytest.raises(RuntimeError, match=r"summary failed for mine\.yaml more/b\.yaml:\nWorkflowError: no such rule"):
+        cost.workflow_jobs(["mine.yaml", "more/b.yaml"], root=root)
+    ((cmd, kwargs),) = calls
+    assert kwargs["cwd"] == root
+    at = cmd.index("--configfile")
+    assert cmd[at + 1 : at + 3] == [str((tmp_path / "mine.yaml").resolve()), str((tmp_path / "more/b.yaml").resolve())]
+
+
 @pytest.mark.parametrize("tmpdir", ["my tmp", "tmp{job}", "tmp$HOME"])
 def test_cost_plans_in_a_folder_the_workflow_takes_when_tmpdir_has_a_space(tmp_path, monkeypatch, tmpdir):
     """`workflow_jobs` ran ``snakemake --summary`` with ``results=`` a folder under $TMPDIR, which the workflow refuses
