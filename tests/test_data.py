@@ -245,6 +245,25 @@ def test_wiki_markup_of_closing_tags_quotes_links_and_stop_sections_and_sentence
     assert sentence_chunks(text, 4) == chunks
 
 
+def test_wiki_markup_over_lines_nested_or_in_upper_case_goes_whole_and_a_sentence_may_start_with_a_number():
+    """Third mutation review of papa/data/wikitext.py: an infobox template over several lines, a comment over two, a
+    ``<REF>`` in upper case, a ``<math>`` element holding another tag, a template holding another before its own
+    text, a file's caption holding a link before more caption, a protocol-relative or ftp link without a label, a
+    file link written with a space after ``[[`` and a link to a category page (``[[:Category:...]]``) each leave no
+    text. A sentence may begin with a number."""
+    wt = (
+        "{{Infobox person\n| name = A\n| born = 1900\n}}\n"
+        "Alpha <!-- a note\nover two lines --> beta.<REF>cite</REF>\n"
+        "The value <math>x<sub>2</sub>y</math> holds.\n"
+        "A {{lang|{{fr}} word}} here.\n"
+        "[[File:X.png|thumb|A [[caption]] here]]\n"
+        "Mirrors [//example.org] and [ftp://x.org/a] went.\n"
+        "[[ File:Y.png|thumb|cap]] [[:Category:Foo]] Gone.\n"
+    )
+    assert D.wiki_paragraphs(wt) == ["Alpha beta.", "The value holds.", "A here.", "Mirrors and went.", "Gone."]
+    assert sentence_chunks("It grew. 1990 came.", 3) == ["It grew.", "1990 came."]  # not "It grew. 1990", "came."
+
+
 def test_parse_rt_labels_each_rating_by_its_sign_and_drops_a_rating_of_zero(tmp_path):
     """`packages.parse_rt` on a file written here: positive above 0, negative below (by name, whatever their
     order), 0 dropped and counted; the text is the rest of the line (a tab in it kept), stripped."""
