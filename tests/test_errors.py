@@ -377,7 +377,9 @@ def test_constants_load_checks_the_file(tmp_path):
     L, H = papa.model_shape(model)
     raw = data_free("uniform", L, H, 8)
     inf = raw.mean.clone().fill_(float("inf"))
-    for norm, says in ((-raw.mean, "norm holds negative entries"), (inf, "norm holds .* NaN/inf")):
+    one_head = raw.mean[:, :1].clone()  # one head's norm per layer: it would broadcast over the heads unseen
+    for norm, says in ((-raw.mean, "norm holds negative entries"), (inf, "norm holds .* NaN/inf"),
+                       (one_head, r"norm has shape \(6, 1, 8, 8\), mean \(6, 12, 8, 8\)")):  # fmt: skip
         with pytest.raises(ValueError, match=f"ConstantAttention: {says}"):  # refused as built, before any patch
             ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"}, norm)
         changed = ConstantAttention(raw.mean, raw.count, {**raw.metadata, "kind": "effective"})
@@ -546,9 +548,10 @@ def test_patch_refuses_nan_constants(minilm):
 
     model, _ = minilm
     C = torch.full((6, 12, 8, 8), 1.0)
-    C[2, 3, 0, 0] = float("nan")
-    with pytest.raises(ValueError, match="1 NaN/inf values"):
-        papa.patch(model, C, static=torch.ones(6, 12, dtype=torch.bool))
+    for bad in (float("nan"), float("inf"), float("-inf")):  # an infinite weight makes its row's normaliser inf: NaN
+        C[2, 3, 0, 0] = bad
+        with pytest.raises(ValueError, match="1 NaN/inf values"):
+            papa.patch(model, C, static=torch.ones(6, 12, dtype=torch.bool))
     assert model.config._attn_implementation == "sdpa"  # nothing left installed
 
 

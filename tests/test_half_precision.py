@@ -77,6 +77,14 @@ def test_a_half_precision_patch_trains_float32_tensors_and_runs_in_the_models_dt
             maps = model(**batch, output_attentions=True)
         assert maps.last_hidden_state.dtype == dtype and {a.dtype for a in maps.attentions} == {dtype}
         torch.testing.assert_close(maps.last_hidden_state, out.detach(), rtol=0.05, atol=0.05)
+    # mix with trained constants: every head reads its layer's whole float32 matrices, cast to the model's dtype
+    with papa.patch(model, C, mix=True, trainable_constants=True) as handle:
+        assert [p.dtype for p in handle.parameters()] == [torch.float32, torch.float32]
+        out = model(**batch).last_hidden_state
+        assert out.dtype == dtype
+        out.float().square().mean().backward()
+        grad = handle.constants.grad
+        assert grad is not None and grad.dtype == torch.float32 and grad.abs().sum() > 0
     assert papa.average_attention(model, enc.batches(16)).metadata["dtype"] == str(dtype).removeprefix("torch.")
 
 

@@ -1467,6 +1467,25 @@ def test_an_additive_float_mask_reads_as_the_boolean_mask_it_stands_for():
     assert bool_mask(allowed) is allowed and bool_mask(None) is None
 
 
+def test_eager_probabilities_give_masked_keys_nothing_however_low_the_allowed_scores():
+    """`eager_probs` fills masked keys' scores with the dtype's minimum, as transformers' eager attention does: a
+    masked key's probability is exactly 0 even where every allowed key scores far below any fixed fill value (a fill
+    of -1e4 took the whole of rows whose allowed scores are near -1e5), and the allowed keys share the row as their
+    softmax alone."""
+    from papa.patching.kernels import eager_probs
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.full((2, 3, 4, 8), 50.0)
+    k = -250.0 + torch.rand(2, 3, 5, 8, generator=g)  # scores q.k near -1e5
+    allowed = torch.tensor([[True, True, True, False, False], [True, False, True, True, False]])
+    mask = allowed[:, None, None, :].expand(2, 1, 4, 5)
+    probs = eager_probs(q, k, mask, scaling=1.0)
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    for r in range(2):
+        assert (probs[r][..., ~allowed[r]] == 0).all()
+        torch.testing.assert_close(probs[r][..., allowed[r]], torch.softmax(scores[r][..., allowed[r]], -1))
+
+
 @pytest.mark.parametrize("family", ["bert", "deberta", "deberta-v2", "mpnet"])
 def test_recorded_values_are_the_ones_the_attention_multiplies(family):
     """``record_attention(..., values=True)`` hands each layer the very values its probabilities multiply (what
