@@ -159,6 +159,8 @@ def test_the_cache_follows_xdg_cache_home_and_one_that_cannot_be_made_says_what_
     monkeypatch.delenv("PAPA_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert D.default_cache_dir() == tmp_path / "xdg" / "papa"
+    monkeypatch.setenv("PAPA_CACHE", "")  # set but empty (`PAPA_CACHE= snakemake`): as unset, not the current folder
+    assert D.default_cache_dir() == tmp_path / "xdg" / "papa"
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
     assert D.default_cache_dir() == Path.home() / ".cache" / "papa"
     monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "mine"))
@@ -3308,6 +3310,42 @@ def test_a_split_zip_without_its_required_file_is_refused_and_subfolders_come_wh
     folder = downloads.fetch_split_zip("toy", parts, sha, tmp_path / "models", tmp_path, {"zip_sha256": sha},
                                        required="config.json")  # fmt: skip
     assert (folder / "sub" / "w.bin").read_bytes() == b"w" and (folder / "config.json").read_bytes() == b"{}"
+
+
+def test_a_split_zip_keeps_its_folders_name_and_chunks_longer_than_a_read_block(tmp_path):
+    """The folder is the zip's, named as given (``MiniLM``, not lower-cased), and each chunk is copied whole however
+    long: a real part holds hundreds of MB, read in 4 MiB blocks (mutation review of papa/data/downloads.py)."""
+    import random
+
+    weights = random.Random(0).randbytes(9 << 20)  # incompressible: each half of the zip > 4 MiB
+    parts, sha = _split_zip_parts(tmp_path, {"MiniLM/config.json": b"{}", "MiniLM/w.bin": weights})
+    folder = downloads.fetch_split_zip("MiniLM", parts, sha, tmp_path / "models", tmp_path, {"zip_sha256": sha},
+                                       required="config.json")  # fmt: skip
+    assert folder == tmp_path / "models" / "MiniLM" and folder.is_dir()
+    assert (folder / "w.bin").read_bytes() == weights
+
+
+def test_an_extraction_cut_short_leaves_no_file_that_looks_finished(tmp_path, cache_dir, hedge, monkeypatch):
+    """A raw file extracted from its archive is written through `papa.io.atomic_path`: a write that stops midway (a
+    full disk, a killed job) leaves no file under the final name, nor a temporary beside it (mutation review of
+    papa/data/downloads.py)."""
+    f = D.DATASETS["hedge"].source.file
+    fresh = tmp_path / "cache"
+    (fresh / "downloads").mkdir(parents=True)
+    shutil.copy(cache_dir / "downloads" / f.archive.filename, fresh / "downloads")
+    out = fresh / "raw" / "hedge" / f.filename
+    write_bytes = Path.write_bytes
+
+    def half_then_full_disk(path, data):
+        write_bytes(path, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", half_then_full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        downloads.fetch_member(f, out, fresh)
+    assert [p.name for p in out.parent.iterdir() if not p.name.endswith(".lock")] == []
+    monkeypatch.undo()
+    assert downloads.sha256_file(downloads.fetch_member(f, out, fresh)) == f.sha256
 
 
 def test_a_split_zip_folder_whose_provenance_is_no_json_is_assembled_again(tmp_path):
