@@ -68,6 +68,9 @@ def test_compile_workers_are_capped_at_the_jobs_threads(monkeypatch):
         torch.set_num_threads(1)
         compiled(model, "default")
         assert inductor.compile_threads == 1
+        torch.set_num_threads(2)  # fewer workers than threads: kept as they are, never raised (mutation review)
+        compiled(model, "default")
+        assert inductor.compile_threads == 1
         monkeypatch.setattr(inductor, "compile_threads", 32)
         compiled(model, "eager")  # no compilation, nothing set
         assert inductor.compile_threads == 32

