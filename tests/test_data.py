@@ -355,6 +355,61 @@ def test_parse_wiki_keeps_main_namespace_articles_and_chunks_of_at_least_min_wor
     assert packages.parse_wiki(p, {"min_words": 9}, [])[0]["id"].tolist() == ["wiki-7-0", "wiki-12-0"]
 
 
+def test_package_spec_problems_name_each_unread_key_in_order_and_leave_a_wrong_type_to_the_reader(tmp_path):
+    """`packages.spec_problems`: a key only wiki reads, on another package dataset, is one problem (no second one
+    about chunk sizes that dataset never makes), listed in key order, and `load_package` refuses the first; on wiki a
+    ``min_words`` that is not a number is left to the reader's own check, not compared (a TypeError) (mutation review
+    of papa/data/packages.py)."""
+    unread = "{} is read by package dataset wiki only, and 'rt_sentiment' does not read it: remove it"
+    assert packages.spec_problems("rt_sentiment", {"chunk_words": 5}) == [unread.format("chunk_words")]
+    assert packages.spec_problems("rt_sentiment", {"min_words": 3, "chunk_words": 5}) == [
+        unread.format("chunk_words"),
+        unread.format("min_words"),
+    ]
+    with pytest.raises(D.TaskSpecError, match=r"^package dataset 'rt_sentiment': chunk_words is read by"):
+        D.load_task({"name": "rt_sentiment", "source": "package", "min_words": 3, "chunk_words": 5}, tmp_path)
+    assert packages.spec_problems("wiki", {"min_words": "many"}) == []
+
+
+def test_package_readers_take_utf8_skip_blank_lines_and_split_sentences_at_any_final_punctuation(tmp_path):
+    """`parse_rt` reads UTF-8 (an accented review kept as written) and skips a line of spaces; `parse_wsj` ends a
+    sentence at any token tagged ``.`` (``?`` and ``!`` too, as the treebank tags them), and a closing quote that
+    ends the line stays with the sentence it closes (mutation review of papa/data/packages.py)."""
+    p = tmp_path / "rt.txt"
+    p.write_bytes("1\t1.5\tun film très réussi\r\n   \r\n2\t-0.5\tbad\r\n".encode())
+    df, prov = packages.parse_rt(p, {}, ["negative", "positive"])
+    assert df["text"].tolist() == ["un film très réussi", "bad"] and prov["n_raw"] == 2
+    p = tmp_path / "wsj.txt"
+    p.write_text("Why/WRB ?/. He/PRP left/VBD !/. ''/''\n")
+    df, _ = packages.parse_wsj(p, {}, list(D.PTB_TAGS))
+    assert df["tokens"].tolist() == [["Why", "?"], ["He", "left", "!", "''"]]
+
+
+def test_parse_wiki_skips_a_page_with_no_namespace_or_a_redirect_by_element_or_indented_text(tmp_path):
+    """`packages.parse_wiki`: a page with no ``<ns>`` is not taken for an article; a redirect is skipped whether the
+    ``<redirect>`` element says so (whatever its text) or its text opens with ``#REDIRECT`` after white space; a
+    paragraph of exactly ``chunk_words`` words is one chunk; a dump with no article at all is refused, not read as
+    an empty corpus (mutation review of papa/data/packages.py)."""
+    import bz2
+
+    def dump(*pages):
+        p = tmp_path / "wiki.xml.bz2"
+        p.write_bytes(bz2.compress(("<mediawiki>" + "".join(pages) + "</mediawiki>").encode()))
+        return p
+
+    def page(pid, text, ns="<ns>0</ns>", redirect=""):
+        return f"<page><title>T{pid}</title>{ns}<id>{pid}</id>{redirect}<revision><text>{text}</text></revision></page>"
+
+    ten = "One two three four five. Six seven eight nine ten."
+    p = dump(page(1, ten), page(2, ten, ns=""), page(3, ten, redirect='<redirect title="A" />'),
+             page(4, "  #REDIRECT [[A]] One two three four five six seven eight"))  # fmt: skip
+    df, prov = packages.parse_wiki(p, {"chunk_words": 10, "min_words": 5}, [])
+    assert df["text"].tolist() == [ten]
+    assert (prov["n_articles"], prov["n_other_namespace_skipped"], prov["n_redirects_skipped"]) == (1, 1, 2)
+    with pytest.raises(D.TaskSpecError):  # its message speaks of 0 chunks shorter than min_words: left as it is
+        packages.parse_wiki(dump(page(5, ten, ns="<ns>1</ns>")), {}, [])
+
+
 def test_split_determinism(cache_dir, rt):
     again = D.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir, seed=0)
     for split in rt.splits:
@@ -2834,6 +2889,98 @@ def test_a_hub_datasets_own_id_and_revision_replace_the_registrys():
     assert hub.hub_revision("conll2003_ner", {"revision": None}) == (conll.hub_id, None)
     assert hub.hub_revision("conll2003_ner", {"revision": "v2"}) == (conll.hub_id, "v2")
     assert hub.hub_revision("mine", {"hub_id": "me/mine"}) == ("me/mine", None)
+
+
+def test_resolve_revision_asks_for_its_revision_and_timeout_from_a_thread_that_cannot_hold_the_process(monkeypatch):
+    """`resolve_revision` asks the hub for the dataset at the revision it was given (a tag, not the default branch),
+    with its timeout, from a daemon thread (a hub that never answers cannot keep the process from exiting); a
+    dataset the hub does not have keeps the hub's own error as its cause (mutation review of papa/data/hub.py)."""
+    import threading
+
+    import huggingface_hub
+
+    from papa.data import hub
+
+    asked = {}
+
+    def dataset_info(self, repo_id, revision=None, timeout=None, **kw):
+        t = threading.current_thread()
+        asked.update(repo_id=repo_id, revision=revision, timeout=timeout, daemon=t.daemon)
+        asked["main"] = t is threading.main_thread()
+        return type("DatasetInfo", (), {"sha": "0123abcd"})()
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
+    assert hub.resolve_revision("mnli", "nyu-mll/glue", "v9", timeout=2.5) == "0123abcd"
+    assert asked == {"repo_id": "nyu-mll/glue", "revision": "v9", "timeout": 2.5, "daemon": True, "main": False}
+    gone = type("RepositoryNotFoundError", (Exception,), {})("404 said the hub")
+
+    def not_found(self, *a, **kw):
+        raise gone
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", not_found)
+    with pytest.raises(D.DataUnavailableError, match="was not found or is gated") as e:
+        hub.resolve_revision("mnli", "me/glue", "v9", timeout=1.0)
+    assert e.value.__cause__ is gone
+
+
+def test_a_hub_spec_key_of_null_is_the_registrys_id_but_no_config_or_folder(monkeypatch, tmp_path):
+    """Given to `load_task` directly, a spec's ``hub_id`` of null is the registry's id (a dataset needs one), while a
+    ``hub_config`` or ``data_dir`` of null loads without one (the config schema's "null = none"), as a ``revision`` of
+    null is the hub's default branch (mutation review of papa/data/hub.py)."""
+    from datasets import Dataset, DatasetDict
+
+    from papa.data import hub
+    from papa.data.registry import HUB_SPECS
+
+    assert hub.hub_revision("mnli", {"hub_id": None}) == (HUB_SPECS["mnli"].hub_id, None)
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: _fake_conll2003())
+    D.load_task({"name": "conll2003_ner", "source": "hub", "hub_id": None, "data_dir": None}, tmp_path)
+    assert calls[-1] == ("eriktks/conll2003", None, {"revision": "0123abcd"})
+    text = Dataset.from_dict({"text": ["A first paragraph here .", "And a second one ."]})
+    calls = _serve_hub(monkeypatch, lambda hub_id, config: DatasetDict(train=text, validation=text))
+    D.load_task({"name": "wikitext103", "source": "hub", "hub_config": None}, tmp_path)
+    assert calls[-1][:2] == ("Salesforce/wikitext", None)
+
+
+def test_a_hub_load_records_the_hubs_split_names_revision_and_library_and_names_any_failure(monkeypatch, tmp_path):
+    """A hub load's ids and provenance: each row's id names the hub's split it came from (MNLI's
+    validation_mismatched, read as our validation), ``split_map`` maps our splits to the hub's, rows dropped are
+    counted under our split's name, the revision asked for is recorded beside the commit it resolved to, with the
+    ``datasets`` version that read it; with no ``hub_timeout`` the hub gets `HUB_TIMEOUT` (10 s); any failure of the
+    load (not only a network one) is a `DataUnavailableError` naming it; a token or unlabeled dataset lacking its
+    text column is named (mutation review of papa/data/hub.py)."""
+    import datasets
+    from datasets import DatasetDict
+
+    from papa.data import hub
+
+    timeouts = []
+    _serve_hub(monkeypatch, lambda hub_id, config: _fake_glue_mnli(), timeouts)
+    t = D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
+    assert timeouts == [hub.HUB_TIMEOUT] and hub.HUB_TIMEOUT == 10.0
+    assert t.splits["validation"]["id"].tolist() == [f"mnli-validation_mismatched-{i}" for i in range(3)]
+    p = t.provenance
+    assert p["split_map"] == {"train": "train", "validation": "validation_mismatched",
+                              "validation_matched": "validation_matched"}  # fmt: skip
+    assert p["dropped_per_split"] == {"validation": 1} and p["datasets_version"] == datasets.__version__
+    _serve_hub(monkeypatch, lambda hub_id, config: _fake_conll2003())
+    p = D.load_task({"name": "conll2003_pos", "source": "hub"}, tmp_path).provenance
+    assert (p["revision"], p["resolved_sha"]) == ("refs/convert/parquet", "0123abcd")
+
+    def fails(hub_id, config):
+        raise ValueError("BuilderConfig 'mnli' not found")
+
+    _serve_hub(monkeypatch, fails)
+    with pytest.raises(D.DataUnavailableError, match=r"loading 'nyu-mll/glue' failed: ValueError: BuilderConfig"):
+        D.load_task({"name": "mnli", "source": "hub"}, tmp_path)
+    no_tokens = DatasetDict({k: v.remove_columns("tokens") for k, v in _fake_conll2003().items()})
+    _serve_hub(monkeypatch, lambda hub_id, config: no_tokens)
+    with pytest.raises(D.TaskSpecError, match=r"column 'tokens' not found in eriktks/conll2003 split train"):
+        D.load_task({"name": "conll2003_ner", "source": "hub"}, tmp_path)
+    content = datasets.Dataset.from_dict({"content": ["A paragraph ."]})
+    _serve_hub(monkeypatch, lambda hub_id, config: DatasetDict(train=content, validation=content))
+    with pytest.raises(D.TaskSpecError, match=r"column 'text' not found in Salesforce/wikitext split train"):
+        D.load_task({"name": "wikitext103", "source": "hub"}, tmp_path)
 
 
 #: GLUE's other classification tasks on the hub (nyu-mll/glue): our name -> (hub config, sentence A and B columns,
