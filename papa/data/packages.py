@@ -161,7 +161,7 @@ def parse_wsj(path: Path, spec: dict, labels: list[str]) -> tuple[pd.DataFrame, 
 
 
 def parse_hedge(path: Path, spec: dict, labels: list[str]) -> tuple[pd.DataFrame, dict]:
-    """uncertainty-conll2010.csv: ``"1"|"-1", "sentence"`` (1 = certain, -1 = uncertain)."""
+    """uncertainty-conll2010.csv: rows ``"1"|"-1","sentence"`` (1: certain, -1: uncertain; no space after the comma)."""
     label = {"1": labels.index("certain"), "-1": labels.index("uncertain")}
     ids, texts, y = [], [], []
     with open(path, encoding="utf-8-sig", newline="") as f:
