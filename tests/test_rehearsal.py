@@ -688,6 +688,12 @@ def test_config_values_and_model_config():
     n = rehearsal.TINY["max_position_embeddings"]
     assert [rehearsal.config_values(f)["max_position_embeddings"] for f in ("roberta", "bert")] == [n + 2, n]
     assert rehearsal.config_values("roberta", {"max_position_embeddings": 40})["max_position_embeddings"] == 40
+    # and the config check's limit of such a model's inputs is what the model then holds: 40 less the 2 positions
+    # before its tokens, the library's size less none (mutation review of papa/rehearsal.py)
+    from papa.checks import built_position_limit
+
+    assert built_position_limit({"family": "roberta", "config": {"max_position_embeddings": 40}}) == 38
+    assert built_position_limit({"family": "roberta"}) == built_position_limit({"family": "bert"}) == n
 
     class Tok:
         pad_token_id, bos_token_id, eos_token_id = 7, 5, 6
