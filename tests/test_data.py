@@ -463,6 +463,16 @@ def test_a_split_depends_on_its_split_spec_alone(cache_dir, name):
         D.split_provenance(full.provenance, "test")
 
 
+def _hedge_archive_alone(tmp_path, cache_dir):
+    """A cache ``<tmp_path>/cache`` holding the hedge dataset's archive, not its extracted file: (the pinned file,
+    the cache, where `fetch_member` extracts it)."""
+    f = D.DATASETS["hedge"].source.file
+    fresh = tmp_path / "cache"
+    (fresh / "downloads").mkdir(parents=True)
+    shutil.copy(cache_dir / "downloads" / f.archive.filename, fresh / "downloads")
+    return f, fresh, fresh / "raw" / "hedge" / f.filename
+
+
 @pytest.mark.slow  # fresh Python processes side by side (~3 s): `make test`, not the fast tier
 def test_jobs_extracting_one_file_wait_for_each_other(tmp_path, cache_dir, hedge):
     """The two split jobs of a dataset extract its raw file at once (a cold cache): the later waits on the
@@ -472,11 +482,7 @@ def test_jobs_extracting_one_file_wait_for_each_other(tmp_path, cache_dir, hedge
     import subprocess
     import sys
 
-    f = D.DATASETS["hedge"].source.file
-    fresh = tmp_path / "cache"
-    (fresh / "downloads").mkdir(parents=True)
-    shutil.copy(cache_dir / "downloads" / f.archive.filename, fresh / "downloads")  # the archive, not extracted
-    out = fresh / "raw" / "hedge" / f.filename
+    f, fresh, out = _hedge_archive_alone(tmp_path, cache_dir)
     out.parent.mkdir(parents=True)
     code = (
         "from papa.data.downloads import fetch_member; from papa.data.registry import DATASETS\n"
@@ -3476,11 +3482,7 @@ def test_an_extraction_cut_short_leaves_no_file_that_looks_finished(tmp_path, ca
     """A raw file extracted from its archive is written through `papa.io.atomic_path`: a write that stops midway (a
     full disk, a killed job) leaves no file under the final name, nor a temporary beside it (mutation review of
     papa/data/downloads.py)."""
-    f = D.DATASETS["hedge"].source.file
-    fresh = tmp_path / "cache"
-    (fresh / "downloads").mkdir(parents=True)
-    shutil.copy(cache_dir / "downloads" / f.archive.filename, fresh / "downloads")
-    out = fresh / "raw" / "hedge" / f.filename
+    f, fresh, out = _hedge_archive_alone(tmp_path, cache_dir)
     write_bytes = Path.write_bytes
 
     def half_then_full_disk(path, data):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -135,8 +136,6 @@ def test_probe_table_validation(frames):
     with pytest.raises(ValueError, match=f"probe_table: {2 * len(frames[0])} rows share the same key") as e:
         tables.probe_table([frames[0], frames[0]])
     first = frames[0].iloc[0]  # the example is the first repeated row's key (mutation testing: not checked)
-    import ast
-
     assert ast.literal_eval(str(e.value).split("e.g. ", 1)[1]) == {k: first[k] for k in tables.PROBE_KEY}, e.value
     with pytest.raises(ValueError, match=f"probe_table: epoch is negative in {len(frames[0])} rows"):
         tables.probe_table([frames[0].assign(epoch=frames[0]["epoch"] - 100)])
