@@ -586,10 +586,10 @@ def test_figures_carry_the_record_of_a_recorded_block(plot_dir):
 
 
 def test_an_output_named_with_a_figure_suffix_in_any_case_is_its_stem(plot_dir):
-    """A figure's ``out`` is a path stem; one that names a format (``fig.png``, ``fig.PNG``) stands for its stem, so
-    the figure is ``fig.png`` and ``fig.svg`` (not ``fig.PNG.png``)."""
+    """A figure's ``out`` is a path stem; one that names a format (``fig.png``, ``fig.PNG``, ``fig.pdf``) stands for
+    its stem, so the figure is ``fig.png`` and ``fig.svg`` (not ``fig.PNG.png``)."""
     lam = tables.lambdas_table([lambdas_frame()])
-    for name in ("lower.png", "upper.PNG", "mixed.Svg"):
+    for name in ("lower.png", "upper.PNG", "mixed.Svg", "asked.pdf"):
         stem = plot_dir / Path(name).stem
         assert_written(plots.plot_lambda_heatmap(lam, plot_dir / name), stem)
 
@@ -920,6 +920,10 @@ def test_figures_name_metrics_readably(summary, plot_dir, monkeypatch):
     assert plots._models_compared_text(two) == ("original MCC (all heads input-dependent)", "cola=MCC, rte=MCC")
     unpaired = pd.DataFrame({"tasks": ["cola, rte"], "metrics": ["mcc"]})
     assert plots._models_compared_text(unpaired) == ("original score (all heads input-dependent)", "cola, rte")
+    # a task of several metrics (a summary that marks no main metric): each named, "/"-joined as the table joins them
+    several = pd.DataFrame({"tasks": ["cola"], "metrics": ["accuracy/mcc"]})
+    assert plots._models_compared_text(several) == ("original accuracy / MCC (all heads input-dependent)",
+                                                     "cola=accuracy / MCC")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- pipeline stages (rules aggregate,
@@ -1784,10 +1788,14 @@ def test_models_compared_draws_the_drop_in_percent(summary, plot_dir, monkeypatc
     table = tables.models_compared_table(summary)
 
     def read(ax):
-        return sorted(tuple(np.round(p, 9)) for coll in ax.collections for p in coll.get_offsets())
+        points = sorted(tuple(np.round(p, 9)) for coll in ax.collections for p in coll.get_offsets())
+        return points, sorted((t.get_text(), tuple(np.round(t.xy, 9))) for t in ax.texts), ax.get_xlabel()
 
-    (points,) = _panels_drawn(monkeypatch, lambda: plots.plot_models_compared(table, plot_dir / "pct"), read)
+    ((points, names, xlabel),) = _panels_drawn(monkeypatch, lambda: plots.plot_models_compared(table, plot_dir / "pct"),
+                                               read)  # fmt: skip
     assert points == sorted(tuple(np.round((d * 100, o), 9)) for d, o in zip(table["drop"], table["orig"]))
+    assert names == sorted((m, tuple(np.round((d * 100, o), 9))) for m, d, o in table[["model", "drop", "orig"]].values)
+    assert xlabel == "relative score drop with all heads constant (%)"
 
 
 def test_constant_kinds_draw_main_rows_below_zero_and_the_original_line(plot_dir, monkeypatch):
@@ -1851,3 +1859,155 @@ def test_all_constant_line_says_no_change_as_a_cost_of_zero():
     lines = [_all_constant_line(r) for r in drops.itertuples(index=False)]
     assert lines == ["m, average: all heads constant costs 0.0% of the main metric relative (mean over 2 tasks: a, b)",
                      "m, identity: all heads constant has no relative drop to report"]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- what the figures say (mutation round 3)
+
+
+def test_a_recorded_block_inside_another_gives_back_the_outer_record(tmp_path):
+    """After a `plots.recorded` block inside another, what is saved carries the outer block's record again (not
+    none), and after both none."""
+    summary = _two_fraction_summary({("m", "sst2"): (0.8, 0.6)})
+    outer, inner = {"stage": "outer"}, {"stage": "inner"}
+    with plots.recorded(outer):
+        with plots.recorded(inner):
+            first = plots.plot_summary_table(summary, tmp_path / "inner")
+        after = plots.plot_summary_table(summary, tmp_path / "outer")
+    last = plots.plot_summary_table(summary, tmp_path / "none")
+    assert [plots.figure_record(p) for p in first + after + last] == [inner, outer, None]
+
+
+def test_a_note_shows_its_title_in_bold_above_its_text_wrapped(tmp_path, monkeypatch):
+    text = "no probe of this config ran on the method's matrices, so no head order has a curve to draw. " * 2
+
+    def read(fig):
+        return [(t.get_text(), t.get_position()[1], t.get_weight()) for t in fig.texts]
+
+    (title, body) = _figures_drawn(monkeypatch, lambda: plots.plot_note(tmp_path / "note", "Nothing to draw", text),
+                                   read)  # fmt: skip
+    assert title[0] == "Nothing to draw" and title[2] == "bold" and title[1] > body[1]
+    lines = body[0].split("\n")
+    assert len(lines) > 1 and max(map(len, lines)) <= 80 and " ".join(lines) == text.strip()
+
+
+def test_a_summary_without_is_main_shows_every_metric(summary):
+    """``is_main`` is no required column: without it every metric is shown (as with ``main_only=False``)."""
+    every = plots.summary_table_frame(summary, main_only=False)
+    pd.testing.assert_frame_equal(plots.summary_table_frame(summary.drop(columns="is_main")), every)
+
+
+def test_curve_figures_say_what_they_show(summary, plot_dir, monkeypatch):
+    """Fig. 2 and Fig. 5 name their x axis, say in their title that they show the mean over seeds and its 95% CI
+    (Fig. 5: on which task), and Fig. 2's legend names the models and each (constants, head order) line style; a
+    curve with one seed at some fraction (no interval there) keeps its band at the others."""
+
+    def read(fig):
+        return [
+            (
+                fig.get_suptitle(),
+                [t.get_text() for legend in fig.legends for t in legend.get_texts()],
+                [(ax.get_xlabel(), len(ax.lines), len(ax.collections)) for ax in fig.axes if ax.get_visible()],
+            )
+        ]
+
+    sst2 = summary[summary.task == "sst2"].copy()
+    sst2.loc[(sst2.model == "bert-base") & (sst2.fraction_dynamic == 0.5), ["ci_low", "ci_high"]] = np.nan
+    ((title, legend, panels),) = _figures_drawn(monkeypatch, lambda: plots.plot_fraction_curves(sst2, plot_dir / "t2"),
+                                                read)  # fmt: skip
+    assert title == "Probe score vs input-dependent heads  (mean over seeds, 95% CI)"
+    assert legend == ["model", "bert-base", "roberta-base", "constants / selection", "average / lambda",
+                      "average / random", "average / reversed"]  # fmt: skip
+    assert panels == [("fraction of input-dependent heads", 4, 4)]  # each curve with its band
+    ((title, _, _),) = _figures_drawn(
+        monkeypatch, lambda: plots.plot_selection_orders(summary, plot_dir / "t5", task="sst2"), read
+    )
+    assert title == "Head selection methods on sst2  (mean over seeds, 95% CI)"
+
+
+def test_figures_of_nothing_to_draw_say_so(summary, tmp_path):
+    """An empty table is refused with the figure's own message, and nothing is written."""
+    with pytest.raises(plots.NothingToPlot, match="^plot_fraction_curves: nothing to plot$"):
+        plots.plot_fraction_curves(summary.assign(is_main=False), tmp_path / "x")
+    with pytest.raises(plots.NothingToPlot, match="^plot_models_compared: nothing to plot$"):
+        plots.plot_models_compared(tables.models_compared_table(summary).iloc[:0], tmp_path / "x")
+    with pytest.raises(ValueError, match="^plot_lambda_heatmap: empty lambdas frame$"):
+        plots.plot_lambda_heatmap(tables.lambdas_table([lambdas_frame()]).iloc[:0], tmp_path / "x")
+    with pytest.raises(ValueError, match="^plot_constant_heads: no heads to plot$"):
+        plots.plot_constant_heads(synthetic_constants(), tmp_path / "x", heads=[])
+    assert not list(tmp_path.iterdir())
+
+
+def test_lambda_heatmap_names_its_axes_and_says_low_lambdas_are_replaced_first(plot_dir, monkeypatch):
+    lam = tables.lambdas_table([lambdas_frame(layers=2, heads=3)])
+    labels = _figures_drawn(monkeypatch, lambda: plots.plot_lambda_heatmap(lam, plot_dir / "lab"),
+                            lambda fig: [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes])  # fmt: skip
+    assert labels == [("head", "layer"), ("", "lambda (low = replaced first)")]  # the heatmap, its colour bar
+
+
+def test_representative_heads_pass_over_a_head_with_no_attention():
+    """A head with no weight anywhere has no statistics (NaN): it is no pattern's representative."""
+    c = synthetic_constants()
+    c[0, 0] = 0.0
+    assert plots.representative_heads(c) == plots.representative_heads(synthetic_constants())
+
+
+def test_constant_heads_draw_each_head_asked_in_order_four_a_row(plot_dir, monkeypatch):
+    """Each panel shows the head it names, ``(layer, head)`` (with the pattern it was picked for), in the order
+    asked, four panels a row, under the figure's title; its axes are key (columns) and query (rows) positions."""
+    c = synthetic_constants(layers=3, heads=4)
+    asked = [(1, 2), (2, 0), (0, 3), (2, 1), (0, 1)]
+
+    def read(fig):
+        axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+        return [
+            (
+                fig.get_suptitle(),
+                {ax.get_subplotspec().get_geometry()[:2] for ax in axes},
+                [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.images[0].get_array()) for ax in axes],
+            )
+        ]
+
+    ((title, grid, panels),) = _figures_drawn(
+        monkeypatch, lambda: plots.plot_constant_heads(c, plot_dir / "order", heads=asked, title="t"), read
+    )
+    assert title == "t" and grid == {(2, 4)}
+    assert [p[:3] for p in panels] == [
+        (f"({layer}, {head})", "key position", "query position") for layer, head in asked
+    ]
+    assert all(np.array_equal(p[3], c[layer, head]) for p, (layer, head) in zip(panels, asked))
+    ((_, grid, panels),) = _figures_drawn(monkeypatch, lambda: plots.plot_constant_heads(c, plot_dir / "picked"), read)
+    assert grid == {(1, 3)} and [p[0] for p in panels] == ["(0, 1)\ndiagonal", "(2, 0)\n[CLS]/[SEP]", "(0, 3)\nspread"]
+
+
+def test_constant_kinds_three_panels_a_row_on_an_axis_from_zero_for_scores_near_it(plot_dir, monkeypatch):
+    """Three panels a row; scores of 0 and above near 0 are drawn from 0, not below it."""
+    rows = [dict(model="m", task=t, constants="average", metric="accuracy", mean=0.05, ci95=0.01, original=0.5,
+                 is_main=True) for t in ("a", "b", "c", "d")]  # fmt: skip
+    drawn = _panels_drawn(monkeypatch, lambda: plots.plot_constant_kinds(pd.DataFrame(rows), plot_dir / "k4"),
+                          lambda ax: (ax.get_subplotspec().get_geometry()[:2], ax.get_ylim()[0]))  # fmt: skip
+    assert drawn == [((2, 3), 0.0)] * 4
+
+
+def test_mlm_figure_names_each_head_where_several_and_its_axis(plot_dir, monkeypatch):
+    """With several MLM heads each line names its head (the title none); the y axis says what is drawn and which
+    way is better; a curve with one seed at some fraction keeps its band at the others."""
+    rows = [dict(model="m", dataset="wiki", head=h, fraction_dynamic=f, neg_log_ppl=-2.0 - (1 - f) - k,
+                 ci95=np.nan if f == 0.5 else 0.1)
+            for k, h in enumerate(("decoder", "probe")) for f in FRACTIONS]  # fmt: skip
+
+    def read(ax):
+        return ax.get_legend_handles_labels()[1], ax.get_title(), ax.get_ylabel(), len(ax.collections)
+
+    drawn = _panels_drawn(monkeypatch, lambda: plots.plot_mlm(pd.DataFrame(rows), plot_dir / "heads"), read)
+    assert drawn == [(["m, decoder head", "m, probe head"], "Masked LM with replaced heads",
+                      "negative log-perplexity (nats, higher is better)", 2)]  # fmt: skip
+
+
+def test_the_summary_table_leaves_a_fraction_a_run_lacks_empty(tmp_path):
+    summary = _two_fraction_summary({("m", "sst2"): (0.8, 0.6), ("n", "sst2"): (0.9, 0.7)})
+    summary = summary[~((summary.model == "n") & (summary.fraction_dynamic == 0))]
+    frame = plots.summary_table_frame(summary)
+    assert frame.loc[("n", "sst2", "accuracy", "average", "lambda"), "0"] == ""
+    assert frame.loc[("m", "sst2", "accuracy", "average", "lambda"), "0"].startswith("0.600 ± ")
+    text = Path(plots.plot_summary_table(summary, tmp_path / "t")[0]).read_text(encoding="utf-8")
+    assert "NaN" not in text and "<td></td>" in text
