@@ -814,7 +814,7 @@ def _local_model_file(name_or_path: str, filename: str) -> Path | None:
     elif key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():  # else the folder of that name, as it loads
         path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / filename  # (papa.models.resolve_model_path)
     elif looks_like_path(name_or_path) or Path(name_or_path).is_dir():
-        path = Path(name_or_path).expanduser() / filename
+        path = _home(name_or_path) / filename
     else:
         try:
             from huggingface_hub import try_to_load_from_cache
@@ -1200,6 +1200,20 @@ def job_environment(environ) -> None:
     environ.setdefault("PYTHONUTF8", "1")
 
 
+def _home(path) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded where this machine knows that home, else as written (the
+    checks then name it as a path that is not there): `Path.expanduser` raises a RuntimeError for a user it does not
+    know, so ``results: ~nosuch/out`` or a dataset file ``~nosuch/train.csv`` failed the config check on a bare
+    "Could not determine home directory"."""
+    return Path(os.path.expanduser(path))
+
+
+def _absolute_hint(value: str) -> str:
+    """What a message about a ``~`` path that is used as written suggests: its absolute path, where `_home` knows it."""
+    home = str(_home(value))
+    return f"e.g. {home!r}" if home != value else f"its home ({value.split('/')[0]}) is not known on this machine"
+
+
 def _results_folder(config: dict) -> list[str]:
     """The ``results:`` folder must be one plain path: Snakemake reads ``{}`` in it as wildcards and does not
     expand ``~``, and the Makefile's ``make clean`` / ``make report`` (and any shell) split it at whitespace."""
@@ -1213,9 +1227,8 @@ def _results_folder(config: dict) -> list[str]:
         errors.append(f"results = {r!r} contains whitespace: make clean and make report would split it into "
                       f"several paths; use e.g. {'_'.join(r.split())!r}")  # fmt: skip
     if r.startswith("~"):
-        home = str(Path(r).expanduser())
         errors.append(f"results = {r!r}: Snakemake does not expand '~' (it would write to a folder named '~' in "
-                      f"the working directory); write the absolute path, e.g. {home!r}")  # fmt: skip
+                      f"the working directory); write the absolute path, {_absolute_hint(r)}")  # fmt: skip
     if "{" in r or "}" in r:
         errors.append(f"results = {r!r} contains '{{' or '}}', which Snakemake reads as wildcards in every output "
                       f"path; remove them")  # fmt: skip
@@ -1246,10 +1259,10 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
               if isinstance(dc, dict) and dc.get("source") == "local" for key in LOCAL_FILE_KEYS
               if isinstance(dc.get(key), str) and dc[key]]  # fmt: skip
     inputs += [(f"models.{m}", v) for m, v in (config.get("models") or {}).items()
-               if isinstance(v, str) and Path(v).expanduser().is_dir()]  # a local model folder  # fmt: skip
+               if isinstance(v, str) and _home(v).is_dir()]  # a local model folder  # fmt: skip
     errors = []
     for key, path in inputs:
-        if folder == (p := Path(path).expanduser().resolve()) or folder in p.parents:
+        if folder == (p := _home(path).resolve()) or folder in p.parents:
             errors.append(f"results = {r!r} holds {key} ({path!r}): make clean, which removes the results folder, "
                           f"would remove it; keep the inputs elsewhere, or {advice}")  # fmt: skip
     from .records import MARKER
@@ -1367,9 +1380,9 @@ def _scratch_folder(config: dict) -> list[str]:
     scratch = cache.get("scratch")
     errors = []
     if isinstance(scratch, str) and scratch.startswith("~"):
-        home = str(Path(scratch).expanduser())
         errors.append(f"cache.scratch = {scratch!r}: '~' is not expanded (the disk caches would go to a folder "
-                      f"named '~' in the working directory); write the absolute path, e.g. {home!r}")  # fmt: skip
+                      f"named '~' in the working directory); write the absolute path, "
+                      f"{_absolute_hint(scratch)}")  # fmt: skip
     if isinstance(scratch, str) and _ENV_VAR.search(scratch):
         errors.append(_unexpanded("cache.scratch", scratch, "the disk caches would go to a folder of that name"))
     if isinstance(scratch, str) and Path(scratch).exists() and not Path(scratch).is_dir():
@@ -1411,12 +1424,12 @@ def _source_keys(datasets: dict) -> list[str]:
                 if isinstance(path, str) and ("{" in path or "}" in path):  # the file is an input of prepare_data
                     errors.append(f"datasets.{d}.{key} = {path!r} contains '{{' or '}}', which Snakemake reads as "
                                   f"wildcards in an input path: rename the file (or its folder)")  # fmt: skip
-                elif isinstance(path, str) and path and not Path(path).expanduser().is_file():
-                    what = "a folder" if Path(path).expanduser().is_dir() else "not there"
+                elif isinstance(path, str) and path and not _home(path).is_file():
+                    what = "a folder" if _home(path).is_dir() else "not there"
                     errors.append(f"datasets.{d}.{key} = {path!r} is {what} (from {Path.cwd()}): give one file's "
                                   f"path, relative to where Snakemake runs or absolute")  # fmt: skip
                 elif isinstance(path, str) and path:
-                    why = no_rows(Path(path).expanduser(), dc)
+                    why = no_rows(_home(path), dc)
                     if why:
                         errors.append(f"datasets.{d}.{key} = {path!r} {why}: a split needs examples; give a file that "
                                       f"has them")  # fmt: skip
@@ -1485,7 +1498,7 @@ def _unread_keys(config: dict) -> list[str]:
 
 def _local_split_files(dc: dict) -> dict[str, Path]:
     """A local dataset's split files that are there (train, validation, ...: `papa.spec.PREPARED_SPLITS`)."""
-    files = {key: Path(dc[key]).expanduser() for key in PREPARED_SPLITS if isinstance(dc.get(key), str) and dc[key]}
+    files = {key: _home(dc[key]) for key in PREPARED_SPLITS if isinstance(dc.get(key), str) and dc[key]}
     return {key: p for key, p in files.items() if p.is_file()}
 
 
@@ -1498,7 +1511,7 @@ def _validation_is_train(dc: dict) -> str | None:
     train, val = (dc.get(k) for k in ("train", "validation"))
     if not (isinstance(train, str) and isinstance(val, str) and train and val):
         return None
-    t, v = (Path(x).expanduser() for x in (train, val))
+    t, v = (_home(x) for x in (train, val))
     if not (t.is_file() and v.is_file()):
         return None  # a missing file is said elsewhere
     if os.path.samefile(t, v):
@@ -1641,8 +1654,8 @@ def _models(models: dict) -> list[str]:
             continue
         # a path, and minilm/ too: the workflow reads it as the folder ./minilm (path_param), not as the alias
         as_path = looks_like_path(path) or looks_like_path(path_param(path))
-        if as_path and not Path(path).expanduser().is_dir():
-            what = ("is a file, not a model folder" if Path(path).expanduser().exists() else
+        if as_path and not _home(path).is_dir():
+            what = ("is a file, not a model folder" if _home(path).exists() else
                     "is not a folder on this machine")  # fmt: skip
             errors.append(f"models.{m} = {entry!r} {what} (from {Path.cwd()}); fix the path, or give a hub id "
                           f"(org/name) or an alias (minilm)")  # fmt: skip
@@ -1659,13 +1672,13 @@ def _models(models: dict) -> list[str]:
         alias = is_package_alias(path) or str(path).lower() in SPLIT_ZIP_ALIASES
         # a package alias loads its package's model whatever folder of that name the working folder holds
         # (papa.models.resolve_model_path), so that folder is not checked
-        folder = as_path or (not is_package_alias(path) and Path(path).expanduser().is_dir())
+        folder = as_path or (not is_package_alias(path) and _home(path).is_dir())
         if revision and (alias or folder):
             what = "an offline alias, whose weights are its package's release" if alias else "a local folder"
             errors.append(f"models.{m} = {entry!r}: a revision (@{revision}) pins a hub model, and {path!r} is "
                           f"{what}: it would be ignored; drop @{revision}")  # fmt: skip
             continue
-        if folder and not (Path(path).expanduser() / "config.json").is_file():
+        if folder and not (_home(path) / "config.json").is_file():
             errors.append(f"models.{m} = {entry!r} has no config.json: not a transformers model folder (save one "
                           f"with model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
             continue

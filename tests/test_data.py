@@ -910,6 +910,8 @@ def test_local_rows_without_text_are_dropped_loudly(tmp_path, caplog):
     assert t.provenance["dropped_reason"] == "empty text or text_b"
     warned = [r.getMessage() for r in caplog.records]
     assert any("3 of 10 rows of the train file" in m and "line 4" in m for m in warned), warned
+    # each of the three named (mutation review of papa/data/local.py)
+    assert any(m.endswith("dropped (e.g. row 4 (line 4), row 6 (line 6), row 8 (line 8))") for m in warned), warned
     # with rows 3, 5 and 7, 5 of 10 rows without text: half a split is dropped with the warning, not refused
     for r in rows[:2]:
         r.pop("text", None)
@@ -1446,6 +1448,7 @@ def test_conll_comment_lines_of_the_files_width_fail_too(tmp_path):
             {"tag_column": 3, "token_column": 1},
         ),
         "twocol.conll": ("# newdoc\nEU B-ORG\n", 1, {}),
+        "alone.conll": ("# newdoc\n\n", 1, {}),  # the file's one line, no token after it to compare (mutation review)
     }
     for name, (text, line, kw) in cases.items():
         with pytest.raises(D.TaskSpecError, match=rf"{re.escape(name)}:{line} is a comment line .*would be read as a "
@@ -1632,6 +1635,12 @@ def test_a_byte_order_mark_is_not_data(tmp_path):
     first = tmp_path / "first.conll"
     first.write_text("\ufeffEU B-ORG\nrejects O\n", encoding="utf-8")
     assert D.read_conll(first) == [(["EU", "rejects"], ["B-ORG", "O"])]
+    # a mark alone on a CSV file's first line is a blank line too: each row is still named by its line (mutation
+    # review of papa/data/local.py: it was counted as a line, and the rows lost their line numbers)
+    alone = tmp_path / "alone.csv"
+    alone.write_text("\ufeff\nsentence,label\na,pos\nb,\n", encoding="utf-8")
+    with pytest.raises(D.TaskSpecError, match=r"alone\.csv, row 2 \(line 4\) has no label"):
+        D.load_task(_seq_spec(alone, alone), tmp_path / "cache")
 
 
 def test_a_files_own_label_names_map_by_name(tmp_path):
@@ -1995,6 +2004,23 @@ def test_scores_written_as_text_are_no_classes(tmp_path):
     assert D.load_task(_seq_spec(p, p), tmp_path).label_names == ["1.0", "2.0"]
 
 
+def test_a_text_cell_longer_than_the_csv_modules_default_limit_reads(tmp_path):
+    """The field-count check reads a CSV file with Python's csv module, whose default field limit (131,072
+    characters) pandas does not have: a document as one text failed there. The limit is process-wide, so the test
+    sets the default back first (mutation review of papa/data/local.py: another test had raised it)."""
+    import csv
+
+    before = csv.field_size_limit()
+    csv.field_size_limit(131072)
+    try:
+        text = "word " * 40_000
+        p = _csv(tmp_path, "long.csv", f"{text},pos\nshort,neg\n")
+        t = D.load_task(_seq_spec(p, p), tmp_path / "cache")
+        assert t.splits["train"]["text"].str.len().tolist() == [len(text), 5]
+    finally:
+        csv.field_size_limit(before)
+
+
 def test_a_zip_archive_of_several_files_is_refused(tmp_path):
     """datasets reads every file in a zip archive as rows of the split: a README beside train.csv became rows."""
     import zipfile
@@ -2006,6 +2032,10 @@ def test_a_zip_archive_of_several_files_is_refused(tmp_path):
     with pytest.raises(D.TaskSpecError, match=r"train\.csv\.zip is a zip archive of 2 files \(train\.csv, "
                                               r"README\.txt\): its rows would be every file's"):  # fmt: skip
         D.load_task(_seq_spec(p, p), tmp_path)
+    upper = tmp_path / "train.csv.ZIP"  # the suffix in any case (mutation review of papa/data/local.py)
+    upper.write_bytes(p.read_bytes())
+    with pytest.raises(D.TaskSpecError, match=r"train\.csv\.ZIP is a zip archive of 2 files"):
+        D.load_task(_seq_spec(upper, upper), tmp_path)
     with zipfile.ZipFile(p, "w") as z:
         z.writestr("train.csv", "sentence,label\na,pos\nb,neg\n")
     assert D.load_task(_seq_spec(p, p), tmp_path).splits["train"]["text"].tolist() == ["a", "b"]
@@ -2117,9 +2147,10 @@ def test_column_names_need_header_said(tmp_path):
     for path, header in ((bare, False), (headed, True)):
         t = D.load_task(_seq_spec(path, path, header=header, **names), tmp_path)
         assert t.splits["train"]["text"].tolist() == ["a", "b"] and t.label_names == ["neg", "pos"]
-    with pytest.raises(D.TaskSpecError, match=r"tag_column must be a column index .* got 'x'"):
-        D.load_task({"name": "mine", "source": "local", "kind": "token", "format": "conll", "train": str(bare),
-                     "tag_column": "x"}, tmp_path)  # fmt: skip
+    for given, shown in (("x", "'x'"), (None, "None")):  # None: int() raised a bare TypeError (mutation review)
+        with pytest.raises(D.TaskSpecError, match=rf"tag_column must be a column index .* got {shown}"):
+            D.load_task({"name": "mine", "source": "local", "kind": "token", "format": "conll", "train": str(bare),
+                         "tag_column": given}, tmp_path)  # fmt: skip
 
 
 def test_tag_only_in_validation_fails(tmp_path):
@@ -2189,6 +2220,10 @@ def test_a_header_naming_a_column_twice_is_refused(tmp_path):
         rows = "".join(f"t {i},{i % 2},a,b\n" for i in range(6))
         task = D.load_task({**_seq_spec(_csv(tmp_path, name, rows, header=header)), "text_column": "text"}, tmp_path)
         assert task.label_names == ["0", "1"], name
+    # the id column is one the spec reads too (mutation review of papa/data/local.py)
+    ids = _csv(tmp_path, "ids.csv", "".join(f"t {i},{i % 2},a,b\n" for i in range(6)), header="text,label,id,id\n")
+    with pytest.raises(D.TaskSpecError, match=r"ids\.csv: its header \(line 1\) names column 'id' twice"):
+        D.load_task({**_seq_spec(ids), "text_column": "text", "id_column": "id"}, tmp_path)
     plain = _csv(tmp_path, "plain.csv", "".join(f"t {i},{i % 2},x\n" for i in range(6)), header="")
     spec = {**_seq_spec(plain), "text_column": "text", "header": False, "column_names": ["text", "label", "text"]}
     with pytest.raises(D.TaskSpecError, match=r"plain\.csv: column_names names column 'text' twice"):
@@ -2206,16 +2241,29 @@ def test_unreadable_local_files_say_what_the_reader_found(tmp_path):
     rows = [json.dumps({"sentence": f"s {i}", "label": "pos" if i % 2 else "neg"}) for i in range(8)]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(rows[:6] + ['{"sentence": "s 6", label: "neg"}'] + rows[7:]) + "\n")
-    with pytest.raises(D.TaskSpecError, match=r"the train file .*bad\.jsonl, line 7, is not a JSON object "
+    with pytest.raises(D.TaskSpecError, match=r"^the train file .*bad\.jsonl, line 7, is not a JSON object "
                        r"\(Expecting property name .*\): fix or remove the line"):  # fmt: skip
         D.load_task(_seq_spec(bad), tmp_path)
     bad.write_text("\n".join(rows[:2] + ['["s 2", "neg"]'] + rows[3:]) + "\n")
     with pytest.raises(D.TaskSpecError, match=r"bad\.jsonl, line 3, is not a JSON object \(a JSON array there\)"):
         D.load_task(_seq_spec(bad), tmp_path)
+    bad.write_text("\n".join(rows[:2] + ["null"] + rows[3:]) + "\n")  # (mutation review of papa/data/local.py)
+    with pytest.raises(D.TaskSpecError, match=r"bad\.jsonl, line 3, is not a JSON object \(a JSON null there\)"):
+        D.load_task(_seq_spec(bad), tmp_path)
+    # a JSON array on the first line and a record after it: no JSON Lines, and no one JSON document either (the
+    # record after the array was dropped without a word)
+    bad.write_text("[" + ", ".join(rows[:4]) + "]\n" + "\n".join(rows[4:]) + "\n")
+    with pytest.raises(D.TaskSpecError, match=r"could not read the train file .*bad\.jsonl as json .*JSONDecodeError"):
+        D.load_task(_seq_spec(bad), tmp_path)
     good = _csv(tmp_path, "good.csv", "a b,pos\nc d,neg\n")
     with pytest.raises(D.TaskSpecError, match=r"good\.csv as json \(format 'json' is the spec's format\): "
                        r"JSONDecodeError: Expecting value: line 1 column 1.*set format"):  # fmt: skip
         D.load_task(_seq_spec(good, format="jsonl"), tmp_path)
+    junk = tmp_path / "junk.parquet"  # the format its name gives is said so (mutation review of papa/data/local.py)
+    junk.write_bytes(b"not a parquet file\n")
+    with pytest.raises(D.TaskSpecError, match=r"junk\.parquet as parquet \(format 'parquet' is read from the name "
+                       r"'junk\.parquet'\)"):  # fmt: skip
+        D.load_task(_seq_spec(junk), tmp_path)
 
 
 def test_a_csv_line_with_more_or_fewer_fields_than_columns_fails_naming_it(tmp_path):
@@ -3075,6 +3123,11 @@ def test_glues_other_classification_tasks_pass_the_config_check():
     validate_config(config)
     for name, (_, _, _, names) in OTHER_GLUE.items():
         assert dataset_labels(name, config["datasets"][name]) == names and is_pair_dataset(name, {"source": "hub"})
+    # label_column: null makes a local sequence dataset an unlabeled corpus; a token dataset does not read the key
+    # (its labels are its tags, read from the data) (mutation review of papa/checks.py)
+    local = {"source": "local", "label_column": None}
+    assert dataset_labels("corpus", {**local, "kind": "sequence"}) == []
+    assert dataset_labels("tagged", {**local, "kind": "token"}) is None
     bad = copy.deepcopy(paper)
     bad["datasets"]["nli"] = {"source": "hub", "name": "mnli_matched"}
     bad["tasks"]["nli"] = {"dataset": "nli", "max_length": 128, "metrics": ["f1"],
@@ -3672,6 +3725,11 @@ def test_a_file_of_0_bytes_is_empty_in_every_format(tmp_path):
         (tmp_path / name).write_bytes(b"")
         with pytest.raises(D.TaskSpecError, match=rf"the train file .*{re.escape(name)} is empty: it has no rows"):
             D.load_task(_seq_spec(tmp_path / name), tmp_path)
+    # nor has a CSV or TSV file of its header alone (datasets said "corresponds to no data": mutation review)
+    for name, header in (("h.csv", "sentence,label\n"), ("h.tsv", "sentence\tlabel\n")):
+        (tmp_path / name).write_text(header)
+        with pytest.raises(D.TaskSpecError, match=rf"^the train file .*{re.escape(name)} is empty: it has no rows"):
+            D.load_task(_seq_spec(tmp_path / name), tmp_path)
 
 
 def test_two_labels_written_two_ways_say_how_they_differ():
@@ -3905,6 +3963,11 @@ def test_listed_integer_labels_are_names_a_non_ascii_digit_no_position_and_decim
     words = _csv(tmp_path, "words.csv", "a,pos\nb,neg\n")
     t = D.load_task(_seq_spec(words, words, labels=[" neg", "pos "]), tmp_path)
     assert t.splits["train"]["label"].tolist() == [1, 0]
+    # a negative integer is no position (-1 was read as the last label: mutation review of papa/data/local.py)
+    neg = tmp_path / "neg.jsonl"
+    neg.write_text('{"sentence": "a", "label": 0}\n{"sentence": "b", "label": -1}\n')
+    with pytest.raises(D.TaskSpecError, match=r"label -1 at .*neg\.jsonl, row 2 \(line 2\) is not in labels"):
+        D.load_task(_seq_spec(neg, labels=["neg", "pos"]), tmp_path)
 
 
 def test_ids_are_those_of_the_rows_kept(tmp_path):

@@ -170,7 +170,23 @@ def test_a_key_of_another_section_is_pointed_to_its_section():
     for needle in (
         "'seeds' is not known: did you mean 'sweep.seeds' (a key of sweep, not of the top level)?",
         "'sweep.head_orders' is not known: did you mean 'analyses.head_orders' (a key of analyses, not of sweep)?",
-        f"'tasks.{task}.lr' is not known: did you mean 'tasks.{task}.probe.lr' or 'tasks.{task}.lambda.lr'",
+        f"'tasks.{task}.lr' is not known: did you mean 'tasks.{task}.probe.lr' or 'tasks.{task}.lambda.lr' (a key "
+        f"of tasks.{task}.probe and tasks.{task}.lambda, not of tasks.{task})?",  # each place's section, whole
+    ):
+        assert sum(needle in line for line in lines) == 1, (needle, lines)
+    # a key of an entry the user names (a task, a dataset, a model) is pointed to with what the name stands for
+    # (mutation review of papa/checks.py: every such name was "<name>")
+    cfg = _config(metrics=["accuracy"], family="bert")
+    cfg["sweep"]["source"] = "local"
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg, warn=lambda msg: None)
+    lines = str(e.value).splitlines()
+    for needle in (
+        "'metrics' is not known: did you mean 'tasks.<task>.metrics' (a key of tasks.<task>, not of the top level)?",
+        "'family' is not known: did you mean 'models.<model>.build.family' (a key of models.<model>.build, not of the "
+        "top level)?",
+        "'sweep.source' is not known: did you mean 'datasets.<dataset>.source' (a key of datasets.<dataset>, not of "
+        "sweep)?",
     ):
         assert sum(needle in line for line in lines) == 1, (needle, lines)
 
@@ -728,6 +744,7 @@ def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(
     # the results folder is one plain path
     for results, says in (
         ("", "results is empty"),
+        ("  ", "results is empty"),  # blanks alone: no folder with whitespace in it (mutation review)
         ("runs/papa results", "contains whitespace"),
         ("~/papa-results", "Snakemake does not expand '~'"),
         ("res{x}", "reads as wildcards"),
@@ -779,6 +796,11 @@ def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
     ):
         msg = _problems(lambda c, r=results: (local(c), c.update(results=r)))
         assert says in msg, (results, msg)
+    # a model folder written under '~' too (mutation review of papa/checks.py)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    msg = _problems(lambda c: (c["models"].update(minilm="~/models/mine"), c.update(results="models")))
+    assert "results = 'models' holds models.minilm ('~/models/mine'): make clean" in msg, msg
 
     # YAML's unquoted booleans and numbers where text is wanted: said so, with the fix
     def schema_problems(**edits):
@@ -947,6 +969,30 @@ def test_the_results_folder_is_written_one_way():
     for given, want in cases:
         assert normalise_results({"results": given})["results"] == want, given
     assert normalise_results({}) == {}
+    # the workflow's config check writes it so (mutation review of papa/checks.py: validate_config left it as given)
+    from papa.checks import validate_config
+
+    assert validate_config(_config(results="./out//run/"), warn=lambda m: None)["results"] == "out/run"
+
+
+def test_a_tilde_path_of_a_user_this_machine_does_not_know_is_named_not_a_crash():
+    """`Path.expanduser` raises a RuntimeError for ``~user`` of a user it does not know: ``results:`` under one, a
+    scratch folder, a dataset file or a model folder failed the config check on a bare "Could not determine home
+    directory" (found by the mutation review of papa/checks.py). Each is named as for any other path."""
+    user = "~papa-no-such-user"
+    for edit, says in (
+        (lambda c: c.update(results=f"{user}/res"),
+         f"results = '{user}/res': Snakemake does not expand '~' (it would write to a folder named '~' in the working "
+         f"directory); write the absolute path, its home ({user}) is not known on this machine"),
+        (lambda c: c.update(cache={"scratch": f"{user}/s"}),
+         f"cache.scratch = '{user}/s': '~' is not expanded"),
+        (lambda c: c["datasets"].update(mine={"source": "local", "kind": "sequence", "train": f"{user}/t.csv"}),
+         f"datasets.mine.train = '{user}/t.csv' is not there"),
+        (lambda c: c["models"].update(minilm=f"{user}/model"),
+         f"models.minilm = '{user}/model' is not a folder on this machine"),
+    ):  # fmt: skip
+        assert says in _problems(edit), says
+    assert "e.g. '/" in _problems(lambda c: c.update(results="~/res"))  # a home it knows: its absolute path
 
 
 def test_seeds_are_in_numpys_range():
@@ -1075,7 +1121,7 @@ def test_a_name_of_another_section_mistyped_is_named_with_the_one_meant(edit, sa
 def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_under_tilde():
     """analyses.tasks naming a task no model runs dropped its analyses silently; a name '..' put outputs outside
     their stage folders (results/tokens/../...); cache.scratch: ~/scratch made a folder named '~'."""
-    from papa.checks import check_config
+    from papa.checks import check_config, validate_config
 
     msg = _problems(lambda c: c.update(model_tasks={"minilm": ["wsj_pos"]}))  # analyses.tasks: [rt_sentiment]
     assert "analyses.tasks: 'rt_sentiment' is run by no model (model_tasks)" in msg
@@ -1107,6 +1153,9 @@ def test_check_config_refuses_analyses_no_model_runs_dot_names_and_a_scratch_und
     cfg["model_tasks"] = {"minilm": []}
     cfg["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment"}
     check_config(cfg)
+    said = []  # nor is a task it lists said to be run by no model (mutation review of papa/checks.py)
+    validate_config(cfg, warn=said.append)
+    assert not [m for m in said if "is run by no model" in m], said
 
     def rename(c, section, old, new):
         c[section][new] = c[section].pop(old)
@@ -1410,6 +1459,17 @@ def test_settings_that_change_nothing_warn():
     said = warned(lambda c: (c["datasets"].update(extra={"source": "package", "name": "hedge"}),
                              c["sweep"].update(constants=["average", "average@extra"])))  # fmt: skip
     assert "never" not in said, said  # a corpus of the sweep's constants is read
+    # an encoding option is said to change nothing only where every tokenized dataset's input shape is known: one
+    # that is not (built, no kind, no registry name) may give sentence pairs (mutation review of papa/checks.py)
+    assert "encoding.pair_segments: 'authors'" in warned(lambda c: c.update(encoding={"pair_segments": "authors"}))
+
+    def unknown_shape(c):
+        c["build_data"] = {"w": {"shape": "wikitext"}}
+        c["datasets"]["mystery"] = {"source": "local", "build": "w", "label_column": None}
+        c["sweep"]["constants"] = [*c["sweep"]["constants"], "average@mystery"]
+        c["encoding"] = {"pair_segments": "authors"}
+
+    assert warned(unknown_shape) == ""
 
 
 @pytest.mark.parametrize(
@@ -1424,6 +1484,8 @@ def test_settings_that_change_nothing_warn():
          "'zeros' matrices cannot be trained; trainable kinds: average, toeplitz"),
         (lambda c: c["analyses"].update(constant_kinds=["average@wiki"]),
          "matrices averaged on another corpus are analyses.cross_corpus (write 'average' here, 'wiki' there)"),
+        (lambda c: c["analyses"].update(head_orders=["reversed@wiki"]),  # not a constants kind: no cross_corpus
+         "config key 'analyses.head_orders[0]' is 'reversed@wiki', not an allowed value: did you mean 'reversed'?"),
         (lambda c: c["datasets"].update(foo={"source": "local", "build": "nosuch"}),
          "datasets.foo.build = 'nosuch' is not a key of 'build_data' (the config has none)"),
         (lambda c: c["tasks"].__setitem__(2010, c["tasks"].pop("wsj_pos")),
@@ -1564,6 +1626,9 @@ def test_a_config_file_is_read_strictly(tmp_path):
     (tmp_path / "comma.json").write_text('{\n\t"seed": 0,\n}\n')
     with pytest.raises(ConfigError, match=r"comma\.json is not valid JSON: Expecting property name .* \(nor YAML: "):
         read_config_file(tmp_path / "comma.json")
+    (tmp_path / "list.json").write_text('[\n\t{"seed": 0},\n]\n')  # a text meant as a JSON array too
+    with pytest.raises(ConfigError, match=r"list\.json is not valid JSON: .* \(nor YAML: "):
+        read_config_file(tmp_path / "list.json")
     assert load_config(ROOT / "config/smoke.yaml")["sweep"]["seeds"] == [0, 1]
 
 
@@ -1582,6 +1647,10 @@ def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
     cfg["models"] = {"minilm": str(folder)}
     with pytest.raises(ConfigError, match="has no config.json: not a transformers model folder"):
         check_config(cfg)
+    (folder / "config.json").mkdir()  # a folder of that name is no config file either (the position check read it)
+    with pytest.raises(ConfigError, match="has no config.json: not a transformers model folder"):
+        check_config(cfg)
+    (folder / "config.json").rmdir()
     for text, says in (('{"model_type": "bert",', "is not valid JSON"), ("[1, 2]", "holds a list, not a model")):
         (folder / "config.json").write_text(text)
         with pytest.raises(ConfigError, match=says):
@@ -1991,12 +2060,12 @@ def test_lambda_settings_where_no_lambda_stage_runs_and_cache_settings_nothing_c
     said = []
     validate_config(cfg, warn=said.append)
     assert lambda_tasks(cfg) == {"rt_sentiment"} and said == [], said
-    cfg = _config(cache={"strategy": "memory", "budget_mb": 100, "dtype": "float32"})
+    cfg = _config(cache={"strategy": "memory", "budget_mb": 100, "dtype": "float32", "batch_size": 32})
     for tc in cfg["tasks"].values():
         tc["probe"]["backbone_dropout"] = True
     said = []
     validate_config(cfg, warn=said.append)
-    assert [m.split(":")[0] for m in said] == ["cache.strategy", "cache.budget_mb"], said
+    assert [m.split(":")[0] for m in said] == ["cache.strategy", "cache.budget_mb", "cache.batch_size"], said
     assert "re-encoded, never cached" in said[0]
     cfg["tasks"]["wsj_pos"]["probe"]["backbone_dropout"] = False  # one task's probe caches: every setting is read
     said = []
@@ -2184,6 +2253,10 @@ def test_a_per_rule_resource_one_letter_off_a_rules_own_is_warned_about():
     # papa/checks.py)
     check_rule_overrides({"plot": {"mem_mb_per_cpu": 4000, "mpi": "srun"}}, None, rules, said.append)
     assert len(said) == 3
+    # gpu is Snakemake's own too, where no rule asks for one; Snakemake's internal names (_cores) are no name to
+    # offer (mutation review of papa/checks.py)
+    check_rule_overrides({"plot": {"gpus": 1, "cores": 2}}, None, {"plot": rules["plot"]}, said.append)
+    assert said[3:] == ["--set-resources plot:gpus=...: no rule asks for a resource 'gpus': did you mean 'gpu'?"]
     with pytest.raises(ConfigError, match=r"--set-threads plott=\.\.\.: the workflow has no rule 'plott' \(did you "
                        r"mean 'plot'\?\)\. Its rules: plot, probe"):  # fmt: skip
         check_rule_overrides(None, {"plott": 2}, rules)

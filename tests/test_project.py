@@ -216,6 +216,18 @@ def test_make_report_before_a_run_and_make_outside_the_checkout_say_what_to_do(t
         check_interpreter(str(spaced / ".venv" / "bin" / "python"))
 
 
+def test_a_python_in_a_path_with_any_whitespace_is_refused():
+    """`papa.checks.check_interpreter` in the fast tier (the make test above, which holds a space, is slow): a tab
+    or a line break in the path is whitespace too, which Snakemake's unquoted command splits at (mutation review of
+    papa/checks.py)."""
+    from papa.checks import ConfigError, check_interpreter
+
+    check_interpreter("/opt/envs/papa-3.12/bin/python")
+    for path in ("/opt/my envs/bin/python", "/opt/my\tenvs/bin/python", "/opt/my\nenvs/bin/python"):
+        with pytest.raises(ConfigError, match=r"is in a path with whitespace"):
+            check_interpreter(path)
+
+
 @pytest.mark.slow  # ~5 s: localedef and a fresh Python writing Parquet: `make test`, not the fast tier
 def test_jobs_write_under_a_non_ascii_folder_in_a_latin1_locale(tmp_path):
     """Under a locale that is not UTF-8 (LANG=en_US.ISO-8859-1) a job's Python decoded its file names as Latin-1 and
@@ -291,6 +303,15 @@ def test_a_download_cache_without_file_locks_is_named_at_the_start(tmp_path, mon
                      r"Function not implemented\).*Set PAPA_CACHE to a folder on a file system with locks",
                      cache_lock_problem() or "")  # fmt: skip
     assert list(cache.iterdir()) == []
+    # a cache not made yet is tried in the folder it would be made in, and the default cache is named as such
+    # (mutation review of papa/checks.py)
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "later"))
+    assert "is on a file system without file locks" in (cache_lock_problem() or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+    monkeypatch.delenv("PAPA_CACHE")
+    assert (cache_lock_problem(cache) or "").startswith(f"the default download cache (PAPA_CACHE unset), {cache}, is "
+                                                        f"on a file system without file locks")  # fmt: skip
+    monkeypatch.setenv("PAPA_CACHE", str(cache))
     if os.geteuid() != 0:  # root writes anywhere
         cache.chmod(0o555)
         try:
