@@ -1466,6 +1466,7 @@ def test_conll_comment_lines_of_any_conllu_key_fail_and_a_token_holding_a_space_
         "text_en.conll": "EU NNP B-NP B-ORG\n# text_en = Hello\nrejects VBZ B-VP O\n",
         "genre.conll": "EU NNP B-NP B-ORG\n\n# genre = news\nrejects VBZ B-VP O\n",
         "doc_id.conll": "# doc_id = 5\nEU NNP B-NP B-ORG\n",
+        "hyphen.conll": "EU NNP B-NP B-ORG\n# text-en = Hello\n",  # a key with '-' (mutation review)
     }.items():
         with pytest.raises(D.TaskSpecError, match=rf"{re.escape(name)}:\d+ is a comment line"):
             D.read_conll(_write(tmp_path / name, text))
@@ -1661,6 +1662,7 @@ def test_a_files_own_label_names_map_by_name(tmp_path):
     t = D.load_task(spec, tmp_path)
     assert [t.label_names[y] for y in t.splits["train"]["label"]] == names  # p0 is a contradiction, as the file says
     assert t.label_names == ["entailment", "neutral", "contradiction"]
+    assert t.provenance["label_names_source"] == "papa.data.LABEL_SETS"  # (mutation review of papa/data/local.py)
     own = D.load_task({**spec, "name": "mine", "kind": "sequence"}, tmp_path)
     assert own.label_names == names and list(own.splits["train"]["label"]) == [0, 1, 2]
     # a local copy of a known pair task without its second column would read one sentence of each pair, with the
@@ -1671,6 +1673,9 @@ def test_a_files_own_label_names_map_by_name(tmp_path):
     single = {k: v for k, v in spec.items() if k != "text_b_column"}
     with pytest.raises(D.TaskSpecError, match="'mnli' takes the labels of the known mnli task, a sentence-pair task"):
         D.load_task(single, tmp_path)
+    from papa.data.local import missing_pair_column  # a token task of that name reads no sentences (mutation review)
+
+    assert missing_pair_column("mnli", {"source": "local", "kind": "token"}) is None
     cfg = _config()
     cfg["datasets"]["nli"] = single
     cfg["tasks"]["rt_sentiment"].update(dataset="nli", metrics=["accuracy"], main_metric="accuracy")
@@ -1738,6 +1743,11 @@ def test_a_compression_suffix_before_the_last_is_a_plain_file(tmp_path):
     packed = tmp_path / "train.csv.gz"
     packed.write_bytes(gzip.compress(b"title,label\n"))
     assert header_problems(_seq_spec(packed), {"train": packed}) == [] and no_rows(packed, {}) is None
+    # the id column is checked too (mutation review of papa/data/local.py)
+    assert header_problems(_seq_spec(other, text_column="title", id_column="uid"), {"train": other}) == [
+        f"column 'uid' (id_column) is not in the header of the train file {other} (['title', 'label']): set "
+        f"id_column to one of them"
+    ]
     assert no_rows(_csv(tmp_path, "head.gz.csv", text=""), {}) == "holds only its header line"
 
 

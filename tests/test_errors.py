@@ -758,6 +758,10 @@ def test_check_config_refuses_settings_that_would_run_nothing_or_something_else(
     cfg["model_tasks"] = {"mlm_only": []}
     cfg["analyses"]["mlm"] = {"models": ["mlm_only"], "dataset": "rt_sentiment", "max_length": 64}
     check_config(cfg)
+    cfg = _config()  # one selection at the two ends alone repeats no run (mutation review of papa/checks.py)
+    cfg["sweep"].update(fraction_dynamic=[1.0, 0.0], selections=["random"])
+    cfg["analyses"]["head_orders"] = []
+    check_config(cfg)
 
 
 def test_the_results_folder_is_the_workflows_own(tmp_path, monkeypatch):
@@ -956,6 +960,28 @@ def test_check_config_knows_each_models_positions_family_and_folder(tmp_path):
     built = yaml_config("rehearsal.yaml")
     built["tasks"]["mrpc"]["max_length"] = 63
     validate_config({**built, "layout": "standard"})
+    built = yaml_config("rehearsal.yaml")  # a hub model's separators are its tokenize job's to check (its type is
+    built["models"]["hub"] = "someorg/some-encoder"  # not known before it downloads: mutation review)
+    built["analyses"]["mlm"].update(models=["bert", "hub"], dataset="mrpc", max_length=6)
+    validate_config(built, warn=lambda m: None)
+    built = yaml_config("rehearsal.yaml")  # too short for any model: said once, not again for roberta's separators
+    built["analyses"]["mlm"].update(dataset="mrpc", max_length=4)
+    with pytest.raises(ConfigError) as e:
+        validate_config(built, warn=lambda m: None)
+    assert str(e.value).count("\n  - ") == 1 and "is too short for 'mrpc'" in str(e.value), str(e.value)
+
+
+def test_a_constants_corpus_is_tokenized_at_the_n_of_the_tasks_a_model_runs_with_it():
+    """`papa.checks.tokenized_inputs`: a corpus of sweep.constants is averaged at the N of each task a model runs
+    with it, not at that of a task no model runs (mutation review of papa/checks.py)."""
+    from papa.checks import tokenized_inputs, validate_config
+
+    cfg = _config(model_tasks={"minilm": ["rt_sentiment"]})
+    cfg["tasks"]["wsj_pos"]["max_length"] = 48
+    cfg["sweep"]["constants"] = ["average", "average@rt_sentiment"]
+    cfg["analyses"]["tasks"] = ["rt_sentiment"]
+    validate_config(cfg, warn=lambda m: None)
+    assert [(d, n) for _, d, n in tokenized_inputs(cfg)] == [("rt_sentiment", 32), ("wsj_pos", 48)]
 
 
 def test_the_results_folder_is_written_one_way():
@@ -993,6 +1019,74 @@ def test_a_tilde_path_of_a_user_this_machine_does_not_know_is_named_not_a_crash(
     ):  # fmt: skip
         assert says in _problems(edit), says
     assert "e.g. '/" in _problems(lambda c: c.update(results="~/res"))  # a home it knows: its absolute path
+
+
+def test_an_environment_variable_in_a_path_is_named_with_what_it_stands_for_where_known(monkeypatch):
+    """``$NAME`` and ``${NAME}`` are not expanded in results: or cache.scratch; the message suggests the path they
+    stand for where every variable in it is set, and none where one is not (it showed a path still holding
+    ``$``) (mutation review of papa/checks.py)."""
+    monkeypatch.setenv("PAPA_TEST_ROOT", "/data/me")
+    monkeypatch.delenv("PAPA_TEST_UNSET", raising=False)
+    said = "environment variables are not expanded (the outputs would go to a folder of that name in the working "
+    msg = _problems(lambda c: c.update(results="${PAPA_TEST_ROOT}/out"))
+    assert f"results = '${{PAPA_TEST_ROOT}}/out': {said}directory); write the path they stand for, e.g. " \
+           f"'/data/me/out'" in msg, msg  # fmt: skip
+    msg = _problems(lambda c: c.update(results="$PAPA_TEST_ROOT/$PAPA_TEST_UNSET/out"))
+    assert f"results = '$PAPA_TEST_ROOT/$PAPA_TEST_UNSET/out': {said}directory); write the path they stand " \
+           f"for\n" in msg + "\n", msg  # fmt: skip
+
+
+def test_a_local_dataset_without_files_is_named_once_and_a_built_pair_dataset_by_its_build(tmp_path, monkeypatch):
+    """A local dataset without a train file is said so, not also as a format nobody can tell from no file; a
+    dataset built from sentence pairs without text_b_column is named by the build's check alone, not also as a
+    local copy of the known pair task (mutation review of papa/checks.py)."""
+    msg = _problems(lambda c: c["datasets"].update(mine={"source": "local", "kind": "sequence"}))
+    assert "datasets.mine (source: local) has no train file" in msg and "cannot tell the format" not in msg, msg
+    # an id column is a column of the built files too
+    msg = _problems(lambda c: (c.update(build_data={"x": {"shape": "sst2"}}),
+                               c["datasets"].update(mine={"source": "local", "build": "x", "kind": "sequence",
+                                                          "text_column": "sentence", "id_column": "uid"})))  # fmt: skip
+    assert "datasets.mine.id_column = 'uid' is not a column of the files build_data.x writes (shape sst2: sentence, " \
+           "label): set id_column to one of them" in msg, msg  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    built = {"source": "local", "build": "pairs", "text_column": "#1 String", "label_column": "Quality"}
+    msg = _problems(lambda c: (c.update(build_data={"pairs": {"shape": "mrpc"}}), c["datasets"].update(mrpc=built)))
+    assert "datasets.mrpc: the files of build_data.pairs (shape mrpc) hold sentence pairs" in msg, msg
+    assert "takes the labels of the known mrpc task" not in msg, msg
+
+
+def test_a_dataset_of_unknown_shape_gets_every_encoding_option_and_a_null_second_column_gives_no_pairs():
+    """Rule tokenize's encoding param of a dataset whose input shape is unknown before loading (built, no kind, no
+    registry name) holds every option, as it may give pairs or single sentences (``single_cap`` the paper's on a
+    corpus no task reads); ``text_b_column: null`` names no second column (mutation review of papa/checks.py)."""
+    from papa.checks import encoding_options, is_pair_dataset, validate_config
+
+    cfg = _config(encoding={"pair_segments": "authors", "single_cap": "authors"})
+    cfg["build_data"] = {"w": {"shape": "wikitext"}}
+    cfg["datasets"]["mystery"] = {"source": "local", "build": "w", "label_column": None}
+    cfg["sweep"]["constants"] = [*cfg["sweep"]["constants"], "average@mystery"]
+    validate_config(cfg, warn=lambda m: None)
+    assert encoding_options(cfg, "mystery") == {"pair_segments": "authors", "single_cap": "paper"}
+    assert encoding_options(cfg, "rt_sentiment") == {"single_cap": "authors"} and encoding_options(cfg, "wsj_pos") == {}
+    assert not is_pair_dataset("mine", {"source": "local", "text_b_column": None})
+
+
+def test_a_model_folder_named_like_an_alias_typo_and_without_safetensors_passes(tmp_path, monkeypatch):
+    """A local folder (``minilmx``, a fine-tuned copy) is read as the folder, not as a typo of an alias; and the
+    masked-LM head check of ``head: pretrained`` leaves a checkpoint whose weights are not safetensors (or not here)
+    to the job (it failed on a TypeError) (mutation review of papa/checks.py)."""
+    import json
+
+    from papa.checks import check_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "minilmx").mkdir()
+    (tmp_path / "minilmx" / "config.json").write_text(json.dumps(
+        {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 37, "vocab_size": 100, "max_position_embeddings": 512}))  # fmt: skip
+    cfg = _config(models={"minilm": "minilmx"})
+    cfg["analyses"]["mlm"] = {"models": ["minilm"], "dataset": "rt_sentiment", "head": "pretrained"}
+    check_config(cfg)
 
 
 def test_seeds_are_in_numpys_range():
@@ -1253,7 +1347,9 @@ def test_check_config_refuses_local_keys_the_kind_or_format_does_not_read(local_
     check_config(cfg)
     # a validation file that is the train file, or a copy of it: every probe scored on its training rows
     (local_files / "copy.csv").write_bytes((local_files / "t.csv").read_bytes())
-    for val, what in (("t.csv", "is the train file"), ("./t.csv", "is the train file"),
+    (local_files / "link.csv").symlink_to(local_files / "t.csv")  # the same file by another name (mutation review)
+    same = "is the train file"
+    for val, what in (("t.csv", same), ("./t.csv", same), ("link.csv", same),
                       ("copy.csv", "holds the same bytes as the train file")):  # fmt: skip
         msg = problems({**seq, "validation": val})
         assert f"datasets.mine.validation ('{val}') {what} ('t.csv'): every probe would be scored on the rows it" in msg
@@ -1647,6 +1743,9 @@ def test_a_broken_model_folder_or_a_mistyped_alias_fails_saying_which(tmp_path):
     cfg["models"] = {"minilm": str(folder)}
     with pytest.raises(ConfigError, match="has no config.json: not a transformers model folder"):
         check_config(cfg)
+    (tmp_path / "run@").mkdir()  # an '@' in a folder's path pins no revision (mutation review of papa/checks.py)
+    with pytest.raises(ConfigError, match=r"run@' has no config.json: not a transformers model folder"):
+        check_config({**cfg, "models": {"minilm": str(tmp_path / "run@")}})
     (folder / "config.json").mkdir()  # a folder of that name is no config file either (the position check read it)
     with pytest.raises(ConfigError, match="has no config.json: not a transformers model folder"):
         check_config(cfg)
@@ -2289,6 +2388,7 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     empty, pads = (Encoded(zeros(n), zeros(n), zeros(n), None, "papa", 8) for n in (0, 2))
     cases = [
         (lambda: D.load_task(local, tmp_path), D.TaskSpecError, r'needs a "train" file'),
+        (lambda: D.load_task({**local, "train": ""}, tmp_path), D.TaskSpecError, r'needs a "train" file'),
         (lambda: D.load_task({**local, "train": str(conll)}, tmp_path), D.TaskSpecError,
          r"format 'conll' is for token tasks; set kind to 'token'"),
         (lambda: D.load_task({**local, "train": str(csv), "labels": []}, tmp_path), D.TaskSpecError,
