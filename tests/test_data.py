@@ -580,6 +580,9 @@ def test_registry_entries_agree_with_their_sources_and_each_other():
         if hs.local_example:
             ex = json.loads(hs.local_example)
             assert ex.get("text_column") == hs.text and ex.get("text_b_column") == hs.text_b, name
+            if ex["validation"].endswith(".parquet"):  # a split saved from the hub: named by the split it holds
+                for split in ("train", "validation"):  # (mutation review of papa/data/registry.py)
+                    assert ex[split] == f"{hs.hub_config}_{hs.splits[split]}.parquet", (name, split)
         if ds.labels and ds.kind == "sequence":
             assert len(ds.labels) >= 2, name
     for name in ("wsj_pos", "conll2003_ner", "conll2003_pos"):
