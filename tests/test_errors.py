@@ -77,6 +77,14 @@ def local_files(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _add_a_corpus_of_unknown_shape(cfg):
+    """Average sweep.constants on a corpus whose input shape is unknown before loading (built, no kind, no registry
+    name): it may give sentence pairs or single sentences."""
+    cfg["build_data"] = {"w": {"shape": "wikitext"}}
+    cfg["datasets"]["mystery"] = {"source": "local", "build": "w", "label_column": None}
+    cfg["sweep"]["constants"] = [*cfg["sweep"]["constants"], "average@mystery"]
+
+
 def _invalid_configs():
     from tests.test_workflow import INVALID_CONFIGS
 
@@ -1062,9 +1070,7 @@ def test_a_dataset_of_unknown_shape_gets_every_encoding_option_and_a_null_second
     from papa.checks import encoding_options, is_pair_dataset, validate_config
 
     cfg = _config(encoding={"pair_segments": "authors", "single_cap": "authors"})
-    cfg["build_data"] = {"w": {"shape": "wikitext"}}
-    cfg["datasets"]["mystery"] = {"source": "local", "build": "w", "label_column": None}
-    cfg["sweep"]["constants"] = [*cfg["sweep"]["constants"], "average@mystery"]
+    _add_a_corpus_of_unknown_shape(cfg)
     validate_config(cfg, warn=lambda m: None)
     assert encoding_options(cfg, "mystery") == {"pair_segments": "authors", "single_cap": "paper"}
     assert encoding_options(cfg, "rt_sentiment") == {"single_cap": "authors"} and encoding_options(cfg, "wsj_pos") == {}
@@ -1559,13 +1565,7 @@ def test_settings_that_change_nothing_warn():
     # that is not (built, no kind, no registry name) may give sentence pairs (mutation review of papa/checks.py)
     assert "encoding.pair_segments: 'authors'" in warned(lambda c: c.update(encoding={"pair_segments": "authors"}))
 
-    def unknown_shape(c):
-        c["build_data"] = {"w": {"shape": "wikitext"}}
-        c["datasets"]["mystery"] = {"source": "local", "build": "w", "label_column": None}
-        c["sweep"]["constants"] = [*c["sweep"]["constants"], "average@mystery"]
-        c["encoding"] = {"pair_segments": "authors"}
-
-    assert warned(unknown_shape) == ""
+    assert warned(lambda c: (_add_a_corpus_of_unknown_shape(c), c.update(encoding={"pair_segments": "authors"}))) == ""
 
 
 @pytest.mark.parametrize(
