@@ -2124,6 +2124,21 @@ def test_a_column_key_given_as_a_number_says_to_write_it_as_text(tmp_path):
         D.load_task({**spec, "label_column": 7}, tmp_path)  # no column is named "7" either: nothing to requote
 
 
+def test_require_columns_names_a_key_only_for_the_columns_it_knows_and_lists_what_a_frame_has():
+    """`papa.data.errors.require_columns` as a loader of another source may call it: ``keys`` need not name every
+    column (a column with no spec key gets no hint, not a KeyError), and the columns are shown as a list whatever
+    holds them (a pandas Index, as ``df.columns`` is)."""
+    from papa.data.errors import require_columns
+
+    with pytest.raises(D.TaskSpecError, match=r"^column 'b' not found in x; available columns: \['a'\]$"):
+        require_columns(["a", "b"], ["a"], "x", {"a": "text_column"})
+    with pytest.raises(D.TaskSpecError, match=r"^column 1 not found in x; .*column names are text: write it as '1'$"):
+        require_columns([1], ["1"], "x", {"a": "text_column"})
+    with pytest.raises(D.TaskSpecError, match=r"^column 'b' not found in x; available columns: \['a'\]; set text_b"):
+        require_columns(["b"], pd.Index(["a"]), "x", {"b": "text_b_column"})
+    require_columns(["a"], pd.Index(["a"]), "x")  # all there: nothing to say
+
+
 def test_listed_labels_that_are_integers_match_integer_cells_by_value_not_position(tmp_path):
     """Listed labels such as [-1, 0, +1] took an integer cell that named none (+1 read as 1) for a position: every +1
     became "0", silently; zero-padded names ("01", "02") shifted every class by one. Integer names now match integer
