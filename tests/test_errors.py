@@ -2648,3 +2648,63 @@ def test_frozen_trains_what_it_keeps_and_gives_every_parameter_back_as_it_was():
     with frozen(model, keep=[bias, model[0].bias, extra]):
         assert not weight.requires_grad and bias.requires_grad and model[0].bias.requires_grad and extra.requires_grad
     assert weight.requires_grad and bias.requires_grad and not model[0].bias.requires_grad and not extra.requires_grad
+
+
+def test_the_librarys_argument_checks_name_the_argument_and_what_it_takes():
+    """Arguments a notebook gives the public functions and no stage gives (the workflow's values are checked before
+    any job) fail at once, naming the argument and the values it takes: not in a library's deeper error, or a
+    wrong result."""
+    import numpy as np
+    import torch
+
+    from papa import metrics, rehearsal, tables
+    from papa.models import load_tokenizer
+
+    with pytest.raises(ValueError, match=r"^Unknown metric 'acc'; choose from \('accuracy', 'f1', 'mcc'"):
+        metrics.compute("acc", [0, 1], [0, 1])
+    with pytest.raises(TypeError, match=r"^effective_attention takes tensors, got ndarray and Tensor$"):
+        papa.effective_attention(np.zeros((1, 1, 2, 2)), torch.zeros(1, 1, 2, 2))
+    with pytest.raises(ValueError, match=r"^task_head must be one of \[None, 'mlm', 'sequence', 'token'\], got 'seq'"):
+        papa.load_encoder("minilm", task_head="seq", device="cpu")
+    with pytest.raises(ValueError, match=r"^unknown family 'gpt2'; choose one of: bert, roberta, deberta, electra$"):
+        rehearsal.build_tokenizer("gpt2")
+    tok = load_tokenizer("minilm")
+    with pytest.raises(ValueError, match=r"^pair_segments='authors' reproduces the authors' papa layout; it needs "
+                                         r"layout='papa'$"):  # fmt: skip
+        papa.encode(tok, ["a b"], ["c"], max_length=8, layout="standard", pair_segments="authors")
+    with pytest.raises(ValueError, match=r"^Token-level \(word list\) inputs cannot be pairs$"):
+        papa.encode(tok, [["a", "b"]], ["c"], max_length=8)
+    tok.truncation_side = "middle"  # transformers itself refuses it only as it truncates, with its own message
+    with pytest.raises(ValueError, match=r"^BertTokenizer\.truncation_side is 'middle': a tokenizer truncates on the "
+                                         r"'right' or the 'left'; set it to one of them$"):  # fmt: skip
+        papa.encode(tok, ["a b c d e f g h i j k l"], max_length=8)
+    empty = pd.DataFrame(columns=["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean",
+                                  "relative_drop", "is_main"])  # fmt: skip
+    with pytest.raises(ValueError, match=r"^models_compared_table: nothing to compare$"):
+        tables.models_compared_table(empty)
+
+
+def test_a_config_or_result_file_that_is_not_one_is_named_with_what_to_give(tmp_path):
+    """`papa.checks.validate_config` of a value that is no mapping, `results_folder` (make's ``results-of``) of a
+    config file that is missing, not YAML or a list, and `recorded_inputs` of a file papa does not write: each
+    names the file (or the value) and what is read."""
+    from papa.checks import ConfigError, validate_config
+    from papa.records import recorded_inputs, results_folder
+
+    with pytest.raises(ConfigError, match=r"^Invalid config: a config is a mapping of keys \(results:, models:, "
+                                          r"tasks:, \.\.\.\), got list \"\['smoke'\]\"$"):  # fmt: skip
+        validate_config(["smoke"])
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(missing))}: No such file or directory$"):
+        results_folder([str(missing)])
+    (tmp_path / "list.yaml").write_text("- results: r\n- seed: 0\n")
+    with pytest.raises(ValueError, match=r"list\.yaml: Config file must be given as JSON or YAML with keys at top "
+                                         r"level\.$"):  # Snakemake's reading says it, as for the workflow  # fmt: skip
+        results_folder([str(tmp_path / "list.yaml")])
+    (tmp_path / "bad.yaml").write_text("results: [r\nseed: 0\n")
+    with pytest.raises(ValueError, match=r"^\S*bad\.yaml: .*line"):  # YAML's error, one line, and where it is
+        results_folder([str(tmp_path / "bad.yaml")])
+    (tmp_path / "notes.txt").write_text("a table\n")
+    with pytest.raises(ValueError, match=r"notes\.txt: not a result file papa writes \(\.parquet, \.safetensors, "
+                                         r"\.png, \.svg, \.html\)$"):  # fmt: skip
+        recorded_inputs(tmp_path / "notes.txt")
