@@ -593,16 +593,20 @@ def test_a_sequence_tasks_unlabeled_examples_are_refused_before_training(minilm)
     check_labels(enc, 2, "validation")
 
 
-def test_a_disk_cache_is_removed_when_encoding_fails_and_an_exact_fit_is_taken(minilm, tmp_path, monkeypatch):
+def test_a_disk_cache_is_removed_when_encoding_fails_and_an_exact_fit_is_taken(minilm, tmp_path, monkeypatch, caplog):
     """A disk cache whose encoding fails (out of memory, a signal) removes its folder at once, not when its traceback
-    goes; a cache exactly the size of the disk or memory budget is kept there."""
+    goes; a cache exactly the size of the disk or memory budget is kept there (and one that fits in memory leaves
+    the disk budget unused: the log line says so)."""
     model, tok = minilm
     enc = _toy(tok, 6)
     total = 2 * cache_nbytes(model, enc, "float32") / MB
     with prepare_features(model, enc, enc, "disk", "float32", disk_budget_mb=total, scratch=str(tmp_path)) as feats:
         assert feats.strategy == "disk"
-    with prepare_features(model, enc, enc, "auto", "float32", budget_mb=total, disk_budget_mb=0) as feats:
-        assert feats.strategy == "memory"
+    with caplog.at_level(logging.INFO, logger="papa.probe"):
+        with prepare_features(model, enc, enc, "auto", "float32", budget_mb=total, disk_budget_mb=0) as feats:
+            assert feats.strategy == "memory"
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("feature cache: ")]
+    assert len(said) == 1 and said[0].endswith("disk budget unused -> strategy memory"), said
     calls = []
 
     def fails_second(*a, **kw):
@@ -685,20 +689,23 @@ def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path, monkeypatc
     model, tok = minilm
     enc = _toy(tok, 8)
     scratch = tmp_path / "scratch"
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
     with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)) as feats:
         assert feats.strategy == "disk" and isinstance(feats.train.data, np.memmap)
         assert len(list(scratch.glob("papa-features-*/features.npy"))) == 2
-    assert not any(scratch.iterdir())
+    # the block gives the caller's signal handlers back (read before any block: each block installs the same one)
+    assert (
+        not any(scratch.iterdir()) and (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == previous
+    )
     with pytest.raises(RuntimeError, match="boom"):
         with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
             raise RuntimeError("boom")
     assert not any(scratch.iterdir())
-    previous = signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(papa.io, "STOPPED_BY", [])
     with pytest.raises(SystemExit):  # Slurm's time limit, Snakemake cancelling the job
         with prepare_features(model, enc, enc, "disk", "float32", scratch=str(scratch)):
             os.kill(os.getpid(), signal.SIGTERM)
-    assert not any(scratch.iterdir()) and signal.getsignal(signal.SIGTERM) == previous
+    assert not any(scratch.iterdir()) and signal.getsignal(signal.SIGTERM) == previous[0]
     # the job's log then ends with the stop, not "finished" (SystemExit never reaches the excepthook)
     assert papa.io.STOPPED_BY == [signal.SIGTERM]
     monkeypatch.setattr(pipeline, "_JOB", {"failed": False, "stage": "ProbeStage", "t0": 0.0})
@@ -713,7 +720,9 @@ def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path, monkeypatc
 def test_disk_strategy_refuses_a_cache_larger_than_the_disk_budget(minilm, tmp_path):
     model, tok = minilm
     enc = _toy(tok, 8)
-    with pytest.raises(OSError, match="disk budget"):
+    # the message says what to change
+    needle = r"disk budget under .* is 0 MB; free space, set cache.scratch, or use strategy auto or reencode"
+    with pytest.raises(OSError, match=needle):
         with prepare_features(model, enc, enc, "disk", budget_mb=0.001, disk_budget_mb=0.001, scratch=str(tmp_path)):
             pass
 
@@ -1352,7 +1361,7 @@ def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path)
 @pytest.mark.parametrize(
     "bad",
     [{"lr": 0}, {"extra_lr": 0.0}, {"extra_lr": -0.05}, {"epochs": 0}, {"dropout": 1.0}, {"shuffle_seed": 2**32}]
-    + [{"lr": True}, {"weight_decay": False}, {"weight_decay": -0.01}],
+    + [{"lr": True}, {"weight_decay": False}, {"weight_decay": -0.01}, {"init": "xavier"}],
 )
 def test_train_config_refuses_settings_that_do_not_train(bad):
     """extra_lr 0 used to mean the probe's lr (``extra_lr or lr``) and a negative one ascended the gradient; a
@@ -2036,3 +2045,49 @@ def test_probe_rows_are_labelled_in_the_tables_order_with_the_files_own_seed(tmp
     assert got["seed"] == 3 and got["settings"]["hparams"] == {"lr": 1e-3, "seed": 3}, got
     with pytest.raises(ValueError, match="ProbeStage.labels lacks selection"):
         pipeline._check_probe_labels({k: v for k, v in labels.items() if k != "selection"})
+
+
+def test_probe_entry_points_name_a_setting_they_would_ignore_or_misread_before_any_work(minilm, monkeypatch):
+    """What each of these did before it was checked (mutation review of papa/probe.py): an unknown batch_order
+    ran the seeds per_seed without a word; an unknown init left torch's initialisation in a probe built directly;
+    n_labels=1 was blamed on the labels; features that are no (train, validation) pair failed on a bare
+    IndexError; learn_lambdas' cfg that is no TrainConfig failed on an AttributeError, and its tokens of another
+    tokenizer reached the patched encoder (an index error inside torch); extract_features with strategy reencode
+    made a disk cache, and with a negative batch_size returned a cache no batch had written; prepare_features took
+    a batch_size of 0 where it re-encodes (no cache batch reads it)."""
+    import transformers as tf
+
+    from .conftest import TINY
+
+    model, tok = minilm
+
+    def no_training(*a, **kw):
+        raise AssertionError("trained before checking its inputs")
+
+    monkeypatch.setattr(probe_mod, "train_probes", no_training)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    tr, va = _toy(tok, 8), _toy(tok, 4)
+    args = (model, tr, va, "sequence", 2, ["accuracy"], cfg)
+    with pytest.raises(ValueError, match="Unknown batch_order 'Shared'; choose from per_seed, shared"):
+        run_probe(*args, batch_order="Shared")
+    with pytest.raises(ValueError, match="n_labels=1: it must be the number of classes, an integer of at least 2"):
+        run_probe(model, tr, va, "sequence", 1, ["accuracy"], cfg)
+    for features in ((LiveFeatures(model, tr),), LiveFeatures(model, tr)):
+        with pytest.raises(TypeError, match=r"features must be prepare_features\(...\)'s \(train, validation\) pair"):
+            run_probe(*args, features=features)
+    with pytest.raises(ValueError, match="init must be one of normal, pytorch, got 'xavier'"):
+        probe_mod.build_probe("sequence", model, 16, 2, init="xavier")
+    C = papa.average_attention(model, tr.batches(4))
+    with pytest.raises(TypeError, match="cfg must be a papa.probe.TrainConfig"):
+        probe_mod.learn_lambdas(model, C, tr, va, "sequence", 2, ["accuracy"], None)
+    small = tf.BertModel(tf.BertConfig(**TINY))  # minilm's token ids run past its 120 words
+    uniform = papa.constants.data_free("uniform", 2, 4, 16)
+    with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
+        probe_mod.learn_lambdas(small, uniform, tr, va, "sequence", 2, ["accuracy"], cfg)
+    with pytest.raises(ValueError, match="extract_features caches in memory or on disk, not 'reencode'"):
+        extract_features(model, tr, strategy="reencode")
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):  # range(0, n, -1): no batch ran
+        extract_features(model, tr, batch_size=-1)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):  # before the sizes and any strategy
+        with prepare_features(model, tr, va, "reencode", batch_size=0):
+            pass
