@@ -1557,7 +1557,7 @@ def test_a_compressed_conll_file_is_read_decompressed(tmp_path):
     zst.write_bytes(b"\x28\xb5\x2f\xfd")
     with pytest.raises(D.TaskSpecError, match=r"train\.conll\.zst: a CoNLL file is read as text.*decompress it"):
         D.read_conll(zst)
-    latin = tmp_path / "latin.conll.gz"  # decompressed, not UTF-8: the byte-exact place is in no file on disk
+    latin = tmp_path / "latin.conll.gz"  # no line and byte named (they are of the decompressed text): the reason
     latin.write_bytes(gzip.compress("caf\xe9 NN\n\n".encode("latin-1")))
     with pytest.raises(D.TaskSpecError, match=r"latin\.conll\.gz is not UTF-8 text \(invalid continuation byte\); "
                                               r"re-save the file as UTF-8$"):  # fmt: skip
