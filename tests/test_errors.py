@@ -22,6 +22,11 @@ def test_missing_local_model_folder_names_the_path(tmp_path):
     # a misspelt alias is taken for a hub id; where that does not load, the error names the alias meant
     with pytest.raises(OSError, match="(?s)Could not load 'minlm' .*Did you mean the offline alias 'minilm'?"):
         papa.load_encoder("minlm")
+    # a hub id the hub cannot give here (offline: the tests set HF_HUB_OFFLINE): transformers' reason, framed with
+    # the id, what it resolved to and what to use instead
+    said = r"(?s)^Could not load 'org/x' \(resolved to 'org/x'\): .+Without a model hub, use a local folder or the "
+    with pytest.raises(OSError, match=said + r"offline alias 'minilm'\.$"):
+        papa.load_encoder("org/x", device="cpu")
     # hub ids and aliases are not paths
     assert not papa.models.looks_like_path("FacebookAI/roberta-base")
     assert not papa.models.looks_like_path("minilm")
