@@ -1237,6 +1237,16 @@ def test_remove_stale_caches_returns_the_folders_it_removed(tmp_path):
 # ----------------------------------------------------------------------------- bad input fails before training
 
 
+@pytest.fixture
+def no_training(monkeypatch):
+    """Training fails the test: what it checks is refused before the first step."""
+
+    def trained(*a, **kw):
+        raise AssertionError("trained before checking its inputs")
+
+    monkeypatch.setattr(probe_mod, "train_probes", trained)
+
+
 @pytest.mark.parametrize(
     "metrics, n_labels, error, needle",
     [
@@ -1247,16 +1257,13 @@ def test_remove_stale_caches_returns_the_folders_it_removed(tmp_path):
         (["accuracy"], 1, ValueError, "n_labels=1"),
     ],
 )
-def test_probe_inputs_fail_before_any_training(minilm, monkeypatch, metrics, n_labels, error, needle):
+@pytest.mark.usefixtures("no_training")
+def test_probe_inputs_fail_before_any_training(minilm, metrics, n_labels, error, needle):
     """What the metrics or the label count would break after an epoch (sklearn on a 3-class binary F1, a
     metric name, torch's index error) fails before the first step, in run_probe and learn_lambdas alike."""
     model, tok = minilm
     enc = _toy(tok, 8)
 
-    def no_training(*a, **kw):
-        raise AssertionError("trained before checking its inputs")
-
-    monkeypatch.setattr(probe_mod, "train_probes", no_training)
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     with pytest.raises(error, match=needle):
         run_probe(model, enc, enc, "sequence", n_labels, metrics, cfg)
@@ -1265,16 +1272,13 @@ def test_probe_inputs_fail_before_any_training(minilm, monkeypatch, metrics, n_l
         probe_mod.learn_lambdas(model, C, enc, enc, "sequence", n_labels, metrics, cfg)
 
 
-def test_labels_no_probe_can_score_fail_before_any_training(minilm, monkeypatch):
+@pytest.mark.usefixtures("no_training")
+def test_labels_no_probe_can_score_fail_before_any_training(minilm):
     """-100 marks a token task's sub-words and padding: in a sequence task's labels it was dropped from training and
     scored as always wrong (an all -100 validation split gave accuracy 0.0); a token split whose every label is
     -100 left scikit-learn an empty array after training. Both now fail first, in run_probe and learn_lambdas."""
     model, tok = minilm
 
-    def no_training(*a, **kw):
-        raise AssertionError("trained before checking its inputs")
-
-    monkeypatch.setattr(probe_mod, "train_probes", no_training)
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     enc = _toy(tok, 8)
     ignored = replace(enc, labels=np.where(np.arange(8) == 2, -100, enc.labels))
@@ -1723,7 +1727,8 @@ def test_the_segment_id_message_fits_every_source_of_segment_ids(minilm, tmp_pat
     assert "token_type_ids" not in own and averaged(model, [own]) == 6
 
 
-def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, tmp_path):
+@pytest.mark.usefixtures("no_training")
+def test_the_public_api_refuses_bad_input_before_any_work(minilm, tmp_path):
     """What a notebook can get wrong fails first, naming the argument and what to change (from a review of ~515
     cases): not after an epoch, not deep inside torch or transformers, and never with a silent wrong result."""
     import transformers as tf
@@ -1734,10 +1739,6 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, monkeypatch, t
 
     model, tok = minilm
 
-    def no_training(*a, **kw):
-        raise AssertionError("trained before checking its inputs")
-
-    monkeypatch.setattr(probe_mod, "train_probes", no_training)
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     tr, va = _toy(tok, 8), _toy(tok, 4)
     C = papa.average_attention(model, tr.batches(4))
@@ -2047,7 +2048,8 @@ def test_probe_rows_are_labelled_in_the_tables_order_with_the_files_own_seed(tmp
         pipeline._check_probe_labels({k: v for k, v in labels.items() if k != "selection"})
 
 
-def test_probe_entry_points_name_a_setting_they_would_ignore_or_misread_before_any_work(minilm, monkeypatch):
+@pytest.mark.usefixtures("no_training")
+def test_probe_entry_points_name_a_setting_they_would_ignore_or_misread_before_any_work(minilm):
     """What each of these did before it was checked (mutation review of papa/probe.py): an unknown batch_order
     ran the seeds per_seed without a word; an unknown init left torch's initialisation in a probe built directly;
     n_labels=1 was blamed on the labels; features that are no (train, validation) pair failed on a bare
@@ -2061,10 +2063,6 @@ def test_probe_entry_points_name_a_setting_they_would_ignore_or_misread_before_a
 
     model, tok = minilm
 
-    def no_training(*a, **kw):
-        raise AssertionError("trained before checking its inputs")
-
-    monkeypatch.setattr(probe_mod, "train_probes", no_training)
     cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     tr, va = _toy(tok, 8), _toy(tok, 4)
     args = (model, tr, va, "sequence", 2, ["accuracy"], cfg)
