@@ -1749,6 +1749,7 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, tmp_path):
         (dict(train_enc=long, val_enc=long), ValueError, "exceed the 512 positions"),
         (dict(model=gpt), papa.UnsupportedModelError, "does not support model type 'gpt2'"),
         (dict(n_labels=2.5), ValueError, r"n_labels=2.5"),
+        (dict(n_labels=1), ValueError, "n_labels=1: it must be the number of classes, an integer of at least 2"),
         (dict(cfg=None), TypeError, "cfg must be a papa.probe.TrainConfig"),
         (dict(train_enc=TEXTS), TypeError, "the train split must be papa.encode's Encoded"),
         (dict(seeds="012"), TypeError, "seeds must be a list of integers"),
@@ -1776,10 +1777,24 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, tmp_path):
         run_probe(small, tr, va, "sequence", 2, ["accuracy"], cfg)
     with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
         average_attention(small, tr.batches(4))
+    with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
+        probe_mod.learn_lambdas(small, papa.constants.data_free("uniform", 2, 4, 16), tr, va, "sequence", 2,
+                                ["accuracy"], cfg)  # fmt: skip
+    # a setting that would be ignored or misread: an unknown batch_order ran the seeds per_seed without a word, an
+    # unknown init left torch's initialisation, learn_lambdas' cfg=None failed on an AttributeError
+    with pytest.raises(ValueError, match="Unknown batch_order 'Shared'; choose from per_seed, shared"):
+        run_probe(model, tr, va, "sequence", 2, ["accuracy"], cfg, batch_order="Shared")
+    with pytest.raises(ValueError, match="init must be one of normal, pytorch, got 'xavier'"):
+        probe_mod.build_probe("sequence", model, 16, 2, init="xavier")
+    with pytest.raises(TypeError, match="cfg must be a papa.probe.TrainConfig"):
+        probe_mod.learn_lambdas(model, C, tr, va, "sequence", 2, ["accuracy"], None)
     # features of other splits would train and score on their hidden states and labels
     with prepare_features(model, va, va) as other:
         with pytest.raises(ValueError, match="the train features were not prepared from the train split"):
             run_probe(model, tr, va, "sequence", 2, ["accuracy"], cfg, features=other)
+    for features in ((LiveFeatures(model, tr),), LiveFeatures(model, tr)):  # no pair: a bare IndexError before
+        with pytest.raises(TypeError, match=r"features must be prepare_features\(...\)'s \(train, validation\) pair"):
+            run_probe(model, tr, va, "sequence", 2, ["accuracy"], cfg, features=features)
     # average_attention: what it is given, before any forward pass
     for batches, needle in (
         (tr, "takes an iterable of input batches"),
@@ -1800,6 +1815,13 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, tmp_path):
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         with prepare_features(model, tr, va, batch_size=-1):
             pass
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):  # before the sizes and any strategy
+        with prepare_features(model, tr, va, "reencode", batch_size=0):
+            pass
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):  # range(0, n, -1): no batch ran
+        extract_features(model, tr, batch_size=-1)
+    with pytest.raises(ValueError, match="extract_features caches in memory or on disk, not 'reencode'"):
+        extract_features(model, tr, strategy="reencode")
     # encode: the tokenizer and every example's shape
     with pytest.raises(TypeError, match="needs a transformers tokenizer"):
         papa.encode(model, TEXTS)
@@ -2046,46 +2068,3 @@ def test_probe_rows_are_labelled_in_the_tables_order_with_the_files_own_seed(tmp
     assert got["seed"] == 3 and got["settings"]["hparams"] == {"lr": 1e-3, "seed": 3}, got
     with pytest.raises(ValueError, match="ProbeStage.labels lacks selection"):
         pipeline._check_probe_labels({k: v for k, v in labels.items() if k != "selection"})
-
-
-@pytest.mark.usefixtures("no_training")
-def test_probe_entry_points_name_a_setting_they_would_ignore_or_misread_before_any_work(minilm):
-    """What each of these did before it was checked (mutation review of papa/probe.py): an unknown batch_order
-    ran the seeds per_seed without a word; an unknown init left torch's initialisation in a probe built directly;
-    n_labels=1 was blamed on the labels; features that are no (train, validation) pair failed on a bare
-    IndexError; learn_lambdas' cfg that is no TrainConfig failed on an AttributeError, and its tokens of another
-    tokenizer reached the patched encoder (an index error inside torch); extract_features with strategy reencode
-    made a disk cache, and with a negative batch_size returned a cache no batch had written; prepare_features took
-    a batch_size of 0 where it re-encodes (no cache batch reads it)."""
-    import transformers as tf
-
-    from .conftest import TINY
-
-    model, tok = minilm
-
-    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
-    tr, va = _toy(tok, 8), _toy(tok, 4)
-    args = (model, tr, va, "sequence", 2, ["accuracy"], cfg)
-    with pytest.raises(ValueError, match="Unknown batch_order 'Shared'; choose from per_seed, shared"):
-        run_probe(*args, batch_order="Shared")
-    with pytest.raises(ValueError, match="n_labels=1: it must be the number of classes, an integer of at least 2"):
-        run_probe(model, tr, va, "sequence", 1, ["accuracy"], cfg)
-    for features in ((LiveFeatures(model, tr),), LiveFeatures(model, tr)):
-        with pytest.raises(TypeError, match=r"features must be prepare_features\(...\)'s \(train, validation\) pair"):
-            run_probe(*args, features=features)
-    with pytest.raises(ValueError, match="init must be one of normal, pytorch, got 'xavier'"):
-        probe_mod.build_probe("sequence", model, 16, 2, init="xavier")
-    C = papa.average_attention(model, tr.batches(4))
-    with pytest.raises(TypeError, match="cfg must be a papa.probe.TrainConfig"):
-        probe_mod.learn_lambdas(model, C, tr, va, "sequence", 2, ["accuracy"], None)
-    small = tf.BertModel(tf.BertConfig(**TINY))  # minilm's token ids run past its 120 words
-    uniform = papa.constants.data_free("uniform", 2, 4, 16)
-    with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
-        probe_mod.learn_lambdas(small, uniform, tr, va, "sequence", 2, ["accuracy"], cfg)
-    with pytest.raises(ValueError, match="extract_features caches in memory or on disk, not 'reencode'"):
-        extract_features(model, tr, strategy="reencode")
-    with pytest.raises(ValueError, match="batch_size must be a positive integer"):  # range(0, n, -1): no batch ran
-        extract_features(model, tr, batch_size=-1)
-    with pytest.raises(ValueError, match="batch_size must be a positive integer"):  # before the sizes and any strategy
-        with prepare_features(model, tr, va, "reencode", batch_size=0):
-            pass
