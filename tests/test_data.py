@@ -1564,17 +1564,6 @@ def test_a_compressed_conll_file_is_read_decompressed(tmp_path):
         D.read_conll(latin)
 
 
-def test_a_task_spec_that_is_no_mapping_or_a_file_with_a_header_alone_is_refused(tmp_path):
-    """`papa.load_task` of a name alone (a notebook's ``load_task("sst2", ...)``) says what a spec is; a CSV file with
-    its header and no rows is named as empty (not a task of 0 examples that fails later, or a probe of nothing)."""
-    with pytest.raises(D.TaskSpecError, match=r'^a task spec must be a dict with at least "name" and "source", got '
-                                              r"str$"):  # fmt: skip
-        D.load_task("sst2", tmp_path)
-    p = _csv(tmp_path, "t.csv", "", header="sentence,label\n")
-    with pytest.raises(D.TaskSpecError, match=r"^the train file \S*t\.csv is empty: it has no rows$"):
-        D.load_task(_seq_spec(p), tmp_path)
-
-
 def test_columns_named_twice_fail_before_the_labels_are_read(tmp_path):
     """A key naming the column another key names (the labels would be the texts, the tags the words): refused in
     the config (papa.checks, tests/test_workflow.py INVALID_CONFIGS) and by load_task itself; a CoNLL file's

@@ -2374,10 +2374,13 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     import torch
 
     from papa import data as D
-    from papa import metrics, mlm, pipeline, selection
+    from papa import metrics, mlm, pipeline, rehearsal, selection, tables
+    from papa.checks import ConfigError, validate_config
     from papa.data.task import normalize_frame
     from papa.encoding import Encoded
+    from papa.models import load_tokenizer
     from papa.probe import TrainConfig, check_labels, extract_features
+    from papa.records import recorded_inputs, results_folder
 
     from .conftest import tiny_model
 
@@ -2387,6 +2390,15 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     blank.write_text("sentence,label\n ,pos\n ,neg\n")
     conll = tmp_path / "t.conll"
     conll.write_text("a O\nb B-X\n")
+    header = tmp_path / "header.csv"
+    header.write_text("sentence,label\n")
+    (tmp_path / "list.yaml").write_text("- results: r\n- seed: 0\n")
+    (tmp_path / "bad.yaml").write_text("results: [r\nseed: 0\n")
+    (tmp_path / "notes.txt").write_text("a table\n")
+    tok, sideways = load_tokenizer("minilm"), load_tokenizer("minilm")
+    sideways.truncation_side = "middle"  # transformers itself refuses it only as it truncates, with its own message
+    summary = pd.DataFrame(columns=["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean",
+                                    "relative_drop", "is_main"])  # fmt: skip
     local = {"name": "x", "source": "local", "kind": "sequence", "text_column": "sentence"}
     model = tiny_model("bert")
     zeros = lambda n: np.zeros((n, 8), dtype=np.int64)  # noqa: E731
@@ -2429,6 +2441,39 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
         (lambda: mlm.train_mlm(model, empty, 3, {1, 2}, TrainConfig(lr=1e-3, batch_size=2, epochs=1),
                                probe=mlm.new_probe(model, 0)), ValueError,
          r"train_mlm: no training examples"),
+        # a line trace of the fast tier (stop 96): arguments a notebook gives and no stage does, files that are not
+        # what a function reads
+        (lambda: D.load_task("sst2", tmp_path), D.TaskSpecError,
+         r'^a task spec must be a dict with at least "name" and "source", got str$'),
+        (lambda: D.load_task({**local, "train": str(header)}, tmp_path), D.TaskSpecError,
+         r"^the train file \S*header\.csv is empty: it has no rows$"),  # a header alone
+        (lambda: metrics.compute("acc", [0, 1], [0, 1]), ValueError,
+         r"^Unknown metric 'acc'; choose from \('accuracy', 'f1', 'mcc'"),
+        (lambda: papa.effective_attention(np.zeros((1, 1, 2, 2)), torch.zeros(1, 1, 2, 2)), TypeError,
+         r"^effective_attention takes tensors, got ndarray and Tensor$"),
+        (lambda: papa.load_encoder("minilm", task_head="seq", device="cpu"), ValueError,
+         r"^task_head must be one of \[None, 'mlm', 'sequence', 'token'\], got 'seq'"),
+        (lambda: rehearsal.build_tokenizer("gpt2"), ValueError,
+         r"^unknown family 'gpt2'; choose one of: bert, roberta, deberta, electra$"),
+        (lambda: papa.encode(tok, ["a b"], ["c"], max_length=8, layout="standard", pair_segments="authors"),
+         ValueError, r"^pair_segments='authors' reproduces the authors' papa layout; it needs layout='papa'$"),
+        (lambda: papa.encode(tok, [["a", "b"]], ["c"], max_length=8), ValueError,
+         r"^Token-level \(word list\) inputs cannot be pairs$"),
+        (lambda: papa.encode(sideways, ["a b c d e f g h i j k l"], max_length=8), ValueError,
+         r"^BertTokenizer\.truncation_side is 'middle': a tokenizer truncates on the 'right' or the 'left'; set it to "
+         r"one of them$"),
+        (lambda: tables.models_compared_table(summary), ValueError, r"^models_compared_table: nothing to compare$"),
+        (lambda: validate_config(["smoke"]), ConfigError,
+         r"^Invalid config: a config is a mapping of keys \(results:, models:, tasks:, \.\.\.\), got list "
+         r"\"\['smoke'\]\"$"),
+        (lambda: results_folder([str(tmp_path / "nope.yaml")]), ValueError,  # make's results-of
+         rf"^{re.escape(str(tmp_path / 'nope.yaml'))}: No such file or directory$"),
+        (lambda: results_folder([str(tmp_path / "list.yaml")]), ValueError,  # Snakemake's reading says it
+         r"list\.yaml: Config file must be given as JSON or YAML with keys at top level\.$"),
+        (lambda: results_folder([str(tmp_path / "bad.yaml")]), ValueError,
+         r"^\S*bad\.yaml: .*line"),  # YAML's error, one line, and where it is
+        (lambda: recorded_inputs(tmp_path / "notes.txt"), ValueError,
+         r"notes\.txt: not a result file papa writes \(\.parquet, \.safetensors, \.png, \.svg, \.html\)$"),
     ]  # fmt: skip
     for call, error, match in cases:
         with pytest.raises(error, match=match):
@@ -2653,63 +2698,3 @@ def test_frozen_trains_what_it_keeps_and_gives_every_parameter_back_as_it_was():
     with frozen(model, keep=[bias, model[0].bias, extra]):
         assert not weight.requires_grad and bias.requires_grad and model[0].bias.requires_grad and extra.requires_grad
     assert weight.requires_grad and bias.requires_grad and not model[0].bias.requires_grad and not extra.requires_grad
-
-
-def test_the_librarys_argument_checks_name_the_argument_and_what_it_takes():
-    """Arguments a notebook gives the public functions and no stage gives (the workflow's values are checked before
-    any job) fail at once, naming the argument and the values it takes: not in a library's deeper error, or a
-    wrong result."""
-    import numpy as np
-    import torch
-
-    from papa import metrics, rehearsal, tables
-    from papa.models import load_tokenizer
-
-    with pytest.raises(ValueError, match=r"^Unknown metric 'acc'; choose from \('accuracy', 'f1', 'mcc'"):
-        metrics.compute("acc", [0, 1], [0, 1])
-    with pytest.raises(TypeError, match=r"^effective_attention takes tensors, got ndarray and Tensor$"):
-        papa.effective_attention(np.zeros((1, 1, 2, 2)), torch.zeros(1, 1, 2, 2))
-    with pytest.raises(ValueError, match=r"^task_head must be one of \[None, 'mlm', 'sequence', 'token'\], got 'seq'"):
-        papa.load_encoder("minilm", task_head="seq", device="cpu")
-    with pytest.raises(ValueError, match=r"^unknown family 'gpt2'; choose one of: bert, roberta, deberta, electra$"):
-        rehearsal.build_tokenizer("gpt2")
-    tok = load_tokenizer("minilm")
-    with pytest.raises(ValueError, match=r"^pair_segments='authors' reproduces the authors' papa layout; it needs "
-                                         r"layout='papa'$"):  # fmt: skip
-        papa.encode(tok, ["a b"], ["c"], max_length=8, layout="standard", pair_segments="authors")
-    with pytest.raises(ValueError, match=r"^Token-level \(word list\) inputs cannot be pairs$"):
-        papa.encode(tok, [["a", "b"]], ["c"], max_length=8)
-    tok.truncation_side = "middle"  # transformers itself refuses it only as it truncates, with its own message
-    with pytest.raises(ValueError, match=r"^BertTokenizer\.truncation_side is 'middle': a tokenizer truncates on the "
-                                         r"'right' or the 'left'; set it to one of them$"):  # fmt: skip
-        papa.encode(tok, ["a b c d e f g h i j k l"], max_length=8)
-    empty = pd.DataFrame(columns=["model", "task", "constants", "selection", "fraction_dynamic", "metric", "mean",
-                                  "relative_drop", "is_main"])  # fmt: skip
-    with pytest.raises(ValueError, match=r"^models_compared_table: nothing to compare$"):
-        tables.models_compared_table(empty)
-
-
-def test_a_config_or_result_file_that_is_not_one_is_named_with_what_to_give(tmp_path):
-    """`papa.checks.validate_config` of a value that is no mapping, `results_folder` (make's ``results-of``) of a
-    config file that is missing, not YAML or a list, and `recorded_inputs` of a file papa does not write: each
-    names the file (or the value) and what is read."""
-    from papa.checks import ConfigError, validate_config
-    from papa.records import recorded_inputs, results_folder
-
-    with pytest.raises(ConfigError, match=r"^Invalid config: a config is a mapping of keys \(results:, models:, "
-                                          r"tasks:, \.\.\.\), got list \"\['smoke'\]\"$"):  # fmt: skip
-        validate_config(["smoke"])
-    missing = tmp_path / "nope.yaml"
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(missing))}: No such file or directory$"):
-        results_folder([str(missing)])
-    (tmp_path / "list.yaml").write_text("- results: r\n- seed: 0\n")
-    with pytest.raises(ValueError, match=r"list\.yaml: Config file must be given as JSON or YAML with keys at top "
-                                         r"level\.$"):  # Snakemake's reading says it, as for the workflow  # fmt: skip
-        results_folder([str(tmp_path / "list.yaml")])
-    (tmp_path / "bad.yaml").write_text("results: [r\nseed: 0\n")
-    with pytest.raises(ValueError, match=r"^\S*bad\.yaml: .*line"):  # YAML's error, one line, and where it is
-        results_folder([str(tmp_path / "bad.yaml")])
-    (tmp_path / "notes.txt").write_text("a table\n")
-    with pytest.raises(ValueError, match=r"notes\.txt: not a result file papa writes \(\.parquet, \.safetensors, "
-                                         r"\.png, \.svg, \.html\)$"):  # fmt: skip
-        recorded_inputs(tmp_path / "notes.txt")
