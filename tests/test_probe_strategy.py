@@ -2068,3 +2068,33 @@ def test_probe_rows_are_labelled_in_the_tables_order_with_the_files_own_seed(tmp
     assert got["seed"] == 3 and got["settings"]["hparams"] == {"lr": 1e-3, "seed": 3}, got
     with pytest.raises(ValueError, match="ProbeStage.labels lacks selection"):
         pipeline._check_probe_labels({k: v for k, v in labels.items() if k != "selection"})
+
+
+def test_averaging_and_feature_caching_log_progress_with_their_rate_and_eta(minilm, caplog):
+    """The two forward passes over a whole split (averaging a corpus, caching a probe's features) can take an hour
+    on a paper-scale corpus: each logs examples so far, examples/s and, where the total is known, an ETA. No test
+    reached either line (they come every 10 s; log_every=0 logs every batch)."""
+    import logging
+    import re
+
+    model, tok = minilm
+    enc = _toy(tok, 12)
+    with caplog.at_level(logging.INFO, logger="papa"):
+        papa.average_attention(model, enc.batches(4), total=12, log_every=0)
+        papa.average_attention(model, enc.batches(4), log_every=0)  # no total: no ETA
+        probe_mod.extract_features(model, enc, batch_size=5, strategy="memory", log_every=0).close()
+    said = [r.getMessage() for r in caplog.records]
+    averaged = [s for s in said if s.startswith("averaged ")]
+    assert [re.sub(r"[\d.]+ examples/s", "R", re.sub(r"(ETA|in) [\d.]+ s", r"\1 T", s)) for s in averaged] == [
+        "averaged 4/12 examples, R, ETA T", "averaged 8/12 examples, R, ETA T", "averaged 12/12 examples, R, ETA T",
+        "averaged 12 examples in T (R)",  # the stage's own last line
+        "averaged 4 examples, R", "averaged 8 examples, R", "averaged 12 examples, R", "averaged 12 examples in T (R)",
+    ], said  # fmt: skip
+    assert all(float(re.search(r"([\d.]+) examples/s", s).group(1)) > 0 for s in averaged), averaged
+    assert re.search(r"averaged 12/12 examples, [\d.]+ examples/s, ETA 0 s", averaged[2]), averaged  # none left
+    encoded = [re.sub(r"[\d.]+ examples/s", "R", s) for s in said if s.startswith("encoded ")]
+    assert encoded[:3] == ["encoded 5/12 examples, R, " + encoded[0].split(", ")[-1],
+                           "encoded 10/12 examples, R, " + encoded[1].split(", ")[-1],
+                           "encoded 12/12 examples, R, ETA 0 s"], said  # fmt: skip
+    assert all(re.fullmatch(r"ETA \d+ s", s.split(", ")[-1]) for s in encoded[:3]), encoded
+    assert re.fullmatch(r"encoded 12 examples in [\d.]+ s", encoded[3]), encoded
