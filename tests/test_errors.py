@@ -2372,15 +2372,18 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     from the public call, with the words that say what to change."""
     import numpy as np
     import torch
+    import yaml
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     from papa import data as D
-    from papa import metrics, mlm, pipeline, rehearsal, selection, tables
+    from papa import metrics, mlm, pipeline, plots, rehearsal, selection, tables
     from papa.checks import ConfigError, validate_config
     from papa.data.task import normalize_frame
     from papa.encoding import Encoded
     from papa.models import load_tokenizer
-    from papa.probe import TrainConfig, check_labels, extract_features
-    from papa.records import recorded_inputs, results_folder
+    from papa.probe import TrainConfig, check_features, check_labels, extract_features
+    from papa.records import load_yaml_strict, recorded_inputs, results_folder
 
     from .conftest import tiny_model
 
@@ -2403,6 +2406,9 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     model = tiny_model("bert")
     zeros = lambda n: np.zeros((n, 8), dtype=np.int64)  # noqa: E731
     empty, pads = (Encoded(zeros(n), zeros(n), zeros(n), None, "papa", 8) for n in (0, 2))
+    words = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1, "[PAD]": 2}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()  # and no post-processor: no special token around a text
+    no_specials = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[PAD]")
     cases = [
         (lambda: D.load_task(local, tmp_path), D.TaskSpecError, r'needs a "train" file'),
         (lambda: D.load_task({**local, "train": ""}, tmp_path), D.TaskSpecError, r'needs a "train" file'),
@@ -2474,6 +2480,20 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
          r"^\S*bad\.yaml: .*line"),  # YAML's error, one line, and where it is
         (lambda: recorded_inputs(tmp_path / "notes.txt"), ValueError,
          r"notes\.txt: not a result file papa writes \(\.parquet, \.safetensors, \.png, \.svg, \.html\)$"),
+        # the whole suite's line trace (the session after stop 96; Snakemake's job processes included): refusals
+        # reached only from a notebook
+        (lambda: papa.encode(tok, ["a", "b"], labels=[[0, 1], [0]], max_length=8), ValueError,
+         r"^labels must be one integer class id each; got nested lists \("),
+        (lambda: papa.encode(no_specials, ["a a"], max_length=8), ValueError,
+         r"^Cannot read the special-token template of \w+: got \[0\]\. PAPA's layout needs a tokenizer that puts "
+         r"special tokens before, between and after texts\.$"),
+        (lambda: check_features((object(), object()), pads, pads), TypeError,
+         r"^the train features are a object, not prepare_features\(\.\.\.\)'s$"),
+        (lambda: plots.plot_mlm(pd.DataFrame(columns=["model", "dataset", "head", "fraction_dynamic", "neg_log_ppl"]),
+                                tmp_path / "mlm"), plots.NothingToPlot, r"^plot_mlm: nothing to plot$"),
+        # a key YAML cannot hash: YAML's own refusal, where it is, not a TypeError from the check for repeated keys
+        (lambda: load_yaml_strict("results: r\n? [a, b]\n: 1\n", "c.yaml"), yaml.constructor.ConstructorError,
+         r"found unhashable key\n  in \"<unicode string>\", line 2, column 3"),
     ]  # fmt: skip
     for call, error, match in cases:
         with pytest.raises(error, match=match):

@@ -146,6 +146,9 @@ def test_probe_table_validation(frames):
     bad["seed"] = float("inf")  # no integer either (it was cast to int64's minimum; mutation testing)
     with pytest.raises(ValueError, match="'seed'.*non-integer"):
         tables.probe_table([bad])
+    for seed in ("zero", None):  # a text or a gap in an integer column (no test reached it: the whole suite's trace)
+        with pytest.raises(ValueError, match="^probe_table: column 'seed' has missing or non-numeric values$"):
+            tables.probe_table([frames[0].assign(seed=[seed] + [0] * (len(frames[0]) - 1))])
     # a label that is missing, a number that is text, a fraction that is NaN: refused, not kept as "nan" or NaN
     # (mutation testing: none of the three was checked)
     with pytest.raises(ValueError, match="probe_table: column 'model' has missing values"):
