@@ -3959,6 +3959,26 @@ def test_one_json_object_over_lines_is_one_record_and_a_list_not_all_objects_hol
         D.load_task(_seq_spec(rows), tmp_path)
 
 
+def test_a_pretty_printed_json_array_reads_as_its_json_lines(tmp_path):
+    """``json.dump(records, f, indent=2)``, the JSON file a notebook most often writes, is read record by record as
+    its JSON Lines twin (no test read one: the whole suite's line trace); an item that is no object and an empty
+    array are named as in a one-line array."""
+    rows = [{"sentence": "a b", "label": "pos"}, {"sentence": "c", "label": "neg"}, {"sentence": "e f", "label": "pos"}]
+    pretty, lines = tmp_path / "pretty.json", tmp_path / "lines.jsonl"
+    pretty.write_text(json.dumps(rows, indent=2))
+    lines.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dev = _csv(tmp_path, text="g,pos\nh,neg\n")
+    read = D.load_task(_seq_spec(pretty, dev), tmp_path)
+    assert read.splits["train"].equals(D.load_task(_seq_spec(lines, dev), tmp_path).splits["train"])
+    assert read.splits["train"]["text"].tolist() == ["a b", "c", "e f"] and read.label_names == ["neg", "pos"]
+    pretty.write_text(json.dumps([rows[0], 3], indent=2))
+    with pytest.raises(D.TaskSpecError, match=r"item 2 of its JSON array is a JSON number, not an object"):
+        D.load_task(_seq_spec(pretty, dev), tmp_path)
+    pretty.write_text("[\n]\n")
+    with pytest.raises(D.TaskSpecError, match=rf"^the train file {re.escape(str(pretty))} is empty: it has no rows$"):
+        D.load_task(_seq_spec(pretty, dev), tmp_path)
+
+
 def test_a_text_spanning_lines_leaves_rows_unnumbered_by_line_and_a_tsv_quote_opens_nothing(tmp_path):
     """A quoted CSV text holding a line break puts rows and lines out of step: messages name the row alone (the
     line after it was named one line short); a TSV text starting with a quote that never closes is text (quotes
