@@ -1305,7 +1305,7 @@ def test_aggregate_logs_the_drop_with_every_head_constant(report, tmp_path, capl
     of the main metric's relative drop (here bert-base's sst2 accuracy and cola MCC, by hand from the scores)."""
     from dataclasses import replace
 
-    from papa import pipeline
+    from papa import io, pipeline
 
     outs = {f"out_{k}": str(tmp_path / f"{k}.parquet") for k in ["probe", "summary", "lambdas", "constant_kinds",
                                                                   "patterns"]}  # fmt: skip
@@ -1321,6 +1321,16 @@ def test_aggregate_logs_the_drop_with_every_head_constant(report, tmp_path, capl
     expected = 100 * np.mean([drop("cola"), drop("sst2")])
     assert lines[0] == (f"bert-base, average: all heads constant costs {expected:.1f}% of the main metric relative "
                         f"(mean over 2 tasks: cola, sst2)")  # fmt: skip
+    # a run with no probe at fraction_dynamic 0 says there is no such drop, and reports no other (no test reached
+    # the line: the whole suite's line trace)
+    caplog.clear()
+    some = [p for p in report.agg.probes if (io.read_parquet(p)["fraction_dynamic"] > 0).all()]
+    assert 0 < len(some) < len(report.agg.probes)
+    with caplog.at_level("INFO", logger="papa"):
+        pipeline.aggregate(replace(report.agg, probes=some, **outs))
+    said = [r.getMessage() for r in caplog.records if "all heads constant" in r.getMessage()]
+    assert said == ["no probe replaced every head (fraction_dynamic 0): no relative drop of all heads constant to "
+                    "report"], said  # fmt: skip
 
 
 def test_all_constant_drop_log_lines():
