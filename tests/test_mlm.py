@@ -547,6 +547,8 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
                              d / "l2.parquet", {})  # fmt: skip
     with pytest.raises(ValueError, match="analyses.mlm.head must be one of probe, pretrained"):
         pipeline.run_mlm(*args, {**hp, "head": "frozen"}, [1], d / "s2.parquet", d / "l2.parquet", {})
+    with pytest.raises(ValueError, match=r"^analyses\.mlm\.decoder must be one of tied, fresh; got 'untied'$"):
+        pipeline.run_mlm(*args, {**hp, "decoder": "untied"}, [1], d / "s2.parquet", d / "l2.parquet", {})
 
 
 def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job, tmp_path, monkeypatch):
