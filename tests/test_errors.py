@@ -2381,7 +2381,7 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     from papa.checks import ConfigError, validate_config
     from papa.data.task import normalize_frame
     from papa.encoding import Encoded
-    from papa.models import load_tokenizer
+    from papa.models import UnsupportedModelError, load_tokenizer
     from papa.probe import TrainConfig, check_features, check_labels, extract_features
     from papa.records import load_yaml_strict, recorded_inputs, results_folder
 
@@ -2409,6 +2409,10 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
     words = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1, "[PAD]": 2}, unk_token="[UNK]"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()  # and no post-processor: no special token around a text
     no_specials = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[PAD]")
+    renamed = tiny_model("bert")  # remote code of model_type bert whose attention is a class of its own
+    for mod in list(renamed.modules()):
+        if type(mod).__name__ == "BertSelfAttention":
+            mod.__class__ = type("RemoteSelfAttention", (type(mod),), {})
     cases = [
         (lambda: D.load_task(local, tmp_path), D.TaskSpecError, r'needs a "train" file'),
         (lambda: D.load_task({**local, "train": ""}, tmp_path), D.TaskSpecError, r'needs a "train" file'),
@@ -2489,6 +2493,9 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
          r"special tokens before, between and after texts\.$"),
         (lambda: check_features((object(), object()), pads, pads), TypeError,
          r"^the train features are a object, not prepare_features\(\.\.\.\)'s$"),
+        (lambda: papa.average_attention(renamed, [{"input_ids": torch.ones(1, 4, dtype=torch.long)}]),
+         UnsupportedModelError,
+         r"^Found no BertSelfAttention module in BertModel; is this an encoder of type 'bert'\?$"),
         (lambda: plots.plot_mlm(pd.DataFrame(columns=["model", "dataset", "head", "fraction_dynamic", "neg_log_ppl"]),
                                 tmp_path / "mlm"), plots.NothingToPlot, r"^plot_mlm: nothing to plot$"),
         # a key YAML cannot hash: YAML's own refusal, where it is, not a TypeError from the check for repeated keys
