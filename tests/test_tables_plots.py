@@ -1797,6 +1797,28 @@ def test_constant_heads_share_one_scale_signed_or_not(plot_dir, monkeypatch):
     assert cmap == "RdBu_r" and vmin == pytest.approx(signed[1, 2].min()) and vmax == pytest.approx(signed[1, 2].max())
 
 
+def test_constant_heads_of_a_tensor_are_those_of_its_array(plot_dir):
+    """`ConstantAttention.mean`, what a notebook passes, is a torch tensor (trained constants' one with a gradient):
+    plot_constant_heads and representative_heads read it as its NumPy array, as their docstrings say (no test gave
+    a tensor: the whole suite's line trace)."""
+    import torch
+
+    c = synthetic_constants(layers=3, heads=4).astype(np.float32)
+    t = torch.tensor(c, requires_grad=True)
+
+    def read(ax):
+        return [(ax.get_title(), np.ma.filled(im.get_array(), -1.0).tobytes(), im.norm.vmax) for im in ax.images]
+
+    drawn = []
+    for mean, stem in ((c, "array"), (t, "tensor")):
+        with pytest.MonkeyPatch.context() as mp:  # one spy at a time: a second would pass on to the first
+            drawn.append(_panels_drawn(mp, lambda m=mean, s=stem: plots.plot_constant_heads(m, plot_dir / s), read))
+    arrays, tensors = drawn
+    assert len({panel[0][0] for panel in arrays}) == 3 and tensors == arrays  # three heads
+    picked = plots.representative_heads(c)
+    assert plots.representative_heads(t) == picked and [h[2] for h in picked] == ["diagonal", "[CLS]/[SEP]", "spread"]
+
+
 def test_models_compared_draws_the_drop_in_percent(summary, plot_dir, monkeypatch):
     table = tables.models_compared_table(summary)
 
