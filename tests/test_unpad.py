@@ -255,6 +255,14 @@ def test_what_it_leaves_alone(minilm):
     assert off.enabled is False
     with dense_on_real_tokens(model, enabled=1) as on:
         assert on.enabled is True
+    # a batch without an attention mask (a notebook's input_ids alone) runs as it is, counted nothing: no test ran
+    # one (the whole suite's line trace)
+    ids = {"input_ids": part["input_ids"]}
+    with torch.no_grad():
+        with dense_on_real_tokens(model) as unmasked:
+            inside = model(**ids).last_hidden_state
+        assert torch.equal(inside, model(**ids).last_hidden_state)
+    assert unmasked.positions == unmasked.computed == 0
 
 
 def test_a_dense_layer_called_between_passes_runs_on_its_whole_input_and_a_model_off_the_cpu_is_left_alone(minilm):
