@@ -2507,6 +2507,20 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
             call()
 
 
+def test_a_papa_installed_without_its_checkout_says_where_the_schema_comes_from(tmp_path, monkeypatch):
+    """`validate_config` reads the workflow's schema from the checkout (workflow/schemas/): a papa installed from a
+    wheel, without it, names the missing file and the install that has it, before any key is read (no test reached
+    the refusal: the whole suite's line trace)."""
+    from papa import checks
+
+    missing = tmp_path / "workflow" / "schemas" / "config.schema.yaml"
+    monkeypatch.setattr(checks, "SCHEMA", missing)
+    with pytest.raises(FileNotFoundError, match=rf"^{re.escape(str(missing))} is missing: papa reads the workflow's "
+                                                r"schema from its checkout \(pip install -e \. from a clone of the "
+                                                r"project\)$"):  # fmt: skip
+        checks.validate_config(["not even a mapping"])
+
+
 def test_only_the_command_lines_texts_are_read_as_yaml_and_an_ambiguous_prefix_gets_no_guess():
     """Mutation testing (review DJ) left these unchecked. `read_command_line` reads as YAML the texts ``--config``
     gave, not a text the config file quoted (``seed: '1'`` stays the text the schema then names, whatever
