@@ -523,7 +523,7 @@ def electra_job(tmp_path_factory):
     return d
 
 
-def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pretrained_head(electra_job):
+def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pretrained_head(electra_job, tmp_path):
     d = electra_job
     hp = {"head": "probe", "lr": 1e-2, "batch_size": 4, "epochs": 1, "lambda": {"extra_lr": 0.1}, "seed": 0}
     args = (str(d / "model"), d / "C.safetensors", d / "train.parquet", d / "validation.parquet")
@@ -549,6 +549,18 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
         pipeline.run_mlm(*args, {**hp, "head": "frozen"}, [1], d / "s2.parquet", d / "l2.parquet", {})
     with pytest.raises(ValueError, match=r"^analyses\.mlm\.decoder must be one of tied, fresh; got 'untied'$"):
         pipeline.run_mlm(*args, {**hp, "decoder": "untied"}, [1], d / "s2.parquet", d / "l2.parquet", {})
+    # a tokenizer without a mask token (a decoder model's, say): nothing to score, said before any training
+    import shutil
+
+    import transformers as tf
+
+    maskless = shutil.copytree(d / "model", tmp_path / "maskless")
+    tok = tf.AutoTokenizer.from_pretrained(maskless)
+    tok.mask_token = None
+    tok.save_pretrained(maskless)
+    with pytest.raises(ValueError, match=rf"^the tokenizer of {re.escape(repr(str(maskless)))} has no mask token: it "
+                                         r"cannot be scored as a masked LM$"):  # fmt: skip
+        pipeline.run_mlm(str(maskless), *args[1:], hp, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
 
 
 def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job, tmp_path, monkeypatch):
