@@ -615,6 +615,14 @@ def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypat
     kept = sorted(path.parent.glob("*.unfinished-*"))
     assert [p.name for p in kept] == [f"toy.log.unfinished-{k}" for k in (1, 2, 3)]
     assert "Toy failed after" in kept[0].read_text() and "RuntimeError: a bug" in kept[0].read_text()
+    # a copy that cannot be written (a full disk, a folder gone) is said, and fails nothing more: the job has failed
+    # already (no test reached it: the whole suite's line trace)
+    io.STOPPED_BY.clear()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setattr(pipeline, "unfinished_log_path", lambda log: str(blocked / "toy.log.unfinished-4"))
+    assert re.match(rf"could not keep this log as {re.escape(str(blocked))}/toy\.log\.unfinished-4: ", end(failed=True))
+    assert sorted(path.parent.glob("*.unfinished-*")) == kept and blocked.read_text() == ""
 
 
 def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypatch, job_logging):
