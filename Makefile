@@ -5,7 +5,8 @@
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
 # `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
-# `make check`: the fast tier; `make test-cuda`: the tests marked cuda, on a GPU machine with the GPU visible (the
+# `make check`: the fast tier; `make coverage`: the lines of papa/ no test runs (`make test`'s tests, jobs included);
+# `make test-cuda`: the tests marked cuda, on a GPU machine with the GPU visible (the
 # other tiers hide it; `make rehearse` leaves it visible too); `make lint`: ruff's linter and formatter check;
 # `make prune`: remove a config's folder's probe and lambda files of runs it no longer makes.
 # `make report` / `make clean` use the folder of a config's `results:` key (CONFIG=config/paper.yaml ...; `make
@@ -32,7 +33,7 @@ CLEAN_CONFIGS ?= config/config.yaml config/smoke.yaml config/rehearsal.yaml
 # a goal this Makefile does not have (`make clean config/paper.yaml`: CONFIG= forgotten) or a setting it does not read
 # given on the command line (`make clean CONFG=config/paper.yaml`) stop make: it went on with the default config, and
 # make clean removed the default runs' folders
-GOALS := install run test lint check rehearse test-cuda report bench clean prune
+GOALS := install run test lint check coverage rehearse test-cuda report bench clean prune
 SETTINGS := CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS SHELL MAKEFLAGS
 unknown_goal := $(firstword $(filter-out $(GOALS),$(MAKECMDGOALS)))
 ifneq ($(unknown_goal),)
@@ -147,6 +148,17 @@ lint: install
 CHECK_WORKERS := $(if $(and $(filter command line environment%,$(origin WORKERS)),$(strip $(WORKERS))),$(WORKERS),2)
 check: install
 	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "not slow and not slurm" -x
+
+# the lines of papa/ no test runs: what `make test` runs, under coverage.py (installed into the venv here: no
+# dependency of papa's), Snakemake's job processes included: pyproject.toml's [tool.coverage] starts it in every
+# Python process a test starts (patch = subprocess), measures papa wherever a test's copy of the checkout imports it
+# from (source_pkgs) and counts those copies' lines as the checkout's (paths); the report's Missing column names them
+coverage: install
+	$(BIN)/python -m pip install --quiet "coverage>=7.10.3"
+	rm -f .coverage .coverage.*
+	$(BIN)/python -m coverage run -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not rehearsal"
+	$(BIN)/python -m coverage combine --quiet
+	$(BIN)/python -m coverage report --skip-covered --show-missing
 
 # the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores): the pre-flight
 # of a run, so on a GPU machine it runs on the GPU, as the run will (the other tiers hide it: tests/conftest.py)
