@@ -131,8 +131,8 @@ def test_make_refuses_a_goal_or_setting_it_does_not_have_and_clean_keeps_what_pa
     naming a file was "the working directory" (review AU's 1, 2, 18)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     for args, says in ((["clean", "config/paper.yaml"], "config/paper.yaml is not a target of papa's Makefile "
-                        "(install run test lint check coverage rehearse test-cuda report bench clean prune): give a config "
-                        "file as CONFIG=config/paper.yaml"),
+                        "(install run test lint check coverage rehearse test-cuda report bench clean prune): give a "
+                        "config file as CONFIG=config/paper.yaml"),
                        (["clean", "CONFG=config/paper.yaml"], "CONFG= is not a setting "
                         "of papa's Makefile: it reads CONFIG CORES WORKERS PYTHON VENV CLEAN_CONFIGS"),
                        (["run", "CONFG=config/smoke.yaml"], "CONFG= is not a setting")):  # fmt: skip
