@@ -1699,7 +1699,8 @@ def test_patterns_table_refuses_one_frame_or_text_even_empty():
 
 
 def _figures_drawn(monkeypatch, draw, read) -> list:
-    """What ``read(fig)`` returns (a list) for each figure ``draw`` makes, before `_save` clears it."""
+    """What ``read(fig)`` returns (a list) for each figure ``draw`` makes, before `_save` clears it. The spy is taken
+    off again after ``draw``: a second call in one test sees its own figures alone (it read the first's too)."""
     seen = []
     save = plots._save
 
@@ -1708,7 +1709,10 @@ def _figures_drawn(monkeypatch, draw, read) -> list:
         return save(fig, out)
 
     monkeypatch.setattr(plots, "_save", spy)
-    draw()
+    try:
+        draw()
+    finally:
+        monkeypatch.setattr(plots, "_save", save)
     return seen
 
 
@@ -1797,7 +1801,7 @@ def test_constant_heads_share_one_scale_signed_or_not(plot_dir, monkeypatch):
     assert cmap == "RdBu_r" and vmin == pytest.approx(signed[1, 2].min()) and vmax == pytest.approx(signed[1, 2].max())
 
 
-def test_constant_heads_of_a_tensor_are_those_of_its_array(plot_dir):
+def test_constant_heads_of_a_tensor_are_those_of_its_array(plot_dir, monkeypatch):
     """`ConstantAttention.mean`, what a notebook passes, is a torch tensor (trained constants' one with a gradient):
     plot_constant_heads and representative_heads read it as its NumPy array, as their docstrings say (no test gave
     a tensor: the whole suite's line trace)."""
@@ -1809,11 +1813,8 @@ def test_constant_heads_of_a_tensor_are_those_of_its_array(plot_dir):
     def read(ax):
         return [(ax.get_title(), np.ma.filled(im.get_array(), -1.0).tobytes(), im.norm.vmax) for im in ax.images]
 
-    drawn = []
-    for mean, stem in ((c, "array"), (t, "tensor")):
-        with pytest.MonkeyPatch.context() as mp:  # one spy at a time: a second would pass on to the first
-            drawn.append(_panels_drawn(mp, lambda m=mean, s=stem: plots.plot_constant_heads(m, plot_dir / s), read))
-    arrays, tensors = drawn
+    arrays = _panels_drawn(monkeypatch, lambda: plots.plot_constant_heads(c, plot_dir / "array"), read)
+    tensors = _panels_drawn(monkeypatch, lambda: plots.plot_constant_heads(t, plot_dir / "tensor"), read)
     assert len({panel[0][0] for panel in arrays}) == 3 and tensors == arrays  # three heads
     picked = plots.representative_heads(c)
     assert plots.representative_heads(t) == picked and [h[2] for h in picked] == ["diagonal", "[CLS]/[SEP]", "spread"]
