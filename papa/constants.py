@@ -152,11 +152,13 @@ class ConstantAttention:
         tensor, a shape other than [layers, heads, N, N] / [N, N], or NaN/inf values fail naming the path."""
         from safetensors import SafetensorError, safe_open
 
-        from .io import UnreadableFileError
+        from .io import NOT_CONTENT_ERRORS, UnreadableFileError
 
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"ConstantAttention.load takes a path, got {type(path).__name__}")
         check_not_folder(path, "constants (safetensors)")
+        with open(path, "rb"):  # safetensors says "No such file" of a file this user may not read: Python says which
+            pass
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw = (f.metadata() or {}).get("papa", "{}")
@@ -168,7 +170,7 @@ class ConstantAttention:
                 tensors = {name: f.get_tensor(name) for name in names}
                 mean, count, norm = tensors["mean"], tensors["count"], tensors.get("norm")
         except (SafetensorError, OSError) as e:
-            if isinstance(e, FileNotFoundError):
+            if isinstance(e, NOT_CONTENT_ERRORS):  # missing, or not this user's: not a corrupt file to delete
                 raise
             raise UnreadableFileError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e}); delete "
                                       f"it and compute it again (in the workflow: its job reruns)") from e  # fmt: skip

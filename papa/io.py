@@ -267,6 +267,11 @@ class UnreadableFileError(ValueError):
     """An input file exists but cannot be read (truncated, corrupt, or of another format)."""
 
 
+#: OSErrors that say nothing of a file's content (no such file, not this user's to read): they reach the caller as
+#: they are, not as a corrupt file to delete (on a shared results folder, another user's good result).
+NOT_CONTENT_ERRORS = (FileNotFoundError, PermissionError)
+
+
 def _unreadable(path, what: str, err: Exception) -> UnreadableFileError:
     return UnreadableFileError(
         f"{path} is not a readable {what} file ({type(err).__name__}: {err}). It may be truncated or corrupt: "
@@ -284,13 +289,14 @@ def check_not_folder(path: str | Path, what: str) -> None:
 @contextlib.contextmanager
 def _reading_parquet(path):
     """Errors pyarrow raises reading the Parquet file at ``path`` (unreadable, cut short, a page whose checksum
-    fails) as an `UnreadableFileError` that names it; a missing file stays a FileNotFoundError."""
+    fails) as an `UnreadableFileError` that names it; a missing file or one this user may not read stays the
+    FileNotFoundError or PermissionError it is (`NOT_CONTENT_ERRORS`)."""
     import pyarrow as pa
 
     try:
         yield
     except (pa.ArrowException, OSError) as e:
-        if isinstance(e, FileNotFoundError):
+        if isinstance(e, NOT_CONTENT_ERRORS):
             raise
         raise _unreadable(path, "Parquet", e) from e
 

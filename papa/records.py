@@ -932,6 +932,8 @@ def _result_record(path: str | Path):
     elif suffix == ".safetensors":
         from safetensors import safe_open
 
+        with open(path, "rb"):  # safetensors says "No such file" of a file this user may not read: Python says which
+            pass
         with safe_open(str(path), framework="pt") as f:
             record = json.loads((f.metadata() or {}).get("papa", "{}"))
     elif suffix in (".png", ".svg", ".html"):
@@ -949,8 +951,9 @@ def changed_inputs(results: str | Path, root: str | Path = ".") -> list[tuple[st
     for one in another marked results folder (`MARKER`: the result was copied in from another config's run);
     ``(result, path, "misplaced")`` for one whose record says its job wrote it elsewhere (`_written_as`);
     ``(result, "", "unrecorded")`` for a result file carrying no record of its inputs (edited by another tool); and
-    ``(result, reason, "unreadable")`` for a result file whose record cannot be read (cut short, not papa's): the
-    others are still checked. Input paths are read from ``root``, the working directory of the run that wrote
+    ``(result, reason, "unreadable")`` for a result file whose record cannot be read (cut short, not papa's), or
+    ``"forbidden"`` where this user may not read it (another user's, on a shared folder): the others are still
+    checked. Input paths are read from ``root``, the working directory of the run that wrote
     them. Snakemake reruns a job whose input changed by its modification time; an input rewritten with its old time
     (``touch -r``, a copy with ``cp -p`` or ``rsync -t`` from another run) reruns nothing, and the results made from
     it no longer are what their records say: this finds them (``python -m papa.records verify``)."""
@@ -977,6 +980,9 @@ def _verify(results, root) -> tuple[list[tuple[str, str, str]], int, int]:
     for result in files:
         try:
             record = _result_record(result)
+        except PermissionError as e:  # not this user's to read (a shared folder): not a file to delete
+            found.append((str(result), " ".join(str(e).split())[:200] or type(e).__name__, "forbidden"))
+            continue
         except Exception as e:  # noqa: BLE001 - a file cut short or not papa's (pyarrow's, PIL's, json's errors)
             found.append((str(result), " ".join(str(e).split())[:200] or type(e).__name__, "unreadable"))
             continue
@@ -1085,6 +1091,8 @@ def main(argv: list[str] | None = None) -> int:
         for result, name, what in found:
             said = {"changed": f"its input {name} changed since it was read", "missing": f"its input {name} is gone",
                     "unreadable": f"unreadable ({name}): delete it and rerun its job",
+                    "forbidden": f"this user may not read it ({name}): verify it as a user who may (its owner); "
+                                 f"not a reason to delete it",
                     "misplaced": f"its record says its job wrote it as {name}: moved or swapped since",
                     "unrecorded": "it carries no papa record of its inputs (rewritten by another tool, such as "
                                   "pandas' to_parquet, or not papa's): its inputs cannot be checked; rerun its job",
@@ -1092,11 +1100,17 @@ def main(argv: list[str] | None = None) -> int:
                                f"run and copied in, not from the files beside it"}[what]  # fmt: skip
             print(f"{result}: {said}")
         if found:
-            print(
-                f"{len({r for r, _, _ in found})} of the {n_files} result(s) under {args.results} no longer match "
-                f"their recorded inputs or cannot be read: rerun their jobs (snakemake --forcerun <rule> or delete "
-                f"them; make run redoes them)"
-            )
+            wrong = {r for r, _, what in found if what != "forbidden"}
+            if wrong:
+                print(
+                    f"{len(wrong)} of the {n_files} result(s) under {args.results} no longer match their recorded "
+                    f"inputs or cannot be read: rerun their jobs (snakemake --forcerun <rule> or delete them; make "
+                    f"run redoes them)"
+                )
+            forbidden = {r for r, _, what in found if what == "forbidden"} - wrong
+            if forbidden:
+                print(f"{len(forbidden)} of the {n_files} result(s) under {args.results} this user may not read: "
+                      f"they were not checked")  # fmt: skip
             return 1
         print(f"{args.results}: every recorded input file is as it was read ({n_files} result files)")
         return 0

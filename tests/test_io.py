@@ -943,6 +943,67 @@ def test_constants_read_back_as_written_and_save_again(tmp_path):
 
 
 @pytest.mark.slow  # fresh Python processes importing torch (~3 s): `make test`, not the fast tier
+def _unprivileged(script: str, cwd) -> subprocess.CompletedProcess:
+    """``script`` run by this Python as root without the capabilities that let root read any file (``setpriv``):
+    a file of another user's with mode 600 is then as unreadable as it is to a user on a shared folder."""
+    cmd = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-c", script]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv, to make a file this process may not read")  # fmt: skip
+def test_a_result_this_user_may_not_read_is_not_called_corrupt_or_to_be_deleted(tmp_path):
+    """Review DO: a Parquet table or constants file another user owns, on a shared results folder, was "not a
+    readable ... file: it may be truncated or corrupt: delete it and write it again" (`read_parquet`,
+    `ConstantAttention.load`; safetensors itself calls it "No such file"), and `verify` said to delete it: advice
+    that deletes a good result of someone else's. It is the PermissionError it is, and verify checks the rest."""
+    import pandas as pd
+
+    import papa
+
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    ok, locked = results / "tables" / "ok.parquet", results / "tables" / "locked.parquet"
+    for path in (ok, locked):
+        io.write_parquet(pd.DataFrame({"x": [1.0]}), path, {"inputs": {}})
+    const = results / "locked.safetensors"
+    papa.data_free("toeplitz", 1, 2, 4).save(const)
+    for path in (locked, const):
+        os.chown(path, 65534, 65534)  # nobody's
+        path.chmod(0o600)
+    script = textwrap.dedent(f"""
+        import json, papa
+        from papa import io, records
+        said = {{}}
+        for name, read in (("parquet", lambda: io.read_parquet({str(locked)!r})),
+                           ("constants", lambda: papa.ConstantAttention.load({str(const)!r}))):
+            try:
+                read()
+                said[name] = "read"
+            except Exception as e:
+                said[name] = [type(e).__name__, str(e)]
+        said["ok"] = len(io.read_parquet({str(ok)!r}))
+        print(json.dumps(said))
+        print("rc", records.main(["verify", {str(results)!r}]))
+    """)
+    run = _unprivileged(script, Path(__file__).resolve().parents[1])
+    if "Operation not permitted" in run.stderr and "setpriv" in run.stderr:
+        pytest.skip(f"setpriv cannot drop capabilities here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    said, verify = run.stdout.split("\n", 1)
+    said = json.loads(said)
+    assert said["ok"] == 1  # the files beside them read
+    for name, path in (("parquet", locked), ("constants", const)):
+        kind, message = said[name]
+        assert kind == "PermissionError" and str(path) in message, said
+        assert "delete" not in message and "corrupt" not in message, message
+    assert f"{locked}: this user may not read it (" in verify and "not a reason to delete it" in verify, verify
+    assert f"{const}: this user may not read it (" in verify, verify
+    assert "delete it and rerun" not in verify and "no longer match" not in verify, verify  # nothing else is wrong
+    assert "2 of the 3 result(s) under" in verify and "this user may not read: they were not checked" in verify
+    assert verify.rstrip().endswith("rc 1")  # not "every recorded input file is as it was read"
+
+
 def test_a_jobs_thread_count_does_not_change_its_numbers():
     """A job's ``threads`` is a resource, not a param: changing it reruns nothing, so it must change no number.
     MKL's float32 products of a few rows (5 to 11: a probe's last batch, an MLM batch's masked tokens) rounded
