@@ -280,7 +280,9 @@ class FeatureCache:
     Only the tokens the probe reads are kept, as rows [tokens, L+1, H] with per-example
     ``offsets``: every valid token for sequence tasks (with its ``positions``), the scored
     first sub-words for token tasks (with their ``labels``). A cache on disk owns its folder:
-    `close()` (or garbage collection, or the end of the process) removes it.
+    `close()` (or garbage collection, or the end of the process) removes it. ``encoded``: the
+    examples it was extracted from (`extract_features` keeps them), which `check_features`
+    compares with the split it is given beside.
     """
 
     def __init__(
@@ -292,8 +294,10 @@ class FeatureCache:
         token_level: bool,
         device=None,
         folder: str | None = None,
+        encoded: Encoded | None = None,
     ):
         self.data, self.labels, self.offsets, self.positions = data, labels, offsets, positions
+        self.encoded = encoded
         self.token_level = token_level
         self.device = device or "cpu"
         self.folder = folder
@@ -399,7 +403,7 @@ def extract_features(
                                       f"{os.strerror(e.errno)}", where) from e  # fmt: skip
             raise
         where = f"memory-mapped file {folder}/features.npy" + ("" if reserved else " (not reserved: sparse)")
-    cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder)
+    cache = FeatureCache(data, labels, offsets, positions, encoded.token_level, folder=folder, encoded=encoded)
     log.info("caching features %s (%.0f MiB, %s) in %s", shape, nbytes / MB, dtype, where)
     progress = Progress(log_every)
     pos = 0
@@ -708,8 +712,8 @@ def check_features(features, train_enc: Encoded, val_enc: Encoded) -> None:
     if len(pair) != 2:
         raise TypeError(f"features must be prepare_features(...)'s (train, validation) pair, got {features!r}")
     for split, feats, enc in (("train", pair[0], train_enc), ("validation", pair[1], val_enc)):
-        if isinstance(feats, LiveFeatures):
-            same = feats.enc is enc or (len(feats.enc) == len(enc) and feats.enc.max_length == enc.max_length)
+        if isinstance(feats, LiveFeatures):  # another split of as many examples and tokens: other texts or labels
+            same = feats.enc is enc or _same_examples(feats.enc, enc)
         elif isinstance(feats, FeatureCache):
             if feats.data is None:
                 raise ValueError(f"the {split} features were closed when their prepare_features block ended: train "
@@ -719,11 +723,23 @@ def check_features(features, train_enc: Encoded, val_enc: Encoded) -> None:
             if same and labels is not None:
                 labels = labels[labels != IGNORE] if enc.token_level else labels
                 same = np.array_equal(np.asarray(feats.labels), labels)
+            if same and feats.encoded is not None:  # other texts of as many examples and the same labels
+                same = feats.encoded is enc or _same_examples(feats.encoded, enc)
         else:
-            raise TypeError(f"the {split} features are a {type(feats).__name__}, not prepare_features(...)'s")
+            kind = type(feats).__name__
+            raise TypeError(f"the {split} features are {'an' if kind[:1] in 'AEIOUaeiou' else 'a'} {kind}, not "
+                            f"prepare_features(...)'s")  # fmt: skip
         if not same:
             raise ValueError(f"the {split} features were not prepared from the {split} split given beside them "
                              f"({len(enc)} examples): prepare them from it (prepare_features)")  # fmt: skip
+
+
+def _same_examples(a: Encoded, b: Encoded) -> bool:
+    """Whether two encodings hold the same examples: token ids, attention masks and labels."""
+    if len(a) != len(b) or a.max_length != b.max_length or (a.labels is None) != (b.labels is None):
+        return False
+    return (np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.attention_mask, b.attention_mask)
+            and (a.labels is None or np.array_equal(a.labels, b.labels)))  # fmt: skip
 
 
 def check_seeds(seeds, default: int) -> list[int]:

@@ -2492,7 +2492,7 @@ def test_the_library_messages_no_test_reached_say_what_to_change(tmp_path):
          r"^Cannot read the special-token template of \w+: got \[0\]\. PAPA's layout needs a tokenizer that puts "
          r"special tokens before, between and after texts\.$"),
         (lambda: check_features((object(), object()), pads, pads), TypeError,
-         r"^the train features are a object, not prepare_features\(\.\.\.\)'s$"),
+         r"^the train features are an object, not prepare_features\(\.\.\.\)'s$"),
         (lambda: papa.average_attention(renamed, [{"input_ids": torch.ones(1, 4, dtype=torch.long)}]),
          UnsupportedModelError,
          r"^Found no BertSelfAttention module in BertModel; is this an encoder of type 'bert'\?$"),

@@ -562,11 +562,14 @@ def test_live_token_features_are_the_cached_ones_scored_tokens_and_tags(minilm):
 
 def test_features_of_another_split_of_the_same_size_are_refused(minilm):
     """`check_features`: a cache of another split with as many examples but other labels, and re-encoded features of a
-    split of another length, would train and score on the wrong hidden states, silently."""
+    split of another length, or of as many examples and tokens but other labels (review DS, left since stop 77),
+    would train and score on the wrong hidden states, silently."""
     model, tok = minilm
     tr, cfg = _toy(tok, 6), TrainConfig(lr=1e-3, batch_size=4, epochs=1)
     flipped = papa.encode(tok, TEXTS, labels=[0, 1] * 3, max_length=16)  # tr's texts, other labels
-    for strategy, other in (("memory", flipped), ("reencode", _toy(tok, 4))):
+    texts = papa.encode(tok, TEXTS[::-1], labels=tr.labels.tolist(), max_length=16)  # other texts, tr's labels
+    for strategy, other in (("memory", flipped), ("reencode", _toy(tok, 4)), ("reencode", flipped),
+                            ("memory", texts), ("disk", texts), ("reencode", texts)):  # fmt: skip
         with prepare_features(model, other, other, strategy) as feats:
             with pytest.raises(ValueError, match=r"the train features were not prepared from the train split given "
                                r"beside them \(6 examples\)"):  # fmt: skip
