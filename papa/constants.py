@@ -282,7 +282,8 @@ def effective_attention(
         valid: optional [B, N] bool of real tokens: the rows of V at pad positions are zeroed
             first (A gives them no weight), so the result has no mass on pad keys.
         rtol: singular values below ``rtol`` times the largest count as zero (default
-            ``max(N, d) * eps``, numpy's ``matrix_rank`` rule).
+            ``max(N, d) * eps``, numpy's ``matrix_rank`` rule), by either method (``cholesky_qr``
+            hands every matrix to the SVD where ``rtol`` is above 1e-9).
         method: how the projector ``U_r U_r^T`` onto the column space of V is computed.
             ``"cholesky_qr"`` (default): batched Cholesky factorisations and triangular solves
             (`projector_cholesky_qr`), equal to the SVD's projector to float64 rounding (~1e-14)
@@ -328,6 +329,9 @@ def projector_svd(v: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
 #: far from the SVD's rank threshold (~1e-14 relative), so the SVD would keep every direction too.
 _MAX_COND_GRAM = 1e12
 _MAX_ORTHO_ERR = 0.1
+#: The largest ``rtol`` for which the matrices those checks accept keep every direction under the SVD's rule too
+#: (their smallest singular value is above ~5e-8 of the largest); a larger one (a notebook's) goes to the SVD.
+_CERTIFIED_RTOL = 1e-9
 
 
 def projector_cholesky_qr(v: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
@@ -345,8 +349,11 @@ def projector_cholesky_qr(v: torch.Tensor, rtol: float | None = None) -> torch.T
       Cholesky factorisation of ``V V^T`` (the zero rows' diagonal set to the largest entry)
       with a condition bound ``||G||_F ||L^-1||_F^2`` below 1e12.
 
-    Matrices that fail their check (rank-deficient or ill-conditioned) go through `projector_svd`.
+    Matrices that fail their check (rank-deficient or ill-conditioned) go through `projector_svd`, and so does
+    every matrix where ``rtol`` is above `_CERTIFIED_RTOL` (it may drop directions the checks accept as kept).
     """
+    if rtol is not None and rtol > _CERTIFIED_RTOL:
+        return projector_svd(v, rtol)
     *batch, N, d = v.shape
     flat = v.reshape(-1, N, d)
     M = flat.shape[0]

@@ -118,6 +118,32 @@ def test_the_projectors_rank_threshold_is_relative_to_the_largest_singular_value
     assert projector_svd(V).trace().round().item() == 1 and projector_svd(V.T.contiguous()).trace().round().item() == 1
 
 
+def test_a_given_rtol_drops_the_same_directions_by_either_method(monkeypatch):
+    """Review CY (left since the cut-off session): the Cholesky path accepted any matrix it certified well
+    conditioned (singular values above ~1e-7 of the largest) and ignored ``rtol``, so ``rtol=1e-3`` on values with a
+    1e-4 direction kept it where the SVD drops it (effective attention 0.077 apart). A given rtol above what its
+    checks certify (1e-9) goes to the SVD; the default (~1e-14) and smaller ones keep the fast path."""
+    from papa.constants import projector_cholesky_qr, projector_svd
+
+    g = torch.Generator().manual_seed(7)
+    seen, _ = _spy_svd(monkeypatch)
+    for n, d in ((12, 3), (3, 6)):  # tall (CholeskyQR2) and short (the rows' Gram matrix) paths
+        k = min(n, d)
+        U = torch.linalg.qr(torch.randn(n, k, generator=g, dtype=torch.float64))[0]
+        W = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))[0]
+        V = (U * torch.tensor([1.0] * (k - 1) + [1e-4], dtype=torch.float64)) @ W.T
+        A = torch.softmax(torch.randn(1, 1, n, n, generator=g, dtype=torch.float64), -1)
+        for rtol, rank in ((1e-3, k - 1), (1e-5, k), (1e-10, k), (None, k)):
+            before = len(seen)
+            P = projector_cholesky_qr(V, rtol)
+            assert P.trace().round().item() == rank, (n, d, rtol)
+            assert torch.allclose(P, projector_svd(V, rtol), atol=1e-12), (n, d, rtol)
+            assert len(seen) - before == (rtol in (1e-3, 1e-5)), (n, d, rtol)  # a small rtol keeps the fast path
+            fast = papa.effective_attention(A, V[None, None], rtol=rtol)
+            ref = papa.effective_attention(A, V[None, None], rtol=rtol, method="svd")
+            assert torch.allclose(fast, ref, atol=1e-12), (n, d, rtol)
+
+
 def test_effective_attention_methods_agree_and_are_checked():
     v, valid = _values_with_pads(seed=2)
     g = torch.Generator().manual_seed(3)
