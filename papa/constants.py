@@ -503,9 +503,11 @@ def average_attention(
     return ConstantAttention(mean.float().cpu(), count.cpu(), meta, norm)
 
 
-def vocabulary_problem(model, top_id: int) -> str | None:
-    """Why token id ``top_id`` cannot go into ``model`` (beyond its input embeddings: an index error inside torch
-    otherwise), None when it can."""
+def vocabulary_problem(model, top_id: int, bottom_id: int = 0) -> str | None:
+    """Why token ids from ``bottom_id`` to ``top_id`` cannot go into ``model`` (below 0 or beyond its input
+    embeddings: an index error inside torch otherwise), None when they can."""
+    if bottom_id < 0:
+        return f"token id {bottom_id}, and token ids run from 0: encode the texts with this model's tokenizer"
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     size = getattr(emb, "num_embeddings", None)
     if size is None or top_id < size:
@@ -559,7 +561,7 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(f"{where}: input_ids are {str(ids.dtype).removeprefix('torch.')}, and token ids are "
                         f"integers: pass them as torch.long (enc.batches(32) does)")  # fmt: skip
-    why = vocabulary_problem(model, int(ids.max()))
+    why = vocabulary_problem(model, int(ids.max()), int(ids.min()))
     types = batch.get("token_type_ids")
     if not why and isinstance(types, torch.Tensor) and types.numel():
         why = segment_problem(model, int(types.max()))

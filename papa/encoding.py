@@ -270,6 +270,21 @@ def token_meta(path) -> dict:
     return _open_tokens(path)[1]
 
 
+def _row_indices(rows, n: int, path) -> np.ndarray:
+    """``rows`` as int64 indices of a token file's ``n`` examples, failing on what numpy would read otherwise: a
+    negative index (the last rows, counted from the end), a bool mask (read as rows 0 and 1), a float."""
+    idx = np.asarray(rows)
+    if idx.size == 0:
+        return idx.astype(np.int64).reshape(-1)
+    if idx.dtype == bool or not np.issubdtype(idx.dtype, np.integer) or idx.ndim != 1:
+        raise TypeError(f"rows must be a list of example indices (integers), got {idx.dtype} of shape {idx.shape}: "
+                        f"for a mask m, pass numpy.flatnonzero(m)")  # fmt: skip
+    if idx.min() < 0 or idx.max() >= n:
+        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+        raise IndexError(f"rows holds {bad}, and {path} has {n} examples: indices run from 0 to {n - 1}")
+    return idx.astype(np.int64)
+
+
 def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024) -> Iterator[Encoded]:
     """Yield `Encoded` batches of ``batch_size`` examples from a token file without reading it whole.
 
@@ -286,7 +301,7 @@ def stream_tokens(path, batch_size: int, rows=None, read_rows: int = 1024) -> It
     keep = None
     if rows is not None:
         keep = np.zeros(meta["n_rows"], dtype=bool)
-        keep[np.asarray(rows, dtype=np.int64)] = True
+        keep[_row_indices(rows, meta["n_rows"], path)] = True
     start, rest = 0, None  # rest: examples read but not yet yielded (fewer than batch_size)
     for rb in read_batches(path, f, batch_size=max(int(read_rows), int(batch_size))):
         chunk = Encoded.from_arrow(rb, layout, N, meta)

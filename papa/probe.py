@@ -695,7 +695,8 @@ def check_model_inputs(model, *splits: Encoded) -> None:
     check_weights_loaded(model)
     for enc in splits:
         check_positions(model, enc.max_length)
-        why = vocabulary_problem(model, int(np.asarray(enc.input_ids).max()) if len(enc) else -1)
+        ids = np.asarray(enc.input_ids)
+        why = vocabulary_problem(model, int(ids.max()), int(ids.min())) if ids.size else None
         if not why and enc.token_type_ids is not None and len(enc):
             why = segment_problem(model, int(np.asarray(enc.token_type_ids).max()))
         if why:

@@ -1783,6 +1783,14 @@ def test_the_public_api_refuses_bad_input_before_any_work(minilm, tmp_path):
     with pytest.raises(ValueError, match="encoded with another model's tokenizer"):
         probe_mod.learn_lambdas(small, papa.constants.data_free("uniform", 2, 4, 16), tr, va, "sequence", 2,
                                 ["accuracy"], cfg)  # fmt: skip
+    # a negative token id (review DR, left since stop 76: the embedding's IndexError named no batch, no id)
+    neg = replace(tr, input_ids=tr.input_ids.copy())
+    neg.input_ids[1, 2] = -5
+    needle = r"token id -5, and token ids run from 0: encode the texts with this model's tokenizer"
+    with pytest.raises(ValueError, match=r"the inputs hold " + needle):
+        run_probe(model, neg, va, "sequence", 2, ["accuracy"], cfg)
+    with pytest.raises(ValueError, match=r"the batch after 0 examples holds " + needle):
+        average_attention(model, neg.batches(4))
     # a setting that would be ignored or misread: an unknown batch_order ran the seeds per_seed without a word, an
     # unknown init left torch's initialisation, learn_lambdas' cfg=None failed on an AttributeError
     with pytest.raises(ValueError, match="Unknown batch_order 'Shared'; choose from per_seed, shared"):

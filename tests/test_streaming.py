@@ -153,6 +153,26 @@ def test_stream_tokens_refuses_a_batch_size_that_is_no_positive_integer(token_fi
         next(encoding.stream_tokens(path, 4, read_rows=0))
 
 
+def test_stream_tokens_refuses_rows_numpy_would_read_as_other_rows(token_file):
+    """Review DR (left since stop 76): ``rows=[-1]`` streamed the file's last example (numpy counts from the end), a
+    bool mask its rows 0 and 1, a float index the row below it; an index past the end was numpy's bare IndexError.
+    Each fails naming what to pass; the indices a subsample draws, and none, stream as before."""
+    enc, path = token_file
+    n = len(enc)
+    for rows, error, needle in (([-1], IndexError, rf"rows holds -1, and .*{path.name} has {n} examples: indices run "
+                                                   rf"from 0 to {n - 1}$"),
+                                ([0, n], IndexError, rf"rows holds {n}, and "),
+                                (np.arange(n) < 2, TypeError, r"rows must be a list of example indices \(integers\), "
+                                                              r"got bool .*numpy\.flatnonzero\(m\)"),
+                                ([0.0, 2.0], TypeError, r"got float64 of shape \(2,\)"),
+                                ([[0, 1]], TypeError, r"got int64 of shape \(1, 2\)")):  # fmt: skip
+        with pytest.raises(error, match=needle):
+            next(encoding.stream_tokens(path, 4, rows=rows))
+    assert [len(b) for b in encoding.stream_tokens(path, 4, rows=[])] == []
+    got = papa.Encoded.concat(list(encoding.stream_tokens(path, 2, rows=np.array([n - 1, 0], dtype=np.int32))))
+    _same(got, enc.subset(np.array([0, n - 1])))  # file order, whatever the integer type
+
+
 # (41, 20): 83 examples leave a last batch of one (review DR's mutation testing: one left over was never read)
 @pytest.mark.parametrize("batch_size,read_rows", [(8, 8), (8, 20), (32, 5), (100, 1024), (41, 20)])
 @pytest.mark.parametrize("subsample", [False, True])
