@@ -194,10 +194,27 @@ def _not_loaded(name_or_path: str, path: str, err: Exception) -> OSError:
     name = split_revision(str(name_or_path))[0]
     near = alias_near(name)
     hint = f"Did you mean the offline alias {near!r}? " if near else ""
+    reason = str(err).rstrip()
     return OSError(
-        f"Could not load {name_or_path!r} (resolved to {path!r}): {err}. {hint}Without a model hub, use a "
-        f"local folder or the offline alias 'minilm'."
+        f"Could not load {name_or_path!r} (resolved to {path!r}): {reason}{'' if reason.endswith('.') else '.'} "
+        f"{hint}Without a model hub, use a local folder or the offline alias 'minilm'."
     )
+
+
+def _check_local(name_or_path: str, path: str, revision: str | None, what: str = "model") -> None:
+    """Refuse, for a model that resolved to a local folder (an offline alias's or the user's), a revision (it pins
+    a hub model: transformers would ignore it, and the record would name a commit the weights are not from) and,
+    for a ``model``, a folder without ``config.json`` (transformers' error asked for a key in the file it lacks)."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return
+    if revision:
+        raise ValueError(f"{name_or_path!r}: a revision (@{revision}) pins a hub model, and {str(path)!r} is a local "
+                         f"folder (an offline alias's is its package's release): it would be ignored; drop "
+                         f"@{revision}")  # fmt: skip
+    if what == "model" and not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{path} has no config.json: not a transformers model folder (save one with "
+                                f"model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
 
 
 def alias_near(name: str) -> str | None:
@@ -237,6 +254,7 @@ def load_tokenizer(name_or_path: str):
     name it cannot load fails as there (the alias it is close to), as does a folder without its vocabulary."""
     name, revision = split_revision(name_or_path)
     path = resolve_model_path(name)
+    _check_local(name_or_path, path, revision, "tokenizer")
     with _loading(name_or_path, path, "tokenizer"):
         return _tokenizer(name_or_path, path, revision)
 
@@ -645,6 +663,7 @@ def load_encoder(
         raise TypeError(f"dtype must be a torch floating-point dtype (torch.float32, torch.float16, torch.bfloat16), "
                         f"got {dtype!r}")  # fmt: skip
     path = resolve_model_path(name)
+    _check_local(name_or_path, path, revision)
     classes = {
         None: AutoModel,
         "mlm": AutoModelForMaskedLM,

@@ -25,11 +25,28 @@ def test_missing_local_model_folder_names_the_path(tmp_path):
     # a hub id the hub cannot give here (offline: the tests set HF_HUB_OFFLINE): transformers' reason, framed with
     # the id, what it resolved to and what to use instead
     said = r"(?s)^Could not load 'org/x' \(resolved to 'org/x'\): .+Without a model hub, use a local folder or the "
-    with pytest.raises(OSError, match=said + r"offline alias 'minilm'\.$"):
+    with pytest.raises(OSError, match=said + r"offline alias 'minilm'\.$") as hub:
         papa.load_encoder("org/x", device="cpu")
+    assert ".. " not in str(hub.value)  # transformers' reason ends in a period of its own (stop 96's left item)
     # hub ids and aliases are not paths
     assert not papa.models.looks_like_path("FacebookAI/roberta-base")
     assert not papa.models.looks_like_path("minilm")
+
+
+def test_a_local_model_with_a_revision_or_without_config_json_says_what_to_change(tmp_path):
+    """Left since the cut-off session's review CY and stop 96: ``load_encoder('minilm@deadbeef')`` loaded the
+    package's release and ignored the revision (the config check refused it, the library did not), and a folder
+    without config.json failed on transformers' "Unrecognized model ... Should have a `model_type` key in its
+    config.json", which asks for a key of a file the folder lacks."""
+    for load in (papa.load_encoder, papa.models.load_tokenizer):
+        said = r"^'minilm@deadbeef': a revision \(@deadbeef\) pins a hub model, and '.+' is a local folder "
+        with pytest.raises(ValueError, match=said + r".*it would be ignored; drop @deadbeef$"):
+            load("minilm@deadbeef")
+    empty = tmp_path / "my-model"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"my-model has no config\.json: not a transformers model folder "
+                                                r"\(save one with model\.save_pretrained"):  # fmt: skip
+        papa.load_encoder(str(empty), device="cpu")
 
 
 def test_corrupt_parquet_names_the_path(tmp_path):
