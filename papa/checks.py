@@ -24,6 +24,7 @@ from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name, no_rows
 from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
+from .io import expand_home
 from .metrics import chunk_tagged, entity_f1_problem
 from .records import listed, read_schema
 from .spec import (
@@ -1200,12 +1201,10 @@ def job_environment(environ) -> None:
     environ.setdefault("PYTHONUTF8", "1")
 
 
-def _home(path) -> Path:
-    """``path`` with a leading ``~`` or ``~user`` expanded where this machine knows that home, else as written (the
-    checks then name it as a path that is not there): `Path.expanduser` raises a RuntimeError for a user it does not
-    know, so ``results: ~nosuch/out`` or a dataset file ``~nosuch/train.csv`` failed the config check on a bare
-    "Could not determine home directory"."""
-    return Path(os.path.expanduser(path))
+#: ``path`` with ``~`` expanded where this machine knows that home, else as written (the checks then name it as a
+#: path that is not there): ``results: ~nosuch/out`` or a dataset file ``~nosuch/train.csv`` failed the config check
+#: on `Path.expanduser`'s bare "Could not determine home directory".
+_home = expand_home
 
 
 def _absolute_hint(value: str) -> str:

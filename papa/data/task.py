@@ -28,7 +28,7 @@ import pandas as pd
 from ..io import SEED_LIMIT, atomic_path, footer_json, is_integer, parquet_file, read_table, write_table
 from ..spec import NAME_PATTERN, PREPARED_SPLITS
 from . import hub, local, packages
-from .downloads import default_cache_dir, make_cache_dir
+from .downloads import default_cache_dir, known_home, make_cache_dir
 from .errors import DataIntegrityError, TaskSpecError, positive_int, require_columns
 from .hub import load_hub
 from .local import load_local
@@ -518,7 +518,7 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         raise TaskSpecError(f"validation_fraction must be a number strictly between 0 and 1, got {fraction!r}")
     max_train = positive_int(spec, "max_train")
     max_validation = positive_int(spec, "max_validation")
-    cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    cache_dir = known_home(cache_dir, "cache_dir") if cache_dir is not None else default_cache_dir()
     if cache_dir.exists() and not cache_dir.is_dir():
         raise TaskSpecError(f"cache_dir {str(cache_dir)!r} is a file: give a folder (downloads and extracted corpora "
                             f"are kept there)")  # fmt: skip
