@@ -85,7 +85,9 @@ class ConstantAttention:
                 raise TypeError(f"ConstantAttention.{name} must be a tensor, got {type(value).__name__}")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"ConstantAttention.metadata must be a dict, got {type(self.metadata).__name__}")
-        json.dumps(self.metadata, default=json_value)  # what save cannot store fails here, not after the work
+        _check_keys(self.metadata)
+        json.dumps(self.metadata, sort_keys=True, default=json_value)  # what save cannot store fails here, not after
+        # the work
         mean, count, norm = self.mean, self.count, self.norm
         N = mean.shape[-1] if mean.dim() else 0
         if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
@@ -141,6 +143,7 @@ class ConstantAttention:
         tensors = {k: t.contiguous().cpu() for k, t in tensors.items()}
         if DIGEST_KEY in self.metadata:
             raise ValueError(f"metadata key {DIGEST_KEY!r} is where save records the tensors' sha256: rename yours")
+        _check_keys(self.metadata)
         record = {**self.metadata, DIGEST_KEY: _tensors_digest(tensors)}
         meta = {"papa": json.dumps(record, sort_keys=True, default=json_value)}
         with atomic_path(path) as tmp:
@@ -592,13 +595,29 @@ def _check_metadata(metadata: dict | None, fn: str) -> None:
         return
     if not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
-    json.dumps(metadata, default=json_value)  # before the work: what save cannot store
+    _check_keys(metadata)
+    json.dumps(metadata, sort_keys=True, default=json_value)  # before the work: what save cannot store
     computed = [k for k in COMPUTED_METADATA if k in metadata]
     if computed:
         raise ValueError(
             f"{fn}: metadata may not set {', '.join(computed)}: {fn} records what the matrices are "
             f"(metadata adds keys; model and model_revision may name the model otherwise)"
         )
+
+
+def _check_keys(value, where: str = "metadata") -> None:
+    """Refuse a dict key (at any depth of ``value``) that is no string: `ConstantAttention.save` stores metadata as
+    JSON with sorted keys, so ``1`` beside ``"a"`` failed there after the averaging's work, and a lone ``1`` came
+    back from `load` as ``"1"``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where} has the key {k!r} ({type(k).__name__}): metadata keys are strings (it is "
+                                f"stored as JSON); write it as {str(k)!r}")  # fmt: skip
+            _check_keys(v, f"{where}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_keys(item, where)
 
 
 def _with_metadata(meta: dict, metadata: dict | None) -> dict:

@@ -986,8 +986,11 @@ def stage_options(hp: dict) -> dict:
 def draw_rows(n: int, max_n: int | None, rng: np.random.Generator) -> np.ndarray | None:
     """Sorted row numbers of a random subset of ``max_n`` of ``n`` examples, drawn with ``rng``;
     None (every row) when ``max_n`` is None or not smaller than ``n``. (`papa.data` subsamples
-    datasets with its own, different draw; both are kept as they are, so results do not move.)"""
-    if not max_n or n <= max_n:
+    datasets with its own, different draw; both are kept as they are, so results do not move.) A ``max_n`` that is
+    no positive integer fails (0 drew every row)."""
+    if max_n is not None and (not io.is_integer(max_n) or max_n < 1):
+        raise ValueError(f"the number of examples to draw must be a positive integer (None: every one), got {max_n!r}")
+    if max_n is None or n <= max_n:
         return None
     return np.sort(rng.permutation(n)[:max_n])
 

@@ -168,6 +168,9 @@ def test_probe_max_train_trains_every_seed_on_one_drawn_subset(job, tmp_path, mo
     assert np.array_equal(seen[1], drawn.input_ids)
     assert pipeline.subsample(full, None, np.random.default_rng(0)) is full
     assert pipeline.subsample(full, len(full), np.random.default_rng(0)) is full
+    for bad in (0, -3, 2.5, True):  # 0 drew every row (stop 92's left item; the schema's minimum 1 kept it from jobs)
+        with pytest.raises(ValueError, match=rf"examples to draw must be a positive integer .*got {bad!r}$"):
+            pipeline.subsample(full, bad, np.random.default_rng(0))
 
 
 def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path):
