@@ -118,6 +118,8 @@ class ConstantAttention:
         valid (``count`` 0 on its row): the constant heads give those tokens an exactly zero output (the
         paper's 0 where no example was valid), e.g. validation inputs longer than any averaged one."""
         never = (torch.as_tensor(self.count).diagonal() == 0).cpu().numpy()
+        if isinstance(attention_mask, torch.Tensor):  # on a GPU, or a float mask requiring grad: numpy took neither
+            attention_mask = attention_mask.detach().cpu()
         mask = np.asarray(attention_mask)
         if mask.ndim != 2 or mask.shape[1] != len(never):
             raise ValueError(f"attention_mask has shape {mask.shape}, and the constants N = {len(never)}: give the "

@@ -426,6 +426,11 @@ def test_uncovered_queries_count_the_tokens_constant_heads_zero():
     assert C.uncovered_queries(papa_batch(model, [5, 3])["attention_mask"]) == 0
     # every example's uncovered tokens count, not the positions (review DR's mutation testing)
     assert C.uncovered_queries(papa_batch(model, [9, 9, 7])["attention_mask"]) == 4 + 4 + 2
+    # a mask numpy does not take as it is (review CR, left since stop 71): a float one requiring grad, one on the
+    # model's device (a GPU, where make test-cuda runs it)
+    device = next(model.parameters()).device
+    for mask in (long["attention_mask"].float().requires_grad_(), long["attention_mask"].to(device)):
+        assert C.uncovered_queries(mask) == 4
     outs = []
     from papa.models import attention_modules
 
