@@ -281,6 +281,12 @@ def test_parse_rt_labels_each_rating_by_its_sign_and_drops_a_rating_of_zero(tmp_
     p.write_bytes(b"1\t0.5\tgood\r\n2\t-1\r\n")
     with pytest.raises(D.DataIntegrityError, match=r"rt.txt:2: expected id<TAB>rating<TAB>text"):
         packages.parse_rt(p, {}, ["negative", "positive"])
+    # a rating that is no finite number (stop 94's left item: float('abc') was a ValueError naming no file or line,
+    # and nan was labelled negative)
+    for bad in ("abc", "nan", "-inf", ""):
+        p.write_bytes(f"1\t0.5\tgood\r\n2\t{bad}\tbad\r\n".encode())
+        with pytest.raises(D.DataIntegrityError, match=rf"rt.txt:2: the rating '{bad}' is no finite number$"):
+            packages.parse_rt(p, {}, ["negative", "positive"])
 
 
 def test_parse_wsj_splits_sentences_after_a_period_with_their_closing_quotes_and_brackets(tmp_path):
@@ -3347,6 +3353,17 @@ def test_settings_that_leave_no_rows_name_the_key(tmp_path, cache_dir):
                                               r"chunk_words=100000 words\) is shorter than min_words=100000: lower "
                                               r"min_words"):  # fmt: skip
         D.load_task({"name": "wiki", "source": "package", "chunk_words": 100000, "min_words": 100000}, cache_dir)
+    # a dump without article text (stop 94's left item: its "0 chunks" were said to be shorter than min_words)
+    import bz2
+
+    dump = tmp_path / "dump.xml.bz2"
+    pages = ("<page><title>A</title><ns>0</ns><id>1</id><redirect title='B'/><revision><id>5</id><text>#REDIRECT "
+             "[[B]]</text></revision></page><page><title>Talk:B</title><ns>1</ns><id>2</id><revision><id>6</id>"
+             "<text>words here</text></revision></page>")  # fmt: skip
+    dump.write_bytes(bz2.compress(f"<mediawiki>{pages}</mediawiki>".encode()))
+    with pytest.raises(D.DataIntegrityError, match=r"dump\.xml\.bz2 holds no article text: of its 2 pages, 1 are "
+                                                   r"redirects and 1 in other namespaces"):  # fmt: skip
+        packages.parse_wiki(dump, {}, [])
     p = _csv(tmp_path)
     with pytest.raises(D.TaskSpecError, match=r"\"labels\" names 'positive' more than once \(\['positive', "
                                               r"'negative', 'positive'\]\): list each label once"):  # fmt: skip

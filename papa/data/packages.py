@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,7 +101,12 @@ def parse_rt(path: Path, spec: dict, labels: list[str]) -> tuple[pd.DataFrame, d
             if len(parts) != 3:
                 raise DataIntegrityError(f"{path}:{lineno}: expected id<TAB>rating<TAB>text, got {line[:80]!r}")
             n_raw += 1
-            rating = float(parts[1])
+            try:
+                rating = float(parts[1])
+            except ValueError:
+                rating = math.nan
+            if not math.isfinite(rating):  # a bare ValueError named no file; nan was labelled negative
+                raise DataIntegrityError(f"{path}:{lineno}: the rating {parts[1][:40]!r} is no finite number")
             if rating == 0.0:
                 n_zero += 1
                 continue
@@ -230,6 +236,10 @@ def parse_wiki(path: Path, spec: dict, labels: list[str]) -> tuple[pd.DataFrame,
                         texts.append(chunk)
                         groups.append(page.get("id"))
                         k += 1
+    if not texts and not n_short:  # no article text at all: "0 chunks shorter than min_words" blamed the setting
+        raise DataIntegrityError(f"{path} holds no article text: of its {n_pages} pages, {n_redirects} are redirects "
+                                 f"and {n_other_ns} in other namespaces than articles' (0); is it a MediaWiki dump "
+                                 f"of a wiki's pages?")  # fmt: skip
     if not texts:  # the task's "split is empty" named no key
         raise TaskSpecError(f"every one of the wiki corpus's {n_short} chunks (of at most chunk_words={chunk_words} "
                             f"words) is shorter than min_words={min_words}: lower min_words (default "
