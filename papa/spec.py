@@ -249,6 +249,7 @@ AVERAGING_ONLY = (
     "papa.models:load_encoder",
     "papa.encoding:stream_tokens",
     "papa.encoding:separator_positions",
+    "papa.pipeline:real_tokens_only",
 )
 
 #: ``fraction_dynamic`` as `format_fraction` writes it in paths (1, 0.5, 0.0625, 0, 1e-05).
