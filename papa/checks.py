@@ -31,6 +31,7 @@ from .spec import (
     ALL_CONSTANT,
     BINARY_METRICS,
     CONSTANTS_PATTERN,
+    CORPUS_SEP,
     DATA_KINDS,
     LAMBDA_ORDERS,
     METHOD_CONSTANTS,
@@ -583,8 +584,8 @@ def _schema_error_line(error) -> str:
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         return f"{key} lacks the key {missing!r}, which has no default: add it"
-    if kind == "enum" and path.startswith("analyses.constant_kinds[") and "@" in str(value):
-        kind_, _, corpus = str(value).partition("@")
+    if kind == "enum" and path.startswith("analyses.constant_kinds[") and CORPUS_SEP in str(value):
+        kind_, _, corpus = str(value).partition(CORPUS_SEP)
         return (f"{key} is {value!r}: constant_kinds are the kinds Table 1 runs on the task's own data; "
                 f"matrices averaged on another corpus are analyses.cross_corpus (write {kind_!r} here, {corpus!r} "
                 f"there)")  # fmt: skip

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import Progress, check_not_folder, is_integer, json_value
+from .io import PROVENANCE_KEY, Progress, check_not_folder, is_integer, json_value
 from .models import check_positions, in_mode, model_revision, model_shape
 from .spec import CONSTANT_KINDS, DATA_FREE, DATA_KINDS
 
@@ -147,7 +147,7 @@ class ConstantAttention:
             raise ValueError(f"metadata key {DIGEST_KEY!r} is where save records the tensors' sha256: rename yours")
         _check_keys(self.metadata)
         record = {**self.metadata, DIGEST_KEY: _tensors_digest(tensors)}
-        meta = {"papa": json.dumps(record, sort_keys=True, default=json_value)}
+        meta = {PROVENANCE_KEY: json.dumps(record, sort_keys=True, default=json_value)}
         with atomic_path(path) as tmp:
             save_file(tensors, str(tmp), metadata=meta)
 
@@ -166,7 +166,7 @@ class ConstantAttention:
             pass
         try:
             with safe_open(str(path), framework="pt") as f:
-                raw = (f.metadata() or {}).get("papa", "{}")
+                raw = (f.metadata() or {}).get(PROVENANCE_KEY, "{}")
                 digest = (f.metadata() or {}).get("sha256")  # stop 41's files: a key of its own; older ones: none
                 names = set(f.keys())
                 if not {"mean", "count"} <= names:

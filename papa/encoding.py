@@ -42,7 +42,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .io import footer_json, is_integer, json_value, parquet_file, read_batches, read_table, write_table
+from .io import (
+    PROVENANCE_KEY,
+    footer_json,
+    is_integer,
+    json_value,
+    parquet_file,
+    read_batches,
+    read_table,
+    write_table,
+)
 
 IGNORE = -100
 #: Where an encoded row puts its separators (`encode`): ``papa`` (the final at N-1, a pair's middle at N/2) or
@@ -244,7 +253,7 @@ class Encoded:
         }
         footer = json.dumps(meta, default=json_value)  # numbers as numbers; what JSON cannot hold fails, naming it
         table = self.to_arrow()
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"papa": footer})
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), PROVENANCE_KEY.encode(): footer})
         write_table(table, path)
 
     @classmethod
@@ -257,7 +266,7 @@ class Encoded:
 def _open_tokens(path):
     """The token file as a ``pyarrow.parquet.ParquetFile`` and its papa metadata (footer only)."""
     f = parquet_file(path)
-    meta = footer_json(path, (f.schema_arrow.metadata or {}).get(b"papa", b"{}"))
+    meta = footer_json(path, (f.schema_arrow.metadata or {}).get(PROVENANCE_KEY.encode(), b"{}"))
     if "max_length" not in meta:
         raise ValueError(f"{path} is not a papa token file (no papa metadata): write it with papa.Encoded.save")
     # a token file written before its layout was recorded has papa's own (the only one then)

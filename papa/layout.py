@@ -31,12 +31,16 @@ RESULTS = {
     # one seed's file of a probe run (rule probe writes the run's seeds, rule probe_trained one of them)
     "probe": f"probe/{{model}}/{{task}}/{{constants}}/{{selection}}/{FRACTION_SEGMENT}/{spec.seed_file('{seed}')}",
     "patterns": "patterns/{model}/{dataset}/N{n}.parquet",
-    "mlm": "mlm/{model}/{dataset}/N{n}/{name}",  # name: scores.parquet, lambdas.parquet
+    "mlm": "mlm/{model}/{dataset}/N{n}/{name}",  # name: one of MLM_FILES
 }
 
 #: The files of one lambda run (rule learn_lambda, the ``name`` of a ``lambda`` path): the lambdas the lambda-ranked
 #: head orders read, and the metrics of the probe that learned them.
 LAMBDA_FILES = ("lambdas.parquet", "metrics.parquet")
+
+#: The files of one masked-LM run (rule mlm, the ``name`` of an ``mlm`` path): the scores at each fraction, which the
+#: MLM table reads, and the lambdas the run learned.
+MLM_FILES = ("scores.parquet", "lambdas.parquet")
 
 #: Each rule's job, as its log (``logs/<folder>/<job>.log``) and benchmark (``benchmarks/<folder>/<job>.tsv``)
 #: name it: rule -> (stage of its results, folder, job). Rule probe's job (every seed of a run) logs to

@@ -1381,9 +1381,7 @@ class ProbeStage(ModelStage):
                 **{
                     **sm.config["cache"],
                     "dtype": sm.params.cache_dtype,
-                    "budget_mb": job_cache_budget(
-                        sm.config["cache"].get("budget_mb", CacheConfig.budget_mb), job_memory_mib(sm)
-                    ),
+                    "budget_mb": job_cache_budget(sm.config["cache"]["budget_mb"], job_memory_mib(sm)),
                 }
             ),  # fmt: skip
             seed=int(sm.params.order_seed),

@@ -628,8 +628,11 @@ def stale_files(results: str | Path, made) -> list[str]:
     fraction_dynamic, constants spec, head order, model or task), sorted. The tables never read them; a read of the
     whole folder (``pd.read_parquet(f"{results}/probe", partitioning=None)``) would. Rule prune removes them
     (`remove_files`)."""
+    from .layout import RESULTS
+
     made = {os.path.normpath(f) for f in made}
-    found = (p for d in ("probe", "lambda") for p in Path(results, d).rglob("*.parquet") if not p.name.startswith("."))
+    folders = (RESULTS[stage].split("/")[0] for stage in ("probe", "lambda"))  # probe/, lambda/
+    found = (p for d in folders for p in Path(results, d).rglob("*.parquet") if not p.name.startswith("."))
     return sorted(str(p) for p in found if os.path.normpath(p) not in made)
 
 
@@ -935,7 +938,7 @@ def _result_record(path: str | Path):
         with open(path, "rb"):  # safetensors says "No such file" of a file this user may not read: Python says which
             pass
         with safe_open(str(path), framework="pt") as f:
-            record = json.loads((f.metadata() or {}).get("papa", "{}"))
+            record = json.loads((f.metadata() or {}).get(io.PROVENANCE_KEY, "{}"))
     elif suffix in (".png", ".svg", ".html"):
         from .plots import figure_record
 

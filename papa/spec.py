@@ -30,6 +30,8 @@ CONSTANT_KINDS = DATA_KINDS + DATA_FREE
 #: Kinds whose matrices can train with the probe (``<kind>_trained``, paper Table 1).
 TRAINABLE = ("average", "toeplitz")
 TRAINED_SUFFIX = "_trained"
+#: What separates a constants spec's kind from the corpus its matrices are averaged on (``average@wiki``).
+CORPUS_SEP = "@"
 #: Every kind a constants spec may name (``average``, ..., ``average_trained``, ``toeplitz_trained``).
 SPEC_KINDS = CONSTANT_KINDS + tuple(k + TRAINED_SUFFIX for k in TRAINABLE)
 
@@ -39,13 +41,13 @@ PREPARED_SPLITS = ("train", "validation")
 #: A name of a dataset, model or task (config keys; path components).
 NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 #: ``kind[_trained][@corpus]`` (the config schema's pattern for sweep.constants is this one).
-CONSTANTS_PATTERN = rf"({'|'.join(SPEC_KINDS)})(@{NAME_PATTERN})?"
+CONSTANTS_PATTERN = rf"({'|'.join(SPEC_KINDS)})({CORPUS_SEP}{NAME_PATTERN})?"
 #: The specs whose matrices train with the probe (``<kind>_trained[@corpus]``): the encoder runs with
 #: gradients for every batch, and the seeds share nothing, so the workflow runs one job per seed (rule
 #: ``probe_trained``).
-TRAINED_CONSTANTS_PATTERN = rf"({'|'.join(k + TRAINED_SUFFIX for k in TRAINABLE)})(@{NAME_PATTERN})?"
+TRAINED_CONSTANTS_PATTERN = rf"({'|'.join(k + TRAINED_SUFFIX for k in TRAINABLE)})({CORPUS_SEP}{NAME_PATTERN})?"
 #: The specs whose matrices stay fixed: one job for all seeds, which share the encoder's hidden states (rule ``probe``).
-FIXED_CONSTANTS_PATTERN = rf"({'|'.join(CONSTANT_KINDS)})(@{NAME_PATTERN})?"
+FIXED_CONSTANTS_PATTERN = rf"({'|'.join(CONSTANT_KINDS)})({CORPUS_SEP}{NAME_PATTERN})?"
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,9 @@ class ConstantsSpec:
         """``"average"``, ``"average_trained@wiki"``, ... -> a `ConstantsSpec` (a clear error otherwise)."""
         if isinstance(text, ConstantsSpec):
             return text
-        base = text.partition("@")[0].removesuffix(TRAINED_SUFFIX) if isinstance(text, str) else None
-        if base in CONSTANT_KINDS and base not in TRAINABLE and text.partition("@")[0].endswith(TRAINED_SUFFIX):
+        kind, _, corpus = text.partition(CORPUS_SEP) if isinstance(text, str) else (None, None, None)
+        base = kind.removesuffix(TRAINED_SUFFIX) if kind is not None else None
+        if base in CONSTANT_KINDS and base not in TRAINABLE and kind.endswith(TRAINED_SUFFIX):
             raise ValueError(f"Constants spec {text!r}: {base!r} matrices cannot be trained; trainable kinds: "
                              f"{', '.join(TRAINABLE)} (average_trained, toeplitz_trained)")  # fmt: skip
         if not isinstance(text, str) or not re.fullmatch(CONSTANTS_PATTERN, text):
@@ -85,12 +88,11 @@ class ConstantsSpec:
                 f"Constants spec {text!r} is not kind[_trained][@corpus] with kind one of "
                 f"{', '.join(SPEC_KINDS)}, e.g. 'average', 'average_trained', 'average@wiki'"
             )
-        kind, _, corpus = text.partition("@")
         trained = kind.endswith(TRAINED_SUFFIX)
         return cls(kind.removesuffix(TRAINED_SUFFIX) if trained else kind, trained, corpus or None)
 
     def __str__(self) -> str:
-        return self.kind + (TRAINED_SUFFIX if self.trained else "") + (f"@{self.corpus}" if self.corpus else "")
+        return self.kind + (TRAINED_SUFFIX if self.trained else "") + (CORPUS_SEP + self.corpus if self.corpus else "")
 
     @property
     def data_free(self) -> bool:

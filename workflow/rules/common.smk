@@ -142,8 +142,7 @@ def patterns_path(model, dataset, n):
 
 
 def mlm_path(model, dataset, n, name):
-    """A file (``scores.parquet``, ``lambdas.parquet``) of the masked-LM curve of a model on a dataset at N
-    (rule mlm)."""
+    """A file (one of papa.layout.MLM_FILES) of the masked-LM curve of a model on a dataset at N (rule mlm)."""
     return layout.result_path(R, "mlm", model=model, dataset=dataset, n=n, name=name)
 
 
@@ -406,7 +405,7 @@ def mlm_hp():
 def mlm_files():
     if not MLM.get("models"):
         return []
-    return [mlm_path(m, MLM["dataset"], MLM["max_length"], "scores.parquet") for m in MLM["models"]]
+    return [mlm_path(m, MLM["dataset"], MLM["max_length"], layout.MLM_FILES[0]) for m in MLM["models"]]
 
 
 @functools.lru_cache(maxsize=None)

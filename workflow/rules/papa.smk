@@ -215,8 +215,8 @@ rule mlm:
         validation=tokens("{model}", "{dataset}", "{n}", "validation"),
         model=lambda wc: model_input(wc.model),
     output:
-        scores=mlm_path("{model}", "{dataset}", "{n}", "scores.parquet"),
-        lambdas=mlm_path("{model}", "{dataset}", "{n}", "lambdas.parquet"),
+        scores=mlm_path("{model}", "{dataset}", "{n}", layout.MLM_FILES[0]),
+        lambdas=mlm_path("{model}", "{dataset}", "{n}", layout.MLM_FILES[1]),
     params:
         code=code("mlm.py"),  # the papa code the script reaches: a change reruns this rule
         model=lambda wc: model_path(wc.model),
