@@ -1613,7 +1613,15 @@ def _models(models: dict) -> list[str]:
     transformers config does not have (it would be kept as an unused attribute, silently)."""
     import difflib
 
-    from .models import FAMILIES, SPLIT_ZIP_ALIASES, alias_typo, is_package_alias, looks_like_path, split_revision
+    from .models import (
+        FAMILIES,
+        SPLIT_ZIP_ALIASES,
+        alias_typo,
+        is_alias,
+        is_package_alias,
+        looks_like_path,
+        split_revision,
+    )
 
     errors = []
     for m, entry in models.items():
@@ -1669,7 +1677,7 @@ def _models(models: dict) -> list[str]:
                           f"the jobs would read in place of {what} {path!r} (transformers reads it as the model's "
                           f"config) and fail on: rename or move that file, or give the model's folder")  # fmt: skip
             continue
-        alias = is_package_alias(path) or str(path).lower() in SPLIT_ZIP_ALIASES
+        alias = is_alias(path)
         # a package alias loads its package's model whatever folder of that name the working folder holds
         # (papa.models.resolve_model_path), so that folder is not checked
         folder = as_path or (not is_package_alias(path) and _home(path).is_dir())

@@ -143,6 +143,15 @@ def fetch_split_zip_model(key: str, cache_dir: str | Path | None = None) -> Path
                            provenance, required="config.json")  # fmt: skip
 
 
+#: Every offline alias, any case: the package models (`ALIASES`) and the split-zip ones (`SPLIT_ZIP_ALIASES`).
+OFFLINE_ALIASES = tuple(sorted({*ALIASES, *SPLIT_ZIP_ALIASES}))
+
+
+def is_alias(name) -> bool:
+    """Whether ``name`` (any case) is an offline alias (`OFFLINE_ALIASES`)."""
+    return str(name).lower() in OFFLINE_ALIASES
+
+
 def is_package_alias(name) -> bool:
     """Whether `resolve_model_path` loads ``name`` from a PyPI package (`ALIASES`, any case) whatever the working
     folder holds: a folder of that name is then never read (``./minilm`` is that folder)."""
@@ -222,10 +231,9 @@ def alias_near(name: str) -> str | None:
     difflib ratio of 0.8 (``albert-base-v2`` is 0.77 of ``all-mpnet-base-v2``, and a hub id)."""
     import difflib
 
-    aliases = sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES))
-    if str(name).lower() in aliases:
+    if is_alias(name):
         return None
-    near = difflib.get_close_matches(str(name).lower(), aliases, n=1, cutoff=0.8)
+    near = difflib.get_close_matches(str(name).lower(), OFFLINE_ALIASES, n=1, cutoff=0.8)
     return near[0] if near else None
 
 
@@ -499,7 +507,7 @@ def resolve_model_path(name_or_path: str) -> str:
     if looks_like_path(name_or_path) and not expand_home(name_or_path).exists():
         raise FileNotFoundError(
             f"Model folder {str(name_or_path)!r} does not exist (a hub id has the form 'name' or 'org/name'; "
-            f"an alias is one of {', '.join(sorted(set(ALIASES) | set(SPLIT_ZIP_ALIASES)))}). Fix the path (in a "
+            f"an alias is one of {', '.join(OFFLINE_ALIASES)}). Fix the path (in a "
             f"config: its models: section)"
         )
     if key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():

@@ -32,7 +32,7 @@ import yaml
 from .checks import ConfigError, load_config
 from .data.hub import HUB_TIMEOUT, hub_revision, resolve_revision
 from .io import expand_home
-from .models import ALIASES, SPLIT_ZIP_ALIASES, looks_like_path, split_revision
+from .models import is_alias, looks_like_path, split_revision
 
 #: A full commit sha: an entry already pinned.
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -69,11 +69,7 @@ def hub_pins(
     model_commit, dataset_commit = model_commit or _hub_model_commit, dataset_commit or _hub_dataset_commit
     models = {}
     for name, entry in config.get("models", {}).items():
-        if (
-            not isinstance(entry, str)
-            or entry.lower() in ALIASES.keys() | SPLIT_ZIP_ALIASES.keys()
-            or looks_like_path(entry)
-        ):
+        if not isinstance(entry, str) or is_alias(entry) or looks_like_path(entry):
             continue  # built, an offline alias or a local folder: nothing on the hub to pin
         if expand_home(entry).is_dir():
             continue
