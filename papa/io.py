@@ -99,6 +99,7 @@ def atomic_path(path: str | Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        _raise_if_stopped()
         os.chmod(tmp, 0o666 & ~current_umask())
         _fsync(tmp)
         os.replace(tmp, path)
@@ -148,6 +149,7 @@ def atomic_dir(path: str | Path):
     tmp = tempfile.mkdtemp(**_temp_name(path))
     try:
         yield Path(tmp)
+        _raise_if_stopped()
         os.chmod(tmp, 0o777 & ~current_umask())
         _fsync_tree(tmp)
         if os.path.lexists(path):  # rename() cannot replace a folder that has files: move it aside first
@@ -672,6 +674,30 @@ STOP_GRACE_S = 60.0
 _stopped_at: list[float] = []
 
 
+#: Whether a stop `exit_on_signal` recorded ends this process's writes (`stop_on_signals(final=True)`: a workflow
+#: job), and whether a write may still be made after it (`writes_after_stop`: the job's kept log).
+_STOP_FINAL = [False]
+_WRITES_AFTER_STOP = [False]
+
+
+def _raise_if_stopped() -> None:
+    """Raise again, before an output is placed, a stop of a workflow job whose SystemExit Python dropped: raised while
+    a weakref callback or a ``__del__`` ran, it is printed as "Exception ignored in" and the job went on, wrote its
+    outputs after the stop and exited 0, while Snakemake counted it failed (review DE, c910565)."""
+    if STOPPED_BY and _STOP_FINAL[0] and not _WRITES_AFTER_STOP[0]:
+        raise SystemExit(128 + STOPPED_BY[-1])
+
+
+@contextlib.contextmanager
+def writes_after_stop():
+    """Let `atomic_path`/`atomic_dir` write after a stop (a stopped job's log kept beside it)."""
+    _WRITES_AFTER_STOP[0] = True
+    try:
+        yield
+    finally:
+        _WRITES_AFTER_STOP[0] = False
+
+
 def exit_on_signal(signum, frame) -> None:
     """A signal handler: record the signal (`STOPPED_BY`) and raise SystemExit, so ``finally`` blocks and atomic
     writes clean up and the job's log ends with the stop. A workflow job installs it for `STOP_SIGNALS` (Slurm's
@@ -693,13 +719,16 @@ def exit_on_signal(signum, frame) -> None:
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
-def stop_on_signals(handler=None) -> dict:
+def stop_on_signals(handler=None, final: bool = False) -> dict:
     """Install ``handler`` (default `exit_on_signal`) for each of `STOP_SIGNALS` this platform has, in the main
     thread; a signal ignored since the process started (``nohup`` ignores SIGHUP, and its jobs should outlive the
     terminal) stays ignored. Returns the handlers replaced (signal number -> handler), for ``signal.signal`` to put
-    back."""
+    back. ``final`` (a workflow job, whose process ends with the stop): no output is placed after a stop, even where
+    Python dropped its SystemExit (`_raise_if_stopped`)."""
     import signal
 
+    if final:
+        _STOP_FINAL[0] = True
     replaced = {}
     for name in STOP_SIGNALS:
         signum = getattr(signal, name, None)

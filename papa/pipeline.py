@@ -215,7 +215,7 @@ def _log_job_end() -> None:
         import shutil
 
         try:
-            with io.atomic_path(kept) as tmp:  # a copy cut short is no copy
+            with io.writes_after_stop(), io.atomic_path(kept) as tmp:  # a copy cut short is no copy
                 shutil.copyfile(_JOB["log"], tmp)
         except OSError as e:  # the job has failed already: say so, and fail nothing more
             log.error("could not keep this log as %s: %s", kept, e)
@@ -272,17 +272,18 @@ class Stage:
         """The stage config of a running Snakemake job (``snakemake`` in a script); logging, torch
         threads and seeds are set up before it returns."""
         job = cls._job_fields(sm)
-        # logging first: a job whose inputs or settings `_from_snakemake` or the stage config refuses logs why (and
-        # keeps that log, `_log_job_end`); before, its error went to Snakemake's console only
-        setup(job["log"], job["threads"])
         if "stage" not in _JOB:
             import atexit
 
             atexit.register(_log_job_end)
             # the whole job, not only a probe's feature block: Slurm's time limit on an averaging, lambda or MLM job
-            # left its log ending mid-run, like a job still running (and a closed terminal: SIGHUP)
-            io.stop_on_signals()
+            # left its log ending mid-run, like a job still running (and a closed terminal: SIGHUP); before the
+            # logging's set-up, so that a stop during it is logged and its log kept too (review DE, 750f187)
+            io.stop_on_signals(final=True)
         _JOB.update(stage=cls.__name__, t0=time.monotonic(), log=job["log"])
+        # logging first: a job whose inputs or settings `_from_snakemake` or the stage config refuses logs why (and
+        # keeps that log, `_log_job_end`); before, its error went to Snakemake's console only
+        setup(job["log"], job["threads"])
         rule = getattr(sm, "rule", None)
         wildcards = ", ".join(f"{k}={v}" for k, v in getattr(sm, "wildcards", {}).items())  # which job of the rule
         which = f" (rule {rule}{': ' + wildcards if wildcards else ''})" if rule else ""
