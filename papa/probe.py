@@ -994,7 +994,7 @@ def train_probes(
         for seed, run, scores in zip(seeds, runs, all_scores):
             loss = run.total / max(run.seen, 1)
             log.info(
-                "seed %d epoch %d/%d: train loss %.4f; validation %s (%.1f examples/s, %s)",
+                "seed %s epoch %d/%d: train loss %.4f; validation %s (%.1f examples/s, %s)",
                 seed,
                 epoch,
                 cfg.epochs,

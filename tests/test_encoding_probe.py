@@ -868,6 +868,14 @@ def test_a_slow_validation_pass_logs_progress_and_is_not_counted_in_the_training
     # 16 examples in milliseconds of training, not in the 2 s of validation (8 batches x 0.25 s: 8 examples/s at
     # most); the bound leaves a loaded machine's training half a second (it was 160 ms: review AF saw it fail)
     assert rate > 4 * 16 / (8 * 0.25), epoch
+    # seeds named by the caller ("a name per probe", as train_probes' docstring has it): the epoch line formatted them
+    # with %d, and a name failed as the line was logged (stop 77's left item)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="papa"):
+        train_probes([probe, torch.nn.Linear(4, 2)], TensorFeatures(16), TensorFeatures(8), cfg, ["accuracy"],
+                     seeds=["first", "second"])  # fmt: skip
+    said = [r.getMessage() for r in caplog.records]
+    assert [s.split(":")[0] for s in said if ": train loss " in s] == ["seed first epoch 1/1", "seed second epoch 1/1"]
 
 
 def test_the_tokenize_stage_counts_the_words_a_cut_sentence_loses(tmp_path, caplog):

@@ -153,8 +153,8 @@ def test_probe_table_validation(frames):
     # (mutation testing: none of the three was checked)
     with pytest.raises(ValueError, match="probe_table: column 'model' has missing values"):
         tables.probe_table([frames[0].assign(model=[None] + ["m"] * (len(frames[0]) - 1))])
-    with pytest.raises(ValueError, match=r"probe_table: fraction_dynamic must lie in \[0, 1\]; 4 rows hold \[nan"):
-        tables.probe_table([frames[0].assign(fraction_dynamic=float("nan"))])
+    with pytest.raises(ValueError, match=r"probe_table: fraction_dynamic must lie in \[0, 1\]; 4 rows hold \[nan\]$"):
+        tables.probe_table([frames[0].assign(fraction_dynamic=float("nan"))])  # NaN once (stop 84: once a row)
     with pytest.raises(ValueError, match="probe_table: column 'score' has non-numeric values"):
         tables.probe_table([frames[0].assign(score="0.9 (best)")])
     # one frame, not a list of them; a list of records, not frames; main_metric a list, not task -> metric
