@@ -144,6 +144,13 @@ def _label_arrays(metric: str, y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
         if a.size and not whole:
             raise TypeError(f"{metric}: {name} holds {a.dtype} values ({a.ravel()[0].item()!r}, ...), and labels "
                             f"here are class indices (0, 1, ...): map label names to their index first")  # fmt: skip
+    tokens = metric in ("pos_f1", "token_accuracy")
+    scored = t != -100 if tokens else np.ones(t.shape, dtype=bool)
+    for name, a in (("y_true", t), ("y_pred", p)):  # a negative id was scored as a class of its own
+        if (a[scored] < 0).any():
+            marks = " (-100 marks a gold position not scored)" if tokens else ""
+            raise ValueError(f"{metric}: {name} holds {int(a[scored].min())}, and labels are class indices from 0"
+                             f"{marks}: map unlabeled examples to a class or drop them")  # fmt: skip
     if metric in BINARY_METRICS:
         seen = sorted({int(v) for v in np.unique(np.concatenate([t.ravel(), p.ravel()]))} - {0, 1})
         if seen:

@@ -529,6 +529,19 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
         # floats that are no class index (review DK's mutation testing: only strings were refused in a test)
         (("accuracy", [0.5, 1.0], [0, 1]), TypeError, r"accuracy: y_true holds float64 values \(0\.5, ...\), and"),
         (("mcc", [0, 1], [0.0, float("nan")]), TypeError, r"mcc: y_pred holds float64 values \(0\.0, ...\), and"),
+        # a negative id other than a token metric's -100 was scored as a class of its own (stop 87's left item)
+        (
+            ("pos_f1", [[0, -1, -100]], [[0, 0, 5]]),
+            ValueError,
+            r"^pos_f1: y_true holds -1, and labels are class indices from 0 \(-100 marks a gold position not scored\)",
+        ),
+        (("token_accuracy", [[0, 1, -100]], [[0, -1, -7]]), ValueError, r"^token_accuracy: y_pred holds -1, and"),
+        (
+            ("accuracy", [0, -100], [0, 1]),
+            ValueError,
+            r"^accuracy: y_true holds -100, and labels are class indices from 0: map",
+        ),
+        (("macro_f1", [0, 1], [-1, 1]), ValueError, r"^macro_f1: y_pred holds -1, and"),
     ],
 )
 def test_metrics_name_the_metric_and_what_to_change(args, error, says):
