@@ -1224,9 +1224,13 @@ def check_gpu_granted(sm, env: dict) -> None:
     absent), and paper.yaml's jobs then run into their time limits after hours (a CPU build of torch, one built
     for a newer CUDA than the node's driver, or a cluster that granted no GPU)."""
     gpus = getattr(getattr(sm, "resources", None), "gpu", 0) or 0
+    try:  # a profile's or --set-resources' "1" is a request too (stop 69's left item: it was taken as none)
+        gpus = float(gpus)
+    except (TypeError, ValueError):  # a GPU kind ("a100"): the cluster's to grant, not counted here
+        return
     # env["cuda"] (env["hip"] for a ROCm build, whose torch.cuda sees the GPU as `papa.models.check_device` uses
     # it): None where torch sees no GPU
-    if not isinstance(gpus, (int, float)) or gpus <= 0 or env["cuda"] or env.get("hip"):
+    if not gpus > 0 or env["cuda"] or env.get("hip"):
         return
     import torch
 

@@ -373,6 +373,13 @@ def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkey
     with pytest.raises(RuntimeError, match=r"asks for 1 GPU\(s\).*sees no CUDA device"):
         pipeline.check_gpu_granted(job, io.environment())
     pipeline.check_gpu_granted(SimpleNamespace(rule="tokenize", resources=SimpleNamespace(gpu=0)), io.environment())
+    for gpus in ("1", "2.0"):  # a request written as text (stop 69's left item: it was taken as none)
+        with pytest.raises(RuntimeError, match=rf"asks for {float(gpus):g} GPU\(s\)"):
+            pipeline.check_gpu_granted(
+                SimpleNamespace(rule="probe", resources=SimpleNamespace(gpu=gpus)), io.environment()
+            )
+    for none in ("0", "a100", None, float("nan")):  # no request, or none counted here
+        pipeline.check_gpu_granted(SimpleNamespace(rule="probe", resources=SimpleNamespace(gpu=none)), io.environment())
     # where torch has initialised CUDA (a model ran there; a notebook), its current device's name
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert io.environment()["device"] == io.device_name() == "NVIDIA H200"
