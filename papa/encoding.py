@@ -80,6 +80,11 @@ class Batches(Iterator):
         return next(self._dicts)
 
 
+#: What `encode` records of how it made the tokens (``Encoded.meta``), which a caller's ``meta`` may not change
+#: as `Encoded.save` writes it (with ``layout``, ``max_length`` and ``n_truncated``).
+ENCODING_META = ("n", "pair", "token_level", "single_cap", "pair_segments")
+
+
 @dataclass
 class Encoded:
     """Tokenized inputs of one split, all of length ``max_length``."""
@@ -240,10 +245,19 @@ class Encoded:
         """Write a token file atomically, its pages checksummed (`papa.io.write_table`).
 
         The footer's ``papa`` metadata is the encoding's ``meta``, then ``meta`` (the caller's:
-        model, dataset, split, ...), then ``layout``, ``max_length`` and ``n_truncated``: NumPy and torch numbers
+        model, dataset, split, ...; a value it gives for what the encoding records of itself, `ENCODING_META`,
+        ``layout``, ``max_length`` and ``n_truncated``, must be the encoding's), then ``layout``, ``max_length`` and
+        ``n_truncated``: NumPy and torch numbers
         as numbers, paths as text; a value JSON cannot hold is a `TypeError` (`papa.io.json_value`), as
         `papa.ConstantAttention` refuses it (its text was stored).
         """
+        own = {**{k: self.meta[k] for k in ENCODING_META if k in self.meta}, "layout": self.layout,
+               "max_length": self.max_length, "n_truncated": self.n_truncated}  # fmt: skip
+        clash = [k for k in own if k in (meta or {}) and meta[k] != own[k]]
+        if clash:  # `pair` read wrong places the averaging's separators wrong (review CR, left since stop 71)
+            raise ValueError(f"Encoded.save: meta sets {', '.join(f'{k}={meta[k]!r}' for k in clash)}, and the "
+                             f"encoding's is {', '.join(f'{k}={own[k]!r}' for k in clash)}: it records how the tokens "
+                             f"were made; leave it out of meta")  # fmt: skip
         meta = {
             **self.meta,
             **(meta or {}),

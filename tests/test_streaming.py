@@ -1,6 +1,7 @@
 """Token files (`Encoded.save`/`load`, `token_meta`, `stream_tokens`): Arrow round trip, streaming
 reads, and averaging streamed from disk."""
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -69,12 +70,14 @@ def test_token_file_round_trip_and_footer_metadata(token_file):
 
 
 def test_token_file_metadata_precedence(minilm, tmp_path):
-    """The footer holds the encoding's meta, overridden by the caller's, overridden by the layout fields."""
+    """The footer holds the encoding's meta and the caller's keys beside it; a caller's value for a key the encoding
+    records must be the encoding's (it overrode ``n``, and the layout fields overrode it in turn:
+    `test_a_callers_meta_does_not_rewrite_how_the_tokens_were_made`)."""
     enc = papa.encode(minilm[1], ["a b", "c"], max_length=8, layout="standard")
-    enc.save(tmp_path / "t.parquet", {"n": 99, "max_length": 5, "layout": "papa", "note": "mine"})
+    enc.save(tmp_path / "t.parquet", {"n": 2, "max_length": 8, "layout": "standard", "note": "mine"})
     meta = encoding.token_meta(tmp_path / "t.parquet")
     assert (meta["n"], meta["note"], meta["max_length"], meta["layout"], meta["n_rows"]) == (
-        99,
+        2,
         "mine",
         8,
         "standard",
@@ -83,9 +86,9 @@ def test_token_file_metadata_precedence(minilm, tmp_path):
     assert papa.Encoded.load(tmp_path / "t.parquet").layout == "standard"
     # numbers stay numbers (NumPy's were stored as their text), and what JSON cannot hold fails naming it (its
     # text was stored), as ConstantAttention's metadata does
-    enc.save(tmp_path / "n.parquet", {"x": np.float32(1.5), "n": np.int64(3), "p": Path("/d/x.csv")})
+    enc.save(tmp_path / "n.parquet", {"x": np.float32(1.5), "k": np.int64(3), "p": Path("/d/x.csv")})
     meta = encoding.token_meta(tmp_path / "n.parquet")
-    assert (meta["x"], meta["n"], meta["p"]) == (1.5, 3, "/d/x.csv")
+    assert (meta["x"], meta["k"], meta["p"]) == (1.5, 3, "/d/x.csv")
     with pytest.raises(TypeError, match=r"metadata value <object object at .*> \(object\) cannot be stored as JSON"):
         enc.save(tmp_path / "o.parquet", {"o": object()})
     assert not (tmp_path / "o.parquet").exists()
@@ -117,6 +120,24 @@ def test_a_token_file_holds_what_an_encoding_holds_whatever_made_it(tmp_path):
         assert back.n_truncated == 3 and back.input_ids.shape == back.labels.shape == (len(rows), N)
         assert np.array_equal(back.input_ids, part.input_ids) and np.array_equal(back.labels, part.labels)
         assert back.token_type_ids is None and back.token_level
+
+
+def test_a_callers_meta_does_not_rewrite_how_the_tokens_were_made(tmp_path):
+    """Review CR (left since stop 71): the meta passed to `Encoded.save` overwrote what the encoding recorded of
+    itself (``pair``: the averaging then placed a pair's separators as a single text's). A value that differs is
+    refused, naming both; the same value, and the caller's own keys, are written."""
+    tok = papa.load_encoder("minilm", device="cpu")[1]
+    enc = papa.encode(tok, ["a film"], ["and another"], labels=[1], max_length=16)
+    for meta, says in (({"pair": False}, "pair=False, and the encoding's is pair=True"),
+                       ({"split": "train", "max_length": 32}, "max_length=32, and the encoding's is max_length=16"),
+                       ({"layout": "standard", "n": 5}, "n=5, layout='standard', and the encoding's is n=1, "
+                                                        "layout='papa'")):  # fmt: skip
+        with pytest.raises(ValueError, match=rf"^Encoded\.save: meta sets {re.escape(says)}: it records how the"):
+            enc.save(tmp_path / "t.parquet", meta)
+        assert not (tmp_path / "t.parquet").exists()
+    enc.save(tmp_path / "t.parquet", {"pair": True, "split": "train"})
+    assert encoding.token_meta(tmp_path / "t.parquet")["pair"] is True
+    assert encoding.token_meta(tmp_path / "t.parquet")["split"] == "train"
 
 
 def test_pipeline_token_functions_are_kept_for_notebooks(tmp_path):
