@@ -800,10 +800,13 @@ def check_device(device=None):
             raise ValueError(f"device={device!r}, but this machine has {has}: pass device=None (cuda when present, "
                              f"else cpu) or device='cpu'")  # fmt: skip
     elif dev.type != "cpu":  # Apple's MPS, XPU, ...: the weights loaded, then averaging failed (review BW)
-        raise ValueError(f"device={device!r}: papa runs on CPU or CUDA ({dev.type} is not supported: averaging sums "
-                         f"attention in float64, which Apple's MPS lacks, and the seeded probes keep CPU and CUDA "
-                         f"random states only); pass device='cpu' or device=None (cuda when present, else "
-                         f"cpu)")  # fmt: skip
+        why = {
+            "mps": "averaging sums attention in float64, which Apple's MPS lacks, and the seeded probes keep CPU and "
+            "CUDA random states only",
+            "meta": "the meta device holds no numbers: a model there has shapes, no weights",
+        }.get(dev.type, "the seeded probes keep CPU and CUDA random states only, and no other accelerator was tested")
+        raise ValueError(f"device={device!r}: papa runs on CPU or CUDA ({dev.type} is not supported: {why}); pass "
+                         f"device='cpu' or device=None (cuda when present, else cpu)")  # fmt: skip
     return dev
 
 
