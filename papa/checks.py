@@ -589,11 +589,13 @@ def _schema_error_line(error) -> str:
         return (f"{key} is {value!r}: constant_kinds are the kinds Table 1 runs on the task's own data; "
                 f"matrices averaged on another corpus are analyses.cross_corpus (write {kind_!r} here, {corpus!r} "
                 f"there)")  # fmt: skip
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."  # a value of sixty numbers is cut, as elsewhere
     if kind == "enum":
         allowed = [str(v) for v in error.validator_value]
         near = closest(value, allowed)
         hint = f"did you mean {near!r}? " if near else ""
-        return f"{key} is {value!r}, not an allowed value: {hint}choose one of {', '.join(allowed)}"
+        return f"{key} is {shown}, not an allowed value: {hint}choose one of {', '.join(allowed)}"
     if kind == "pattern" and error.validator_value == f"^{NAME_PATTERN}$":  # a model, dataset or task name
         return (f"{key}: {value!r} is not a name papa can use: a name is a folder in the output paths, so it holds "
                 f"only ASCII letters and digits, '_', '.' and '-' (no '/', space, or letter beyond ASCII such as "
@@ -603,8 +605,6 @@ def _schema_error_line(error) -> str:
             ConstantsSpec.parse(str(value))
         except ValueError as e:
             return f"{key}: {e}"
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     message = error.message.replace(repr(value), shown) if repr(value) != shown else error.message
     return f"{key}: {message}"
 

@@ -2607,6 +2607,13 @@ def test_only_the_command_lines_texts_are_read_as_yaml_and_an_ambiguous_prefix_g
     with pytest.raises(ConfigError) as e:
         validate_config(cfg, warn=lambda m: None)
     assert "'m', not an allowed value: choose one of" in str(e.value), str(e.value)
+    # a long value is cut as the other schema messages cut it (stop 86's left item: sixty numbers were shown whole)
+    with pytest.raises(ConfigError) as e:
+        validate_config(_config(layout=list(range(60))), warn=lambda m: None)
+    said = str(e.value)
+    shown = repr(list(range(60)))[:77] + "..."
+    assert f"'layout' is {shown}, not an allowed value: choose one of papa, standard" in said, said
+    assert ", 59]" not in said, said
 
     cfg = _config()
     cfg["sweep"]["seeds"] = 1
