@@ -110,9 +110,23 @@ def atomic_path(path: str | Path):
         if _no_space(e):  # the writers' own messages (safetensors', Arrow's) name neither the file nor the disk
             free = shutil.disk_usage(path.parent).free / 2**20
             raise OSError(errno.ENOSPC, f"no space left writing {path}: the disk of {path.parent} has {free:.0f} MB "
-                          f"free; free space there (or set results: to a folder on a larger disk) and run again "
-                          f"({type(e).__name__}: {e})") from e  # fmt: skip
+                          f"free; free space there (or set {_folder_setting(path)} to a folder on a larger disk) and "
+                          f"run again ({type(e).__name__}: {e})") from e  # fmt: skip
         raise
+
+
+def _folder_setting(path: Path) -> str:
+    """What moves ``path`` to another disk: ``PAPA_CACHE`` for a file of the download cache (a full cache disk was
+    told to move ``results:``, review CO), else the workflow's ``results:``."""
+    try:
+        from .data.downloads import default_cache_dir
+
+        cache = default_cache_dir().resolve()
+        if cache in path.resolve().parents:
+            return "PAPA_CACHE (the download cache)"
+    except Exception:  # noqa: BLE001 - an unknown home in PAPA_CACHE: the message is about the disk
+        pass
+    return "results:"
 
 
 def write_text(path: str | Path, text: str) -> Path:

