@@ -199,9 +199,7 @@ class Encoded:
         parts = list(parts)
         if not parts:
             raise ValueError("Encoded.concat got no parts")
-        if len(parts) == 1:
-            return parts[0]
-        first = parts[0]
+        first = parts[0]  # one part too is checked and copied (it came back as given: review DR, left since stop 76)
 
         def kind(p):
             return (p.layout, p.max_length, p.token_type_ids is None, None if p.labels is None else p.labels.ndim)

@@ -397,6 +397,13 @@ def test_concat_checks_its_parts_and_sums_their_truncations(minilm):
     # a part that is no encoding (a model-input dict, a batch of it) is named as such, not an AttributeError
     with pytest.raises(TypeError, match=r"Encoded\.concat takes Encoded parts; part 1 is dict"):
         papa.Encoded.concat([a, b.model_inputs()])
+    # one part is checked and copied as several are (review DR: it came back as given, a dict too, and an edit of
+    # the result edited the part)
+    with pytest.raises(TypeError, match=r"Encoded\.concat takes Encoded parts; part 0 is dict"):
+        papa.Encoded.concat([b.model_inputs()])
+    alone = papa.Encoded.concat([a])
+    alone.input_ids[0, 0] = -1
+    assert alone is not a and a.input_ids[0, 0] != -1 and alone.meta == a.meta and alone.meta is not a.meta
 
 
 def test_model_inputs_are_copies_of_the_encoding(minilm):
