@@ -1586,7 +1586,7 @@ def test_a_probe_jobs_seeds_are_its_outputs(tmp_path, batch_order):
         params=SimpleNamespace(model="m", hp={"lr": 1e-3, "batch_size": 8, "epochs": 1}, metrics=["mcc"],
                                order_seed=0, batch_order=batch_order, first_seed=first, cache_dtype="float16"),
         input=SimpleNamespace(constants="c", lambdas=[], train="t", validation="v"),
-        config={"cache": {"dtype": "float16"}},
+        config={"cache": {"dtype": "float16", "budget_mb": 4096}},  # validated: the schema fills budget_mb
     )  # fmt: skip
     stage = pipeline.ProbeStage(**pipeline.ProbeStage._from_snakemake(sm))
     assert stage.seeds == [4, 7] and stage.hparams.seed == 4 and stage.first_seed == first
