@@ -24,7 +24,7 @@ from .data import KNOWN_TASKS, LABEL_SETS, LOCAL_FILE_KEYS
 from .data.local import FORMAT_NAMES, LOCAL_DEFAULTS, format_of_name, no_rows
 from .data.packages import CHUNK_DEFAULTS
 from .data.task import VALIDATION_FRACTION
-from .io import expand_home
+from .io import expand_home, open_safetensors
 from .metrics import chunk_tagged, entity_f1_problem
 from .records import listed, read_schema
 from .spec import (
@@ -816,7 +816,7 @@ def _local_model_file(name_or_path: str, filename: str) -> Path | None:
     elif key in SPLIT_ZIP_ALIASES and not Path(name_or_path).exists():  # else the folder of that name, as it loads
         path = split_zip_model_dir(SPLIT_ZIP_ALIASES[key]) / filename  # (papa.models.resolve_model_path)
     elif looks_like_path(name_or_path) or Path(name_or_path).is_dir():
-        path = _home(name_or_path) / filename
+        path = expand_home(name_or_path) / filename
     else:
         try:
             from huggingface_hub import try_to_load_from_cache
@@ -1202,15 +1202,10 @@ def job_environment(environ) -> None:
     environ.setdefault("PYTHONUTF8", "1")
 
 
-#: ``path`` with ``~`` expanded where this machine knows that home, else as written (the checks then name it as a
-#: path that is not there): ``results: ~nosuch/out`` or a dataset file ``~nosuch/train.csv`` failed the config check
-#: on `Path.expanduser`'s bare "Could not determine home directory".
-_home = expand_home
-
-
 def _absolute_hint(value: str) -> str:
-    """What a message about a ``~`` path that is used as written suggests: its absolute path, where `_home` knows it."""
-    home = str(_home(value))
+    """What a message about a ``~`` path that is used as written suggests: its absolute path, where `expand_home`
+    knows it."""
+    home = str(expand_home(value))
     return f"e.g. {home!r}" if home != value else f"its home ({value.split('/')[0]}) is not known on this machine"
 
 
@@ -1259,10 +1254,10 @@ def _results_holds_others(config: dict, r: str) -> list[str]:
               if isinstance(dc, dict) and dc.get("source") == "local" for key in LOCAL_FILE_KEYS
               if isinstance(dc.get(key), str) and dc[key]]  # fmt: skip
     inputs += [(f"models.{m}", v) for m, v in (config.get("models") or {}).items()
-               if isinstance(v, str) and _home(v).is_dir()]  # a local model folder  # fmt: skip
+               if isinstance(v, str) and expand_home(v).is_dir()]  # a local model folder  # fmt: skip
     errors = []
     for key, path in inputs:
-        if folder == (p := _home(path).resolve()) or folder in p.parents:
+        if folder == (p := expand_home(path).resolve()) or folder in p.parents:
             errors.append(f"results = {r!r} holds {key} ({path!r}): make clean, which removes the results folder, "
                           f"would remove it; keep the inputs elsewhere, or {advice}")  # fmt: skip
     from .records import MARKER
@@ -1424,12 +1419,12 @@ def _source_keys(datasets: dict) -> list[str]:
                 if isinstance(path, str) and ("{" in path or "}" in path):  # the file is an input of prepare_data
                     errors.append(f"datasets.{d}.{key} = {path!r} contains '{{' or '}}', which Snakemake reads as "
                                   f"wildcards in an input path: rename the file (or its folder)")  # fmt: skip
-                elif isinstance(path, str) and path and not _home(path).is_file():
-                    what = "a folder" if _home(path).is_dir() else "not there"
+                elif isinstance(path, str) and path and not expand_home(path).is_file():
+                    what = "a folder" if expand_home(path).is_dir() else "not there"
                     errors.append(f"datasets.{d}.{key} = {path!r} is {what} (from {Path.cwd()}): give one file's "
                                   f"path, relative to where Snakemake runs or absolute")  # fmt: skip
                 elif isinstance(path, str) and path:
-                    why = no_rows(_home(path), dc)
+                    why = no_rows(expand_home(path), dc)
                     if why:
                         errors.append(f"datasets.{d}.{key} = {path!r} {why}: a split needs examples; give a file that "
                                       f"has them")  # fmt: skip
@@ -1498,7 +1493,7 @@ def _unread_keys(config: dict) -> list[str]:
 
 def _local_split_files(dc: dict) -> dict[str, Path]:
     """A local dataset's split files that are there (train, validation, ...: `papa.spec.PREPARED_SPLITS`)."""
-    files = {key: _home(dc[key]) for key in PREPARED_SPLITS if isinstance(dc.get(key), str) and dc[key]}
+    files = {key: expand_home(dc[key]) for key in PREPARED_SPLITS if isinstance(dc.get(key), str) and dc[key]}
     return {key: p for key, p in files.items() if p.is_file()}
 
 
@@ -1511,7 +1506,7 @@ def _validation_is_train(dc: dict) -> str | None:
     train, val = (dc.get(k) for k in ("train", "validation"))
     if not (isinstance(train, str) and isinstance(val, str) and train and val):
         return None
-    t, v = (_home(x) for x in (train, val))
+    t, v = (expand_home(x) for x in (train, val))
     if not (t.is_file() and v.is_file()):
         return None  # a missing file is said elsewhere
     if os.path.samefile(t, v):
@@ -1615,11 +1610,13 @@ def _models(models: dict) -> list[str]:
 
     from .models import (
         FAMILIES,
+        NO_CONFIG,
         SPLIT_ZIP_ALIASES,
         alias_typo,
         is_alias,
         is_package_alias,
         looks_like_path,
+        revision_ignored,
         split_revision,
     )
 
@@ -1662,8 +1659,8 @@ def _models(models: dict) -> list[str]:
             continue
         # a path, and minilm/ too: the workflow reads it as the folder ./minilm (path_param), not as the alias
         as_path = looks_like_path(path) or looks_like_path(path_param(path))
-        if as_path and not _home(path).is_dir():
-            what = ("is a file, not a model folder" if _home(path).exists() else
+        if as_path and not expand_home(path).is_dir():
+            what = ("is a file, not a model folder" if expand_home(path).exists() else
                     "is not a folder on this machine")  # fmt: skip
             errors.append(f"models.{m} = {entry!r} {what} (from {Path.cwd()}); fix the path, or give a hub id "
                           f"(org/name) or an alias (minilm)")  # fmt: skip
@@ -1680,15 +1677,13 @@ def _models(models: dict) -> list[str]:
         alias = is_alias(path)
         # a package alias loads its package's model whatever folder of that name the working folder holds
         # (papa.models.resolve_model_path), so that folder is not checked
-        folder = as_path or (not is_package_alias(path) and _home(path).is_dir())
+        folder = as_path or (not is_package_alias(path) and expand_home(path).is_dir())
         if revision and (alias or folder):
             what = "an offline alias, whose weights are its package's release" if alias else "a local folder"
-            errors.append(f"models.{m} = {entry!r}: a revision (@{revision}) pins a hub model, and {path!r} is "
-                          f"{what}: it would be ignored; drop @{revision}")  # fmt: skip
+            errors.append(f"models.{m} = {entry!r}: {revision_ignored(revision, path, what)}")
             continue
-        if folder and not (_home(path) / "config.json").is_file():
-            errors.append(f"models.{m} = {entry!r} has no config.json: not a transformers model folder (save one "
-                          f"with model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
+        if folder and not (expand_home(path) / "config.json").is_file():
+            errors.append(f"models.{m} = {entry!r} {NO_CONFIG}")
             continue
         near = None if folder else alias_typo(path)
         if near:  # not in the hub cache either: a typo, or a download to come
@@ -1716,9 +1711,7 @@ def _weight_names(name_or_path: str) -> set[str] | None:
     index), None when its weights are not here (a hub model not yet downloaded) or not safetensors."""
     single = _local_model_file(name_or_path, "model.safetensors")
     if single is not None:
-        from safetensors import safe_open
-
-        with safe_open(str(single), framework="pt") as f:
+        with open_safetensors(single) as f:
             return set(f.keys())
     index = _local_model_file(name_or_path, "model.safetensors.index.json")
     if index is not None:

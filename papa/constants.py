@@ -85,9 +85,7 @@ class ConstantAttention:
                 raise TypeError(f"ConstantAttention.{name} must be a tensor, got {type(value).__name__}")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"ConstantAttention.metadata must be a dict, got {type(self.metadata).__name__}")
-        _check_keys(self.metadata)
-        json.dumps(self.metadata, sort_keys=True, default=json_value)  # what save cannot store fails here, not after
-        # the work
+        _check_storable(self.metadata)  # what save cannot store fails here, not after the work
         mean, count, norm = self.mean, self.count, self.norm
         N = mean.shape[-1] if mean.dim() else 0
         if mean.dim() != 4 or mean.shape[-2] != N or tuple(count.shape) != (N, N):
@@ -155,17 +153,15 @@ class ConstantAttention:
     def load(cls, path: str | Path) -> ConstantAttention:
         """Read a file written by `save`, checking it: an unreadable file, bad metadata, a missing
         tensor, a shape other than [layers, heads, N, N] / [N, N], or NaN/inf values fail naming the path."""
-        from safetensors import SafetensorError, safe_open
+        from safetensors import SafetensorError
 
-        from .io import NOT_CONTENT_ERRORS, UnreadableFileError
+        from .io import NOT_CONTENT_ERRORS, UnreadableFileError, open_safetensors
 
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"ConstantAttention.load takes a path, got {type(path).__name__}")
         check_not_folder(path, "constants (safetensors)")
-        with open(path, "rb"):  # safetensors says "No such file" of a file this user may not read: Python says which
-            pass
         try:
-            with safe_open(str(path), framework="pt") as f:
+            with open_safetensors(path) as f:
                 raw = (f.metadata() or {}).get(PROVENANCE_KEY, "{}")
                 digest = (f.metadata() or {}).get("sha256")  # stop 41's files: a key of its own; older ones: none
                 names = set(f.keys())
@@ -597,14 +593,20 @@ def _check_metadata(metadata: dict | None, fn: str) -> None:
         return
     if not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict (stored with the matrices), got {type(metadata).__name__}")
-    _check_keys(metadata)
-    json.dumps(metadata, sort_keys=True, default=json_value)  # before the work: what save cannot store
+    _check_storable(metadata)  # before the work: what save cannot store
     computed = [k for k in COMPUTED_METADATA if k in metadata]
     if computed:
         raise ValueError(
             f"{fn}: metadata may not set {', '.join(computed)}: {fn} records what the matrices are "
             f"(metadata adds keys; model and model_revision may name the model otherwise)"
         )
+
+
+def _check_storable(metadata: dict) -> None:
+    """Refuse what `ConstantAttention.save` cannot store as its JSON metadata: a key that is no string
+    (`_check_keys`), a value JSON cannot hold (`papa.io.json_value`)."""
+    _check_keys(metadata)
+    json.dumps(metadata, sort_keys=True, default=json_value)
 
 
 def _check_keys(value, where: str = "metadata") -> None:

@@ -290,6 +290,16 @@ def expand_home(path) -> Path:
     return Path(os.path.expanduser(path))
 
 
+def open_safetensors(path):
+    """``safetensors.safe_open(path, framework="pt")`` after Python's own ``open``, which raises the
+    `PermissionError` of a file this user may not read (safetensors calls it "No such file")."""
+    from safetensors import safe_open
+
+    with open(path, "rb"):
+        pass
+    return safe_open(str(path), framework="pt")
+
+
 #: OSErrors that say nothing of a file's content (no such file, not this user's to read): they reach the caller as
 #: they are, not as a corrupt file to delete (on a shared results folder, another user's good result).
 NOT_CONTENT_ERRORS = (FileNotFoundError, PermissionError)

@@ -145,11 +145,11 @@ def _label_arrays(metric: str, y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
             raise TypeError(f"{metric}: {name} holds {a.dtype} values ({a.ravel()[0].item()!r}, ...), and labels "
                             f"here are class indices (0, 1, ...): map label names to their index first")  # fmt: skip
     tokens = metric in ("pos_f1", "token_accuracy")
-    scored = t != -100 if tokens else np.ones(t.shape, dtype=bool)
     for name, a in (("y_true", t), ("y_pred", p)):  # a negative id was scored as a class of its own
-        if (a[scored] < 0).any():
+        scored = a[t != -100] if tokens else a
+        if scored.size and scored.min() < 0:
             marks = " (-100 marks a gold position not scored)" if tokens else ""
-            raise ValueError(f"{metric}: {name} holds {int(a[scored].min())}, and labels are class indices from 0"
+            raise ValueError(f"{metric}: {name} holds {int(scored.min())}, and labels are class indices from 0"
                              f"{marks}: map unlabeled examples to a class or drop them")  # fmt: skip
     if metric in BINARY_METRICS:
         seen = sorted({int(v) for v in np.unique(np.concatenate([t.ravel(), p.ravel()]))} - {0, 1})

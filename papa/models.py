@@ -210,6 +210,20 @@ def _not_loaded(name_or_path: str, path: str, err: Exception) -> OSError:
     )
 
 
+#: Why a folder is no model `load_encoder` can load (the config check says it of a ``models:`` entry too).
+NO_CONFIG = (
+    "has no config.json: not a transformers model folder (save one with model.save_pretrained and "
+    "tokenizer.save_pretrained)"
+)
+
+
+def revision_ignored(revision: str, path, what: str) -> str:
+    """Why ``@revision`` cannot pin ``path``, ``what`` (a local folder or an offline alias): it pins a hub model."""
+    return (
+        f"a revision (@{revision}) pins a hub model, and {str(path)!r} is {what}: it would be ignored; drop @{revision}"
+    )
+
+
 def _check_local(name_or_path: str, path: str, revision: str | None, what: str = "model") -> None:
     """Refuse, for a model that resolved to a local folder (an offline alias's or the user's), a revision (it pins
     a hub model: transformers would ignore it, and the record would name a commit the weights are not from) and,
@@ -218,12 +232,10 @@ def _check_local(name_or_path: str, path: str, revision: str | None, what: str =
     if not folder.is_dir():
         return
     if revision:
-        raise ValueError(f"{name_or_path!r}: a revision (@{revision}) pins a hub model, and {str(path)!r} is a local "
-                         f"folder (an offline alias's is its package's release): it would be ignored; drop "
-                         f"@{revision}")  # fmt: skip
+        what_path = "a local folder (an offline alias's is its package's release)"
+        raise ValueError(f"{name_or_path!r}: {revision_ignored(revision, path, what_path)}")
     if what == "model" and not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{path} has no config.json: not a transformers model folder (save one with "
-                                f"model.save_pretrained and tokenizer.save_pretrained)")  # fmt: skip
+        raise FileNotFoundError(f"{path} {NO_CONFIG}")
 
 
 def alias_near(name: str) -> str | None:

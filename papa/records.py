@@ -933,11 +933,7 @@ def _result_record(path: str | Path):
     if suffix == ".parquet":
         record = io.read_provenance(path)
     elif suffix == ".safetensors":
-        from safetensors import safe_open
-
-        with open(path, "rb"):  # safetensors says "No such file" of a file this user may not read: Python says which
-            pass
-        with safe_open(str(path), framework="pt") as f:
+        with io.open_safetensors(path) as f:
             record = json.loads((f.metadata() or {}).get(io.PROVENANCE_KEY, "{}"))
     elif suffix in (".png", ".svg", ".html"):
         from .plots import figure_record
