@@ -12,10 +12,14 @@ the Snakefile calls it, and a notebook or `papa.cost` sees through it the config
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import math
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -258,7 +262,7 @@ def validate_config(config: dict, warn=None) -> dict:
     if unknown:  # before Snakemake's validation, whose message for them is the whole schema and config
         raise ConfigError("\n".join(unknown))
     try:
-        validate(config, str(SCHEMA), set_default=True)
+        validate(config, schema_file(SCHEMA), set_default=True)
     except Exception:  # Snakemake's message: the error, then the whole schema (and config); one line per key instead
         lines = schema_errors(config, schema)
         if not lines:  # pragma: no cover - what the schema refuses, schema_errors names
@@ -274,6 +278,29 @@ def validate_config(config: dict, warn=None) -> dict:
         else:
             warn(message)
     return config
+
+
+def schema_file(path=SCHEMA) -> str:
+    """The schema at ``path`` as a file Snakemake's `validate` reads fast: a JSON copy, written once per process
+    (and again after an edit of the schema) into a folder of the process's own that it removes as it exits.
+    Snakemake reads a JSON schema with the json module and a YAML one with yte's pure-Python YAML loader, a tenth
+    of a second a call (every Snakemake start, dry runs too, and each config check of the tests). The YAML path
+    itself where no temporary folder can be written."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+        return _schema_copy(str(path), (stat.st_mtime_ns, stat.st_size))
+    except OSError:
+        return str(path)
+
+
+@functools.lru_cache(maxsize=4)
+def _schema_copy(path: str, stamp: tuple) -> str:  # stamp: the schema's (mtime, size), to read an edit again
+    folder = tempfile.mkdtemp(prefix="papa-schema-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    copy = Path(folder) / (Path(path).stem + ".json")
+    copy.write_text(json.dumps(read_schema(path)), encoding="utf-8")
+    return str(copy)
 
 
 def unused_settings(config: dict) -> list[str]:

@@ -1141,11 +1141,10 @@ def _check_block_keys(hp: dict, block: str, known: set | None = None) -> None:
     without a word). ``known``: the block's keys, where not those of ``block``'s schema definition."""
     import difflib
 
-    import yaml
-
     from .checks import SCHEMA
+    from .records import read_schema
 
-    schema = yaml.safe_load(SCHEMA.read_text())
+    schema = read_schema(SCHEMA)
     # max_length: `papa.probe.PAPER_HPARAMS` gives it with each task's settings (the tokens' N, not read here)
     if known is None:
         known = set(schema["definitions"]["lambda_hparams"]["properties"]) | {"max_length"}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import errno
 import functools
 import json
@@ -717,10 +718,17 @@ def config_keys() -> set:
 def read_schema(path=None) -> dict:
     """The workflow's schema (``path``, default ``workflow/schemas/config.schema.yaml`` of this checkout, as
     ``papa.checks.SCHEMA``) as a new dict, read with libyaml's loader where PyYAML has one (a tenth of the
-    pure-Python loader's CPU: every Snakemake start, dry runs too, reads it several times)."""
+    pure-Python loader's CPU: every Snakemake start, dry runs too, reads it several times), once a process
+    while the file stays as it is (its modification time and size)."""
+    path = Path(path or Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")
+    stat = path.stat()
+    return copy.deepcopy(_parsed_schema(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_schema(path: str, mtime_ns: int, size: int) -> dict:
     import yaml
 
-    path = path or Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
     return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
 
 

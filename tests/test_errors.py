@@ -1,6 +1,8 @@
 """Bad inputs fail early with a message that names the file and says what to change (issue: cached results
 you can trust)."""
 
+import copy
+import functools
 import os
 import re
 import shutil
@@ -64,14 +66,20 @@ def test_corrupt_parquet_names_the_path(tmp_path):
 
 
 def _config(**edits):
+    """A new copy of the smoke config (parsed once: over 400 tests read it) with ``edits`` set."""
+    cfg = copy.deepcopy(_smoke_config())
+    for k, v in edits.items():
+        cfg[k] = v
+    return cfg
+
+
+@functools.cache
+def _smoke_config() -> dict:
     import yaml
 
     from tests.test_workflow import ROOT, SMOKE
 
-    cfg = yaml.safe_load((ROOT / SMOKE).read_text())
-    for k, v in edits.items():
-        cfg[k] = v
-    return cfg
+    return yaml.safe_load((ROOT / SMOKE).read_text())
 
 
 def _problems(edit) -> str:

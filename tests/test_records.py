@@ -888,6 +888,46 @@ def test_results_of_without_the_key_is_the_schemas_default(wd, monkeypatch):
     assert R.results_folder(["c.yaml"]) == "results-elsewhere"
 
 
+def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path):
+    """`read_schema` parses a schema once a process while its file stays as it is (a config check read it twice, the
+    notebook entry points' key check with pure-Python YAML: a third of the fast tests' time), gives each caller a
+    dict of its own, and reads an edit; `papa.checks.schema_file`, the JSON copy Snakemake's `validate` reads in
+    the YAML's place, holds what Snakemake's own read of the YAML gives (yte) and follows an edit too."""
+    import yte
+
+    from papa.checks import SCHEMA, schema_file
+
+    mine = records.read_schema(SCHEMA)
+    mine["properties"].clear()  # the caller's to change
+    assert records.read_schema(SCHEMA)["properties"] and records.read_schema() == records.read_schema(SCHEMA)
+    copy = Path(schema_file(SCHEMA))
+    assert copy.suffix == ".json" and str(copy) == schema_file(SCHEMA)  # written once
+    assert json.loads(copy.read_text()) == yte.process_yaml(SCHEMA.read_text(), require_use_yte=True)
+
+    s = tmp_path / "s.yaml"
+    s.write_text("type: object\nproperties: {a: {default: 1}}\n")
+    first = schema_file(s)
+    assert records.read_schema(s)["properties"]["a"]["default"] == 1
+    s.write_text("type: object\nproperties: {a: {default: 22}}\n")  # another size: an edit, whatever the clock
+    assert records.read_schema(s)["properties"]["a"]["default"] == 22
+    assert json.loads(Path(schema_file(s)).read_text())["properties"]["a"]["default"] == 22 and schema_file(s) != first
+    gone = tmp_path / "gone.yaml"
+    assert schema_file(gone) == str(gone)  # no file: Snakemake's own message for it
+    with pytest.raises(FileNotFoundError):
+        records.read_schema(gone)
+
+
+@pytest.mark.slow
+def test_the_schemas_json_copy_goes_with_the_process():
+    """The folder of `schema_file`'s copy is removed as the process that wrote it exits (each Snakemake start
+    writes one)."""
+    import subprocess
+
+    code = "from papa.checks import schema_file; print(schema_file())"
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert made.endswith("config.schema.json") and not Path(made).parent.exists(), made
+
+
 def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, capsys):
     """`python3 -m papa.records results-of` with a Python that lacks Snakemake (the system's, after make install)
     said "run make install first", which changed nothing: it names the venv's python (review AZ)."""

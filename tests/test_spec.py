@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from papa import spec
+from papa.checks import schema_file
 from papa.spec import ConstantsSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +31,7 @@ def _config(name="smoke"):
 def _validated(cfg):
     from snakemake.utils import validate
 
-    validate(cfg, str(SCHEMA))
+    validate(cfg, schema_file(SCHEMA))  # a JSON copy: Snakemake reads a YAML schema with pure-Python YAML
     return cfg
 
 
