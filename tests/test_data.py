@@ -3285,6 +3285,7 @@ def test_a_folder_spelt_as_a_path_with_an_alias_name_stays_a_folder(tmp_path, mo
     assert Path(resolve_model_path(path_param("minilm"))).resolve() != (tmp_path / "minilm").resolve()
 
 
+@pytest.mark.slow  # the wiki corpus parsed twice: `make test`, not the fast tier
 def test_a_dataset_key_written_out_at_its_default_loads_the_same(tmp_path):
     """papa.checks.DATASET_DEFAULTS, the keys rule prepare_data leaves out of its params at these values (so writing
     one out reruns nothing), are what load_task takes when the spec leaves them out: the same splits and labels with

@@ -258,6 +258,7 @@ def _padded_count(n, n_real):
     return count
 
 
+@pytest.mark.slow  # two BPE tokenizers trained on the wiki corpus: `make test`, not the fast tier
 def test_separator_positions_follow_the_encoding(bert_tok, tmp_path):
     """RoBERTa's pair block </s></s> at N/2 and N/2 + 1 and the final </s> at N-1 count, BERT's [SEP] at N/2 and
     N-1, DeBERTa's (v1) too: it was pretrained on one middle [SEP], which transformers 5's tokenizer doubles;

@@ -1067,6 +1067,7 @@ def test_a_result_this_user_may_not_read_is_not_called_corrupt_or_to_be_deleted(
     assert verify.rstrip().endswith("rc 1")  # not "every recorded input file is as it was read"
 
 
+@pytest.mark.slow  # four fresh Python processes importing torch: `make test`, not the fast tier
 def test_a_jobs_thread_count_does_not_change_its_numbers():
     """A job's ``threads`` is a resource, not a param: changing it reruns nothing, so it must change no number.
     MKL's float32 products of a few rows (5 to 11: a probe's last batch, an MLM batch's masked tokens) rounded

@@ -766,6 +766,7 @@ def test_the_tied_decoder_on_embeddings_narrower_than_the_hidden_states_is_a_con
     validate_config(cfg, warn=lambda m: None)
 
 
+@pytest.mark.slow  # four models built, two BPE tokenizers trained on the wiki corpus: `make test`, not the fast tier
 def test_a_missing_mlm_head_is_a_config_error_when_the_checkpoint_is_here(tmp_path):
     """analyses.mlm.head: pretrained on a checkpoint without an MLM head failed in its MLM job, after the jobs
     before it; now the config check reads the checkpoint's tensor names (when it is on this machine) and

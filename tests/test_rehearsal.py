@@ -132,6 +132,7 @@ def test_ner_and_chunk_heuristics():
     ]
 
 
+@pytest.mark.slow  # three builds, each parsing the wiki corpus (~2 s): `make test`, not the fast tier
 def test_build_data_is_seeded(tmp_path):
     a = rehearsal.build_data("mrpc", tmp_path / "a", 10, 5, seed=0)
     b = rehearsal.build_data("mrpc", tmp_path / "b", 10, 5, seed=0)
@@ -650,6 +651,7 @@ def test_each_split_file_holds_a_draw_of_its_own_seed_stream_in_the_corpus_order
         assert _tsv_rows(files[split]) == want, split
 
 
+@pytest.mark.slow  # the wiki corpus parsed again (~2 s): `make test`, not the fast tier
 def test_mnli_neutral_hypotheses_are_wiki_sentences_of_the_files_own_split(built_data):
     """MNLI's neutral hypotheses are Wikipedia sentences of the split the file is (validation's from the wiki
     corpus' validation split): the validation file holds no train text."""

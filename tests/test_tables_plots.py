@@ -878,6 +878,7 @@ def _axis_labels(monkeypatch, draw) -> list[tuple[str, str]]:
     return seen
 
 
+@pytest.mark.slow  # five figures drawn again: `make test`, not the fast tier
 def test_figures_name_metrics_readably(summary, plot_dir, monkeypatch):
     """Each figure's y axis (and a panel's title where a task's metrics share a figure) names its metric as the
     paper does (MCC, F1 (label 1)), not by its id: the tables keep the ids."""
@@ -1060,6 +1061,7 @@ def report(tmp_path_factory, frames):
     return SimpleNamespace(root=root, agg=agg, out=out, plot=plot, frames=frames + kinds, lambdas=lambdas)
 
 
+@pytest.mark.slow  # every figure drawn again, twice: `make test`, not the fast tier
 def test_plot_stage_of_a_config_the_default_run_never_meets(report, tmp_path, caplog, monkeypatch):
     """Two configs the default run never meets, in one plot stage (each figure costs seconds):
 
