@@ -289,7 +289,11 @@ def schema_file(path=SCHEMA) -> str:
     path = Path(path)
     try:
         stat = path.stat()
-        return _schema_copy(str(path), (stat.st_mtime_ns, stat.st_size))
+        copy = _schema_copy(str(path), (stat.st_mtime_ns, stat.st_size))
+        if not os.path.isfile(copy):  # removed under the process (a cleaner of old temporary files): again
+            _schema_copy.cache_clear()
+            copy = _schema_copy(str(path), (stat.st_mtime_ns, stat.st_size))
+        return copy
     except OSError:
         return str(path)
 
@@ -297,10 +301,16 @@ def schema_file(path=SCHEMA) -> str:
 @functools.lru_cache(maxsize=4)
 def _schema_copy(path: str, stamp: tuple) -> str:  # stamp: the schema's (mtime, size), to read an edit again
     folder = tempfile.mkdtemp(prefix="papa-schema-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    atexit.register(_remove_own_folder, folder, os.getpid())
     copy = Path(folder) / (Path(path).stem + ".json")
     copy.write_text(json.dumps(read_schema(path)), encoding="utf-8")
     return str(copy)
+
+
+def _remove_own_folder(folder: str, pid: int) -> None:
+    """At exit, the folder of the process that made it (a forked child that exits leaves its parent's)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def unused_settings(config: dict) -> list[str]:

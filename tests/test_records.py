@@ -911,6 +911,8 @@ def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path):
     s.write_text("type: object\nproperties: {a: {default: 22}}\n")  # another size: an edit, whatever the clock
     assert records.read_schema(s)["properties"]["a"]["default"] == 22
     assert json.loads(Path(schema_file(s)).read_text())["properties"]["a"]["default"] == 22 and schema_file(s) != first
+    Path(copy).unlink()  # removed under the process (a cleaner of old temporary files): written again
+    assert Path(schema_file(SCHEMA)).is_file()
     gone = tmp_path / "gone.yaml"
     assert schema_file(gone) == str(gone)  # no file: Snakemake's own message for it
     with pytest.raises(FileNotFoundError):
@@ -926,6 +928,10 @@ def test_the_schemas_json_copy_goes_with_the_process():
     code = "from papa.checks import schema_file; print(schema_file())"
     made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert made.endswith("config.schema.json") and not Path(made).parent.exists(), made
+    # a forked child that exits leaves its parent's copy where it is
+    code = ("import os, sys; from papa.checks import schema_file; made = schema_file()\n"
+            "pid = os.fork()\nif pid == 0: sys.exit(0)\nos.waitpid(pid, 0); print(os.path.isfile(made))")  # fmt: skip
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
 
 
 def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, capsys):
