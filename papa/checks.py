@@ -12,14 +12,10 @@ the Snakefile calls it, and a notebook or `papa.cost` sees through it the config
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import math
 import os
 import re
-import shutil
-import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -281,36 +277,26 @@ def validate_config(config: dict, warn=None) -> dict:
 
 
 def schema_file(path=SCHEMA) -> str:
-    """The schema at ``path`` as a file Snakemake's `validate` reads fast: a JSON copy, written once per process
-    (and again after an edit of the schema) into a folder of the process's own that it removes as it exits.
-    Snakemake reads a JSON schema with the json module and a YAML one with yte's pure-Python YAML loader, a tenth
-    of a second a call (every Snakemake start, dry runs too, and each config check of the tests). The YAML path
-    itself where no temporary folder can be written."""
+    """The schema at ``path`` as a file Snakemake's `validate` reads fast: a JSON copy in papa's cache
+    (`papa.data.default_cache_dir`'s ``schemas/``, named by the digest of the YAML's bytes, so an edit of the schema
+    gets a copy of its own), written once through `papa.io.write_text` (whole or not at all) and read by every later
+    Snakemake start. Snakemake reads a JSON schema with the json module and a YAML one with yte's pure-Python YAML
+    loader, a tenth of a second a call (every Snakemake start, dry runs too, and each config check of the tests).
+    The YAML path itself where the cache cannot be written. One small file per version of the schema, not pruned."""
+    import hashlib
+
+    from .data.downloads import default_cache_dir
+    from .io import write_text
+
     path = Path(path)
     try:
-        stat = path.stat()
-        copy = _schema_copy(str(path), (stat.st_mtime_ns, stat.st_size))
-        if not os.path.isfile(copy):  # removed under the process (a cleaner of old temporary files): again
-            _schema_copy.cache_clear()
-            copy = _schema_copy(str(path), (stat.st_mtime_ns, stat.st_size))
-        return copy
-    except OSError:
+        copy = default_cache_dir() / "schemas" / f"{hashlib.sha256(path.read_bytes()).hexdigest()[:32]}.json"
+        if not copy.is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            write_text(copy, json.dumps(read_schema(path)))
+        return str(copy)
+    except (OSError, ValueError):  # ValueError: a PAPA_CACHE under an unknown ~user (`known_home`)
         return str(path)
-
-
-@functools.lru_cache(maxsize=4)
-def _schema_copy(path: str, stamp: tuple) -> str:  # stamp: the schema's (mtime, size), to read an edit again
-    folder = tempfile.mkdtemp(prefix="papa-schema-")
-    atexit.register(_remove_own_folder, folder, os.getpid())
-    copy = Path(folder) / (Path(path).stem + ".json")
-    copy.write_text(json.dumps(read_schema(path)), encoding="utf-8")
-    return str(copy)
-
-
-def _remove_own_folder(folder: str, pid: int) -> None:
-    """At exit, the folder of the process that made it (a forked child that exits leaves its parent's)."""
-    if os.getpid() == pid:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def unused_settings(config: dict) -> list[str]:

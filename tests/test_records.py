@@ -888,20 +888,24 @@ def test_results_of_without_the_key_is_the_schemas_default(wd, monkeypatch):
     assert R.results_folder(["c.yaml"]) == "results-elsewhere"
 
 
-def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path):
+def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path, monkeypatch):
     """`read_schema` parses a schema once a process while its file stays as it is (a config check read it twice, the
     notebook entry points' key check with pure-Python YAML: a third of the fast tests' time), gives each caller a
     dict of its own, and reads an edit; `papa.checks.schema_file`, the JSON copy Snakemake's `validate` reads in
-    the YAML's place, holds what Snakemake's own read of the YAML gives (yte) and follows an edit too."""
+    the YAML's place, holds what Snakemake's own read of the YAML gives (yte), sits in papa's cache under the YAML's
+    digest (an edit gets its own), is written again where removed, and is the YAML itself where the cache cannot be
+    written."""
     import yte
 
     from papa.checks import SCHEMA, schema_file
 
+    monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
     mine = records.read_schema(SCHEMA)
     mine["properties"].clear()  # the caller's to change
     assert records.read_schema(SCHEMA)["properties"] and records.read_schema() == records.read_schema(SCHEMA)
     copy = Path(schema_file(SCHEMA))
-    assert copy.suffix == ".json" and str(copy) == schema_file(SCHEMA)  # written once
+    assert copy.parent == tmp_path / "cache" / "schemas" and copy.suffix == ".json"
+    assert str(copy) == schema_file(SCHEMA) and len(list(copy.parent.iterdir())) == 1  # one copy for one schema
     assert json.loads(copy.read_text()) == yte.process_yaml(SCHEMA.read_text(), require_use_yte=True)
 
     s = tmp_path / "s.yaml"
@@ -911,27 +915,16 @@ def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path):
     s.write_text("type: object\nproperties: {a: {default: 22}}\n")  # another size: an edit, whatever the clock
     assert records.read_schema(s)["properties"]["a"]["default"] == 22
     assert json.loads(Path(schema_file(s)).read_text())["properties"]["a"]["default"] == 22 and schema_file(s) != first
-    Path(copy).unlink()  # removed under the process (a cleaner of old temporary files): written again
+    copy.unlink()  # removed (a cleaned cache): written again
     assert Path(schema_file(SCHEMA)).is_file()
     gone = tmp_path / "gone.yaml"
     assert schema_file(gone) == str(gone)  # no file: Snakemake's own message for it
     with pytest.raises(FileNotFoundError):
         records.read_schema(gone)
-
-
-@pytest.mark.slow
-def test_the_schemas_json_copy_goes_with_the_process():
-    """The folder of `schema_file`'s copy is removed as the process that wrote it exits (each Snakemake start
-    writes one)."""
-    import subprocess
-
-    code = "from papa.checks import schema_file; print(schema_file())"
-    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert made.endswith("config.schema.json") and not Path(made).parent.exists(), made
-    # a forked child that exits leaves its parent's copy where it is
-    code = ("import os, sys; from papa.checks import schema_file; made = schema_file()\n"
-            "pid = os.fork()\nif pid == 0: sys.exit(0)\nos.waitpid(pid, 0); print(os.path.isfile(made))")  # fmt: skip
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
+    (tmp_path / "a-file").write_text("")
+    for cache in (tmp_path / "a-file" / "cache", "~nosuchuser/cache"):  # not a folder; a home this machine lacks
+        monkeypatch.setenv("PAPA_CACHE", str(cache))
+        assert schema_file(SCHEMA) == str(SCHEMA)
 
 
 def test_results_of_without_snakemake_says_which_python_to_use(monkeypatch, capsys):
