@@ -324,8 +324,6 @@ def code_fingerprint(script: str | Path, root: str | Path | None = None, skip=()
     return fingerprint
 
 
-#: The on-disk cache's files not written for this long (seconds) are removed as another is written.
-_DISK_KEEP_S = 30 * 24 * 3600
 #: The Python the fingerprints on disk were computed under (``ast.dump``'s output changes between minor versions):
 #: part of their key, so a cache one machine or venv shares with another never gives what this Python would not.
 _PYTHON = f"python{sys.version_info[0]}.{sys.version_info[1]}"
@@ -372,7 +370,9 @@ def _disk_read(key: tuple[str, str]) -> str | None:
 def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
     """Add one fingerprint to its package's file (written whole through `papa.io.write_text`: a reader never sees
     half a file; two writers at once may lose one's entry, computed again later); remove the files of other
-    package versions not written for `_DISK_KEEP_S` (one still in use is written again when next needed)."""
+    package versions not written for a month (`papa.data.downloads.prune_stale`: one still in use is written again
+    when next needed)."""
+    from .data.downloads import prune_stale
     from .io import write_text
 
     try:
@@ -385,10 +385,7 @@ def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
             known = {}
         known[key[1]] = fingerprint
         write_text(path, json.dumps(known, sort_keys=True))  # mode as a plain write's: a group's shared cache
-        old = time.time() - _DISK_KEEP_S
-        for other in path.parent.iterdir():
-            if other != path and other.stat().st_mtime < old:
-                other.unlink()
+        prune_stale(path.parent, path)
     except _DISK_ERRORS:
         pass
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -893,8 +894,8 @@ def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path, monkeypatch
     notebook entry points' key check with pure-Python YAML: a third of the fast tests' time), gives each caller a
     dict of its own, and reads an edit; `papa.checks.schema_file`, the JSON copy Snakemake's `validate` reads in
     the YAML's place, holds what Snakemake's own read of the YAML gives (yte), sits in papa's cache under the YAML's
-    digest (an edit gets its own), is written again where removed, and is the YAML itself where the cache cannot be
-    written."""
+    digest (an edit gets its own; writing one removes the copies not written for a month), is written again where
+    removed, and is the YAML itself where the cache cannot be written."""
     import yte
 
     from papa.checks import SCHEMA, schema_file
@@ -917,6 +918,13 @@ def test_the_schema_is_parsed_once_while_it_stays_as_it_is(tmp_path, monkeypatch
     assert json.loads(Path(schema_file(s)).read_text())["properties"]["a"]["default"] == 22 and schema_file(s) != first
     copy.unlink()  # removed (a cleaned cache): written again
     assert Path(schema_file(SCHEMA)).is_file()
+    stale, recent = copy.parent / "stale.json", Path(first)  # a schema no start read for a month; last hour's
+    stale.write_text("{}")
+    month_ago = time.time() - 31 * 24 * 3600
+    os.utime(stale, (month_ago, month_ago))
+    assert schema_file(SCHEMA) == str(copy) and stale.exists()  # a copy read, none written: nothing removed
+    s.write_text("type: object\nproperties: {a: {default: 333}}\n")  # another version written: the stale one goes
+    assert Path(schema_file(s)).is_file() and not stale.exists() and recent.is_file() and copy.is_file()
     gone = tmp_path / "gone.yaml"
     assert schema_file(gone) == str(gone)  # no file: Snakemake's own message for it
     with pytest.raises(FileNotFoundError):

@@ -55,6 +55,27 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "papa"
 
 
+#: Entries of papa's own cache files (`prune_stale`: code fingerprints, schema copies) not written for this long
+#: (seconds) are removed as another entry of their folder is written.
+STALE_CACHE_S = 30 * 24 * 3600
+
+
+def prune_stale(folder: str | Path, keep: str | Path, max_age_s: float = STALE_CACHE_S) -> list[Path]:
+    """Remove the files of the cache ``folder`` other than ``keep`` not written for ``max_age_s`` seconds, and
+    return them: the entries papa keys by a version (one per version of its code or of the config schema) that
+    nothing reads any more. One still in use (another checkout sharing the cache) is written again when it is next
+    needed. A file that cannot be removed (another user's, or gone meanwhile) and a folder are left."""
+    import time
+
+    old, keep, gone = time.time() - max_age_s, Path(keep), []
+    for other in Path(folder).iterdir():
+        with contextlib.suppress(OSError):
+            if other != keep and other.stat().st_mtime < old:  # a folder: not unlinked (OSError)
+                other.unlink()
+                gone.append(other)
+    return gone
+
+
 def make_cache_dir(root: str | Path) -> Path:
     """Make the download cache ``root`` (and its parents) where it is missing, and return it; one that cannot be
     made (a read-only home: a bare PermissionError on ``~/.cache`` said nothing of PAPA_CACHE) fails saying what
