@@ -283,11 +283,11 @@ def schema_file(path=SCHEMA) -> str:
     Snakemake start. Snakemake reads a JSON schema with the json module and a YAML one with yte's pure-Python YAML
     loader, a tenth of a second a call (every Snakemake start, dry runs too, and each config check of the tests).
     The YAML path itself where the cache cannot be written. One small file per version of the schema: writing one
-    removes the others not written for a month (`papa.data.downloads.prune_stale`; one another checkout still
+    removes the others not written for a month (`papa.data.downloads.prune_cache_entries`; one another checkout still
     reads is written again at its next start)."""
     import hashlib
 
-    from .data.downloads import default_cache_dir, prune_stale
+    from .data.downloads import default_cache_dir, prune_cache_entries
     from .io import write_text
 
     path = Path(path)
@@ -296,7 +296,7 @@ def schema_file(path=SCHEMA) -> str:
         if not copy.is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)
             write_text(copy, json.dumps(read_schema(path)))
-            prune_stale(copy.parent, copy)
+            prune_cache_entries(copy.parent, copy)
         return str(copy)
     except (OSError, ValueError):  # ValueError: a PAPA_CACHE under an unknown ~user (`known_home`)
         return str(path)

@@ -370,9 +370,9 @@ def _disk_read(key: tuple[str, str]) -> str | None:
 def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
     """Add one fingerprint to its package's file (written whole through `papa.io.write_text`: a reader never sees
     half a file; two writers at once may lose one's entry, computed again later); remove the files of other
-    package versions not written for a month (`papa.data.downloads.prune_stale`: one still in use is written again
-    when next needed)."""
-    from .data.downloads import prune_stale
+    package versions not written for a month (`papa.data.downloads.prune_cache_entries`: one still in use is
+    written again when next needed)."""
+    from .data.downloads import prune_cache_entries
     from .io import write_text
 
     try:
@@ -385,7 +385,7 @@ def _disk_write(key: tuple[str, str], fingerprint: str) -> None:
             known = {}
         known[key[1]] = fingerprint
         write_text(path, json.dumps(known, sort_keys=True))  # mode as a plain write's: a group's shared cache
-        prune_stale(path.parent, path)
+        prune_cache_entries(path.parent, path)
     except _DISK_ERRORS:
         pass
 

@@ -170,8 +170,8 @@ def test_the_cache_follows_xdg_cache_home_and_one_that_cannot_be_made_says_what_
         D.load_task({"name": "rt_sentiment", "source": "package"}, tmp_path / "a-file" / "cache")
 
 
-def test_prune_stale_removes_the_month_old_files_of_a_cache_folder_but_the_one_kept(tmp_path, monkeypatch):
-    """`prune_stale` (the code fingerprints' and the schema copies' folders, as an entry is written): the files
+def test_prune_cache_entries_removes_the_month_old_files_of_a_cache_folder_but_the_one_kept(tmp_path, monkeypatch):
+    """`prune_cache_entries` (the code fingerprints' and the schema copies' folders, as an entry is written): the files
     not written for ``max_age_s`` go, the one being written stays whatever its time (a shared filesystem's clock
     may lag this machine's), and so do the recent files, a sub-folder and a file that cannot be removed."""
     month_ago = time.time() - 31 * 24 * 3600
@@ -181,7 +181,7 @@ def test_prune_stale_removes_the_month_old_files_of_a_cache_folder_but_the_one_k
         (tmp_path / name).mkdir() if name == "folder" else (tmp_path / name).write_text("{}")
         if name != "recent.json":
             os.utime(tmp_path / name, (month_ago, month_ago))
-    assert downloads.prune_stale(tmp_path, tmp_path / "kept.json") == [tmp_path / "stale.json"]
+    assert downloads.prune_cache_entries(tmp_path, tmp_path / "kept.json") == [tmp_path / "stale.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "kept.json", "locked", "recent.json"]
     unlink = Path.unlink
 
@@ -189,10 +189,11 @@ def test_prune_stale_removes_the_month_old_files_of_a_cache_folder_but_the_one_k
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(Path, "unlink", refused)
-    assert downloads.prune_stale(tmp_path / "locked", tmp_path / "kept.json") == []
+    assert downloads.prune_cache_entries(tmp_path / "locked", tmp_path / "kept.json") == []
     monkeypatch.setattr(Path, "unlink", unlink)
-    assert downloads.prune_stale(tmp_path / "locked", tmp_path / "kept.json", max_age_s=40 * 24 * 3600) == []
-    assert downloads.prune_stale(tmp_path / "locked", tmp_path / "kept.json") == [tmp_path / "locked/stale.json"]
+    locked, kept = tmp_path / "locked", tmp_path / "kept.json"
+    assert downloads.prune_cache_entries(locked, kept, max_age_s=40 * 24 * 3600) == []
+    assert downloads.prune_cache_entries(locked, kept) == [locked / "stale.json"]
 
 
 def test_an_mpnet_cache_that_cannot_be_made_says_what_to_set(tmp_path, monkeypatch):

@@ -55,12 +55,12 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "papa"
 
 
-#: Entries of papa's own cache files (`prune_stale`: code fingerprints, schema copies) not written for this long
+#: Entries of papa's own cache files (`prune_cache_entries`: code fingerprints, schema copies) not written for this long
 #: (seconds) are removed as another entry of their folder is written.
-STALE_CACHE_S = 30 * 24 * 3600
+CACHE_ENTRY_MAX_AGE_S = 30 * 24 * 3600
 
 
-def prune_stale(folder: str | Path, keep: str | Path, max_age_s: float = STALE_CACHE_S) -> list[Path]:
+def prune_cache_entries(folder: str | Path, keep: str | Path, max_age_s: float = CACHE_ENTRY_MAX_AGE_S) -> list[Path]:
     """Remove the files of the cache ``folder`` other than ``keep`` not written for ``max_age_s`` seconds, and
     return them: the entries papa keys by a version (one per version of its code or of the config schema) that
     nothing reads any more. One still in use (another checkout sharing the cache) is written again when it is next
