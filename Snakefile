@@ -35,6 +35,8 @@ onstart:
     # a closed terminal (SIGHUP), and scancel or the time limit of a Slurm job running Snakemake (SIGTERM, then
     # SIGKILL), stop the run as Ctrl-C does: its jobs cancelled, its lock removed
     interrupt_on_stop_signals(slurm_job=DRIVER_IN_SLURM_JOB)
+    # the large files' digests papa keeps on disk (papa.io.file_digest) not written for a month
+    prune_digests()
     # the outputs the jobs to run have now: each job deletes its old ones as it starts
     STANDING.update(f for job in jobs for f in job.output if os.path.exists(f))
     # a start of explicit targets (rule all's input, which says them, is not read): the notices before its jobs run

@@ -618,6 +618,20 @@ def _file_digest(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -
     return digest
 
 
+def prune_digests() -> list[Path]:
+    """Remove the digests `file_digest` keeps on disk (``$PAPA_CACHE/digests``, one per state of a file of
+    `DIGEST_CACHE_BYTES` or more) not written for a month (`papa.data.downloads.prune_cache_entries`), and return
+    them: a file rewritten leaves its old state's entry, never read again. A file still in use is hashed once more
+    by its next job. The workflow calls it as a run starts (not in a dry run)."""
+    from .data.downloads import default_cache_dir, prune_cache_entries
+
+    try:
+        folder = default_cache_dir() / "digests"
+    except ValueError:  # a PAPA_CACHE under an unknown ~user: nothing kept there
+        return []
+    return prune_cache_entries(folder)
+
+
 def input_digests(paths) -> dict[str, str]:
     """``{path: file_digest(path)}`` of a job's input files, recorded next to its outputs: a reader of one result
     can tell whether the files it was computed from are still the ones beside it."""

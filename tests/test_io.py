@@ -333,6 +333,28 @@ def test_a_large_files_digest_is_kept_per_state(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "digests").iterdir())) == 2
 
 
+def test_kept_digests_not_written_for_a_month_are_pruned_and_hashed_again_when_read(tmp_path, monkeypatch):
+    """`prune_digests` (a run's start) removes `file_digest`'s entries not written for a month: a rewritten file's
+    old states, never read again, went nowhere. A file still read is hashed once more and its entry kept again;
+    a cache without its digests folder or under a home this machine lacks removes nothing."""
+    import time
+
+    from papa import io as papa_io
+
+    f, real, kept = _weights_with_a_kept_digest(tmp_path, monkeypatch, 4)
+    recent = kept.with_name("recent")
+    recent.write_text(real + "\n")
+    assert papa_io.prune_digests() == []  # all written just now
+    month_ago = time.time() - 31 * 24 * 3600
+    os.utime(kept, (month_ago, month_ago))
+    assert papa_io.prune_digests() == [kept] and not kept.exists() and recent.exists()
+    papa_io._file_digest.cache_clear()
+    assert papa_io.file_digest(f) == real and kept.read_text().strip() == real  # hashed and kept again
+    for cache in (tmp_path / "empty", "~nosuchuser/cache"):
+        monkeypatch.setenv("PAPA_CACHE", str(cache))
+        assert papa_io.prune_digests() == []
+
+
 def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkeypatch):
     """On a GPU node `papa.io.environment` read the name of GPU 0 (torch.cuda.get_device_name, which initialises
     CUDA) for every job: a tokenize, aggregate or plot job set up a CUDA context it never used and recorded the GPU

@@ -380,6 +380,27 @@ def test_files_written_by_other_papa_code_are_named_as_such(smoke_once, tmp_path
         assert changed_under_run() == ["probe.py", "renamed.py"]
 
 
+def test_a_run_removes_the_large_files_digests_not_written_for_a_month_and_a_dry_run_nothing(tmp_path):
+    """`papa.io.file_digest` keeps one digest per state of each file of 64 MB or more under $PAPA_CACHE/digests,
+    and a rewritten file's old state is never read again: nothing removed them. A run's start (the Snakefile's
+    ``onstart``, here `make prune`'s) removes those not written for a month (`papa.io.prune_digests`); a dry run
+    removes nothing."""
+    repo = copy_repo(tmp_path / "repo")
+    digests = tmp_path / "cache" / "digests"
+    digests.mkdir(parents=True)
+    month_ago = time.time() - 31 * 24 * 3600
+    old, recent = digests / "old", digests / "recent"
+    for entry in (old, recent):
+        entry.write_text("sha256:" + "0" * 64 + "\n")
+    os.utime(old, (month_ago, month_ago))
+    env = {**LOCAL_ENV, "PAPA_CACHE": str(tmp_path / "cache")}
+    for args in (["-n"], []):
+        p = subprocess.run([SNAKEMAKE, "prune", "--cores", "1", "--configfile", SMOKE, *args], cwd=repo,
+                           capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert old.exists() == (args == ["-n"]) and recent.exists(), (args, p.stderr[-2000:])
+
+
 def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):
     """``analyses.tasks: []`` means no task (it used to mean every task, as null does): on the finished smoke run,
     only the tables and figures redo, and the summary is the clean run's sweep rows exactly. A config whose

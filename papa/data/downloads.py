@@ -55,20 +55,27 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "papa"
 
 
-#: Entries of papa's own cache files (`prune_cache_entries`: code fingerprints, schema copies) not written for this long
-#: (seconds) are removed as another entry of their folder is written.
+#: Entries of papa's own cache files (`prune_cache_entries`: code fingerprints and schema copies, as another entry of
+#: their folder is written; large files' digests, as a run starts) not written for this long (seconds) are removed.
 CACHE_ENTRY_MAX_AGE_S = 30 * 24 * 3600
 
 
-def prune_cache_entries(folder: str | Path, keep: str | Path, max_age_s: float = CACHE_ENTRY_MAX_AGE_S) -> list[Path]:
+def prune_cache_entries(
+    folder: str | Path, keep: str | Path | None = None, max_age_s: float = CACHE_ENTRY_MAX_AGE_S
+) -> list[Path]:
     """Remove the files of the cache ``folder`` other than ``keep`` not written for ``max_age_s`` seconds, and
-    return them: the entries papa keys by a version (one per version of its code or of the config schema) that
-    nothing reads any more. One still in use (another checkout sharing the cache) is written again when it is next
-    needed. A file that cannot be removed (another user's, or gone meanwhile) and a folder are left."""
+    return them: the entries papa keys by a version (one per version of its code or of the config schema, per state
+    of a large file) that nothing reads any more. One still in use (another checkout sharing the cache) is written
+    again when it is next needed. A file that cannot be removed (another user's, or gone meanwhile) and a folder are
+    left; a folder that cannot be listed (not made yet) removes nothing."""
     import time
 
-    old, keep, gone = time.time() - max_age_s, Path(keep), []
-    for other in Path(folder).iterdir():
+    old, keep, gone = time.time() - max_age_s, None if keep is None else Path(keep), []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return gone
+    for other in entries:
         with contextlib.suppress(OSError):
             if other != keep and other.stat().st_mtime < old:  # a folder: not unlinked (OSError)
                 other.unlink()

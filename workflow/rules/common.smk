@@ -11,7 +11,7 @@ from papa.layout import one_of
 from papa.checks import validate_config
 from papa.data import LOCAL_FILE_KEYS
 from papa.data.hub import ACCESS_KEYS
-from papa.io import file_digest, interrupt_on_stop_signals, model_folder_files
+from papa.io import file_digest, interrupt_on_stop_signals, model_folder_files, prune_digests
 from papa.models import is_package_alias, model_release
 from papa.spec import ConstantsSpec, is_original, needs_lambdas
 from snakemake.logging import logger
