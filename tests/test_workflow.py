@@ -80,8 +80,9 @@ def copy_without_task(done: Path, dst: Path, task: str, *, data: bool, results: 
     return lost
 
 
-def smk(cwd, *args, check=True, timeout=900):
-    p = subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=LOCAL_ENV)
+def smk(cwd, *args, check=True, timeout=900, env=None):
+    env = LOCAL_ENV if env is None else {**LOCAL_ENV, **env}
+    p = subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
@@ -380,27 +381,6 @@ def test_files_written_by_other_papa_code_are_named_as_such(smoke_once, tmp_path
         assert changed_under_run() == ["probe.py", "renamed.py"]
 
 
-def test_a_run_removes_the_large_files_digests_not_written_for_a_month_and_a_dry_run_nothing(tmp_path):
-    """`papa.io.file_digest` keeps one digest per state of each file of 64 MB or more under $PAPA_CACHE/digests,
-    and a rewritten file's old state is never read again: nothing removed them. A run's start (the Snakefile's
-    ``onstart``, here `make prune`'s) removes those not written for a month (`papa.io.prune_digests`); a dry run
-    removes nothing."""
-    repo = copy_repo(tmp_path / "repo")
-    digests = tmp_path / "cache" / "digests"
-    digests.mkdir(parents=True)
-    month_ago = time.time() - 31 * 24 * 3600
-    old, recent = digests / "old", digests / "recent"
-    for entry in (old, recent):
-        entry.write_text("sha256:" + "0" * 64 + "\n")
-    os.utime(old, (month_ago, month_ago))
-    env = {**LOCAL_ENV, "PAPA_CACHE": str(tmp_path / "cache")}
-    for args in (["-n"], []):
-        p = subprocess.run([SNAKEMAKE, "prune", "--cores", "1", "--configfile", SMOKE, *args], cwd=repo,
-                           capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
-        assert p.returncode == 0, p.stderr[-3000:]
-        assert old.exists() == (args == ["-n"]) and recent.exists(), (args, p.stderr[-2000:])
-
-
 def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_tables(smoke_once, tmp_path):
     """``analyses.tasks: []`` means no task (it used to mean every task, as null does): on the finished smoke run,
     only the tables and figures redo, and the summary is the clean run's sweep rows exactly. A config whose
@@ -410,8 +390,20 @@ def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_t
     repo = tmp_path / "repo"
     shutil.copytree(done, repo, symlinks=True)  # file times and Snakemake's metadata kept: up to date
     cfg = write_config(repo, "no_analyses.yaml", lambda c: c["analyses"].update(tasks=[]))
-    planned = job_counts(smk(repo, "-n", "--configfile", cfg).stdout)
+    # the large files' digests papa keeps (papa.io.file_digest, $PAPA_CACHE/digests): a run's start (the
+    # Snakefile's onstart) removes those not written for a month (papa.io.prune_digests), a dry run none (a
+    # rewritten file's old states, never read again, were never removed)
+    digests = tmp_path / "cache" / "digests"
+    digests.mkdir(parents=True)
+    old, recent = digests / "old", digests / "recent"
+    for entry in (old, recent):
+        entry.write_text("sha256:" + "0" * 64 + "\n")
+    month_ago = time.time() - 31 * 24 * 3600
+    os.utime(old, (month_ago, month_ago))
+    cache = {"PAPA_CACHE": str(tmp_path / "cache")}  # the dry runs, aggregate and plot read no download
+    planned = job_counts(smk(repo, "-n", "--configfile", cfg, env=cache).stdout)
     assert planned == {"aggregate": 1, "plot": 1, "all": 1}, planned
+    assert old.exists()
     # from scratch: no analysis job at all, Sec. 5.1's patterns and the effective averaging they read among them
     # (they used to run on every task's corpus whatever analyses.tasks said)
     everything = job_counts(smk(repo, "-n", "--forceall", "--configfile", cfg).stdout)
@@ -422,7 +414,8 @@ def test_analyses_tasks_empty_runs_no_analyses_and_an_mlm_only_config_no_probe_t
                       if "/average/lambda/" not in str(p))  # fmt: skip
     assert len(analysed) == 6, analysed  # identity and effective kinds, the random order: 3 runs x 2 seeds
     (repo / "results-smoke/report.html").write_text("the report of the run before")
-    said = smk(repo, "--cores", "2", "--configfile", cfg).stderr
+    said = smk(repo, "--cores", "2", "--configfile", cfg, env=cache).stderr
+    assert not old.exists() and recent.exists()
     assert f"results-smoke holds {len(analysed)} probe or lambda file(s) of runs this config does not make" in said
     assert not (repo / "results-smoke/report.html").exists()
     assert (repo / "results-smoke/report-outdated.html").read_text() == "the report of the run before"
