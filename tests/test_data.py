@@ -173,27 +173,28 @@ def test_the_cache_follows_xdg_cache_home_and_one_that_cannot_be_made_says_what_
 def test_prune_cache_entries_removes_the_month_old_files_of_a_cache_folder_but_the_one_kept(tmp_path, monkeypatch):
     """`prune_cache_entries` (the code fingerprints' and the schema copies' folders, as an entry is written): the files
     not written for ``max_age_s`` go, the one being written stays whatever its time (a shared filesystem's clock
-    may lag this machine's), and so do the recent files, a sub-folder and a file that cannot be removed."""
+    may lag this machine's), and so do the recent files, a sub-folder and a file that cannot be removed; a folder
+    not made yet removes nothing."""
     month_ago = time.time() - 31 * 24 * 3600
-    names = ("kept.json", "stale.json", "recent.json", "folder", "locked/stale.json")
-    (tmp_path / "locked").mkdir()
-    for name in names:
+    shared, kept = tmp_path / "shared", tmp_path / "kept.json"  # shared: a group's folder (another user's files)
+    shared.mkdir()
+    for name in ("kept.json", "stale.json", "recent.json", "folder", "shared/stale.json"):
         (tmp_path / name).mkdir() if name == "folder" else (tmp_path / name).write_text("{}")
         if name != "recent.json":
             os.utime(tmp_path / name, (month_ago, month_ago))
-    assert downloads.prune_cache_entries(tmp_path, tmp_path / "kept.json") == [tmp_path / "stale.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "kept.json", "locked", "recent.json"]
+    assert downloads.prune_cache_entries(tmp_path, kept) == [tmp_path / "stale.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "kept.json", "recent.json", "shared"]
     unlink = Path.unlink
 
-    def refused(path, *args, **kwargs):  # another user's file in a group's shared cache
+    def refused(path, *args, **kwargs):  # another user's file
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(Path, "unlink", refused)
-    assert downloads.prune_cache_entries(tmp_path / "locked", tmp_path / "kept.json") == []
+    assert downloads.prune_cache_entries(shared, kept) == []
     monkeypatch.setattr(Path, "unlink", unlink)
-    locked, kept = tmp_path / "locked", tmp_path / "kept.json"
-    assert downloads.prune_cache_entries(locked, kept, max_age_s=40 * 24 * 3600) == []
-    assert downloads.prune_cache_entries(locked, kept) == [locked / "stale.json"]
+    assert downloads.prune_cache_entries(shared, kept, max_age_s=40 * 24 * 3600) == []
+    assert downloads.prune_cache_entries(shared, kept) == [shared / "stale.json"]
+    assert downloads.prune_cache_entries(tmp_path / "not-made", kept) == []  # a folder it cannot list
 
 
 def test_an_mpnet_cache_that_cannot_be_made_says_what_to_set(tmp_path, monkeypatch):
