@@ -87,10 +87,11 @@ def smoke_once(tmp_path_factory):
     """The smoke workflow (config/smoke.yaml) run from scratch once per pytest session, however many
     pytest-xdist workers ask for it: the first runs it under a file lock, the others wait and reuse it.
     Returns ``(repo, info)``: the finished repository (results and Snakemake's metadata included; copy
-    it, never edit it) and ``info`` (``seconds``, ``stdout``, ``stderr`` of the run)."""
+    it, never edit it) and ``info`` (``seconds``, ``stdout``, ``stderr`` of the run; ``reads``: the folder where
+    each job recorded the files it read, tests/opens_audit)."""
     from filelock import FileLock
 
-    from tests.test_workflow import SMOKE, copy_repo, smk
+    from tests.test_workflow import SMOKE, audit_reads, copy_repo, smk
 
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -101,8 +102,9 @@ def smoke_once(tmp_path_factory):
             shutil.rmtree(repo, ignore_errors=True)
             copy_repo(repo)
             t0 = time.monotonic()
-            p = smk(repo, "--cores", "2", "--configfile", SMOKE)
-            info = {"seconds": time.monotonic() - t0, "stdout": p.stdout, "stderr": p.stderr}
+            p = smk(repo, "--cores", "2", "--configfile", SMOKE, env=audit_reads(root / "smoke-once-reads"))
+            info = {"seconds": time.monotonic() - t0, "stdout": p.stdout, "stderr": p.stderr,
+                    "reads": str(root / "smoke-once-reads")}  # fmt: skip
             done.write_text(json.dumps(info))
     return repo, json.loads(done.read_text())
 

@@ -6,6 +6,7 @@ dry runs are in tests/test_rehearsal.py, a file of its own, so that pytest-xdist
 runs them on another worker while this file's run takes one worker from the start (tests/conftest.py).
 """
 
+import json
 import time
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from tests.test_rehearsal import REHEARSAL, load
-from tests.test_workflow import copy_repo, job_counts, smk
+from tests.test_workflow import audit_reads, copy_repo, job_counts, smk, undeclared_reads
 
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
 
@@ -80,9 +81,22 @@ def test_rehearsal_sample_has_every_rule_task_shape_and_metric(sample_repo):
 def sample_run(sample_repo):
     """The rehearsal sample run from scratch, builds included, to the tables and figures: its results folder."""
     t0 = time.monotonic()
-    smk(sample_repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800)
+    reads = audit_reads(sample_repo.parent / "reads")  # each job records the files it reads (tests/opens_audit)
+    said = smk(sample_repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800, env=reads)
     print(f"rehearsal sample: {time.monotonic() - t0:.0f} s")
+    (sample_repo.parent / "jobs.json").write_text(json.dumps(job_counts(said.stdout + said.stderr)))
     return sample_repo / SAMPLE["results"]
+
+
+def test_every_file_a_rehearsal_sample_job_reads_in_the_repository_is_its_input(sample_run):
+    """As the smoke run's test (tests/test_workflow.py), for the rules the smoke run lacks: the builders (the
+    models' and data sets' files, the corpora they are built from), the local data path, the MLM stage and its
+    table, trained data-free kinds."""
+    repo = sample_run.parent
+    rules, problems = undeclared_reads(repo.parent / "reads", repo)
+    ran = set(json.loads((repo.parent / "jobs.json").read_text())) - {"all"}
+    assert {"build_model", "build_data", "mlm", "mlm_table"} <= ran and rules == ran, (sorted(ran), sorted(rules))
+    assert not problems, "files read and not declared as inputs:\n" + "\n".join(problems)
 
 
 def test_rehearsal_sample_probes_every_model_task_metric_and_fraction(sample_run):

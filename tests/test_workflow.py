@@ -103,6 +103,46 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+OPENS_AUDIT = ROOT / "tests" / "opens_audit"  # its sitecustomize records what each job reads
+
+
+def audit_reads(folder: Path) -> dict[str, str]:
+    """Environment additions for a Snakemake run whose jobs record the files they read into ``folder``."""
+    path = os.pathsep.join(p for p in (str(OPENS_AUDIT), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "PAPA_TEST_OPENS": str(folder)}
+
+
+_TEMP = re.compile(r"^\.(.+)\.papa-[^/]+\.tmp$")  # papa.io's temporaries: .<name>.papa-XXXXXXXX.tmp
+
+
+def undeclared_reads(folder: Path, repo: Path) -> tuple[set[str], list[str]]:
+    """The rules of the jobs ``audit_reads`` recorded, and each file inside ``repo`` that a job read without it
+    being a declared input (or a file in an input folder): ``'<rule>: <path>'``. Not counted: the job's own outputs
+    and logs and papa.io's temporaries of them (an output is written, then checked), Snakemake's copy of the script
+    (``.snakemake/``), and the code (``*.py`` and bytecode: each job's ``code`` param fingerprints what it
+    reaches). Files outside the repository (the packages, papa's cache of pinned downloads, the temp folder) are
+    not this check's."""
+    repo, rules, problems = Path(os.path.realpath(repo)), set(), []
+    for f in sorted(Path(folder).glob("*.json")):
+        job = json.loads(f.read_text())
+        rules.add(job["rule"])
+        declared = [Path(p) for p in job["input"]]
+        own = [Path(p) for p in job["output"] + job["log"]]
+        for read in map(Path, job["read"]):
+            try:
+                rel = read.relative_to(repo)
+            except ValueError:
+                continue
+            if rel.parts[0] == ".snakemake" or read.suffix in (".py", ".pyc"):
+                continue
+            named = Path(*(_TEMP.sub(r"\1", part) for part in read.parts))
+            if any(named == p or p in named.parents for p in own):
+                continue
+            if not any(read == p or p in read.parents for p in declared):
+                problems.append(f"{job['rule']}: {rel}")
+    return rules, sorted(set(problems))
+
+
 def write_config(repo: Path, name: str, edit) -> str:
     cfg = yaml.safe_load((repo / SMOKE).read_text())
     edit(cfg)
@@ -267,6 +307,60 @@ def test_every_column_of_every_table_is_in_the_readme(smoke_once):
         named = {w for quoted in re.findall(r"`([^`]+)`", bullets[table.stem]) for w in re.split(r"[,\s]+", quoted)}
         undocumented = [c for c in pd.read_parquet(table).columns if c not in named]
         assert not undocumented, f"README's {table.name} does not name its columns {undocumented}"
+
+
+def test_every_file_a_smoke_job_reads_in_the_repository_is_its_input(smoke_once):
+    """Each job of the smoke run, as it ran (tests/opens_audit recorded the files each opened), read nothing of the
+    repository's but its declared inputs, its own outputs and its code: a file read and not declared (a config, a
+    table found by a glob, another job's output) would not rerun the job when it changed, and on a cluster might
+    not exist yet when the job starts."""
+    repo, info = smoke_once
+    rules, problems = undeclared_reads(Path(info["reads"]), repo)
+    ran = set(job_counts(info["stdout"] + info["stderr"])) - {"all"}
+    assert ran and rules == ran, f"jobs ran {sorted(ran)}, jobs recorded what they read {sorted(rules)}"
+    assert not problems, "files read and not declared as inputs:\n" + "\n".join(problems)
+
+
+def test_undeclared_reads_names_a_file_read_outside_the_inputs_and_outputs(tmp_path):
+    """The check itself, on records written here: a file in an input folder, an output, a temporary of an output
+    folder, the code and Snakemake's script copy pass; a config and another job's table read are named."""
+    repo, folder = tmp_path / "repo", tmp_path / "reads"
+    folder.mkdir()
+    r = lambda p: str(repo / p)  # noqa: E731
+    job = {"rule": "plot", "cwd": r(""), "input": [r("res/tables/probe.parquet"), r("res/built/models/bert")],
+           "output": [r("res/plots/heads")], "log": [r("res/logs/plot.log")],
+           "read": [r("res/tables/probe.parquet"), r("res/built/models/bert/config.json"), r("res/logs/plot.log"),
+                    r("res/plots/.heads.papa-ab12cd34.tmp/a.png"), r("papa/plots.py"), r(".snakemake/scripts/t.py"),
+                    r("config/config.yaml"), r("res/tables/summary.parquet"), str(tmp_path / "out.txt")]}  # fmt: skip
+    (folder / "plot-1.json").write_text(json.dumps(job))
+    named = ["plot: config/config.yaml", "plot: res/tables/summary.parquet"]
+    assert undeclared_reads(folder, repo) == ({"plot"}, named)
+    job["read"] = [r("res/plots/.heads.papa-ab12cd34.tmp/a.png"), r("res/plots/.other.papa-ab12cd34.tmp/a.png")]
+    (folder / "plot-1.json").write_text(json.dumps(job))  # another output's temporary is not this job's
+    assert undeclared_reads(folder, repo)[1] == ["plot: res/plots/.other.papa-ab12cd34.tmp/a.png"]
+
+
+def test_the_reads_audit_records_a_script_jobs_reads_and_nothing_else(tmp_path):
+    """tests/opens_audit in a Python process standing for a Snakemake script job (``snakemake`` in ``__main__``):
+    the files opened for reading (open(), os.open, read-write) are recorded, resolved, with the job's rule and
+    files; a file written alone is not; a process without ``snakemake`` writes no record."""
+    (tmp_path / "in.txt").write_text("x")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "in.txt")
+    script = """if True:
+        import os, types
+        snakemake = types.SimpleNamespace(rule="probe", input=["in.txt"], output=["out.txt"], log=[])
+        open("link.txt").read(); open("out.txt", "w").write("y"); os.close(os.open("rw.txt", os.O_RDWR | os.O_CREAT))
+        os.close(os.open(os.path.abspath("ro.txt"), os.O_RDONLY | os.O_CREAT))
+    """
+    env = {**os.environ, **audit_reads(tmp_path / "reads")}
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, check=True)
+    subprocess.run([sys.executable, "-c", "open('in.txt').read()"], cwd=tmp_path, env=env, check=True)
+    (record,) = [json.loads(f.read_text()) for f in (tmp_path / "reads").glob("*.json")]
+    real = str(tmp_path.resolve())
+    assert (record["rule"], record["input"], record["output"]) == ("probe", [f"{real}/in.txt"], [f"{real}/out.txt"])
+    mine = [p for p in record["read"] if p.startswith(real)]
+    assert mine == [f"{real}/in.txt", f"{real}/ro.txt"], mine  # os.open of a relative name: a dir_fd's, perhaps
+    assert not [p for p in record["read"] if p.endswith("out.txt")]
 
 
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
