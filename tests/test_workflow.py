@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from papa import checks, records, spec
+from papa import io as papa_io
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -112,7 +113,11 @@ def audit_reads(folder: Path) -> dict[str, str]:
     return {"PYTHONPATH": path, "PAPA_TEST_OPENS": str(folder)}
 
 
-_TEMP = re.compile(r"^\.(.+)\.papa-[^/]+\.tmp$")  # papa.io's temporaries: .<name>.papa-XXXXXXXX.tmp
+def _temp_of(path: Path, out: Path) -> bool:
+    """Whether ``path`` is (or lies in) one of papa.io's temporaries of ``out``, named by `papa.io._temp_name`."""
+    t = papa_io._temp_name(out)
+    return any(q.parent == t["dir"] and q.name.startswith(t["prefix"]) and q.name.endswith(t["suffix"])
+               for q in (path, *path.parents))  # fmt: skip
 
 
 def undeclared_reads(folder: Path, repo: Path) -> tuple[set[str], list[str]]:
@@ -135,12 +140,19 @@ def undeclared_reads(folder: Path, repo: Path) -> tuple[set[str], list[str]]:
                 continue
             if rel.parts[0] == ".snakemake" or read.suffix in (".py", ".pyc"):
                 continue
-            named = Path(*(_TEMP.sub(r"\1", part) for part in read.parts))
-            if any(named == p or p in named.parents for p in own):
+            if any(read == p or p in read.parents or _temp_of(read, p) for p in own):
                 continue
             if not any(read == p or p in read.parents for p in declared):
                 problems.append(f"{job['rule']}: {rel}")
     return rules, sorted(set(problems))
+
+
+def assert_jobs_read_their_inputs(folder: Path, repo: Path, ran: set[str]) -> None:
+    """Every rule in ``ran`` left its jobs' records in ``folder`` (a recorder that stopped working fails), and no
+    job read a file of ``repo`` it did not declare (`undeclared_reads`)."""
+    rules, problems = undeclared_reads(folder, repo)
+    assert ran and rules == ran, f"jobs ran {sorted(ran)}, jobs recorded what they read {sorted(rules)}"
+    assert not problems, "files read and not declared as inputs:\n" + "\n".join(problems)
 
 
 def write_config(repo: Path, name: str, edit) -> str:
@@ -315,10 +327,8 @@ def test_every_file_a_smoke_job_reads_in_the_repository_is_its_input(smoke_once)
     table found by a glob, another job's output) would not rerun the job when it changed, and on a cluster might
     not exist yet when the job starts."""
     repo, info = smoke_once
-    rules, problems = undeclared_reads(Path(info["reads"]), repo)
     ran = set(job_counts(info["stdout"] + info["stderr"])) - {"all"}
-    assert ran and rules == ran, f"jobs ran {sorted(ran)}, jobs recorded what they read {sorted(rules)}"
-    assert not problems, "files read and not declared as inputs:\n" + "\n".join(problems)
+    assert_jobs_read_their_inputs(Path(info["reads"]), repo, ran)
 
 
 def test_undeclared_reads_names_a_file_read_outside_the_inputs_and_outputs(tmp_path):

@@ -46,9 +46,8 @@ def _install(folder: str) -> None:
         job = getattr(sys.modules.get("__main__"), "snakemake", None)
         if job is None or not hasattr(job, "rule"):
             return
-        paths = lambda files: [os.path.realpath(str(f)) for f in files]  # noqa: E731
-        record = {"rule": job.rule, "cwd": os.getcwd(), "input": paths(job.input), "output": paths(job.output),
-                  "log": paths(job.log), "read": sorted(opened)}  # fmt: skip
+        files = {key: [os.path.realpath(str(f)) for f in getattr(job, key)] for key in ("input", "output", "log")}
+        record = {"rule": job.rule, "cwd": os.getcwd(), **files, "read": sorted(opened)}
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"{job.rule}-{os.getpid()}.json"), "w") as f:
             json.dump(record, f)
