@@ -138,13 +138,16 @@ def test_full_rehearsal_writes_every_table(tmp_path):
     constants ran a job per seed, 22 min 47 s in CI and 25 min with other work beside it: ~7 s of CPU per job,
     nearly all of it the Python/torch/transformers start-up of each job, not the tiny models). Every (model,
     task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table of all four
-    families must be there.
+    families must be there, and every job read no file of the checkout it did not declare (as the sample's).
     """
     repo = copy_repo(tmp_path / "repo")
     cfg = load(REHEARSAL)
     t0 = time.monotonic()
-    smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400)
+    reads = audit_reads(tmp_path / "reads")  # each job records the files it reads (tests/opens_audit)
+    said = smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400, env=reads)
     seconds = time.monotonic() - t0
+    ran = set(job_counts(said.stdout + said.stderr)) - {"all"}
+    assert_jobs_read_their_inputs(tmp_path / "reads", repo, ran)
     res = repo / cfg["results"] / "tables"
     probe = pd.read_parquet(res / "probe.parquet")
     sweep = cfg["sweep"]

@@ -28,7 +28,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import real_slurm_path
-from tests.test_workflow import copy_repo, copy_without_task, ctrl_c_works, dry_run_jobs
+from tests.test_workflow import (
+    assert_jobs_read_their_inputs,
+    audit_reads,
+    copy_repo,
+    copy_without_task,
+    ctrl_c_works,
+    dry_run_jobs,
+    job_counts,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -550,7 +558,9 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     """Part of the rehearsal (config/rehearsal.yaml) as Slurm jobs: the workflow builds a tiny model and
     GLUE-shaped local data, then tokenize -> average attention -> lambdas -> probe for one task (and a data-free
     matrix beside the averaging, trained with a probe as one seed's job, rule probe_trained), and the built model
-    folder reaches every job that loads it (six DAG levels, ~15 s of polling each)."""
+    folder reaches every job that loads it (six DAG levels, ~15 s of polling each). Each job, started by sbatch
+    on the cluster's node, reads no file of the checkout it did not declare (tests/opens_audit records its reads:
+    the job's environment, PYTHONPATH with it, is the submitting process's)."""
     import yaml
 
     if not REHEARSAL_CONFIG.exists():
@@ -577,10 +587,12 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
         "--configfile",
         "config/rehearsal.yaml",
         timeout=PIPELINE_TIMEOUT_S,
+        env=_env(**audit_reads(tmp_path / "reads")),
     )
     print(f"rehearsal slice through Slurm: {run.seconds:.1f} s end to end")
     assert run.returncode == 0, run.tail(150)
     rules = sorted(rule for rule, _ in slurm_jobs_of(run).values())
+    assert_jobs_read_their_inputs(tmp_path / "reads", wd, set(rules))
     assert rules == sorted(
         [
             "build_model",
@@ -624,7 +636,8 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
     and aggregate and plot run in the Snakemake
     process. The recomputed per-run files and the tables equal the local run's. (The rules before them, and
     a workflow from scratch, go through Slurm in `test_rehearsal_slice_runs_through_slurm`; all of the smoke
-    workflow again would cost CI 17 more Slurm jobs that test nothing new.)"""
+    workflow again would cost CI 17 more Slurm jobs that test nothing new.) Every job, Slurm's and the local
+    ones, reads no file of the checkout it did not declare (tests/opens_audit records its reads)."""
     if not (PIPELINE_SNAKEFILE.exists() and SMOKE_CONFIG.exists()):
         pytest.skip("pipeline not present (Snakefile / config/smoke.yaml)")
     pd = pytest.importorskip("pandas")
@@ -648,6 +661,7 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
         "config/smoke.yaml",
         "--slurm-keep-successful-logs",
         timeout=PIPELINE_TIMEOUT_S,
+        env=_env(**audit_reads(tmp_path / "reads")),
     )
     print(f"smoke pipeline's wsj_pos jobs through Slurm: {run.seconds:.1f} s end to end")
     assert run.returncode == 0, run.tail(150)
@@ -655,6 +669,9 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
     assert sorted(rule for rule, _ in submitted.values()) == sorted(
         ["tokenize"] * 2 + ["average_attention", "learn_lambda"] + ["probe"] * 3
     ), submitted
+    ran = set(job_counts(run.output)) - {"all"}
+    assert {"aggregate", "plot"} <= ran, sorted(ran)  # the local rules, beside the Slurm jobs
+    assert_jobs_read_their_inputs(tmp_path / "reads", slurm_wd, ran)
     # every Slurm job left its log (kept with --slurm-keep-successful-logs)
     logs = {p.stem for p in (slurm_wd / ".snakemake" / "slurm_logs").rglob("*.log")}
     assert set(submitted) <= logs, (sorted(submitted), sorted(logs))
