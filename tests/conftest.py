@@ -91,7 +91,7 @@ def smoke_once(tmp_path_factory):
     each job recorded the files it read, tests/opens_audit)."""
     from filelock import FileLock
 
-    from tests.test_workflow import SMOKE, audit_reads, copy_repo, smk
+    from tests.test_workflow import SMOKE, copy_repo, recording_reads, smk
 
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -102,7 +102,8 @@ def smoke_once(tmp_path_factory):
             shutil.rmtree(repo, ignore_errors=True)
             copy_repo(repo)
             t0 = time.monotonic()
-            p = smk(repo, "--cores", "2", "--configfile", SMOKE, env=audit_reads(root / "smoke-once-reads"))
+            with recording_reads(root / "smoke-once-reads", repo) as reads:
+                p = smk(repo, "--cores", "2", "--configfile", SMOKE, env=reads)
             info = {"seconds": time.monotonic() - t0, "stdout": p.stdout, "stderr": p.stderr,
                     "reads": str(root / "smoke-once-reads")}  # fmt: skip
             done.write_text(json.dumps(info))

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.test_rehearsal import REHEARSAL, load
-from tests.test_workflow import assert_jobs_read_their_inputs, audit_reads, copy_repo, job_counts, smk
+from tests.test_workflow import assert_jobs_read_their_inputs, copy_repo, job_counts, recording_reads, smk
 
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
 
@@ -81,8 +81,8 @@ def test_rehearsal_sample_has_every_rule_task_shape_and_metric(sample_repo):
 def sample_run(sample_repo):
     """The rehearsal sample run from scratch, builds included, to the tables and figures: its results folder."""
     t0 = time.monotonic()
-    reads = audit_reads(sample_repo.parent / "reads")  # each job records the files it reads (tests/opens_audit)
-    said = smk(sample_repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800, env=reads)
+    with recording_reads(sample_repo.parent / "reads", sample_repo) as reads:  # what each job reads (opens_audit)
+        said = smk(sample_repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800, env=reads)
     print(f"rehearsal sample: {time.monotonic() - t0:.0f} s")
     (sample_repo.parent / "jobs.json").write_text(json.dumps(job_counts(said.stdout + said.stderr)))
     return sample_repo / SAMPLE["results"]
@@ -143,8 +143,8 @@ def test_full_rehearsal_writes_every_table(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     cfg = load(REHEARSAL)
     t0 = time.monotonic()
-    reads = audit_reads(tmp_path / "reads")  # each job records the files it reads (tests/opens_audit)
-    said = smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400, env=reads)
+    with recording_reads(tmp_path / "reads", repo) as reads:  # each job's reads (tests/opens_audit)
+        said = smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400, env=reads)
     seconds = time.monotonic() - t0
     ran = set(job_counts(said.stdout + said.stderr)) - {"all"}
     assert_jobs_read_their_inputs(tmp_path / "reads", repo, ran)

@@ -30,12 +30,12 @@ import pytest
 from tests.conftest import real_slurm_path
 from tests.test_workflow import (
     assert_jobs_read_their_inputs,
-    audit_reads,
     copy_repo,
     copy_without_task,
     ctrl_c_works,
     dry_run_jobs,
     job_counts,
+    recording_reads,
 )
 
 pytestmark = pytest.mark.slurm
@@ -577,18 +577,19 @@ def test_rehearsal_slice_runs_through_slurm(slurm_cluster, tmp_path):
     # trained from it, the second seed alone (rule probe_trained: a job per seed)
     trained = f"{results}/probe/bert/sst2/toeplitz_trained/lambda/fraction_dynamic=0/seed{seeds[1]}.parquet"
 
-    run = run_snakemake(
-        wd,
-        target,
-        data_free,
-        trained,
-        "--profile",
-        "slurm",
-        "--configfile",
-        "config/rehearsal.yaml",
-        timeout=PIPELINE_TIMEOUT_S,
-        env=_env(**audit_reads(tmp_path / "reads")),
-    )
+    with recording_reads(tmp_path / "reads", wd) as reads:  # each job's reads (tests/opens_audit)
+        run = run_snakemake(
+            wd,
+            target,
+            data_free,
+            trained,
+            "--profile",
+            "slurm",
+            "--configfile",
+            "config/rehearsal.yaml",
+            timeout=PIPELINE_TIMEOUT_S,
+            env=_env(**reads),
+        )
     print(f"rehearsal slice through Slurm: {run.seconds:.1f} s end to end")
     assert run.returncode == 0, run.tail(150)
     rules = sorted(rule for rule, _ in slurm_jobs_of(run).values())
@@ -653,16 +654,17 @@ def test_pipeline_slurm_matches_local(slurm_cluster, tmp_path, request):
     redone = sorted(p.relative_to(local_res) for d in lost for p in (local_res / d).rglob("*.parquet"))
     assert len(redone) >= 2 + 1 + 3, redone
 
-    run = run_snakemake(
-        slurm_wd,
-        "--profile",
-        "slurm",
-        "--configfile",
-        "config/smoke.yaml",
-        "--slurm-keep-successful-logs",
-        timeout=PIPELINE_TIMEOUT_S,
-        env=_env(**audit_reads(tmp_path / "reads")),
-    )
+    with recording_reads(tmp_path / "reads", slurm_wd) as reads:  # each job's reads (tests/opens_audit)
+        run = run_snakemake(
+            slurm_wd,
+            "--profile",
+            "slurm",
+            "--configfile",
+            "config/smoke.yaml",
+            "--slurm-keep-successful-logs",
+            timeout=PIPELINE_TIMEOUT_S,
+            env=_env(**reads),
+        )
     print(f"smoke pipeline's wsj_pos jobs through Slurm: {run.seconds:.1f} s end to end")
     assert run.returncode == 0, run.tail(150)
     submitted = slurm_jobs_of(run)

@@ -1,14 +1,16 @@
 """The files each Snakemake job reads, recorded for tests/test_workflow.py's `undeclared_reads`.
 
-The tests' whole-workflow runs (tests/conftest.py's `smoke_once`, tests/test_rehearsal_run.py's sample) put this
-folder on PYTHONPATH with ``PAPA_TEST_OPENS`` naming a folder: every Python process then imports this module at
-start-up (``site`` imports ``sitecustomize``) and, where ``PAPA_TEST_OPENS`` is set, listens to the interpreter's
-``open`` audit event (PEP 578: ``open()``, ``os.open``, imports). At exit, a process that ran a Snakemake script
-(its ``__main__`` holds the ``snakemake`` object) writes ``<rule>-<pid>.json``: its rule, declared inputs, outputs
-and logs, and the paths it opened for reading, each resolved (``os.path.realpath``). Anything else (the Snakemake
-process itself, a tool it starts) writes nothing. A path opened relative to a directory descriptor
-(``os.open(name, dir_fd=...)``, as ``shutil.rmtree`` walks a folder) cannot be resolved here and is left out, as
-are opens for writing alone.
+The tests' whole-workflow runs (tests/conftest.py's `smoke_once`, tests/test_rehearsal_run.py's sample and full
+rehearsal, tests/test_slurm.py's runs) put this folder on PYTHONPATH with ``PAPA_TEST_OPENS`` naming a folder: every
+Python process then imports this module at start-up (``site`` imports ``sitecustomize``) and, where
+``PAPA_TEST_OPENS`` is set, listens to the interpreter's ``open`` audit event (PEP 578: ``open()``, ``os.open``,
+imports). At exit, a process that ran a Snakemake script (its ``__main__`` holds the ``snakemake`` object) writes
+``<rule>-<pid>.json``: its rule, process id, declared inputs, outputs and logs, and the paths it opened for reading,
+each resolved (``os.path.realpath``). Anything else (the Snakemake process itself, a tool it starts) writes nothing.
+A path opened relative to a directory descriptor (``os.open(name, dir_fd=...)``, as ``shutil.rmtree`` walks a
+folder) cannot be resolved here and is left out, as are opens for writing alone. Files opened by native code
+(pyarrow's Parquet, safetensors, tokenizers) raise no audit event: tests/native_opens.py has the kernel report
+those, by process id.
 """
 
 import atexit
@@ -47,7 +49,7 @@ def _install(folder: str) -> None:
         if job is None or not hasattr(job, "rule"):
             return
         files = {key: [os.path.realpath(str(f)) for f in getattr(job, key)] for key in ("input", "output", "log")}
-        record = {"rule": job.rule, "cwd": os.getcwd(), **files, "read": sorted(opened)}
+        record = {"rule": job.rule, "pid": os.getpid(), "cwd": os.getcwd(), **files, "read": sorted(opened)}
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"{job.rule}-{os.getpid()}.json"), "w") as f:
             json.dump(record, f)
