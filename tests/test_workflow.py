@@ -198,7 +198,8 @@ def assert_jobs_read_their_inputs(folder: Path, repo: Path, ran: set[str]) -> No
         f = Path(folder) / NATIVE_OPENS
         why = json.loads(f.read_text()).get("why") if f.exists() else "the run was not inside recording_reads"
         message = f"the files native code opened (Parquet, safetensors, tokenizers) were not recorded: {why}"
-        assert os.environ.get("PAPA_TEST_NATIVE_READS") != "1", message
+        if os.environ.get("PAPA_TEST_NATIVE_READS") == "1":
+            raise AssertionError(message + " (PAPA_TEST_NATIVE_READS=1 asks for them)")
         warnings.warn(message + "; only Python's opens are checked", stacklevel=2)
     rules, problems = undeclared_reads(folder, repo)
     assert ran and rules == ran, f"jobs ran {sorted(ran)}, jobs recorded what they read {sorted(rules)}"
@@ -448,13 +449,37 @@ def test_the_kernels_record_has_the_files_native_code_opens(tmp_path):
         subprocess.run([sys.executable, "-c", script], cwd=repo, env={**os.environ, **reads}, check=True)
     kernel = json.loads((folder / NATIVE_OPENS).read_text())
     if "why" in kernel:
-        assert os.environ.get("PAPA_TEST_NATIVE_READS") != "1", kernel["why"]
+        if os.environ.get("PAPA_TEST_NATIVE_READS") == "1":
+            pytest.fail(f"PAPA_TEST_NATIVE_READS=1, but no fanotify here: {kernel['why']}")
         pytest.skip(f"no fanotify here: {kernel['why']}")
     (record,) = [json.loads(f.read_text()) for f in folder.glob("plot-*.json")]
     real = os.path.realpath(repo)
     assert not [p for p in record["read"] if p.endswith((".parquet", ".safetensors"))], record["read"]
     assert kernel["opened"][str(record["pid"])] == [f"{real}/c.safetensors", f"{real}/t.parquet"], kernel
     assert undeclared_reads(folder, repo) == ({"plot"}, ["plot: t.parquet"])
+
+
+def test_without_the_kernels_record_the_check_warns_or_fails_under_ci(tmp_path, monkeypatch):
+    """Where fanotify cannot be had, `recording_reads` writes why, the check runs on Python's opens alone and warns
+    saying so; under PAPA_TEST_NATIVE_READS=1 (CI's) it fails instead, naming why."""
+
+    def refused(self):
+        raise OSError(1, "fanotify_init: Operation not permitted (it needs CAP_SYS_ADMIN: root)")
+
+    monkeypatch.setattr(NativeOpens, "start", refused)
+    repo, folder = tmp_path / "repo", tmp_path / "reads"
+    repo.mkdir()
+    with recording_reads(folder, repo) as reads:
+        assert reads["PAPA_TEST_OPENS"] == str(folder)
+    job = {"rule": "plot", "pid": 1, "input": [], "output": [], "log": [], "read": [str(repo / "config.yaml")]}
+    (folder / "plot-1.json").write_text(json.dumps(job))
+    monkeypatch.delenv("PAPA_TEST_NATIVE_READS", raising=False)
+    with pytest.warns(UserWarning, match="only Python's opens are checked"):
+        with pytest.raises(AssertionError, match="plot: config.yaml"):
+            assert_jobs_read_their_inputs(folder, repo, {"plot"})
+    monkeypatch.setenv("PAPA_TEST_NATIVE_READS", "1")
+    with pytest.raises(AssertionError, match="were not recorded: .*fanotify_init: Operation not permitted"):
+        assert_jobs_read_their_inputs(folder, repo, {"plot"})
 
 
 def test_chaos_kills_and_resumes_give_the_clean_tables(smoke_once, tmp_path):
