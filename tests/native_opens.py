@@ -25,6 +25,7 @@ import select
 import struct
 import sys
 import threading
+import time
 
 _FAN_CLOEXEC, _FAN_NONBLOCK, _FAN_UNLIMITED_QUEUE = 0x1, 0x2, 0x10
 _FAN_MARK_ADD, _FAN_MARK_MOUNT = 0x1, 0x10
@@ -35,13 +36,15 @@ _DELETED = " (deleted)"
 
 
 class NativeOpens:
-    """Record, from `start` to `stop`, the files under ``root`` that each process opened to read: ``{pid: {path}}``
-    (`stop`'s answer, real paths). `start` raises OSError where fanotify cannot be had (not Linux, not
-    permitted), saying why."""
+    """Record, from `start` to `stop`, the files under ``root`` that each process opened to read, and when:
+    ``{pid: {path: [time.monotonic() the event was taken, ...]}}`` (`stop`'s answer, real paths; a time kept where it
+    is over a second after the last one kept for that path). The times tell apart two processes that had one id in
+    turn (a long run on a machine with 32,768 ids reuses them): each is no earlier than its event. `start` raises
+    OSError where fanotify cannot be had (not Linux, not permitted), saying why."""
 
     def __init__(self, root: str | os.PathLike):
         self.root = os.path.join(os.path.realpath(root), "")
-        self.opened: dict[int, set[str]] = {}
+        self.opened: dict[int, dict[str, list[float]]] = {}
         self.events = 0
         self._fd = -1
         self._stopping = threading.Event()
@@ -69,7 +72,7 @@ class NativeOpens:
         self._thread.start()
         return self
 
-    def stop(self) -> dict[int, set[str]]:
+    def stop(self) -> dict[int, dict[str, list[float]]]:
         """Stop listening, take what is queued, and return the opens by process id. An overflowing queue (events
         lost: it is unbounded, so only with memory short) raises RuntimeError: a record with holes vouches for
         nothing."""
@@ -93,7 +96,7 @@ class NativeOpens:
                 buf = os.read(self._fd, 1 << 18)
             except BlockingIOError:
                 return
-            at = 0
+            at, now = 0, time.monotonic()
             while at + _METADATA.size <= len(buf):
                 length, _, _, _, mask, fd, pid = _METADATA.unpack_from(buf, at)
                 at += length
@@ -108,4 +111,6 @@ class NativeOpens:
                 finally:
                     os.close(fd)
                 if path.startswith(self.root):
-                    self.opened.setdefault(pid, set()).add(path.removesuffix(_DELETED))
+                    times = self.opened.setdefault(pid, {}).setdefault(path.removesuffix(_DELETED), [])
+                    if not times or now - times[-1] > 1.0:
+                        times.append(now)

@@ -5,7 +5,8 @@ rehearsal, tests/test_slurm.py's runs) put this folder on PYTHONPATH with ``PAPA
 Python process then imports this module at start-up (``site`` imports ``sitecustomize``) and, where
 ``PAPA_TEST_OPENS`` is set, listens to the interpreter's ``open`` audit event (PEP 578: ``open()``, ``os.open``,
 imports). At exit, a process that ran a Snakemake script (its ``__main__`` holds the ``snakemake`` object) writes
-``<rule>-<pid>.json``: its rule, process id, declared inputs, outputs and logs, and the paths it opened for reading,
+``<rule>-<pid>-<ns>.json``: its rule, process id and the ``time.monotonic()`` it started and ended at (a long
+run reuses process ids), declared inputs, outputs and logs, and the paths it opened for reading,
 each resolved (``os.path.realpath``). Anything else (the Snakemake process itself, a tool it starts) writes nothing.
 A path opened relative to a directory descriptor (``os.open(name, dir_fd=...)``, as ``shutil.rmtree`` walks a
 folder) cannot be resolved here and is left out, as are opens for writing alone. Files opened by native code
@@ -17,6 +18,7 @@ import atexit
 import json
 import os
 import sys
+import time
 
 _FOLDER = os.environ.get("PAPA_TEST_OPENS")
 
@@ -29,6 +31,7 @@ def _reads(mode, flags) -> bool:
 
 def _install(folder: str) -> None:
     opened: set[str] = set()
+    start = time.monotonic()  # the process's window, for tests/native_opens.py's record (a process id is reused)
 
     def hook(event, args):
         if event != "open":
@@ -49,9 +52,10 @@ def _install(folder: str) -> None:
         if job is None or not hasattr(job, "rule"):
             return
         files = {key: [os.path.realpath(str(f)) for f in getattr(job, key)] for key in ("input", "output", "log")}
-        record = {"rule": job.rule, "pid": os.getpid(), "cwd": os.getcwd(), **files, "read": sorted(opened)}
+        window = {"pid": os.getpid(), "start": start, "end": time.monotonic()}
+        record = {"rule": job.rule, **window, "cwd": os.getcwd(), **files, "read": sorted(opened)}
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f"{job.rule}-{os.getpid()}.json"), "w") as f:
+        with open(os.path.join(folder, f"{job.rule}-{os.getpid()}-{time.monotonic_ns()}.json"), "w") as f:
             json.dump(record, f)
 
 
