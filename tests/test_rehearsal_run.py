@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.test_rehearsal import REHEARSAL, load
-from tests.test_workflow import assert_jobs_read_their_inputs, copy_repo, job_counts, recording_reads, smk
+from tests.test_workflow import assert_jobs_read_their_inputs, copy_repo, job_counts, ran_rules, recording_reads, smk
 
 pytestmark = pytest.mark.slow  # whole workflows: `make check` leaves them to `make test`
 
@@ -84,7 +84,7 @@ def sample_run(sample_repo):
     with recording_reads(sample_repo.parent / "reads", sample_repo) as reads:  # what each job reads (opens_audit)
         said = smk(sample_repo, "--cores", "all", "--configfile", "config/sample.yaml", timeout=1800, env=reads)
     print(f"rehearsal sample: {time.monotonic() - t0:.0f} s")
-    (sample_repo.parent / "jobs.json").write_text(json.dumps(job_counts(said.stdout + said.stderr)))
+    (sample_repo.parent / "rules.json").write_text(json.dumps(sorted(ran_rules(said.stdout + said.stderr))))
     return sample_repo / SAMPLE["results"]
 
 
@@ -93,7 +93,7 @@ def test_every_file_a_rehearsal_sample_job_reads_in_the_repository_is_its_input(
     models' and data sets' files, the corpora they are built from), the local data path, the MLM stage and its
     table, trained data-free kinds."""
     repo = sample_run.parent
-    ran = set(json.loads((repo.parent / "jobs.json").read_text())) - {"all"}
+    ran = set(json.loads((repo.parent / "rules.json").read_text()))
     assert {"build_model", "build_data", "mlm", "mlm_table"} <= ran, sorted(ran)
     assert_jobs_read_their_inputs(repo.parent / "reads", repo, ran)
 
@@ -146,8 +146,7 @@ def test_full_rehearsal_writes_every_table(tmp_path):
     with recording_reads(tmp_path / "reads", repo) as reads:  # each job's reads (tests/opens_audit)
         said = smk(repo, "--cores", "all", "--configfile", REHEARSAL, timeout=5400, env=reads)
     seconds = time.monotonic() - t0
-    ran = set(job_counts(said.stdout + said.stderr)) - {"all"}
-    assert_jobs_read_their_inputs(tmp_path / "reads", repo, ran)
+    assert_jobs_read_their_inputs(tmp_path / "reads", repo, ran_rules(said.stdout + said.stderr))
     res = repo / cfg["results"] / "tables"
     probe = pd.read_parquet(res / "probe.parquet")
     sweep = cfg["sweep"]

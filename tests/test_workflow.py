@@ -106,6 +106,12 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def ran_rules(output: str) -> set[str]:
+    """The rules a run's jobs belonged to, from its output's 'Job stats' (`job_counts`), the target rule ``all``
+    left out."""
+    return set(job_counts(output)) - {"all"}
+
+
 OPENS_AUDIT = ROOT / "tests" / "opens_audit"  # its sitecustomize records what each job reads
 
 
@@ -152,18 +158,18 @@ def _temp_of(path: Path, out: Path) -> bool:
                for q in (path, *path.parents))  # fmt: skip
 
 
-def undeclared_reads(folder: Path, repo: Path) -> tuple[set[str], list[str]]:
+def undeclared_reads(folder: Path, repo: Path, kernel: dict | None = None) -> tuple[set[str], list[str]]:
     """The rules of the jobs ``audit_reads`` recorded, and each file inside ``repo`` that a job read without it
     being a declared input (or a file in an input folder): ``'<rule>: <path>'``. Not counted: the job's own outputs
     and logs and papa.io's temporaries of them (an output is written, then checked), Snakemake's copy of the script
     (``.snakemake/``), and the code (``*.py`` and bytecode: each job's ``code`` param fingerprints what it
     reaches). Files outside the repository (the packages, papa's cache of pinned downloads, the temp folder) are
     not this check's. A job's reads are Python's (its record) and, where `recording_reads` had the kernel's, every
-    file its process opened (native code's too)."""
+    file its process opened (native code's too); ``kernel``: that record, where the caller has read it."""
     repo, rules, problems = Path(os.path.realpath(repo)), set(), []
-    native = _native_opens(folder) or {}
+    native = (kernel or _kernel_record(folder)).get("opened") or {}
     jobs = [json.loads(f.read_text()) for f in sorted(Path(folder).glob("*.json")) if f.name != NATIVE_OPENS]
-    turns = sorted((job["pid"], job["start"], job["end"], job["rule"]) for job in jobs if native and "start" in job)
+    turns = sorted((job["pid"], job["start"], job["end"], job["rule"]) for job in jobs) if native else []
     for (pid, _, end, rule), (again, start, _, other) in zip(turns, turns[1:]):
         if pid == again and start <= end + KERNEL_SLACK_S:
             problems.append(f"{rule} and {other}: one process id ({pid}) within {KERNEL_SLACK_S:g} s, whose reads "
@@ -190,18 +196,16 @@ def _kernel_reads(native: dict, job: dict) -> list[str]:
     """The files the kernel saw ``job``'s process open to read: its process id's, taken between the job's start and
     `KERNEL_SLACK_S` after its end (an event is taken after it happens: a mapped file's close comes at the process's
     exit, and the watcher may lag). Ids are handed out in turn, so another process has the id only after the others
-    have gone round (minutes here); a record without times (a test's) takes all of its id's."""
+    have gone round (minutes here)."""
     opened = native.get(str(job.get("pid")), {})
-    if "start" not in job:
-        return list(opened)
     return [p for p, times in opened.items() if any(job["start"] <= t <= job["end"] + KERNEL_SLACK_S for t in times)]
 
 
-def _native_opens(folder: Path) -> dict[str, dict[str, list[float]]] | None:
-    """The kernel's record of `recording_reads` in ``folder``: paths by process id; None where there is none (the
-    run had no fanotify, or `audit_reads` alone)."""
+def _kernel_record(folder: Path) -> dict:
+    """The kernel's record of `recording_reads` in ``folder``: ``opened`` (paths by process id, with times), or
+    ``why`` there is none (the run had no fanotify, or `audit_reads` alone)."""
     f = Path(folder) / NATIVE_OPENS
-    return json.loads(f.read_text()).get("opened") if f.exists() else None
+    return json.loads(f.read_text()) if f.exists() else {"why": "the run was not inside recording_reads"}
 
 
 def assert_jobs_read_their_inputs(folder: Path, repo: Path, ran: set[str]) -> None:
@@ -209,14 +213,13 @@ def assert_jobs_read_their_inputs(folder: Path, repo: Path, ran: set[str]) -> No
     job read a file of ``repo`` it did not declare (`undeclared_reads`). Without the kernel's record of the run
     (`recording_reads` where fanotify is not had: not Linux, not root) only Python's opens are checked, with a
     warning; PAPA_TEST_NATIVE_READS=1 (CI's) makes that a failure."""
-    if _native_opens(folder) is None:
-        f = Path(folder) / NATIVE_OPENS
-        why = json.loads(f.read_text()).get("why") if f.exists() else "the run was not inside recording_reads"
-        message = f"the files native code opened (Parquet, safetensors, tokenizers) were not recorded: {why}"
+    kernel = _kernel_record(folder)
+    if "opened" not in kernel:
+        message = f"the files native code opened (Parquet, safetensors, tokenizers) were not recorded: {kernel['why']}"
         if os.environ.get("PAPA_TEST_NATIVE_READS") == "1":
             raise AssertionError(message + " (PAPA_TEST_NATIVE_READS=1 asks for them)")
         warnings.warn(message + "; only Python's opens are checked", stacklevel=2)
-    rules, problems = undeclared_reads(folder, repo)
+    rules, problems = undeclared_reads(folder, repo, kernel)
     assert ran and rules == ran, f"jobs ran {sorted(ran)}, jobs recorded what they read {sorted(rules)}"
     assert not problems, "files read and not declared as inputs:\n" + "\n".join(problems)
 
@@ -393,8 +396,7 @@ def test_every_file_a_smoke_job_reads_in_the_repository_is_its_input(smoke_once)
     table found by a glob, another job's output) would not rerun the job when it changed, and on a cluster might
     not exist yet when the job starts."""
     repo, info = smoke_once
-    ran = set(job_counts(info["stdout"] + info["stderr"])) - {"all"}
-    assert_jobs_read_their_inputs(Path(info["reads"]), repo, ran)
+    assert_jobs_read_their_inputs(Path(info["reads"]), repo, ran_rules(info["stdout"] + info["stderr"]))
 
 
 def test_undeclared_reads_names_a_file_read_outside_the_inputs_and_outputs(tmp_path):
@@ -445,13 +447,14 @@ def test_the_kernels_record_has_the_files_native_code_opens(tmp_path):
     record lacks both); the kernel's record has both under its process id, and neither the table it writes nor
     one read outside the watched folder; `undeclared_reads` names the undeclared table from it. Where fanotify
     cannot be had (not Linux, not root) it is skipped, and fails under PAPA_TEST_NATIVE_READS=1 (CI's)."""
+    import numpy as np
     from safetensors.numpy import save_file
 
     repo, folder = tmp_path / "repo", tmp_path / "reads"
     repo.mkdir()
     pd.DataFrame({"a": [1, 2]}).to_parquet(repo / "t.parquet")
     pd.DataFrame({"a": [3]}).to_parquet(tmp_path / "outside.parquet")
-    save_file({"x": __import__("numpy").zeros(2)}, str(repo / "c.safetensors"))
+    save_file({"x": np.zeros(2)}, str(repo / "c.safetensors"))
     script = """if True:
         import os, types, pyarrow.parquet as pq
         from safetensors import safe_open
