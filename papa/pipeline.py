@@ -898,10 +898,16 @@ def check_train_classes(train: Encoded, info: TaskInfo, block: str, task: str | 
         return
     what = "tag" if info.kind == "token" else "label"
     found = f"one class ({info.label_names[int(present[0])]!r}" if len(present) else f"no {what} ("
+    key = f"tasks.{task or '<task>'}"
+    if len(train) < n_before:  # a subsample drew it
+        fix = f"Raise {key}.{block}.max_train (null = every example)"
+    else:  # every example is there: the data (or, for a token task, the words cut off at max_length) has one class
+        fix = f"Every train example is there: check the data's {what}s" + (
+            f", or raise {key}.max_length (the words past it are not scored)" if info.kind == "token" else ""
+        )
     raise ValueError(
         f"the {block} stage of task {task!r} would train on {found} of {info.label_names}): its "
-        f"{len(train)} train examples (drawn from {n_before}) hold no other {what}. "
-        f"Raise tasks.{task}.{block}.max_train (null = every example)"
+        f"{len(train)} train examples (drawn from {n_before}) hold no other {what}. {fix}"
     )
 
 
@@ -1237,12 +1243,14 @@ def check_gpu_granted(sm, env: dict) -> None:
     cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA: a CPU build"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     granted = f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
-    raise RuntimeError(f"the {rule} job asks for {gpus:g} GPU(s) (the config's resources) but torch "
+    raise RuntimeError(f"the {rule} job asks for {gpus:g} GPU(s) (its gpu resource) but torch "
                        f"{torch.__version__} ({cuda}) sees no CUDA device (torch.cuda.is_available() is False"
                        f"{granted}): it would run on the CPU while holding the GPU. Install torch built for the "
                        f"node's CUDA driver (README: The workflow on a GPU; check with srun --gpus=1 python -c "
                        f"'import torch; print(torch.cuda.is_available())'), make sure the cluster grants the GPU, "
-                       f"or set the rule's gpu: 0 under resources: to run it on the CPU")  # fmt: skip
+                       f"or ask for no GPU to run it on the CPU: gpu: 0 under resources.{rule} (and under "
+                       f"tasks.<t>.resources.{rule} where a task sets it), or, where the Slurm profile or the "
+                       f"command line asks, PAPA_SLURM_GPUS=0 or --set-resources {rule}:gpu=0")  # fmt: skip
 
 
 def job_memory_mib(sm) -> float | None:

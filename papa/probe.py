@@ -509,8 +509,13 @@ def prepare_features(
     if chosen == "disk" and disk_mb is not None and total > disk_mb * MB:
         raise OSError(
             f"cache.strategy disk: the features need {total / MB:.0f} MB but the disk budget under "
-            f"{scratch or tempfile.gettempdir()} is {disk_mb:.0f} MB; free space, set cache.scratch, or "
-            f"use strategy auto or reencode"
+            f"{scratch or tempfile.gettempdir()} is {disk_mb:.0f} MB; "
+            + (
+                "raise cache.disk_budget_mb (null = the free space), "
+                if disk_budget_mb is not None
+                else "free space, set cache.scratch, "
+            )
+            + "or use strategy auto or reencode"
         )
     log.info(
         "feature cache: train %.1f MiB + validation %.1f MiB (%s) = %.1f MiB; memory budget %s, disk budget %s "

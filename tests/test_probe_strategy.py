@@ -197,6 +197,14 @@ def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path)
     tags[:, 1] = 1  # the one class is named, whichever it is (mutation testing: only class 0 was)
     with pytest.raises(ValueError, match=r"one class \('VB' of \['NN', 'VB'\]\)"):
         pipeline.check_train_classes(one, info, "lambda", "pos", 9)
+    # nothing subsampled (2 of 2 examples): max_train cannot help; the data, or for a token task its length, can
+    with pytest.raises(ValueError, match=r"\(drawn from 2\).*Every train example is there: check the data's tags, "
+                       r"or raise tasks\.pos\.max_length") as e:  # fmt: skip
+        pipeline.check_train_classes(one, info, "lambda", "pos", 2)
+    assert "max_train" not in str(e.value)
+    labels = papa.Encoded(np.zeros((2, 4), np.int64), np.ones((2, 4), np.int64), None, np.array([1, 1]), "standard", 4)
+    with pytest.raises(ValueError, match=r"Every train example is there: check the data's labels$"):
+        pipeline.check_train_classes(labels, pipeline.TaskInfo("sequence", ["neg", "pos"]), "probe", "toy", 2)
 
 
 def test_a_stages_max_train_draw_is_the_stages_seeds_and_unlabeled_tokens_are_refused(job):
@@ -723,13 +731,20 @@ def test_disk_cache_is_removed_however_the_job_ends(minilm, tmp_path, monkeypatc
     assert said[0].startswith("ProbeStage stopped by signal 15 after") and said[1].startswith("ProbeStage finished")
 
 
-def test_disk_strategy_refuses_a_cache_larger_than_the_disk_budget(minilm, tmp_path):
+def test_disk_strategy_refuses_a_cache_larger_than_the_disk_budget(minilm, tmp_path, monkeypatch):
     model, tok = minilm
     enc = _toy(tok, 8)
     # the message says what to change
-    needle = r"disk budget under .* is 0 MB; free space, set cache.scratch, or use strategy auto or reencode"
+    # a disk_budget_mb given is the budget: raising it is the change (freeing space or moving scratch changes nothing)
+    needle = r"disk budget under .* is 0 MB; raise cache.disk_budget_mb \(null = the free space\), or use strategy auto"
     with pytest.raises(OSError, match=needle):
         with prepare_features(model, enc, enc, "disk", budget_mb=0.001, disk_budget_mb=0.001, scratch=str(tmp_path)):
+            pass
+    # no disk_budget_mb: the budget is the scratch folder's free space (less a margin: `free_disk_mb`)
+    monkeypatch.setattr(probe_mod, "free_disk_mb", lambda scratch: 0.0)
+    needle = r"disk budget under .* is 0 MB; free space, set cache.scratch, or use strategy auto or reencode"
+    with pytest.raises(OSError, match=needle):
+        with prepare_features(model, enc, enc, "disk", budget_mb=0.001, scratch=str(tmp_path)):
             pass
 
 

@@ -29,15 +29,20 @@ SPEC_KEYS = frozenset({"hub_id", "hub_config", "revision", "data_dir", "hub_time
 ACCESS_KEYS = frozenset({"hub_timeout", "hf_cache_dir"})
 
 
-def _hub_unavailable(name: str, hub_id: str, why: str) -> DataUnavailableError:
+def _hub_unavailable(name: str, hub_id: str, why: str, offline: bool = False) -> DataUnavailableError:
     known = HUB_SPECS.get(name)
     example = (known and known.local_example) or '{"name": ..., "source": "local", "train": ..., "validation": ...}'
     return DataUnavailableError(
         f"task {name!r}: the Hugging Face hub is unreachable from here (or switched off), so "
         f"{hub_id!r} cannot be loaded ({why}).\nTo use a local copy instead, give the task a local source, e.g.\n  "
         f"{example}\n"
-        f"or, if the dataset is already in your Hugging Face cache, set HF_HUB_OFFLINE=1; "
-        f"the offline package tasks are {', '.join(PACKAGE_TASKS)}."
+        + (
+            "or load it once where the hub is reachable, into the Hugging Face cache this machine reads (or the "
+            "dataset's hf_cache_dir); "
+            if offline
+            else "or, if the dataset is already in your Hugging Face cache, set HF_HUB_OFFLINE=1; "
+        )
+        + f"the offline package tasks are {', '.join(PACKAGE_TASKS)}."
     )
 
 
@@ -129,8 +134,11 @@ def load_hub(ds: Dataset, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                  ", ".join(f"{k} {len(v)} rows" for k, v in dd.items()))  # fmt: skip
     except Exception as e:  # any failure here means the data is not available
         if offline:
-            why = f"HF_HUB_OFFLINE is set and there is no cached copy: {type(e).__name__}: {e}"
-            raise _hub_unavailable(name, hub_id, why) from e
+            why = (
+                f"hub access is switched off (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE) and there is no cached copy: "
+                f"{type(e).__name__}: {e}"
+            )
+            raise _hub_unavailable(name, hub_id, why, offline=True) from e
         raise DataUnavailableError(f"task {name!r}: loading {hub_id!r} failed: {type(e).__name__}: {e}") from e
 
     prov = {"hub_id": hub_id, "hub_config": config, "revision": revision, "resolved_sha": sha,

@@ -420,8 +420,8 @@ def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names,
             if header:  # the header row: it names the columns, or column_names renames it
                 header = False
                 if expected is not None and len(record) != expected:
-                    raise TaskSpecError(f"the {split} file {path}: its header (line {line}) has {len(record)} "
-                                        f"fields, and {what}: name every column, in order")  # fmt: skip
+                    raise TaskSpecError(f"the {split} file {path}: its header (line {line}) has "
+                                        f"{_fields(len(record))}, and {what}: name every column, in order")  # fmt: skip
                 if names is None:  # a column the spec reads named twice (others, and empty names, pandas numbers)
                     _check_unique_names(record, f"the {split} file {path}: its header (line {line})", reads)
                 expected, what = len(record), what or f"the header (line {line}) names {len(record)}"
@@ -431,14 +431,20 @@ def _count_fields(opener, path: Path, split: str, fmt: str, header: bool, names,
                 continue
             if len(record) != expected:
                 effect = ("read the first field as a row label and shift every column by one"
+                          if len(record) == expected + 1 else "refuse the file or misread its columns"
                           if len(record) > expected else "leave the last columns empty")  # fmt: skip
                 fix = ("a tab or a line break (\\r, \\n) inside a text cannot be quoted in TSV (quotes are text): "
                        "remove it, or write the file as CSV" if fmt == "tsv"
                        else "quote a text with a comma or a line break (\\r, \\n) in it")  # fmt: skip
-                raise TaskSpecError(f"the {split} file {path}, line {line} has {len(record)} fields, where {what}: "
+                raise TaskSpecError(f"the {split} file {path}, line {line} has {_fields(len(record))}, where {what}: "
                                     f"pandas would {effect}. Give every line one field per column ({fix}; no "
                                     f"trailing separator), or name every column in column_names")  # fmt: skip
     return expected
+
+
+def _fields(n: int) -> str:
+    """``n`` fields, in words (one field, 2 fields)."""
+    return "one field" if n == 1 else f"{n} fields"
 
 
 def _check_one_member(path: Path, split: str) -> None:
@@ -1158,10 +1164,27 @@ def header_problems(spec: dict, files: dict[str, Path]) -> list[str]:
                 where = f"{split} file {files[split]}"
                 problems.append(_headers_differ(where, column, headers["train"], split, header))
             else:
+                hint = _separator_hint(header, files[split], spec)
                 problems.append(f"column {column!r} ({key}) is not in the header of the {split} file {files[split]} "
-                                f"({header}): set {key} to one of them")  # fmt: skip
+                                f"({header}): set {key} to one of them{hint}")  # fmt: skip
             break
     return problems
+
+
+def _separator_hint(header: list[str], path: Path, spec: dict) -> str:
+    """Where a header read as one column holds the other format's separator (a tab-separated file named ``.csv``, or
+    read under ``format: csv``; a comma-separated one under ``tsv``), what to set instead: a hint for the message."""
+    if len(header) != 1:
+        return ""
+    for sep, fmt, name in (("\t", "tsv", "tabs"), (",", "csv", "commas")):
+        if sep in header[0] and file_format(spec, path) != fmt:
+            given = "the dataset's format" if spec.get("format") else f"its name ({path.suffix})"
+            return (
+                f", or, as the header reads as one column holding {name}, read the file as {fmt}: it is read as "
+                f"{file_format(spec, path)} from {given}; set format: {fmt}, which applies to every file of the "
+                f"dataset, or name the file .{fmt}"
+            )
+    return ""
 
 
 def _json_lines_keys(path: Path, peek: int = 1 << 20) -> list[str] | None:

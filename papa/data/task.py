@@ -17,6 +17,7 @@ validation subsample).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,8 @@ from .hub import load_hub
 from .local import load_local
 from .packages import load_package, raw_file
 from .registry import DATASETS, KNOWN_TASKS, SOURCES
+
+log = logging.getLogger(__name__)
 
 SEQUENCE_COLUMNS = ["id", "text", "text_b", "label"]
 TOKEN_COLUMNS = ["id", "tokens", "tags"]
@@ -328,16 +331,30 @@ def _check_labels(task_name: str, kind: str, label_names: list[str], splits: dic
             ok = all(0 <= t < n for tags in df["tags"] for t in tags)
         if not ok:
             raise DataIntegrityError(f"task {task_name!r} split {split!r} has labels outside 0..{n - 1}")
-    if n:  # a labeled task: a probe (and lambda) trained on one class learns nothing about the others
-        y = splits["train"]["label"] if kind == "sequence" else splits["train"]["tags"].explode().dropna()
-        present = sorted(set(int(v) for v in y))
-        if len(present) < 2:
-            only = repr(label_names[present[0]]) if present else "none"
-            raise TaskSpecError(
-                f"the train split of task {task_name!r} holds one class ({only} of {label_names}): a probe cannot "
-                f"learn from it. Check the {'label' if kind == 'sequence' else 'tag'} column, raise max_train if a "
-                f"subsample left one class, or, for a corpus used only for averaging, set label_column: null"
-            )
+    if not n:
+        return
+    # a labeled task: a probe (and lambda) trained on one class learns nothing about the others
+    y = splits["train"]["label"] if kind == "sequence" else splits["train"]["tags"].explode().dropna()
+    present = sorted(set(int(v) for v in y))
+    if len(present) < 2:
+        only = repr(label_names[present[0]]) if present else "none"
+        raise TaskSpecError(
+            f"the train split of task {task_name!r} holds one class ({only} of {label_names}): a probe cannot "
+            f"learn from it. Check the {'label' if kind == 'sequence' else 'tag'} column, or raise max_train if "
+            f"a subsample left one class"
+            + (", or, for a local corpus used only for averaging, set label_column: null" if kind == "sequence" else "")
+        )
+    classes = {k: (df["label"] if kind == "sequence" else df["tags"].explode().dropna()).astype(int).value_counts()
+               for k, df in splits.items() if k in ("train", "validation")}  # fmt: skip
+    # a class the probes are scored on but never see in training (labels listed in the config, a subsample): they can
+    # never predict it, and each of its rows scores as an error (inferred labels refuse it: `papa.data.local`)
+    unseen = {label_names[c]: int(k) for c, k in classes["validation"].items() if c not in classes["train"].index}
+    if unseen:
+        what, unit = ("label", "rows") if kind == "sequence" else ("tag", "words")
+        listed = ", ".join(f"{c!r} ({k} {unit})" for c, k in unseen.items())
+        log.warning("task %r: the validation split holds %s(s) the train split never has, %s: no probe can predict "
+                    "them, and each counts as an error; check the data, its labels list or max_train", task_name,
+                    what, listed)  # fmt: skip
 
 
 def _arrow_schema(kind: str):
