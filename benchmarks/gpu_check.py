@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None):
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "gpu_check.json", json.dumps(result, indent=2) + "\n")
     if not all(v["ok"] for part in ("invariants", "half_precision") for v in result[part].values()):
-        sys.exit("some invariant failed on the GPU: see gpu_check.json")
+        sys.exit(f"some invariant failed on the GPU: see {out / 'gpu_check.json'}")
 
 
 if __name__ == "__main__":

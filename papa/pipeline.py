@@ -964,8 +964,8 @@ def check_task_metrics(task: str | None, metrics, kind: str, label_names) -> Non
         check_metrics(list(metrics), kind, len(label_names), label_names)
     except ValueError as e:
         names = f" ({', '.join(map(str, label_names))})" if len(label_names) else ""
-        raise TaskSpecError(f"tasks.{task}.metrics: {e} [the task's {len(label_names)} labels{names}, from its "
-                            f"data]") from None  # fmt: skip
+        raise TaskSpecError(f"tasks.{task or '<task>'}.metrics: {e} [the task's {len(label_names)} labels{names}, "
+                            f"from its data]") from None  # fmt: skip
 
 
 def train_config(hp: dict, seed: int) -> TrainConfig:

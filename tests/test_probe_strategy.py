@@ -205,6 +205,11 @@ def test_a_max_train_subsample_of_one_class_fails_before_training(job, tmp_path)
     labels = papa.Encoded(np.zeros((2, 4), np.int64), np.ones((2, 4), np.int64), None, np.array([1, 1]), "standard", 4)
     with pytest.raises(ValueError, match=r"Every train example is there: check the data's labels$"):
         pipeline.check_train_classes(labels, pipeline.TaskInfo("sequence", ["neg", "pos"]), "probe", "toy", 2)
+    # a stage a notebook runs without a task name: the key is written with a placeholder, not "tasks.None"
+    with pytest.raises(ValueError, match=r"Raise tasks\.<task>\.probe\.max_train"):
+        pipeline.check_train_classes(labels, pipeline.TaskInfo("sequence", ["neg", "pos"]), "probe", None, 9)
+    with pytest.raises(ValueError, match=r"^tasks\.<task>\.metrics: .*\[the task.s 3 labels \(a, b, c\), from its"):
+        pipeline.check_task_metrics(None, ["f1"], "sequence", ["a", "b", "c"])
 
 
 def test_a_stages_max_train_draw_is_the_stages_seeds_and_unlabeled_tokens_are_refused(job):
