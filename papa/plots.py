@@ -661,25 +661,27 @@ def plot_constant_kinds(table: pd.DataFrame, out) -> list[str]:
         raise NothingToPlot("plot_constant_kinds: nothing to plot")
     groups = list(df.groupby(["model", "task"], sort=True))
     ncols = min(3, len(groups))
-    nrows = math.ceil(len(groups) / ncols)
-    fig = _new_figure((4.2 * ncols, 3.4 * nrows), layout="constrained")
-    kinds = list(dict.fromkeys(df["constants"]))
-    palette = dict(zip(kinds, sns.color_palette("deep", len(kinds))))
-    for i, ((model, task), g) in enumerate(groups):
-        ax = fig.add_subplot(nrows, ncols, i + 1)
-        x = np.arange(len(g))
-        for xi, kind, mean, ci in zip(x, g["constants"], g["mean"], g["ci95"].fillna(0)):
-            ax.errorbar(xi, mean, yerr=ci, fmt="o", color=palette[kind], capsize=3, markersize=6)
-        ax.set_xlim(-0.6, len(g) - 0.4)
-        ax.axhline(float(g["original"].iloc[0]), color="black", linestyle="--", linewidth=1, label="original")
-        ax.set_xticks(x, g["constants"], rotation=35, ha="right")
-        ax.set_title(f"{task} ({model})")
-        ax.set_ylabel(metric_label(g["metric"].iloc[0]))
-        # below every lower whisker too: an axis cut between a mean and its CI's end drew a narrower interval
-        lo = min(float((g["mean"] - g["ci95"].fillna(0)).min()), float(g["original"].iloc[0]))
-        ax.set_ylim(max(0.0, lo - 0.1) if lo >= 0 else lo - 0.1, None)
-        ax.legend(loc="lower right", fontsize=8)
-    fig.suptitle("All heads replaced: constant matrix kinds")
+    # the style of the other score figures (a grid to read scores off; it was matplotlib's defaults here)
+    with sns.axes_style("whitegrid"), matplotlib.rc_context(_RC):
+        nrows = math.ceil(len(groups) / ncols)
+        fig = _new_figure((4.2 * ncols, 3.4 * nrows), layout="constrained")
+        kinds = list(dict.fromkeys(df["constants"]))
+        palette = dict(zip(kinds, sns.color_palette("deep", len(kinds))))
+        for i, ((model, task), g) in enumerate(groups):
+            ax = fig.add_subplot(nrows, ncols, i + 1)
+            x = np.arange(len(g))
+            for xi, kind, mean, ci in zip(x, g["constants"], g["mean"], g["ci95"].fillna(0)):
+                ax.errorbar(xi, mean, yerr=ci, fmt="o", color=palette[kind], capsize=3, markersize=6)
+            ax.set_xlim(-0.6, len(g) - 0.4)
+            ax.axhline(float(g["original"].iloc[0]), color="black", linestyle="--", linewidth=1, label="original")
+            ax.set_xticks(x, g["constants"], rotation=35, ha="right")
+            ax.set_title(f"{task} ({model})")
+            ax.set_ylabel(metric_label(g["metric"].iloc[0]))
+            # below every lower whisker too: an axis cut between a mean and its CI's end drew a narrower interval
+            lo = min(float((g["mean"] - g["ci95"].fillna(0)).min()), float(g["original"].iloc[0]))
+            ax.set_ylim(max(0.0, lo - 0.1) if lo >= 0 else lo - 0.1, None)
+            ax.legend(loc="lower right", fontsize=8)
+        fig.suptitle("All heads replaced: constant matrix kinds")
     return _save(fig, out)
 
 

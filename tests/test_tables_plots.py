@@ -839,6 +839,32 @@ def test_constant_kinds_axis_keeps_every_confidence_interval(plot_dir, monkeypat
     assert 0.0 < bottom <= 0.3 - 0.15 and top >= 0.6, (bottom, top)
 
 
+def test_constant_kinds_has_the_score_figures_style(plot_dir, monkeypatch):
+    """The constant-kinds figure was drawn in matplotlib's defaults (no grid, a framed white panel) beside score
+    figures in seaborn's whitegrid (a user's trial: the two looked like figures of two tools). It has their style: a
+    grid on the score axis, the whitegrid face and spines."""
+    import seaborn as sns
+
+    table = pd.DataFrame(
+        [dict(model="m", task="t", constants=k, metric="accuracy", mean=v, ci95=0.01, original=0.9, is_main=True)
+         for k, v in (("average", 0.8), ("identity", 0.6))]
+    )  # fmt: skip
+    seen = []
+    save = plots._save
+
+    def spy(fig, out):
+        (ax,) = [a for a in fig.axes if a.get_visible()]
+        seen.append((any(line.get_visible() for line in ax.get_ygridlines()), ax.spines["left"].get_edgecolor()))
+        return save(fig, out)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    plots.plot_constant_kinds(table, plot_dir / "kinds_style")
+    ((grid, spine),) = seen
+    import matplotlib.colors as mcolors
+
+    assert grid and mcolors.to_hex(spine) == mcolors.to_hex(sns.axes_style("whitegrid")["axes.edgecolor"])
+
+
 def test_every_metric_has_a_readable_label():
     """The figures named a metric by its id (``mcc``, ``pos_seqeval_f1``): every metric papa computes
     (`papa.spec.ALL_METRICS`, all that `papa.metrics.check_metrics` lets a task score) has one label of its own, as
