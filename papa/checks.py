@@ -453,13 +453,21 @@ def _unread_build_keys(config: dict, schema: dict) -> list[str]:
 
 def closest(value, allowed) -> str | None:
     """The allowed value a mistyped one most likely meant (a "did you mean"), or None: the one that equals it but
-    for case (``F1``: ``f1``), else the only one it begins or that begins it (``acc``: ``accuracy``, not ``mcc``;
+    for case (``F1``: ``f1``), else the one of the same words in another order (``f1_macro``: ``macro_f1``, not the
+    ``f1`` it begins with), else the only one it begins or that begins it (``acc``: ``accuracy``, not ``mcc``;
     ``rev``: ``reversed``), else the closest by `difflib` (``lamda``: ``lambda``)."""
     import difflib
+    import re
 
     allowed = [str(a) for a in allowed]
     v = str(value).lower()
-    for picked in ([a for a in allowed if a.lower() == v], [a for a in allowed if v and a.lower().startswith(v)],
+
+    def words(text: str) -> list[str]:
+        return sorted(w for w in re.split(r"[\s_.-]+", text.lower()) if w)
+
+    reordered = [a for a in allowed if len(words(v)) > 1 and words(a) == words(v)]
+    for picked in ([a for a in allowed if a.lower() == v], reordered,
+                   [a for a in allowed if v and a.lower().startswith(v)],
                    [a for a in allowed if a and v.startswith(a.lower())]):  # fmt: skip
         if len(picked) == 1:
             return picked[0]

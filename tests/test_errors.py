@@ -2609,6 +2609,10 @@ def test_only_the_command_lines_texts_are_read_as_yaml_and_an_ambiguous_prefix_g
     # a value that goes on past an allowed one is offered it where difflib finds nothing that close (review of
     # papa/checks.py's mutants): f1_macro is f1 and something else
     assert closest("f1_macro", ["accuracy", "f1", "mcc"]) == "f1"
+    # ... but where the same words stand in another order, that one (a user's trial: f1_macro was offered f1 beside
+    # macro_f1)
+    assert closest("f1_macro", ["accuracy", "f1", "macro_f1", "mcc"]) == "macro_f1"
+    assert closest("F1-Micro", ["micro_f1", "f1"]) == "micro_f1"
     task = next(iter(_config()["tasks"]))
     cfg = _config()
     cfg["tasks"][task]["metrics"] = ["m"]
