@@ -109,15 +109,19 @@ def atomic_path(path: str | Path):
             os.unlink(tmp)
         if _no_space(e):  # the writers' own messages (safetensors', Arrow's) name neither the file nor the disk
             free = shutil.disk_usage(path.parent).free / 2**20
+            move = _folder_setting(path)
+            move = f"set {move} to a folder on a larger disk" if move else "write to a folder on a larger disk"
             raise OSError(errno.ENOSPC, f"no space left writing {path}: the disk of {path.parent} has {free:.0f} MB "
-                          f"free; free space there (or set {_folder_setting(path)} to a folder on a larger disk) and "
-                          f"run again ({type(e).__name__}: {e})") from e  # fmt: skip
+                          f"free; free space there (or {move}) and run again "
+                          f"({type(e).__name__}: {e})") from e  # fmt: skip
         raise
 
 
-def _folder_setting(path: Path) -> str:
+def _folder_setting(path: Path) -> str | None:
     """What moves ``path`` to another disk: ``PAPA_CACHE`` for a file of the download cache (a full cache disk was
-    told to move ``results:``, review CO), else the workflow's ``results:``."""
+    told to move ``results:``, review CO), the workflow's ``results:`` for a file of a results folder (one holding
+    papa's marker, `papa.records.MARKER`), else None: a notebook's own path, Snakemake's ``.snakemake`` records, a
+    benchmark's ``--out`` (every write outside those was told to move ``results:``, which changes none of them)."""
     try:
         from .data.downloads import default_cache_dir
 
@@ -126,7 +130,12 @@ def _folder_setting(path: Path) -> str:
             return "PAPA_CACHE (the download cache)"
     except Exception:  # noqa: BLE001 - an unknown home in PAPA_CACHE: the message is about the disk
         pass
-    return "results:"
+    from .records import MARKER
+
+    with contextlib.suppress(OSError):
+        if any((folder / MARKER).is_file() for folder in path.resolve().parents):
+            return "results:"
+    return None
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -26,6 +26,7 @@ import pytest
 from papa import data as D
 from papa.data import downloads, packages
 from papa.data.wikitext import sentence_chunks
+from papa.records import MARKER
 
 from .conftest import split_zip_wheels
 
@@ -3653,8 +3654,14 @@ def test_a_cache_without_locks_or_that_cannot_be_written_says_to_set_papa_cache(
                 with downloads._only_writer(target):
                     pytest.fail("written")
     monkeypatch.setenv("PAPA_CACHE", str(tmp_path / "cache"))
-    for path, says in ((target, "PAPA_CACHE (the download cache)"), (tmp_path / "results" / "t.parquet", "results:")):
-        with pytest.raises(OSError, match=rf"; free space there \(or set {re.escape(says)} to a folder on a larger"):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / MARKER).write_text("{}")  # a results folder: papa's marker in it (`papa.records`)
+    mine = tmp_path / "notebook" / "t.parquet"  # a notebook's own file: no key of papa's moves it
+    for path, says in ((target, "set PAPA_CACHE (the download cache) to a folder"),
+                       (results / "tables" / "t.parquet", "set results: to a folder"),
+                       (mine, "write to a folder")):  # fmt: skip
+        with pytest.raises(OSError, match=rf"; free space there \(or {re.escape(says)} on a larger disk\) and run"):
             with io.atomic_path(path):
                 raise OSError(errno.ENOSPC, "No space left on device")
 
