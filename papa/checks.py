@@ -465,7 +465,8 @@ def closest(value, allowed) -> str | None:
     def words(text: str) -> list[str]:
         return sorted(w for w in re.split(r"[\s_.-]+", text.lower()) if w)
 
-    reordered = [a for a in allowed if len(words(v)) > 1 and words(a) == words(v)]
+    said = words(v)
+    reordered = [a for a in allowed if len(said) > 1 and words(a) == said]
     for picked in ([a for a in allowed if a.lower() == v], reordered,
                    [a for a in allowed if v and a.lower().startswith(v)],
                    [a for a in allowed if a and v.startswith(a.lower())]):  # fmt: skip

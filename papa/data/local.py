@@ -1176,13 +1176,14 @@ def _separator_hint(header: list[str], path: Path, spec: dict) -> str:
     read under ``format: csv``; a comma-separated one under ``tsv``), what to set instead: a hint for the message."""
     if len(header) != 1:
         return ""
+    read_as = file_format(spec, path)
     for sep, fmt, name in (("\t", "tsv", "tabs"), (",", "csv", "commas")):
-        if sep in header[0] and file_format(spec, path) != fmt:
+        if sep in header[0] and read_as != fmt:
             given = "the dataset's format" if spec.get("format") else f"its name ({path.suffix})"
             return (
                 f", or, as the header reads as one column holding {name}, read the file as {fmt}: it is read as "
-                f"{file_format(spec, path)} from {given}; set format: {fmt}, which applies to every file of the "
-                f"dataset, or name the file .{fmt}"
+                f"{read_as} from {given}; set format: {fmt}, which applies to every file of the dataset, or name "
+                f"the file .{fmt}"
             )
     return ""
 

@@ -333,9 +333,11 @@ def _check_labels(task_name: str, kind: str, label_names: list[str], splits: dic
             raise DataIntegrityError(f"task {task_name!r} split {split!r} has labels outside 0..{n - 1}")
     if not n:
         return
+    # each class's rows (a token task's words) in the two splits the probes train and are scored on
+    classes = {k: (df["label"] if kind == "sequence" else df["tags"].explode().dropna()).astype(int).value_counts()
+               for k, df in splits.items() if k in ("train", "validation")}  # fmt: skip
     # a labeled task: a probe (and lambda) trained on one class learns nothing about the others
-    y = splits["train"]["label"] if kind == "sequence" else splits["train"]["tags"].explode().dropna()
-    present = sorted(set(int(v) for v in y))
+    present = sorted(classes["train"].index)
     if len(present) < 2:
         only = repr(label_names[present[0]]) if present else "none"
         raise TaskSpecError(
@@ -344,8 +346,6 @@ def _check_labels(task_name: str, kind: str, label_names: list[str], splits: dic
             f"a subsample left one class"
             + (", or, for a local corpus used only for averaging, set label_column: null" if kind == "sequence" else "")
         )
-    classes = {k: (df["label"] if kind == "sequence" else df["tags"].explode().dropna()).astype(int).value_counts()
-               for k, df in splits.items() if k in ("train", "validation")}  # fmt: skip
     # a class the probes are scored on but never see in training (labels listed in the config, a subsample): they can
     # never predict it, and each of its rows scores as an error (inferred labels refuse it: `papa.data.local`)
     unseen = {label_names[c]: int(k) for c, k in classes["validation"].items() if c not in classes["train"].index}
