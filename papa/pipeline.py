@@ -512,8 +512,12 @@ def prepare_data(stage: PrepareDataStage):
         raise ValueError(f"unknown split {stage.split!r}; the prepared splits are {', '.join(spec.PREPARED_SPLITS)}")
     from .data.errors import TaskSpecError
 
+    # the metrics of its tasks where the workflow gave them: the inferred labels' positive-class warning only where
+    # one scores binary f1 (a notebook's stage: whenever labels were inferred so)
+    scored = getattr(stage, "_task_metrics", None)
     try:
-        task = load_task(dict(stage.spec), None, seed=stage.seed)
+        task = load_task(dict(stage.spec), None, seed=stage.seed,
+                         metrics=None if scored is None else [m for ms in scored.values() for m in ms])  # fmt: skip
     except TaskSpecError as e:  # the config entry to change: the workflow's key (a spec's name may differ)
         raise TaskSpecError(f"datasets.{getattr(stage, '_dataset_key', None) or stage.spec.get('name')}: {e}") from e
     # the splits rule prepare_data declares: a test split (CoNLL-2003, a local "test" file) or MNLI's

@@ -997,7 +997,7 @@ def test_inferred_binary_string_labels_name_f1s_positive_class(tmp_path, caplog)
     pd.DataFrame(rows).to_csv(path, index=False)
     pd.DataFrame({"text": ["e", "f"], "label": ["equivalent", "not_equivalent"]}).to_csv(val, index=False)
     spec = {"name": "para", "source": "local", "kind": "sequence", "train": str(path), "validation": str(val)}
-    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+    with caplog.at_level(logging.WARNING, logger="papa.data"):
         t = D.load_task(spec, tmp_path)
     assert t.label_names == ["equivalent", "not_equivalent"]
     # the list to write, the labels as inferred (it read "[negative, positive]", taken literally by a user)
@@ -1005,9 +1005,48 @@ def test_inferred_binary_string_labels_name_f1s_positive_class(tmp_path, caplog)
     assert any("scores 'not_equivalent'; to score 'equivalent'" in m for m in said), said
     assert any('(labels: ["not_equivalent", "equivalent"];' in m for m in said), said  # quoted: YAML reads yes/no
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="papa.data.local"):
+    with caplog.at_level(logging.WARNING, logger="papa.data"):
         D.load_task({**spec, "labels": ["not_equivalent", "equivalent"]}, tmp_path)
     assert not caplog.records
+
+
+def test_the_positive_class_warning_is_given_where_a_task_scores_binary_f1(tmp_path, caplog):
+    """The inferred labels' positive-class warning was logged by every prepare job of the dataset, also where none of
+    its tasks scores binary f1 (accuracy alone: the order of the two names changes no number). Given the metrics (the
+    workflow passes its tasks'), it is logged where one is binary; without them (a notebook), as before."""
+    import logging
+
+    from papa.pipeline import PrepareDataStage, prepare_data
+
+    train = _csv(tmp_path, "train.csv", "a fine film,pos\nloved it,pos\ndull,neg\nnot good,neg\n" * 3)
+    val = _csv(tmp_path, "val.csv", "fine,pos\nawful,neg\n")
+    spec = _seq_spec(train, val)
+
+    def warned(**kw):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="papa.data"):
+            D.load_task(spec, tmp_path, **kw)
+        return [r.getMessage() for r in caplog.records if "binary f1 (positive class: label 1) scores 'pos'" in
+                r.getMessage()]  # fmt: skip
+
+    assert len(warned()) == 1 and len(warned(metrics=["accuracy", "f1"])) == 1
+    assert warned(metrics=["accuracy"]) == warned(metrics=["accuracy", "macro_f1", "mcc"]) == warned(metrics=[]) == []
+
+    def job(tasks):  # the workflow's stage: its tasks' metrics from the config (a dataset may have none)
+        caplog.clear()
+        stage = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="train")
+        stage._task_metrics, stage._dataset_key = tasks, "reviews"
+        with caplog.at_level(logging.WARNING, logger="papa.data"):
+            prepare_data(stage)
+        return [r for r in caplog.records if "positive class" in r.getMessage()]
+
+    assert job({"a": ["accuracy"], "b": ["mcc"]}) == job({}) == []
+    assert len(job({"a": ["accuracy"], "b": ["accuracy", "f1"]})) == 1
+    stage = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "nb"), seed=0, split="train")  # a notebook's stage
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="papa.data"):
+        prepare_data(stage)
+    assert [r for r in caplog.records if "positive class" in r.getMessage()]
 
 
 def test_a_validation_file_that_is_the_train_file_or_mostly_in_it_is_warned_of(tmp_path, caplog):

@@ -42,6 +42,9 @@ SPEC_KEYS = frozenset({
 
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "json", ".json": "json",
             ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # fmt: skip
+#: The provenance's ``label_names_source`` of label names inferred from the train file's values (integers 0..max, or
+#: sorted strings).
+INFERRED = "inferred from the data"
 #: The values of a spec's ``format`` (the config schema's enum) -> the reader each picks.
 FORMAT_NAMES = {"csv": "csv", "tsv": "tsv", "jsonl": "json", "json": "json", "parquet": "parquet", "conll": "conll"}
 #: The spec keys naming a local dataset's files, one per split (``validation``/``test``: held-out splits).
@@ -1365,11 +1368,6 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
                 [raw["train"][label_col][i] for i in kept],
                 f"column {label_col!r} of the train file {prov_files['train']['path']}",
                 [rows["train"][i] for i in kept])  # fmt: skip
-            if not names["train"].get(label_col) and len(labels) == 2 and labels != ["0", "1"]:
-                log.warning("labels %s inferred from the train file in sorted order: binary f1 (positive class: "
-                            "label 1) scores %r; to score %r, list the dataset's labels with the positive class last "
-                            "(labels: [%s, %s]; a labels key written out reruns the dataset's jobs once)", labels,
-                            labels[1], labels[0], *(json.dumps(x) for x in (labels[1], labels[0])))  # fmt: skip
         n_dropped = 0
         for split, rec in raw.items():
             where = f"{split} file {prov_files[split]['path']}"
@@ -1448,5 +1446,5 @@ def load_local(name: str, spec: dict, cache_dir: Path) -> tuple[str, list[str], 
     elif names["train"].get(label_col if kind == "sequence" else tag_col):
         prov["label_names_source"] = "the train file's label names"
     else:
-        prov["label_names_source"] = "inferred from the data"
+        prov["label_names_source"] = INFERRED
     return kind, list(labels), splits, prov

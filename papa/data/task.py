@@ -27,12 +27,12 @@ import numpy as np
 import pandas as pd
 
 from ..io import SEED_LIMIT, atomic_path, footer_json, is_integer, parquet_file, read_table, write_table
-from ..spec import NAME_PATTERN, PREPARED_SPLITS
+from ..spec import BINARY_METRICS, NAME_PATTERN, PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir, known_home, make_cache_dir
 from .errors import DataIntegrityError, TaskSpecError, positive_int, require_columns
 from .hub import load_hub
-from .local import load_local
+from .local import INFERRED, load_local
 from .packages import load_package, raw_file
 from .registry import DATASETS, KNOWN_TASKS, SOURCES
 
@@ -458,7 +458,7 @@ def unreached_code(spec: dict) -> list[str]:
     return skip + sorted(set(parsers.values()) - own)
 
 
-def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) -> TaskData:
+def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0, *, metrics=None) -> TaskData:
     """Load a task described by ``spec`` (a config dict) as a :class:`TaskData`.
 
     Args:
@@ -487,6 +487,10 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
         cache_dir: where archives are downloaded and files extracted (default
             :func:`default_cache_dir`).
         seed: seeds the split and the subsamples; same spec + seed -> identical frames.
+        metrics: the metrics its tasks score (the workflow passes those of the dataset's tasks): two label
+            names inferred from the train file (sorted) are warned of, since their order decides the class binary
+            ``f1`` scores, where one of them is binary (`papa.spec.BINARY_METRICS`); None (a notebook's call: the
+            metrics are not known yet) warns whenever names were inferred so.
 
     Raises:
         TaskSpecError: unknown task/source, an unknown key or another source's, missing column
@@ -573,6 +577,8 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     splits = {k: normalize_frame(v, kind) for k, v in ordered.items()}
     _check_words(name, kind, splits)
     _check_labels(name, kind, label_names, splits)
+    if metrics is None or any(m in BINARY_METRICS for m in metrics):
+        _warn_positive_class(kind, list(label_names), prov.get("label_names_source"))
 
     ignored = sorted(set(spec) - COMMON_KEYS - SOURCE_KEYS[source])  # hub access keys on another source (above)
     provenance = {"task": name, "source": source, "kind": kind, "seed": seed, **prov,
@@ -583,6 +589,16 @@ def load_task(spec: dict, cache_dir: str | Path | None = None, seed: int = 0) ->
     if kind == "token":
         provenance["n_tokens"] = {k: int(v["tokens"].map(len).sum()) for k, v in splits.items()}
     return TaskData(name, kind, list(label_names), splits, _jsonable(provenance))
+
+
+def _warn_positive_class(kind: str, labels: list, label_source: str | None) -> None:
+    """Two label names inferred from a train file's values, in sorted order: binary f1 scores label 1, which the
+    sort chose (equivalent/not_equivalent scored the wrong class); the list to write, quoted (YAML reads yes/no)."""
+    if kind == "sequence" and label_source == INFERRED and len(labels) == 2 and labels != ["0", "1"]:
+        log.warning("labels %s inferred from the train file in sorted order: binary f1 (positive class: label 1) "
+                    "scores %r; to score %r, list the dataset's labels with the positive class last (labels: "
+                    "[%s, %s]; a labels key written out reruns the dataset's jobs once)", labels, labels[1],
+                    labels[0], *(json.dumps(x) for x in (labels[1], labels[0])))  # fmt: skip
 
 
 def package_file(task: str, cache_dir: str | Path) -> tuple[Path, dict]:
