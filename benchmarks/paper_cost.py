@@ -82,7 +82,8 @@ def main(argv=None) -> pd.DataFrame:
         "--disk-budget-gb",
         type=float,
         default=500.0,
-        help="node-local scratch a probe job may fill (cache.disk_budget_mb null = the free space there)",
+        help="node-local scratch a probe job may fill, in GiB (x 1024 MiB; cache.disk_budget_mb null = the free space "
+        "there)",
     )
     ap.add_argument("--reference", default=str(ROOT / "benchmarks/reference/gpu_check-h100.json"))
     ap.add_argument(
@@ -133,7 +134,7 @@ def main(argv=None) -> pd.DataFrame:
     probes = df[df.stage == "probe"]
     per_task = probes.groupby(["model", "task"], sort=False).agg(
         jobs=("jobs", "sum"),
-        cache_gb=("cache_mb", lambda s: s.max() / 1024),
+        cache_gib=("cache_mb", lambda s: s.max() / 1024),  # cache_mb is MiB (papa.probe.MB)
         strategy=("strategy", lambda s: "/".join(sorted(set(s) - {"live"}))),
         passes_ours_M=("passes_ours", lambda s: s.sum() / 1e6),
         passes_authors_M=("passes_authors", lambda s: s.sum() / 1e6),
@@ -147,7 +148,7 @@ def main(argv=None) -> pd.DataFrame:
     print(
         f"throughput: measured per model ({measured.source})" if measured else "throughput: assumed",
         f"; for {', '.join(assumed)}: {scaled}" if measured and assumed else "" if measured else f", {scaled}",
-        f"; disk budget {args.disk_budget_gb:g} GB; cache.budget_mb {config.get('cache', {}).get('budget_mb')}",
+        f"; disk budget {args.disk_budget_gb:g} GiB; cache.budget_mb {config.get('cache', {}).get('budget_mb')}",
         sep="",
     )
     print(per_task.round(2).to_string())

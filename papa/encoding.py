@@ -21,7 +21,8 @@ Two options of `encode` reproduce the authors' code (``run_papa_glue.py``,
   tasks are not capped (their code, ``run_papa_ner.py``, only moved the separator).
 * ``pair_segments="authors"``: ``token_type_ids`` stay where the tokenizer put them for the
   ordinary (un-moved) pair, truncated longest-first to N: sentence B moved to N/2 but its
-  segment ids did not, so most of B is segment 0 and some of A's half is segment 1.
+  segment ids did not, so B is segment 0 from the un-moved pair's length on (all of it where the
+  pair is shorter than N/2) and the padding of A's half segment 1 up to that length.
 
 Token-level tasks pass lists of words and per-word integer labels: the label goes to the
 first sub-word of each word, -100 everywhere else.
