@@ -310,7 +310,8 @@ def unused_settings(config: dict) -> list[str]:
     run switches strategy); a local dataset's ``test`` file (the workflow prepares `papa.spec.PREPARED_SPLITS`:
     it neither reads nor checks it); ``resources.<rule>.gpu`` of a rule that runs on the CPU (`CPU_RULES`); a
     token task's probe ``dropout`` (its probe, a linear layer per token, has none); a probe's ``extra_lr`` where
-    no run trains constants; an ``analyses.cross_corpus`` corpus that is every analysed task's own; a task that no
+    no run trains constants; ``analyses.head_orders_models``/``head_orders_tasks`` beside no head order; an
+    ``analyses.cross_corpus`` corpus that is every analysed task's own; a task that no
     model runs (``model_tasks``: a sample of a larger config may mean it); a dataset nothing reads, a ``build_data``
     entry no dataset is built from."""
     datasets, encoding = config.get("datasets") or {}, config.get("encoding") or {}
@@ -378,6 +379,10 @@ def unused_settings(config: dict) -> list[str]:
         unused += [f"tasks.{t} is run by no model: model_tasks gives every model other tasks, so it is in no table "
                    f"or figure; add {t!r} to a model's model_tasks to run it (a sample of a larger config may mean "
                    f"it)" for t in config.get("tasks") or {} if t not in run]  # fmt: skip
+    if not analyses.get("head_orders"):
+        unused += [f"analyses.{key} narrows the runs of analyses.head_orders, which lists no head order: it changes "
+                   f"nothing" for key in ("head_orders_models", "head_orders_tasks")
+                   if analyses.get(key) is not None]  # fmt: skip
     analysed = {t for m in config.get("models") or {} for t in analysed_tasks(config, m)}
     for corpus in analyses.get("cross_corpus") or []:
         # a corpus that is every analysed task's own: matrices averaged on it are each task's own ('average' run)
@@ -909,10 +914,12 @@ def _cross_references(config: dict) -> list[str]:
             near = closest(tc["main_metric"], tc["metrics"])
             errors.append(f"tasks.{t}.main_metric = {tc['main_metric']!r} is not one of tasks.{t}.metrics "
                           f"({', '.join(tc['metrics'])}){f': did you mean {near!r}?' if near else ''}")  # fmt: skip
-    for key, known in (("tasks", tasks), ("models", models)):
+    lists = (("tasks", "tasks", tasks), ("models", "models", models), ("head_orders_tasks", "tasks", tasks),
+             ("head_orders_models", "models", models))  # fmt: skip
+    for key, of, known in lists:
         for name in analyses.get(key) or []:
             if name not in known:
-                errors.append(f"analyses.{key} entry {name!r} is not a key of '{key}'{meant(name, known)}")
+                errors.append(f"analyses.{key} entry {name!r} is not a key of '{of}'{meant(name, known)}")
     for c in analyses.get("cross_corpus") or []:
         if c not in datasets:
             errors.append(f"analyses.cross_corpus entry {c!r} is not a key of 'datasets'{meant(c, datasets)}")
@@ -954,6 +961,8 @@ def _lists(config: dict):
     for key in ("seeds", "fraction_dynamic", "constants", "selections"):
         yield f"sweep.{key}", sweep.get(key) or []
     for key in ("tasks", "models", "constant_kinds", "cross_corpus", "head_orders"):
+        yield f"analyses.{key}", analyses.get(key) or []
+    for key in ("head_orders_models", "head_orders_tasks"):
         yield f"analyses.{key}", analyses.get(key) or []
     yield "analyses.mlm.models", (analyses.get("mlm") or {}).get("models") or []
     for t, tc in config.get("tasks", {}).items():
@@ -1104,12 +1113,23 @@ def analysed_tasks(config: dict, model: str) -> list[str]:
     return own if listed is None else [t for t in listed if t in own]
 
 
+def head_orders_on(config: dict, model: str, task: str) -> bool:
+    """Whether ``analyses.head_orders`` run on ``model``'s ``task``, one of its `analysed_tasks`: where
+    ``analyses.head_orders_models`` and ``analyses.head_orders_tasks`` list them (null or absent = every analysed
+    model, task; the paper's Fig. 5 is RoBERTa-base on MNLI, while its Tables 1-2 and App. C's 4-5 run on every task
+    and both RoBERTa models)."""
+    analyses = config.get("analyses") or {}
+    models, tasks = analyses.get("head_orders_models"), analyses.get("head_orders_tasks")
+    return (models is None or model in models) and (tasks is None or task in tasks)
+
+
 def probe_runs(config: dict) -> list[tuple[str, str, str, str, str]]:
     """Every probe run of a valid, filled config, as ``(model, task, constants, selection, fraction_dynamic)``
     with fraction_dynamic formatted as in paths (`papa.spec.format_fraction`), without duplicates: the main
     sweep (each model on its `model_tasks`), then the analyses of paper Sec. 5 on its `analysed_tasks`, each
     varying one part of the paper's method (``papa.spec.METHOD_*``) at a time: constant kinds and cross-corpus
-    matrices with all heads replaced, other head orders at every partial fraction_dynamic. A constants spec on
+    matrices with all heads replaced, other head orders at every partial fraction_dynamic (where `head_orders_on`).
+    A constants spec on
     its task's own corpus is the task's own matrices (`papa.spec.ConstantsSpec.on_task`): one run. The workflow's
     DAG (``runs()`` in ``workflow/rules/common.smk``) and the config checks read this one list."""
     sweep, analyses, tasks = config["sweep"], config["analyses"], config["tasks"]
@@ -1124,7 +1144,7 @@ def probe_runs(config: dict) -> list[tuple[str, str, str, str, str]]:
             out += [(m, t, str(ConstantsSpec(METHOD_CONSTANTS, corpus=c)), METHOD_ORDER, all_constant)
                     for c in analyses["cross_corpus"]]  # fmt: skip
             out += [(m, t, METHOD_CONSTANTS, o, f) for o in analyses["head_orders"] for f in fractions
-                    if is_partial(f)]  # fmt: skip
+                    if is_partial(f) and head_orders_on(config, m, t)]  # fmt: skip
     out = [(m, t, str(ConstantsSpec.parse(c).on_task(tasks[t]["dataset"])), s, f) for m, t, c, s, f in out]
     return list(dict.fromkeys(out))
 
@@ -1828,6 +1848,7 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
                    if own else "runs no task (model_tasks)")  # fmt: skip
             errors.append(f"analyses.models: {m!r} {why}, so it would analyse nothing: remove it from "
                           f"analyses.models{', or add one of its tasks to analyses.tasks' if own else ''}")  # fmt: skip
+    errors += _head_orders_scope_errors(config)
     scored = set(mlm.get("models") or []) if isinstance(mlm, dict) else set()
     if config.get("models") and not probing and not scored:
         errors.append("no model runs a task (model_tasks gives each []) and analyses.mlm scores none: nothing to "
@@ -1842,6 +1863,32 @@ def _nothing_lost(config: dict, fractions: list[float]) -> list[str]:
         errors.append(f"sweep.selections lists {', '.join(selections)}, and sweep.fraction_dynamic has no partial "
                       f"fraction (0 < f < 1), where a head order makes a difference: at 1 and 0 each order would "
                       f"repeat the same runs; add one (e.g. 0.5), or list one selection")  # fmt: skip
+    return errors
+
+
+def _head_orders_scope_errors(config: dict) -> list[str]:
+    """An entry of ``analyses.head_orders_models``/``head_orders_tasks`` (`head_orders_on`) on which no head order
+    would run, as the analyses' own lists are checked: a model the analyses do not run on, or none of whose analysed
+    tasks is listed; a task no listed model analyses. Names that are no key of the config are reported elsewhere."""
+    analyses = config.get("analyses") or {}
+    if not analyses.get("head_orders"):
+        return []  # unused_settings says the scope changes nothing
+    errors = []
+    models, tasks = config.get("models") or {}, config.get("tasks") or {}
+    scoped = {m: [t for t in analysed_tasks(config, m) if head_orders_on(config, m, t)] for m in models}
+    for m in analyses.get("head_orders_models") or []:
+        if m in models and not scoped[m]:
+            why = (f"analyses none of analyses.head_orders_tasks ({', '.join(analyses['head_orders_tasks'])}; its "
+                   f"analysed tasks: {', '.join(analysed_tasks(config, m))})" if analysed_tasks(config, m) else
+                   "is not among the models the analyses run on (analyses.models, analyses.tasks)")  # fmt: skip
+            errors.append(f"analyses.head_orders_models: {m!r} {why}, so no head order would run on it: remove it "
+                          f"from analyses.head_orders_models, or widen the lists that leave it out")  # fmt: skip
+    for t in analyses.get("head_orders_tasks") or []:
+        if t in tasks and not any(t in on for on in scoped.values()):
+            errors.append(f"analyses.head_orders_tasks: {t!r} is analysed by none of the models head orders run on "
+                          f"(analyses.models, analyses.tasks, analyses.head_orders_models), so no head order would "
+                          f"run on it: remove it from analyses.head_orders_tasks, or widen the lists that leave it "
+                          f"out")  # fmt: skip
     return errors
 
 

@@ -2360,6 +2360,57 @@ def test_probe_runs_are_the_sweep_then_the_analyses_without_duplicates_and_lambd
     assert all(s == "lambda" and f in ("1", "0") for m, t, c, s, f in runs) and lambda_tasks(cfg) == set()
 
 
+def test_head_orders_run_where_their_scope_lists_and_a_name_they_would_skip_is_refused(local_files):
+    """The paper's Fig. 5 compares head orders on RoBERTa-base and MNLI, while its Tables 1-2 (App. C: 4-5) run on
+    every task of both RoBERTa models: analyses.models alone ran the head orders on every analysed task of each
+    (paper.yaml: 132 extra jobs, ~66 GPU-h). analyses.head_orders_models/head_orders_tasks narrow the head orders
+    alone; a listed name on which no head order would run is refused naming the key, and the scope beside no head
+    order is warned of."""
+    from papa.checks import ConfigError, check_config, lambda_tasks, probe_runs, validate_config
+
+    def config(**scope):
+        cfg = _config()
+        cfg["models"]["other"] = cfg["models"]["minilm"]
+        cfg["analyses"].update({"tasks": None, **scope})
+        return cfg
+
+    full = probe_runs(validate_config(config(), warn=lambda m: None))
+    cfg = validate_config(config(head_orders_models=["other"], head_orders_tasks=["wsj_pos"]), warn=lambda m: None)
+    runs = probe_runs(cfg)
+    both = {(m, t) for m in ("minilm", "other") for t in ("rt_sentiment", "wsj_pos")}
+    assert {(m, t) for m, t, c, s, f in full if s == "random"} == both
+    assert {(m, t, f) for m, t, c, s, f in runs if s == "random"} == {("other", "wsj_pos", "0.5")}
+    assert [r for r in full if r[3] != "random" or r[:2] == ("other", "wsj_pos")] == runs  # nothing else moves
+    assert {(m, t) for m, t, c, s, f in runs if c == "identity"} == both
+    assert lambda_tasks(cfg) == {"rt_sentiment", "wsj_pos"}  # the sweep's lambda order at 0.5 needs them anyway
+    cfg = validate_config(config(head_orders_tasks=[]), warn=lambda m: None)  # [] = none
+    assert not [r for r in probe_runs(cfg) if r[3] == "random"]
+
+    def refused(**scope):
+        with pytest.raises(ConfigError) as e:
+            check_config(config(**scope))
+        return str(e.value)
+
+    assert "analyses.head_orders_tasks entry 'mnli' is not a key of 'tasks'" in refused(head_orders_tasks=["mnli"])
+    assert "analyses.head_orders_models entry 'roberta' is not a key of 'models'" in refused(
+        head_orders_models=["roberta"])  # fmt: skip
+    msg = refused(head_orders_models=["other", "other"])
+    assert "analyses.head_orders_models" in msg and "'other'" in msg and "more than once" in msg, msg
+    msg = refused(models=["minilm"], head_orders_models=["other"])
+    assert "analyses.head_orders_models: 'other' is not among the models the analyses run on" in msg, msg
+    msg = refused(tasks=["rt_sentiment"], head_orders_tasks=["wsj_pos"])
+    assert "analyses.head_orders_tasks: 'wsj_pos' is analysed by none of the models head orders run on" in msg, msg
+    with pytest.raises(ConfigError) as e:  # a model whose analysed tasks are none of those listed
+        check_config({**config(head_orders_tasks=["rt_sentiment"], head_orders_models=["other"]),
+                      "model_tasks": {"other": ["wsj_pos"]}})  # fmt: skip
+    assert ("analyses.head_orders_models: 'other' analyses none of analyses.head_orders_tasks (rt_sentiment; its "
+            "analysed tasks: wsj_pos)") in str(e.value), str(e.value)  # fmt: skip
+    said = []
+    validate_config(config(head_orders=[], head_orders_tasks=["wsj_pos"]), warn=said.append)
+    assert any("analyses.head_orders_tasks narrows the runs of analyses.head_orders, which lists no head order" in m
+               for m in said), said  # fmt: skip
+
+
 def test_a_checkpoint_without_some_encoder_weights_is_refused(tmp_path, caplog):
     """transformers loads a checkpoint that lacks some of the encoder's weights, initialising them at random (its
     load report says MISSING): every number would have been noise. load_encoder refuses it, naming the weights; a

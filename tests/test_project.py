@@ -794,6 +794,25 @@ def test_the_paper_configs_commented_example_of_another_glue_task_validates():
     validate_config(config)
 
 
+def test_the_paper_configs_commented_head_orders_scope_is_the_papers_fig5():
+    """config/paper.yaml shows, commented out, analyses.head_orders_models/head_orders_tasks: uncommented beside the
+    paper's two analysed models, it validates and keeps the head orders to RoBERTa-base on MNLI (the paper's Fig. 5),
+    every other run as with analyses.models alone."""
+    from papa.checks import probe_runs, validate_config
+
+    text = (ROOT / "config" / "paper.yaml").read_text()
+    scoped = re.sub(r"^  # (head_orders_(models|tasks): )", r"  \1", text, flags=re.M)
+    assert scoped.count("\n  head_orders_") == 2
+    runs = {}
+    for name, source in (("models", text), ("scoped", scoped)):
+        config = yaml.safe_load(source)
+        config["analyses"]["models"] = ["roberta-base", "roberta-large"]
+        runs[name] = probe_runs(validate_config(config, warn=lambda m: None))
+    orders = {s for m, t, c, s, f in runs["models"]} - {"lambda"}
+    assert {(m, t) for m, t, c, s, f in runs["scoped"] if s in orders} == {("roberta-base", "mnli")}
+    assert [r for r in runs["models"] if r[3] not in orders or r[:2] == ("roberta-base", "mnli")] == runs["scoped"]
+
+
 def test_every_global_the_workflow_defines_is_read():
     """A name the Snakefile or a rules file assigns at its top level is read somewhere in the workflow (or by a test,
     through the parsed workflow's globals): issue 15, no dead code (common.smk kept a name for ``SWEEP["constants"]``

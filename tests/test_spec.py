@@ -340,6 +340,8 @@ def test_validation_fills_nested_defaults():
         "constant_kinds": [],
         "cross_corpus": [],
         "head_orders": [],
+        "head_orders_models": None,
+        "head_orders_tasks": None,
         "patterns": None,
         "mlm": None,
     }
