@@ -1878,8 +1878,9 @@ def _head_orders_scope_errors(config: dict) -> list[str]:
     scoped = {m: [t for t in analysed_tasks(config, m) if head_orders_on(config, m, t)] for m in models}
     for m in analyses.get("head_orders_models") or []:
         if m in models and not scoped[m]:
-            why = (f"analyses none of analyses.head_orders_tasks ({', '.join(analyses['head_orders_tasks'])}; its "
-                   f"analysed tasks: {', '.join(analysed_tasks(config, m))})" if analysed_tasks(config, m) else
+            listed = ", ".join(analyses.get("head_orders_tasks") or []) or "[]"
+            why = (f"analyses none of analyses.head_orders_tasks ({listed}; its analysed tasks: "
+                   f"{', '.join(analysed_tasks(config, m))})" if analysed_tasks(config, m) else
                    "is not among the models the analyses run on (analyses.models, analyses.tasks)")  # fmt: skip
             errors.append(f"analyses.head_orders_models: {m!r} {why}, so no head order would run on it: remove it "
                           f"from analyses.head_orders_models, or widen the lists that leave it out")  # fmt: skip

@@ -2405,6 +2405,8 @@ def test_head_orders_run_where_their_scope_lists_and_a_name_they_would_skip_is_r
                       "model_tasks": {"other": ["wsj_pos"]}})  # fmt: skip
     assert ("analyses.head_orders_models: 'other' analyses none of analyses.head_orders_tasks (rt_sentiment; its "
             "analysed tasks: wsj_pos)") in str(e.value), str(e.value)  # fmt: skip
+    msg = refused(head_orders_tasks=[], head_orders_models=["other"])  # [] tasks: the model listed for nothing
+    assert "analyses.head_orders_models: 'other' analyses none of analyses.head_orders_tasks ([]; its" in msg, msg
     said = []
     validate_config(config(head_orders=[], head_orders_tasks=["wsj_pos"]), warn=said.append)
     assert any("analyses.head_orders_tasks narrows the runs of analyses.head_orders, which lists no head order" in m
