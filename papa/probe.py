@@ -253,11 +253,19 @@ class LiveFeatures:
         self.token_level = encoded.token_level
         self.dtype = None if dtype is None else getattr(torch, dtype)
         self.train_mode = train_mode
+        self.closed = False
 
     def __len__(self):
         return len(self.enc)
 
+    def close(self):
+        """End these features (`prepare_features` does on leaving its block): a batch read after it fails, since the
+        model may have changed since (a patch removed), which a probe would then train on without a word."""
+        self.closed = True
+
     def batch(self, idx, grad: bool = False):
+        if self.closed:
+            raise ValueError(_CLOSED.format(split=""))
         idx = np.asarray(idx)
         inputs = self.enc.model_inputs(idx, device=self.device)
         with in_mode(self.model, self.train_mode), torch.set_grad_enabled(grad):
@@ -272,6 +280,13 @@ class LiveFeatures:
             keep = labels != IGNORE
             return h.permute(0, 2, 1, 3)[keep], labels[keep]
         return (h, inputs["attention_mask"]), labels
+
+
+#: What reading features after their `prepare_features` block says (a cache's are freed then; re-encoded ones would
+#: run the model as it is then, a patch of the block removed).
+_CLOSED = (
+    "the {split}features were closed when their prepare_features block ended: train the probes inside the with block"
+)
 
 
 class FeatureCache:
@@ -481,7 +496,8 @@ def prepare_features(
     ``reencode`` (`LiveFeatures`: the encoder runs every epoch, its hidden states rounded to
     ``dtype`` as a cache would hold them). ``backbone_dropout`` runs the encoder in train mode
     for training batches, which forces ``reencode``. A disk cache is removed on leaving,
-    however the block ends (SIGTERM included), and the features cannot be used after it.
+    however the block ends (SIGTERM included), and the features cannot be used after it (re-encoded ones neither:
+    they would run the model as it is then, a patch entered with the block removed).
 
     ``memory`` and ``disk`` encode with the model as it is on entering (in eval mode: dropout off, whatever
     mode the model is in); ``reencode`` runs it as it is when each batch is read, so keep the model as it was
@@ -551,9 +567,8 @@ def prepare_features(
                 ]
             yield PreparedFeatures(*feats, strategy=chosen, nbytes=total)
         finally:
-            for f in feats:
-                if isinstance(f, FeatureCache):
-                    f.close()
+            for f in feats:  # a cache freed; re-encoded features ended too (the model may change after the block)
+                f.close()
 
 
 # ----------------------------------------------------------------------------- training
@@ -719,11 +734,12 @@ def check_features(features, train_enc: Encoded, val_enc: Encoded) -> None:
         raise TypeError(f"features must be prepare_features(...)'s (train, validation) pair, got {features!r}")
     for split, feats, enc in (("train", pair[0], train_enc), ("validation", pair[1], val_enc)):
         if isinstance(feats, LiveFeatures):  # another split of as many examples and tokens: other texts or labels
+            if feats.closed:
+                raise ValueError(_CLOSED.format(split=f"{split} "))
             same = feats.enc is enc or _same_examples(feats.enc, enc)
         elif isinstance(feats, FeatureCache):
             if feats.data is None:
-                raise ValueError(f"the {split} features were closed when their prepare_features block ended: train "
-                                 f"the probes inside the with block")  # fmt: skip
+                raise ValueError(_CLOSED.format(split=f"{split} "))
             labels = np.asarray(enc.labels) if enc.labels is not None else None
             same = len(feats) == len(enc) and feats.token_level == enc.token_level
             if same and labels is not None:

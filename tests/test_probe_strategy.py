@@ -935,6 +935,25 @@ def test_cached_features_are_the_frozen_encoders_whatever_mode_the_model_is_in(m
         run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, seeds=[0])
 
 
+def test_re_encoded_features_end_with_their_block_as_a_cache_does(minilm):
+    """Re-encoded features (strategy reencode, what a cache too large for memory and disk gets) run the model as it
+    is when a batch is read: used after their with block, where a patch entered with it is gone, a probe trained on
+    the unpatched model without a word (a cache's features failed there, saying so). They end with the block too,
+    in run_probe's check and at a batch read; inside it they train."""
+    model, tok = minilm
+    enc = _toy(tok, 8)
+    cfg = TrainConfig(lr=1e-3, batch_size=4, epochs=1)
+    with prepare_features(model, enc, enc, "reencode", "float32") as feats:
+        assert feats.strategy == "reencode"
+        inside = run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, seeds=[0])
+    assert len(inside) == 1
+    with pytest.raises(ValueError, match=r"^the train features were closed when their prepare_features block "
+                       r"ended: train the probes inside the with block$"):  # fmt: skip
+        run_probe(model, enc, enc, "sequence", 2, ["accuracy"], cfg, features=feats, seeds=[0])
+    with pytest.raises(ValueError, match=r"^the features were closed when their prepare_features block ended"):
+        feats.validation.batch([0, 1])
+
+
 def test_lambdas_on_constants_of_another_length_and_a_patch_for_trainable_fail_before_any_work(minilm, monkeypatch):
     """Constants of another N than the inputs failed only at the first training batch (deep in the forward pass);
     a patch handle given as trainable (a callable making one per seed) failed after the probes were built."""
