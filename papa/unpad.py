@@ -14,9 +14,9 @@ project's CPU) and at least `MIN_ROWS` real tokens (MKL computes a product of up
 kernels than a larger one, so a lone short example gathered would round differently in the last bits);
 other batches run as they are. On the CPU the default run's tables are identical bit for bit with and
 without it (under ``MKL_CBWR=AUTO,STRICT``, which `papa.io.seed_everything` sets and every workflow job has;
-without it MKL's last bits may differ); on a GPU cuBLAS may pick other kernels for fewer rows (last-bit differences) and the gathers
-add kernel launches to a launch-bound loop, so it is on by default for models on the CPU only (unmeasured
-on a GPU: ``enabled=True`` asks for it).
+without it MKL's last bits may differ); on a GPU cuBLAS may pick other kernels for fewer rows (last-bit
+differences) and the gathers add kernel launches to a launch-bound loop, so it is on by default for models on
+the CPU only (unmeasured on a GPU: ``enabled=True`` asks for it).
 """
 
 from __future__ import annotations
