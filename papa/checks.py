@@ -960,9 +960,9 @@ def _lists(config: dict):
     sweep, analyses = config.get("sweep", {}), config.get("analyses") or {}
     for key in ("seeds", "fraction_dynamic", "constants", "selections"):
         yield f"sweep.{key}", sweep.get(key) or []
-    for key in ("tasks", "models", "constant_kinds", "cross_corpus", "head_orders"):
-        yield f"analyses.{key}", analyses.get(key) or []
-    for key in ("head_orders_models", "head_orders_tasks"):
+    keys = ("tasks", "models", "constant_kinds", "cross_corpus", "head_orders", "head_orders_models",
+            "head_orders_tasks")  # fmt: skip
+    for key in keys:
         yield f"analyses.{key}", analyses.get(key) or []
     yield "analyses.mlm.models", (analyses.get("mlm") or {}).get("models") or []
     for t, tc in config.get("tasks", {}).items():
@@ -1143,8 +1143,9 @@ def probe_runs(config: dict) -> list[tuple[str, str, str, str, str]]:
             out += [(m, t, k, METHOD_ORDER, all_constant) for k in analyses["constant_kinds"]]
             out += [(m, t, str(ConstantsSpec(METHOD_CONSTANTS, corpus=c)), METHOD_ORDER, all_constant)
                     for c in analyses["cross_corpus"]]  # fmt: skip
-            out += [(m, t, METHOD_CONSTANTS, o, f) for o in analyses["head_orders"] for f in fractions
-                    if is_partial(f) and head_orders_on(config, m, t)]  # fmt: skip
+            if head_orders_on(config, m, t):
+                out += [(m, t, METHOD_CONSTANTS, o, f) for o in analyses["head_orders"] for f in fractions
+                        if is_partial(f)]  # fmt: skip
     out = [(m, t, str(ConstantsSpec.parse(c).on_task(tasks[t]["dataset"])), s, f) for m, t, c, s, f in out]
     return list(dict.fromkeys(out))
 
@@ -1875,12 +1876,13 @@ def _head_orders_scope_errors(config: dict) -> list[str]:
         return []  # unused_settings says the scope changes nothing
     errors = []
     models, tasks = config.get("models") or {}, config.get("tasks") or {}
-    scoped = {m: [t for t in analysed_tasks(config, m) if head_orders_on(config, m, t)] for m in models}
+    analysed = {m: analysed_tasks(config, m) for m in models}
+    scoped = {m: [t for t in own if head_orders_on(config, m, t)] for m, own in analysed.items()}
     for m in analyses.get("head_orders_models") or []:
         if m in models and not scoped[m]:
             listed = ", ".join(analyses.get("head_orders_tasks") or []) or "[]"
             why = (f"analyses none of analyses.head_orders_tasks ({listed}; its analysed tasks: "
-                   f"{', '.join(analysed_tasks(config, m))})" if analysed_tasks(config, m) else
+                   f"{', '.join(analysed[m])})" if analysed[m] else
                    "is not among the models the analyses run on (analyses.models, analyses.tasks)")  # fmt: skip
             errors.append(f"analyses.head_orders_models: {m!r} {why}, so no head order would run on it: remove it "
                           f"from analyses.head_orders_models, or widen the lists that leave it out")  # fmt: skip
