@@ -408,6 +408,12 @@ def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkey
     assert io.device_name("cpu") == "cpu" and stage.job_record(device="cpu")["environment"]["device"] == "cpu"
     # a stage given no device computed on the CPU, not on the GPU a notebook's model ran on
     assert stage.job_record()["environment"]["device"] == "cpu"
+    # the current device's, which is not always GPU 0 (torch.cuda.set_device(1) in a notebook)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    named.clear()
+    assert io.device_name() == "NVIDIA H200" and named == [torch.device("cuda", 1)], named
+    named.clear()  # another accelerator's (Apple's, Intel's) or the meta device: its type, no CUDA name read
+    assert [io.device_name(d) for d in ("mps", "xpu:0", "meta")] == ["mps", "xpu", "meta"] and not named, named
     # a model stage also records which release of an offline alias's weights it loaded; a data-free one none
     from papa.models import model_release
 
@@ -1215,7 +1221,10 @@ from papa.io import interrupt_on_stop_signals
 
 signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[2] == "nohup" else signal.SIG_DFL)
 signal.signal(signal.SIGTERM, lambda *a: print("graceful", flush=True))  # Snakemake's exit_gracefully
-interrupt_on_stop_signals(slurm_job=bool(os.environ.get("SLURM_JOB_ID")))
+if sys.argv[3] == "env":  # left to read SLURM_JOB_ID itself, as a notebook's call is
+    interrupt_on_stop_signals()
+else:  # as the Snakefile calls it: SLURM_JOB_ID read when it was read (the Slurm executor deletes it later)
+    interrupt_on_stop_signals(slurm_job=sys.argv[3] == "slurm")
 try:
     os.kill(os.getpid(), signal.SIGHUP if sys.argv[1] == "hup" else signal.SIGTERM)
     time.sleep(2)
@@ -1225,17 +1234,54 @@ except KeyboardInterrupt:
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     said = {}
-    for sig, slurm, hup in (("term", "", "dfl"), ("term", "1234", "dfl"), ("hup", "", "dfl"), ("hup", "", "nohup")):
-        out = subprocess.run([sys.executable, "-c", code, sig, hup], capture_output=True, text=True, timeout=120,
-                             env={**env, **({"SLURM_JOB_ID": slurm} if slurm else {})})  # fmt: skip
-        said[sig, bool(slurm), hup] = out.stdout.splitlines()
+    cases = (
+        ("term", "", "dfl", "told"),
+        ("term", "1234", "dfl", "told"),
+        ("term", "1234", "dfl", "env"),
+        ("term", "", "dfl", "env"),
+        ("term", "1234", "dfl", "not slurm"),  # told: the variable is not read again
+        ("hup", "", "dfl", "told"),
+        ("hup", "", "nohup", "told"),
+    )
+    for sig, slurm, hup, how in cases:
+        told = how if how != "told" else ("slurm" if slurm else "not slurm")
+        out = subprocess.run([sys.executable, "-c", code, sig, hup, told], capture_output=True, text=True,
+                             timeout=120, env={**env, **({"SLURM_JOB_ID": slurm} if slurm else {})})  # fmt: skip
+        said[sig, bool(slurm), hup, how] = out.stdout.splitlines()
     assert said == {
-        ("term", False, "dfl"): ["graceful", "went on"],
-        ("term", True, "dfl"): ["interrupted"],
-        ("hup", False, "dfl"): ["interrupted"],
-        ("hup", False, "nohup"): ["went on"],
+        ("term", False, "dfl", "told"): ["graceful", "went on"],
+        ("term", True, "dfl", "told"): ["interrupted"],
+        ("term", True, "dfl", "env"): ["interrupted"],
+        ("term", False, "dfl", "env"): ["graceful", "went on"],
+        ("term", True, "dfl", "not slurm"): ["graceful", "went on"],
+        ("hup", False, "dfl", "told"): ["interrupted"],
+        ("hup", False, "nohup", "told"): ["went on"],
     }, said
     assert io.hangup_as_interrupt is io.interrupt_on_stop_signals  # the name an onstart copied from papa's used
+
+
+def test_stop_signals_are_left_alone_where_snakemake_runs_in_a_thread():
+    """Snakemake's API driven from a thread (a notebook's or a service's) runs the Snakefile's ``onstart`` there:
+    Python lets only the main thread set a signal handler (``ValueError: signal only works in main thread``), so
+    `papa.io.interrupt_on_stop_signals` sets none there and returns, the handlers as they were, rather than failing
+    the run at its start."""
+    import signal
+    import threading
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM)}
+    failed = []
+
+    def onstart():
+        try:
+            io.interrupt_on_stop_signals(slurm_job=True)
+        except Exception as e:  # noqa: BLE001 - the test's point: nothing is raised
+            failed.append(e)
+
+    t = threading.Thread(target=onstart)
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and failed == []
+    assert {s: signal.getsignal(s) for s in before} == before
 
 
 _ATTEMPT = """
@@ -1924,3 +1970,21 @@ def test_seed_everything_asks_cublas_and_mkl_for_reproducible_kernels_unless_tol
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
     io.seed_everything(0)
     assert os.environ["MKL_CBWR"] == "COMPATIBLE" and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+def test_seed_everything_seeds_each_global_generator_by_its_seed():
+    """The seed reaches python's, numpy's and torch's global generators (those third-party code draws from: a
+    model head's initialisation, dropout, a collator's masking): the same seed, the same draws from each; another
+    seed, other draws (papa's own draws take generators of their own, seeded explicitly)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    def draws(seed):
+        io.seed_everything(seed, deterministic=False)
+        return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+    one, again, other = draws(1), draws(1), draws(2)
+    assert one == again
+    assert all(a != b for a, b in zip(one, other)), (one, other)
