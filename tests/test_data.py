@@ -1484,6 +1484,12 @@ def test_conll_inconsistent_columns_fail_with_file_line(tmp_path):
     one.write_text("EU\nrejects\n")
     with pytest.raises(D.TaskSpecError, match=r"one\.conll:1 has 1 column"):
         D.read_conll(one)
+    # a column past the file's width is named so, not wrapped onto another one (2 % 2 is the token column: it
+    # read as "the same column", mutation review)
+    two = _write(tmp_path / "two.conll", "EU B-ORG\n")
+    with pytest.raises(D.TaskSpecError, match=r"two\.conll:1 has 2 columns but token_column=0, tag_column=2; set "
+                                              r"tag_column to a column that exists"):  # fmt: skip
+        D.read_conll(two, tag_column=2)
 
 
 def test_conll_comment_lines_fail_named_as_comments(tmp_path):
@@ -1531,6 +1537,8 @@ def test_conll_comment_lines_of_the_files_width_fail_too(tmp_path):
         ),
         "twocol.conll": ("# newdoc\nEU B-ORG\n", 1, {}),
         "alone.conll": ("# newdoc\n\n", 1, {}),  # the file's one line, no token after it to compare (mutation review)
+        # the comment named at the next token line, before a later line's other width (mutation review)
+        "ragged.conll": ("# newdoc\nEU B-ORG\nrejects O X\n", 1, {}),
     }
     for name, (text, line, kw) in cases.items():
         with pytest.raises(D.TaskSpecError, match=rf"{re.escape(name)}:{line} is a comment line .*would be read as a "
@@ -1710,6 +1718,20 @@ def test_a_token_split_without_a_word_fails_saying_so(tmp_path):
 
     with pytest.raises(D.TaskSpecError, match="split 'validation' of task 'mine' holds 1 sentence"):
         T._check_words("mine", "token", frames)
+
+
+def test_a_conll_line_of_whitespace_alone_ends_a_sentence_as_a_blank_line_does(tmp_path):
+    """A sentence break written with spaces or a tab (an editor's indentation, a tab-separated export's empty row)
+    is a blank line, with or without a separator: not a line of no columns, nor, split on tabs, a token '' tagged ''
+    (mutation review); Windows line ends too."""
+    for name, text, kw in (
+        ("spaces.conll", "EU B-ORG\n   \nrejects O\n", {}),
+        ("tab.tsv", "EU\tB-ORG\n\t\nrejects\tO\n", {"separator": "\t"}),
+    ):
+        assert D.read_conll(_write(tmp_path / name, text), **kw) == [(["EU"], ["B-ORG"]), (["rejects"], ["O"])], name
+    windows = tmp_path / "windows.tsv"  # Windows line ends: no tag ends in '\r' (the rstrip's mutant is equivalent:
+    windows.write_bytes(b"EU\tB-ORG\r\n\t\r\nrejects\tO\r\n")  # text mode reads '\r\n' as '\n')
+    assert D.read_conll(windows, separator="\t") == [(["EU"], ["B-ORG"]), (["rejects"], ["O"])]
 
 
 def test_a_byte_order_mark_is_not_data(tmp_path):
@@ -4108,6 +4130,12 @@ def test_a_zip_member_under_two_underscores_is_hidden_and_a_conll_zip_holds_one_
         z.writestr("train.conll", text)
         z.writestr("more.conll", "Peter B-PER\n")
     with pytest.raises(D.TaskSpecError, match=r"train\.conll\.zip could not be decompressed \(OSError: .* holds 2 "
+                                              r"files, not one\)"):  # fmt: skip
+        D.read_conll(p)
+    with zipfile.ZipFile(p, "w") as z:  # only Finder's copy and a folder: no file of the data (mutation review)
+        z.writestr("__MACOSX/train.conll", "Finder O\n")
+        z.writestr("data/", "")
+    with pytest.raises(D.TaskSpecError, match=r"train\.conll\.zip could not be decompressed \(OSError: .* holds 0 "
                                               r"files, not one\)"):  # fmt: skip
         D.read_conll(p)
 
