@@ -459,6 +459,9 @@ def test_mlm_table_is_the_mean_over_seeds(tmp_path):
     assert table.loc[0.0, "drop"] == pytest.approx(-2.1 - np.mean([-3.0, -3.4, -3.3]))
     one = tables.mlm_table([frame[frame.seed == 0].drop(columns="seed")])
     assert one.n_seeds.eq(1).all() and one.ci95.isna().all()  # one seed: no interval, not a zero-width one
+    # a seed without a score (a diverged training's NaN) is not counted, as in the probes' summary (mutation review)
+    lost = tables.mlm_table([frame.assign(neg_log_ppl=frame.neg_log_ppl.where(frame.seed != 1))])
+    assert lost.n_seeds.tolist() == [2, 2] and lost.ci95.notna().all()
     old = frame[frame.seed == 0].drop(columns="seed").assign(model="old")  # a file written before the seeds
     mixed = tables.mlm_table([frame, old]).set_index(["model", "fraction_dynamic"])
     assert mixed.n_seeds.to_dict() == {("m", 1.0): 3, ("m", 0.0): 3, ("old", 1.0): 1, ("old", 0.0): 1}

@@ -304,6 +304,8 @@ def test_summary_relative_drop_and_main_metric(summary):
         part = summary[summary.task == task]
         assert (part["is_main"] == (part["metric"] == metric)).all()
     assert tables.summary_table(tables.probe_table([run_frame("m", "sst2", 1.0, 0)]))["is_main"].all()
+    with pytest.raises(ValueError, match=r"main_metric names metrics the table lacks: task 'sst2': 'f1' \(it has "):
+        tables.summary_table(tables.probe_table([run_frame("m", "sst2", 1.0, 0)]), {"sst2": "f1"})
     assert list(summary.columns) == tables.SUMMARY_COLUMNS
 
 
@@ -318,6 +320,11 @@ def test_summary_baseline_zero_or_shared():
     rnd = lambda s: s[(s.selection == "random") & (s.metric == "accuracy")].iloc[0]  # noqa: E731
     assert math.isnan(rnd(strict)["baseline"])
     assert rnd(shared)["baseline"] == pytest.approx(final_score("m", "t", 1.0, 0, "accuracy"))
+    # several fraction-1 runs to share (two constants kinds' own): their mean (mutation review)
+    h = pd.concat([g, run_frame("m", "t", 1.0, 0, constants="identity")])
+    h.loc[(h.constants == "identity") & (h.epoch == EPOCHS[-1]) & (h.metric == "accuracy"), "score"] = 0.5
+    both = (final_score("m", "t", 1.0, 0, "accuracy") + 0.5) / 2
+    assert rnd(tables.summary_table(tables.probe_table([h])))["baseline"] == pytest.approx(both)
 
 
 def test_summary_does_not_depend_on_the_order_of_the_rows():
@@ -1708,11 +1715,15 @@ def test_lambdas_table_takes_the_ends_of_the_sigmoid_and_ranks_each_constants_sp
 def test_constant_kinds_table_refuses_one_kind_given_as_text(summary):
     """``kinds`` as one text (``"average"``, not ``["average"]``) is refused as such, not read as the kinds ``a``,
     ``v``, ... (mutation testing found the check unchecked, review DL); a kind that is no constants spec is refused
-    too (unchecked as well)."""
+    too (unchecked as well). The kinds given come back alone, in their order."""
     with pytest.raises(TypeError, match="kinds must be a list of constants specs, got 'average'"):
         tables.constant_kinds_table(summary, "average")
     with pytest.raises(ValueError, match="'avrage'"):  # a misspelt kind would give no row, without a word
         tables.constant_kinds_table(summary, ["average", "avrage"])
+    # the kinds asked for, in their order, and no other (mutation review)
+    two = pd.concat([run_frame("m", "t", 0.0, 0, constants=c) for c in ("average", "identity", "uniform")])
+    asked = tables.constant_kinds_table(tables.summary_table(tables.probe_table([two])), ["uniform", "average"])
+    assert asked.constants.unique().tolist() == ["uniform", "average"]
 
 
 def test_patterns_table_refuses_one_frame_or_text_even_empty():
