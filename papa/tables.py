@@ -169,6 +169,18 @@ def t_critical(df: int) -> float:
     return float(stdtrit(int(df), 0.975))
 
 
+def seed_spread(n_seeds, std) -> tuple[np.ndarray, np.ndarray]:
+    """The spread over seeds of each row of a table (`summary_table`, `mlm_table`): ``std`` (ddof 1) where at
+    least 2 seeds scored, else NaN, and ``ci95``, the half-width of the two-sided 95% Student-t interval,
+    ``t_{0.975, n-1} * std / sqrt(n)``: NaN with one seed (no spread estimate; a zero-width band would claim
+    certainty). ``n_seeds``: the seeds with a score, per row; ``std``: their sample standard deviation."""
+    n = np.asarray(n_seeds, dtype="int64")
+    std = np.where(n >= 2, np.asarray(std, dtype="float64"), np.nan)
+    tcrit = np.array([t_critical(k - 1) for k in n], dtype="float64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return std, tcrit * std / np.sqrt(n.astype("float64"))
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -387,14 +399,7 @@ def summary_table(
         std=("score", lambda s: s.std(ddof=1)),
     ).reset_index()
 
-    n = out["n_seeds"].to_numpy(dtype="int64")
-    std = out["std"].to_numpy(dtype="float64")
-    std = np.where(n >= 2, std, np.nan)
-    tcrit = np.array([t_critical(k - 1) for k in n], dtype="float64")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ci95 = tcrit * std / np.sqrt(n.astype("float64"))
-    out["std"] = std
-    out["ci95"] = ci95
+    out["std"], out["ci95"] = seed_spread(out["n_seeds"], out["std"])
     out["ci_low"] = out["mean"] - out["ci95"]
     out["ci_high"] = out["mean"] + out["ci95"]
 
@@ -558,11 +563,7 @@ def mlm_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
         )
         .reset_index()
     )
-    n = df["n_seeds"].to_numpy(dtype="int64")
-    tcrit = np.array([t_critical(k - 1) for k in n], dtype="float64")
-    df["std"] = np.where(n >= 2, df["std"].to_numpy(dtype="float64"), np.nan)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        df["ci95"] = tcrit * df["std"].to_numpy(dtype="float64") / np.sqrt(n.astype("float64"))
+    df["std"], df["ci95"] = seed_spread(df["n_seeds"], df["std"])
     df["perplexity"] = np.exp(-df["neg_log_ppl"])
     first = list(MLM_COLUMNS) + ["n_seeds", "std", "ci95"]  # the columns of one seed's curve, then the spread
     df = df[first + [c for c in df.columns if c not in first]]

@@ -221,6 +221,20 @@ def test_summary_takes_max_epoch_per_run_even_if_runs_differ():
     assert row["mean"] == pytest.approx((final_score("m", "sst2", 1.0, 0, "accuracy") + 0.123) / 2)
 
 
+def test_the_spread_over_seeds_is_the_student_t_interval_and_none_from_one_seed():
+    """`tables.seed_spread`, the summary's and the MLM table's one computation of ``std`` and ``ci95``: the
+    Student-t half-width ``t_{0.975, n-1} * std / sqrt(n)`` (scipy.stats' quantile as the reference), and NaN for
+    both with one seed or none (no spread estimate, not a zero-width band)."""
+    from scipy.stats import t
+
+    std, ci95 = tables.seed_spread(pd.Series([0, 1, 2, 3]), pd.Series([np.nan, np.nan, 0.1, 0.2]))
+    assert np.isnan(std[:2]).all() and np.isnan(ci95[:2]).all()
+    assert std[2:].tolist() == [0.1, 0.2]
+    assert ci95[2:] == pytest.approx([t.ppf(0.975, 1) * 0.1 / np.sqrt(2), t.ppf(0.975, 2) * 0.2 / np.sqrt(3)])
+    # a std a caller computed for one seed (0, as numpy's ddof=0 gives) is no spread either
+    assert all(np.isnan(x).all() for x in tables.seed_spread([1], [0.0]))
+
+
 def test_summary_mean_and_ci_by_hand():
     rows = [
         dict(
