@@ -118,6 +118,41 @@ def test_the_projectors_rank_threshold_is_relative_to_the_largest_singular_value
     assert projector_svd(V).trace().round().item() == 1 and projector_svd(V.T.contiguous()).trace().round().item() == 1
 
 
+def test_the_cholesky_projector_of_ill_conditioned_values_it_certifies_is_the_svds(monkeypatch):
+    """Values whose directions differ a millionfold in scale (condition number 1e6) pass the first CholeskyQR pass's
+    check (its Q^T Q within 0.1 of I) and stay on the fast path; the second pass makes Q orthogonal to rounding, so
+    the projector is the SVD's to ~1e-11 and idempotent to ~1e-16 (mutation testing: one pass, 1e-7 off and as far
+    from idempotent, passed every test, whose certified values were conditioned 1e4 at most)."""
+    from papa.constants import projector_cholesky_qr
+
+    g = torch.Generator().manual_seed(11)
+    seen, svd = _spy_svd(monkeypatch)
+    for n, d in ((40, 8), (64, 16)):
+        U = torch.linalg.qr(torch.randn(n, d, generator=g, dtype=torch.float64))[0]
+        W = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
+        V = (U * torch.logspace(0, -6, d, dtype=torch.float64)) @ W.T
+        P = projector_cholesky_qr(V)
+        assert seen == [], (n, d)  # certified: the fast path
+        assert (P - svd(V)).abs().max().item() < 1e-9, (n, d)
+        assert (P @ P - P).abs().max().item() < 1e-12 and P.trace().round().item() == d, (n, d)
+
+
+def test_the_projector_of_values_that_vanish_is_zero_by_either_method():
+    """A head whose values are all 0 (a pruned head: its value projection's weights and bias zeroed) has no column
+    space: its projector is 0, and so is its effective attention, by either method, tall or short (mutation
+    testing: the SVD's threshold as ``>=`` kept every direction of a zero matrix, whose projector was then the
+    identity, its effective attention the raw attention)."""
+    from papa.constants import projector_cholesky_qr, projector_svd
+
+    for N, d in ((6, 4), (3, 8)):
+        v = torch.zeros(2, 3, N, d, dtype=torch.float64)
+        A = torch.softmax(torch.randn(2, 3, N, N, dtype=torch.float64), -1)
+        for project in (projector_svd, projector_cholesky_qr):
+            assert torch.equal(project(v), torch.zeros(2, 3, N, N, dtype=torch.float64)), (N, d, project.__name__)
+        for method in ("svd", "cholesky_qr"):
+            assert torch.equal(papa.effective_attention(A, v, method=method), torch.zeros_like(A)), (N, d, method)
+
+
 def test_a_given_rtol_drops_the_same_directions_by_either_method(monkeypatch):
     """Review CY (left since the cut-off session): the Cholesky path accepted any matrix it certified well
     conditioned (singular values above ~1e-7 of the largest) and ignored ``rtol``, so ``rtol=1e-3`` on values with a

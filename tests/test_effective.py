@@ -140,6 +140,21 @@ def test_effective_average_counts_examples_at_most_head_dim(family, caplog):
     assert "n_examples_at_most_head_dim" not in raw.metadata
 
 
+def test_effective_average_without_a_mask_takes_every_token_as_real():
+    """Batches without an ``attention_mask`` (a tokenizer called on texts of one length): every one of the N
+    tokens is real, so the matrices are those of an all-ones mask, and an example is at most d' long exactly when N
+    is (mutation testing: counting no real token there, every example "at most d'", passed every test)."""
+    model = tiny_model("bert")
+    for n, short in ((2 * HEAD_DIM, 0), (HEAD_DIM, 3)):
+        ids = _batch("bert", [n] * 3, n)["input_ids"]
+        bare = papa.average_attention(model, [{"input_ids": ids}], kind="effective")
+        ones = papa.average_attention(model, [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}],
+                                      kind="effective")  # fmt: skip
+        assert bare.metadata["n_examples_at_most_head_dim"] == short, n
+        assert ones.metadata["n_examples_at_most_head_dim"] == short, n
+        assert torch.equal(bare.mean, ones.mean) and torch.equal(bare.count, ones.count), n
+
+
 @pytest.mark.parametrize("family", REGISTRY_FAMILIES + DROPOUT_FAMILIES)
 @pytest.mark.parametrize("mode", ["static", "mix"])
 def test_effective_constants_from_one_input_reproduce_it(family, mode, tmp_path):

@@ -606,6 +606,13 @@ def test_patch_warns_for_constants_recorded_on_another_model(minilm, tmp_path):
         assert "revision abc123 of 'org/name@v1', and the model patched is its revision def456" in message
         C.metadata["model_revision"] = "def456"
         assert warned(C) == []
+        # averaged on the model at that commit, the constants record it without being asked, and warn on another
+        # commit of the same model (mutation testing: the commit left out of the averaging's metadata passed)
+        D = papa.average_attention(model, enc.batches(2))
+        assert (D.metadata["model"], D.metadata["model_revision"]) == ("org/name", "def456")
+        model.config._commit_hash = "abc999"
+        (message,) = warned(D)
+        assert "revision def456 of 'org/name', and the model patched is its revision abc999" in message
     finally:  # the fixture's model is shared by the session's tests
         model.config._name_or_path, model.config._commit_hash = saved
 
