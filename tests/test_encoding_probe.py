@@ -119,6 +119,8 @@ def test_truncation_is_counted(minilm):
     assert e.n_truncated == 1 and e.input_ids[0, -1] == tok.sep_token_id
     p = papa.encode(tok, ["short", "short"], [long, "short"], max_length=16)
     assert p.n_truncated == 1
+    # the count in the encoding's meta too (mutation testing: a meta saying 0 passed)
+    assert e.meta["n_truncated"] == p.meta["n_truncated"] == 1
     # the boundary: a text that exactly fills its room is whole, one word piece more is truncated
     room = 16 - 2  # [CLS] ... [SEP]
     fits, over = " ".join(["word"] * room), " ".join(["word"] * (room + 1))
@@ -190,6 +192,23 @@ def test_a_tokenizer_that_truncates_on_the_left_keeps_the_end_of_a_text(family, 
     a_room, b_room = 8 - len(tpl.prefix), 8 - len(tpl.mid) - len(tpl.suffix)
     assert list(p.input_ids[0, len(tpl.prefix) : 8]) == pieces(A[0])[-a_room:]
     assert list(p.input_ids[0, 8 + len(tpl.mid) : 16 - len(tpl.suffix)]) == pieces(A[0])[-b_room:]
+    # a text that fits its room is kept whole, in either layout, alone or in a pair, also one more than half its
+    # room long (mutation testing: the left cut of a text shorter than its room, unclamped, kept its last 2 len - room
+    # pieces)
+    for k in range(1, len(WORDS) + 1):
+        text = " ".join(WORDS[:k])
+        n = len(pieces(text))
+        if n <= 8 - P - S:  # alone
+            for layout in ("papa", "standard"):
+                e = papa.encode(tok, [text], max_length=8, layout=layout)
+                assert list(e.input_ids[0, P : P + n]) == pieces(text) and e.n_truncated == 0, (layout, k)
+        if n <= min(a_room, b_room):  # as each text of a pair
+            e = papa.encode(tok, [text], [text], max_length=16)
+            assert list(e.input_ids[0, len(tpl.prefix) : len(tpl.prefix) + n]) == pieces(text), k
+            assert list(e.input_ids[0, 8 + len(tpl.mid) : 8 + len(tpl.mid) + n]) == pieces(text), k
+            s = papa.encode(tok, [text], [text], max_length=16, layout="standard")
+            assert s.input_ids[0][s.attention_mask[0] == 1].tolist() == tok(text, text)["input_ids"], k
+            assert e.n_truncated == s.n_truncated == 0, k
 
 
 @pytest.mark.parametrize("family", ["bert", "phobert"])
