@@ -120,6 +120,14 @@ def test_a_token_file_holds_what_an_encoding_holds_whatever_made_it(tmp_path):
         assert back.n_truncated == 3 and back.input_ids.shape == back.labels.shape == (len(rows), N)
         assert np.array_equal(back.input_ids, part.input_ids) and np.array_equal(back.labels, part.labels)
         assert back.token_type_ids is None and back.token_level
+    # stored as the README's disk estimate says: int64 ids (and token labels), int8 masks and segment ids (mutation
+    # testing: int64 masks, 8 bytes a token more, passed)
+    import pyarrow.parquet as pq
+
+    enc.token_type_ids = np.zeros((4, N), np.int64)
+    enc.save(tmp_path / "t.parquet")
+    stored = {f.name: str(f.type.value_type) for f in pq.read_schema(tmp_path / "t.parquet")}
+    assert stored == {"input_ids": "int64", "attention_mask": "int8", "token_type_ids": "int8", "labels": "int64"}
 
 
 def test_a_callers_meta_does_not_rewrite_how_the_tokens_were_made(tmp_path):
@@ -138,6 +146,11 @@ def test_a_callers_meta_does_not_rewrite_how_the_tokens_were_made(tmp_path):
     enc.save(tmp_path / "t.parquet", {"pair": True, "split": "train"})
     assert encoding.token_meta(tmp_path / "t.parquet")["pair"] is True
     assert encoding.token_meta(tmp_path / "t.parquet")["split"] == "train"
+    # the caller's keys come after the encoding's own meta: a loaded file's split, saved as another, is that one
+    # (mutation testing: the encoding's meta written last passed)
+    loaded = papa.Encoded.load(tmp_path / "t.parquet")
+    loaded.save(tmp_path / "v.parquet", {"split": "validation"})
+    assert encoding.token_meta(tmp_path / "v.parquet")["split"] == "validation"
 
 
 def test_pipeline_token_functions_are_kept_for_notebooks(tmp_path):
