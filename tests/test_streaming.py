@@ -122,8 +122,6 @@ def test_a_token_file_holds_what_an_encoding_holds_whatever_made_it(tmp_path):
         assert back.token_type_ids is None and back.token_level
     # stored as the README's disk estimate says: int64 ids (and token labels), int8 masks and segment ids (mutation
     # testing: int64 masks, 8 bytes a token more, passed)
-    import pyarrow.parquet as pq
-
     enc.token_type_ids = np.zeros((4, N), np.int64)
     enc.save(tmp_path / "t.parquet")
     stored = {f.name: str(f.type.value_type) for f in pq.read_schema(tmp_path / "t.parquet")}
