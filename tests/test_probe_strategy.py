@@ -1405,6 +1405,20 @@ def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path)
         pipeline.train_split(path, None, 0, "probe", "mine", ["accuracy", "f1"])
     _, info = pipeline.train_split(path, None, 0, "probe", "mine", ["accuracy", "macro_f1"])
     assert info.n_labels == 3
+    # a token task's file: its kind is the token file's (tags per token), and its metrics are checked as a token
+    # task's (mutation testing: the kind read as "sequence" refused entity_f1, and passed the fast tests)
+    tags = np.array([[-100, 1, 2, 0, -100], [-100, 0, 1, -100, -100]])
+    ner = papa.Encoded(np.arange(10).reshape(2, 5), np.ones((2, 5), np.int64), None, tags, "standard", 5)
+    for names, task in ((["O", "B-PER", "I-PER"], "ner"), (["NN", "VB", "DT"], "pos")):
+        pipeline.write_tokens(ner, tmp_path / f"{task}.parquet", {"dataset": task, "label_names": names})
+    train, info = pipeline.train_split(tmp_path / "ner.parquet", None, 0, "probe", "ner", ["entity_f1"])
+    assert info == pipeline.TaskInfo("token", ["O", "B-PER", "I-PER"]) and np.array_equal(train.labels, tags)
+    with pytest.raises(ValueError, match=r"^tasks\.pos\.metrics: metric 'entity_f1' scores entity chunks"):
+        pipeline.train_split(tmp_path / "pos.parquet", None, 0, "probe", "pos", ["token_accuracy", "entity_f1"])
+    with pytest.raises(ValueError, match=r"^tasks\.pos\.metrics: metric 'mcc' does not score a token task"):
+        pipeline.train_split(tmp_path / "pos.parquet", None, 0, "lambda", "pos", ["mcc"])
+    _, info = pipeline.train_split(tmp_path / "pos.parquet", None, 0, "lambda", "pos", ["token_accuracy"])
+    assert info.kind == "token"
 
 
 @pytest.mark.parametrize(
@@ -2039,6 +2053,8 @@ def test_the_cache_budget_is_at_most_half_the_jobs_memory():
     assert pipeline.job_cache_budget(4096, 16000) == 4096 and pipeline.job_cache_budget(4096, None) == 4096
     assert pipeline.job_cache_budget(None, 3000) == 1500  # no budget: half the memory still
     assert pipeline.job_cache_budget(100, 2000 * 2) == 100  # a retry's memory grows; a budget under it stays
+    # a job's mem_mib converted from mem_mb is fractional: a budget a fraction of a MiB over half is capped too
+    assert pipeline.job_cache_budget(1000.5, 2000) == 1000 and pipeline.job_cache_budget(1000.5, 2001) == 1000.5
     from types import SimpleNamespace as NS
 
     # in MiB, the budget's unit: Snakemake's mem_mib, else its mem_mb (10^6 bytes) converted
