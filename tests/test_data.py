@@ -2792,14 +2792,18 @@ def test_prepare_data_writes_the_splits_its_rule_declares(tmp_path):
     assert list(task.splits) == ["train", "validation"] and task.provenance["split_sizes"]["test"] == 2
     assert D.read_task(tmp_path / "out").splits.keys() == {"train", "validation"}
     # the workflow's job writes its one split
-    job = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="validation")
+    job = PrepareDataStage(spec=spec, out_dir=str(tmp_path / "out"), seed=0, split="validation", code="c0de")
     assert list(prepare_data(job).splits) == ["validation"]
     # its file records its own split's size, not the other prepared split's (loaded without its subsample key),
     # and keeps the unprepared splits' (papa.data.split_provenance)
     from papa.io import read_provenance
 
-    sizes = read_provenance(tmp_path / "out" / "validation.parquet")["split_sizes"]
+    prov = read_provenance(tmp_path / "out" / "validation.parquet")
+    sizes = prov["split_sizes"]
     assert sizes == {"validation": task.sizes["validation"], "test": 2}, sizes
+    # and what wrote it: the rule's code fingerprint (mutation testing: left out, no fast test saw it) and the job's
+    # environment and inputs
+    assert prov["code"] == "c0de" and {"environment", "inputs"} <= prov.keys()
     # (meta.json stays: it describes the files as they were; the one rewritten describes itself)
     assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["meta.json", "train.parquet", "validation.parquet"]
     pd.testing.assert_frame_equal(D.read_task(tmp_path / "out", ["validation"])["validation"], task["validation"])

@@ -852,6 +852,49 @@ def test_the_tokenize_stage_keeps_partial_labels_and_pairs(tmp_path):
     assert pipeline.token_meta(tmp_path / "t.parquet")["pair"] is True
 
 
+def test_the_tokenize_stage_reads_its_split_records_what_made_it_and_checks_the_shape(tmp_path, monkeypatch):
+    """A tokenize job reads its own split only (the other split is no input of the job: missing, it is not read);
+    its token file records the tokenizer's model and hub commit, the dataset, split, kind, label names, the code
+    fingerprint and the split's provenance; a split of another shape than its config entry's (single, pair, token)
+    is refused, each way; an unlabelled split (-1 labels, an averaging corpus) has no labels (mutation testing:
+    each of these passed the fast tests)."""
+    import pandas as pd
+
+    from papa import pipeline
+    from papa.data import TaskData
+
+    monkeypatch.setattr(pipeline, "hub_commit", lambda model: f"commit-of-{model}")
+    shapes = {
+        "single": ("sequence", {"text": ["a b", "c d"], "label": [0, 1]}),
+        "pair": ("sequence", {"text": ["a b", "c d"], "text_b": ["e", "f g"], "label": [0, 1]}),
+        "token": ("token", {"tokens": [["a", "b"], ["c"]], "tags": [[0, 1], [1]]}),
+    }
+    for shape, (kind, cols) in shapes.items():
+        rows = pd.DataFrame({"id": ["r0", "r1"], **cols})
+        prov = {"source": "local", "sha256": {"train": shape}, "seed": 3}
+        TaskData(shape, kind, ["O", "X"], {"train": rows, "validation": rows}, prov).save(tmp_path / shape)
+        (tmp_path / shape / "validation.parquet").unlink()
+        stage = dict(model="minilm", data_dir=str(tmp_path / shape), split="train", max_length=16, layout="papa",
+                     out=str(tmp_path / f"{shape}.parquet"), encoding={}, code="c0de")  # fmt: skip
+        for other in set(shapes) - {shape}:
+            with pytest.raises(ValueError, match=f"dataset '{shape}' holds {shape} inputs, but its config entry "
+                               f"describes {other} ones"):  # fmt: skip
+                pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape=other))
+        enc = pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape=shape))
+        assert enc.token_level == (shape == "token") and len(enc) == 2
+        meta = pipeline.token_meta(tmp_path / f"{shape}.parquet")
+        want = {"model": "minilm", "model_revision": "commit-of-minilm", "dataset": shape, "split": "train",
+                "kind": kind, "label_names": ["O", "X"], "code": "c0de"}  # fmt: skip
+        assert {k: meta[k] for k in want} == want, meta
+        assert meta["data"] == TaskData.read(tmp_path / shape, ["train"]).provenance and meta["data"]["seed"] == 3
+    rows = pd.DataFrame({"id": ["u0", "u1"], "text": ["a b", "c d"], "label": [-1, -1]})
+    TaskData("corpus", "sequence", [], {"train": rows, "validation": rows}).save(tmp_path / "corpus")
+    enc = pipeline.tokenize(pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "corpus"), split="train",
+                                                   max_length=16, layout="papa", out=str(tmp_path / "u.parquet"),
+                                                   encoding={}, input_shape="single"))  # fmt: skip
+    assert enc.labels is None and papa.Encoded.load(tmp_path / "u.parquet").labels is None
+
+
 def test_token_probe_trains_on_first_subwords(minilm):
     from papa.probe import TrainConfig, extract_features, run_probe
 
