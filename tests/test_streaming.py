@@ -232,6 +232,65 @@ def test_make_constants_streams_exactly_the_in_memory_average(minilm, token_file
     assert torch.equal(papa.ConstantAttention.load(tmp_path / "C.safetensors").mean, ref.mean)
 
 
+def test_the_averaging_stage_computes_its_kind_and_records_what_made_it(minilm, token_file, tmp_path, monkeypatch):
+    """An averaging job's matrices are its kind's (effective attention's, not the plain average's), over inputs the
+    model's positions allow; the file records the model, corpus, layout, the kind asked for, the code fingerprint,
+    the precision, and a data-free kind the model's hub commit, its config read at the pinned revision; a job's
+    stage takes the config's seed and, given a token file, no N of its own (mutation testing: each of these passed
+    the fast tests)."""
+    from types import SimpleNamespace as NS
+
+    import transformers
+
+    model, tok = minilm
+    _, short = token_file
+    # effective attention differs from attention where a text has more word pieces than a head has dimensions (32)
+    enc = papa.encode(tok, [" ".join(TEXTS[i : i + 6]) for i in range(8)], max_length=64)
+    path = tmp_path / "long_texts.parquet"
+    enc.save(path, {"dataset": "toy"})
+    assert enc.attention_mask.sum(1).max() > 40
+    means = {}
+    for kind in ("average_trained", "effective"):
+        stage = pipeline.AverageStage(model="minilm", kind=kind, tokens=str(path), out=str(tmp_path / f"{kind}.st"),
+                                      corpus="toy", batch_size=16, code="c0de", precision="tf32")  # fmt: skip
+        C = pipeline.average_constants(stage)
+        base = kind.removesuffix("_trained")
+        means[base] = C.mean
+        torch.testing.assert_close(C.mean, papa.average_attention(model, enc.batches(16), kind=base).mean)
+        want = {"model": "minilm", "corpus": "toy", "layout": enc.layout, "requested_kind": kind, "code": "c0de",
+                "tokens": str(path), "precision": "tf32"}  # fmt: skip
+        assert {k: C.metadata[k] for k in want} == want, C.metadata
+    assert (means["effective"] - means["average"]).abs().max() > 1e-3
+    made = pipeline.make_constants("minilm", "average", path, tmp_path / "mc.st", batch_size=16, corpus="wiki")
+    assert made.metadata["corpus"] == "wiki"
+    long = papa.encode(tok, TEXTS[:2], max_length=600)  # beyond MiniLM's 512 positions
+    long.save(tmp_path / "long.parquet", {"dataset": "toy"})
+    with pytest.raises(ValueError, match=r"inputs of N = 600 word pieces exceed the 512 positions"):
+        pipeline.average_constants(pipeline.AverageStage(model="minilm", kind="average", out=str(tmp_path / "l.st"),
+                                                         tokens=str(tmp_path / "long.parquet")))  # fmt: skip
+    # a data-free kind: the config of the pinned commit, whose hub commit the file records
+    asked, config = [], model.config
+    monkeypatch.setattr(pipeline, "resolve_model_path", lambda name: name)
+    monkeypatch.setattr(pipeline, "hub_commit", lambda name: "c0ffee")
+    monkeypatch.setattr(
+        transformers.AutoConfig, "from_pretrained", lambda name, **kw: asked.append((name, kw)) or config
+    )
+    C = pipeline.average_constants(pipeline.AverageStage(model="org/encoder@v1", kind="toeplitz", max_length=24,
+                                                         out=str(tmp_path / "t.st")))  # fmt: skip
+    assert asked == [("org/encoder", {"revision": "v1"})] and C.metadata["model_revision"] == "c0ffee"
+    assert C.mean.shape[:2] == papa.model_shape(model)
+    # the job's stage: the config's seed (None for a data-free rule: 0), N from the token file where there is one
+    job = NS(input=NS(tokens=str(short)), output=["C.st"], wildcards=NS(kind="average", n="24", dataset="wiki"),
+             params=NS(model="minilm", batch_size=16, max_examples=None, seed=3))  # fmt: skip
+    assert pipeline.AverageStage._from_snakemake(job) == dict(
+        model="minilm", kind="average", tokens=str(short), max_length=None, out="C.st", corpus="wiki", batch_size=16,
+        max_examples=None, seed=3,
+    )  # fmt: skip
+    job.input, job.params.seed = NS(), None
+    got = pipeline.AverageStage._from_snakemake(job)
+    assert (got["tokens"], got["max_length"], got["seed"]) == (None, 24, 0)
+
+
 def test_the_averaging_subset_is_drawn_with_the_stage_seed(minilm, token_file, tmp_path, monkeypatch):
     """``averaging.max_examples`` draws its subset with the config's top-level seed (the stage's), not a
     fixed one: seed 5 averages rng(5)'s 50 examples, which differ from seed 0's."""
