@@ -889,9 +889,8 @@ def test_the_tokenize_stage_reads_its_split_records_what_made_it_and_checks_the_
         assert meta["data"] == TaskData.read(tmp_path / shape, ["train"]).provenance and meta["data"]["seed"] == 3
     rows = pd.DataFrame({"id": ["u0", "u1"], "text": ["a b", "c d"], "label": [-1, -1]})
     TaskData("corpus", "sequence", [], {"train": rows, "validation": rows}).save(tmp_path / "corpus")
-    enc = pipeline.tokenize(pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "corpus"), split="train",
-                                                   max_length=16, layout="papa", out=str(tmp_path / "u.parquet"),
-                                                   encoding={}, input_shape="single"))  # fmt: skip
+    stage.update(data_dir=str(tmp_path / "corpus"), out=str(tmp_path / "u.parquet"))
+    enc = pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape="single"))
     assert enc.labels is None and papa.Encoded.load(tmp_path / "u.parquet").labels is None
 
 

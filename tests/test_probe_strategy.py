@@ -1410,7 +1410,7 @@ def test_a_stage_names_the_tasks_metrics_its_data_does_not_fit(minilm, tmp_path)
     tags = np.array([[-100, 1, 2, 0, -100], [-100, 0, 1, -100, -100]])
     ner = papa.Encoded(np.arange(10).reshape(2, 5), np.ones((2, 5), np.int64), None, tags, "standard", 5)
     for names, task in ((["O", "B-PER", "I-PER"], "ner"), (["NN", "VB", "DT"], "pos")):
-        pipeline.write_tokens(ner, tmp_path / f"{task}.parquet", {"dataset": task, "label_names": names})
+        ner.save(tmp_path / f"{task}.parquet", {"dataset": task, "label_names": names})
     train, info = pipeline.train_split(tmp_path / "ner.parquet", None, 0, "probe", "ner", ["entity_f1"])
     assert info == pipeline.TaskInfo("token", ["O", "B-PER", "I-PER"]) and np.array_equal(train.labels, tags)
     with pytest.raises(ValueError, match=r"^tasks\.pos\.metrics: metric 'entity_f1' scores entity chunks"):
