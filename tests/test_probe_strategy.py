@@ -109,14 +109,25 @@ def test_a_notebooks_baseline_probe_takes_no_constant_matrices(job, tmp_path):
     assert read_provenance(tmp_path / "seed0.parquet")["settings"]["constants"] is None
 
 
-def test_a_notebooks_shared_batch_order_is_recorded_in_each_seeds_file(job, tmp_path):
+def test_a_notebooks_shared_batch_order_is_recorded_in_each_seeds_file(job, tmp_path, monkeypatch):
     """Under batch_order shared every seed trains in the first seed's batch order; a workflow job records it in each
     file's hparams (shuffle_seed: the first seed, its param first_seed). run_probes set no first_seed, so its later
-    seeds' files recorded shuffle_seed None, which reads as their own order."""
-    _run(job, tmp_path, {"dtype": "float32"}, seeds=(0, 1), hp={"epochs": 1}, batch_order="shared")
+    seeds' files recorded shuffle_seed None, which reads as their own order. The seeds train in that order (against
+    per_seed the first seed's scores are the same, the second's differ) and side by side: re-encoded features are
+    encoded once for both seeds, not once a seed."""
+    passes, hidden = [], probe_mod._hidden
+    monkeypatch.setattr(probe_mod, "_hidden", lambda model, inputs: passes.append(1) or hidden(model, inputs))
+    cache = {"dtype": "float32", "strategy": "reencode"}
+    shared = _scores(_run(job, tmp_path, cache, seeds=(0, 1), hp={"epochs": 1}, batch_order="shared"))
     for seed in (0, 1):
         hparams = read_provenance(tmp_path / f"seed{seed}.parquet")["settings"]["hparams"]
         assert (hparams["seed"], hparams["shuffle_seed"]) == (seed, 0)
+    n_shared = len(passes)
+    own = _scores(_run(job, tmp_path / "own", cache, seeds=(0, 1), hp={"epochs": 1}))
+    assert len(passes) - n_shared == 2 * n_shared > 0
+    first, second = ([df[df.seed == s].reset_index(drop=True) for df in (shared, own)] for s in (0, 1))
+    pd.testing.assert_frame_equal(*first)
+    assert not second[0].train_loss.equals(second[1].train_loss)
 
 
 class _Spy:
@@ -161,10 +172,11 @@ def test_probe_max_train_trains_every_seed_on_one_drawn_subset(job, tmp_path, mo
 
     monkeypatch.setattr(pipeline, "run_probe", run_probe)
     _run(job, tmp_path / "all", {"dtype": "float32"}, hp={"epochs": 1}, fraction=0)
-    frames = _run(job, tmp_path / "some", {"dtype": "float32"}, hp={"epochs": 1, "max_train": 10}, fraction=0)
+    some = {"epochs": 1, "max_train": 10, "order_seed": 3}
+    frames = _run(job, tmp_path / "some", {"dtype": "float32"}, hp=some, fraction=0)
     full = pipeline.read_tokens(job / "train.parquet")
     assert [len(t) for t in seen] == [len(full), 10] and len(frames) == 2
-    drawn = pipeline.subsample(full, 10, np.random.default_rng(0))  # order_seed 0 seeds the draw
+    drawn = pipeline.subsample(full, 10, np.random.default_rng(3))  # the job's order_seed seeds the draw
     assert np.array_equal(seen[1], drawn.input_ids)
     assert pipeline.subsample(full, None, np.random.default_rng(0)) is full
     assert pipeline.subsample(full, len(full), np.random.default_rng(0)) is full
@@ -307,6 +319,8 @@ def test_a_probe_stage_with_outputs_or_labels_that_do_not_fit_fails_before_train
 
     with pytest.raises(ValueError, match="ProbeStage: 2 seeds and 1 outputs: give one output per seed"):
         pipeline.probe_heads(stage(seeds=[0, 1]))
+    with pytest.raises(ValueError, match="ProbeStage: 1 seeds and 2 outputs: give one output per seed"):
+        pipeline.probe_heads(stage(outs=[str(tmp_path / "seed0.parquet"), str(tmp_path / "seed1.parquet")]))
     with pytest.raises(ValueError, match="avg"):
         pipeline.probe_heads(stage(labels={**labels, "constants": "avg"}))
     with pytest.raises(ValueError, match="selection 'lamda' is no head order"):
@@ -316,13 +330,33 @@ def test_a_probe_stage_with_outputs_or_labels_that_do_not_fit_fails_before_train
     assert not list(tmp_path.glob("*.parquet"))
 
 
+def test_a_probe_stage_refuses_token_files_longer_than_the_models_positions(minilm, tmp_path):
+    """Token files of an N beyond the model's positions (a task's max_length of 600 on a 512-position model) are
+    refused as the model loads, naming the N to use; a stage loading the model without the files' N met torch's
+    "size of tensor a (600) must match the size of tensor b (512)" in the first encoder pass."""
+    tok, meta = minilm[1], {"dataset": "toy", "label_names": ["negative", "positive"]}
+    enc = papa.encode(tok, ["word " * 700, "a short one"] * 4, labels=[0, 1] * 4, max_length=600)
+    for split in ("train", "validation"):
+        enc.save(tmp_path / f"{split}.parquet", {**meta, "split": split})
+    stage = pipeline.ProbeStage(
+        model="minilm", constants=None, lambdas=None, train=str(tmp_path / "train.parquet"),
+        validation=str(tmp_path / "validation.parquet"), outs=[str(tmp_path / "seed0.parquet")], metrics=["accuracy"],
+        selection="first_to_last", fraction_dynamic=1.0, seeds=[0], hparams=TrainConfig(lr=1e-3, batch_size=8),
+        labels={"model": "minilm", "task": "toy", "constants": "average", "selection": "first_to_last"},
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"N = 600 word pieces exceed the 512 positions of 'minilm' .* at most 512$"):
+        pipeline.probe_heads(stage)
+    assert not (tmp_path / "seed0.parquet").exists()
+
+
 def test_a_probe_stage_warns_of_one_uncovered_token_and_keeps_the_batch_order_its_hparams_give(
     job, minilm, tmp_path, monkeypatch, caplog
 ):
     """probe_heads warns where even one token of a split sits at a position no averaged example reached (constant heads
     give it a zero output), and under batch_order shared a batch order its hparams give (shuffle_seed) is kept, not
     replaced by the first seed's; trained constants need matrices at every fraction and record their hidden states'
-    size, train and validation."""
+    size, train and validation; every row names the hub commit of the weights, and the file the dropout its
+    sequence probe ran with (the config's "authors" as the family's number)."""
     import contextlib
     from types import SimpleNamespace
 
@@ -360,11 +394,68 @@ def test_a_probe_stage_warns_of_one_uncovered_token_and_keeps_the_batch_order_it
     # trained constants keep no cache: their files record the size of the train and validation hidden states alike
     rows = [{"seed": 1, "epoch": 1, "metric": "accuracy", "score": 0.5}]
     monkeypatch.setattr(pipeline, "run_probe", lambda *args, **kwargs: rows)
-    df = pipeline.probe_heads(replace(stage, trained_constants=True))[0]
+    monkeypatch.setattr(pipeline, "model_revision", lambda m: "0123abc")  # a hub model's commit (MiniLM's is None)
+    authors = replace(stage.hparams, dropout="authors")  # the family's number, which the file records
+    df = pipeline.probe_heads(replace(stage, trained_constants=True, hparams=authors))[0]
+    assert df.model_revision.tolist() == ["0123abc"]
+    record = read_provenance(tmp_path / "seed1.parquet")
+    assert (record["probe_dropout"], record["settings"]["hparams"]["dropout"]) == (0.1, "authors")
     nbytes = sum(
         cache_nbytes(minilm[0], papa.Encoded.load(job / f"{s}.parquet"), "float16") for s in ("train", "validation")
     )
     assert df.cache_strategy.tolist() == ["live"] and df.cache_mb.tolist() == [nbytes / MB]
+
+
+@pytest.mark.parametrize("trained", [False, True], ids=["fixed", "trained"])
+def test_a_probe_stage_encodes_with_the_heads_its_order_picks_constant(job, minilm, tmp_path, monkeypatch, trained):
+    """What a probe job trains on is the encoder with the heads `static_mask` picks constant (its fraction_dynamic,
+    head order and order_seed) and the others input-dependent, fixed and trained matrices alike; trained ones reach
+    run_probe with the job's compile mode and backbone dropout. A stage patching no head (`patch` without its
+    ``static``), or drawing the random order with seed 0, passed the fast tier: its probe tests compared stages with
+    one another (strategies, seeds, one job against several), which share such a slip."""
+
+    class Stop(Exception):
+        pass
+
+    model, got = minilm[0], {}
+    inputs = papa.Encoded.load(job / "validation.parquet").model_inputs(np.arange(4))
+    compile = "default" if trained else "eager"
+
+    def hidden(m):
+        with torch.no_grad():
+            return probe_mod._hidden(m, inputs)
+
+    def probe(m, *args, **kwargs):  # trained constants: the patch each seed trains under
+        with kwargs["trainable"]():
+            got["hidden"], got["kwargs"] = hidden(m), kwargs
+        raise Stop
+
+    def features(m, *args, **kwargs):  # fixed matrices: entered inside the job's patch
+        got["hidden"] = hidden(m)
+        raise Stop
+
+    monkeypatch.setattr(pipeline, "run_probe" if trained else "prepare_features", probe if trained else features)
+    stage = pipeline.ProbeStage(
+        model="minilm", constants=str(job / "average.safetensors"), lambdas=None, train=str(job / "train.parquet"),
+        validation=str(job / "validation.parquet"), outs=[str(tmp_path / "seed0.parquet")], metrics=["accuracy"],
+        selection="random", fraction_dynamic=0.5, seeds=[0], hparams=TrainConfig(lr=1e-3, batch_size=8, epochs=1),
+        trained_constants=trained, order_seed=3, compile=compile, backbone_dropout=trained,
+        labels={"model": "minilm", "task": "toy", "constants": "average_trained" if trained else "average",
+                "selection": "random"},
+    )  # fmt: skip
+    with pytest.raises(Stop):
+        pipeline.probe_heads(stage)
+    static = pipeline.static_mask(model, None, "random", 0.5, seed=3)
+    assert not torch.equal(static, pipeline.static_mask(model, None, "random", 0.5, seed=0))
+    C = papa.ConstantAttention.load(job / "average.safetensors")
+    with pipeline.real_tokens_only(model, compile):  # as the job runs its encoder
+        unpatched = hidden(model)
+        with papa.patch(model, C, static=static):
+            torch.testing.assert_close(got["hidden"], hidden(model))
+    assert (got["hidden"] - unpatched).abs().amax() > 0.1  # the heads replaced change what the probe reads
+    if trained:
+        assert (got["kwargs"]["compile"], got["kwargs"]["backbone_dropout"]) == ("default", True)
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
@@ -497,13 +588,16 @@ def test_cache_size_is_known_exactly_before_encoding(minilm, dtype):
 
 
 @pytest.mark.parametrize("batch_order", ["per_seed", "shared"])
-def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path, batch_order):
+def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path, monkeypatch, batch_order):
     """At cache.budget_mb below the features: disk (fits the disk budget) and reencode (does
     not) run. float32: memory and disk identical; reencode equal within 1e-6 (scores) and 1e-5
     relative (losses) for every seed, under either batch order: the same batches, but hidden
     states computed in other batch shapes and pooled padded instead of ragged. So the scores do
-    not depend on the memory or disk a machine has. The strategy and size are recorded."""
-    scratch = tmp_path / "scratch"
+    not depend on the memory or disk a machine has. The strategy and size are recorded, and the disk cache is
+    made under cache.scratch (a node's own disk on a cluster), then removed."""
+    scratch, reserved = tmp_path / "scratch", []
+    reserve = probe_mod.reserve_disk
+    monkeypatch.setattr(probe_mod, "reserve_disk", lambda path: reserved.append(Path(path)) or reserve(path))
     runs = {
         "memory": {"budget_mb": None},
         "disk": {"budget_mb": 0.01, "disk_budget_mb": 10_000, "scratch": str(scratch)},
@@ -527,7 +621,8 @@ def test_strategies_under_a_small_budget_give_the_same_scores(job, tmp_path, bat
     assert set(mem.seed) == {0, 1}
     np.testing.assert_allclose(re.score, mem.score, atol=1e-6)
     np.testing.assert_allclose(re.train_loss, mem.train_loss, rtol=1e-5)
-    assert not scratch.exists() or not any(scratch.iterdir())  # the disk cache is gone
+    assert len(reserved) == 2 and all(p.parent.parent == scratch for p in reserved), reserved  # train, validation
+    assert not any(scratch.iterdir())  # the disk cache is gone
 
 
 def test_float16_reencode_rounds_like_the_cache(minilm):

@@ -491,31 +491,36 @@ def test_stage_configs_read_a_snakemake_job():
         split="train",
     )
     hp = {"lr": 1e-3, "batch_size": 8, "epochs": 2, "seed": 5, "max_grad_norm": 1, "backbone_dropout": True}
-    probe = pipeline.ProbeStage._from_snakemake(
-        NS(
-            input=NS(constants="c.safetensors", lambdas=[], train="tr.parquet", validation="va.parquet"),
-            output=["run/seed3.parquet", "run/seed4.parquet"],  # the seeds: the outputs
-            wildcards=wc,
-            config={"cache": {"strategy": "auto", "dtype": "float16", "batch_size": 64, "budget_mb": 10}},
-            params=NS(
-                model="hub/m",
-                hp=hp,
-                metrics=["accuracy"],
-                batch_order="shared",
-                first_seed=0,  # the sweep's first seed's batch order
-                cache_dtype="float32",
-                order_seed=7,
-                compile="reduce-overhead",  # rule probe_trained's param (rule probe has none: eager)
-            ),
-        )
+    job = NS(
+        input=NS(constants="c.safetensors", lambdas=[], train="tr.parquet", validation="va.parquet"),
+        output=["run/seed3.parquet", "run/seed4.parquet"],  # the seeds: the outputs
+        wildcards=wc,
+        config={"cache": {"strategy": "auto", "dtype": "float16", "batch_size": 64, "budget_mb": 10}},
+        params=NS(
+            model="hub/m",
+            hp=hp,
+            metrics=["accuracy"],
+            batch_order="shared",
+            first_seed=0,  # the sweep's first seed's batch order
+            cache_dtype="float32",
+            order_seed=7,
+            compile="reduce-overhead",  # rule probe_trained's param (rule probe has none: eager)
+        ),
     )
+    probe = pipeline.ProbeStage._from_snakemake(job)
     assert probe["fraction_dynamic"] == 0.0625 and probe["trained_constants"] and probe["lambdas"] is None
     assert probe["batch_order"] == "shared" and probe["compile"] == "reduce-overhead"
     assert probe["seeds"] == [3, 4] and probe["first_seed"] == 0
     assert probe["hparams"] == TrainConfig(lr=1e-3, batch_size=8, epochs=2, seed=3, max_grad_norm=1.0)
     assert probe["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=10) and probe["order_seed"] == 7
     assert probe["labels"] == {"model": "m", "task": "t", "constants": "average_trained@wiki", "selection": "lambda"}
+    assert probe["seed"] == 7  # the order_seed: it draws the random head order and max_train's examples
     pipeline.ProbeStage(**probe)  # every field given, none unknown
+    # a baseline's job (fraction_dynamic 1, fixed matrices) has no constants input: none read; a job asking 8 MiB of
+    # memory caches at most half of it (config budget_mb 10)
+    baseline = NS(**{**vars(job), "input": NS(**{**vars(job.input), "constants": []}), "resources": NS(mem_mib=8)})
+    baseline = pipeline.ProbeStage._from_snakemake(baseline)
+    assert baseline["constants"] is None and baseline["cache"] == pipeline.CacheConfig(dtype="float32", budget_mb=4)
     lam = pipeline.LambdaStage._from_snakemake(
         NS(
             input=NS(constants="c.safetensors", train="tr.parquet", validation="va.parquet"),
