@@ -526,7 +526,11 @@ def electra_job(tmp_path_factory):
     return d
 
 
-def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pretrained_head(electra_job, tmp_path):
+def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pretrained_head(
+    electra_job, tmp_path, caplog, monkeypatch
+):
+    """(And on the CPU its dense layers run on the real tokens, as every model job's: `real_tokens_only`; both files
+    carry the job's labels and the weights' hub commit, the record too.)"""
     d = electra_job
     hp = {"head": "probe", "lr": 1e-2, "batch_size": 4, "epochs": 1, "lambda": {"extra_lr": 0.1}, "seed": 0}
     args = (str(d / "model"), d / "C.safetensors", d / "train.parquet", d / "validation.parquet")
@@ -534,15 +538,22 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
     with pytest.raises(ValueError, match="needs decoder 'fresh'"):
         pipeline.run_mlm(*args, hp, [1], d / "s0.parquet", d / "l0.parquet", {})
     hp["decoder"] = "fresh"
-    df = pipeline.run_mlm(
-        *args, hp, [1, 0.5, 0], d / "scores.parquet", d / "lambdas.parquet", {"model": "electra", "dataset": "toy"}
-    )
+    monkeypatch.setattr(pipeline, "model_revision", lambda m: "0123abc")  # a hub model's commit (a folder's is None)
+    with caplog.at_level("INFO", logger="papa"):
+        df = pipeline.run_mlm(
+            *args, hp, [1, 0.5, 0], d / "scores.parquet", d / "lambdas.parquet", {"model": "electra", "dataset": "toy"}
+        )
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("dense layers computed")]
     assert df["head"].tolist() == ["probe"] * 3 and df.n_dynamic.tolist() == [8, 4, 0]
     assert df.n_eval.eq(4).all() and np.isfinite(df.neg_log_ppl).all()
     table = tables.mlm_table([pd.read_parquet(d / "scores.parquet")])
     assert list(table.columns[:4]) == ["model", "dataset", "head", "n_eval"] and table["drop"].iloc[0] == 0
     lam = pd.read_parquet(d / "lambdas.parquet")
     assert sorted(lam["rank"]) == list(range(8)) and {"layer", "head", "lambda"} <= set(lam.columns)
+    for frame in (df, lam):
+        labels = frame[["model", "dataset", "model_revision"]].drop_duplicates().values.tolist()
+        assert labels == [["electra", "toy", "0123abc"]] and list(frame.columns[:2]) == ["model", "dataset"]
+    assert papa.io.read_provenance(d / "lambdas.parquet")["model_revision"] == "0123abc"
     # the tied decoder (the default) is the probe's: the pretrained head needs its own, whichever decoder is set
     for decoder in ("fresh", "tied"):
         with pytest.raises(ValueError, match="no pretrained masked-LM head"):
@@ -566,9 +577,32 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
         pipeline.run_mlm(str(maskless), *args[1:], hp, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
 
 
+@pytest.mark.parametrize("decoder", ["tied", "fresh"])
+def test_an_mlm_job_refuses_token_files_longer_than_the_models_positions(electra_job, tmp_path, decoder):
+    """Token files of an N beyond the model's positions (80 on this 64-position ELECTRA) are refused as the model
+    loads, naming the N to use, whichever loader the head's decoder takes (`load_mlm_encoder` for the tied decoder,
+    with the checkpoint's bias; `load_encoder` else), before any training."""
+    import transformers as tf
+
+    from papa.constants import data_free
+
+    d = electra_job
+    tok = tf.AutoTokenizer.from_pretrained(d / "model")
+    for split in ("train", "validation"):
+        pipeline.write_tokens(papa.encode(tok, ["word " * 90] * 4, max_length=80), tmp_path / f"{split}.parquet", {})
+    data_free("toeplitz", 2, 4, 80).save(tmp_path / "C.safetensors")  # TINY's 2 layers x 4 heads, at the files' N
+    hp = {"head": "probe", "decoder": decoder, "lr": 1e-2, "batch_size": 4, "epochs": 1, "seed": 0}
+    args = (str(d / "model"), tmp_path / "C.safetensors", tmp_path / "train.parquet", tmp_path / "validation.parquet")
+    refused = r"N = 80 word pieces exceed the 64 positions of .* use a max_length of at most 64$"
+    with pytest.raises(ValueError, match=refused):
+        pipeline.run_mlm(*args, hp, [1], tmp_path / "s.parquet", tmp_path / "l.parquet", {})
+    assert not list(tmp_path.glob("[sl].parquet"))
+
+
 def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job, tmp_path, monkeypatch):
     """analyses.mlm.max_eval's validation rows are drawn with the seed whatever max_train draws: one generator drew
-    both subsets, so a max_train that drew consumed it and the same max_eval scored other rows."""
+    both subsets, so a max_train that drew consumed it and the same max_eval scored other rows. Each split is drawn
+    with the block's seed (3 here), as a first draw of it."""
     import transformers as tf
 
     import papa.mlm
@@ -578,33 +612,94 @@ def test_the_validation_rows_scored_do_not_depend_on_the_train_draw(electra_job,
     texts = [f"the {w} number {k} sat on the mat" for w in ("cat", "dog", "fox") for k in range(10)]
     for split, part in (("train", texts[:20]), ("validation", texts[10:])):
         pipeline.write_tokens(papa.encode(tok, part, max_length=24), tmp_path / f"{split}.parquet", {})
-    scored = []
+    scored, trained = [], []
 
     class Scored(Exception):
         pass
 
     def curve(model, constants, lambdas, encoded, *args, **kwargs):
         scored.append(encoded.input_ids.copy())
+        trained.append(kwargs["train"].input_ids.copy())
         raise Scored
 
     monkeypatch.setattr(papa.mlm, "learn_mlm_lambdas", lambda m, *a, **k: (torch.zeros(papa.model_shape(m)), []))
     monkeypatch.setattr(papa.mlm, "mlm_curve", curve)
     args = (str(d / "model"), d / "C.safetensors", tmp_path / "train.parquet", tmp_path / "validation.parquet")
-    hp = {"head": "probe", "decoder": "fresh", "lr": 1e-2, "batch_size": 4, "epochs": 1, "seed": 0, "max_eval": 5}
+    hp = {"head": "probe", "decoder": "fresh", "lr": 1e-2, "batch_size": 4, "epochs": 1, "seed": 3, "max_eval": 5}
     for max_train in (None, 7):
         with pytest.raises(Scored):
             pipeline.run_mlm(*args, {**hp, "max_train": max_train}, [1], tmp_path / "s", tmp_path / "l", {})
     assert len(scored[0]) == 5 and np.array_equal(scored[0], scored[1])
     # the rows are the seed's own draw, as the first draw of one generator took them
     val = papa.Encoded.load(tmp_path / "validation.parquet")
-    assert np.array_equal(scored[0], pipeline.subsample(val, 5, np.random.default_rng(0)).input_ids)
-    # an empty split is refused, whichever of the two it is, before any training
+    assert np.array_equal(scored[0], pipeline.subsample(val, 5, np.random.default_rng(3)).input_ids)
     train = papa.Encoded.load(tmp_path / "train.parquet")
+    assert np.array_equal(trained[0], train.input_ids)  # max_train None: every row
+    assert np.array_equal(trained[1], pipeline.subsample(train, 7, np.random.default_rng(3)).input_ids)
+    # an empty split is refused, whichever of the two it is, before any training
     pipeline.write_tokens(train.subset(np.arange(0)), tmp_path / "empty.parquet", {})
     with pytest.raises(ValueError, match=r"MLM analysis: empty split \(train 0, validation 5 examples\)"):
         pipeline.run_mlm(
             args[0], args[1], tmp_path / "empty.parquet", args[3], hp, [1], tmp_path / "s", tmp_path / "l", {}
         )
+
+
+@pytest.mark.parametrize("decoder", ["tied", "fresh"])
+def test_an_mlm_job_hands_its_probes_the_checkpoints_bias_its_masking_and_its_seeds(tmp_path, monkeypatch, decoder):
+    """The MLM stage gives the lambdas' probe and the curve's probes the checkpoint's MLM-head bias where the decoder
+    is tied (the authors'; `load_mlm_encoder`) and none where it is fresh (a new Linear, which refuses one), the
+    block's masking and each its backbone dropout (the lambda block's own), and the curve its seeds (a probe each).
+    The stage tests ran a discriminator, whose checkpoint has no MLM head, and BERT's masking was held through the
+    rule's params only: a bias lost on the way, a bias read for a fresh decoder, the masking, the probes' dropout or
+    the seeds not handed on, passed the fast tier."""
+    import transformers as tf
+
+    import papa.mlm
+    from papa.constants import data_free
+
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    torch.manual_seed(0)
+    lm = tf.BertForMaskedLM(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}))
+    with torch.no_grad():
+        lm.cls.predictions.bias.normal_()  # a pretrained bias (a fresh head's is 0)
+    lm.save_pretrained(tmp_path / "lm")
+    tok.save_pretrained(tmp_path / "lm")
+    texts = [f"the {w} sat on the mat" for w in ("cat", "dog", "fox", "owl")]
+    for split in ("train", "validation"):
+        pipeline.write_tokens(papa.encode(tok, texts, max_length=12), tmp_path / f"{split}.parquet", {})
+    data_free("toeplitz", 2, 4, 12).save(tmp_path / "C.safetensors")  # TINY's 2 layers x 4 heads
+    got = {}
+
+    class Stop(Exception):
+        pass
+
+    def lambdas(m, *args, **kwargs):
+        got["lambdas"] = kwargs
+        return torch.zeros(papa.model_shape(m)), []
+
+    def curve(*args, **kwargs):
+        got["curve"] = kwargs
+        raise Stop
+
+    monkeypatch.setattr(papa.mlm, "learn_mlm_lambdas", lambdas)
+    monkeypatch.setattr(papa.mlm, "mlm_curve", curve)
+    hp = {**pipeline.MLM_DEFAULTS, "decoder": decoder, "masking": "bert", "seed": 0, "backbone_dropout": True}
+    hp["lambda"] = {**(hp.get("lambda") or {}), "backbone_dropout": False}  # the lambda block's own
+    stage = pipeline.MLMStage(
+        model=str(tmp_path / "lm"), constants=str(tmp_path / "C.safetensors"), train=str(tmp_path / "train.parquet"),
+        validation=str(tmp_path / "validation.parquet"), out_scores=str(tmp_path / "s.parquet"),
+        out_lambdas=str(tmp_path / "l.parquet"), fraction_dynamic=[1.0, 0.0], labels={},
+        **{**pipeline._mlm_settings(hp), "seeds": [0, 1]},
+    )  # fmt: skip
+    with pytest.raises(Stop):
+        pipeline.mlm_curves(stage)
+    bias = lm.cls.predictions.bias.detach() if decoder == "tied" else None
+    for step in ("lambdas", "curve"):
+        kwargs = got[step]
+        assert (kwargs["decoder"], kwargs["masking"]) == (decoder, "bert"), step
+        assert kwargs["decoder_bias"] is None if bias is None else torch.equal(kwargs["decoder_bias"], bias), step
+    assert got["curve"]["seeds"] == [0, 1]
+    assert (got["lambdas"]["backbone_dropout"], got["curve"]["backbone_dropout"]) == (False, True)
 
 
 def test_the_lambdas_eta_counts_the_probe_trainings_in_their_own_epochs(electra_job, monkeypatch):
