@@ -1014,18 +1014,19 @@ def test_pattern_stats_stage(tmp_path):
     sm = SimpleNamespace(
         input=_Files(average=str(tmp_path / "a.safetensors"), effective=str(tmp_path / "e.safetensors")),
         output=_Files([str(tmp_path / "out" / "N10.parquet")]),
-        params=_Files(patterns={"band": 2, "diag_threshold": 0.05, "special_threshold": 0.5}),
+        params=_Files(patterns={"band": 2, "diag_threshold": 0.05, "special_threshold": 0.3}),
         wildcards=_Files(model="bert", dataset="wiki", n="10"),
     )
     stage = pipeline.PatternsStage(**pipeline.PatternsStage._from_snakemake(sm))
-    assert (stage.model, stage.corpus, stage.n, stage.band, stage.diag_threshold) == ("bert", "wiki", 10, 2, 0.05)
+    assert (stage.model, stage.corpus, stage.n, stage.band) == ("bert", "wiki", 10, 2)
+    assert (stage.diag_threshold, stage.special_threshold) == (0.05, 0.3)
     df = pipeline.pattern_stats(stage)
     assert df.equals(pd.read_parquet(stage.out))
     assert list(df.columns[:6]) == ["model", "corpus", "N", "attention", "layer", "head"]
     assert df["N"].dtype == np.int64 and set(df["model"]) == {"bert"} and set(df["corpus"]) == {"wiki"}
     for attention, C in (("raw", raw), ("effective", eff)):
         part = df[df.attention == attention].drop(columns=["model", "corpus", "N", "attention"]).reset_index(drop=True)
-        pd.testing.assert_frame_equal(part, classify(head_patterns(C.mean, C.count, band=2), 0.05, 0.5))
+        pd.testing.assert_frame_equal(part, classify(head_patterns(C.mean, C.count, band=2), 0.05, 0.3))
     assert (df.loc[df.attention == "effective", "neg_mass"] > 0).all()
     assert (df.loc[df.attention == "raw", "neg_mass"] == 0).all()
 
@@ -1237,6 +1238,9 @@ def test_aggregate_stage_writes_the_tables(report):
         assert row["relative_drop"] == pytest.approx((orig - free) / orig)
     assert io.read_parquet(agg.out_patterns).empty and out["patterns"].empty
     assert set(out) == {"probe", "summary", "lambdas", "constant_kinds", "patterns"}
+    for name in out:  # each table records what made it: the stage, its every input and setting
+        record = io.read_provenance(getattr(agg, f"out_{name}"))
+        assert record["stage"] == "AggregateStage" and record["settings"]["probes"] == agg.probes, name
 
 
 def test_aggregate_stage_without_lambdas_or_patterns(report, tmp_path):
@@ -1534,6 +1538,80 @@ def test_summary_table_frame_shows_no_drop_under_a_negative_baseline():
     assert frame.loc[("m", "sst2", "accuracy", "average", "lambda"), "0"].endswith(f"(drop {100 * 0.2 / 0.805:.1f}%)")
 
 
+def test_fig2_draws_the_sweeps_constants_and_orders_and_an_own_corpus_spec_on_its_own_tasks():
+    """`papa.pipeline.sweep_rows`, Fig. 2's rows: the summary's rows of the sweep's constants and head orders, and a
+    spec of ``sweep_own`` (`papa.checks.sweep_own_tasks`: a task's own corpus) on its own tasks only, not on another
+    task's analysis run of that spec. Only the slow tier drew Fig. 2 from a config with such a spec or another head
+    order, so dropping either filter passed the fast tier."""
+    from dataclasses import replace
+
+    from papa import pipeline
+
+    rows = [(c, sel, t) for c in ("average", "average@sst2", "identity") for sel in ("lambda", "random")
+            for t in ("sst2", "cola")]  # fmt: skip
+    summary = pd.DataFrame(rows, columns=["constants", "selection", "task"])
+    stage = pipeline.PlotStage(
+        summary="s", lambdas="l", constant_kinds="k", constants=[], sweep_constants=["average", "average@sst2"],
+        sweep_selections=["lambda"], sweep_own={"average@sst2": ["sst2"]}, out_fraction_curves="f",
+        out_constant_kinds="k", out_head_orders="o", out_models_compared="m", out_heads="h",
+    )  # fmt: skip
+    got = pipeline.sweep_rows(summary, stage)
+    assert list(got.itertuples(index=False, name=None)) == [
+        ("average", "lambda", "sst2"), ("average", "lambda", "cola"), ("average@sst2", "lambda", "sst2")
+    ]  # fmt: skip
+    assert len(pipeline.sweep_rows(summary, replace(stage, sweep_own={}))) == 4  # without it, on cola too
+
+
+def test_the_plot_stage_hands_its_figures_the_models_compared_and_each_files_counts_in_matplotlibs_style(
+    report, tmp_path, monkeypatch
+):
+    """Fig. 3's table is of `PlotStage.compared_models` (`papa.checks.compared_models`: the models that run every
+    task), not of every model in the summary; each constant-matrix figure gets its file's example counts and
+    separator positions; the figures are drawn in matplotlib's defaults whatever style was set. The fast tier's
+    plot stage named no models and its matrices had no separators, and a style left on changed no assertion: a stage
+    dropping any of them passed it. The figures are not drawn here (seconds each: the slow tier draws them)."""
+    from dataclasses import replace
+
+    import matplotlib
+
+    from papa import pipeline, plots
+    from papa.constants import ConstantAttention
+
+    for name in ("plot_fraction_curves", "plot_constant_kinds", "plot_selection_orders", "plot_summary_table",
+                 "plot_lambda_heatmap"):  # fmt: skip
+        monkeypatch.setattr(plots, name, lambda *a, **k: None)
+    drawn, heads = [], []
+    monkeypatch.setattr(plots, "plot_models_compared",
+                        lambda table, out: drawn.append((table, matplotlib.rcParams["lines.linewidth"])))  # fmt: skip
+    monkeypatch.setattr(plots, "plot_constant_heads", lambda mean, out, **kw: heads.append(kw))
+    monkeypatch.setitem(matplotlib.rcParams, "lines.linewidth", 7.0)  # a matplotlibrc's, or a notebook's style
+    C = ConstantAttention.load(report.plot.constants[0].path)
+    C.metadata["separator_positions"] = [4, 9]
+    C.save(tmp_path / "seps.safetensors")
+    files = [replace(report.plot.constants[0], path=str(tmp_path / "seps.safetensors"))]
+    outs = {f: str(tmp_path / Path(getattr(report.plot, f)).name) for f in vars(report.plot) if f.startswith("out_")}
+    for models in (None, ["roberta-base"]):
+        pipeline.plot_figures(replace(report.plot, compared_models=models, constants=files, **outs))
+    assert sorted(set(drawn[0][0].model)) == MODELS and set(drawn[1][0].model) == {"roberta-base"}
+    assert {width for _, width in drawn} == {matplotlib.rcParamsDefault["lines.linewidth"]}
+    assert np.array_equal(heads[0]["count"], C.count.numpy()) and heads[0]["separators"] == [4, 9]
+
+
+def test_aggregate_stage_from_snakemake_job():
+    from papa import pipeline
+
+    outs = {k: f"t/{k}.parquet" for k in ("probe", "summary", "lambdas", "constant_kinds", "patterns")}
+    sm = SimpleNamespace(
+        input=_Files(probes=["p/0.parquet", "p/1.parquet"], lambdas=["l/0.parquet"], patterns=[]),
+        params=_Files(main_metric={"cola": "mcc"}, kinds=["average", "identity", "average@wiki"]),
+        output=_Files(**outs),
+    )
+    stage = pipeline.AggregateStage(**pipeline.AggregateStage._from_snakemake(sm))
+    assert (stage.probes, stage.lambdas, stage.patterns) == (["p/0.parquet", "p/1.parquet"], ["l/0.parquet"], [])
+    assert stage.main_metric == {"cola": "mcc"} and stage.kinds == ["average", "identity", "average@wiki"]
+    assert {k: getattr(stage, f"out_{k}") for k in outs} == outs
+
+
 def test_plot_stage_from_snakemake_job():
     from papa import pipeline
 
@@ -1545,7 +1623,7 @@ def test_plot_stage_from_snakemake_job():
             constants=["c/0.safetensors", "c/1.safetensors"],
         ),
         params=_Files(
-            sweep={"constants": ["average"], "selections": ["lambda", "random"]},
+            sweep={"constants": ["average"], "selections": ["lambda", "random"], "own": {"identity": ("cola",)}},
             compared_models=["m"],
             matrices=[
                 {"model": "m", "corpus": "wiki", "n": 64, "kind": "average"},
@@ -1568,12 +1646,16 @@ def test_plot_stage_from_snakemake_job():
     )
     assert stage.out_fraction_curves == "p/fraction_curves" and stage.out_heads == "p/heads"
     assert stage.sweep_selections == ["lambda", "random"] and stage.compared_models == ["m"]
+    assert stage.sweep_constants == ["average"] and stage.sweep_own == {"identity": ["cola"]}
     sm.params.matrices = sm.params.matrices[:1]  # labels and files out of step: an error, not a wrong label
     with pytest.raises(ValueError, match="zip|length|shorter|longer"):
         pipeline.PlotStage._from_snakemake(sm)
 
 
-def test_mlm_table_stage(tmp_path):
+def test_mlm_table_stage(tmp_path, monkeypatch):
+    """(Its figure is drawn in matplotlib's defaults, whatever style was set, and the table records what made it.)"""
+    import matplotlib
+
     from papa import io, pipeline
 
     frames = []
@@ -1601,8 +1683,15 @@ def test_mlm_table_stage(tmp_path):
     )
     stage = pipeline.MLMTableStage(**pipeline.MLMTableStage._from_snakemake(sm))
     assert stage.out_plot == str(tmp_path / "mlm")
+    monkeypatch.setitem(matplotlib.rcParams, "lines.linewidth", 7.0)  # a matplotlibrc's, or a notebook's style
+    widths, plot_mlm = [], plots.plot_mlm
+    monkeypatch.setattr(
+        plots, "plot_mlm", lambda *a: widths.append(matplotlib.rcParams["lines.linewidth"]) or plot_mlm(*a)
+    )
     table = pipeline.tabulate_mlm(stage)
+    assert widths == [matplotlib.rcParamsDefault["lines.linewidth"]]
     pd.testing.assert_frame_equal(pd.read_parquet(stage.out_table), tables.mlm_table(frames))
+    assert io.read_provenance(stage.out_table)["settings"]["scores"] == stage.scores  # what made it
     assert table["drop"].max() == pytest.approx(1.0)
     assert_written([str(tmp_path / "mlm.png"), str(tmp_path / "mlm.svg")], tmp_path / "mlm")
 
