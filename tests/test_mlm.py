@@ -330,23 +330,30 @@ def test_probe_path_lambdas_and_curve(family, decoder):
         mlm_curve(model, C, lam, val, [1], MASK, SPECIAL, cfg, head="frozen", train=train)
 
 
+def _masked_lm_with_a_head_bias(folder):
+    """A tiny random BertForMaskedLM whose MLM head has a bias as a pretrained one does (a fresh head's is 0), saved
+    in ``folder`` with MiniLM's tokenizer: the model and the tokenizer."""
+    import transformers as tf
+
+    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    torch.manual_seed(0)
+    lm = tf.BertForMaskedLM(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}))
+    with torch.no_grad():
+        lm.cls.predictions.bias.normal_()
+    lm.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return lm, tok
+
+
 def test_the_tied_decoder_is_the_frozen_input_embeddings_with_the_checkpoints_bias_trained(tmp_path):
     """decoder tied (the authors' fork: their probe took the names of the checkpoint's MLM head, so loading it tied
     the probe's vocabulary projection to the word embeddings and loaded the head's bias): the projection is the
     encoder's input embeddings themselves, not a parameter of the probe (frozen with the encoder: training changes
     none of the encoder's tensors), its bias the checkpoint's and trained; a checkpoint without an MLM head gives 0;
     embeddings narrower than the hidden states are refused with what to write; fresh is a new trained Linear."""
-    import transformers as tf
-
     from papa.models import load_encoder, load_mlm_encoder
 
-    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-    torch.manual_seed(0)
-    lm = tf.BertForMaskedLM(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}))
-    with torch.no_grad():
-        lm.cls.predictions.bias.normal_()  # a pretrained bias (a fresh head's is 0)
-    lm.save_pretrained(tmp_path / "lm")
-    tok.save_pretrained(tmp_path / "lm")
+    lm, tok = _masked_lm_with_a_head_bias(tmp_path / "lm")
     enc, _, bias = load_mlm_encoder(str(tmp_path / "lm"), device="cpu")
     assert torch.equal(bias, lm.cls.predictions.bias.detach())
     plain, _ = load_encoder(str(tmp_path / "lm"), device="cpu")
@@ -652,18 +659,10 @@ def test_an_mlm_job_hands_its_probes_the_checkpoints_bias_its_masking_and_its_se
     The stage tests ran a discriminator, whose checkpoint has no MLM head, and BERT's masking was held through the
     rule's params only: a bias lost on the way, a bias read for a fresh decoder, the masking, the probes' dropout or
     the seeds not handed on, passed the fast tier."""
-    import transformers as tf
-
     import papa.mlm
     from papa.constants import data_free
 
-    tok = tf.AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-    torch.manual_seed(0)
-    lm = tf.BertForMaskedLM(tf.BertConfig(**{**TINY, "vocab_size": tok.vocab_size, "max_position_embeddings": 64}))
-    with torch.no_grad():
-        lm.cls.predictions.bias.normal_()  # a pretrained bias (a fresh head's is 0)
-    lm.save_pretrained(tmp_path / "lm")
-    tok.save_pretrained(tmp_path / "lm")
+    lm, tok = _masked_lm_with_a_head_bias(tmp_path / "lm")
     texts = [f"the {w} sat on the mat" for w in ("cat", "dog", "fox", "owl")]
     for split in ("train", "validation"):
         pipeline.write_tokens(papa.encode(tok, texts, max_length=12), tmp_path / f"{split}.parquet", {})
