@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 import papa
 from papa import pipeline, tables
+from papa.io import read_provenance
 from papa.mlm import (
     MLMProbe,
     _masked_logits,
@@ -560,7 +561,7 @@ def test_electra_discriminator_runs_with_the_probe_and_fails_clearly_with_the_pr
     for frame in (df, lam):
         labels = frame[["model", "dataset", "model_revision"]].drop_duplicates().values.tolist()
         assert labels == [["electra", "toy", "0123abc"]] and list(frame.columns[:2]) == ["model", "dataset"]
-    assert papa.io.read_provenance(d / "lambdas.parquet")["model_revision"] == "0123abc"
+    assert read_provenance(d / "lambdas.parquet")["model_revision"] == "0123abc"
     # the tied decoder (the default) is the probe's: the pretrained head needs its own, whichever decoder is set
     for decoder in ("fresh", "tied"):
         with pytest.raises(ValueError, match="no pretrained masked-LM head"):
