@@ -520,15 +520,18 @@ def vocabulary_problem(model, top_id: int, bottom_id: int = 0) -> str | None:
     )
 
 
-def segment_problem(model, top_type: int) -> str | None:
-    """Why segment id ``top_type`` (``token_type_ids``) cannot go into ``model`` (beyond its ``type_vocab_size``
-    segment embeddings: an index error inside torch otherwise), None when it can or the model reads no segments
+def segment_problem(model, top_type: int, bottom_type: int = 0) -> str | None:
+    """Why segment ids from ``bottom_type`` to ``top_type`` (``token_type_ids``) cannot go into ``model`` (below 0 or
+    beyond its ``type_vocab_size`` segment embeddings: an index error inside torch otherwise), None when they can or
+    the model reads no segments
     (``type_vocab_size`` 0: DeBERTa v1 and v3 add no segment embedding). What to change depends on where the ids
     came from, which neither caller knows (an `Encoded`, or batches of any origin), so the message names each source:
     `papa.encode` (either ``pair_segments``) where the tokenizer lists ``token_type_ids`` among its
     ``model_input_names``, `papa.encode` for an ALBERT tokenizer whatever it lists (`papa.encoding.SEGMENT_IDS`),
     and a batch made by calling the tokenizer."""
     size = getattr(getattr(model, "config", None), "type_vocab_size", None)
+    if size and bottom_type < 0:
+        return f"segment id {bottom_type} (token_type_ids), and segment ids run from 0 (sentence A) to {size - 1}"
     if not size or top_type < size:
         return None
     return (
@@ -559,13 +562,17 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
     ids = batch["input_ids"]
     if ids.dim() != 2 or ids.shape[0] == 0:
         raise ValueError(f"{where}: input_ids has shape {tuple(ids.shape)}; a batch is [examples >= 1, N]")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"{where}: input_ids are {str(ids.dtype).removeprefix('torch.')}, and token ids are "
-                        f"integers: pass them as torch.long (enc.batches(32) does)")  # fmt: skip
-    why = vocabulary_problem(model, int(ids.max()), int(ids.min()))
     types = batch.get("token_type_ids")
-    if not why and isinstance(types, torch.Tensor) and types.numel():
-        why = segment_problem(model, int(types.max()))
+    if types is not None and tuple(types.shape) != tuple(ids.shape):  # [1, N] was broadcast over the batch
+        raise ValueError(f"{where}: token_type_ids has shape {tuple(types.shape)}, input_ids {tuple(ids.shape)}")
+    for name, value in (("input_ids", ids), ("token_type_ids", types)):
+        if value is not None and value.dtype not in (torch.long, torch.int):  # what an embedding takes as indices
+            raise TypeError(f"{where}: {name} are {str(value.dtype).removeprefix('torch.')}, and the model's "
+                            f"embeddings take integer ids as torch.long (or torch.int32): pass them as torch.long "
+                            f"(enc.batches(32) does)")  # fmt: skip
+    why = vocabulary_problem(model, int(ids.max()), int(ids.min()))
+    if not why and types is not None and types.numel():
+        why = segment_problem(model, int(types.max()), int(types.min()))
     if why:
         raise ValueError(f"{where} holds {why}")
     mask = batch.get("attention_mask")

@@ -99,6 +99,23 @@ class Encoded:
     n_truncated: int = 0
     meta: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        """Refuse arrays that disagree with one another or with ``max_length`` (an `Encoded` built by hand): a model
+        failed on them deep inside (torch's "size of tensor a must match"), or took ``max_length`` as their N when
+        checking its positions."""
+        shape = np.shape(self.input_ids)
+        if len(shape) != 2 or shape[1] != self.max_length:
+            raise ValueError(f"Encoded: input_ids has shape {shape}, and an Encoded holds [examples, max_length] "
+                             f"= [n, {self.max_length}]: pad or truncate every row to max_length")  # fmt: skip
+        for name in ("attention_mask", "token_type_ids"):
+            value = getattr(self, name)
+            if value is not None and np.shape(value) != shape:
+                raise ValueError(f"Encoded: {name} has shape {np.shape(value)}, input_ids {shape}: one row of each "
+                                 f"per example, one column per token")  # fmt: skip
+        if self.labels is not None and np.shape(self.labels) not in (shape[:1], shape):
+            raise ValueError(f"Encoded: labels have shape {np.shape(self.labels)}, input_ids {shape}: labels are "
+                             f"one per example [{shape[0]}] or one per token [{shape[0]}, {shape[1]}]")  # fmt: skip
+
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 

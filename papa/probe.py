@@ -718,7 +718,8 @@ def check_model_inputs(model, *splits: Encoded) -> None:
         ids = np.asarray(enc.input_ids)
         why = vocabulary_problem(model, int(ids.max()), int(ids.min())) if ids.size else None
         if not why and enc.token_type_ids is not None and len(enc):
-            why = segment_problem(model, int(np.asarray(enc.token_type_ids).max()))
+            types = np.asarray(enc.token_type_ids)
+            why = segment_problem(model, int(types.max()), int(types.min()))
         if why:
             raise ValueError(f"the inputs hold {why}")
 

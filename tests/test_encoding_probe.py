@@ -1,5 +1,6 @@
 """Input layout per tokenizer family, metrics against scikit-learn/seqeval, probes and the feature cache."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -493,6 +494,38 @@ def test_encoded_frame_round_trip(minilm):
     assert np.array_equal(back.input_ids, e.input_ids) and np.array_equal(back.labels, e.labels)
     with pytest.raises(ValueError, match="max_length=16"):
         papa.Encoded.from_frame(e.to_frame(), "papa", 16)
+
+
+def test_an_encoded_built_by_hand_refuses_arrays_that_disagree(minilm):
+    # a notebook's Encoded of arrays that disagree failed inside the model (torch's "size of tensor a must match"),
+    # or, where input_ids were longer than max_length, passed the probe's check of the model's positions
+    e = papa.encode(minilm[1], ["a b", "c"], labels=[0, 1], max_length=8)
+    parts = {"input_ids": e.input_ids, "attention_mask": e.attention_mask, "token_type_ids": e.token_type_ids,
+             "labels": e.labels, "layout": e.layout, "max_length": 8}  # fmt: skip
+    assert np.array_equal(papa.Encoded(**parts).input_ids, e.input_ids)  # as encode made them: taken
+    assert papa.Encoded(**{**parts, "token_type_ids": None, "labels": None}).labels is None
+    token_labels = np.zeros((2, 8), np.int64)  # one a token
+    assert papa.Encoded(**{**parts, "labels": token_labels}).token_level
+    wide = np.zeros((2, 9), np.int64)
+    for change, message in (
+        (
+            {"max_length": 16},
+            r"input_ids has shape \(2, 8\), and an Encoded holds \[examples, max_length\] = \[n, 16\]",
+        ),
+        ({"input_ids": e.input_ids[0]}, r"input_ids has shape \(8,\)"),
+        ({"attention_mask": e.attention_mask[:1]}, r"attention_mask has shape \(1, 8\), input_ids \(2, 8\)"),
+        ({"token_type_ids": wide}, r"token_type_ids has shape \(2, 9\), input_ids \(2, 8\)"),
+        (
+            {"labels": np.array([0, 1, 1])},
+            r"labels have shape \(3,\), input_ids \(2, 8\): labels are one per "
+            r"example \[2\] or one per token \[2, 8\]",
+        ),
+        ({"labels": wide}, r"labels have shape \(2, 9\)"),
+    ):
+        with pytest.raises(ValueError, match=rf"^Encoded: {message}"):
+            papa.Encoded(**{**parts, **change})
+    with pytest.raises(ValueError, match=r"^Encoded: labels have shape \(1,\)"):  # replace builds one anew
+        dataclasses.replace(e, labels=np.array([0]))
 
 
 def test_metrics_match_sklearn_and_seqeval():

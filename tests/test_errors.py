@@ -519,7 +519,10 @@ def test_constants_record_their_inputs_layout_and_refuse_inputs_in_another(minil
     lambdas, _ = learn_lambdas(model, C, std, std, "sequence", 2, ["accuracy"], cfg)  # the same layout trains
     assert lambdas.shape == (6, 12)
     batch = next(iter(std.batches(4)))
-    with pytest.raises(TypeError, match="input_ids are float32, and token ids are integers: pass them as torch.long"):
+    with pytest.raises(
+        TypeError,
+        match=r"input_ids are float32, and the model.s embeddings take integer ids as torch.long \(or torch.int32\)",
+    ):
         papa.average_attention(model, [{**batch, "input_ids": batch["input_ids"].float()}])
 
 

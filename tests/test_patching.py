@@ -522,11 +522,32 @@ def test_mismatched_length_fails_clearly(minilm):
     assert vocabulary_problem(model, V - 1) is None and segment_problem(model, S - 1) is None
     assert vocabulary_problem(model, V).startswith(f"token id {V}, and the model embeds {V} tokens")
     assert segment_problem(model, S).startswith(f"segment id {S} (token_type_ids), and the model has {S} segment")
-    # bool token ids, a mask of another shape or holding a weight: refused, named (the model failed deep inside on
-    # the first two, and a weight was averaged as one)
+    assert segment_problem(model, S - 1, 0) is None
+    assert (
+        segment_problem(model, 0, -1)
+        == f"segment id -1 (token_type_ids), and segment ids run from 0 (sentence A) to {S - 1}"
+    )
+    # bool or int16 token ids, segment ids of another shape, type or below 0, a mask of another shape or holding a
+    # weight: refused, named (the model failed deep inside on all but a weight, which was averaged as one, and a
+    # [1, N] row of segment ids, which was broadcast over the batch)
     batch = papa_batch(model, [8])
-    with pytest.raises(TypeError, match="input_ids are bool, and token ids are integers"):
-        papa.average_attention(model, [{**batch, "input_ids": batch["input_ids"] > 50}])
+    batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
+    for name, dtype in (("input_ids", torch.bool), ("input_ids", torch.int16), ("token_type_ids", torch.float32)):
+        with pytest.raises(TypeError) as caught:
+            papa.average_attention(model, [{**batch, name: batch[name].to(dtype)}])
+        assert str(caught.value) == (f"the batch after 0 examples: {name} are {str(dtype).removeprefix('torch.')}, "
+                                     f"and the model's embeddings take integer ids as torch.long (or torch.int32): "
+                                     f"pass them as torch.long (enc.batches(32) does)")  # fmt: skip
+    assert papa.average_attention(model, [{**batch, "input_ids": batch["input_ids"].int()}]).metadata["n_examples"] == 1
+    pair = papa_batch(model, [8, 5])
+    pair["token_type_ids"] = torch.zeros_like(pair["input_ids"])
+    for types in (pair["token_type_ids"][:1], pair["token_type_ids"][:, :8]):
+        with pytest.raises(ValueError, match=rf"token_type_ids has shape \({types.shape[0]}, {types.shape[1]}\), "
+                                             rf"input_ids \(2, 16\)$"):  # fmt: skip
+            papa.average_attention(model, [{**pair, "token_type_ids": types}])
+    with pytest.raises(ValueError, match=r"after 0 examples holds segment id -1 \(token_type_ids\), and segment ids "
+                                         r"run from 0"):  # fmt: skip
+        papa.average_attention(model, [{**batch, "token_type_ids": batch["token_type_ids"] - 1}])
     with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 8\), input_ids \(1, 16\)"):
         papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"][:, :8]}])
     with pytest.raises(ValueError, match=r"attention_mask holds values other than 0 and 1 \(e\.g\. 0\.5\)"):
