@@ -100,8 +100,7 @@ def masked_constant(C: torch.Tensor, valid: torch.Tensor | None, norm: torch.Ten
     den = Wm.sum(-1, keepdim=True)
     if valid is not None:  # pad queries' rows are 0, not divided by a normaliser that may be tiny (constant_output)
         den = den * valid.to(C.dtype)[:, None, :, None]
-    Cm = _divide_rows(Cm, den)
-    return Cm if valid is None else Cm * valid.to(C.dtype)[:, None, :, None]
+    return _divide_rows(Cm, den)  # pad-query rows: normaliser 0, so 0 with a zero gradient
 
 
 def bool_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
