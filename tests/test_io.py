@@ -593,6 +593,23 @@ def test_a_slurm_job_logs_to_its_log_file_only(tmp_path, monkeypatch, job_loggin
     assert [type(h) for h in root.handlers] == [logging.StreamHandler]
 
 
+def test_a_stage_set_up_again_on_a_log_path_starts_a_new_log(tmp_path, monkeypatch, job_logging):
+    """Where a log path holds an earlier run's log (a notebook's cell run again, a stage run by hand outside
+    Snakemake, which removes a job's log before each attempt) the stage's log is its own run's, not appended to the
+    old one (mutation testing: a log opened for appending passed every test)."""
+    import logging
+
+    from papa import pipeline
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "logs" / "toy.log"
+    for run in ("first", "second"):
+        pipeline.setup(str(path))
+        logging.getLogger("papa").info("the %s run", run)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" papa INFO the second run"), lines
+
+
 def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypatch, capsys, job_logging):
     """In-process, for the fast tier (the `slow` tests run whole jobs): a line for the log file alone (a bad
     input's traceback) stays off the console; a bad input's error is one line on the console, its traceback in the
