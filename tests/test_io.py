@@ -737,10 +737,15 @@ def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypat
     # and no kept copy), for good: no output is placed after a stop (`_raise_if_stopped`)
     monkeypatch.setattr(io, "stop_on_signals", lambda *a, **k: handlers.append((a, k, log.exists())) or {})
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    import torch
+
+    threads = []  # the job's threads reach torch (mutation testing: a job computing on torch's default passed)
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
     sm = SimpleNamespace(log=[str(log)], threads=1, params=SimpleNamespace(code="x"), input=["a", "b"])
     stage = Toy.from_snakemake(sm)
     assert registered == [pipeline._log_job_end] and handlers == [((), {"final": True}, False)]
     assert pipeline._JOB["stage"] == "Toy" and pipeline._JOB["log"] == str(log) and list(stage.inputs) == ["a", "b"]
+    assert threads == [1] and stage.threads == 1 and stage.code == "x"  # the code fingerprint, recorded
     Toy.from_snakemake(sm)
     assert registered == [pipeline._log_job_end] and handlers == [((), {"final": True}, False)]
     first = [line.split(" ", 4)[-1] for line in log.read_text().splitlines()][:2]
@@ -750,8 +755,6 @@ def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypat
         @classmethod
         def _from_snakemake(cls, sm):
             return {"seed": 7}
-
-    import torch
 
     assert Seeded.from_snakemake(sm).seed == 7 and torch.initial_seed() == 7
 
