@@ -759,6 +759,29 @@ def test_a_job_registers_its_end_line_and_stop_handlers_once(tmp_path, monkeypat
     assert Seeded.from_snakemake(sm).seed == 7 and torch.initial_seed() == 7
 
 
+def test_a_jobs_log_names_the_checkouts_commit_and_whether_it_was_dirty(tmp_path, monkeypatch, job_logging):
+    """A job's log names the commit of the papa checkout it ran and says when that checkout had uncommitted changes
+    (its results then come from code no commit holds; mutation testing: the word could go unseen)."""
+    from papa import pipeline
+
+    class Toy(pipeline.Stage):
+        @classmethod
+        def _from_snakemake(cls, sm):
+            return {}
+
+    monkeypatch.setattr(pipeline, "_JOB", {"failed": False})
+    monkeypatch.setattr(io, "stop_on_signals", lambda *a, **k: {})
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    real = io.environment
+    for dirty, said in ((True, "(commit 0123456789ab, dirty)"), (False, "(commit 0123456789ab)")):
+        source = {"commit": "0123456789abcdef0123", "dirty": dirty}
+        monkeypatch.setattr(io, "environment", lambda source=source: {**real(), "papa_source": source})
+        log = tmp_path / f"{dirty}.log"
+        Toy.from_snakemake(SimpleNamespace(log=[str(log)], threads=1, params=SimpleNamespace(), input=[]))
+        on = [line for line in log.read_text().splitlines() if " python " in line]
+        assert len(on) == 1 and on[0].endswith(said), on
+
+
 def test_a_failed_job_without_a_log_file_keeps_none_and_an_unreadable_file_is_a_users_error(monkeypatch, caplog):
     """A job with no log file that failed says nothing more at its end (its error is above; no log to keep), one a
     signal stopped says so without a kept log; an unreadable input file is a bad input (`_user_errors`: one line on
