@@ -422,6 +422,26 @@ def test_the_record_names_the_device_a_job_ran_on_and_initialises_no_cuda(monkey
     assert "model_release" not in stage.job_record()
 
 
+def test_a_stages_record_names_it_its_settings_each_inputs_digest_and_what_it_adds(tmp_path):
+    """`Stage.provenance`, what each output of a job records: the stage's class, its settings, every input file's
+    digest and what the stage adds (the MLM stage its hub commit, a probe its cache strategy) (mutation testing:
+    a record without the digests, naming the base class or without the additions passed the fast tier)."""
+    from papa import pipeline
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("one")
+    b.write_text("two")
+    stage = pipeline.AverageStage(model="minilm", kind="average", tokens=str(a), out="o", inputs=(str(a), str(b)))
+    record = stage.provenance(model_revision="abc123")
+    assert record["stage"] == "AverageStage" and record["settings"]["tokens"] == str(a)
+    assert record["settings"]["inputs"] == (str(a), str(b)) and record["model_revision"] == "abc123"
+    assert list(record["inputs"]) == [str(a), str(b)] and record["inputs"] == io.input_digests([a, b])
+    b.write_text("changed")  # each file's own digest: another content, another digest
+    after = stage.provenance()["inputs"]
+    assert after[str(a)] == record["inputs"][str(a)] and after[str(b)] != record["inputs"][str(b)]
+    assert "model_revision" not in stage.provenance()
+
+
 def test_a_job_given_a_gpu_by_a_rocm_build_of_torch_is_not_refused(monkeypatch):
     """A ROCm build of torch sees an AMD GPU through torch.cuda (HIP: torch.cuda.is_available() is True) but has no
     CUDA version (torch.version.cuda is None), so `papa.io.environment` records ``cuda`` None. `check_gpu_granted`
