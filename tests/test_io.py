@@ -824,7 +824,13 @@ def test_a_failed_job_without_a_log_file_keeps_none_and_an_unreadable_file_is_a_
         assert not any("kept as" in m for m in lines), lines
     errors = pipeline._user_errors()
     assert issubclass(io.UnreadableFileError, errors) and issubclass(TaskSpecError, errors)
-    assert not issubclass(RuntimeError, errors)
+    # a model papa cannot patch and inputs of another N than the matrices: bad input too, each message says what to
+    # change (mutation testing: either could be taken for a bug, a traceback on the console, and no test saw it)
+    from papa.models import UnsupportedModelError
+    from papa.patching.kernels import SequenceLengthMismatch
+
+    assert issubclass(UnsupportedModelError, errors) and issubclass(SequenceLengthMismatch, errors)
+    assert not issubclass(RuntimeError, errors) and not issubclass(ValueError, errors)
 
 
 @pytest.mark.slow  # a fresh Python process (~2 s): `make test`, not the fast tier
