@@ -504,7 +504,7 @@ def test_an_encoded_built_by_hand_refuses_arrays_that_disagree(minilm):
              "labels": e.labels, "layout": e.layout, "max_length": 8}  # fmt: skip
     assert np.array_equal(papa.Encoded(**parts).input_ids, e.input_ids)  # as encode made them: taken
     assert papa.Encoded(**{**parts, "token_type_ids": None, "labels": None}).labels is None
-    token_labels = np.zeros((2, 8), np.int64)  # one a token
+    token_labels = np.zeros((2, 8), np.int64)  # a label per token
     assert papa.Encoded(**{**parts, "labels": token_labels}).token_level
     wide = np.zeros((2, 9), np.int64)
     for change, message in (
