@@ -562,9 +562,10 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
     ids = batch["input_ids"]
     if ids.dim() != 2 or ids.shape[0] == 0:
         raise ValueError(f"{where}: input_ids has shape {tuple(ids.shape)}; a batch is [examples >= 1, N]")
-    types = batch.get("token_type_ids")
-    if types is not None and tuple(types.shape) != tuple(ids.shape):  # [1, N] was broadcast over the batch
-        raise ValueError(f"{where}: token_type_ids has shape {tuple(types.shape)}, input_ids {tuple(ids.shape)}")
+    types, mask = batch.get("token_type_ids"), batch.get("attention_mask")
+    for name, value in (("attention_mask", mask), ("token_type_ids", types)):
+        if value is not None and tuple(value.shape) != tuple(ids.shape):  # [1, N] was broadcast over the batch
+            raise ValueError(f"{where}: {name} has shape {tuple(value.shape)}, input_ids {tuple(ids.shape)}")
     for name, value in (("input_ids", ids), ("token_type_ids", types)):
         if value is not None and value.dtype not in (torch.long, torch.int):  # what an embedding takes as indices
             raise TypeError(f"{where}: {name} are {str(value.dtype).removeprefix('torch.')}, and the model's "
@@ -575,9 +576,6 @@ def _checked_batch(batch, done: int, model) -> torch.Tensor:
         why = segment_problem(model, int(types.max()), int(types.min()))
     if why:
         raise ValueError(f"{where} holds {why}")
-    mask = batch.get("attention_mask")
-    if mask is not None and tuple(mask.shape) != tuple(ids.shape):
-        raise ValueError(f"{where}: attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(ids.shape)}")
     if mask is not None and not bool(((mask == 0) | (mask == 1)).all()):  # 0.5 would be averaged as a weight
         raise ValueError(f"{where}: attention_mask holds values other than 0 and 1 (e.g. "
                          f"{mask[(mask != 0) & (mask != 1)].flatten()[0].item():g}): it says which tokens are real "
