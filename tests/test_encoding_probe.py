@@ -826,6 +826,16 @@ def test_a_word_that_gives_no_word_piece_is_refused_naming_it(minilm, word):
     papa.encode(tok, [["a", "b"], ["a", word, "b"]], max_length=16)  # no tags (an averaging corpus): nothing lost
 
 
+def _tokenize_stage(tmp_path, **settings):
+    """The tokenize stage of these tests: MiniLM's tokenizer at N=16 on the split ``train`` of the prepared dataset
+    in ``tmp_path/data``, written to ``tmp_path/t.parquet``; ``settings`` add to or replace these."""
+    from papa import pipeline
+
+    base = dict(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16, layout="papa",
+                out=str(tmp_path / "t.parquet"), encoding={})  # fmt: skip
+    return pipeline.TokenizeStage(**{**base, **settings})
+
+
 def test_the_tokenize_stage_names_the_row_of_a_word_without_a_piece(tmp_path):
     """In the workflow the example's place in the prepared split (shuffled, subsampled) leads nowhere: the tokenize
     stage names the split, the dataset and the row's id (which names the file's row)."""
@@ -837,8 +847,7 @@ def test_the_tokenize_stage_names_the_row_of_a_word_without_a_piece(tmp_path):
     rows = pd.DataFrame({"id": ["d-train-0", "d-train-7"], "tokens": [["a", "b"], ["a", "\u200b", "b"]],
                          "tags": [[0, 1], [0, 1, 0]]})  # fmt: skip
     TaskData("d", "token", ["O", "X"], {"train": rows, "validation": rows}).save(tmp_path / "data")
-    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
-                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={})  # fmt: skip
+    stage = _tokenize_stage(tmp_path)
     with pytest.raises(ValueError, match=r"the train split of dataset 'd', row id 'd-train-7' \(its sentence's word "
                        r"2, '\\u200b'\) gives no word piece with BertTokenizer, so its tag would be lost"):  # fmt: skip
         pipeline.tokenize(stage)
@@ -857,9 +866,7 @@ def test_the_tokenize_stage_keeps_a_split_of_one_class_and_an_empty_second_text_
 
     rows = pd.DataFrame({"id": ["d-0", "d-1"], "text": ["a b", "c d"], "text_b": [None, None], "label": [0, 0]})
     TaskData("d", "sequence", ["no", "yes"], {"train": rows, "validation": rows.iloc[:0]}).save(tmp_path / "data")
-    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
-                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={},
-                                   input_shape="single")  # fmt: skip
+    stage = _tokenize_stage(tmp_path, input_shape="single")
     enc = pipeline.tokenize(stage)
     assert list(enc.labels) == [0, 0]
     assert pipeline.token_meta(tmp_path / "t.parquet")["kind"] == "sequence"
@@ -877,9 +884,7 @@ def test_the_tokenize_stage_keeps_partial_labels_and_pairs(tmp_path):
 
     rows = pd.DataFrame({"id": ["d-0", "d-1"], "text": ["a b", "c d"], "text_b": ["e f", None], "label": [1, -1]})
     TaskData("d", "sequence", ["no", "yes"], {"train": rows, "validation": rows}).save(tmp_path / "data")
-    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
-                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={},
-                                   input_shape="pair")  # fmt: skip
+    stage = _tokenize_stage(tmp_path, input_shape="pair")
     enc = pipeline.tokenize(stage)
     assert enc.labels is not None and list(enc.labels) == [1, -1]
     assert pipeline.token_meta(tmp_path / "t.parquet")["pair"] is True
@@ -907,13 +912,12 @@ def test_the_tokenize_stage_reads_its_split_records_what_made_it_and_checks_the_
         prov = {"source": "local", "sha256": {"train": shape}, "seed": 3}
         TaskData(shape, kind, ["O", "X"], {"train": rows, "validation": rows}, prov).save(tmp_path / shape)
         (tmp_path / shape / "validation.parquet").unlink()
-        stage = dict(model="minilm", data_dir=str(tmp_path / shape), split="train", max_length=16, layout="papa",
-                     out=str(tmp_path / f"{shape}.parquet"), encoding={}, code="c0de")  # fmt: skip
+        stage = dict(data_dir=str(tmp_path / shape), out=str(tmp_path / f"{shape}.parquet"), code="c0de")
         for other in set(shapes) - {shape}:
             with pytest.raises(ValueError, match=f"dataset '{shape}' holds {shape} inputs, but its config entry "
                                f"describes {other} ones"):  # fmt: skip
-                pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape=other))
-        enc = pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape=shape))
+                pipeline.tokenize(_tokenize_stage(tmp_path, **stage, input_shape=other))
+        enc = pipeline.tokenize(_tokenize_stage(tmp_path, **stage, input_shape=shape))
         assert enc.token_level == (shape == "token") and len(enc) == 2
         meta = pipeline.token_meta(tmp_path / f"{shape}.parquet")
         want = {"model": "minilm", "model_revision": "commit-of-minilm", "dataset": shape, "split": "train",
@@ -923,7 +927,7 @@ def test_the_tokenize_stage_reads_its_split_records_what_made_it_and_checks_the_
     rows = pd.DataFrame({"id": ["u0", "u1"], "text": ["a b", "c d"], "label": [-1, -1]})
     TaskData("corpus", "sequence", [], {"train": rows, "validation": rows}).save(tmp_path / "corpus")
     stage.update(data_dir=str(tmp_path / "corpus"), out=str(tmp_path / "u.parquet"))
-    enc = pipeline.tokenize(pipeline.TokenizeStage(**stage, input_shape="single"))
+    enc = pipeline.tokenize(_tokenize_stage(tmp_path, **stage, input_shape="single"))
     assert enc.labels is None and papa.Encoded.load(tmp_path / "u.parquet").labels is None
 
 
@@ -992,9 +996,7 @@ def test_the_tokenize_stage_counts_the_words_a_cut_sentence_loses(tmp_path, capl
     long = ["the"] * 20  # 20 one-piece words: at N=16, 14 fit between [CLS] and [SEP]
     rows = pd.DataFrame({"id": ["a", "b"], "tokens": [["a", "b"], long], "tags": [[0, 1], [0, 1] * 10]})
     TaskData("d", "token", ["O", "X"], {"train": rows, "validation": rows}).save(tmp_path / "data")
-    stage = pipeline.TokenizeStage(model="minilm", data_dir=str(tmp_path / "data"), split="train", max_length=16,
-                                   layout="papa", out=str(tmp_path / "t.parquet"), encoding={},
-                                   input_shape="token")  # fmt: skip
+    stage = _tokenize_stage(tmp_path, input_shape="token")
     with caplog.at_level(logging.INFO, logger="papa"):
         pipeline.tokenize(stage)
     enc = papa.Encoded.load(tmp_path / "t.parquet")
