@@ -550,6 +550,11 @@ def test_mismatched_length_fails_clearly(minilm):
         papa.average_attention(model, [{**batch, "token_type_ids": batch["token_type_ids"] - 1}])
     with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 8\), input_ids \(1, 16\)"):
         papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"][:, :8]}])
+    # the shapes are read before the ids: a [1, N] mask over two examples whose ids are another model's is refused
+    # for its shape (the one fault of the two a batch built from two tokenizations shows first)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 16\), input_ids \(2, 16\)$"):
+        papa.average_attention(model, [{**pair, "attention_mask": pair["attention_mask"][:1],
+                                        "input_ids": pair["input_ids"] + V}])  # fmt: skip
     with pytest.raises(ValueError, match=r"attention_mask holds values other than 0 and 1 \(e\.g\. 0\.5\)"):
         papa.average_attention(model, [{**batch, "attention_mask": batch["attention_mask"] * 0.5}])
     with pytest.raises(ValueError, match="total must be the number of examples"):  # 0 passed (only -3 was tried)
