@@ -696,6 +696,20 @@ def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypat
     monkeypatch.setattr(pipeline, "unfinished_log_path", lambda log: str(blocked / "toy.log.unfinished-4"))
     assert re.match(rf"could not keep this log as {re.escape(str(blocked))}/toy\.log\.unfinished-4: ", end(failed=True))
     assert sorted(path.parent.glob("*.unfinished-*")) == kept and blocked.read_text() == ""
+    # a copy cut short (the disk full half-way) leaves no kept log that looks whole: it is written atomically
+    # (mutation testing, the Stage base's third round: a plain copy passed)
+    import shutil
+
+    def cut_short(src, dst):
+        with open(src, "rb") as f, open(dst, "wb") as g:
+            g.write(f.read()[:100])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pipeline, "unfinished_log_path", lambda log: f"{log}.unfinished-4")
+    monkeypatch.setattr(shutil, "copyfile", cut_short)
+    assert re.match(r"could not keep this log as .*toy\.log\.unfinished-4: .*free space there .*\[Errno 28\] No "
+                    r"space left on device\)$", end(failed=True))  # fmt: skip
+    assert sorted(path.parent.glob("*.unfinished-*")) == kept and sorted(path.parent.iterdir()) == [path, *kept]
 
 
 def test_a_stop_python_dropped_still_stops_the_jobs_writes(tmp_path):
