@@ -630,6 +630,25 @@ def test_a_stage_set_up_again_on_a_log_path_starts_a_new_log(tmp_path, monkeypat
     assert len(lines) == 1 and lines[0].endswith(" papa INFO the second run"), lines
 
 
+def test_setup_seeds_torch_numpy_and_random_with_the_seed_it_is_given(job_logging):
+    """`setup(log, threads, seed)` seeds everything, as its docstring says: a notebook's stage run by hand draws the
+    same numbers for one seed and others for another (mutation testing, the Stage base's third round: a `setup`
+    that seeded nothing passed, as a workflow job seeds again with its stage's seed)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from papa import pipeline
+
+    draws = []
+    for seed in (5, 5, 6):
+        pipeline.setup(None, seed=seed)
+        draws.append((torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()))
+    assert draws[0] == draws[1]
+    assert all(a != b for a, b in zip(draws[0], draws[2], strict=True)), draws
+
+
 def test_a_jobs_console_and_log_say_how_it_failed_or_stopped(tmp_path, monkeypatch, capsys, job_logging):
     """In-process, for the fast tier (the `slow` tests run whole jobs): a line for the log file alone (a bad
     input's traceback) stays off the console; a bad input's error is one line on the console, its traceback in the
