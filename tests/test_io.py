@@ -1672,6 +1672,20 @@ def test_a_jobs_end_line_names_its_peak_cuda_memory_and_survives_a_cuda_error(mo
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", broken)
     assert re.fullmatch(shape, pipeline._usage())
 
+    # the CPU time is the process's and its children's (a tokenizer's or data loader's workers), the peak memory the
+    # larger of the two peaks (mutation testing, the Stage base's third round: either without the children passed)
+    import resource
+    from types import SimpleNamespace
+
+    kib = 1 if sys.platform == "darwin" else 1024  # ru_maxrss' unit: bytes on macOS, KiB on Linux
+    usage = {
+        resource.RUSAGE_SELF: SimpleNamespace(ru_utime=1.25, ru_stime=0.5, ru_maxrss=2**30 // kib),
+        resource.RUSAGE_CHILDREN: SimpleNamespace(ru_utime=2.0, ru_stime=0.25, ru_maxrss=3 * 2**30 // kib),
+    }
+    monkeypatch.setattr(resource, "getrusage", usage.__getitem__)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pipeline._usage() == "CPU 4.0 s, peak memory 3.00 GiB"
+
 
 def test_a_folder_digest_covers_the_given_files_names_and_bytes(tmp_path):
     """The ``release`` param of a job reading a local model folder (common.smk's folder_digest): one digest of the
