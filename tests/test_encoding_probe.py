@@ -912,12 +912,12 @@ def test_the_tokenize_stage_reads_its_split_records_what_made_it_and_checks_the_
         prov = {"source": "local", "sha256": {"train": shape}, "seed": 3}
         TaskData(shape, kind, ["O", "X"], {"train": rows, "validation": rows}, prov).save(tmp_path / shape)
         (tmp_path / shape / "validation.parquet").unlink()
-        stage = dict(data_dir=str(tmp_path / shape), out=str(tmp_path / f"{shape}.parquet"), code="c0de")
+        settings = dict(data_dir=str(tmp_path / shape), out=str(tmp_path / f"{shape}.parquet"), code="c0de")
         for other in set(shapes) - {shape}:
             with pytest.raises(ValueError, match=f"dataset '{shape}' holds {shape} inputs, but its config entry "
                                f"describes {other} ones"):  # fmt: skip
-                pipeline.tokenize(_tokenize_stage(tmp_path, **stage, input_shape=other))
-        enc = pipeline.tokenize(_tokenize_stage(tmp_path, **stage, input_shape=shape))
+                pipeline.tokenize(_tokenize_stage(tmp_path, **settings, input_shape=other))
+        enc = pipeline.tokenize(_tokenize_stage(tmp_path, **settings, input_shape=shape))
         assert enc.token_level == (shape == "token") and len(enc) == 2
         meta = pipeline.token_meta(tmp_path / f"{shape}.parquet")
         want = {"model": "minilm", "model_revision": "commit-of-minilm", "dataset": shape, "split": "train",
@@ -926,8 +926,8 @@ def test_the_tokenize_stage_reads_its_split_records_what_made_it_and_checks_the_
         assert meta["data"] == TaskData.read(tmp_path / shape, ["train"]).provenance and meta["data"]["seed"] == 3
     rows = pd.DataFrame({"id": ["u0", "u1"], "text": ["a b", "c d"], "label": [-1, -1]})
     TaskData("corpus", "sequence", [], {"train": rows, "validation": rows}).save(tmp_path / "corpus")
-    stage.update(data_dir=str(tmp_path / "corpus"), out=str(tmp_path / "u.parquet"))
-    enc = pipeline.tokenize(_tokenize_stage(tmp_path, **stage, input_shape="single"))
+    settings.update(data_dir=str(tmp_path / "corpus"), out=str(tmp_path / "u.parquet"))
+    enc = pipeline.tokenize(_tokenize_stage(tmp_path, **settings, input_shape="single"))
     assert enc.labels is None and papa.Encoded.load(tmp_path / "u.parquet").labels is None
 
 

@@ -1677,10 +1677,10 @@ def test_a_jobs_end_line_names_its_peak_cuda_memory_and_survives_a_cuda_error(mo
     import resource
     from types import SimpleNamespace
 
-    kib = 1 if sys.platform == "darwin" else 1024  # ru_maxrss' unit: bytes on macOS, KiB on Linux
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss' unit: bytes on macOS, KiB on Linux
     usage = {
-        resource.RUSAGE_SELF: SimpleNamespace(ru_utime=1.25, ru_stime=0.5, ru_maxrss=2**30 // kib),
-        resource.RUSAGE_CHILDREN: SimpleNamespace(ru_utime=2.0, ru_stime=0.25, ru_maxrss=3 * 2**30 // kib),
+        resource.RUSAGE_SELF: SimpleNamespace(ru_utime=1.25, ru_stime=0.5, ru_maxrss=2**30 // unit),
+        resource.RUSAGE_CHILDREN: SimpleNamespace(ru_utime=2.0, ru_stime=0.25, ru_maxrss=3 * 2**30 // unit),
     }
     monkeypatch.setattr(resource, "getrusage", usage.__getitem__)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

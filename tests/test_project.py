@@ -735,12 +735,12 @@ def test_every_papa_name_the_readmes_give_exists():
         text = (ROOT / doc).read_text(encoding="utf-8")
         names = sorted(set(re.findall(r"(?<![\w/.])papa(?:\.[A-Za-z_]\w*)+", text)))
         assert len(names) > (50 if doc == "README.md" else 0), (doc, names)
-        for name in (n for n in names if n not in keys):
-            parts, n = name.split("."), 1
-            while n < len(parts) and _is_module(".".join(parts[: n + 1])):
-                n += 1
-            obj = importlib.import_module(".".join(parts[:n]))
-            for part in parts[n:]:
+        for name in sorted(set(names) - keys):
+            parts, depth = name.split("."), 1  # parts[:depth] is the module, the rest its attributes
+            while depth < len(parts) and _is_module(".".join(parts[: depth + 1])):
+                depth += 1
+            obj = importlib.import_module(".".join(parts[:depth]))
+            for part in parts[depth:]:
                 if not hasattr(obj, part):
                     missing.append(f"{doc}: {name}")
                     break
