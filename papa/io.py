@@ -402,6 +402,9 @@ def footer_json(path: str | Path, raw: bytes):
 
 #: The key of papa's provenance in a Parquet file's schema metadata (and a safetensors file's metadata).
 PROVENANCE_KEY = "papa"
+#: The key of a data split's own description (task, labels, provenance) in its Parquet schema metadata
+#: (`papa.data.TaskData.save_split` writes it, `read_provenance` reads its provenance).
+SPLIT_META_KEY = b"papa.task"
 
 
 def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
@@ -429,11 +432,11 @@ def write_parquet(df, path: str | Path, provenance: dict | None = None) -> None:
 
 def read_provenance(path: str | Path) -> dict | None:
     """The provenance `write_parquet` stored in a Parquet file, or a data split's (`papa.data.TaskData.save_split`
-    keeps it beside the task's name and labels, under ``papa.task``); None if it has none."""
+    keeps it beside the task's name and labels, under `SPLIT_META_KEY`); None if it has none."""
     meta = parquet_file(path).schema_arrow.metadata or {}
     raw = meta.get(PROVENANCE_KEY.encode())
-    if raw is None and b"papa.task" in meta:
-        return footer_json(path, meta[b"papa.task"]).get("provenance")
+    if raw is None and SPLIT_META_KEY in meta:
+        return footer_json(path, meta[SPLIT_META_KEY]).get("provenance")
     return None if raw is None else footer_json(path, raw)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import SEED_LIMIT, atomic_path, footer_json, is_integer, parquet_file, read_table, write_table
+from ..io import SEED_LIMIT, SPLIT_META_KEY, atomic_path, footer_json, is_integer, parquet_file, read_table, write_table
 from ..spec import BINARY_METRICS, NAME_PATTERN, PREPARED_SPLITS
 from . import hub, local, packages
 from .downloads import default_cache_dir, known_home, make_cache_dir
@@ -42,8 +42,6 @@ SEQUENCE_COLUMNS = ["id", "text", "text_b", "label"]
 TOKEN_COLUMNS = ["id", "tokens", "tags"]
 META_FILE = "meta.json"
 META_VERSION = 1
-#: The key of a split file's Parquet metadata that describes it (`TaskData.save_split`).
-SPLIT_META_KEY = b"papa.task"
 
 #: The spec key that subsamples each prepared split (`papa.spec.PREPARED_SPLITS`): the only one that reaches that
 #: split alone.
