@@ -1960,6 +1960,46 @@ def test_write_parquet_drops_the_index_and_stores_provenance_beside_pandas_metad
     assert io.read_provenance(tmp_path / "split.parquet") is None
 
 
+def test_the_split_metadata_key_is_spelt_once_in_papas_code():
+    """A data split's description sits under one key of its Parquet metadata, `papa.io.SPLIT_META_KEY` (beside
+    `PROVENANCE_KEY`, which papa's code uses by name alone): no other line of papa's code, docstrings aside,
+    spells its value, and `papa.data`'s name is that constant. A copy (`read_provenance` had one) would go on
+    reading the old key once the constant changed (issue 15: each concept defined once). The test spells the
+    keys as literals: they are the file format."""
+    import ast
+
+    from papa.data.task import SPLIT_META_KEY
+
+    assert (io.PROVENANCE_KEY, io.SPLIT_META_KEY) == ("papa", b"papa.task")
+    assert SPLIT_META_KEY is io.SPLIT_META_KEY
+    root = Path(io.__file__).parent
+    spelt, definitions = [], []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        spelt += [
+            (path.relative_to(root.parent).as_posix(), node.lineno)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and node.value in (b"papa.task", "papa.task")
+            and id(node) not in docstrings
+        ]
+        definitions += [
+            (path.relative_to(root.parent).as_posix(), node.value.lineno)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SPLIT_META_KEY"]
+        ]
+    assert definitions == [("papa/io.py", definitions[0][1])], definitions
+    assert spelt == definitions, spelt
+
+
 def test_the_environment_records_this_processs_values():
     """`environment`'s values are the ones this process runs with: MKL's setting, torch's thread count, the CPU's
     model name (the value of /proc/cpuinfo's line, not its key) and papa's installed version."""
