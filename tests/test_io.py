@@ -1969,35 +1969,20 @@ def test_the_split_metadata_key_is_spelt_once_in_papas_code():
     import ast
 
     from papa.data.task import SPLIT_META_KEY
+    from papa.fingerprint import _strip_docstrings  # what a code fingerprint leaves out
 
     assert (io.PROVENANCE_KEY, io.SPLIT_META_KEY) == ("papa", b"papa.task")
     assert SPLIT_META_KEY is io.SPLIT_META_KEY
     root = Path(io.__file__).parent
-    spelt, definitions = [], []
-    for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {
-            id(node.body[0].value)
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body
-            and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)
-        }
-        spelt += [
-            (path.relative_to(root.parent).as_posix(), node.lineno)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Constant)
-            and node.value in (b"papa.task", "papa.task")
-            and id(node) not in docstrings
-        ]
-        definitions += [
-            (path.relative_to(root.parent).as_posix(), node.value.lineno)
-            for node in tree.body
-            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SPLIT_META_KEY"]
-        ]
-    assert [where for where, _ in definitions] == ["papa/io.py"], definitions
-    assert spelt == definitions, spelt
+    spelt = [
+        (path.relative_to(root.parent).as_posix(), node.lineno)
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(_strip_docstrings(ast.parse(path.read_text(encoding="utf-8"))))
+        if isinstance(node, ast.Constant) and node.value in (b"papa.task", "papa.task")
+    ]
+    lines = (root / "io.py").read_text(encoding="utf-8").splitlines()
+    defined = [("papa/io.py", n) for n, line in enumerate(lines, 1) if line.startswith("SPLIT_META_KEY = ")]
+    assert len(defined) == 1 and spelt == defined, spelt
 
 
 def test_the_environment_records_this_processs_values():

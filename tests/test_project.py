@@ -725,7 +725,7 @@ def test_every_papa_name_the_readmes_give_exists():
     an attribute of one, or is the metadata key the library writes into a split's Parquet footer (``papa.task``)."""
     import importlib
 
-    from papa.data.task import SPLIT_META_KEY
+    from papa.io import SPLIT_META_KEY
 
     keys = {SPLIT_META_KEY.decode()}
     missing = []
