@@ -4,7 +4,7 @@
 # (tests/conftest.py; --no-loadscope-reorder: by default pytest-xdist starts the files with the most tests first,
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
-# `rehearsal` tier, the ~20-minute full rehearsal that `make rehearse` runs;
+# `rehearsal` tier, the ~25-minute full rehearsal that `make rehearse` runs;
 # `make check`: the fast tier; `make coverage`: the lines of papa/ no test runs (`make test`'s tests, jobs included);
 # `make test-cuda`: the tests marked cuda, on a GPU machine with the GPU visible (the
 # other tiers hide it; `make rehearse` leaves it visible too); `make lint`: ruff's linter and formatter check;
@@ -160,7 +160,7 @@ coverage: install
 	$(BIN)/python -m coverage combine --quiet
 	$(BIN)/python -m coverage report --skip-covered --show-missing
 
-# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~20 min on 2 cores): the pre-flight
+# the full rehearsal of config/paper.yaml's grid (config/rehearsal.yaml, 389 jobs, ~25 min on 2 cores): the pre-flight
 # of a run, so on a GPU machine it runs on the GPU, as the run will (the other tiers hide it: tests/conftest.py)
 rehearse: install
 	PAPA_TEST_CUDA=1 $(BIN)/python -m pytest -m rehearsal

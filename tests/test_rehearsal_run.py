@@ -129,16 +129,17 @@ def test_rehearsal_sample_writes_the_other_tables_and_the_figures(sample_run):
 
 
 @pytest.mark.slow
-@pytest.mark.rehearsal  # `make rehearse`: ~20 minutes, beyond CI's budget; `make test` runs the sample above
+@pytest.mark.rehearsal  # `make rehearse`: ~25 minutes, beyond CI's budget; `make test` runs the sample above
 def test_full_rehearsal_writes_every_table(tmp_path):
     """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
 
-    Budget: 389 jobs, 30 min; measured 20 min 4 s on the 2-core machine with nothing beside it
-    (2026-11-26, at 408 jobs, before each split got its own prepare_data job; at 384 jobs, before trained
-    constants ran a job per seed, 22 min 47 s in CI and 25 min with other work beside it: ~7 s of CPU per job,
-    nearly all of it the Python/torch/transformers start-up of each job, not the tiny models). Every (model,
-    task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table of all four
-    families must be there, and every job read no file of the checkout it did not declare (as the sample's).
+    Budget: 389 jobs, 30 min; measured 25 min 23 s on the 2-core machine with nothing beside it
+    (2026-12-08; 55 min on a slow day of the same machines, 2026-12-07); 20 min 4 s before the kernel
+    recorded native code's reads (2026-11-26, at 408 jobs, before each split got its own prepare_data job); at
+    384 jobs, before trained constants ran a job per seed, 22 min 47 s in CI and 25 min with other work beside
+    it: ~7 s of CPU per job, nearly all of it the Python/torch/transformers start-up of each job, not the tiny
+    models. Every (model, task, fraction) of the sweep, the analyses' kinds and head orders, and the MLM table
+    of all four families must be there, and every job read no file of the checkout it did not declare (as the sample's).
     """
     repo = copy_repo(tmp_path / "repo")
     cfg = load(REHEARSAL)
