@@ -4,7 +4,7 @@
 # (tests/conftest.py; --no-loadscope-reorder: by default pytest-xdist starts the files with the most tests first,
 # the long files last; the Slurm tests mostly wait on the scheduler, so the whole-workflow runs share the 2 cores
 # beside them); everything but the
-# `rehearsal` tier, the ~25-minute full rehearsal that `make rehearse` runs;
+# `rehearsal` tier, the full rehearsal that `make rehearse` runs (its time: at the `rehearse` target);
 # `make check`: the fast tier; `make coverage`: the lines of papa/ no test runs (`make test`'s tests, jobs included);
 # `make test-cuda`: the tests marked cuda, on a GPU machine with the GPU visible (the
 # other tiers hide it; `make rehearse` leaves it visible too); `make lint`: ruff's linter and formatter check;

@@ -129,7 +129,7 @@ def test_rehearsal_sample_writes_the_other_tables_and_the_figures(sample_run):
 
 
 @pytest.mark.slow
-@pytest.mark.rehearsal  # `make rehearse`: ~25 minutes, beyond CI's budget; `make test` runs the sample above
+@pytest.mark.rehearsal  # `make rehearse` (its time below), beyond CI's budget; `make test` runs the sample above
 def test_full_rehearsal_writes_every_table(tmp_path):
     """`snakemake --cores all --configfile config/rehearsal.yaml` from scratch, builds included.
 
